@@ -1,0 +1,3 @@
+"""leanloop: the shared package (paths, artifacts, CLI, traces, metrics, training machinery)."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,42 @@
+"""Test-wide settings: offline, real shared data, and the ``lean`` marker."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest  # noqa: E402
+
+from leanloop.paths import shared_data_dir  # noqa: E402
+
+
+def lean_toolchain_available() -> bool:
+    return bool(os.environ.get("LEANLOOP_LEAN_PROJECT") or shutil.which("lake"))
+
+
+def pytest_collection_modifyitems(config, items):
+    if lean_toolchain_available():
+        return
+    skip = pytest.mark.skip(reason="no Lean toolchain (set LEANLOOP_LEAN_PROJECT or put lake on PATH)")
+    for item in items:
+        if "lean" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def shared_data():
+    """The real recorded Lean data folder (../shared/data)."""
+    return shared_data_dir()
+
+
+@pytest.fixture
+def artifacts(tmp_path, monkeypatch):
+    """An isolated artifacts root for one test."""
+    root = tmp_path / "artifacts"
+    monkeypatch.setenv("LEANLOOP_ARTIFACTS", str(root))
+    return root
