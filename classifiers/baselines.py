@@ -1,0 +1,70 @@
+"""The two baselines every classifier report shows beside the learned classifiers.
+
+- majority class: the training split's most frequent label, as a constant score (its AUROC is 0.5
+  by construction; its accuracy is the number a classifier must clear to be worth anything);
+- TF-IDF + logistic regression on the raw program text (scikit-learn): a bag of Lean tokens and
+  token pairs. It picks up tactic choices and theorem families, which is most of what a small
+  model learns too, so a learned classifier has to beat it to show it reads the proof.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+
+@dataclass
+class TfidfConfig:
+    ngram_max: int = 2
+    """Word n-grams from 1 to this."""
+    min_df: int = 2
+    """Ignore tokens seen in fewer programs than this."""
+    max_features: int | None = 200_000
+    C: float = 1.0
+    """Inverse regularisation strength of the logistic regression."""
+    token_pattern: str = r"[^\s]+"
+    """Whitespace-separated Lean tokens (keeps `<;>`, `h₀`, `nlinarith` and `[sq_nonneg` intact)."""
+    sublinear_tf: bool = True
+    seed: int = 0
+
+
+def majority_scores(train_labels: Sequence[bool], n: int) -> np.ndarray:
+    """Constant score: 1.0 if most training programs are valid, else 0.0 (ties: invalid)."""
+    if len(train_labels) == 0:
+        raise ValueError("majority baseline needs at least one labelled training program")
+    majority = float(np.mean(np.asarray(train_labels, dtype=float)) > 0.5)
+    return np.full(n, majority)
+
+
+class TfidfBaseline:
+    """Fit on the training split's programs and labels; score any programs."""
+
+    def __init__(self, config: TfidfConfig | None = None) -> None:
+        self.config = config or TfidfConfig()
+        self.pipeline = None
+
+    def fit(self, programs: Sequence[str], labels: Sequence[bool]) -> "TfidfBaseline":
+        from sklearn.feature_extraction.text import TfidfVectorizer
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.pipeline import make_pipeline
+
+        labels = np.asarray(labels, dtype=bool)
+        if len(programs) != len(labels):
+            raise ValueError(f"{len(programs)} programs but {len(labels)} labels")
+        if len(set(labels.tolist())) < 2:
+            raise ValueError("TF-IDF baseline needs both valid and invalid training programs")
+        c = self.config
+        self.pipeline = make_pipeline(
+            TfidfVectorizer(ngram_range=(1, c.ngram_max), min_df=c.min_df, max_features=c.max_features,
+                            token_pattern=c.token_pattern, sublinear_tf=c.sublinear_tf, lowercase=False),
+            LogisticRegression(C=c.C, max_iter=5000, random_state=c.seed),
+        )
+        self.pipeline.fit(list(programs), labels)
+        return self
+
+    def scores(self, programs: Sequence[str]) -> np.ndarray:
+        if self.pipeline is None:
+            raise RuntimeError("TfidfBaseline.scores called before fit")
+        return self.pipeline.predict_proba(list(programs))[:, 1]

@@ -1,0 +1,50 @@
+"""Typed configuration of the classifiers stage (parsed by LightningCLI from configs/classifiers/*.yaml).
+
+The model side (:mod:`classifiers.module`) takes ``base`` (a :class:`leanloop.training.models.ModelSpec`),
+``optim`` (:class:`leanloop.training.optim.OptimConfig`) and the dataclasses below; the data side
+(:mod:`classifiers.data`) takes the corpus run and batch sizes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from classifiers.baselines import TfidfConfig
+from classifiers.scoring import FALSE_TOKEN, ONETOKEN_SUFFIX, TRUE_TOKEN
+from classifiers.truncation import HEAD_FRACTION
+
+
+@dataclass
+class InputConfig:
+    """How a program becomes model input (both classifiers)."""
+
+    max_length: int = 512
+    """Context in tokens, special tokens / prompt suffix included (paper: 8,192)."""
+    head_fraction: float = HEAD_FRACTION
+    """Share of the program budget kept from the start when a program is too long (paper: 2,048 of
+    8,192); the rest comes from the end."""
+
+
+@dataclass
+class OneTokenFormat:
+    """The one-token classifier's prompt: raw program, then ``suffix``; the model emits one token."""
+
+    suffix: str = ONETOKEN_SUFFIX
+    """Appended after the (right-stripped) program; a Lean comment, so the prompt stays Lean."""
+    true_token: str = TRUE_TOKEN
+    false_token: str = FALSE_TOKEN
+
+
+@dataclass
+class EvaluationConfig:
+    """Threshold choice on validation and the test-time comparison (run after fit)."""
+
+    threshold_criterion: Literal["mcc", "fpr", "recall"] = "mcc"
+    """``mcc``: best validation MCC; ``fpr`` / ``recall``: matched to ``threshold_target``."""
+    threshold_target: float | None = None
+    n_resamples: int = 5000
+    """Grouped bootstrap resamples (group = theorem name) for the test intervals."""
+    baselines: bool = True
+    """Majority class and TF-IDF + logistic regression, fit on train, in the same report."""
+    tfidf: TfidfConfig = field(default_factory=TfidfConfig)

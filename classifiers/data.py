@@ -1,0 +1,105 @@
+"""LightningDataModule over the labelled corpus (the data stage's output) for both classifiers.
+
+The model owns the input format (:meth:`classifiers.module.ClassifierModule.encode` / ``collate``),
+so the datamodule asks ``trainer.lightning_module`` for it in ``setup``: a config cannot give the
+data side a different tokenizer or context than the model it feeds.
+
+Training batches group programs of similar length (transformers' ``LengthGroupedSampler``: shuffled
+mega-batches sorted by length), which cuts padding several-fold on CPU; evaluation batches run in
+length order and scores are put back by corpus row index.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, Dataset
+from tqdm.auto import tqdm
+
+from classifiers.corpus import Corpus, load_corpus, resolve_run
+
+EVAL_SPLITS = ("validation", "test")
+
+
+class EncodedSplit(Dataset):
+    def __init__(self, ids: list[list[int]], labels: list[bool]) -> None:
+        self.ids, self.labels = ids, labels
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return {"input_ids": self.ids[index], "label": self.labels[index], "index": index}
+
+
+class ClassifierData(L.LightningDataModule):
+    def __init__(self, corpus: str = "artifacts://data/default", batch_size: int = 16,
+                 eval_batch_size: int = 32, num_workers: int = 0, max_rows_per_split: int | None = None,
+                 length_grouped: bool = True) -> None:
+        """
+        Args:
+            corpus: the data stage's run: ``artifacts://data/<run>`` or its folder.
+            batch_size: training programs per step (per device).
+            eval_batch_size: programs per scoring batch (validation and test).
+            num_workers: DataLoader workers (0: tokenized in memory already, collation is cheap).
+            max_rows_per_split: keep only the first N labelled rows of each split (debug configs).
+            length_grouped: batch training programs of similar length together.
+        """
+        super().__init__()
+        self.corpus_path = corpus
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size
+        self.num_workers = num_workers
+        self.max_rows_per_split = max_rows_per_split
+        self.length_grouped = length_grouped
+        self.corpus: Corpus | None = None
+        self.encoded: dict[str, EncodedSplit] = {}
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.encoded:
+            return
+        module = self.trainer.lightning_module
+        self.corpus = load_corpus(self.corpus_path, self.max_rows_per_split)
+        if not len(self.corpus.splits["train"]):
+            raise ValueError(f"corpus {self.corpus.path} has no labelled training programs")
+        for name, split in self.corpus.splits.items():
+            ids = [module.encode(p) for p in tqdm(split.programs, desc=f"tokenize {name}", leave=False)]
+            self.encoded[name] = EncodedSplit(ids, split.labels)
+
+    def _loader(self, split: str, train: bool) -> DataLoader:
+        data = self.encoded[split]
+        collate = self.trainer.lightning_module.collate
+        if train:
+            if self.length_grouped:
+                from transformers.trainer_pt_utils import LengthGroupedSampler
+
+                lengths = [len(ids) for ids in data.ids]
+                generator = torch.Generator().manual_seed(torch.initial_seed() % 2**63)
+                sampler = LengthGroupedSampler(self.batch_size, lengths=lengths, generator=generator)
+                return DataLoader(data, batch_size=self.batch_size, sampler=sampler, collate_fn=collate,
+                                  num_workers=self.num_workers)
+            return DataLoader(data, batch_size=self.batch_size, shuffle=True, collate_fn=collate,
+                              num_workers=self.num_workers)
+        # Evaluation in length order: least padding; scores are keyed by row index anyway.
+        order = sorted(range(len(data)), key=lambda i: len(data.ids[i]))
+        return DataLoader(torch.utils.data.Subset(data, order), batch_size=self.eval_batch_size,
+                          collate_fn=collate, num_workers=self.num_workers)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", train=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("validation", train=False)
+
+    def test_dataloader(self) -> list[DataLoader]:
+        # Both evaluation splits: validation picks the threshold, test is reported at it.
+        return [self._loader(split, train=False) for split in EVAL_SPLITS]
+
+    def manifest_inputs(self) -> dict[str, Path]:
+        return {"corpus": resolve_run(self.corpus_path)}
+
+    def manifest_counts(self) -> dict[str, Any]:
+        return {"corpus": self.corpus.counts} if self.corpus is not None else {}

@@ -1,0 +1,124 @@
+"""After fit: the classifier's validation/test scores beside the two baselines, as one predictions
+file and one report (``leanloop.metrics.report``: tables with grouped bootstrap intervals, paired
+differences, ROC / PR / reliability / score plots).
+
+Rows of ``predictions.jsonl`` (the report's format): ``id`` (``<split>:<corpus row>``), ``evaluator``,
+``split``, ``label``, ``score``, ``prediction`` (score >= the threshold chosen on the validation split),
+``group`` (theorem name: the bootstrap's resampling unit). The TF-IDF baseline comes first, so the
+report's paired differences read "classifier − TF-IDF".
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from classifiers.baselines import TfidfBaseline, majority_scores
+from classifiers.config import EvaluationConfig
+from classifiers.corpus import Corpus
+
+EVAL_SPLITS = ("validation", "test")
+TFIDF = "tfidf_logreg"
+MAJORITY = "majority_class"
+PREDICTIONS = "predictions.jsonl"
+
+
+def _threshold(labels: Sequence[bool], scores: np.ndarray, config: EvaluationConfig) -> float:
+    from leanloop.metrics import select_threshold
+
+    return select_threshold(np.asarray(labels, dtype=int), scores, config.threshold_criterion,
+                            config.threshold_target).threshold
+
+
+def rows_for(name: str, corpus: Corpus, scores: dict[str, dict[int, float]], threshold: float) -> list[dict[str, Any]]:
+    """Prediction rows of one evaluator from its scores per split (corpus row index -> score)."""
+    rows = []
+    for split in EVAL_SPLITS:
+        data = corpus.splits[split]
+        for index in sorted(scores.get(split, {})):
+            score = float(scores[split][index])
+            rows.append({"id": f"{split}:{index}", "evaluator": name, "split": split, "label": data.labels[index],
+                         "score": score, "prediction": score >= threshold, "group": data.names[index],
+                         "threshold": threshold})
+    return rows
+
+
+def baseline_rows(corpus: Corpus, config: EvaluationConfig) -> list[dict[str, Any]]:
+    """Majority class and TF-IDF + logistic regression, fit on train, thresholded on validation."""
+    train = corpus.splits["train"]
+    out: list[dict[str, Any]] = []
+    tfidf = TfidfBaseline(config.tfidf).fit(train.programs, train.labels)
+    for name, score_fn in ((TFIDF, tfidf.scores), (MAJORITY, lambda p: majority_scores(train.labels, len(p)))):
+        scores = {split: dict(enumerate(np.asarray(score_fn(corpus.splits[split].programs), dtype=float)))
+                  for split in EVAL_SPLITS}
+        validation = corpus.splits["validation"]
+        threshold = (_threshold(validation.labels, np.asarray([scores["validation"][i] for i in range(len(validation))]),
+                                config) if len(validation) else 0.5)
+        out += rows_for(name, corpus, scores, threshold)
+    return out
+
+
+def write_predictions(rows: Iterable[dict[str, Any]], path: str | Path) -> Path:
+    path = Path(path)
+    with open(path, "w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return path
+
+
+def read_predictions(path: str | Path) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def order_evaluators(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """TF-IDF first (the reference of the paired differences), majority second, the rest in order."""
+    names = list(dict.fromkeys(r["evaluator"] for r in rows))
+    rank = {name: i for i, name in enumerate([n for n in (TFIDF, MAJORITY) if n in names] +
+                                              [n for n in names if n not in (TFIDF, MAJORITY)])}
+    return sorted(rows, key=lambda r: rank[r["evaluator"]])  # stable: rows keep their order per evaluator
+
+
+def headline(summary_path: Path, classifiers: Sequence[str]) -> list[str]:
+    """The lines that answer "does the classifier beat TF-IDF on the test split?"."""
+    summary = json.loads(summary_path.read_text())["evaluators"]
+    if TFIDF not in summary:
+        return []
+    base = summary[TFIDF]
+    lines = ["## Headline (test split, theorem-disjoint)", ""]
+    for name in classifiers:
+        if name not in summary:
+            continue
+        ours, theirs = summary[name]["intervals"]["auroc"], base["intervals"]["auroc"]
+        verdict = "beats" if ours["point"] > theirs["point"] else "does NOT beat"
+        lines.append(
+            f"- `{name}` AUROC {ours['point']:.3f} [{ours['low']:.3f}, {ours['high']:.3f}] {verdict} the TF-IDF "
+            f"baseline's {theirs['point']:.3f} [{theirs['low']:.3f}, {theirs['high']:.3f}] "
+            f"(accuracy {summary[name]['metrics']['accuracy']:.3f} vs {base['metrics']['accuracy']:.3f}; "
+            f"MCC {summary[name]['metrics']['mcc']:.3f} vs {base['metrics']['mcc']:.3f})."
+        )
+    if MAJORITY in summary:
+        lines.append(f"- majority class: accuracy {summary[MAJORITY]['metrics']['accuracy']:.3f} (AUROC 0.5 by construction).")
+    return lines + ["", "Verdicts use thresholds chosen on the validation split (0.01 grid); the paired-difference "
+                    "table below gives each evaluator minus TF-IDF on the same bootstrap resamples.", ""]
+
+
+def write_report(rows: list[dict[str, Any]], out_dir: str | Path, n_resamples: int,
+                 title: str | None = None) -> Path:
+    """``predictions.jsonl`` + ``report.md`` + plots in ``out_dir``; returns the report's path."""
+    from leanloop.metrics.report import build_report
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = order_evaluators(rows)
+    predictions = write_predictions(rows, out / PREDICTIONS)
+    report = build_report(predictions, out, n_resamples=n_resamples)
+    classifiers = [n for n in dict.fromkeys(r["evaluator"] for r in rows) if n not in (TFIDF, MAJORITY)]
+    top = [f"# {title}", ""] if title else []
+    top += headline(out / "summary.json", classifiers)
+    body = report.read_text(encoding="utf-8")
+    report.write_text("\n".join(top) + "\n" + body, encoding="utf-8")
+    return report

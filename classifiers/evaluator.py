@@ -1,0 +1,132 @@
+"""Batch scoring of programs with a trained classifier: the :class:`leanloop.evaluator.Evaluator`
+the cascade gate and the hybrid reward call.
+
+A finished run's ``final/`` folder holds the Hugging Face model and tokenizer plus
+``classifier.json`` (which classifier, its input format, the threshold chosen on validation):
+
+    evaluator = ClassifierEvaluator.load("artifacts/classifiers/encoder_default/final")
+    predictions = evaluator.score(programs, deadline=deadline_in(2.0))
+
+Programs are scored shortest first in batches, so that under a deadline as many as possible get a
+score; a batch that has started finishes, and items whose batch had not started when the deadline
+passed come back with ``verdict=None`` (the caller asks Lean for those). Results are returned in
+input order.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal, Sequence
+
+import torch
+
+from classifiers.scoring import (
+    EncoderInputs, OneTokenInputs, encoder_logits, encoder_scores, onetoken_logits, onetoken_scores,
+)
+from leanloop.evaluator import UNSCORED, Prediction, deadline_passed
+
+CLASSIFIER_FILE = "classifier.json"
+
+
+@dataclass
+class ClassifierSpec:
+    """What ``classifier.json`` records beside the weights."""
+
+    kind: Literal["encoder", "onetoken"]
+    max_length: int
+    head_fraction: float
+    threshold: float = 0.5
+    threshold_source: str = "default 0.5 (not yet calibrated on validation)"
+    suffix: str | None = None  # one-token only
+    true_token: str | None = None
+    false_token: str | None = None
+
+    def write(self, folder: str | Path) -> Path:
+        path = Path(folder) / CLASSIFIER_FILE
+        path.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        return path
+
+    @classmethod
+    def read(cls, folder: str | Path) -> "ClassifierSpec":
+        path = Path(folder) / CLASSIFIER_FILE
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"{path} not found: {folder} is not a trained classifier's final/ folder "
+                "(train one with `make classifiers`, then pass artifacts/classifiers/<run>/final)"
+            )
+        return cls(**json.loads(path.read_text()))
+
+
+def build_inputs(spec: ClassifierSpec, tokenizer: Any) -> EncoderInputs | OneTokenInputs:
+    if spec.kind == "encoder":
+        return EncoderInputs(tokenizer, spec.max_length, spec.head_fraction)
+    if spec.kind == "onetoken":
+        return OneTokenInputs(tokenizer, spec.max_length, spec.head_fraction, spec.suffix,
+                              spec.true_token, spec.false_token)
+    raise ValueError(f"unknown classifier kind {spec.kind!r} in {CLASSIFIER_FILE}; expected encoder or onetoken")
+
+
+def model_scores(kind: str, model: Any, inputs: EncoderInputs | OneTokenInputs,
+                 batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Scores in [0, 1] for one collated batch (no grad handling: the caller decides)."""
+    if kind == "encoder":
+        return encoder_scores(encoder_logits(model, batch))
+    return onetoken_scores(onetoken_logits(model, batch), inputs.true_id, inputs.false_id)
+
+
+class ClassifierEvaluator:
+    """An Evaluator over a model, its input format and a decision threshold."""
+
+    def __init__(self, spec: ClassifierSpec, model: Any, tokenizer: Any, batch_size: int = 16,
+                 device: str | torch.device = "cpu", threshold: float | None = None) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.spec = spec
+        self.model = model.eval().to(device)
+        self.tokenizer = tokenizer
+        self.inputs = build_inputs(spec, tokenizer)
+        self.batch_size = batch_size
+        self.device = torch.device(device)
+        self.threshold = spec.threshold if threshold is None else threshold
+
+    @classmethod
+    def load(cls, final_dir: str | Path, batch_size: int = 16, device: str = "cpu",
+             threshold: float | None = None, dtype: str = "float32") -> "ClassifierEvaluator":
+        from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
+
+        final_dir = Path(final_dir)
+        spec = ClassifierSpec.read(final_dir)
+        auto = AutoModelForSequenceClassification if spec.kind == "encoder" else AutoModelForCausalLM
+        model = auto.from_pretrained(final_dir, dtype=getattr(torch, dtype))
+        tokenizer = AutoTokenizer.from_pretrained(final_dir)
+        return cls(spec, model, tokenizer, batch_size=batch_size, device=device, threshold=threshold)
+
+    @torch.inference_mode()
+    def raw_scores(self, programs: Sequence[str], deadline: float | None = None
+                   ) -> tuple[list[float | None], list[float]]:
+        """Per program: score (None if its batch had not started by the deadline) and time share."""
+        encoded = [self.inputs.encode(p) for p in programs]
+        order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+        scores: list[float | None] = [None] * len(encoded)
+        times = [0.0] * len(encoded)
+        for start in range(0, len(order), self.batch_size):
+            if deadline_passed(deadline):
+                break
+            chunk = order[start:start + self.batch_size]
+            began = time.perf_counter()
+            batch = {k: v.to(self.device) for k, v in self.inputs.collate([encoded[i] for i in chunk]).items()}
+            values = model_scores(self.spec.kind, self.model, self.inputs, batch).tolist()
+            share = (time.perf_counter() - began) / len(chunk)
+            for i, value in zip(chunk, values):
+                scores[i], times[i] = float(value), share
+        return scores, times
+
+    def score(self, programs: Sequence[str], deadline: float | None = None) -> list[Prediction]:
+        scores, times = self.raw_scores(programs, deadline)
+        return [
+            UNSCORED if s is None else Prediction(verdict=s >= self.threshold, score=s, trace=None, time_s=t)
+            for s, t in zip(scores, times)
+        ]

@@ -1,0 +1,241 @@
+"""The two verdict classifiers as LightningModules ("Learning Lean Feedback", Section 4.1).
+
+- :class:`EncoderClassifier`: a sequence classifier (``AutoModelForSequenceClassification``; ModernBERT
+  in the paper, the shipped pretrained MiniLM on CPU, the pretrain stage's MLM output when a config
+  names it), two classes, cross-entropy.
+- :class:`OneTokenClassifier`: a causal LM (Qwen3) trained to emit ``" true"`` / ``" false"`` after
+  the raw program and a fixed suffix; cross-entropy over the whole vocabulary at that one position.
+
+Both share the input formats and score functions of :mod:`classifiers.scoring` (head+tail truncation),
+and the same evaluation: after fit, ``trainer.test`` scores the validation and the test split; the
+threshold is chosen on validation (:func:`leanloop.metrics.select_threshold`) and the test metrics
+at that threshold are logged, so they land in the run's manifest. ``export`` writes the Hugging
+Face model, its tokenizer and ``classifier.json`` (input format + threshold), which is all
+:class:`classifiers.evaluator.ClassifierEvaluator` needs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from classifiers.config import EvaluationConfig, InputConfig, OneTokenFormat
+from classifiers.evaluator import ClassifierSpec
+from classifiers.scoring import (
+    EncoderInputs, OneTokenInputs, encoder_logits, encoder_scores, onetoken_logits, onetoken_loss,
+    onetoken_scores,
+)
+from leanloop.training.models import ModelSpec
+from leanloop.training.module import HFModule
+from leanloop.training.optim import OptimConfig
+
+EVAL_SPLITS = ("validation", "test")
+LOGGED_TEST_METRICS = ("auroc", "accuracy", "f1", "macro_f1", "mcc", "tpr", "fpr")
+
+
+class ClassifierModule(HFModule):
+    """What both classifiers share: batches, collection of scores, threshold, export."""
+
+    kind: ClassVar[str] = ""
+
+    def __init__(self, base: ModelSpec, optim: OptimConfig | None = None,
+                 inputs: InputConfig | None = None, evaluation: EvaluationConfig | None = None) -> None:
+        super().__init__(base, optim)
+        self.input_config = inputs or InputConfig()
+        self.evaluation = evaluation or EvaluationConfig()
+        self.threshold = 0.5
+        self.threshold_source = "default 0.5 (no validation scores yet)"
+        self.scored: dict[str, dict[int, float]] = {}  # split -> corpus row index -> score
+        self._collected: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {}
+
+    # -- per-classifier pieces --------------------------------------------------------------
+    format: EncoderInputs | OneTokenInputs
+
+    def logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        raise NotImplementedError
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def scores(self, logits: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def spec(self) -> ClassifierSpec:
+        raise NotImplementedError
+
+    # -- data hooks used by classifiers.data ----------------------------------------------------
+    def encode(self, program: str) -> list[int]:
+        return self.format.encode(program)
+
+    def collate(self, items: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        batch = self.format.collate([item["input_ids"] for item in items])
+        batch["labels"] = torch.tensor([int(item["label"]) for item in items], dtype=torch.long)
+        batch["index"] = torch.tensor([item["index"] for item in items], dtype=torch.long)
+        return batch
+
+    # -- loops ------------------------------------------------------------------------------
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss = self.loss(self.logits(batch), batch["labels"])
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["labels"]))
+        return loss
+
+    def _collect(self, split: str, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        logits = self.logits(batch)
+        self._collected.setdefault(split, []).append((batch["index"].detach(), self.scores(logits).detach()))
+        return self.loss(logits, batch["labels"])
+
+    def _gathered(self, split: str) -> dict[int, float]:
+        """Scores of one split by corpus row index, from every rank (duplicates from a distributed
+        sampler's padding collapse onto their index)."""
+        parts = self._collected.pop(split, [])
+        if not parts:
+            return {}
+        index = torch.cat([p[0] for p in parts])
+        scores = torch.cat([p[1] for p in parts]).float()
+        if self.trainer is not None and self.trainer.world_size > 1:
+            index, scores = self.all_gather(index).reshape(-1), self.all_gather(scores).reshape(-1)
+        return dict(zip(index.tolist(), scores.tolist()))
+
+    def _labels(self, split: str, rows: dict[int, float]) -> tuple[np.ndarray, np.ndarray]:
+        labels = self.trainer.datamodule.corpus.splits[split].labels
+        order = sorted(rows)
+        return np.asarray([labels[i] for i in order], dtype=int), np.asarray([rows[i] for i in order])
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        loss = self._collect("validation", batch)
+        self.log("val/loss", loss, prog_bar=True, batch_size=len(batch["labels"]))
+
+    def on_validation_epoch_end(self) -> None:
+        from leanloop.metrics import auroc
+
+        rows = self._gathered("validation")
+        if rows:
+            labels, scores = self._labels("validation", rows)
+            self.log("val/auroc", auroc(labels, scores), prog_bar=True)
+
+    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._collect(EVAL_SPLITS[dataloader_idx], batch)
+
+    def on_test_epoch_end(self) -> None:
+        """Threshold on validation, metrics on test at that threshold (logged -> manifest)."""
+        from leanloop.metrics import auroc, select_threshold, verdict_metrics
+
+        self.scored = {split: self._gathered(split) for split in EVAL_SPLITS}
+        if self.scored["validation"]:
+            labels, scores = self._labels("validation", self.scored["validation"])
+            c = self.evaluation
+            choice = select_threshold(labels, scores, c.threshold_criterion, c.threshold_target)
+            self.threshold = choice.threshold
+            target = "" if c.threshold_target is None else f" {c.threshold_target}"
+            self.threshold_source = (f"validation split, criterion {c.threshold_criterion}{target}, 0.01 grid "
+                                     f"({len(labels)} programs; validation MCC {choice.mcc:.3f})")
+            self.log("val/auroc", auroc(labels, scores))
+            self.log("threshold", self.threshold)
+        if self.scored["test"]:
+            labels, scores = self._labels("test", self.scored["test"])
+            metrics = verdict_metrics(labels, scores, threshold=self.threshold)
+            self.log_dict({f"test/{name}": float(metrics[name]) for name in LOGGED_TEST_METRICS})
+
+    # -- artifacts ---------------------------------------------------------------------------
+    def export(self, final_dir: Path) -> None:
+        super().export(final_dir)
+        spec = self.spec()
+        spec.threshold, spec.threshold_source = self.threshold, self.threshold_source
+        spec.write(final_dir)
+
+    def manifest_counts(self) -> dict[str, Any]:
+        return {"scored": {split: len(rows) for split, rows in self.scored.items()}}
+
+
+class EncoderClassifier(ClassifierModule):
+    """Sequence classifier over ``[CLS] head+tail [SEP]``; class 1 = valid."""
+
+    kind = "encoder"
+
+    @property
+    def auto_class(self):  # type: ignore[override]
+        from transformers import AutoModelForSequenceClassification
+
+        return AutoModelForSequenceClassification
+
+    def __init__(self, base: ModelSpec, optim: OptimConfig | None = None,
+                 inputs: InputConfig | None = None, evaluation: EvaluationConfig | None = None,
+                 freeze_layers: int = 0) -> None:
+        """``freeze_layers``: keep the embeddings and the lowest N transformer layers fixed (no
+        gradients through them: about 2x cheaper steps on CPU while the top layers and the head adapt)."""
+        super().__init__(base, optim, inputs, evaluation)
+        config = self.model.config
+        if config.num_labels != 2:
+            raise ValueError(f"the encoder needs a 2-class head, the model config has num_labels={config.num_labels}")
+        config.id2label, config.label2id = {0: "invalid", 1: "valid"}, {"invalid": 0, "valid": 1}
+        positions = getattr(config, "max_position_embeddings", None)
+        if positions is not None and self.input_config.max_length > positions:
+            raise ValueError(
+                f"inputs.max_length={self.input_config.max_length} exceeds the encoder's "
+                f"{positions} positions ({base.path or base.preset}); lower inputs.max_length"
+            )
+        self.format = EncoderInputs(self.tokenizer, self.input_config.max_length, self.input_config.head_fraction)
+        self.freeze_layers = freeze_layers
+        if freeze_layers:
+            freeze_bottom(self.model, freeze_layers)
+
+    def logits(self, batch):
+        return encoder_logits(self.model, batch)
+
+    def loss(self, logits, labels):
+        return F.cross_entropy(logits.float(), labels)
+
+    def scores(self, logits):
+        return encoder_scores(logits)
+
+    def spec(self) -> ClassifierSpec:
+        return ClassifierSpec(kind="encoder", max_length=self.input_config.max_length,
+                              head_fraction=self.input_config.head_fraction)
+
+
+class OneTokenClassifier(ClassifierModule):
+    """Causal LM that emits one verdict token after ``program + suffix``."""
+
+    kind = "onetoken"
+
+    def __init__(self, base: ModelSpec, optim: OptimConfig | None = None,
+                 inputs: InputConfig | None = None, evaluation: EvaluationConfig | None = None,
+                 prompt: OneTokenFormat | None = None) -> None:
+        super().__init__(base, optim, inputs, evaluation)
+        self.prompt = prompt or OneTokenFormat()
+        self.format = OneTokenInputs(self.tokenizer, self.input_config.max_length, self.input_config.head_fraction,
+                                     self.prompt.suffix, self.prompt.true_token, self.prompt.false_token)
+        self._targets = torch.tensor([self.format.false_id, self.format.true_id])
+
+    def logits(self, batch):
+        return onetoken_logits(self.model, batch)
+
+    def loss(self, logits, labels):
+        return onetoken_loss(logits, self._targets.to(labels.device)[labels])
+
+    def scores(self, logits):
+        return onetoken_scores(logits, self.format.true_id, self.format.false_id)
+
+    def spec(self) -> ClassifierSpec:
+        return ClassifierSpec(kind="onetoken", max_length=self.input_config.max_length,
+                              head_fraction=self.input_config.head_fraction, suffix=self.prompt.suffix,
+                              true_token=self.prompt.true_token, false_token=self.prompt.false_token)
+
+
+def freeze_bottom(model: Any, n_layers: int) -> None:
+    """No gradients for the embeddings and the lowest ``n_layers`` layers of a BERT-like encoder
+    (BERT/MiniLM ``encoder.layer``, ModernBERT ``layers``)."""
+    base = model.base_model
+    layers = getattr(getattr(base, "encoder", None), "layer", None) or getattr(base, "layers", None)
+    if layers is None:
+        raise ValueError(f"freeze_layers: cannot find the layer list of {type(model).__name__}")
+    if n_layers > len(layers):
+        raise ValueError(f"freeze_layers={n_layers} but the encoder has only {len(layers)} layers")
+    embeddings = getattr(base, "embeddings", None) or model.get_input_embeddings()
+    for module in [embeddings, *layers[:n_layers]]:
+        for parameter in module.parameters():
+            parameter.requires_grad_(False)

@@ -1,0 +1,148 @@
+"""How each classifier turns a program into model input, and model output into a score.
+
+Both the LightningModules (training, validation) and the Evaluator loaded from a finished run use
+these, so training and scoring can never format a program differently.
+
+Encoder: ``[CLS] head+tail(program tokens) [SEP]`` (the tokenizer's own special tokens), right
+padded; score = softmax(logits)[valid].
+
+One-token: ``head+tail(tokens of program.rstrip()) + tokens("\\n-- verdict:")``, no chat template,
+left padded; the model is trained to emit the single token ``" true"`` or ``" false"`` next. The
+suffix is a Lean line comment, so the prompt is still a well-formed Lean file. Program and suffix
+are tokenized separately (BPE never merges across the boundary), so truncation is exact in token
+space and the prompt always ends in the same tokens. Score = p(true) / (p(true) + p(false)) at the
+last position of ONE forward pass, no generation (= sigmoid(logit_true - logit_false)).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from classifiers.truncation import HEAD_FRACTION, truncate_head_tail
+
+VALID = 1  # index of the "valid" class in the encoder's two logits
+ONETOKEN_SUFFIX = "\n-- verdict:"
+TRUE_TOKEN = " true"
+FALSE_TOKEN = " false"
+
+
+def _program_ids(tokenizer: Any, program: str) -> list[int]:
+    return tokenizer(program, add_special_tokens=False)["input_ids"]
+
+
+@dataclass
+class EncoderInputs:
+    """``[CLS] head+tail [SEP]`` for a sequence classifier."""
+
+    tokenizer: Any
+    max_length: int
+    head_fraction: float = HEAD_FRACTION
+
+    def __post_init__(self) -> None:
+        # The tokenizer's own template: where its special tokens go around one sequence.
+        probe = _program_ids(self.tokenizer, "a")
+        full = self.tokenizer("a", add_special_tokens=True)["input_ids"]
+        start = next((i for i in range(len(full)) if full[i:i + len(probe)] == probe), None)
+        if start is None:
+            raise ValueError(f"cannot locate the sequence inside {type(self.tokenizer).__name__}'s special-token template")
+        self.prefix, self.suffix = full[:start], full[start + len(probe):]
+        self.budget = self.max_length - len(self.prefix) - len(self.suffix)
+        if self.budget < 2:
+            raise ValueError(f"max_length={self.max_length} leaves no room for a program after special tokens")
+        if self.tokenizer.pad_token_id is None:
+            raise ValueError("the encoder's tokenizer has no pad token; set one in its tokenizer_config.json")
+
+    def encode(self, program: str) -> list[int]:
+        ids = truncate_head_tail(_program_ids(self.tokenizer, program), self.budget, self.head_fraction)
+        return self.prefix + ids + self.suffix
+
+    def collate(self, encoded: Sequence[Sequence[int]]) -> dict[str, torch.Tensor]:
+        width = max(len(ids) for ids in encoded)
+        input_ids = torch.full((len(encoded), width), self.tokenizer.pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(encoded), width), dtype=torch.long)
+        for row, ids in enumerate(encoded):
+            input_ids[row, :len(ids)] = torch.tensor(ids)
+            attention_mask[row, :len(ids)] = 1
+        return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+def encoder_logits(model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """[B, 2] class logits (index 1 = valid)."""
+    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+
+
+def encoder_scores(logits: torch.Tensor) -> torch.Tensor:
+    return logits.float().softmax(-1)[:, VALID]
+
+
+@dataclass
+class OneTokenInputs:
+    """Raw program + fixed suffix; the next token is the verdict."""
+
+    tokenizer: Any
+    max_length: int
+    head_fraction: float = HEAD_FRACTION
+    suffix: str = ONETOKEN_SUFFIX
+    true_token: str = TRUE_TOKEN
+    false_token: str = FALSE_TOKEN
+
+    def __post_init__(self) -> None:
+        self.suffix_ids = _program_ids(self.tokenizer, self.suffix)
+        self.true_id = self._single(self.true_token)
+        self.false_id = self._single(self.false_token)
+        if self.true_id == self.false_id:
+            raise ValueError("true_token and false_token map to the same id")
+        self.budget = self.max_length - len(self.suffix_ids)
+        if self.budget < 2:
+            raise ValueError(f"max_length={self.max_length} leaves no room for a program after the suffix")
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        if self.pad_id is None:
+            raise ValueError("the one-token tokenizer has neither a pad nor an eos token to pad with")
+
+    def _single(self, text: str) -> int:
+        ids = _program_ids(self.tokenizer, text)
+        if len(ids) != 1:
+            raise ValueError(f"verdict token {text!r} is {len(ids)} tokens in this vocabulary; pick a single-token word")
+        return ids[0]
+
+    def encode(self, program: str) -> list[int]:
+        ids = _program_ids(self.tokenizer, program.rstrip())
+        return truncate_head_tail(ids, self.budget, self.head_fraction) + self.suffix_ids
+
+    def target(self, label: bool) -> int:
+        return self.true_id if label else self.false_id
+
+    def collate(self, encoded: Sequence[Sequence[int]]) -> dict[str, torch.Tensor]:
+        # Left padding: the verdict position is the last column for every row, so one
+        # ``logits_to_keep=1`` forward gives it without materialising [B, L, vocab] logits.
+        width = max(len(ids) for ids in encoded)
+        input_ids = torch.full((len(encoded), width), self.pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(encoded), width), dtype=torch.long)
+        for row, ids in enumerate(encoded):
+            input_ids[row, width - len(ids):] = torch.tensor(ids)
+            attention_mask[row, width - len(ids):] = 1
+        # Positions count real tokens only, so a padded row sees exactly the positions it would alone.
+        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+        return {"input_ids": input_ids, "attention_mask": attention_mask, "position_ids": position_ids}
+
+
+def onetoken_logits(model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """[B, vocab] next-token logits at the verdict position (one forward, last column only)."""
+    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                position_ids=batch["position_ids"], logits_to_keep=1, use_cache=False)
+    return out.logits[:, -1, :]
+
+
+def onetoken_scores(logits: torch.Tensor, true_id: int, false_id: int) -> torch.Tensor:
+    """p(true) / (p(true) + p(false)): the softmax normaliser cancels, leaving a sigmoid of the gap."""
+    logits = logits.float()
+    return torch.sigmoid(logits[:, true_id] - logits[:, false_id])
+
+
+def onetoken_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy over the full vocabulary: the model learns to emit the verdict token."""
+    return F.cross_entropy(logits.float(), targets)

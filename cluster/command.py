@@ -1,0 +1,188 @@
+"""The command line of one stage run, and the callable that runs it inside a submitit job.
+
+Locally, in a sweep and on SLURM the command is the same: ``python -m <stage>.train --config A
+[--config B ...] --run NAME [--a.b value ...]``. Overrides are rendered as the values a user
+would type (JSON for anything that is not a plain string), so jsonargparse reads them exactly as
+it reads a typed command line.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from leanloop.artifacts import MANIFEST, read_manifest, run_dir
+from leanloop.paths import REPO_ROOT
+
+DOTTED_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+# options the cluster tools set themselves; an override may not smuggle them in
+RESERVED_KEYS = {"config", "run"}
+
+
+class CommandError(ValueError):
+    """A stage run that cannot be turned into a command line."""
+
+
+def render_value(value: Any) -> str:
+    """A command-line value jsonargparse parses back to ``value`` (strings stay as typed)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)
+
+
+def check_override_key(key: str, where: str = "override") -> None:
+    if not DOTTED_KEY.match(key):
+        raise CommandError(
+            f"{where} key {key!r} is not a dotted option name like 'model.optim.lr' "
+            "(letters, digits and underscores, separated by dots)"
+        )
+    if key in RESERVED_KEYS:
+        raise CommandError(
+            f"{where} key {key!r} is set by the cluster tools; list config files under 'config' "
+            "and let the sweep or --run name the run"
+        )
+
+
+def parse_cli_overrides(args: list[str]) -> dict[str, str]:
+    """``['--model.optim.lr', '1e-4', '--trainer.max_steps=10']`` -> ordered dict of strings."""
+    overrides: dict[str, str] = {}
+    index = 0
+    while index < len(args):
+        token = args[index]
+        if not token.startswith("--"):
+            raise CommandError(f"expected an option like --model.optim.lr, got {token!r}")
+        key, eq, value = token[2:].partition("=")
+        if not eq:
+            if index + 1 >= len(args) or args[index + 1].startswith("--"):
+                raise CommandError(f"option --{key} has no value (write --{key} VALUE)")
+            index += 1
+            value = args[index]
+        check_override_key(key)
+        overrides[key] = value
+        index += 1
+    return overrides
+
+
+def entry_module(stage: str, entry: str | None = None) -> str:
+    """The module a stage runs as (``<stage>.train`` unless ``entry`` names another)."""
+    module = entry or f"{stage}.train"
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        found = False
+    if not found:
+        raise CommandError(
+            f"no module {module!r} to run for stage {stage!r}: a stage is a top-level folder with "
+            "train.py (pretrain, classifiers, sft, feedback_model, rl, autoformalizer); pass --entry "
+            "MODULE for another entry point"
+        )
+    return module
+
+
+def default_run_name(configs: list[str]) -> str:
+    """The run name the stage CLI would choose itself: the config files' stems joined by '+'."""
+    stems = [Path(c).stem for c in configs]
+    if not stems:
+        raise CommandError("name the run: give at least one --config or a --run NAME")
+    return "+".join(dict.fromkeys(stems))
+
+
+@dataclass
+class StageRun:
+    """One run of one stage: what the command line is made of."""
+
+    stage: str
+    configs: list[str]
+    run: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    entry: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.configs:
+            raise CommandError(f"stage {self.stage!r} run {self.run!r} has no config file")
+        for key in self.overrides:
+            check_override_key(key)
+        for config in self.configs:
+            if not _resolve(config).is_file():
+                raise CommandError(f"config file {config} not found (relative paths start at {REPO_ROOT})")
+
+    @property
+    def module(self) -> str:
+        return entry_module(self.stage, self.entry)
+
+    @property
+    def run_dir(self) -> Path:
+        return run_dir(self.stage, self.run)
+
+    @property
+    def finished(self) -> bool:
+        return (self.run_dir / MANIFEST).is_file()
+
+    def argv(self, extra: dict[str, Any] | None = None) -> list[str]:
+        args = ["-m", self.module]
+        for config in self.configs:
+            args += ["--config", str(config)]
+        args += ["--run", self.run]
+        for key, value in {**self.overrides, **(extra or {})}.items():
+            args += [f"--{key}", render_value(value)]
+        return [sys.executable, *args]
+
+    def shell(self, extra: dict[str, Any] | None = None) -> str:
+        import shlex
+
+        argv = self.argv(extra)
+        return shlex.join(["python", *argv[1:]])
+
+
+def _resolve(path: str | Path) -> Path:
+    path = Path(path)
+    return path if path.is_absolute() or path.exists() else REPO_ROOT / path
+
+
+@dataclass
+class StageCommand:
+    """What a submitit job executes: the stage's command line as a child process.
+
+    Picklable by reference (module-level class), so the node imports ``cluster.command`` from the
+    same checkout. Output is not captured (unlike ``submitit.helpers.CommandFunction``): it streams
+    into the job's log files under ``<run>/slurm/``, which matters for hours-long training logs.
+    """
+
+    argv: list[str]
+    run_dir: str
+    cwd: str = str(REPO_ROOT)
+    env: dict[str, str] = field(default_factory=dict)
+    shard_args: list[str] = field(default_factory=list)
+    shard_count: int = 0
+
+    def command(self, shard: int | None = None) -> list[str]:
+        argv = list(self.argv)
+        if shard is not None and self.shard_args:
+            index_key, count_key = self.shard_args
+            argv += [f"--{index_key}", str(shard), f"--{count_key}", str(self.shard_count)]
+        return argv
+
+    def __call__(self, shard: int | None = None) -> dict[str, Any]:
+        env = {**os.environ, **self.env}
+        if shard is not None:
+            env["LEANLOOP_SHARD_INDEX"] = str(shard)
+            env["LEANLOOP_SHARD_COUNT"] = str(self.shard_count)
+        argv = self.command(shard)
+        print("running:", " ".join(argv), flush=True)
+        code = subprocess.run(argv, cwd=self.cwd, env=env, check=False).returncode
+        if code != 0:
+            raise RuntimeError(
+                f"{' '.join(argv[1:4])} ... exited with status {code}; its output is in this job's "
+                f"log under {self.run_dir}/slurm/"
+            )
+        # every rank runs this; the manifest is rank zero's, and a shard of an array job may not
+        # write one (the stage merges shards), so absence is not an error here
+        folder = Path(self.run_dir)
+        return read_manifest(folder) if (folder / MANIFEST).is_file() else {}

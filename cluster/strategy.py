@@ -1,0 +1,69 @@
+"""``python -m cluster.strategy configs/strategy/zero3.yaml``: what a strategy file turns into.
+
+The files under ``configs/strategy/`` are trainer fragments layered onto a stage config
+(``--config configs/<stage>/X.yaml --config configs/strategy/zero2.yaml``). This reads one the way
+LightningCLI reads the ``trainer`` section (the ``Trainer.__init__`` signature, through
+jsonargparse) and builds the strategy object without building a Trainer, so it works on a machine
+without the GPUs the strategy is meant for. For DeepSpeed it prints the exact config dictionary
+Lightning hands to ``deepspeed.initialize`` (before Lightning adds batch size, gradient clipping
+and precision at fit time).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def trainer_parser():
+    from jsonargparse import ActionConfigFile, ArgumentParser
+    from lightning.pytorch import Trainer
+
+    parser = ArgumentParser(exit_on_error=False, prog="python -m cluster.strategy")
+    parser.add_argument("--config", action=ActionConfigFile)
+    parser.add_method_arguments(Trainer, "__init__", "trainer")
+    return parser
+
+
+def load_trainer_options(*paths: str | Path) -> dict[str, Any]:
+    """The trainer options of layered config files, with ``strategy`` instantiated."""
+    from jsonargparse import ArgumentError
+
+    parser = trainer_parser()
+    args: list[str] = []
+    for path in paths:
+        args += ["--config", str(path)]
+    try:
+        options = parser.instantiate(parser.parse_args(args)).trainer
+    except ArgumentError as error:
+        raise ValueError(f"{', '.join(map(str, paths))}: {error}") from None
+    return dict(vars(options))
+
+
+def deepspeed_config(strategy: Any) -> dict[str, Any] | None:
+    """The DeepSpeed config dictionary of a DeepSpeedStrategy (None for other strategies)."""
+    config = getattr(strategy, "config", None)
+    return dict(config) if type(strategy).__name__ == "DeepSpeedStrategy" and config else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    paths = list(sys.argv[1:] if argv is None else argv)
+    if not paths:
+        print(__doc__.splitlines()[0], file=sys.stderr)
+        return 2
+    options = load_trainer_options(*paths)
+    strategy = options.get("strategy")
+    print(f"strategy: {strategy if isinstance(strategy, str) else type(strategy).__name__}")
+    for key in ("accelerator", "devices", "num_nodes", "precision"):
+        print(f"{key}: {options.get(key)}")
+    ds = deepspeed_config(strategy)
+    if ds is not None:
+        print("deepspeed config:")
+        print(json.dumps(ds, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""``python -m cluster.submit --stage <stage> --config configs/<stage>/X.yaml [--run NAME] [--a.b value]``
+
+Sends one stage run to SLURM through submitit (``make submit STAGE=... CONFIG=...``). The job runs
+the stage's own entry point, ``python -m <stage>.train`` with the same configs and overrides, so a
+run submitted here and a run started by hand produce the same ``artifacts/<stage>/<run>/``. The
+resources come from a cluster profile (``--profile cluster/profiles/gpu8.yaml``; fields can be
+changed inline, ``--profile.time_min 30``). Without ``srun`` on PATH the job runs as a local
+process. Job scripts and logs: ``artifacts/<stage>/<run>/slurm/``.
+
+Multi-node: the profile's ``gpus_per_node`` and ``nodes`` become ``--ntasks-per-node`` (one task
+per GPU, started by ``srun``) and ``--trainer.devices``/``--trainer.num_nodes``, which is what
+Lightning's ``SLURMEnvironment`` needs to take ranks, ``MASTER_ADDR`` and the port from SLURM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cluster.command import CommandError, StageCommand, StageRun, default_run_name, parse_cli_overrides
+from cluster.profile import DEFAULT_PROFILE, ClusterProfile, ProfileError, load_profile
+
+SLURM_FOLDER = "slurm"
+# a local job is a child of this process: waiting keeps its result and its errors visible
+WAIT_BY_DEFAULT = {"local": True, "debug": True, "slurm": False}
+
+
+class SubmitError(RuntimeError):
+    """A submission that cannot go ahead (conflicting options, unknown executor...)."""
+
+
+@dataclass
+class Submission:
+    """What ``submit`` sent: the submitit jobs (one, or one per array shard) and where logs go."""
+
+    run: StageRun
+    jobs: list[Any]
+    executor: str
+    log_dir: Path
+
+    @property
+    def job_ids(self) -> list[str]:
+        return [str(job.job_id) for job in self.jobs]
+
+    def wait(self) -> dict[str, Any]:
+        """Block until every job ends; the run's manifest, or a failure naming the log files."""
+        manifest: dict[str, Any] = {}
+        errors = []
+        for job in self.jobs:
+            try:
+                manifest = job.result() or manifest
+            except Exception as error:  # submitit re-raises the job's failure here
+                errors.append(f"job {job.job_id}: {_first_line(error)}; logs: {job.paths.stdout} "
+                              f"and {job.paths.stderr}")
+        if errors:
+            raise SubmitError(f"{self.run.stage} run {self.run.run} failed:\n  " + "\n  ".join(errors))
+        return manifest
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[-1] if text else type(error).__name__
+
+
+def distributed_overrides(run: StageRun, profile: ClusterProfile) -> dict[str, Any]:
+    """Trainer options matching the allocation; a conflicting user override is an error."""
+    wanted = profile.trainer_overrides()
+    for key, value in wanted.items():
+        if key in run.overrides and str(run.overrides[key]) != str(value):
+            raise SubmitError(
+                f"--{key} {run.overrides[key]} contradicts the profile ({profile.nodes} node(s) x "
+                f"{profile.gpus_per_node} GPU(s) -> {key}={value}); change the profile instead"
+            )
+    return wanted
+
+
+def make_executor(profile: ClusterProfile, folder: Path, name: str):
+    import submitit
+
+    cluster = None if profile.executor == "auto" else profile.executor
+    executor = submitit.AutoExecutor(folder=str(folder), cluster=cluster)
+    params = profile.submitit_parameters(name)
+    if executor.cluster != "slurm":
+        # the local executor starts N copies when tasks_per_node > 1 but gives them submitit's
+        # variables, not the ones Lightning reads; locally Lightning launches its own ranks
+        params["tasks_per_node"] = 1
+    executor.update_parameters(**params)
+    return executor
+
+
+def submit(run: StageRun, profile: ClusterProfile | None = None) -> Submission:
+    """Submit one stage run; returns at once (call ``.wait()`` for the result)."""
+    profile = profile or load_profile(DEFAULT_PROFILE)
+    profile.validate()
+    extra = distributed_overrides(run, profile)
+    folder = run.run_dir / SLURM_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    command = StageCommand(argv=run.argv(extra), run_dir=str(run.run_dir), env=dict(profile.env),
+                           shard_args=list(profile.shard_args), shard_count=profile.array)
+    executor = make_executor(profile, folder, name=f"{run.stage}-{run.run}")
+    if profile.array:
+        jobs = executor.map_array(command, list(range(profile.array)))
+    else:
+        jobs = [executor.submit(command)]
+    # the exact command, for people reading the folder later and for reruns by hand
+    (folder / "command.json").write_text(json.dumps({
+        "argv": command.argv, "executor": executor.cluster, "job_ids": [str(j.job_id) for j in jobs],
+        "profile": profile.__dict__,
+    }, indent=2, default=str) + "\n")
+    return Submission(run=run, jobs=jobs, executor=executor.cluster, log_dir=folder)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m cluster.submit", description="send one stage run to SLURM (or run it locally)",
+        allow_abbrev=False,
+        epilog="Anything after the known options is a dotted override passed to the stage, e.g. "
+               "--model.optim.lr 1e-4 --trainer.max_steps 100.",
+    )
+    parser.add_argument("--stage", required=True, help="stage folder: pretrain, classifiers, sft, ...")
+    parser.add_argument("--config", action="append", required=True,
+                        help="stage config; repeat to layer (e.g. add configs/strategy/zero2.yaml)")
+    parser.add_argument("--run", help="run name (default: the config stems joined by '+', like the stage)")
+    parser.add_argument("--entry", help="module to run instead of <stage>.train")
+    parser.add_argument("--profile", default=str(DEFAULT_PROFILE), help="cluster profile YAML")
+    parser.add_argument("--wait", choices=["yes", "no", "auto"], default="auto",
+                        help="block until the job ends (auto: yes for local jobs, no on SLURM)")
+    parser.add_argument("--dry_run", action="store_true", help="print the command and resources only")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    profile_changes = {}
+    stage_args = []
+    index = 0
+    # --profile.<field> VALUE changes one profile field; everything else goes to the stage
+    while index < len(rest):
+        token = rest[index]
+        if token.startswith("--profile."):
+            key, eq, value = token[len("--profile."):].partition("=")
+            if not eq:
+                index += 1
+                value = rest[index] if index < len(rest) else ""
+            profile_changes[key] = value
+        else:
+            stage_args.append(token)
+        index += 1
+    try:
+        overrides = parse_cli_overrides(stage_args)
+        profile = load_profile(args.profile, **profile_changes)
+        run = StageRun(stage=args.stage, configs=args.config, run=args.run or default_run_name(args.config),
+                       overrides=overrides, entry=args.entry)
+        if args.dry_run:
+            print(run.shell(distributed_overrides(run, profile)))
+            print(json.dumps(profile.submitit_parameters(f"{run.stage}-{run.run}"), indent=2))
+            return 0
+        submission = submit(run, profile)
+    except (CommandError, ProfileError, SubmitError) as error:
+        print(f"submit: {error}", file=sys.stderr)
+        return 2
+    print(f"submitted {run.stage}/{run.run} to {submission.executor}: job {', '.join(submission.job_ids)}")
+    print(f"  logs: {submission.log_dir}/")
+    wait = args.wait == "yes" or (args.wait == "auto" and WAIT_BY_DEFAULT.get(submission.executor, False))
+    if not wait:
+        print(f"  result: {run.run_dir}/manifest.json once it finishes")
+        return 0
+    try:
+        manifest = submission.wait()
+    except SubmitError as error:
+        print(str(error), file=sys.stderr)
+        return 1
+    print(f"finished: {run.run_dir}")
+    if manifest.get("metrics"):
+        print("  metrics: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                        for k, v in manifest["metrics"].items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

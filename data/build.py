@@ -1,0 +1,302 @@
+"""``python -m data.build --config configs/data/<name>.yaml``: label candidate programs with Lean.
+
+Read the configured sources (``data.sources``: normalize, deduplicate, bad rows -> input_error),
+check every distinct program with the Verifier (acceptance policy + configured backend, bounded
+concurrency, progress bar), journal each finished outcome (``data.journal``: a killed build
+resumes where it stopped), then write ``artifacts/data/<run>/``:
+
+- ``final/corpus.parquet``: the labelled corpus (``data.corpus``), datasets-loadable;
+- ``config.yaml``: the resolved config; ``manifest.json``: inputs and their hashes, counts per
+  category / source / split, backend, Lean versions, git rev, and the reconciliation with the
+  verdicts recorded beside the candidates (``data.reconcile``);
+- ``journal.jsonl``: finished outcomes (a rebuild with the same config re-verifies nothing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from data.config import BackendConfig, DataConfig
+from data.corpus import SPLITS, split_of, write_corpus
+from data.journal import JOURNAL, Journal, outcome_to_dict
+from data.policy import BENCHMARK_HEADER, AcceptancePolicy
+from data.reconcile import format_reconciliation, reconcile
+from data.sources import CandidateSet, load_candidates
+from data.verifier.types import Category, LeanBackend, LeanResponse, Outcome, VerifyRequest
+from leanloop.artifacts import Manifest, content_hash
+from leanloop.paths import artifacts_root, resolve_shared
+
+STAGE = "data"
+
+
+def make_backend(config: BackendConfig) -> LeanBackend:
+    """The configured backend (``data.verifier.backends``; imported here because the local and
+    kimina clients are only needed when a build actually uses them)."""
+    from data.verifier.backends import make_backend as factory
+
+    return factory(config.kind, **config.options)
+
+
+class VersionTap(LeanBackend):
+    """Passes every call through and remembers which Lean version answered each program."""
+
+    def __init__(self, inner: LeanBackend):
+        self.inner = inner
+        self.name = inner.name
+        self.versions: dict[str, str | None] = {}
+
+    async def run(self, program: str, timeout: float | None = None) -> LeanResponse:
+        response = await self.inner.run(program, timeout)
+        self.versions[program] = response.lean_version
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@dataclass
+class BuildResult:
+    run_dir: Path
+    counts: dict[str, Any]
+    reconciliation: dict[str, Any]
+    verified_now: int
+    resumed: int
+    seconds: float
+    rows: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def fingerprint(config: DataConfig, header: str) -> str:
+    """What decides an outcome (the journal refuses to resume under a different one)."""
+    statements = {p: content_hash(resolve_shared(p)) for p in config.statements}
+    body = {"profile": config.profile, "backend": asdict(config.backend), "timeout": config.timeout,
+            "header": header, "statements": statements, "policy_version": 1}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _trace_fn():
+    try:
+        from leanloop.traces import annotate
+    except ImportError:
+        return None
+    return annotate
+
+
+def _reference_trace(annotate, program: str, outcome: Outcome) -> tuple[str | None, str | None]:
+    """Full trace where Lean gave tactic records; an error-only trace where it gave only messages
+    about an invalid program; none otherwise (a valid program with no states has nothing to add)."""
+    if annotate is None or outcome.category not in (Category.VALID, Category.INVALID):
+        return None, None
+    if outcome.tactics:
+        return annotate(program, outcome.messages, outcome.tactics), "full"
+    if outcome.category is Category.INVALID and outcome.messages:
+        return annotate(program, outcome.messages, []), "errors_only"
+    return None, None
+
+
+def _rows(items: CandidateSet, done: dict[str, tuple[Outcome, str | None]], config: DataConfig,
+          trace_stats: Counter) -> list[dict[str, Any]]:
+    annotate = _trace_fn() if config.traces else None
+    rows = []
+    for c in items.candidates:
+        outcome, version = done[c.id]
+        trace, kind = None, None
+        try:
+            trace, kind = _reference_trace(annotate, c.program, outcome)
+        except Exception as exc:  # keep the row; count and report the annotator failure
+            trace_stats["failed"] += 1
+            trace_stats.setdefault("first_failure", f"{c.id}: {type(exc).__name__}: {exc}")  # type: ignore[arg-type]
+        if kind:
+            trace_stats[kind] += 1
+        row = outcome_to_dict(outcome)
+        rows.append({
+            "id": c.id, "program": c.program, "name": c.name, "split": split_of(c.name, config.splits),
+            "category": row["category"], "label": row["label"], "first_error": row["first_error"],
+            "reasons": row["reasons"], "messages": row["messages"], "tactics": row["tactics"],
+            "reference_trace": trace, "trace_kind": kind, "source": c.source, "source_row": c.row,
+            "origin": c.origin, "prover": c.prover, "header": c.header, "statement": c.statement,
+            "verify_time": row["time_s"], "lean_version": version, "duplicates": c.duplicates,
+            "recorded_verdict": c.recorded,
+        })
+    for e in items.errors:
+        rows.append({
+            "id": e.id, "program": e.program, "name": e.name, "split": split_of(e.name, config.splits),
+            "category": Category.INPUT_ERROR.value, "label": None, "first_error": None, "reasons": [e.reason],
+            "messages": [], "tactics": [], "reference_trace": None, "trace_kind": None, "source": e.source,
+            "source_row": e.row, "origin": e.origin, "prover": e.prover, "header": None, "statement": None,
+            "verify_time": 0.0, "lean_version": None, "duplicates": 0, "recorded_verdict": e.recorded,
+        })
+    return rows
+
+
+def _counts(items: CandidateSet, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    by_category = Counter(r["category"] for r in rows)
+    per_source: dict[str, dict[str, int]] = {}
+    for source, counter in items.per_source.items():
+        per_source[source] = dict(counter)
+        per_source[source].update({f"category.{k}": v for k, v in Counter(
+            r["category"] for r in rows if r["source"] == source).items()})
+    splits = {s: {"rows": sum(r["split"] == s for r in rows),
+                  "theorems": len({r["name"] for r in rows if r["split"] == s})} for s in SPLITS}
+    return {
+        "input_rows": sum(c["rows"] for c in items.per_source.values()),
+        "distinct_programs": len(items.candidates),
+        "duplicates": len(items.duplicates),
+        "input_errors": len(items.errors),
+        "category": dict(sorted(by_category.items())),
+        "labelled": sum(r["label"] is not None for r in rows),
+        "per_source": per_source,
+        "splits": splits,
+    }
+
+
+def verify(config: DataConfig, items: CandidateSet, journal: Journal, *, backend: LeanBackend | None = None,
+           progress: bool = True, on_item: Callable[[str, Outcome], None] | None = None
+           ) -> tuple[dict[str, tuple[Outcome, str | None]], int, str]:
+    """Outcomes (and Lean versions) of every distinct candidate: from the journal when an earlier
+    build finished them, from the Verifier otherwise (each journaled as it finishes).
+    Returns (id -> (outcome, version), number verified now, backend name)."""
+    header = config.header if config.header is not None else BENCHMARK_HEADER
+    policy = AcceptancePolicy(config.profile, header=header)
+    done = journal.load(fresh=config.fresh)
+    pending = [c for c in items.candidates if c.id not in done]
+    tap = VersionTap(backend if backend is not None else make_backend(config.backend))
+    from data.verifier.verifier import Verifier
+
+    verifier = Verifier(tap, policy, concurrency=config.concurrency, timeout=config.timeout)
+    requests = [VerifyRequest(program=c.program, name=c.name, statement=c.statement, header=c.header, id=c.id)
+                for c in pending]
+
+    def version_of(request: VerifyRequest) -> str | None:
+        if request.program in tap.versions:  # verbatim submission (collection profile)
+            return tap.versions[request.program]
+        prepared = verifier.prepare(request)  # composed submission (rl): look up what was sent
+        return tap.versions.get(getattr(prepared, "program", ""))
+
+    async def verify_all() -> None:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(requests), desc=f"verify [{tap.name}, {policy.name}]", unit="prog",
+                   disable=not progress or not requests)
+
+        def record(index: int, outcome: Outcome) -> None:
+            request = requests[index]
+            version = version_of(request)
+            journal.append(request.id or "", outcome, version)
+            done[request.id or ""] = (outcome, version)
+            bar.update(1)
+            if on_item is not None:
+                on_item(request.id or "", outcome)
+
+        try:
+            chunk = max(256, 8 * config.concurrency)  # bounded number of coroutines alive at once
+            for start in range(0, len(requests), chunk):
+                part = requests[start:start + chunk]
+                await verifier.check(part, on_result=lambda i, o, s=start: record(s + i, o))
+        finally:
+            bar.close()
+            await tap.aclose()
+
+    try:
+        asyncio.run(verify_all())
+    finally:
+        journal.close()
+    return done, len(requests), tap.name
+
+
+def build(config: DataConfig, *, backend: LeanBackend | None = None, progress: bool = True,
+          on_item: Callable[[str, Outcome], None] | None = None, quiet: bool = False) -> BuildResult:
+    """Run the corpus build. ``backend`` overrides the configured one (tests); ``on_item(id, outcome)``
+    runs after each item is journaled."""
+    started = time.perf_counter()
+    run_dir = artifacts_root() / STAGE / config.run
+    header = config.header if config.header is not None else BENCHMARK_HEADER
+    items = load_candidates(config, header)
+    journal = Journal(run_dir / JOURNAL, fingerprint(config, header))
+    done, verified_now, backend_name = verify(config, items, journal, backend=backend, progress=progress,
+                                              on_item=on_item)
+    resumed = len(items.candidates) - verified_now
+    policy = AcceptancePolicy(config.profile, header=header)
+
+    trace_stats: Counter = Counter()
+    rows = _rows(items, done, config, trace_stats)
+    write_corpus(rows, run_dir / "final")
+    counts = _counts(items, rows)
+    outcomes = {k: v[0] for k, v in done.items()}
+    reconciliation = reconcile(items, outcomes)
+    seconds = time.perf_counter() - started
+    versions = Counter(r["lean_version"] for r in rows if r["category"] not in ("input_error", "precheck_rejected"))
+
+    manifest = Manifest(stage=STAGE, run=config.run, counts=counts)
+    for source in config.sources:
+        manifest.add_input(f"source:{source.name}", resolve_shared(source.path))
+    for path in config.statements:
+        manifest.add_input(f"statements:{Path(path).name}", resolve_shared(path))
+    manifest.metrics = {"seconds": round(seconds, 3), "verified_now": verified_now, "resumed": resumed,
+                        "programs_per_s": round(verified_now / seconds, 2) if seconds > 0 else None}
+    manifest.extra = {
+        "config": asdict(config),
+        "backend": {"kind": config.backend.kind, "name": backend_name, "options": config.backend.options},
+        "policy": {"profile": policy.name, "heartbeats": policy.profile.heartbeats,
+                   "max_chars": policy.profile.max_chars, "header": header},
+        "lean_versions": {str(k): v for k, v in versions.most_common()},
+        "reconciliation": reconciliation,
+        "traces": dict(trace_stats) if config.traces and _trace_fn() is not None else
+        {"note": "leanloop.traces is not installed: no reference_trace column values"},
+    }
+    run_dir.mkdir(parents=True, exist_ok=True)
+    import yaml
+
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(asdict(config), sort_keys=False, allow_unicode=True))
+    manifest.write(run_dir)
+    result = BuildResult(run_dir, counts, reconciliation, verified_now, resumed, seconds, rows=len(rows))
+    if not quiet:
+        print(summary(result))
+    return result
+
+
+def summary(result: BuildResult) -> str:
+    c = result.counts
+    lines = [f"[data] {c['input_rows']} input rows -> {c['distinct_programs']} distinct programs, "
+             f"{c['duplicates']} duplicates, {c['input_errors']} input errors",
+             "[data] categories: " + ", ".join(f"{k} {v}" for k, v in c["category"].items()),
+             "[data] splits (rows/theorems): " + ", ".join(f"{k} {v['rows']}/{v['theorems']}"
+                                                          for k, v in c["splits"].items()),
+             f"[data] verified now {result.verified_now}, resumed from journal {result.resumed}, "
+             f"{result.seconds:.1f}s",
+             format_reconciliation(result.reconciliation),
+             f"[data] corpus -> {result.run_dir / 'final'}"]
+    return "\n".join(line for line in lines if line)
+
+
+def parse_config(argv: list[str] | None = None) -> DataConfig:
+    from jsonargparse import ActionConfigFile, ArgumentParser
+
+    parser = ArgumentParser(prog="python -m data.build", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", action=ActionConfigFile, help="YAML config (repeatable, layered)")
+    parser.add_class_arguments(DataConfig, as_group=False)
+    namespace = parser.parse_args(argv)
+    instance = parser.instantiate(namespace)
+    values = {k: v for k, v in vars(instance).items() if k != "config"}
+    return DataConfig(**values)
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = parse_config(argv)
+    if not config.sources:
+        print("data.build: the config names no sources (e.g. --config configs/data/default.yaml)", file=sys.stderr)
+        return 2
+    build(config)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

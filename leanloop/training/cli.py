@@ -1,0 +1,291 @@
+"""One entry point for every training stage: ``python -m <stage>.train --config X.yaml [...]``.
+
+``run_stage(stage, ModuleClass, DataModuleClass, args)`` is LightningCLI (jsonargparse) with the
+project's artifact contract around ``fit``:
+
+1. Parse: ``--config a.yaml --config b.yaml`` (later files override earlier) and dotted overrides
+   (``--model.optim.lr 1e-4``, ``--trainer.max_steps 10``, ``--data.max_length 512``). Extra
+   top-level options: ``--run NAME`` (default: the config files' stems joined by ``+``),
+   ``--overwrite``, ``--test_after_fit``, ``--checkpoint_every_n_steps``, ``--ckpt_path`` (resume),
+   and ``--log.*`` (CSV and wandb loggers; wandb is offline unless ``--log.wandb_mode online``).
+2. Run folder ``artifacts/<stage>/<run>/`` (root: ``leanloop.paths.artifacts_root``, i.e.
+   ``$LEANLOOP_ARTIFACTS``). A finished run (it has ``manifest.json``) with the same resolved config
+   is skipped; one with a different config is an error unless ``--overwrite true``. The resolved
+   config is written to ``config.yaml`` before training.
+3. ``trainer.fit``; intermediate checkpoints in ``<run>/step-NNNNNN/lightning.ckpt`` every
+   ``--checkpoint_every_n_steps``; then ``trainer.test`` when ``--test_after_fit true`` and the
+   datamodule has ``test_dataloader``.
+4. On global rank zero: ``module.export(<run>/final)`` (Hugging Face format) and ``manifest.json``
+   with inputs (``manifest_inputs()`` of datamodule and module: role -> path, hashed by
+   ``leanloop.artifacts.describe_input``), seed, counts (global step, epochs, plus
+   ``manifest_counts()`` of either), final metrics (``trainer.callback_metrics``) and the model
+   identity (``module.manifest_model()``) that later stages check.
+
+``--trainer.fast_dev_run true`` runs one batch of each loop and still exports and writes the
+manifest (marked ``"fast_dev_run": true``); the tests run every stage's ``debug.yaml`` that way.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from lightning.pytorch.callbacks import ModelCheckpoint  # noqa: E402
+from lightning.pytorch.cli import LightningCLI  # noqa: E402
+from lightning.pytorch.utilities.model_helpers import is_overridden  # noqa: E402
+
+from leanloop.artifacts import MANIFEST, Manifest  # noqa: E402
+from leanloop.paths import artifacts_root  # noqa: E402
+
+CONFIG_FILE = "config.yaml"
+FINAL = "final"
+
+
+@dataclass
+class LogConfig:
+    csv: bool = True
+    """metrics.csv in the run folder."""
+    wandb: bool = True
+    """Weights & Biases, files under <run>/wandb."""
+    wandb_mode: Literal["offline", "online"] = "offline"
+    wandb_project: str = "leanloop"
+    wandb_entity: str | None = None
+
+
+# Sensible on a laptop CPU; paper configs set accelerator/devices/precision/strategy for GPUs.
+TRAINER_DEFAULTS: dict[str, Any] = {
+    "max_epochs": 1,
+    "log_every_n_steps": 5,
+    "num_sanity_val_steps": 0,
+    # Lightning's own end-of-epoch checkpoint would duplicate final/; --checkpoint_every_n_steps
+    # turns step checkpoints on
+    "enable_checkpointing": False,
+}
+
+
+@dataclass
+class StageResult:
+    """What ``run_stage`` returns (tests and sweeps inspect it)."""
+
+    run_dir: Path
+    skipped: bool
+    manifest: dict[str, Any] | None = None
+    trainer: Any = None
+    model: Any = None
+    datamodule: Any = None
+
+
+class StageCLI(LightningCLI):
+    def __init__(self, stage: str, *args: Any, links: Iterable[tuple[str, str]] = (), **kwargs: Any):
+        self.stage = stage
+        self.links = tuple(links)
+        self.skipped = False
+        super().__init__(*args, **kwargs)
+
+    def add_arguments_to_parser(self, parser) -> None:
+        parser.add_argument("--run", type=str | None, default=None,
+                            help="run name: artifacts/<stage>/<run>/ (default: config file stems)")
+        parser.add_argument("--overwrite", type=bool, default=False,
+                            help="retrain over a finished run that had a different config")
+        parser.add_argument("--test_after_fit", type=bool, default=False,
+                            help="run trainer.test after fit when the datamodule has a test split")
+        parser.add_argument("--checkpoint_every_n_steps", type=int | None, default=None,
+                            help="save <run>/step-NNNNNN/lightning.ckpt every N optimizer steps")
+        parser.add_argument("--ckpt_path", type=str | None, default=None,
+                            help="resume fit from a Lightning checkpoint (e.g. <run>/step-000100/lightning.ckpt)")
+        parser.add_dataclass_arguments(LogConfig, "log")
+        for source, target in self.links:
+            parser.link_arguments(source, target)
+
+    # -- run folder and the skip / overwrite decision, before anything heavy is built ------------
+    def before_instantiate_classes(self) -> None:
+        config = self.config
+        self.run_name = config.run or _run_name(config.get("config"))
+        self.run_dir = artifacts_root() / self.stage / self.run_name
+        self.fast_dev_run = bool(config.trainer.get("fast_dev_run"))
+        config.run = self.run_name
+        resolved = self.parser.dump(config, skip_none=False, skip_check=True, skip_link_targets=False)
+        self.resolved_config = resolved
+        finished = (self.run_dir / MANIFEST).is_file()
+        if finished and not self.fast_dev_run and not config.overwrite:
+            previous = (self.run_dir / CONFIG_FILE).read_text() if (self.run_dir / CONFIG_FILE).is_file() else None
+            if _comparable(previous) == _comparable(resolved):
+                print(f"[{self.stage}] {self.run_dir} already finished with this config; skipping "
+                      "(pass --overwrite true to retrain)", file=sys.stderr)
+                self.skipped = True
+                return
+            raise SystemExit(
+                f"[{self.stage}] {self.run_dir} already holds a finished run with a different config. "
+                "Choose another --run NAME, or pass --overwrite true to replace it."
+            )
+        if _is_global_zero():
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            (self.run_dir / MANIFEST).unlink(missing_ok=True)  # an unfinished run has no manifest
+            shutil.rmtree(self.run_dir / FINAL, ignore_errors=True)
+            (self.run_dir / CONFIG_FILE).write_text(resolved)
+
+    def instantiate_classes(self) -> None:
+        if not self.skipped:
+            super().instantiate_classes()
+
+    def instantiate_trainer(self, **kwargs: Any):
+        config = self.config
+        kwargs.setdefault("default_root_dir", str(self.run_dir))
+        if config.trainer.get("logger") in (None, True):
+            kwargs["logger"] = _loggers(self.stage, self.run_name, self.run_dir, config.log) or False
+        callbacks = [self._get(self.config_init, key) for key in self.parser.callback_keys]
+        if config.checkpoint_every_n_steps:
+            # "step-{step:06d}/lightning" -> <run>/step-000100/lightning.ckpt (one folder per step
+            # is the artifact layout; Lightning creates it)
+            kwargs["enable_checkpointing"] = True
+            callbacks.append(ModelCheckpoint(
+                dirpath=str(self.run_dir), filename="step-{step:06d}/lightning",
+                auto_insert_metric_name=False, every_n_train_steps=config.checkpoint_every_n_steps,
+                save_top_k=-1, save_on_train_epoch_end=False,
+            ))
+        trainer_config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
+        return self._instantiate_trainer(trainer_config, callbacks)
+
+
+def _is_global_zero() -> bool:
+    return int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0") or 0)) == 0 and \
+        int(os.environ.get("LOCAL_RANK", "0") or 0) == 0
+
+
+def _run_name(config_files: Any) -> str:
+    stems = [Path(str(getattr(p, "relative", p))).stem for p in (config_files or [])]
+    if not stems:
+        raise SystemExit("name the run: pass --config configs/<stage>/X.yaml or --run NAME")
+    return "+".join(dict.fromkeys(stems))
+
+
+def _comparable(text: str | None) -> str | None:
+    """A config dump without the keys that do not change what is trained."""
+    if text is None:
+        return None
+    import yaml
+
+    data = yaml.safe_load(text) or {}
+    for key in ("overwrite", "config", "ckpt_path"):
+        data.pop(key, None)
+    return yaml.safe_dump(data, sort_keys=True)
+
+
+def _loggers(stage: str, run: str, run_dir: Path, log: Any) -> list:
+    from lightning.pytorch.loggers import CSVLogger
+
+    log = LogConfig(**dict(log)) if not isinstance(log, LogConfig) else log
+    loggers: list = []
+    if log.csv:
+        loggers.append(CSVLogger(save_dir=str(run_dir), name="", version=""))
+    if log.wandb:
+        try:
+            from lightning.pytorch.loggers import WandbLogger
+
+            run_dir.mkdir(parents=True, exist_ok=True)
+            mode = os.environ.get("WANDB_MODE", log.wandb_mode)
+            loggers.append(WandbLogger(
+                project=log.wandb_project, entity=log.wandb_entity, name=f"{stage}/{run}",
+                save_dir=str(run_dir), offline=mode != "online", group=stage,
+            ))
+        except ImportError:
+            print("wandb is not installed; logging to CSV only", file=sys.stderr)
+    return loggers
+
+
+def _metrics(trainer: Any) -> dict[str, float]:
+    out = {}
+    for key, value in trainer.callback_metrics.items():
+        number = float(value.item() if hasattr(value, "item") else value)
+        out[key] = number if math.isfinite(number) else str(number)
+    return out
+
+
+def _hook(objects: Iterable[Any], name: str) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for obj in objects:
+        method = getattr(obj, name, None)
+        if callable(method):
+            merged.update(method() or {})
+    return merged
+
+
+def run_stage(
+    stage: str, module_class: type, datamodule_class: type, args: list[str] | None = None,
+    links: Iterable[tuple[str, str]] = (),
+) -> StageResult:
+    """Parse configs, train, export, write the manifest. ``args=None`` reads ``sys.argv``.
+
+    ``links`` are jsonargparse argument links, e.g. ``[("model.base", "data.base")]`` so the
+    datamodule tokenizes with the model's tokenizer without the config repeating it.
+    """
+    cli = StageCLI(
+        stage, module_class, datamodule_class, args=args, links=links, run=False,
+        save_config_callback=None, auto_configure_optimizers=False, seed_everything_default=42,
+        trainer_defaults=TRAINER_DEFAULTS, parser_kwargs={"description": f"train the {stage} stage"},
+    )
+    if cli.skipped:
+        from leanloop.artifacts import read_manifest
+
+        return StageResult(cli.run_dir, skipped=True, manifest=read_manifest(cli.run_dir))
+    trainer, model, datamodule = cli.trainer, cli.model, cli.datamodule
+    config = cli.config
+    trainer.fit(model, datamodule=datamodule, ckpt_path=config.ckpt_path)
+    if trainer.interrupted:
+        raise SystemExit(f"[{stage}] training was interrupted; {cli.run_dir} has no manifest")
+    metrics = _metrics(trainer)
+    if config.test_after_fit and datamodule is not None and is_overridden("test_dataloader", datamodule):
+        trainer.test(model, datamodule=datamodule)
+        metrics.update(_metrics(trainer))
+    manifest = None
+    if trainer.is_global_zero:
+        final = cli.run_dir / FINAL
+        export = getattr(model, "export", None)
+        if callable(export):
+            final.mkdir(parents=True, exist_ok=True)
+            export(final)
+        counts = {"global_step": int(trainer.global_step), "epochs": int(trainer.current_epoch),
+                  **_hook([datamodule, model], "manifest_counts")}
+        seed = config.seed_everything if not isinstance(config.seed_everything, bool) else None
+        record = Manifest(stage=stage, run=cli.run_name, seed=seed, counts=counts, metrics=metrics, extra={
+            "fast_dev_run": cli.fast_dev_run,
+            "trainer": {"precision": str(trainer.precision), "world_size": int(trainer.world_size),
+                        "accumulate_grad_batches": int(trainer.accumulate_grad_batches)},
+            "config_file": CONFIG_FILE,
+        })
+        model_identity = _hook_value(model, "manifest_model")
+        if model_identity:
+            record.extra["model"] = model_identity
+        for role, path in _hook([datamodule, model], "manifest_inputs").items():
+            record.add_input(role, path)
+        record.write(cli.run_dir)
+        from leanloop.artifacts import read_manifest
+
+        manifest = read_manifest(cli.run_dir)
+    return StageResult(cli.run_dir, skipped=False, manifest=manifest, trainer=trainer, model=model,
+                       datamodule=datamodule)
+
+
+def _hook_value(obj: Any, name: str) -> Any:
+    method = getattr(obj, name, None)
+    return method() if callable(method) else None
+
+
+def main(stage: str, module_class: type, datamodule_class: type,
+         links: Iterable[tuple[str, str]] = ()) -> None:
+    """``python -m <stage>.train``: ``if __name__ == "__main__": main("pretrain", ...)``."""
+    result = run_stage(stage, module_class, datamodule_class, links=links)
+    print(f"[{stage}] {'skipped' if result.skipped else 'done'}: {result.run_dir}")
+
+
+__all__ = ["LogConfig", "StageResult", "run_stage", "main"]

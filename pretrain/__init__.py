@@ -1,0 +1,1 @@
+"""Continued pretraining on Lean text: causal LM (Qwen3, packed) or masked LM (ModernBERT / MiniLM)."""

@@ -1,0 +1,132 @@
+"""Typed configs of the sft stage: training (``sft.train``, parsed by LightningCLI), sampling
+(``sft.sample``), evaluation (``sft.evaluate``) and the flywheel driver (``sft.flywheel``).
+
+Non-Lightning entry points parse these dataclasses with jsonargparse, like every tool here, so the
+YAML files under ``configs/sft/`` layer and take dotted overrides the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from data.config import BackendConfig
+from leanloop.training.models import ModelSpec
+from sft.generation import SamplingConfig
+from sft.prompt import PromptConfig
+
+
+@dataclass
+class StatementsConfig:
+    """Which statements to sample: a statement JSONL and optional filters."""
+
+    path: str = "shared://statements/minif2f_goedel_prover_v2_repaired.jsonl"
+    """A shipped set (``shared://statements/<file>``) or any JSONL of the same shape."""
+    splits: list[str] | None = None
+    """Keep rows of these splits of the statement set (its own ``split`` field)."""
+    names: list[str] | None = None
+    """Keep only these statement names."""
+    corpus: str | None = None
+    """A labelled corpus run (``artifacts/data/<run>``); with ``corpus_splits``, keep only the
+    statements the corpus puts in those splits (e.g. ``[test]`` for a theorem-disjoint evaluation)."""
+    corpus_splits: list[str] | None = None
+    limit: int | None = None
+    """The first N statements after filtering (smoke runs)."""
+
+
+@dataclass
+class ShardConfig:
+    index: int | None = None
+    """This process's shard; default: ``SLURM_ARRAY_TASK_ID`` when set, else 0."""
+    count: int | None = None
+    """How many shards; default: ``SLURM_ARRAY_TASK_COUNT`` when set, else 1 (or ``processes``)."""
+    processes: int = 1
+    """Run ``processes`` local worker processes, one shard each, then merge."""
+
+
+@dataclass
+class GenerationConfig:
+    backend: Literal["transformers", "vllm"] = "transformers"
+    """transformers (CPU or GPU) or vllm (GPU, optional ``gpu`` extra)."""
+    device: str = "auto"
+    """transformers: cpu / cuda / auto."""
+    statements_per_batch: int = 1
+    """Statements handed to the generator at once (vLLM batches them; written after each batch)."""
+    vllm_args: dict[str, Any] = field(default_factory=dict)
+    """Extra ``vllm.LLM`` arguments (tensor_parallel_size, gpu_memory_utilization, ...)."""
+
+
+@dataclass
+class SampleConfig:
+    model: ModelSpec
+    """The prover: an sft run (``artifacts://sft/<run>``), a checkpoint folder or a hub id."""
+    run: str = "default"
+    """Output run folder: artifacts/sample/<run>/."""
+    statements: StatementsConfig = field(default_factory=StatementsConfig)
+    prompt: PromptConfig | None = None
+    """How statements are shown; default: the format the sft run was trained with (raw text for
+    any other checkpoint). Setting one that differs from the sft run's is an error."""
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
+    shard: ShardConfig = field(default_factory=ShardConfig)
+    source: str = "sft-sample"
+    """The ``source`` field of every candidate row."""
+    keep_completion: bool = True
+    """Store each raw completion beside its extracted program (audits of the extractor)."""
+    merge_only: bool = False
+    """Only merge finished shards into final/candidates.jsonl."""
+
+
+@dataclass
+class VerifierConfig:
+    backend: BackendConfig = field(default_factory=BackendConfig)
+    """The Lean backend, as in the data stage's configs (replay / local / kimina + options)."""
+    profile: str = "rl"
+    """Acceptance policy profile; pass@k is reported under the hardened ``rl`` profile."""
+    timeout: float = 60.0
+    concurrency: int = 8
+
+
+@dataclass
+class EvaluateConfig:
+    samples: str
+    """A finished sample run (``artifacts/sample/<run>``) whose candidates are verified."""
+    run: str = "default"
+    """Output run folder: artifacts/sft_eval/<run>/."""
+    ks: list[int] = field(default_factory=lambda: [1, 8])
+    verifier: VerifierConfig = field(default_factory=VerifierConfig)
+    sft: str | None = None
+    """The sft run that produced the prover; its training theorems must not be evaluated on."""
+
+
+@dataclass
+class FlywheelConfig:
+    rounds: int = 1
+    sft_config: str = "configs/sft/default.yaml"
+    sample_config: str = "configs/sft/sample_default.yaml"
+    data_config: str = "configs/data/default.yaml"
+    """The corpus config of round 0; round r adds the samples of rounds 1..r as sources."""
+    prefix: str = "round"
+    """Runs are named <prefix>-<r> in every stage (artifacts/sft/round-1, sample/round-1, ...)."""
+    continue_from_previous: bool = False
+    """Round r > 1 fine-tunes round r-1's prover instead of the sft config's base model (expert
+    iteration restarts from the base by default, so errors of one round are not compounded)."""
+    sft_args: list[str] = field(default_factory=list)
+    sample_args: list[str] = field(default_factory=list)
+    """Extra dotted overrides passed to each round's sft / sample entry point."""
+
+
+def parse_config(cls: type, argv: list[str] | None, prog: str, description: str):
+    """``--config a.yaml --config b.yaml --x.y value`` -> an instance of dataclass ``cls`` (later
+    files and flags override earlier ones), plus the resolved YAML to store beside the outputs."""
+    from jsonargparse import ActionConfigFile, ArgumentParser
+
+    parser = ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--config", action=ActionConfigFile, help="YAML config (repeatable, layered)")
+    parser.add_class_arguments(cls, as_group=False)
+    namespace = parser.parse_args(argv)
+    resolved = namespace.clone()
+    del resolved["config"]
+    instance = parser.instantiate(namespace)
+    del instance["config"]
+    return cls(**vars(instance)), parser.dump(resolved)

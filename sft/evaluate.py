@@ -1,0 +1,263 @@
+"""pass@k of a sample run, verified through the Verifier under the hardened ``rl`` policy profile.
+
+    python -m sft.evaluate --config configs/sft/evaluate_default.yaml [--samples artifacts/sample/x]
+
+Every attempt gets one category: the Verifier's (valid, invalid, precheck_rejected, timeout,
+infra_error, unavailable, input_error) or ``no_program`` when nothing could be extracted from the
+completion. Only labelled attempts count as verified: valid is a success; invalid,
+precheck_rejected and no_program are failures (the last two decided without Lean, deterministically).
+timeout, infra_error, unavailable and input_error are NOT verified and never guessed: pass@k
+(unbiased estimator, :mod:`sft.passk`) is computed per statement over its verified attempts only,
+for the statements with at least k of them; the report says how many attempts and statements were
+left out and why, and gives the range pass@k could take if the unverified attempts were all
+failures or all successes (bounds, not estimates).
+
+Outputs in ``artifacts/sft_eval/<run>/``: report.md, passk.png, results.json (per statement),
+outcomes.jsonl (per attempt), config.yaml, manifest.json.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from data.verifier.types import Category, Outcome, VerifyRequest
+from leanloop.artifacts import Manifest, read_manifest
+from leanloop.paths import artifacts_root
+from sft.config import EvaluateConfig, VerifierConfig, parse_config
+from sft.corpus import run_folder
+from sft.passk import mean_pass_at_k, pass_at_k
+
+STAGE = "sft_eval"
+NO_PROGRAM = "no_program"
+SUCCESS = {Category.VALID.value}
+FAILURE = {Category.INVALID.value, Category.PRECHECK_REJECTED.value, NO_PROGRAM}
+
+
+@dataclass
+class StatementResult:
+    name: str
+    attempts: int
+    verified: int
+    correct: int
+    categories: dict[str, int]
+
+    @property
+    def unverified(self) -> int:
+        return self.attempts - self.verified
+
+
+def read_samples(folder: Path) -> tuple[dict, list[dict]]:
+    manifest = read_manifest(folder, stage="sample")
+    path = folder / manifest.get("candidates", "final/candidates.jsonl")
+    with open(path, encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle if line.strip()]
+    return manifest, rows
+
+
+def make_verifier(config: VerifierConfig):
+    from data.build import make_backend  # the data stage's factory: same backends, same options
+    from data.verifier.verifier import Verifier
+
+    return Verifier(make_backend(config.backend), config.profile, concurrency=config.concurrency,
+                    timeout=config.timeout)
+
+
+def verify_rows(rows: list[dict], verifier) -> list[dict]:
+    """One outcome record per attempt (rows without a program are not sent to Lean)."""
+    import asyncio
+
+    from tqdm import tqdm
+
+    indices = [i for i, row in enumerate(rows) if row.get("program")]
+    requests = [VerifyRequest(program=rows[i]["program"], name=rows[i].get("theorem") or rows[i]["name"],
+                              statement=rows[i].get("statement"), header=rows[i].get("header"),
+                              id=f"{rows[i]['name']}#{rows[i]['attempt']}") for i in indices]
+    with tqdm(total=len(requests), desc="verify", unit="program") as bar:
+        outcomes: list[Outcome] = asyncio.run(
+            verifier.check(requests, on_result=lambda _i, _o: bar.update(1)))
+    by_row = dict(zip(indices, outcomes))
+    records = []
+    for i, row in enumerate(rows):
+        outcome = by_row.get(i)
+        record = {"name": row["name"], "attempt": row["attempt"]}
+        if outcome is None:
+            record.update(category=NO_PROGRAM, reasons=[row.get("extraction_reason") or "no program"],
+                          first_error=None)
+        else:
+            record.update(category=outcome.category.value, reasons=list(outcome.reasons),
+                          first_error=outcome.first_error)
+        records.append(record)
+    return records
+
+
+def per_statement(records: list[dict]) -> list[StatementResult]:
+    grouped: dict[str, Counter] = {}
+    for record in records:
+        grouped.setdefault(record["name"], Counter())[record["category"]] += 1
+    results = []
+    for name, categories in grouped.items():
+        correct = sum(categories[c] for c in SUCCESS)
+        verified = correct + sum(categories[c] for c in FAILURE)
+        results.append(StatementResult(name, sum(categories.values()), verified, correct,
+                                       dict(categories)))
+    return results
+
+
+def pass_at_k_report(results: list[StatementResult], ks: list[int]) -> dict[str, dict]:
+    """Per k: the estimate over statements with >= k verified attempts, how many were left out,
+    and the all-fail / all-pass bounds over every statement with >= k attempts."""
+    table = {}
+    for k in ks:
+        estimable = [(r.verified, r.correct) for r in results if r.verified >= k]
+        sized = [r for r in results if r.attempts >= k]
+        table[str(k)] = {
+            "pass_at_k": mean_pass_at_k(estimable, k),
+            "statements_estimated": len(estimable),
+            "statements_left_out": len(results) - len(estimable),
+            "lower_bound": mean_pass_at_k([(r.attempts, r.correct) for r in sized], k),
+            "upper_bound": mean_pass_at_k([(r.attempts, r.correct + r.unverified) for r in sized], k),
+        }
+    return table
+
+
+def _markdown(config: EvaluateConfig, sample_manifest: dict, records: list[dict],
+              results: list[StatementResult], table: dict) -> str:
+    categories = Counter(r["category"] for r in records)
+    unverified = {c: n for c, n in categories.items() if c not in SUCCESS | FAILURE}
+    fully = sum(r.unverified == 0 for r in results)
+    none = sum(r.verified == 0 for r in results)
+    reasons = Counter(reason.split(":")[0] for r in records if r["category"] not in SUCCESS
+                      for reason in r["reasons"][:1])
+    lines = [
+        f"# Prover evaluation: {config.run}",
+        "",
+        f"- samples: `{config.samples}` (prover `{sample_manifest.get('prover', {}).get('path')}`, "
+        f"sampling {json.dumps(sample_manifest.get('sampling'))})",
+        f"- verifier: backend `{config.verifier.backend.kind}`, policy profile "
+        f"`{config.verifier.profile}`, timeout {config.verifier.timeout:g}s",
+        f"- statements: {len(results)}; attempts: {len(records)}",
+        "",
+        "## What was verified",
+        "",
+        "| category | attempts | counts as |",
+        "|---|---|---|",
+    ]
+    for category, count in sorted(categories.items(), key=lambda item: -item[1]):
+        role = ("success" if category in SUCCESS else "failure" if category in FAILURE
+                else "not verified (left out)")
+        lines.append(f"| {category} | {count} | {role} |")
+    lines += [
+        "",
+        f"**{sum(unverified.values())} of {len(records)} attempts have no Lean verdict** "
+        f"({', '.join(f'{n} {c}' for c, n in sorted(unverified.items())) or 'none'}); they are "
+        "left out of pass@k, never guessed. "
+        f"Statements fully verified: {fully}; with no verified attempt: {none}.",
+        "",
+        "## pass@k (unbiased estimator, over verified attempts)",
+        "",
+        "| k | pass@k | statements estimated | left out (< k verified) | bounds if unverified were all fail / all pass |",
+        "|---|---|---|---|---|",
+    ]
+    for k, row in table.items():
+        estimate = "n/a" if row["pass_at_k"] is None else f"{row['pass_at_k']:.4f}"
+        low = "n/a" if row["lower_bound"] is None else f"{row['lower_bound']:.4f}"
+        high = "n/a" if row["upper_bound"] is None else f"{row['upper_bound']:.4f}"
+        lines.append(f"| {k} | {estimate} | {row['statements_estimated']} | "
+                     f"{row['statements_left_out']} | [{low}, {high}] |")
+    if reasons:
+        lines += ["", "## Most common reasons (first reason per unsuccessful attempt)", ""]
+        lines += [f"- {reason}: {count}" for reason, count in reasons.most_common(10)]
+    return "\n".join(lines) + "\n"
+
+
+def _plot(table: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ks = [int(k) for k in table]
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    values = [table[str(k)]["pass_at_k"] for k in ks]
+    known = [(k, v) for k, v in zip(ks, values) if v is not None]
+    if known:
+        ax.plot([k for k, _ in known], [v for _, v in known], "o-", label="pass@k (verified)")
+    low = [table[str(k)]["lower_bound"] for k in ks]
+    high = [table[str(k)]["upper_bound"] for k in ks]
+    if all(v is not None for v in low + high):
+        ax.fill_between(ks, low, high, alpha=0.2, label="bounds (unverified all fail / pass)")
+    ax.set_xlabel("k")
+    ax.set_ylabel("pass@k")
+    ax.set_ylim(0, 1)
+    ax.set_xscale("log", base=2)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def check_theorem_disjoint(sft_run: str, names: set[str]) -> None:
+    """Refuse to evaluate a prover on theorems it was trained on."""
+    manifest = read_manifest(run_folder(sft_run), stage="sft")
+    trained = set(manifest.get("counts", {}).get("train_theorems", []))
+    overlap = sorted(names & trained)
+    if overlap:
+        raise ValueError(f"{len(overlap)} evaluated statements were in the SFT run's training set "
+                         f"(e.g. {overlap[:3]}); evaluate on the corpus's held-out split "
+                         "(statements.corpus_splits: [test]) instead")
+
+
+def evaluate(config: EvaluateConfig) -> Path:
+    folder = run_folder(config.samples)
+    sample_manifest, rows = read_samples(folder)
+    k_sampled = int(sample_manifest.get("sampling", {}).get("k", 0))
+    too_big = [k for k in config.ks if k > k_sampled or k < 1]
+    if too_big:
+        raise ValueError(f"ks {too_big} are not in [1, {k_sampled}]: the sample run drew "
+                         f"{k_sampled} attempts per statement")
+    if config.sft is not None:
+        check_theorem_disjoint(config.sft, {row["name"] for row in rows})
+    records = verify_rows(rows, make_verifier(config.verifier))
+    results = per_statement(records)
+    table = pass_at_k_report(results, sorted(set(config.ks)))
+
+    out = artifacts_root() / STAGE / config.run
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "outcomes.jsonl", "w", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    (out / "results.json").write_text(json.dumps(
+        {"pass_at_k": table, "statements": [asdict(r) for r in results]}, indent=1))
+    (out / "report.md").write_text(_markdown(config, sample_manifest, records, results, table))
+    _plot(table, out / "passk.png")
+    import yaml
+
+    (out / "config.yaml").write_text(yaml.safe_dump(asdict(config), sort_keys=False))
+    categories = Counter(r["category"] for r in records)
+    manifest = Manifest(stage=STAGE, run=config.run)
+    manifest.add_input("samples", folder)
+    if config.sft is not None:
+        manifest.add_input("sft", run_folder(config.sft))
+    manifest.counts = {"statements": len(results), "attempts": len(records),
+                       "by_category": dict(categories),
+                       "verified": sum(r.verified for r in results),
+                       "unverified": sum(r.unverified for r in results)}
+    manifest.metrics = {f"pass@{k}": row["pass_at_k"] for k, row in table.items()}
+    manifest.extra = {"pass_at_k": table, "verifier": asdict(config.verifier)}
+    manifest.write(out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    config, _ = parse_config(EvaluateConfig, argv, "sft.evaluate", __doc__.splitlines()[0])
+    out = evaluate(config)
+    print((out / "report.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,307 @@
+"""Sample k attempts per statement from a prover and write them as candidate JSONL for ``make data``.
+
+    python -m sft.sample --config configs/sft/sample_default.yaml [--sampling.k 8 ...]
+
+Outputs in ``artifacts/sample/<run>/``:
+  shards/shard-IIIII-of-NNNNN.jsonl   per-shard rows, appended per statement (resumable)
+  final/candidates.jsonl              all shards merged in statement-set order (deterministic)
+  config.yaml, manifest.json          resolved config; prover identity, counts, extraction failures
+
+Sharding: ``--shard.index i --shard.count n`` (or a SLURM array: ``SLURM_ARRAY_TASK_ID``), or
+``--shard.processes n`` to run n local workers. The shard that completes the set merges it; a later
+``--merge_only true`` merges explicitly. Each row is one attempt, in the format ``data/sources.py``
+reads: name, header, statement, program (null with ``extraction_reason`` when nothing could be
+extracted), source, prover (the checkpoint's path and manifest hash) and the sampling parameters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
+
+from leanloop.artifacts import Manifest, content_hash, describe_input, read_manifest
+from leanloop.paths import artifacts_root, resolve_shared
+from leanloop.training.models import ModelSpec
+from sft.config import SampleConfig, StatementsConfig, parse_config
+from sft.extract import extract_program
+from sft.generation import Attempt, SamplingConfig
+from sft.prompt import PromptConfig, render_prompt, stop_token
+from sft.shards import ShardError, ShardFile, ShardSpec, merge_shards, shard_from_env
+from sft.statements import Statement, read_statements
+
+STAGE = "sample"
+CANDIDATES = "candidates.jsonl"
+
+
+def sample_dir(run: str) -> Path:
+    return artifacts_root() / STAGE / run
+
+
+def load_statement_set(config: StatementsConfig) -> list[Statement]:
+    """The statements to sample, after the split / name / corpus filters, in file order."""
+    statements = read_statements(config.path)
+    names = set(config.names) if config.names else None
+    if config.corpus is not None:
+        from sft.corpus import corpus_splits
+
+        if not config.corpus_splits:
+            raise ValueError("statements.corpus needs statements.corpus_splits (e.g. [test])")
+        wanted = set(config.corpus_splits)
+        in_corpus = {n for n, split in corpus_splits(config.corpus).items() if split in wanted}
+        names = in_corpus if names is None else names & in_corpus
+    chosen = [s for s in statements.statements
+              if (names is None or s.name in names)
+              and (not config.splits or s.split in set(config.splits))]
+    if config.limit:
+        chosen = chosen[: config.limit]
+    if not chosen:
+        raise ValueError(f"no statement of {config.path} passes the filters (splits={config.splits}, "
+                         f"names={config.names}, corpus={config.corpus} {config.corpus_splits})")
+    return chosen
+
+
+def prover_identity(spec: ModelSpec) -> dict[str, str | None]:
+    """The checkpoint's identity: a run by its manifest's hash, a folder by its config's hash."""
+    run = spec.run_dir()
+    if run is not None:
+        return describe_input(run)
+    if spec.preset is not None:
+        return {"path": f"preset:{spec.preset}", "hash": None}
+    location = spec.weights_location()
+    config = Path(location) / "config.json"
+    return {"path": location, "hash": content_hash(config) if config.is_file() else None}
+
+
+def resolve_prompt(config: SampleConfig) -> PromptConfig:
+    """The prompt format to sample with: the one the sft run recorded, unless the config names one."""
+    run = config.model.run_dir()
+    trained = None
+    if run is not None:
+        recorded = read_manifest(run).get("model", {}).get("prompt")
+        trained = PromptConfig(**recorded) if recorded else None
+    if config.prompt is None:
+        return trained or PromptConfig()
+    if trained is not None and asdict(trained) != asdict(config.prompt):
+        raise ValueError(f"prompt {asdict(config.prompt)} differs from the one {run} was trained "
+                         f"with ({asdict(trained)}); leave `prompt` unset to use the trained one")
+    return config.prompt
+
+
+def prover_name(identity: dict[str, str | None]) -> str:
+    return identity["path"] if not identity["hash"] else f"{identity['path']}@{identity['hash']}"
+
+
+def candidate_rows(statement: Statement, attempts: list[Attempt], *, prover: dict, source: str,
+                   sampling: SamplingConfig, keep_completion: bool,
+                   allow_continuation: bool = True) -> list[dict]:
+    """One candidate row per attempt (``allow_continuation``: raw prompts, see sft.extract)."""
+    rows = []
+    for index, attempt in enumerate(attempts):
+        extraction = extract_program(attempt.text, statement.prompt, statement.header,
+                                     statement.theorem, allow_continuation)
+        row = {
+            "name": statement.name,
+            "theorem": statement.theorem,
+            "header": statement.header,
+            "statement": statement.statement,
+            "context": statement.context,
+            "program": extraction.program,
+            "source": source,
+            "prover": prover_name(prover),
+            "prover_path": prover["path"],
+            "prover_hash": prover["hash"],
+            "sampling": sampling.record(),
+            "split": statement.split,
+            "statement_set": statement.source,
+            "attempt": index,
+            "finish_reason": attempt.finish_reason,
+            "num_tokens": attempt.num_tokens,
+            "extraction": extraction.method,
+            "extraction_reason": extraction.reason,
+        }
+        if keep_completion:
+            row["completion"] = attempt.text
+        rows.append(row)
+    return rows
+
+
+def _fingerprint(config: SampleConfig, prover: dict, names: list[str]) -> dict:
+    """What must not change between the shards and resumptions of one run."""
+    return {"prover": prover, "statements": names, "prompt": asdict(config.prompt),
+            "sampling": config.sampling.record(), "source": config.source}
+
+
+def _check_fingerprint(folder: Path, fingerprint: dict) -> None:
+    path = folder / "sampling.json"
+    if path.is_file():
+        recorded = json.loads(path.read_text())
+        changed = sorted(k for k in fingerprint if recorded.get(k) != fingerprint[k])
+        if changed:
+            raise ShardError(f"{folder} holds samples made with a different {', '.join(changed)}; "
+                             "choose another run name or delete the folder")
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(fingerprint, indent=1))
+    os.replace(tmp, path)
+
+
+def make_generator(config: SampleConfig):
+    stops = None
+    if config.generation.backend == "vllm":
+        from leanloop.training.models import load_tokenizer
+        from sft.generation import VLLMGenerator
+
+        tokenizer = load_tokenizer(config.model)
+        stops = [stop_token(config.prompt, tokenizer)]
+        generator = VLLMGenerator(config.model.weights_location(), stops,
+                                  dtype=config.model.dtype, **config.generation.vllm_args)
+        return generator, tokenizer
+    import torch
+
+    from leanloop.training.models import load_model, load_tokenizer
+    from sft.generation import TransformersGenerator
+
+    tokenizer = load_tokenizer(config.model)
+    model = load_model(config.model, tokenizer=tokenizer)
+    device = config.generation.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    stops = [stop_token(config.prompt, tokenizer), tokenizer.eos_token]
+    return TransformersGenerator(model.to(device), tokenizer, stops), tokenizer
+
+
+def sample_shard(config: SampleConfig, statements: list[Statement], spec: ShardSpec,
+                 folder: Path, prover: dict, generator: tuple | None = None) -> ShardFile:
+    """Sample this shard's statements not already in its shard file. ``generator``: a
+    ``(generator, tokenizer)`` pair already loaded (else built from the config when needed)."""
+    from tqdm import tqdm
+
+    shard = ShardFile(folder / "shards" / spec.file_name(), config.sampling.k)
+    if shard.dropped:
+        print(f"[sample] {spec.file_name()}: dropped {shard.dropped} rows of an unfinished "
+              "statement; it is sampled again", file=sys.stderr)
+    todo = [s for s in spec.select(statements) if s.name not in shard.done]
+    if not todo:
+        return shard
+    generator, tokenizer = generator or make_generator(config)
+    step = max(1, config.generation.statements_per_batch)
+    with tqdm(total=len(todo), desc=f"sample shard {spec.index}/{spec.count}", unit="stmt") as bar:
+        for start in range(0, len(todo), step):
+            batch = todo[start:start + step]
+            prompts = [render_prompt(s.prompt, config.prompt, tokenizer) for s in batch]
+            results = generator.sample_batch(prompts, [s.name for s in batch], config.sampling)
+            for statement, attempts in zip(batch, results):
+                shard.append(statement.name, candidate_rows(
+                    statement, attempts, prover=prover, source=config.source,
+                    sampling=config.sampling, keep_completion=config.keep_completion,
+                    allow_continuation=config.prompt.style == "raw"))
+            bar.update(len(batch))
+    return shard
+
+
+def merge(config: SampleConfig, statements: list[Statement], count: int, folder: Path,
+          prover: dict) -> Path:
+    """Merge all shards into final/candidates.jsonl and write the manifest."""
+    rows = merge_shards(folder / "shards", count, [s.name for s in statements], config.sampling.k)
+    final = folder / "final"
+    final.mkdir(parents=True, exist_ok=True)
+    target = final / CANDIDATES
+    tmp = target.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows),
+                   encoding="utf-8")
+    os.replace(tmp, target)
+    failures = Counter(row["extraction_reason"] for row in rows if row["program"] is None)
+    manifest = Manifest(stage=STAGE, run=config.run, seed=config.sampling.seed)
+    manifest.add_input("statements", resolve_shared(config.statements.path))
+    if config.model.run_dir() is not None:
+        manifest.add_input("prover", config.model.run_dir())
+    if config.statements.corpus is not None:
+        from sft.corpus import run_folder
+
+        manifest.add_input("corpus", run_folder(config.statements.corpus))
+    manifest.counts = {
+        "statements": len(statements), "attempts": len(rows),
+        "extracted": sum(row["program"] is not None for row in rows),
+        "not_extracted": sum(failures.values()),
+        "not_extracted_by_reason": dict(failures),
+        "by_method": dict(Counter(row["extraction"] or "none" for row in rows)),
+        "finish_reason": dict(Counter(row["finish_reason"] for row in rows)),
+        "shards": count,
+    }
+    manifest.extra = {"prover": prover, "sampling": config.sampling.record(),
+                      "prompt": asdict(config.prompt), "generation": config.generation.backend,
+                      "candidates": f"final/{CANDIDATES}"}
+    import yaml
+
+    (folder / "config.yaml").write_text(yaml.safe_dump(asdict(config), sort_keys=False,
+                                                       allow_unicode=True))
+    manifest.write(folder)
+    return target
+
+
+def _run_processes(config: SampleConfig, count: int, folder: Path) -> None:
+    """One local worker per shard, same entry point; threads split between them."""
+    import yaml
+
+    folder.mkdir(parents=True, exist_ok=True)
+    launch = folder / "launch.yaml"
+    launch.write_text(yaml.safe_dump(asdict(config), sort_keys=False, allow_unicode=True))
+    threads = str(max(1, (os.cpu_count() or 1) // count))
+    env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+    workers = [subprocess.Popen(
+        [sys.executable, "-m", "sft.sample", "--config", str(launch),
+         "--shard.index", str(i), "--shard.count", str(count), "--shard.processes", "1"], env=env)
+        for i in range(count)]
+    failed = [i for i, worker in enumerate(workers) if worker.wait() != 0]
+    if failed:
+        raise RuntimeError(f"sampling workers for shards {failed} failed (see their output); rerun "
+                           "to resume them")
+
+
+def run(config: SampleConfig, generator: tuple | None = None) -> Path | None:
+    """Sample (this shard, or all shards via local processes) and merge when complete. Returns the
+    merged candidates file, or None while other shards are unfinished. ``generator``: see
+    :func:`sample_shard` (a caller sampling several runs from one loaded model)."""
+    folder = sample_dir(config.run)
+    statements = load_statement_set(config.statements)
+    prover = prover_identity(config.model)
+    config.prompt = resolve_prompt(config)
+    _check_fingerprint(folder, _fingerprint(config, prover, [s.name for s in statements]))
+    if (config.shard.processes > 1 and config.shard.index is None
+            and "SLURM_ARRAY_TASK_ID" not in os.environ and not config.merge_only):
+        count = config.shard.count or config.shard.processes
+        if count != config.shard.processes:
+            raise ValueError(f"shard.processes={config.shard.processes} runs one process per "
+                             f"shard, but shard.count={count}")
+        _run_processes(config, count, folder)
+        return merge(config, statements, count, folder, prover)
+    spec = shard_from_env(config.shard.index, config.shard.count)
+    if not config.merge_only:
+        sample_shard(config, statements, spec, folder, prover, generator)
+    try:
+        return merge(config, statements, spec.count, folder, prover)
+    except ShardError as error:
+        if config.merge_only:
+            raise
+        print(f"[sample] shard {spec.index} of {spec.count} is done; not merged yet: {error}",
+              file=sys.stderr)
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    config, _ = parse_config(SampleConfig, argv, "sft.sample", __doc__.splitlines()[0])
+    target = run(config)
+    if target is not None:
+        counts = json.loads((target.parent.parent / "manifest.json").read_text())["counts"]
+        print(json.dumps({"candidates": str(target), **counts}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

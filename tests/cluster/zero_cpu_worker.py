@@ -1,0 +1,73 @@
+"""One rank of the DeepSpeed ZeRO check on CPU (started twice by test_cluster_strategy.py).
+
+Lightning's DeepSpeedStrategy only runs on CUDA, so on this CPU machine the test hands the exact
+DeepSpeed config that strategy built from configs/strategy/*.yaml to DeepSpeed itself, on its CPU
+accelerator over gloo, and records what each rank holds after one optimizer step.
+
+usage: python zero_cpu_worker.py CONFIGS.json OUT_DIR   (RANK, WORLD_SIZE, MASTER_* in the env)
+"""
+
+import json
+import os
+import sys
+
+os.environ["DS_ACCELERATOR"] = "cpu"
+
+import deepspeed  # noqa: E402
+import deepspeed.ops  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+# WHY: with a compiler present, DeepSpeed's CPU backend JIT-builds a shared-memory allreduce op on
+# first use (minutes). Marking it incompatible makes DeepSpeed use plain gloo collectives, which
+# is all a correctness check needs. (DeepSpeed keeps this probe result in one module-level dict.)
+deepspeed.ops.__compatible_ops__ = {"deepspeed_shm_comm": False}
+
+BATCH, FEATURES, WIDTH, LR = 4, 8, 16, 0.05
+
+
+def tiny_model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(FEATURES, WIDTH), torch.nn.Tanh(), torch.nn.Linear(WIDTH, 1))
+
+
+def rank_batch(rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(100 + rank)
+    return torch.randn(BATCH, FEATURES, generator=generator), torch.randn(BATCH, 1, generator=generator)
+
+
+def main() -> None:
+    configs = json.loads(open(sys.argv[1]).read())
+    out_dir = sys.argv[2]
+    deepspeed.init_distributed("gloo")
+    rank = dist.get_rank()
+    results = {}
+    for name, config in configs.items():
+        model = tiny_model()
+        params = list(model.parameters())
+        engine, _, _, _ = deepspeed.initialize(
+            model=model, optimizer=torch.optim.SGD(params, lr=LR), config=config)
+        x, y = rank_batch(rank)
+        loss = torch.nn.functional.mse_loss(engine(x), y)
+        engine.backward(loss)
+        engine.step()
+        stage = engine.zero_optimization_stage()
+        full = sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel() for p in params)
+        if stage == 3:
+            local = sum(p.ds_tensor.numel() for p in params)  # this rank's shard of the weights
+            with deepspeed.zero.GatheredParameters(params):
+                flat = torch.cat([p.detach().reshape(-1) for p in params])
+        else:
+            # stage 1/2 keep weights whole; the fp32 master copy the optimizer steps is sharded
+            local = sum(t.numel() for t in engine.optimizer.single_partition_of_fp32_groups)
+            flat = torch.cat([p.detach().reshape(-1) for p in params])
+        results[name] = {"stage": stage, "world_size": dist.get_world_size(), "local_elements": local,
+                         "full_elements": full, "params": flat.tolist()}
+        del engine
+    with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as handle:
+        json.dump(results, handle)
+    dist.barrier()
+
+
+if __name__ == "__main__":
+    main()
