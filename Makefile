@@ -39,6 +39,23 @@ bench-data: setup ## precheck / corpus / annotation / metric throughput
 	$(PY) -m leanloop.bench.data
 
 # --- training machinery: sweeps and cluster ---
+# Stage targets share one convention: `make <stage> CONFIG=configs/<stage>/X.yaml RUN=name` runs
+# `python -m <stage>.train --config X.yaml --run name` into artifacts/<stage>/<name>/; the next
+# stage's config names that folder, and its manifest is checked. CONFIG may list several files
+# (later ones override), e.g. CONFIG="configs/sft/paper.yaml configs/strategy/zero2.yaml".
+.PHONY: sweep submit probe
+sweep: setup ## run a grid/list of one stage's runs, skipping finished ones (SWEEP=configs/sweeps/X.yaml [ARGS="--executor submit --profile ..."])
+	$(PY) -m cluster.sweep --sweep $(or $(SWEEP),$(error set SWEEP=configs/sweeps/<name>.yaml)) $(ARGS)
+
+submit: setup ## send one stage run to SLURM via submitit, local process without SLURM (STAGE=x CONFIG=... [PROFILE=cluster/profiles/gpu8.yaml] [RUN=name] [ARGS="--model.optim.lr 1e-4"])
+	$(PY) -m cluster.submit --stage $(or $(STAGE),$(error set STAGE=<stage folder>)) \
+		$(foreach c,$(or $(CONFIG),$(error set CONFIG=configs/<stage>/X.yaml)),--config $(c)) \
+		--profile $(or $(PROFILE),cluster/profiles/local.yaml) $(if $(RUN),--run $(RUN)) $(ARGS)
+
+probe: setup ## check that ranks train in sync under a strategy (STRATEGY=ddp_cpu|ddp|zero2|zero3 [PROFILE=...])
+	$(PY) -m cluster.submit --stage probe --entry cluster.probe \
+		--config configs/strategy/$(or $(STRATEGY),ddp_cpu).yaml \
+		--profile $(or $(PROFILE),cluster/profiles/local.yaml) --log.wandb false
 
 # --- pretrain stage ---
 

@@ -1,7 +1,7 @@
 """Lean statement text: masking, well-formedness, the signature/body split, canonical forms.
 
-Text-only (no Lean): comments and string literals are masked first, so a ``:=`` or a bracket inside
-a docstring or a ``--`` comment never counts. Positions are preserved by masking with spaces.
+Text-only (no Lean): comments and string literals are masked first (with ``data.policy``'s masker),
+so a ``:=`` or a bracket inside a docstring or a ``--`` comment never counts.
 """
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
+
+from data.policy.masking import mask as _policy_mask
 
 OPENERS = {"(": ")", "[": "]", "{": "}", "⟨": "⟩", "⦃": "⦄", "⟦": "⟧", "⌊": "⌋", "⌈": "⌉"}
 CLOSERS = {v: k for k, v in OPENERS.items()}
@@ -19,37 +21,9 @@ _HEADER_LINE = re.compile(r"^\s*(import|open|set_option|namespace|end|section|un
 
 
 def mask(text: str) -> str:
-    """``text`` with comments (``--``, nested ``/- -/``, docstrings) and string literals replaced
-    by spaces (newlines kept), so structure can be read from what remains."""
-    out = list(text)
-    i, n = 0, len(text)
-    while i < n:
-        if text.startswith("--", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            out[i:j] = " " * (j - i)
-            i = j
-        elif text.startswith("/-", i):
-            depth, j = 1, i + 2
-            while j < n and depth:
-                if text.startswith("/-", j):
-                    depth, j = depth + 1, j + 2
-                elif text.startswith("-/", j):
-                    depth, j = depth - 1, j + 2
-                else:
-                    j += 1
-            out[i:j] = [c if c == "\n" else " " for c in text[i:j]]
-            i = j
-        elif text[i] == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            j = min(j + 1, n)
-            out[i:j] = [c if c == "\n" else " " for c in text[i:j]]
-            i = j
-        else:
-            i += 1
-    return "".join(out)
+    """``text`` with comments and string/char literals blanked (same length and lines): the
+    acceptance policy's masker, so statements and proofs are read the same way."""
+    return _policy_mask(text).text
 
 
 def delimiter_problems(masked: str) -> list[str]:
@@ -132,7 +106,10 @@ def well_formed(text: str) -> WellFormedness:
     """The reward's first gate: balanced delimiters, a theorem declaration, a type signature."""
     if not text or not text.strip():
         return WellFormedness(False, ["empty output"])
-    reasons = delimiter_problems(mask(text))
+    masked = _policy_mask(text)
+    reasons = delimiter_problems(masked.text)
+    if masked.unterminated:
+        reasons.append(f"unterminated {masked.unterminated}")
     decl = find_declaration(text)
     if decl is None:
         reasons.append("no theorem/lemma declaration")

@@ -1,8 +1,14 @@
-"""Reading the labelled corpus (the data stage's ``artifacts/data/<run>/``) for the classifiers.
+"""Reading labelled programs for the classifiers.
 
-Only rows with a label take part: ``valid`` (True), ``invalid`` and ``precheck_rejected`` (False).
-Timeouts, infrastructure errors, unavailable and input errors have no label and are counted, not
-used. Splits are the data stage's theorem-disjoint ``train`` / ``validation`` / ``test``.
+Two sources:
+
+- the data stage's corpus (``artifacts/data/<run>/``, the normal case): only rows with a label take
+  part: ``valid`` (True), ``invalid`` and ``precheck_rejected`` (False). Timeouts, infrastructure
+  errors, unavailable and input errors have no label and are counted, not used. Splits are the data
+  stage's theorem-disjoint ``train`` / ``validation`` / ``test``.
+- a JSONL file of programs with recorded verdicts (:class:`JsonlCorpus`), e.g. the shipped RL-Lean
+  compilation results: used by ``debug.yaml`` so the smallest run needs no data run first. Exact
+  duplicate programs are kept once; splits are theorem-disjoint by a hash of the theorem name.
 """
 
 from __future__ import annotations
@@ -59,11 +65,19 @@ def load_corpus(path: str, max_rows_per_split: int | None = None) -> Corpus:
     import pyarrow.parquet as pq
 
     run = resolve_run(path)
+    if not run.exists():
+        raise FileNotFoundError(
+            f"corpus {path} -> {run} does not exist: build it first "
+            "(`make data`, or `python -m data.build --config configs/data/<name>.yaml`)"
+        )
     if run.name == "final" and (run.parent / "manifest.json").is_file():
         run = run.parent
     read_manifest(run, stage="data")  # a finished data run, or a clear error
     table = pq.ParquetDataset([str(f) for f in corpus_files(run)]).read(columns=list(COLUMNS))
-    rows = table.to_pylist()
+    return _split_rows(run, table.to_pylist(), max_rows_per_split)
+
+
+def _split_rows(run: Path, rows: list[dict[str, Any]], max_rows_per_split: int | None) -> Corpus:
     counts: Counter[str] = Counter()
     splits = {name: Split([], [], []) for name in SPLITS}
     for row in rows:
@@ -88,3 +102,67 @@ def load_corpus(path: str, max_rows_per_split: int | None = None) -> Corpus:
             f"evaluation split (e.g. {sorted(overlap)[:3]}); rebuild it with the data stage"
         )
     return Corpus(path=run, splits=splits, counts=dict(sorted(counts.items())))
+
+
+@dataclass
+class JsonlCorpus:
+    """Programs with recorded verdicts in a JSONL (or .jsonl.gz) file, split here by theorem name."""
+
+    path: str
+    """File path or ``shared://...``."""
+    program_field: str = "code"
+    label_field: str = "verdict_pass"
+    name_field: str = "name"
+    no_label_if: str | None = None
+    """Dotted field that, when non-empty, means Lean gave no verdict (e.g. RL-Lean's
+    ``compilation_result.system_errors``: timeouts and crashes get no label, never "invalid")."""
+    validation_fraction: float = 0.1
+    test_fraction: float = 0.1
+
+
+def theorem_split(name: str, validation_fraction: float, test_fraction: float) -> str:
+    """Deterministic theorem-level split: every program of a theorem lands in the same split."""
+    import hashlib
+
+    u = int(hashlib.sha256(name.encode()).hexdigest()[:12], 16) / 16**12
+    if u < test_fraction:
+        return "test"
+    if u < test_fraction + validation_fraction:
+        return "validation"
+    return "train"
+
+
+def _dotted(record: dict[str, Any], path: str) -> Any:
+    for key in path.split("."):
+        record = record.get(key) if isinstance(record, dict) else None
+    return record
+
+
+def load_jsonl_corpus(source: JsonlCorpus, max_rows_per_split: int | None = None) -> Corpus:
+    import gzip
+    import json
+
+    path = resolve_shared(source.path)
+    if not path.is_file():
+        raise FileNotFoundError(f"labelled-programs file {path} not found (from `path: {source.path}`)")
+    opener = gzip.open if path.suffix == ".gz" else open
+    rows, seen = [], set()
+    with opener(path, "rt", encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            missing = [f for f in (source.program_field, source.name_field) if not record.get(f)]
+            if missing:
+                raise ValueError(f"{path}:{number}: missing or empty {missing}")
+            program, label = record[source.program_field], record.get(source.label_field)
+            if source.no_label_if and _dotted(record, source.no_label_if):
+                label = None
+            if program in seen:
+                continue
+            seen.add(program)
+            name = str(record[source.name_field])
+            rows.append({"program": program, "name": name, "label": None if label is None else bool(label),
+                         "category": "recorded" if label is not None else "unlabelled",
+                         "split": theorem_split(name, source.validation_fraction, source.test_fraction)})
+    return _split_rows(path, rows, max_rows_per_split)

@@ -19,7 +19,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 
-from classifiers.corpus import Corpus, load_corpus, resolve_run
+from classifiers.corpus import Corpus, JsonlCorpus, load_corpus, load_jsonl_corpus, resolve_run
 
 EVAL_SPLITS = ("validation", "test")
 
@@ -36,12 +36,14 @@ class EncodedSplit(Dataset):
 
 
 class ClassifierData(L.LightningDataModule):
-    def __init__(self, corpus: str = "artifacts://data/default", batch_size: int = 16,
-                 eval_batch_size: int = 32, num_workers: int = 0, max_rows_per_split: int | None = None,
-                 length_grouped: bool = True) -> None:
+    def __init__(self, corpus: str | None = "artifacts://data/default", jsonl: JsonlCorpus | None = None,
+                 batch_size: int = 16, eval_batch_size: int = 32, num_workers: int = 0,
+                 max_rows_per_split: int | None = None, length_grouped: bool = True) -> None:
         """
         Args:
             corpus: the data stage's run: ``artifacts://data/<run>`` or its folder.
+            jsonl: instead of ``corpus`` (set ``corpus: null``): a file of programs with recorded
+                verdicts, split by theorem name here (debug runs that need no data run).
             batch_size: training programs per step (per device).
             eval_batch_size: programs per scoring batch (validation and test).
             num_workers: DataLoader workers (0: tokenized in memory already, collation is cheap).
@@ -49,7 +51,11 @@ class ClassifierData(L.LightningDataModule):
             length_grouped: batch training programs of similar length together.
         """
         super().__init__()
+        if (corpus is None) == (jsonl is None):
+            raise ValueError("give the classifiers exactly one of data.corpus (a data-stage run) or data.jsonl "
+                             f"(a labelled-programs file); got corpus={corpus!r}, jsonl={jsonl!r}")
         self.corpus_path = corpus
+        self.jsonl = jsonl
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size
         self.num_workers = num_workers
@@ -62,7 +68,10 @@ class ClassifierData(L.LightningDataModule):
         if self.encoded:
             return
         module = self.trainer.lightning_module
-        self.corpus = load_corpus(self.corpus_path, self.max_rows_per_split)
+        if self.jsonl is not None:
+            self.corpus = load_jsonl_corpus(self.jsonl, self.max_rows_per_split)
+        else:
+            self.corpus = load_corpus(self.corpus_path, self.max_rows_per_split)
         if not len(self.corpus.splits["train"]):
             raise ValueError(f"corpus {self.corpus.path} has no labelled training programs")
         for name, split in self.corpus.splits.items():
@@ -99,6 +108,8 @@ class ClassifierData(L.LightningDataModule):
         return [self._loader(split, train=False) for split in EVAL_SPLITS]
 
     def manifest_inputs(self) -> dict[str, Path]:
+        if self.jsonl is not None:
+            return {"labelled_programs": resolve_run(self.jsonl.path)}
         return {"corpus": resolve_run(self.corpus_path)}
 
     def manifest_counts(self) -> dict[str, Any]:

@@ -156,17 +156,15 @@ class EncoderClassifier(ClassifierModule):
 
     kind = "encoder"
 
-    @property
-    def auto_class(self):  # type: ignore[override]
-        from transformers import AutoModelForSequenceClassification
-
-        return AutoModelForSequenceClassification
-
-    def __init__(self, base: ModelSpec, optim: OptimConfig | None = None,
+    def __init__(self, base: ModelSpec | None = None, optim: OptimConfig | None = None,
                  inputs: InputConfig | None = None, evaluation: EvaluationConfig | None = None,
                  freeze_layers: int = 0) -> None:
         """``freeze_layers``: keep the embeddings and the lowest N transformer layers fixed (no
         gradients through them: about 2x cheaper steps on CPU while the top layers and the head adapt)."""
+        from transformers import AutoModelForSequenceClassification
+
+        self.auto_class = AutoModelForSequenceClassification
+        base = base or ModelSpec("minilm")
         super().__init__(base, optim, inputs, evaluation)
         config = self.model.config
         if config.num_labels != 2:
@@ -176,7 +174,7 @@ class EncoderClassifier(ClassifierModule):
         if positions is not None and self.input_config.max_length > positions:
             raise ValueError(
                 f"inputs.max_length={self.input_config.max_length} exceeds the encoder's "
-                f"{positions} positions ({base.path or base.preset}); lower inputs.max_length"
+                f"{positions} positions ({base.name}); lower inputs.max_length"
             )
         self.format = EncoderInputs(self.tokenizer, self.input_config.max_length, self.input_config.head_fraction)
         self.freeze_layers = freeze_layers
@@ -202,10 +200,13 @@ class OneTokenClassifier(ClassifierModule):
 
     kind = "onetoken"
 
-    def __init__(self, base: ModelSpec, optim: OptimConfig | None = None,
+    def __init__(self, base: ModelSpec | None = None, optim: OptimConfig | None = None,
                  inputs: InputConfig | None = None, evaluation: EvaluationConfig | None = None,
                  prompt: OneTokenFormat | None = None) -> None:
-        super().__init__(base, optim, inputs, evaluation)
+        from transformers import AutoModelForCausalLM
+
+        self.auto_class = AutoModelForCausalLM
+        super().__init__(base or ModelSpec("qwen3-tiny"), optim, inputs, evaluation)
         self.prompt = prompt or OneTokenFormat()
         self.format = OneTokenInputs(self.tokenizer, self.input_config.max_length, self.input_config.head_fraction,
                                      self.prompt.suffix, self.prompt.true_token, self.prompt.false_token)

@@ -16,7 +16,11 @@ import sys
 from classifiers.data import ClassifierData
 
 
-def main(args: list[str] | None = None):
+STAGE = "classifiers"
+
+
+def run(args: list[str] | None = None):
+    """Parse, train, test, export, report; returns run_stage's StageResult (tests call this)."""
     from leanloop.training.cli import run_stage
 
     args = list(sys.argv[1:] if args is None else args)
@@ -24,7 +28,7 @@ def main(args: list[str] | None = None):
     # would export an uncalibrated model, so the stage always runs it (a later flag still wins).
     args = ["--test_after_fit", "true", *args]
     # model_class None: the config picks the classifier by class_path (subclass mode).
-    result = run_stage("classifiers", None, ClassifierData, args=args)
+    result = run_stage(STAGE, None, ClassifierData, args=args)
     if result.skipped:
         print(f"[classifiers] skipped: {result.run_dir} already finished with this config")
         return result
@@ -49,4 +53,4 @@ def write_run_report(result):
 
 
 if __name__ == "__main__":
-    main()
+    run()

@@ -38,7 +38,7 @@ class ClusterProfile:
     cpus_per_task: int | None = None
     """CPUs of each task; with ``distributed`` that is per GPU, so size data loader workers by it."""
     mem_gb: float | None = None
-    """Memory per node."""
+    """Memory per node; 0 asks SLURM for all of it (``--mem=0``), None leaves the site default."""
     time_min: int = 60
     distributed: bool = True
     """One SLURM task per GPU and Lightning reads its ranks from SLURM (``--trainer.num_nodes`` and
@@ -102,7 +102,7 @@ class ClusterProfile:
         }
         if self.cpus_per_task:
             params["cpus_per_task"] = self.cpus_per_task
-        if self.mem_gb:
+        if self.mem_gb is not None:
             params["mem_gb"] = self.mem_gb
         for key in ("partition", "account", "qos", "constraint"):
             if getattr(self, key):

@@ -92,6 +92,16 @@ def make_executor(profile: ClusterProfile, folder: Path, name: str):
     return executor
 
 
+def sbatch_preview(run: StageRun, profile: ClusterProfile) -> str | None:
+    """The batch script SLURM would get for this run (None when the job would run locally)."""
+    executor = make_executor(profile, run.run_dir / SLURM_FOLDER, name=f"{run.stage}-{run.run}")
+    if executor.cluster != "slurm":
+        return None
+    # submitit renders the script only inside submit(); this is the same renderer, without sbatch
+    return executor._executor._make_submission_file_text(
+        f"{sys.executable} -u -m submitit.core._submit {executor.folder}", "<job id>")
+
+
 def submit(run: StageRun, profile: ClusterProfile | None = None) -> Submission:
     """Submit one stage run; returns at once (call ``.wait()`` for the result)."""
     profile = profile or load_profile(DEFAULT_PROFILE)
@@ -158,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
                        overrides=overrides, entry=args.entry)
         if args.dry_run:
             print(run.shell(distributed_overrides(run, profile)))
-            print(json.dumps(profile.submitit_parameters(f"{run.stage}-{run.run}"), indent=2))
+            script = sbatch_preview(run, profile)
+            print(script if script else "(no srun here: the job would run as a local process)")
             return 0
         submission = submit(run, profile)
     except (CommandError, ProfileError, SubmitError) as error:

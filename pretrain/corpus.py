@@ -178,14 +178,15 @@ def build(config: CorpusBuild) -> Path:
 
 
 def main(argv: list[str] | None = None) -> Path:
+    """``python -m pretrain.corpus --config configs/pretrain/corpus/X.yaml [--run NAME]``"""
     from jsonargparse import ActionConfigFile, ArgumentParser
 
-    parser = ArgumentParser(description="build a pretraining corpus (documents.parquet)")
+    parser = ArgumentParser(description="build a pretraining corpus (documents.parquet + manifest.json)")
     parser.add_argument("--config", action=ActionConfigFile)
-    parser.add_class_arguments(CorpusBuild, as_positional=False)
+    parser.add_class_arguments(CorpusBuild)
     args = parser.parse_args(argv)
-    return build(parser.instantiate_classes(args).as_dict() and CorpusBuild(
-        corpus=parser.instantiate_classes(args).corpus, run=args.run))
+    init = parser.instantiate(args)
+    return build(CorpusBuild(corpus=init.corpus, run=init.run))
 
 
 if __name__ == "__main__":

@@ -18,11 +18,12 @@ from pretrain.corpus import collect_documents, is_validation, resolve_artifact
 
 
 def mlm_examples(tokenizer: Any, text: str, max_length: int) -> list[dict[str, list[int]]]:
-    """A document as encoder examples: [CLS] chunk [SEP], each chunk at most ``max_length``."""
+    """A document as encoder examples: [CLS] chunk [SEP], each at most ``max_length`` tokens."""
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    body = max_length - tokenizer.num_special_tokens_to_add(pair=False)
-    return [{"input_ids": tokenizer.build_inputs_with_special_tokens(ids[i:i + body])}
-            for i in range(0, len(ids), body)]
+    head = [tokenizer.cls_token_id] if tokenizer.cls_token_id is not None else []
+    tail = [tokenizer.sep_token_id] if tokenizer.sep_token_id is not None else []
+    body = max_length - len(head) - len(tail)
+    return [{"input_ids": head + ids[i:i + body] + tail} for i in range(0, len(ids), body)]
 
 
 class PretrainData(L.LightningDataModule):

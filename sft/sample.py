@@ -152,13 +152,14 @@ def _check_fingerprint(folder: Path, fingerprint: dict) -> None:
 
 
 def make_generator(config: SampleConfig):
-    stops = None
+    """The configured generator and the tokenizer prompts are rendered with."""
+    prompt = config.prompt or resolve_prompt(config)
     if config.generation.backend == "vllm":
         from leanloop.training.models import load_tokenizer
         from sft.generation import VLLMGenerator
 
         tokenizer = load_tokenizer(config.model)
-        stops = [stop_token(config.prompt, tokenizer)]
+        stops = [stop_token(prompt, tokenizer)]
         generator = VLLMGenerator(config.model.weights_location(), stops,
                                   dtype=config.model.dtype, **config.generation.vllm_args)
         return generator, tokenizer
@@ -172,7 +173,7 @@ def make_generator(config: SampleConfig):
     device = config.generation.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    stops = [stop_token(config.prompt, tokenizer), tokenizer.eos_token]
+    stops = [stop_token(prompt, tokenizer), tokenizer.eos_token]
     return TransformersGenerator(model.to(device), tokenizer, stops), tokenizer
 
 

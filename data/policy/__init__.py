@@ -10,6 +10,7 @@ from data.policy.policy import (
     MAX_CHARS,
     PROFILES,
     RL,
+    STATEMENT,
     AcceptancePolicy,
     Precheck,
     Profile,
@@ -19,5 +20,5 @@ from data.policy.policy import (
 __all__ = [
     "ALLOWED_AXIOMS", "AxiomReply", "parse_axioms_reply", "HARNESS_NAMESPACE", "Signature", "StatementError",
     "Submission", "parse_statement", "mask", "BENCHMARK_HEADER", "COLLECTION", "HARNESS_HEARTBEATS",
-    "MAX_CHARS", "PROFILES", "RL", "AcceptancePolicy", "Precheck", "Profile", "is_sorry_warning",
+    "MAX_CHARS", "PROFILES", "RL", "STATEMENT", "AcceptancePolicy", "Precheck", "Profile", "is_sorry_warning",
 ]

@@ -134,6 +134,8 @@ def _header_cut(program: str, header: str | None) -> int:
     """Offset of the first line after the trusted header (or after the import block)."""
     if header is not None:
         head = header.rstrip()
+        if not head:
+            return 0
         if program.startswith(head) and program[len(head):len(head) + 1] in ("", "\n"):
             return min(len(program), len(head) + 1)
     from data.policy.prechecks import header_block  # local: prechecks imports masking only

@@ -26,6 +26,10 @@ object; nothing re-implements a check. Two profiles:
     replay backend: recordings never include our trailer), the verifier asks for the verbatim
     program instead: recorded errors or sorry warnings make it INVALID (the text fails as written),
     a clean recording makes it UNAVAILABLE with reason ``no_trailer_reply`` — never a guessed pass.
+
+``statement`` — does a formal statement type-check (``:= by sorry``)? The rl text rules except that
+    ``sorry`` is allowed; the harness heartbeat line; VALID iff Lean reports no error (the sorry
+    warning is expected). For the autoformalizer's compile reward.
 """
 
 from __future__ import annotations
@@ -66,11 +70,17 @@ class Profile:
     statement_check: bool  # harness block with the trusted statement + #print axioms trailer
     max_chars: int = MAX_CHARS
     allowed_axioms: frozenset[str] = ALLOWED_AXIOMS
+    allow_sorry: bool = False  # `sorry` allowed in the text and its warning allowed from Lean
 
 
 COLLECTION = Profile("collection", hardened=False, heartbeats=None, statement_check=False)
 RL = Profile("rl", hardened=True, heartbeats=HARNESS_HEARTBEATS, statement_check=True)
-PROFILES: dict[str, Profile] = {p.name: p for p in (COLLECTION, RL)}
+# Does a formal statement type-check (the autoformalizer's compile reward)? `:= by sorry` is the
+# expected proof: sorry and its warning are allowed, errors are not; the rl text rules still apply
+# (an autoformalization policy is optimised against this check too).
+STATEMENT = Profile("statement", hardened=True, heartbeats=HARNESS_HEARTBEATS, statement_check=False,
+                    allow_sorry=True)
+PROFILES: dict[str, Profile] = {p.name: p for p in (COLLECTION, RL, STATEMENT)}
 
 
 @dataclass(frozen=True)
@@ -120,7 +130,8 @@ class AcceptancePolicy:
     def precheck(self, program: str, *, header: str | None = None, name: str | None = None) -> Precheck:
         """Deterministic text checks; ``header`` defaults to the policy's benchmark header."""
         reasons = run_prechecks(program, hardened=self.profile.hardened, max_chars=self.profile.max_chars,
-                                header=header if header is not None else self.header, name=name)
+                                header=header if header is not None else self.header, name=name,
+                                allow_sorry=self.profile.allow_sorry)
         return Precheck(not reasons, reasons)
 
     def prepare(self, request: VerifyRequest) -> Submission | Outcome:
@@ -162,7 +173,7 @@ class AcceptancePolicy:
             base.reasons = [R.reason(R.TRUSTED_STATEMENT_ERROR,
                                      "the trusted statement did not elaborate under the header")]
             return base
-        verdict = self._verdict_from_messages(messages, base)
+        verdict = self._verdict_from_messages(messages, base, self.profile.allow_sorry)
         if verdict is not None:
             return verdict
         if not submission.trailer_line:
@@ -172,8 +183,9 @@ class AcceptancePolicy:
 
     def judge_verbatim_fallback(self, request: VerifyRequest, response: LeanResponse,
                                 backend: str = "") -> Outcome:
-        """rl only: the backend had no answer for the composed program; this is its answer for
-        the verbatim program. Errors decide INVALID; nothing else can be decided."""
+        """For profiles that compose (rl, statement): the backend had no answer for the composed
+        program (replay recordings never contain the harness lines); this is its answer for the
+        verbatim program. Errors (or a sorry warning) decide INVALID; nothing else can be decided."""
         base = Outcome(Category.UNAVAILABLE, time_s=response.time_s, backend=backend)
         no_answer = self._no_answer(response, base)
         if no_answer is not None:
@@ -182,13 +194,14 @@ class AcceptancePolicy:
                 "harness trailer") for r in no_answer.reasons]
             return no_answer
         base.messages, base.tactics = list(response.messages), list(response.tactics)
-        verdict = self._verdict_from_messages(base.messages, base)
+        verdict = self._verdict_from_messages(base.messages, base, self.profile.allow_sorry)
         if verdict is not None:
             return verdict
         base.category = Category.UNAVAILABLE
         base.reasons = [R.reason(R.NO_TRAILER_REPLY, f"{backend or 'the backend'} has a clean answer for the "
-                                 "program but none with the harness trailer: the statement and axiom checks "
-                                 "cannot be performed, so it is neither accepted nor rejected")]
+                                 "program as written but none for it as the harness composes it (heartbeat line, "
+                                 "trusted statement, #print axioms trailer): the profile's checks cannot be "
+                                 "performed, so it is neither accepted nor rejected")]
         return base
 
     @staticmethod
@@ -207,7 +220,8 @@ class AcceptancePolicy:
         return base
 
     @staticmethod
-    def _verdict_from_messages(messages: list[LeanMessage], base: Outcome) -> Outcome | None:
+    def _verdict_from_messages(messages: list[LeanMessage], base: Outcome, allow_sorry: bool = False
+                               ) -> Outcome | None:
         first = _first_error(messages)
         if first is not None:
             base.category = Category.INVALID
@@ -215,7 +229,7 @@ class AcceptancePolicy:
             where = f" at line {first.pos.line}" if first.pos else ""
             base.reasons = [R.reason(R.LEAN_ERROR, f"first error{where}")]
             return base
-        sorry = next((m for m in messages if is_sorry_warning(m)), None)
+        sorry = None if allow_sorry else next((m for m in messages if is_sorry_warning(m)), None)
         if sorry is not None:
             base.category = Category.INVALID
             base.first_error = sorry.data

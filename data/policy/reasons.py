@@ -51,7 +51,7 @@ DESCRIPTIONS: dict[str, str] = {
     LATE_IMPORT: "an import after the header",
     NATIVE_DECIDE: "native_decide (or decide +native): the kernel does not check the computation",
     TRUSTS_COMPILER: "relies on Lean.ofReduceBool / trustCompiler (bv_decide and friends)",
-    SORRY_DISGUISE: "sorryAx or the `stop` tactic (both elaborate to sorry)",
+    SORRY_DISGUISE: "sorryAx, `stop` (repeat sorry) or `apply?` (admits the goal it cannot close)",
     COMPILER_OVERRIDE: "@[implemented_by] / @[extern] / @[csimp]: replaces code that native evaluation trusts",
     KERNEL_CHECK_OPTION: "set_option debug.* (e.g. debug.skipKernelTC skips the kernel check)",
     CANDIDATE_HEARTBEATS: "the candidate changes the heartbeat budget the harness sets",

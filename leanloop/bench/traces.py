@@ -122,7 +122,9 @@ def main() -> None:
     groups = [row["group"] for row in rows]
     metrics_rate, _ = _rate(lambda: int(bool(verdict_metrics(labels, scores))))
     summary = verdict_metrics(labels, scores)
-    print(f"verdict metrics on {len(rows)} RL-Lean candidates ({len(set(groups))} problems;           f"pass-rate evaluator: AUROC {summary['auroc']:.3f}, MCC {summary['mcc']:.3f}): {metrics_rate:8.0f} evaluations/s")
+    print(f"verdict metrics on {len(rows)} RL-Lean candidates ({len(set(groups))} problems; earlier-rounds "
+          f"pass-rate evaluator: AUROC {summary['auroc']:.3f}, MCC {summary['mcc']:.3f}): "
+          f"{metrics_rate:8.0f} evaluations/s")
 
     start = time.perf_counter()
     bootstrap_samples(labels, groups, scores, n_resamples=5000)

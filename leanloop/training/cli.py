@@ -6,7 +6,7 @@ project's artifact contract around ``fit``:
 1. Parse: ``--config a.yaml --config b.yaml`` (later files override earlier) and dotted overrides
    (``--model.optim.lr 1e-4``, ``--trainer.max_steps 10``, ``--data.max_length 512``). Extra
    top-level options: ``--run NAME`` (default: the config files' stems joined by ``+``),
-   ``--overwrite``, ``--test_after_fit``, ``--checkpoint_every_n_steps``, ``--ckpt_path`` (resume),
+   ``--overwrite``, ``--dry_run`` (parse, validate, print; train nothing), ``--test_after_fit``, ``--checkpoint_every_n_steps``, ``--ckpt_path`` (resume),
    and ``--log.*`` (CSV and wandb loggers; wandb is offline unless ``--log.wandb_mode online``).
 2. Run folder ``artifacts/<stage>/<run>/`` (root: ``leanloop.paths.artifacts_root``, i.e.
    ``$LEANLOOP_ARTIFACTS``). A finished run (it has ``manifest.json``) with the same resolved config
@@ -80,6 +80,8 @@ class StageResult:
     run_dir: Path
     skipped: bool
     manifest: dict[str, Any] | None = None
+    config: str | None = None
+    """The resolved config (YAML text)."""
     trainer: Any = None
     model: Any = None
     datamodule: Any = None
@@ -103,6 +105,8 @@ class StageCLI(LightningCLI):
                             help="save <run>/step-NNNNNN/lightning.ckpt every N optimizer steps")
         parser.add_argument("--ckpt_path", type=str | None, default=None,
                             help="resume fit from a Lightning checkpoint (e.g. <run>/step-000100/lightning.ckpt)")
+        parser.add_argument("--dry_run", type=bool, default=False,
+                            help="parse and validate the configs, print the resolved config, train nothing")
         parser.add_dataclass_arguments(LogConfig, "log")
         for source, target in self.links:
             parser.link_arguments(source, target)
@@ -116,6 +120,9 @@ class StageCLI(LightningCLI):
         config.run = self.run_name
         resolved = self.parser.dump(config, skip_none=False, skip_check=True, skip_link_targets=False)
         self.resolved_config = resolved
+        if config.dry_run:
+            self.skipped = True
+            return
         finished = (self.run_dir / MANIFEST).is_file()
         if finished and not self.fast_dev_run and not config.overwrite:
             previous = (self.run_dir / CONFIG_FILE).read_text() if (self.run_dir / CONFIG_FILE).is_file() else None
@@ -176,7 +183,7 @@ def _comparable(text: str | None) -> str | None:
     import yaml
 
     data = yaml.safe_load(text) or {}
-    for key in ("overwrite", "config", "ckpt_path"):
+    for key in ("overwrite", "config", "ckpt_path", "dry_run"):
         data.pop(key, None)
     return yaml.safe_dump(data, sort_keys=True)
 
@@ -234,10 +241,14 @@ def run_stage(
         save_config_callback=None, auto_configure_optimizers=False, seed_everything_default=42,
         trainer_defaults=TRAINER_DEFAULTS, parser_kwargs={"description": f"train the {stage} stage"},
     )
+    if cli.config.dry_run:
+        print(cli.resolved_config)
+        return StageResult(cli.run_dir, skipped=True, config=cli.resolved_config)
     if cli.skipped:
         from leanloop.artifacts import read_manifest
 
-        return StageResult(cli.run_dir, skipped=True, manifest=read_manifest(cli.run_dir))
+        return StageResult(cli.run_dir, skipped=True, manifest=read_manifest(cli.run_dir),
+                           config=cli.resolved_config)
     trainer, model, datamodule = cli.trainer, cli.model, cli.datamodule
     config = cli.config
     trainer.fit(model, datamodule=datamodule, ckpt_path=config.ckpt_path)
@@ -272,8 +283,8 @@ def run_stage(
         from leanloop.artifacts import read_manifest
 
         manifest = read_manifest(cli.run_dir)
-    return StageResult(cli.run_dir, skipped=False, manifest=manifest, trainer=trainer, model=model,
-                       datamodule=datamodule)
+    return StageResult(cli.run_dir, skipped=False, manifest=manifest, config=cli.resolved_config,
+                       trainer=trainer, model=model, datamodule=datamodule)
 
 
 def _hook_value(obj: Any, name: str) -> Any:

@@ -69,7 +69,7 @@ def check_model_run(
     if not recorded:
         raise InputMismatchError(
             f"{run}/manifest.json has no `model` section, so it is not a model run (stage "
-            f"'{manifest.get('stage')}'); point the model spec's `path` at a run that saved a model"
+            f"'{manifest.get('stage')}'); point the model spec's `name` at a run that saved a model"
         )
     if not (run / "final" / "config.json").is_file():
         raise InputMismatchError(f"{run} finished but has no final/config.json: its model was not exported")
@@ -94,7 +94,7 @@ def check_model_run(
         if checkpoint_name(str(base)).lower() != checkpoint_name(expect_base).lower():
             raise InputMismatchError(
                 f"base model mismatch: {run} descends from '{base}', but this config expects "
-                f"'{expect_base}' (model spec `expect_base`). Point `path` at a run trained from "
+                f"'{expect_base}' (model spec `expect_base`). Point the spec's `name` at a run trained from "
                 f"'{expect_base}', or change `expect_base`."
             )
     return manifest

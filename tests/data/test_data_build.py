@@ -247,3 +247,22 @@ def test_parquet_source_reads_like_jsonl(tmp_path, rl_rows):
     assert [(c.id, c.recorded) for c in sets[0].candidates] == [(c.id, c.recorded) for c in sets[1].candidates]
     assert len(sets[0].candidates) + len(sets[0].duplicates) == 20
     assert sets[0].candidates[0].id == item_id(rows[0]["name"], normalize_program(rows[0]["code"]))
+
+
+def test_full_reference_trace_where_lean_gave_tactic_records(tmp_path, monkeypatch, backend):
+    """A real REPL recording with tactic records (and no imports, so the benchmark header is empty)."""
+    monkeypatch.setenv("LEANLOOP_ARTIFACTS", str(tmp_path / "artifacts"))
+    recorded = [(program, recs[0].response) for program, recs in backend.index
+                if recs[0].response.tactics and "theorem h " in program and "import" not in program]
+    program, response = recorded[0]
+    (tmp_path / "c.jsonl").write_text(json.dumps({"name": "h", "program": program}) + "\n")
+    config = parse_config(["--config", str(REPO_ROOT / "configs/data/debug.yaml"), "--run", "traces"])
+    config.sources = [SourceConfig(path=str(tmp_path / "c.jsonl"), name="repl")]
+    config.header = ""
+    config.statements = []
+    result = build(config, backend=backend, progress=False, quiet=True)
+    (row,) = list(load_corpus(result.run_dir))
+    assert row["category"] == "valid" and row["trace_kind"] == "full"
+    assert len(row["tactics"]) == len(response.tactics)
+    assert response.tactics[0].goals.splitlines()[-1] in row["reference_trace"]
+    assert row["lean_version"] == response.lean_version

@@ -71,7 +71,7 @@ def test_mask_blanks_comments_and_literals_only():
     assert mask('x "open').unterminated == "string literal"
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.text(alphabet=list("ab'\"\\/-#r«» \n{}"), max_size=80))
 def test_mask_preserves_length_and_lines(text):
     masked = mask(text).text
@@ -108,6 +108,7 @@ EXPLOITS = {
                      R.TRUSTS_COMPILER),
     "sorryAx": (lambda p: p.replace("linarith\n", "exact sorryAx _ false\n", 1), False, R.SORRY_DISGUISE),
     "stop": (lambda p: p.replace("linarith\n", "stop\n", 1), False, R.SORRY_DISGUISE),
+    "apply?": (lambda p: p.replace("linarith\n", "apply?\n", 1), False, R.SORRY_DISGUISE),
     "implemented_by": (lambda p: p.replace(BODY, "@[implemented_by id] def f (n : Nat) := n\n" + BODY), False,
                        R.COMPILER_OVERRIDE),
     "extern": (lambda p: p.replace(BODY, 'attribute [extern "c_add"] Nat.add\n' + BODY), False,
@@ -338,3 +339,33 @@ def test_rl_needs_trusted_statement(accepted):
     assert outcome.category is Category.INPUT_ERROR and codes(outcome.reasons) == {R.BAD_REQUEST}
     empty = AcceptancePolicy("collection").prepare(VerifyRequest(program="  \n"))
     assert empty.category is Category.INPUT_ERROR
+
+
+def test_statement_profile_accepts_sorry_but_not_errors():
+    """Real REPL recordings: a program whose only complaint is the sorry warning, and one with an error."""
+    from data.policy.harness import verbatim
+    from data.verifier.replay import ReplayBackend
+
+    index = ReplayBackend(["repl_io"]).index
+    sorry_only = error = None
+    for program, recordings in index:
+        response = recordings[0].response
+        if response.status is not ResponseStatus.OK or "import" in program:
+            continue
+        severities = {m.severity for m in response.messages}
+        if sorry_only is None and response.messages and all(
+                m.severity == "warning" and "sorry" in m.data for m in response.messages) and "theorem" in program:
+            sorry_only = (program, response)
+        if error is None and "error" in severities and "theorem" in program:
+            error = (program, response)
+    assert sorry_only and error
+    statement = AcceptancePolicy("statement", header="")
+    collection = AcceptancePolicy("collection", header="")
+    program, response = sorry_only
+    assert statement.precheck(program).ok and not collection.precheck(program).ok
+    request = VerifyRequest(program=program)
+    assert statement.judge(request, verbatim(program), response).category is Category.VALID
+    judged = collection.judge(request, verbatim(program), response)
+    assert judged.category is Category.INVALID and codes(judged.reasons) == {R.SORRY_WARNING}
+    program, response = error
+    assert statement.judge(VerifyRequest(program=program), verbatim(program), response).category is Category.INVALID

@@ -13,7 +13,7 @@ import pytest
 from data.policy import reasons as R
 from data.verifier import Verifier
 from data.verifier.replay import ReplayBackend
-from data.verifier.types import Category, LeanBackend, LeanResponse, ResponseStatus, VerifyRequest
+from data.verifier.types import Category, LeanBackend, LeanResponse, VerifyRequest
 
 
 @pytest.fixture(scope="module")
@@ -144,3 +144,26 @@ def test_hung_or_broken_backend_keeps_the_item(replay, rl_rows, monkeypatch):
     outcome = Verifier(Broken(), "collection").check_sync([VerifyRequest(program=rl_rows[0]["code"])])[0]
     assert outcome.category is Category.INFRA_ERROR and "server went away" in outcome.reasons[0]
     assert outcome.label is None
+
+
+@pytest.mark.lean
+def test_rl_harness_on_real_lean(rl_rows, statements):
+    """On a machine with Lean + Mathlib (LEANLOOP_LEAN_PROJECT): the harness block and trailer
+    compile, an accepted program is valid, and the same program against a changed trusted
+    statement is rejected by the check theorem. Not run here (no Lean toolchain)."""
+    import os
+    from dataclasses import replace as dc_replace
+
+    from data.verifier.backends import make_backend
+
+    project = os.environ.get("LEANLOOP_LEAN_PROJECT")
+    backend = make_backend("local", **({"project_dir": project} if project else {}))
+    row = next(r for r in rl_rows if r["verdict_pass"] and r["name"] == "mathd_algebra_478")
+    trusted = statements[row["name"]]
+    request = VerifyRequest(program=row["code"], name=row["name"], statement=trusted["formal_statement"],
+                            header=trusted["header"])
+    changed = dc_replace(request, statement=trusted["formal_statement"].replace("v = 65", "v = 66"))
+    assert changed.statement != request.statement
+    valid, mismatch = Verifier(backend, "rl", concurrency=1, timeout=900).check_sync([request, changed])
+    assert valid.category is Category.VALID, (valid.reasons, valid.first_error)
+    assert mismatch.category is Category.INVALID and R.code_of(mismatch.reasons[0]) == R.STATEMENT_MISMATCH

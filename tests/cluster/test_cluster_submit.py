@@ -1,0 +1,152 @@
+"""Cluster profiles, the SLURM script submitit would submit, and a real stage run end to end
+through submitit's local executor inside a resumable sweep."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import stat
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cluster.command import CommandError, StageRun, parse_cli_overrides
+from cluster.profile import PROFILES_DIR, ProfileError, load_profile
+from cluster.submit import SubmitError, distributed_overrides, main as submit_main, sbatch_preview
+from cluster.sweep import expand, load_sweep, run_sweep
+from cluster.sweep_report import summarize
+from leanloop.artifacts import Manifest, read_manifest
+
+DEBUG = "configs/pretrain/debug.yaml"
+
+
+@pytest.fixture
+def srun_on_path(tmp_path, monkeypatch):
+    """submitit picks its SLURM executor when ``srun`` is on PATH. This one is never executed: it
+    only lets submitit render the real batch script on a machine without SLURM."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    srun = bin_dir / "srun"
+    srun.write_text("#!/bin/sh\necho 'not a SLURM cluster' >&2\nexit 1\n")
+    srun.chmod(srun.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_every_shipped_profile_loads_and_validates():
+    profiles = sorted(PROFILES_DIR.glob("*.yaml"))
+    assert {p.stem for p in profiles} >= {"local", "gpu1", "gpu8", "gpu8x2", "array8"}
+    for path in profiles:
+        raw = yaml.safe_load(path.read_text())
+        profile = load_profile(path)
+        for key, value in raw.items():
+            assert getattr(profile, key) == value, (path.name, key)
+
+
+def test_multinode_profile_gives_one_task_per_gpu_and_matching_trainer_options():
+    profile = load_profile(PROFILES_DIR / "gpu8x2.yaml")
+    assert profile.tasks_per_node == profile.gpus_per_node == 8
+    assert profile.trainer_overrides() == {"trainer.accelerator": "gpu", "trainer.devices": 8,
+                                           "trainer.num_nodes": 2}
+    local = load_profile(PROFILES_DIR / "local.yaml")
+    assert local.tasks_per_node == 1 and local.trainer_overrides() == {}
+    sharded = load_profile(PROFILES_DIR / "array8.yaml")
+    assert sharded.tasks_per_node == 1 and sharded.trainer_overrides() == {}  # shards use GPUs themselves
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"nodes": 0}, "nodes must be at least 1"),
+    ({"shard_args": ["only.index"]}, "names two options"),
+    ({"array": 4, "nodes": 2}, "use nodes: 1 with array"),
+    ({"nodes": 2, "gpus_per_node": 4, "distributed": False}, "need distributed: true"),
+    ({"executor": "kubernetes"}, "executor"),
+])
+def test_bad_profiles_fail_clearly(changes, message):
+    with pytest.raises(ProfileError, match=message):
+        load_profile(PROFILES_DIR / "local.yaml", **changes)
+
+
+def test_missing_profile_lists_the_shipped_ones(tmp_path):
+    with pytest.raises(ProfileError, match="gpu8x2.yaml"):
+        load_profile(tmp_path / "nope.yaml")
+
+
+def test_sbatch_script_for_two_nodes_matches_lightnings_slurm_environment(srun_on_path, artifacts):
+    profile = load_profile(PROFILES_DIR / "gpu8x2.yaml", partition="gpu", account="proj")
+    run = StageRun(stage="pretrain", configs=[DEBUG, "configs/strategy/zero3.yaml"], run="big")
+    script = sbatch_preview(run, profile)
+    for line in ("--nodes=2", "--ntasks-per-node=8", "--gpus-per-node=8", "--partition=gpu",
+                 "--account=proj", "--exclusive", "--mem=0GB", f"--time={profile.time_min}",
+                 "--job-name=pretrain-big"):
+        assert f"#SBATCH {line}\n" in script, line
+    assert "source .venv/bin/activate" in script  # profile setup lines run before srun
+    srun_line = next(line for line in script.splitlines() if line.startswith("srun "))
+    assert str(artifacts / "pretrain" / "big" / "slurm") in srun_line  # logs beside the run
+    argv = run.argv(distributed_overrides(run, profile))
+    assert argv[argv.index("--trainer.devices") + 1] == "8"
+    assert argv[argv.index("--trainer.num_nodes") + 1] == "2"
+
+
+def test_overrides_that_contradict_the_allocation_are_refused():
+    profile = load_profile(PROFILES_DIR / "gpu8.yaml")
+    run = StageRun(stage="pretrain", configs=[DEBUG], run="x", overrides={"trainer.devices": "4"})
+    with pytest.raises(SubmitError, match="contradicts the profile"):
+        distributed_overrides(run, profile)
+    same = StageRun(stage="pretrain", configs=[DEBUG], run="x", overrides={"trainer.devices": "8"})
+    assert distributed_overrides(same, profile)["trainer.devices"] == 8
+
+
+def test_cli_overrides_and_dry_run(artifacts, capsys):
+    assert parse_cli_overrides(["--model.optim.lr", "1e-4", "--trainer.max_steps=10"]) == {
+        "model.optim.lr": "1e-4", "trainer.max_steps": "10"}
+    with pytest.raises(CommandError, match="has no value"):
+        parse_cli_overrides(["--model.optim.lr"])
+    with pytest.raises(CommandError, match="expected an option"):
+        parse_cli_overrides(["lr", "1"])
+    code = submit_main(["--stage", "pretrain", "--config", DEBUG, "--dry_run", "--model.optim.lr", "1e-4",
+                        "--profile.time_min", "5"])
+    out = capsys.readouterr().out
+    assert code == 0
+    # the run name defaults to the config stem, exactly as the stage CLI would name it
+    assert f"python -m pretrain.train --config {DEBUG} --run debug --model.optim.lr 1e-4" in out
+    assert submit_main(["--stage", "nosuchstage", "--config", DEBUG, "--dry_run"]) == 2
+    assert "no module 'nosuchstage.train'" in capsys.readouterr().err
+
+
+def test_sweep_submits_the_real_stage_through_submitit_and_skips_finished_runs(tmp_path, artifacts):
+    sweep_file = tmp_path / "e2e.yaml"
+    sweep_file.write_text(yaml.safe_dump({
+        "name": "e2e", "stage": "pretrain", "config": [DEBUG],
+        "overrides": {"trainer.fast_dev_run": True},
+        "runs": [{"name": "earlier"}, {"name": "fresh"}],
+        "executor": "submit", "profile": str(PROFILES_DIR / "local.yaml"), "metric": "val/loss",
+    }))
+    sweep = load_sweep(sweep_file)
+    earlier, fresh = expand(sweep)
+    Manifest(stage="pretrain", run=earlier.name, metrics={"val/loss": 99.0}).write(earlier.stage_run.run_dir)
+    earlier_manifest = (earlier.stage_run.run_dir / "manifest.json").read_text()
+
+    statuses = run_sweep(sweep)
+    assert [s.status for s in statuses] == ["existing", "finished"], [s.detail for s in statuses]
+    assert (earlier.stage_run.run_dir / "manifest.json").read_text() == earlier_manifest  # not rerun
+
+    run_dir = fresh.stage_run.run_dir
+    manifest = read_manifest(run_dir, stage="pretrain")
+    assert manifest["run"] == fresh.name and manifest["fast_dev_run"] is True
+    assert math.isfinite(manifest["metrics"]["val/loss"])
+    assert (run_dir / "final" / "config.json").is_file()  # Hugging Face export of the real stage
+    slurm = run_dir / "slurm"
+    recorded = json.loads((slurm / "command.json").read_text())
+    assert recorded["executor"] == "local" and recorded["argv"] == fresh.stage_run.argv()
+    logs = "".join(p.read_text() for p in slurm.glob("*_log.out"))
+    assert f"[pretrain] done: {run_dir}" in logs
+
+    summary = summarize(sweep, statuses)
+    with open(summary.csv_path) as handle:
+        rows = {r["run"]: r for r in csv.DictReader(handle)}
+    assert float(rows[earlier.name]["val/loss"]) == 99.0
+    assert float(rows[fresh.name]["val/loss"]) == pytest.approx(manifest["metrics"]["val/loss"])
+    assert summary.best == fresh.name
+    assert Path(summary.manifest_path).is_file()  # both runs finished: the sweep has a manifest

@@ -1,0 +1,35 @@
+"""Fixtures of the sft tests: a tiny saved prover and a small real corpus."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def tiny_prover(tmp_path_factory):
+    """A tiny Qwen3 (real Qwen vocabulary) saved in Hugging Face format: every load of the folder
+    gives the same weights, so sampling from it is reproducible across runs and shards."""
+    import torch
+
+    from leanloop.training.models import ModelSpec, load_model, load_tokenizer
+
+    folder = tmp_path_factory.mktemp("tiny_prover")
+    torch.manual_seed(0)
+    spec = ModelSpec(name="qwen3-tiny")
+    tokenizer = load_tokenizer(spec)
+    load_model(spec, tokenizer=tokenizer).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def debug_corpus(tmp_path_factory):
+    """configs/data/debug.yaml built for real (replay backend): 300 RL-Lean rows + 10 Kimina proofs."""
+    from data.build import build, parse_config
+    from leanloop.paths import REPO_ROOT
+
+    root = tmp_path_factory.mktemp("corpus_artifacts")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LEANLOOP_ARTIFACTS", str(root))
+        build(parse_config(["--config", str(REPO_ROOT / "configs/data/debug.yaml")]), progress=False)
+    return root / "data" / "debug"
