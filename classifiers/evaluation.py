@@ -46,17 +46,29 @@ def rows_for(name: str, corpus: Corpus, scores: dict[str, dict[int, float]], thr
     return rows
 
 
-def baseline_rows(corpus: Corpus, config: EvaluationConfig) -> list[dict[str, Any]]:
-    """Majority class and TF-IDF + logistic regression, fit on train, thresholded on validation."""
+def baseline_rows(corpus: Corpus, config: EvaluationConfig,
+                  rows: dict[str, Iterable[int]] | None = None) -> list[dict[str, Any]]:
+    """Majority class and TF-IDF + logistic regression, fit on train, thresholded on validation.
+
+    ``rows``: the corpus rows to score per split (default all); pass the classifier's scored rows so
+    that every evaluator judges the same programs (the report pairs them by id).
+    """
     train = corpus.splits["train"]
     out: list[dict[str, Any]] = []
     tfidf = TfidfBaseline(config.tfidf).fit(train.programs, train.labels)
     for name, score_fn in ((TFIDF, tfidf.scores), (MAJORITY, lambda p: majority_scores(train.labels, len(p)))):
-        scores = {split: dict(enumerate(np.asarray(score_fn(corpus.splits[split].programs), dtype=float)))
-                  for split in EVAL_SPLITS}
+        scores: dict[str, dict[int, float]] = {}
+        for split in EVAL_SPLITS:
+            data = corpus.splits[split]
+            index = sorted(rows[split]) if rows is not None else list(range(len(data)))
+            values = np.asarray(score_fn([data.programs[i] for i in index]), dtype=float) if index else []
+            scores[split] = dict(zip(index, map(float, values)))
         validation = corpus.splits["validation"]
-        threshold = (_threshold(validation.labels, np.asarray([scores["validation"][i] for i in range(len(validation))]),
-                                config) if len(validation) else 0.5)
+        threshold = 0.5
+        if scores["validation"]:
+            order = sorted(scores["validation"])
+            threshold = _threshold([validation.labels[i] for i in order],
+                                   np.asarray([scores["validation"][i] for i in order]), config)
         out += rows_for(name, corpus, scores, threshold)
     return out
 

@@ -42,9 +42,9 @@ def write_run_report(result):
     from classifiers.evaluation import baseline_rows, rows_for, write_report
 
     module, corpus = result.model, result.datamodule.corpus
-    rows = rows_for(module.kind, corpus, module.scored, module.threshold)
+    rows = rows_for(f"{module.kind}:{result.run_dir.name}", corpus, module.scored, module.threshold)
     if module.evaluation.baselines:
-        rows += baseline_rows(corpus, module.evaluation)
+        rows += baseline_rows(corpus, module.evaluation, rows=module.scored)
     fast = bool(result.manifest and result.manifest.get("fast_dev_run"))
     # fast_dev_run scores one batch per split: the report still runs end to end, on few resamples.
     resamples = 50 if fast else module.evaluation.n_resamples

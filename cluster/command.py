@@ -103,15 +103,17 @@ class StageRun:
     run: str
     overrides: dict[str, Any] = field(default_factory=dict)
     entry: str | None = None
+    overwrite: bool = False
+    """Pass ``--overwrite true``: replace a finished run (the stage refuses otherwise)."""
 
     def __post_init__(self) -> None:
         if not self.configs:
             raise CommandError(f"stage {self.stage!r} run {self.run!r} has no config file")
         for key in self.overrides:
             check_override_key(key)
-        for config in self.configs:
-            if not _resolve(config).is_file():
-                raise CommandError(f"config file {config} not found (relative paths start at {REPO_ROOT})")
+        # the command runs in the repository root: keep paths that work from there as written
+        # (readable in logs), make any other existing path absolute
+        self.configs = [_for_repo_root(config) for config in self.configs]
 
     @property
     def module(self) -> str:
@@ -130,6 +132,8 @@ class StageRun:
         for config in self.configs:
             args += ["--config", str(config)]
         args += ["--run", self.run]
+        if self.overwrite:
+            args += ["--overwrite", "true"]
         for key, value in {**self.overrides, **(extra or {})}.items():
             args += [f"--{key}", render_value(value)]
         return [sys.executable, *args]
@@ -141,9 +145,15 @@ class StageRun:
         return shlex.join(["python", *argv[1:]])
 
 
-def _resolve(path: str | Path) -> Path:
-    path = Path(path)
-    return path if path.is_absolute() or path.exists() else REPO_ROOT / path
+def _for_repo_root(config: str | Path) -> str:
+    path = Path(config)
+    if path.is_absolute() and path.is_file():
+        return str(path)
+    if (REPO_ROOT / path).is_file():
+        return str(config)
+    if path.is_file():
+        return str(path.resolve())
+    raise CommandError(f"config file {config} not found (relative paths start at {REPO_ROOT})")
 
 
 @dataclass

@@ -53,7 +53,7 @@ class Submission:
         for job in self.jobs:
             try:
                 manifest = job.result() or manifest
-            except Exception as error:  # submitit re-raises the job's failure here
+            except RuntimeError as error:  # submitit's FailedJobError / UncompletedJobError
                 errors.append(f"job {job.job_id}: {_first_line(error)}; logs: {job.paths.stdout} "
                               f"and {job.paths.stderr}")
         if errors:

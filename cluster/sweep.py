@@ -25,6 +25,7 @@ from typing import Any, Literal
 import yaml
 
 from cluster.command import CommandError, StageRun, check_override_key, entry_module
+from leanloop.artifacts import MANIFEST
 from leanloop.paths import REPO_ROOT
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -252,6 +253,15 @@ def check_finished(run: SweepRun) -> None:
             )
 
 
+def _debug_leftover(run: SweepRun) -> bool:
+    """A finished fast_dev_run while this sweep asks for real training."""
+    wanted = run.stage_run.overrides.get("trainer.fast_dev_run", False)
+    if wanted not in (False, 0, "false", "False", "0"):
+        return False
+    manifest = json.loads((run.stage_run.run_dir / MANIFEST).read_text())
+    return bool(manifest.get("fast_dev_run"))
+
+
 def _lookup(tree: Any, dotted: str) -> tuple[bool, Any]:
     node = tree
     for part in dotted.split("."):
@@ -292,7 +302,12 @@ def run_sweep(sweep: SweepConfig, executor: str | None = None, profile: str | No
     statuses: list[RunStatus] = []
     todo: list[SweepRun] = []
     for run in runs:
-        if run.stage_run.finished:
+        if run.stage_run.finished and _debug_leftover(run):
+            # a fast_dev_run smoke test of this sweep left a manifest; it holds no real result
+            run.stage_run.overwrite = True
+            todo.append(run)
+            statuses.append(RunStatus(run, "pending", "replaces a fast_dev_run"))
+        elif run.stage_run.finished:
             check_finished(run)
             statuses.append(RunStatus(run, "existing", "manifest present, skipped"))
         else:
@@ -313,7 +328,7 @@ def run_sweep(sweep: SweepConfig, executor: str | None = None, profile: str | No
             code = subprocess.run(run.stage_run.argv(), cwd=REPO_ROOT, check=False).returncode
             status = by_name[run.name]
             if code == 0 and run.stage_run.finished:
-                status.status = "finished"
+                status.status, status.detail = "finished", ""
             else:
                 # keep going: one diverging configuration must not cost the rest of the sweep
                 status.status, status.detail = "failed", f"exit status {code}" if code else "no manifest written"
@@ -326,26 +341,31 @@ def _submit_all(todo: list[SweepRun], by_name: dict[str, RunStatus], profile_pat
     from cluster.submit import SubmitError, submit
 
     profile = load_profile(profile_path)
-    submissions = []
+    waiting = []
     for run in todo:
         submission = submit(run.stage_run, profile)
         by_name[run.name].status = "submitted"
         by_name[run.name].detail = f"{submission.executor} job {', '.join(submission.job_ids)}"
         print(f"  submitted {run.name}: {by_name[run.name].detail}", flush=True)
-        submissions.append((run, submission))
-    if not wait:
+        if submission.executor != "slurm":
+            # no scheduler queues local jobs: one at a time, or N trainings share this machine
+            _collect(run, submission, by_name[run.name], SubmitError)
+        elif wait:
+            waiting.append((run, submission))
+    for run, submission in waiting:
+        _collect(run, submission, by_name[run.name], SubmitError)
+
+
+def _collect(run: SweepRun, submission: Any, status: RunStatus, submit_error: type) -> None:
+    try:
+        submission.wait()
+    except submit_error as error:
+        status.status, status.detail = "failed", str(error).splitlines()[-1].strip()
         return
-    for run, submission in submissions:
-        status = by_name[run.name]
-        try:
-            submission.wait()
-        except SubmitError as error:
-            status.status, status.detail = "failed", str(error).splitlines()[-1].strip()
-            continue
-        if run.stage_run.finished:
-            status.status = "finished"
-        else:
-            status.status, status.detail = "failed", "job ended without a manifest"
+    if run.stage_run.finished:
+        status.status, status.detail = "finished", ""
+    else:
+        status.status, status.detail = "failed", "job ended without a manifest"
 
 
 def build_parser():

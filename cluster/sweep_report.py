@@ -99,11 +99,11 @@ def summarize(sweep: SweepConfig, statuses: list[RunStatus]) -> Summary:
     plot_path = _plot(sweep, rows, metric, best, varied_keys, short, folder)
     manifest_path = None
     if statuses and all(s.run.name in manifests for s in statuses):
+        best_value = _number(next((r.get(metric) for r in rows if r["run"] == best), None))
         record = Manifest(stage="sweeps", run=sweep.name, counts={"runs": len(statuses)},
-                          metrics={"best_run": best, "metric": metric, "mode": sweep.mode,
-                                   "best_value": _number(next((r.get(metric) for r in rows
-                                                                if r["run"] == best), None))},
-                          extra={"swept_stage": sweep.stage, "summary": SUMMARY_CSV})
+                          metrics={"best_value": best_value},
+                          extra={"swept_stage": sweep.stage, "metric": metric, "mode": sweep.mode,
+                                 "best_run": best, "summary": SUMMARY_CSV})
         for status in statuses:
             record.add_input(status.run.name, status.run.stage_run.run_dir)
         manifest_path = record.write(folder)

@@ -11,6 +11,8 @@ class JsonlSource:
 
     path: str
     fields: list[str]
+    """Row fields in order; a trailing ``?`` marks one optional (``informal_prefix?``). A row
+    missing a required field is counted as ``missing_field``."""
     name_field: str | None = "name"
     """Row field naming the theorem (used by ``holdout``); None when rows have no name."""
 

@@ -117,8 +117,16 @@ def collect_documents(config: CorpusConfig) -> tuple[list[dict[str, Any]], dict[
                     counts["malformed_json"] += 1
                     print(f"[corpus] {path}:{line_no}: malformed JSON, skipped", file=sys.stderr)
                     continue
-                values = [row.get(f) for f in source.fields]
-                if any(not isinstance(v, str) or not v.strip() for v in values):
+                values = []
+                for key in source.fields:
+                    optional = key.endswith("?")
+                    value = row.get(key.rstrip("?"))
+                    if isinstance(value, str) and value.strip():
+                        values.append(value)
+                    elif not optional:
+                        values = None
+                        break
+                if not values:
                     counts["missing_field"] += 1
                     continue
                 name = row.get(source.name_field) if source.name_field else None

@@ -159,7 +159,7 @@ def _markdown(config: EvaluateConfig, sample_manifest: dict, records: list[dict]
         "",
         "## pass@k (unbiased estimator, over verified attempts)",
         "",
-        "| k | pass@k | statements estimated | left out (< k verified) | bounds if unverified were all fail / all pass |",
+        "| k | pass@k | statements estimated | left out (< k verified) | all statements, if unverified were all fail / all pass |",
         "|---|---|---|---|---|",
     ]
     for k, row in table.items():
@@ -168,6 +168,9 @@ def _markdown(config: EvaluateConfig, sample_manifest: dict, records: list[dict]
         high = "n/a" if row["upper_bound"] is None else f"{row['upper_bound']:.4f}"
         lines.append(f"| {k} | {estimate} | {row['statements_estimated']} | "
                      f"{row['statements_left_out']} | [{low}, {high}] |")
+    lines += ["", "pass@k averages over the statements with at least k verified attempts, which may be a "
+              "biased subset (e.g. replay recordings exist mostly for some programs); the last column "
+              "bounds pass@k over all statements without assuming anything about unverified attempts."]
     if reasons:
         lines += ["", "## Most common reasons (first reason per unsuccessful attempt)", ""]
         lines += [f"- {reason}: {count}" for reason, count in reasons.most_common(10)]

@@ -37,7 +37,7 @@ from leanloop.traces.recorded import iter_recorded, iter_rl_lean
 from leanloop.traces.responses import parse_response
 
 
-def rl_lean_predictions(shared: Path) -> list[dict[str, Any]]:
+def rl_lean_predictions(shared: Path, with_traces: bool = True) -> list[dict[str, Any]]:
     """One prediction row per RL-Lean candidate (see the module docstring for score and trace).
     Candidates whose compilation had no answer (timeouts) get ``label: None`` and no reference."""
     rows: list[dict[str, Any]] = []
@@ -51,7 +51,8 @@ def rl_lean_predictions(shared: Path) -> list[dict[str, Any]]:
             "run": "Expert_V2", "round": int(round_match.group(1)) if round_match else None,
             "label": bool(record.extra["verdict_pass"]) if answered else None,
             "program": record.program,
-            "reference_trace": annotate(record.program, response.messages, response.tactics) if answered else None,
+            "reference_trace": (annotate(record.program, response.messages, response.tactics)
+                                if answered and with_traces else None),
             "trace": record.program,
         })
     # Score: the problem's pass rate in the earlier rounds, Laplace-smoothed (round 0 scores 0.5).

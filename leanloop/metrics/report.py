@@ -241,8 +241,8 @@ def build_report(predictions_path: str | Path, out_dir: str | Path, threshold: f
         summaries[ev.name] = {"metrics": metrics, "intervals": intervals}
         table.append([ev.name, len(ev.labels)] + [
             f"{_fmt(metrics[name])} [{_fmt(intervals[name].low)}, {_fmt(intervals[name].high)}]" for name in REPORTED])
-    verdicts_from = "its own verdicts" if all(ev.predictions is not None for ev in reported) else f"score ≥ {threshold}"
-    lines += [f"Verdicts: {verdicts_from}.", ""]
+    lines += ["Verdicts: " + "; ".join(
+        f"{ev.name}: {'its own' if ev.predictions is not None else f'score ≥ {threshold}'}" for ev in reported) + ".", ""]
     lines += _table(["evaluator", "n", *REPORTED], table)
 
     detail = []

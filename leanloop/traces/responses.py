@@ -40,7 +40,8 @@ def reply_format(reply: Mapping[str, Any]) -> str:
     results = reply.get("results")
     if isinstance(results, list) and results and isinstance(results[0], Mapping) and "response" in results[0]:
         return KIMINA
-    if {"custom_id", "response"} <= reply.keys() or ({"time"} & reply.keys() and "env" not in reply):
+    # A bare Kimina response: the REPL itself never reports a ``time``.
+    if {"custom_id", "response"} <= reply.keys() or "time" in reply:
         return KIMINA
     if _REPL_KEYS & reply.keys() or isinstance(results, list):
         return REPL
@@ -66,7 +67,7 @@ def _message(row: Mapping[str, Any]) -> LeanMessage:
     return LeanMessage(
         severity=_severity(row.get("severity")),
         data=str(row.get("data", "")),
-        pos=_position(row.get("pos")),
+        pos=_position(row.get("pos", row.get("start_pos"))),  # start_pos: lean-interact's model_dump()
         end_pos=_position(row.get("endPos", row.get("end_pos"))),
     )
 
@@ -78,7 +79,7 @@ def _goals_text(value: Any) -> str:
 
 
 def _tactic(row: Mapping[str, Any]) -> TacticRecord | None:
-    pos = _position(row.get("pos"))
+    pos = _position(row.get("pos", row.get("start_pos")))
     if pos is None:
         return None
     goals = row.get("goals", row.get("goalsBefore"))
@@ -109,7 +110,8 @@ def _infotree_tactics(nodes: Iterable[Any]) -> list[TacticRecord]:
         kind = str(stx.get("kind") or node.get("name") or "")
         if (item.get("kind") == "TacticInfo" and not span.get("synthetic") and _position(span.get("start"))
                 and kind not in _STRUCTURAL_TACTIC_KINDS):
-            out.append(TacticRecord(tactic=str(stx.get("pp", "")), goals=_goals_text(node.get("goalsBefore")),
+            goals = node.get("goalsBefore", node.get("goals_before"))  # goals_before: lean-interact's model_dump()
+            out.append(TacticRecord(tactic=str(stx.get("pp", "")), goals=_goals_text(goals),
                                     pos=_position(span.get("start")),  # type: ignore[arg-type]
                                     end_pos=_position(span.get("finish"))))
         stack.extend(reversed(list(item.get("children") or [])))

@@ -138,6 +138,18 @@ def test_finished_runs_are_skipped_and_only_the_rest_are_run(tmp_path, artifacts
     assert f"--run {runs[1].name}" not in printed
 
 
+def test_a_fast_dev_run_leftover_is_replaced_not_reported(tmp_path, artifacts, capsys):
+    path = write_sweep(tmp_path, {"name": "smoke", "stage": "pretrain", "config": [DEBUG],
+                                  "runs": [{"name": "a"}, {"name": "b"}]})
+    sweep = load_sweep(path)
+    a, b = expand(sweep)
+    Manifest(stage="pretrain", run=a.name, extra={"fast_dev_run": True}).write(a.stage_run.run_dir)
+    Manifest(stage="pretrain", run=b.name, extra={"fast_dev_run": False}).write(b.stage_run.run_dir)
+    statuses = run_sweep(sweep, dry_run=True)
+    assert [s.status for s in statuses] == ["pending", "existing"]
+    assert f"--run {a.name} --overwrite true" in capsys.readouterr().out  # the stage would refuse otherwise
+
+
 def test_a_finished_run_with_other_values_is_not_silently_reused(tmp_path, artifacts):
     path = write_sweep(tmp_path, {"name": "stale", "stage": "pretrain", "config": [DEBUG],
                                   "overrides": {"trainer.max_steps": 8},
@@ -179,6 +191,7 @@ def test_summary_reads_metrics_from_manifests_and_marks_the_best(tmp_path, artif
     manifest = read_manifest(summary.manifest_path.parent, stage="sweeps")
     assert set(manifest["inputs"]) == set(losses)  # each run's manifest, hashed
     assert manifest["metrics"]["best_value"] == losses[summary.best]
+    assert manifest["best_run"] == summary.best
 
     # mode max picks the other end
     sweep.mode = "max"

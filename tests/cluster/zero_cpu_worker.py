@@ -36,12 +36,24 @@ def rank_batch(rank: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(BATCH, FEATURES, generator=generator), torch.randn(BATCH, 1, generator=generator)
 
 
+def reference_step(world_size: int) -> list[float]:
+    """One plain-torch SGD step on the mean loss of every rank's batch: what data parallelism
+    with averaged gradients must reproduce, whatever ZeRO shards."""
+    model = tiny_model()
+    loss = sum(torch.nn.functional.mse_loss(model(x), y) for x, y in map(rank_batch, range(world_size)))
+    (loss / world_size).backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            p -= LR * p.grad
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).tolist()
+
+
 def main() -> None:
     configs = json.loads(open(sys.argv[1]).read())
     out_dir = sys.argv[2]
     deepspeed.init_distributed("gloo")
     rank = dist.get_rank()
-    results = {}
+    results = {"reference_params": reference_step(dist.get_world_size())}
     for name, config in configs.items():
         model = tiny_model()
         params = list(model.parameters())

@@ -253,3 +253,44 @@ def test_grouped_names_are_expanded():
     memory = HypothesisDictionary()
     assert memory.render(state)[:3] == ["a : ℝ", "b : ℝ", "c : ℝ"]
     assert memory.render(state) == ["⊢ a ^ 2 / (b + c) ≥ 0"]
+
+
+def test_lean_interact_models_read_the_same(cases):
+    """The local backend gets lean-interact's ``CommandResponse``; dumped to a dict (field names
+    ``start_pos``/``end_pos``) it annotates exactly like the raw REPL JSON."""
+    from lean_interact.interface import CommandResponse
+    from pydantic import ValidationError
+
+    compared, refused = 0, 0
+    for case in cases:
+        if case.record.source not in REPL_FOLDERS or "env" not in case.record.reply:
+            continue
+        try:
+            model = CommandResponse.model_validate(case.record.reply)
+        except ValidationError:  # lean-interact 0.11 rejects the older infotree schema
+            refused += 1
+            continue
+        response = parse_response(model.model_dump(), case.record.program)
+        assert annotate_response(case.record.program, response) == case.trace, case.record.name
+        compared += 1
+    assert compared > 150 and refused < 10
+
+
+def test_state_after_a_message_block_joins_it(cases):
+    """With warnings on, ``declaration uses 'sorry'`` ends on the declaration line and the first proof
+    state belongs before the next line: one block holds both, messages first."""
+    merged = 0
+    for case in cases:
+        if not case.response.tactics:
+            continue
+        trace = annotate(case.record.program, case.response.messages, case.response.tactics, include_warnings=True)
+        blocks = extract_blocks(trace)
+        for before, after in zip(blocks, blocks[1:]):
+            assert trace[before.end:after.start].strip(), case.record.name
+        for block in blocks:
+            payload = parse_payload(block.body)
+            if payload.messages and payload.state is not None:
+                lines = [line.strip() for line in block.body.split("\n") if line.strip()]
+                assert lines.index(STATE_HEADER) == len(payload.messages)  # messages, then the state
+                merged += 1
+    assert merged >= 10

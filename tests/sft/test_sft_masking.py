@@ -9,10 +9,12 @@ from collections import Counter
 import pyarrow.parquet as pq
 import pytest
 
+from leanloop.paths import resolve_shared
+from leanloop.training.models import load_tokenizer
 from leanloop.training.packing import IGNORE, PackedCollator, pack_examples
 from sft.data import ProofSource, ProverSFTData, read_proof_source
 from sft.examples import split_program, target_theorem
-from sft.prompt import PromptConfig
+from sft.prompt import CHATML_TEMPLATE, PromptConfig
 
 RL_LEAN = ProofSource(path="shared://candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz",
                       program_field="code", valid_field="verdict_pass")
@@ -23,8 +25,6 @@ KIMINA = ProofSource(path="shared://candidates/kimina_prover_preview_minif2f_tes
 def _module(style: str, **kwargs) -> ProverSFTData:
     data = ProverSFTData(extra_proofs=[RL_LEAN], prompt=PromptConfig(style=style), max_length=1024,
                          **kwargs)
-    from leanloop.training.models import load_tokenizer
-
     data.tokenizer = load_tokenizer(data.base)
     return data
 
@@ -40,7 +40,7 @@ def test_labels_mask_exactly_the_prompt(style):
         statement, body = split_program(proof.program, target_theorem(proof.program, proof.name))
         prompt = (statement if style == "raw" else tokenizer.apply_chat_template(
             [{"role": "user", "content": f"{data.prompt.instruction}\n\n```lean4\n{statement}\n```"}],
-            chat_template=None if tokenizer.chat_template else __import__("sft.prompt").prompt.CHATML_TEMPLATE,
+            chat_template=None if tokenizer.chat_template else CHATML_TEMPLATE,
             tokenize=False, add_generation_prompt=True))
         n = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
         labels, ids = example["labels"], example["input_ids"]
@@ -69,7 +69,7 @@ def test_training_is_theorem_disjoint_from_the_held_out_splits(debug_corpus):
     trained = set(data.counts["train_theorems"])
     assert trained and not trained & held_out
     kimina_names = [json.loads(line)["name"] for line in
-                    open(__import__("leanloop.paths").paths.resolve_shared(KIMINA.path), encoding="utf-8")]
+                    open(resolve_shared(KIMINA.path), encoding="utf-8")]
     assert data.counts["extra_held_out"] == sum(name in held_out for name in kimina_names)
     valid_train = sum(r["label"] is True and r["split"] == "train" for r in table)
     counted = sum(v for k, v in data.counts.items() if k.startswith("train_") and k not in (

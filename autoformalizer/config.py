@@ -1,0 +1,77 @@
+"""Typed configuration of the autoformalizer (read by jsonargparse from configs/autoformalizer/*.yaml).
+
+The sections here cover the policy model (unfused MoE, NF4, adapters), retrieval (System B),
+repair (System A + loop), the gated reward and the Lean backend of the compile checks. The SFT and
+GRPO training sections join this file when those stages land.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from data.verifier.backends import BackendSettings
+
+from autoformalizer.adapters import AdapterConfig
+from autoformalizer.moe import MoEArchConfig
+from autoformalizer.quantize import QuantConfig
+from autoformalizer.retrieval import RetrievalConfig
+from autoformalizer.reward import RewardConfig
+from autoformalizer.typecheck import DEFAULT_HEADER, ERROR_CHARS
+
+
+@dataclass
+class PolicyConfig:
+    """The policy model. ``name: tiny`` builds the random tiny Qwen3-MoE from ``arch`` (tests, the
+    embedded default); anything else is a checkpoint folder or hub id (``Qwen/Qwen3-Coder-30B-A3B-
+    Instruct``, read from the local HF cache since the hub is offline) loaded unfused and, with
+    ``quant.enabled``, straight into NF4."""
+
+    name: str = "tiny"
+    arch: MoEArchConfig = field(default_factory=MoEArchConfig)
+    seed: int = 0
+    dtype: str = "float32"  # weights that stay unquantized (bf16 on GPU, fp32 is faster on CPU)
+    device_map: str = "auto"
+    quant: QuantConfig = field(default_factory=lambda: QuantConfig(compute_dtype="float32"))
+    adapters: AdapterConfig = field(default_factory=AdapterConfig)
+
+
+@dataclass
+class RepairConfig:
+    max_turns: int = 5
+    error_chars: int = ERROR_CHARS
+    did_you_mean: bool = True  # System A: fuzzy Mathlib lookup for unknown identifiers
+    retrieval: bool = True  # System B: premises prefixed to the prompts
+    max_new_tokens: int = 256
+
+
+@dataclass
+class LeanCheckConfig:
+    """How statements are type-checked: the harness header and the Verifier backend."""
+
+    header: str = DEFAULT_HEADER
+    timeout: float = 60.0
+    concurrency: int = 8
+    backend: BackendSettings = field(default_factory=BackendSettings)
+
+
+@dataclass
+class AutoformalizerConfig:
+    run: str = "default"
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    repair: RepairConfig = field(default_factory=RepairConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    lean: LeanCheckConfig = field(default_factory=LeanCheckConfig)
+
+
+def load_config(*paths: str, overrides: list[str] | None = None) -> AutoformalizerConfig:
+    """Layered YAML files (later ones win) plus dotted overrides (``--policy.adapters.use_dora=true``)."""
+    from jsonargparse import ActionConfigFile, ArgumentParser
+
+    parser = ArgumentParser(prog="autoformalizer", exit_on_error=False)
+    parser.add_argument("--config", action=ActionConfigFile, help="YAML config (repeatable, layered)")
+    parser.add_class_arguments(AutoformalizerConfig, as_group=False)
+    namespace = parser.parse_args([f"--config={p}" for p in paths] + list(overrides or []))
+    instance = parser.instantiate_classes(namespace)
+    return AutoformalizerConfig(**{k: v for k, v in vars(instance).items() if k != "config"})
+

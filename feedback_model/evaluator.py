@@ -1,0 +1,149 @@
+"""The feedback model as an :class:`leanloop.evaluator.Evaluator`: program in, annotated program and
+verdict out.
+
+    evaluator = FeedbackEvaluator.load("artifacts://feedback_model/default", GenerationConfig())
+    predictions = evaluator.score(programs, deadline=deadline_in(30.0))
+
+Per program: the prompt is built exactly as in training (``final/feedback.json``); a program whose
+prompt is longer than ``max_input_tokens`` is rejected with a reason (verdict None: the caller asks
+Lean), never truncated, since a trace must reproduce the whole program. Otherwise one greedy trace is
+generated and judged by the seed's rule (``leanloop.traces.trace_verdict``): an error line, a trace
+ending in an unclosed goal, or a trace cut at the output limit is invalid. The score is 1.0 / 0.0.
+Self-consistency (several sampled traces and a vote) is :class:`feedback_model.consistency.
+SelfConsistencyEvaluator`, on the same machinery.
+
+Programs run shortest first, so that under a deadline as many as possible are judged; one the
+deadline stops mid-trace, or never starts, comes back unscored (reason ``deadline``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from feedback_model.config import FeedbackModelCard, GenerationConfig, TraceFormat
+from feedback_model.generate import GeneratedTrace, HFTraceGenerator, TraceGenerator
+from leanloop.evaluator import Prediction
+from leanloop.traces import trace_verdict
+
+
+@dataclass(frozen=True)
+class FeedbackPrediction(Prediction):
+    """A :class:`Prediction` with why: the verdict rule's reason (``no_error``, ``error_message``,
+    ``ends_in_proof_state``, ``output_limit``, ``validity_tag``), a vote summary, or why the program
+    was not judged (``input_too_long: ...``, ``deadline``)."""
+
+    reason: str | None = None
+    truncated: bool = False
+    new_tokens: int = 0
+    votes: tuple[bool, ...] | None = None
+
+
+def unscored(reason: str, time_s: float = 0.0) -> FeedbackPrediction:
+    return FeedbackPrediction(verdict=None, score=None, trace=None, time_s=time_s, reason=reason)
+
+
+def resolve_final(ref: str | Path, stage: str) -> Path:
+    """A model folder from ``artifacts://<stage>/<run>``, a run folder (manifest checked) or a
+    ``final/`` folder."""
+    from leanloop.artifacts import read_manifest
+    from leanloop.paths import artifacts_root, resolve_shared
+
+    text = str(ref)
+    folder = artifacts_root() / text[len("artifacts://"):] if text.startswith("artifacts://") else resolve_shared(text)
+    if (folder / "manifest.json").is_file():
+        read_manifest(folder, stage=stage)
+        folder = folder / "final"
+    if not (folder / "config.json").is_file():
+        raise FileNotFoundError(f"{ref} -> {folder} holds no model (config.json); name a finished {stage} run "
+                                f"(artifacts://{stage}/<run>) or its final/ folder")
+    return folder
+
+
+def load_generator(final_dir: Path, tokenizer: Any, config: GenerationConfig) -> TraceGenerator:
+    if config.backend == "vllm":
+        from feedback_model.speculative import VLLMTraceGenerator
+
+        return VLLMTraceGenerator(final_dir, tokenizer, config)
+    return HFTraceGenerator.load(final_dir, tokenizer, config)
+
+
+class TraceEvaluator:
+    """What greedy and self-consistency share: prompts, the input limit, order and the deadline."""
+
+    samples: int = 1
+    temperature: float = 0.0
+    top_p: float = 1.0
+
+    def __init__(self, generator: TraceGenerator, tokenizer: Any, format: TraceFormat,
+                 config: GenerationConfig) -> None:
+        self.generator = generator
+        self.tokenizer = tokenizer
+        self.format = format
+        self.config = config
+        context = getattr(generator, "context_length", None)
+        if context is not None and config.max_input_tokens + config.max_new_tokens > context:
+            raise ValueError(
+                f"max_input_tokens ({config.max_input_tokens}) + max_new_tokens ({config.max_new_tokens}) exceed "
+                f"the model's context of {context} tokens; lower one of them")
+
+    @classmethod
+    def load(cls, ref: str | Path, generation: GenerationConfig | None = None, **kwargs: Any):
+        """From a finished feedback run (``artifacts://feedback_model/<run>``) or its final/ folder."""
+        from transformers import AutoTokenizer
+
+        generation = generation or GenerationConfig()
+        final_dir = resolve_final(ref, "feedback_model")
+        card = FeedbackModelCard.read(final_dir)
+        tokenizer = AutoTokenizer.from_pretrained(str(final_dir))
+        return cls(load_generator(final_dir, tokenizer, generation), tokenizer, card.format, generation, **kwargs)
+
+    def encode(self, program: str) -> list[int]:
+        return self.tokenizer(self.format.prompt(program), add_special_tokens=False)["input_ids"]
+
+    def seeds(self, program: str) -> list[int] | None:
+        return None
+
+    def judge(self, traces: list[GeneratedTrace]) -> FeedbackPrediction:
+        raise NotImplementedError
+
+    def score(self, programs: Sequence[str], deadline: float | None = None) -> list[FeedbackPrediction]:
+        began = time.perf_counter()
+        predictions: list[FeedbackPrediction | None] = [None] * len(programs)
+        prompts: dict[int, list[int]] = {}
+        for index, program in enumerate(programs):
+            ids = self.encode(program)
+            if len(ids) > self.config.max_input_tokens:
+                predictions[index] = unscored(
+                    f"input_too_long: the prompt has {len(ids)} tokens, over max_input_tokens="
+                    f"{self.config.max_input_tokens}; the feedback model does not truncate (its trace must "
+                    "reproduce the whole program), so check this program with Lean")
+            else:
+                prompts[index] = ids
+        order = sorted(prompts, key=lambda i: len(prompts[i]))
+        seeds = [self.seeds(programs[i]) for i in order]
+        results = self.generator.generate(
+            [prompts[i] for i in order], samples=self.samples, temperature=self.temperature, top_p=self.top_p,
+            seeds=None if any(s is None for s in seeds) else seeds, deadline=deadline)
+        for index, traces in zip(order, results):
+            if traces is None or any(t.stopped for t in traces):
+                spent = sum(t.time_s for t in traces) if traces else 0.0
+                predictions[index] = unscored("deadline: not finished before the deadline", spent)
+            else:
+                predictions[index] = self.judge(traces)
+        overhead = (time.perf_counter() - began - sum(p.time_s for p in predictions if p)) / max(len(programs), 1)
+        # encoding and bookkeeping are shared out evenly, so the item times add up to the batch's wall time
+        return [FeedbackPrediction(p.verdict, p.score, p.trace, p.time_s + max(overhead, 0.0), p.reason,
+                                   p.truncated, p.new_tokens, p.votes) for p in predictions]  # type: ignore[union-attr]
+
+
+class FeedbackEvaluator(TraceEvaluator):
+    """One greedy trace per program; verdict by the seed's rule; score 1.0 (valid) or 0.0."""
+
+    def judge(self, traces: list[GeneratedTrace]) -> FeedbackPrediction:
+        trace = traces[0]
+        verdict = trace_verdict(trace.text, truncated=trace.truncated)
+        return FeedbackPrediction(verdict.valid, 1.0 if verdict.valid else 0.0, trace.text, trace.time_s,
+                                  verdict.reason, trace.truncated, trace.new_tokens)

@@ -1,0 +1,105 @@
+"""Speculative copy-drafting: most of a feedback trace repeats the program, so drafts are copied.
+
+After each accepted token the last n-gram (up to ``ngram_size`` tokens) of the sequence is looked up
+in the prompt and the text generated so far; the up to ``draft_tokens`` tokens that followed the
+match are proposed, and the model checks them all in one forward pass, keeping the longest prefix
+it agrees with plus its own next token. Under greedy decoding the output is exactly the model's
+greedy output (tested token for token); under sampling each position is still drawn from the model's
+distribution. No second model is involved.
+
+- CPU / plain transformers: prompt-lookup decoding (``generate(prompt_lookup_num_tokens=...)``),
+  used by :class:`feedback_model.generate.HFTraceGenerator`;
+- GPU: vLLM's n-gram speculative decoding (``speculative_config={"method": "ngram", ...}``), with an
+  FP8 option, in :class:`VLLMTraceGenerator`. vLLM is in the optional ``gpu`` extra and imported only
+  when this backend is chosen.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from feedback_model.config import GenerationConfig
+
+VLLM_HINT = ("generation.backend: vllm needs vLLM from the optional `gpu` extra "
+             "(`pip install -e '.[gpu]'` on a machine with a CUDA GPU); on CPU use backend: transformers")
+
+
+def prompt_lookup_kwargs(config: GenerationConfig) -> dict[str, int]:
+    """transformers ``generate`` arguments that turn prompt-lookup drafting on (empty: off)."""
+    if config.draft_tokens <= 0:
+        return {}
+    return {"prompt_lookup_num_tokens": config.draft_tokens, "max_matching_ngram_size": config.ngram_size}
+
+
+def vllm_speculative_config(config: GenerationConfig) -> dict[str, Any] | None:
+    if config.draft_tokens <= 0:
+        return None
+    return {"method": "ngram", "num_speculative_tokens": config.draft_tokens,
+            "prompt_lookup_max": config.ngram_size, "prompt_lookup_min": 1}
+
+
+def import_vllm():
+    try:
+        import vllm
+    except ImportError as error:
+        raise ImportError(VLLM_HINT) from error
+    return vllm
+
+
+class VLLMTraceGenerator:
+    """:class:`feedback_model.generate.TraceGenerator` on vLLM: the whole batch goes to the engine at
+    once (it schedules the sequences itself), so the deadline is checked before the batch only."""
+
+    def __init__(self, final_dir: str | Path, tokenizer: Any, config: GenerationConfig) -> None:
+        vllm = import_vllm()
+        self.config = config
+        self.tokenizer = tokenizer
+        self.eos_id = tokenizer.eos_token_id
+        self.llm = vllm.LLM(
+            model=str(final_dir), tokenizer=str(final_dir),
+            dtype="auto" if config.dtype == "float32" else config.dtype,
+            quantization="fp8" if config.fp8 else None,
+            speculative_config=vllm_speculative_config(config),
+            max_model_len=config.max_input_tokens + config.max_new_tokens,
+            gpu_memory_utilization=config.gpu_memory_utilization,
+            enable_prefix_caching=True,
+        )
+        self.context_length = config.max_input_tokens + config.max_new_tokens
+
+    def generate(self, prompts: Sequence[Sequence[int]], samples: int = 1, temperature: float = 0.0,
+                 top_p: float = 1.0, seeds: Sequence[Sequence[int]] | None = None,
+                 deadline: float | None = None):
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        from feedback_model.generate import GeneratedTrace, split_completion
+
+        if deadline is not None and time.monotonic() >= deadline:
+            return [None] * len(prompts)
+        requests, params = [], []
+        for index, prompt in enumerate(prompts):
+            for j in range(samples):
+                requests.append(TokensPrompt(prompt_token_ids=list(prompt)))
+                params.append(SamplingParams(
+                    n=1, temperature=temperature, top_p=top_p if temperature > 0 else 1.0,
+                    max_tokens=self.config.max_new_tokens, stop_token_ids=[self.eos_id],
+                    seed=None if seeds is None else int(seeds[index][j]), skip_special_tokens=False,
+                    detokenize=False))
+        began = time.perf_counter()
+        outputs = self.llm.generate(requests, params, use_tqdm=False)
+        share = (time.perf_counter() - began) / max(len(requests), 1)
+        results = []
+        for index in range(len(prompts)):
+            traces = []
+            for output in outputs[index * samples:(index + 1) * samples]:
+                completion = output.outputs[0]
+                ids, finished, truncated = split_completion(completion.token_ids, self.eos_id, self.config.max_new_tokens)
+                # vLLM drops the stop token from token_ids; a "stop" finish is the end-of-text token
+                finished = finished or completion.finish_reason == "stop"
+                truncated = not finished and completion.finish_reason == "length"
+                text = self.tokenizer.decode(ids, skip_special_tokens=False)
+                traces.append(GeneratedTrace(text, finished, truncated, len(ids) + finished, share))
+            results.append(traces)
+        return results

@@ -1,0 +1,132 @@
+"""pass@k through the Verifier on real prover attempts (RL-Lean completions, replayed Lean answers):
+the estimate uses only verified attempts and the report counts the unverified ones honestly."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import defaultdict
+
+import pytest
+
+from data.config import BackendConfig
+from leanloop.artifacts import Manifest
+from leanloop.training.models import ModelSpec
+from sft.config import EvaluateConfig, SampleConfig, StatementsConfig, VerifierConfig
+from sft.evaluate import evaluate
+from sft.generation import Attempt, SamplingConfig
+from sft.passk import pass_at_k
+from sft.prompt import PromptConfig
+from sft.sample import candidate_rows, merge, sample_dir
+from sft.shards import ShardFile, ShardSpec
+from sft.statements import read_statements
+
+DSP = "shared://statements/minif2f_deepseek_prover_v1.5.jsonl"
+K = 4
+NOVEL = "\n  nlinarith [sq_nonneg (a - b), sq_nonneg (a + b), mul_self_nonneg (a * b - 7)]"
+
+
+@pytest.fixture(scope="module")
+def attempts(shared_data):
+    """Per statement, K real completions (rounds 0..3 of RL-Lean) with their recorded verdicts; two
+    statements with passes and fails, one with only fails; no system errors."""
+    path = shared_data / "candidates" / "rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz"
+    by_name = defaultdict(list)
+    for line in gzip.open(path, "rt", encoding="utf-8"):
+        row = json.loads(line)
+        by_name[row["name"]].append(row)
+    clean = {n: rows[:K] for n, rows in by_name.items()
+             if not any(r["compilation_result"].get("system_errors") for r in rows[:K])}
+    mixed = [n for n, rows in clean.items() if 0 < sum(r["verdict_pass"] for r in rows) < K][:2]
+    failing = [n for n, rows in clean.items() if not any(r["verdict_pass"] for r in rows)][:1]
+    return {name: clean[name] for name in mixed + failing}
+
+
+def _sample_run(attempts, novel_name, empty_name) -> tuple[SampleConfig, dict]:
+    """Write the attempts as a sample run with the sampler's own row builder, shard and merge; one
+    attempt becomes an unrecorded proof, another an empty completion."""
+    statements = {s.name: s for s in read_statements(DSP).statements}
+    chosen = [statements[name] for name in attempts]
+    config = SampleConfig(model=ModelSpec(name="qwen3-tiny"), run="rl_lean",
+                          statements=StatementsConfig(path=DSP, names=list(attempts)),
+                          prompt=PromptConfig(), sampling=SamplingConfig(k=K))
+    prover = {"path": "Slim205/RL-Lean Expert_V2 rounds 0-3", "hash": None}
+    shard = ShardFile(sample_dir(config.run) / "shards" / ShardSpec(0, 1).file_name(), K)
+    verdicts = {}
+    for statement in chosen:
+        completions = [r["code"][len(statement.prompt):] for r in attempts[statement.name]]
+        verdict = [r["verdict_pass"] for r in attempts[statement.name]]
+        if statement.name == novel_name:
+            completions[-1], verdict[-1] = NOVEL, None  # nobody recorded Lean's answer for this
+        if statement.name == empty_name:
+            completions[0], verdict[0] = "", "no_program"
+        verdicts[statement.name] = verdict
+        rows = candidate_rows(statement, [Attempt(c, "stop", 0) for c in completions], prover=prover,
+                              source="rl_lean", sampling=config.sampling, keep_completion=True)
+        shard.append(statement.name, rows)
+    merge(config, chosen, 1, sample_dir(config.run), prover)
+    return config, verdicts
+
+
+def _evaluate(profile: str, ks=(1, 2, K)) -> dict:
+    out = evaluate(EvaluateConfig(
+        samples=str(sample_dir("rl_lean")), run=profile, ks=list(ks),
+        verifier=VerifierConfig(backend=BackendConfig(kind="replay", options={"sources": ["rl_lean"]}),
+                                profile=profile)))
+    return {"results": json.loads((out / "results.json").read_text()),
+            "report": (out / "report.md").read_text(),
+            "outcomes": [json.loads(line) for line in (out / "outcomes.jsonl").open()]}
+
+
+def test_pass_at_k_over_verified_attempts_only(attempts, artifacts):
+    names = list(attempts)
+    _, verdicts = _sample_run(attempts, novel_name=names[0], empty_name=names[1])
+
+    # collection profile: replay reproduces the recorded verdicts; the unrecorded proof is unavailable
+    collection = _evaluate("collection")
+    categories = {(o["name"], o["attempt"]): o["category"] for o in collection["outcomes"]}
+    for name, verdict in verdicts.items():
+        for attempt, recorded in enumerate(verdict):
+            expected = {True: "valid", False: "invalid", None: "unavailable",
+                        "no_program": "no_program"}[recorded]
+            assert categories[(name, attempt)] == expected
+    for k in (1, 2, K):
+        counts = [(sum(v is not None for v in verdict), sum(v is True for v in verdict))
+                  for verdict in verdicts.values()]
+        estimable = [(n, c) for n, c in counts if n >= k]
+        row = collection["results"]["pass_at_k"][str(k)]
+        assert row["statements_estimated"] == len(estimable)
+        assert row["statements_left_out"] == len(counts) - len(estimable)
+        assert row["pass_at_k"] == pytest.approx(sum(pass_at_k(n, c, k) for n, c in estimable)
+                                                 / len(estimable))
+        # bounds over all statements: unverified attempts all failing / all succeeding
+        low = [pass_at_k(len(v), sum(x is True for x in v), k) for v in verdicts.values()]
+        high = [pass_at_k(len(v), sum(x is True or x is None for x in v), k) for v in verdicts.values()]
+        assert row["lower_bound"] == pytest.approx(sum(low) / len(low))
+        assert row["upper_bound"] == pytest.approx(sum(high) / len(high))
+    assert "1 of 12 attempts have no Lean verdict" in collection["report"]
+
+    # rl profile: a clean recording has no reply for the harness trailer (statement + axioms check),
+    # so recorded passes are unavailable too; recorded failures stay invalid. Nothing is guessed.
+    rl = _evaluate("rl")
+    assert not any(o["category"] == "valid" for o in rl["outcomes"])
+    unverified = sum(v is True or v is None for verdict in verdicts.values() for v in verdict)
+    assert f"{unverified} of 12 attempts have no Lean verdict" in rl["report"]
+    for statement in rl["results"]["statements"]:
+        verdict = verdicts[statement["name"]]
+        assert statement["verified"] == sum(v is False or v == "no_program" for v in verdict)
+        assert statement["correct"] == 0
+    estimated = rl["results"]["pass_at_k"][str(K)]
+    assert estimated["statements_estimated"] == sum(
+        all(v is False or v == "no_program" for v in verdict) for verdict in verdicts.values())
+
+
+def test_evaluation_refuses_theorems_the_prover_trained_on(attempts, artifacts):
+    _sample_run(attempts, novel_name=None, empty_name=None)
+    trained = Manifest(stage="sft", run="leaky", counts={"train_theorems": [next(iter(attempts))]})
+    trained.write(artifacts / "sft" / "leaky")
+    with pytest.raises(ValueError, match="training set"):
+        evaluate(EvaluateConfig(samples=str(sample_dir("rl_lean")), ks=[1],
+                                sft=str(artifacts / "sft" / "leaky")))
+    with pytest.raises(ValueError, match=r"not in \[1, 4\]"):
+        evaluate(EvaluateConfig(samples=str(sample_dir("rl_lean")), ks=[8]))
