@@ -49,9 +49,18 @@ class LeanCheckConfig:
     """How statements are type-checked: the harness header and the Verifier backend."""
 
     header: str = DEFAULT_HEADER
+    # the harness's maxHeartbeats line (the policy's 800,000); null compiles the program verbatim,
+    # which is how every replay recording was made (so only then can replay answer)
+    heartbeats: int | None = 800_000
     timeout: float = 60.0
     concurrency: int = 8
     backend: BackendSettings = field(default_factory=BackendSettings)
+
+    def checker(self):
+        from autoformalizer.typecheck import StatementChecker
+
+        return StatementChecker(self.backend.build(), header=self.header, timeout=self.timeout,
+                                concurrency=self.concurrency, heartbeats=self.heartbeats)
 
 
 @dataclass

@@ -106,7 +106,7 @@ def quantize_nf4_(model: nn.Module, config: QuantConfig | None = None,
         groups += [(f"{prefix}.{i}", layer) for i, layer in enumerate(layers)]
     groups.append(("", model))  # whatever lies outside the decoder layers (lm_head is kept)
     replaced = 0
-    for prefix, root in tqdm(groups, desc="quantize NF4", unit="layer", leave=False):
+    for prefix, root in tqdm(groups, desc="quantize NF4", unit="layer", leave=False, disable=len(groups) < 8):
         targets = [(name, m) for name, m in root.named_modules() if type(m) is nn.Linear]
         for name, linear in targets:
             full = f"{prefix}.{name}" if prefix else name

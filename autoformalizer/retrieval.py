@@ -122,9 +122,9 @@ class MathlibRetriever:
 
     def rerank(self, query: str, candidates: Sequence[int], k: int | None = None) -> list[int]:
         """BM25 over the dense candidates, fused with the dense order by reciprocal rank
-        (1/(60+rank) each). Measured on 25 miniF2F problems over a 454-declaration subset, recall@8
-        was dense 0.30, BM25 alone 0.17, fused 0.34: informal LaTeX queries share few tokens with
-        Lean names, so BM25 alone throws away what the embedder got right."""
+        (1/(60+rank) each). On 25 miniF2F problems over a 454-declaration subset recall@8 went from
+        0.30 (dense order) to 0.34 (fused); BM25 order alone (0.17 with LaTeX tokens kept) throws
+        away what the embedder got right, since informal queries share few tokens with Lean names."""
         import bm25s
 
         k = k or self.config.rerank_k

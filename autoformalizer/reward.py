@@ -1,6 +1,7 @@
 """The gated autoformalization reward (GRPO stage 2).
 
-    0.0                        not well-formed (unbalanced delimiters, no theorem, no type signature)
+    0.0                        not well-formed (unbalanced delimiters, no theorem, no type signature),
+                               or rejected by the acceptance policy's deterministic prechecks
     0.1                        well-formed, but the statement does not type-check against Mathlib
     0.3 + 0.7 * faithfulness   type-checks (compiled with ``sorry``; only the sorry warning allowed)
 
@@ -31,7 +32,7 @@ class RewardConfig:
 @dataclass
 class RewardResult:
     value: float | None  # None: no Lean verdict, see ``reason``
-    gate: str  # "malformed" | "fails_typecheck" | "typechecks" | "unavailable" | "timeout" | "infra_error"
+    gate: str  # malformed | rejected | fails_typecheck | typechecks | unavailable | timeout | infra_error | input_error
     reason: str
     faithfulness: float | None = None
     check: StatementCheck | None = None
@@ -44,6 +45,10 @@ class RewardResult:
 
 def _from_check(check: StatementCheck, candidate: str, reference: str | None,
                 config: RewardConfig) -> RewardResult:
+    if check.status is CheckStatus.REJECTED:
+        # a deterministic precheck rejection (forbidden construct, header tampering) is always 0,
+        # as in every reward of the project: trying to game the checker must not pay 0.1
+        return RewardResult(config.malformed, "rejected", "; ".join(check.reasons) or check.detail, check=check)
     if check.status is CheckStatus.FAILED:
         return RewardResult(config.fails_typecheck, "fails_typecheck", check.detail, check=check)
     if check.status is CheckStatus.PASSED:

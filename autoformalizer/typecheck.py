@@ -1,14 +1,16 @@
-"""Does a formal statement type-check against Mathlib? Compile it with ``sorry`` through a Lean backend.
+"""Does a formal statement type-check against Mathlib? Compile it with ``sorry`` through the Verifier.
 
-The program Lean sees is the harness's header (imports and opens, never the model's) followed by
-the candidate's first declaration with its body replaced by ``by sorry`` (a body that already is
-``sorry`` is kept verbatim, so recorded programs replay). It passes when Lean answered, reported no
-error, and its only warnings are "declaration uses 'sorry'" (both the v4.9 ``'sorry'`` and the HEAD
-```sorry``` wording, recognised by the acceptance policy's own matcher). A backend with no answer
-(replay without a recording, a timeout, a crash) gives no verdict.
+The program is the harness's header (imports and opens, never the model's) followed by the
+candidate's first declaration with its body replaced by ``by sorry`` (a body that already is
+``sorry`` is kept verbatim, so recorded programs replay). It goes through the project's one
+acceptance policy, profile ``statement`` (``data.policy``: the hardened text prechecks with
+``sorry`` allowed, the harness heartbeat line, VALID iff Lean reports no error), on any Verifier
+backend. On top of a VALID outcome this module demands the issue's "only the sorry warning
+allowed": any other warning fails the check. No Lean verdict (replay without a recording, a
+timeout, a backend failure) gives no verdict here either.
 
-The acceptance policy (``data.policy``) judges *proofs* and rejects ``sorry`` outright, so statement
-checks call the backend directly and only borrow the policy's sorry-warning matcher.
+The replay recordings never contain the harness heartbeat line, so recorded programs are answered
+only with ``heartbeats=None`` (the program compiled verbatim), which the tests use.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Sequence
 
+from data.policy import AcceptancePolicy
 from data.policy.policy import is_sorry_warning
-from data.verifier.types import LeanBackend, LeanMessage, LeanResponse, ResponseStatus
+from data.verifier.types import Category, LeanBackend, LeanMessage, Outcome, VerifyRequest
+from data.verifier.verifier import Verifier
 
 from autoformalizer.statements import find_declaration, mask
 
@@ -32,10 +36,12 @@ ERROR_CHARS = 800  # the repair prompt's cap on compiler feedback
 
 class CheckStatus(str, Enum):
     PASSED = "passed"
-    FAILED = "failed"
+    FAILED = "failed"  # Lean reported an error (or a warning other than sorry)
+    REJECTED = "rejected"  # deterministic precheck rejection (e.g. native_decide, a forbidden option)
     UNAVAILABLE = "unavailable"
     TIMEOUT = "timeout"
     INFRA_ERROR = "infra_error"
+    INPUT_ERROR = "input_error"
 
 
 @dataclass
@@ -45,14 +51,15 @@ class StatementCheck:
     messages: list[LeanMessage] = field(default_factory=list)
     detail: str = ""
     goal: str | None = None  # the elaborated goal before ``sorry``, when the backend reports tactics
-    lean_version: str | None = None
+
+    reasons: list[str] = field(default_factory=list)  # the policy's reasons
 
     @property
     def passed(self) -> bool | None:
-        """True / False when Lean answered; None when there is no verdict."""
+        """True / False when there is a verdict (Lean's, or a precheck's); None otherwise."""
         if self.status is CheckStatus.PASSED:
             return True
-        if self.status is CheckStatus.FAILED:
+        if self.status in (CheckStatus.FAILED, CheckStatus.REJECTED):
             return False
         return None
 
@@ -89,39 +96,39 @@ def statement_program(statement: str, header: str = DEFAULT_HEADER) -> str:
     return header + code
 
 
-def interpret(program: str, response: LeanResponse) -> StatementCheck:
-    base = dict(program=program, messages=list(response.messages), lean_version=response.lean_version)
-    if response.status is ResponseStatus.UNAVAILABLE:
-        return StatementCheck(CheckStatus.UNAVAILABLE, detail=response.detail or "no Lean answer", **base)
-    if response.status is ResponseStatus.TIMEOUT:
-        return StatementCheck(CheckStatus.TIMEOUT, detail=response.detail or "Lean timed out", **base)
-    if response.status is ResponseStatus.INFRA_ERROR:
-        return StatementCheck(CheckStatus.INFRA_ERROR, detail=response.detail or "backend failure", **base)
-    goal = next((t.goals for t in response.tactics if t.tactic.strip() == "sorry"), None)
-    errors = [m for m in response.messages if m.severity == "error"]
-    if errors:
-        return StatementCheck(CheckStatus.FAILED, detail=errors[0].data, goal=goal, **base)
-    others = [m for m in response.messages if m.severity == "warning" and not is_sorry_warning(m)]
-    if others:
-        return StatementCheck(CheckStatus.FAILED, detail=f"warning other than sorry: {others[0].data}",
-                              goal=goal, **base)
-    return StatementCheck(CheckStatus.PASSED, detail="type-checks (only the sorry warning)", goal=goal, **base)
+_STATUS = {Category.TIMEOUT: CheckStatus.TIMEOUT, Category.INFRA_ERROR: CheckStatus.INFRA_ERROR,
+           Category.UNAVAILABLE: CheckStatus.UNAVAILABLE, Category.INPUT_ERROR: CheckStatus.INPUT_ERROR,
+           Category.PRECHECK_REJECTED: CheckStatus.REJECTED, Category.INVALID: CheckStatus.FAILED}
+
+
+def interpret(program: str, outcome: Outcome) -> StatementCheck:
+    """The statement check of one Verifier outcome (``statement`` profile)."""
+    goal = next((t.goals for t in outcome.tactics if t.tactic.strip() == "sorry"), None)
+    base = dict(program=program, messages=list(outcome.messages), goal=goal, reasons=list(outcome.reasons))
+    if outcome.category is Category.VALID:
+        others = [m for m in outcome.messages if m.severity == "warning" and not is_sorry_warning(m)]
+        if others:
+            return StatementCheck(CheckStatus.FAILED, detail=f"warning other than sorry: {others[0].data}", **base)
+        return StatementCheck(CheckStatus.PASSED, detail="type-checks (only the sorry warning)", **base)
+    detail = outcome.first_error or "; ".join(outcome.reasons) or outcome.category.value
+    return StatementCheck(_STATUS[outcome.category], detail=detail, **base)
 
 
 class StatementChecker:
-    """Type-checks statements with any ``LeanBackend`` (replay, lean-interact pool, Kimina)."""
+    """Type-checks statements with the Verifier (any backend: replay, lean-interact, Kimina) under
+    the acceptance policy's ``statement`` profile."""
 
     def __init__(self, backend: LeanBackend, header: str = DEFAULT_HEADER, timeout: float | None = 60.0,
-                 concurrency: int = 8):
-        self.backend = backend
+                 concurrency: int = 8, heartbeats: int | None | str = "profile"):
         self.header = header
-        self.timeout = timeout
-        self.concurrency = concurrency
+        self.verifier = Verifier(backend, AcceptancePolicy("statement", header=header, heartbeats=heartbeats),
+                                 concurrency=concurrency, timeout=timeout)
 
     async def acheck_many(self, statements: Sequence[str]) -> list[StatementCheck]:
         programs = [statement_program(s, self.header) for s in statements]
-        responses = await self.backend.run_many(programs, timeout=self.timeout, concurrency=self.concurrency)
-        return [interpret(p, r) for p, r in zip(programs, responses)]
+        names = [find_declaration(s).name for s in statements]  # type: ignore[union-attr]
+        outcomes = await self.verifier.check([VerifyRequest(program=p, name=n) for p, n in zip(programs, names)])
+        return [interpret(p, o) for p, o in zip(programs, outcomes)]
 
     def check_many(self, statements: Sequence[str]) -> list[StatementCheck]:
         """Synchronous form (not from inside a running event loop: await ``acheck_many`` there)."""

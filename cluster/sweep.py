@@ -343,7 +343,12 @@ def _submit_all(todo: list[SweepRun], by_name: dict[str, RunStatus], profile_pat
     profile = load_profile(profile_path)
     waiting = []
     for run in todo:
-        submission = submit(run.stage_run, profile)
+        try:
+            submission = submit(run.stage_run, profile)
+        except RuntimeError as error:  # SubmitError, or sbatch refusing the job
+            by_name[run.name].status, by_name[run.name].detail = "failed", f"not submitted: {error}"
+            print(f"  {run.name}: not submitted: {error}", file=sys.stderr, flush=True)
+            continue
         by_name[run.name].status = "submitted"
         by_name[run.name].detail = f"{submission.executor} job {', '.join(submission.job_ids)}"
         print(f"  submitted {run.name}: {by_name[run.name].detail}", flush=True)
@@ -387,15 +392,19 @@ def build_parser():
 def main(argv: list[str] | None = None) -> int:
     from cluster.sweep_report import summarize
 
+    from cluster.profile import ProfileError
+
     args = build_parser().parse_args(argv)
     try:
         sweep = load_sweep(args.sweep)
+        if args.profile and (args.executor or sweep.executor) != "submit":
+            raise SweepError("--profile only applies with --executor submit")
         if args.summary_only:
             statuses = [RunStatus(r, "existing" if r.stage_run.finished else "pending") for r in expand(sweep)]
         else:
             statuses = run_sweep(sweep, executor=args.executor, profile=args.profile, wait=args.wait,
                                  dry_run=args.dry_run)
-    except (SweepError, CommandError) as error:
+    except (SweepError, CommandError, ProfileError) as error:
         print(f"sweep: {error}", file=sys.stderr)
         return 2
     if args.dry_run:

@@ -141,6 +141,9 @@ class CascadeEvalConfig:
     """Evaluate on whole problems drawn at random (seeded) until this many labelled programs are in
     (all candidates of a drawn problem are kept, so the bootstrap groups and the budget pools are
     complete); None: the whole split."""
+    batch_programs: int | None = 64
+    """Programs per ``score`` call (a batch, as the RL stage sends them): the sequential cascade
+    pays one model swap per batch. None: all in one batch."""
     feedback_per_label: int = 50
     """Feedback-quality metrics on a sample balanced by label: up to this many valid and as many
     invalid programs of the evaluated ones."""

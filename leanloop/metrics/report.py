@@ -25,7 +25,7 @@ import numpy as np
 
 from leanloop.metrics.bootstrap import N_RESAMPLES, SEED, grouped_bootstrap, paired_bootstrap
 from leanloop.metrics.budget import budget_curve, build_pools
-from leanloop.metrics.feedback import FEEDBACK_METRICS, feedback_metrics, is_missing
+from leanloop.metrics.feedback import FEEDBACK_METRICS, feedback_metrics
 from leanloop.metrics.verdicts import (as_labels, pr_points, roc_points, select_threshold, verdict_metrics)
 
 VALIDATION_SPLITS = {"validation", "val", "dev"}
@@ -126,12 +126,11 @@ def _plots(out_dir: Path, evaluators: list[Predictions], feedback: dict[str, dic
     written = []
 
     def save(fig, name: str) -> None:
-        fig.tight_layout()
-        fig.savefig(out_dir / name, dpi=110)
+        fig.savefig(out_dir / name, dpi=100)
         plt.close(fig)
         written.append(name)
 
-    fig, ax = plt.subplots(figsize=(5, 4.5))
+    fig, ax = plt.subplots(figsize=(5, 4.5), layout="constrained")
     for ev in evaluators:
         fpr, tpr, _ = roc_points(ev.labels, ev.scores)
         ax.plot(fpr, tpr, label=ev.name)
@@ -140,7 +139,7 @@ def _plots(out_dir: Path, evaluators: list[Predictions], feedback: dict[str, dic
     ax.legend(loc="lower right")
     save(fig, "roc.png")
 
-    fig, ax = plt.subplots(figsize=(5, 4.5))
+    fig, ax = plt.subplots(figsize=(5, 4.5), layout="constrained")
     for ev in evaluators:
         recall, precision, _ = pr_points(ev.labels, ev.scores)
         ax.plot(np.r_[0.0, recall], np.r_[precision[0] if precision.size else 1.0, precision], label=ev.name)
@@ -150,7 +149,7 @@ def _plots(out_dir: Path, evaluators: list[Predictions], feedback: dict[str, dic
     ax.legend(loc="lower left")
     save(fig, "pr.png")
 
-    fig, ax = plt.subplots(figsize=(5, 4.5))
+    fig, ax = plt.subplots(figsize=(5, 4.5), layout="constrained")
     ax.plot([0, 1], [0, 1], ls=":", color="grey", label="perfect calibration")
     for ev in evaluators:
         mean_score, share_valid, counts, ece = _calibration(ev.labels, ev.scores)
@@ -160,7 +159,7 @@ def _plots(out_dir: Path, evaluators: list[Predictions], feedback: dict[str, dic
     ax.legend(loc="upper left")
     save(fig, "reliability.png")
 
-    fig, axes = plt.subplots(len(evaluators), 1, figsize=(6, 3 * len(evaluators)), squeeze=False)
+    fig, axes = plt.subplots(len(evaluators), 1, figsize=(6, 3 * len(evaluators)), squeeze=False, layout="constrained")
     for ax, ev in zip(axes[:, 0], evaluators):
         bins = np.linspace(min(0.0, ev.scores.min()), max(1.0, ev.scores.max()), 26)
         ax.hist(ev.scores[ev.labels == 1], bins=bins, alpha=0.6, label="valid")
@@ -170,7 +169,7 @@ def _plots(out_dir: Path, evaluators: list[Predictions], feedback: dict[str, dic
     save(fig, "score_hist.png")
 
     if feedback:
-        fig, axes = plt.subplots(1, len(FEEDBACK_METRICS), figsize=(3.2 * len(FEEDBACK_METRICS), 3.2))
+        fig, axes = plt.subplots(1, len(FEEDBACK_METRICS), figsize=(3.2 * len(FEEDBACK_METRICS), 3.2), layout="constrained")
         for ax, metric in zip(axes, FEEDBACK_METRICS):
             for name, result in feedback.items():
                 values = [row[metric] for row in result["per_program"] if row is not None]
@@ -180,7 +179,7 @@ def _plots(out_dir: Path, evaluators: list[Predictions], feedback: dict[str, dic
         save(fig, "feedback_metrics.png")
 
     if curves:
-        fig, ax = plt.subplots(figsize=(5.5, 4.5))
+        fig, ax = plt.subplots(figsize=(5.5, 4.5), layout="constrained")
         first = next(iter(curves.values()))
         ax.plot(first["k"], first["oracle"], ls="--", color="black", label="oracle")
         ax.plot(first["k"], first["random"], ls=":", color="grey", label="random order (exact)")

@@ -9,7 +9,7 @@
   with hypotheses deduplicated over the whole program (:mod:`leanloop.traces.hypotheses`);
 - messages are grouped by the line where their span ends and written after that line as
   ``-- type: <severity>, msg: <text>`` (multi-line text kept); warnings are skipped unless asked
-  for; lines starting ``note: this linter can be disabled with`` are dropped, and a message with
+  for; lines starting ``note: this linter can be disabled with`` (any case) are dropped, and a message with
   nothing left is dropped (no block when nothing is left);
 - a proof state that would open a block right after another block goes inside that block;
 - after the first block that holds an error the annotation stops: later source is omitted. There
@@ -32,8 +32,10 @@ __all__ = ["annotate", "annotate_reply", "annotate_response", "message_text", "p
 
 
 def message_text(data: str) -> str:
-    """A message's text as the trace shows it: linter-note lines removed, trailing blanks trimmed."""
-    return "\n".join(line for line in data.split("\n") if not line.startswith(LINTER_NOTE)).rstrip()
+    """A message's text as the trace shows it: linter-note lines removed, trailing blanks trimmed.
+    The note is matched case-insensitively: Lean at HEAD writes ``Note: This linter can be disabled
+    with ...`` where v4.9-v4.15 write ``note: this linter ...``."""
+    return "\n".join(line for line in data.split("\n") if not line.lower().startswith(LINTER_NOTE)).rstrip()
 
 
 def _as_message(item: LeanMessage | Mapping[str, Any]) -> LeanMessage:

@@ -143,16 +143,15 @@ def _no_answer(text: str) -> ResponseStatus:
 
 
 def header_line_counts(program: str) -> tuple[int, int]:
-    """(import lines, import lines plus the blank lines after them) at the top of the program."""
+    """(lines up to the last leading ``import``, leading lines that are imports or blank) at the top
+    of the program: where the older and the newer Kimina server start the body."""
     lines = program.split("\n")
-    imports = 0
-    while imports < len(lines) and lines[imports].startswith("import "):
-        imports += 1
-    header = imports
-    if imports:
-        while header < len(lines) and not lines[header].strip():
-            header += 1
-    return imports, header
+    header = imports = 0
+    while header < len(lines) and (not lines[header].strip() or lines[header].strip().startswith("import ")):
+        header += 1
+        if lines[header - 1].strip():
+            imports = header
+    return (imports, header) if imports else (0, 0)
 
 
 def _fits(lines: list[str], start: Position | None, end: Position | None, tactic: str | None, shift: int) -> int:

@@ -12,6 +12,7 @@ import yaml
 
 from cluster.sweep import (SweepConfig, SweepError, check_finished, expand, format_value, load_sweep,
                            run_name, run_sweep, short_keys)
+from cluster.sweep import main as sweep_main
 from cluster.sweep_report import SUMMARY_CSV, summarize
 from leanloop.artifacts import Manifest, read_manifest
 from leanloop.paths import REPO_ROOT
@@ -196,3 +197,16 @@ def test_summary_reads_metrics_from_manifests_and_marks_the_best(tmp_path, artif
     # mode max picks the other end
     sweep.mode = "max"
     assert summarize(sweep, statuses).best == max(losses, key=losses.get)
+
+
+def test_summary_only_command_prints_the_table_of_what_finished(tmp_path, artifacts, capsys):
+    path = write_sweep(tmp_path, {"name": "cli", "stage": "pretrain", "config": [DEBUG],
+                                  "grid": {"model.optim.lr": [1e-4, 3e-4]}})
+    first, second = expand(load_sweep(path))
+    finish(first.stage_run, {"val/loss": 1.5})
+    assert sweep_main(["--sweep", str(path), "--summary_only", "true"]) == 0
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith("cli__")]
+    assert lines[0].split()[:3] == [first.name, "*", "existing"] and "1.5" in lines[0].split()
+    assert lines[1].split()[:2] == [second.name, "pending"]
+    assert (artifacts / "sweeps" / "cli" / SUMMARY_CSV).is_file()

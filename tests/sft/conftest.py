@@ -33,3 +33,16 @@ def debug_corpus(tmp_path_factory):
         patch.setenv("LEANLOOP_ARTIFACTS", str(root))
         build(parse_config(["--config", str(REPO_ROOT / "configs/data/debug.yaml")]), progress=False)
     return root / "data" / "debug"
+
+
+@pytest.fixture(scope="session")
+def tiny_generator(tiny_prover):
+    """The sampler's own generator over ``tiny_prover`` (loaded once; stops at EOS and at the chat
+    end-of-turn token, so it serves raw and chat prompts)."""
+    from leanloop.training.models import ModelSpec
+    from sft.config import SampleConfig
+    from sft.prompt import PromptConfig
+    from sft.sample import make_generator
+
+    return make_generator(SampleConfig(model=ModelSpec(name=str(tiny_prover)),
+                                       prompt=PromptConfig(style="chat")))

@@ -17,7 +17,7 @@ from leanloop.training.models import ModelSpec
 from sft.config import SampleConfig, StatementsConfig
 from sft.generation import SamplingConfig
 from sft.prompt import PromptConfig
-from sft.sample import make_generator, run
+from sft.sample import run
 from sft.statements import read_statements
 
 STATEMENTS = "shared://statements/minif2f_goedel_prover_v2_repaired.jsonl"
@@ -30,14 +30,10 @@ def _config(prover, name, style="raw"):
                         sampling=SamplingConfig(k=2, max_new_tokens=3, seed=7))
 
 
-@pytest.fixture(scope="module")
-def generator(tiny_prover):
-    return make_generator(_config(tiny_prover, "unused"))
 
-
-def test_samples_are_candidates_make_data_labels(tiny_prover, generator, artifacts):
+def test_samples_are_candidates_make_data_labels(tiny_prover, tiny_generator, artifacts):
     config = _config(tiny_prover, "fmt")
-    target = run(config, generator)
+    target = run(config, tiny_generator)
     rows = [json.loads(line) for line in target.open(encoding="utf-8")]
     statements = read_statements(STATEMENTS).statements[:2]
     assert [(r["name"], r["attempt"]) for r in rows] == [(s.name, a) for s in statements for a in (0, 1)]
@@ -72,8 +68,8 @@ def test_samples_are_candidates_make_data_labels(tiny_prover, generator, artifac
     assert result.counts["category"].get("input_error", 0) == len(read.errors)
 
 
-def test_chat_prompts_take_only_code_blocks(tiny_prover, generator, artifacts):
-    target = run(_config(tiny_prover, "chat", style="chat"), generator)
+def test_chat_prompts_take_only_code_blocks(tiny_prover, tiny_generator, artifacts):
+    target = run(_config(tiny_prover, "chat", style="chat"), tiny_generator)
     rows = [json.loads(line) for line in target.open(encoding="utf-8")]
     manifest = json.loads((target.parent.parent / "manifest.json").read_text())
     for row in rows:  # an untrained model writes no ```lean block: no program, and the reason says so

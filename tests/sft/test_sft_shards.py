@@ -8,7 +8,7 @@ import pytest
 from leanloop.training.models import ModelSpec
 from sft.config import SampleConfig, ShardConfig, StatementsConfig
 from sft.generation import SamplingConfig
-from sft.sample import load_statement_set, make_generator, run, sample_dir
+from sft.sample import load_statement_set, run, sample_dir
 from sft.shards import ShardError, ShardFile, ShardSpec, merge_shards, shard_from_env
 
 
@@ -32,16 +32,12 @@ def _config(prover, run_name, shard=None, temperature=1.0):
         shard=shard or ShardConfig())
 
 
-@pytest.fixture(scope="module")
-def generator(tiny_prover):
-    return make_generator(_config(tiny_prover, "unused"))
 
+def test_shards_merge_to_the_unsharded_file_and_resume(tiny_prover, tiny_generator, artifacts):
+    whole = run(_config(tiny_prover, "whole"), tiny_generator).read_bytes()
 
-def test_shards_merge_to_the_unsharded_file_and_resume(tiny_prover, generator, artifacts):
-    whole = run(_config(tiny_prover, "whole"), generator).read_bytes()
-
-    assert run(_config(tiny_prover, "split", ShardConfig(index=0, count=2)), generator) is None
-    merged = run(_config(tiny_prover, "split", ShardConfig(index=1, count=2)), generator)
+    assert run(_config(tiny_prover, "split", ShardConfig(index=0, count=2)), tiny_generator) is None
+    merged = run(_config(tiny_prover, "split", ShardConfig(index=1, count=2)), tiny_generator)
     assert merged.read_bytes() == whole
 
     # kill shard 0 mid-statement: keep its first statement, one row of the next, half a line
@@ -50,14 +46,14 @@ def test_shards_merge_to_the_unsharded_file_and_resume(tiny_prover, generator, a
     assert len(lines) == 4  # statements 0 and 2 of 3, k=2 each
     shard0.write_text("".join(lines[:3]) + lines[3][: len(lines[3]) // 2])
     (sample_dir("split") / "final" / "candidates.jsonl").unlink()
-    counting = CountingGenerator(generator[0])
+    counting = CountingGenerator(tiny_generator[0])
     statements = load_statement_set(_config(tiny_prover, "split").statements)
-    merged = run(_config(tiny_prover, "split", ShardConfig(index=0, count=2)), (counting, generator[1]))
+    merged = run(_config(tiny_prover, "split", ShardConfig(index=0, count=2)), (counting, tiny_generator[1]))
     assert counting.names == [statements[2].name]  # only the unfinished statement is sampled again
     assert merged.read_bytes() == whole
 
     with pytest.raises(ShardError, match="different sampling"):
-        run(_config(tiny_prover, "split", ShardConfig(index=0, count=2), temperature=0.7), generator)
+        run(_config(tiny_prover, "split", ShardConfig(index=0, count=2), temperature=0.7), tiny_generator)
 
 
 def test_merge_names_missing_shards(tmp_path):

@@ -1,0 +1,213 @@
+"""The cascade ("Learning Lean Feedback", Section 5.3): a one-token gate screens every program, the
+feedback model judges only the gate's positives, and a program is accepted only if both accept.
+
+    cascade = build_cascade(CascadeConfig(gate="artifacts://classifiers/onetoken_default"),
+                            "artifacts://feedback_model/default", GenerationConfig())
+    predictions = cascade.score(programs, deadline)
+    cascade.last_timing   # gate / load-swap / traces / other seconds of that batch
+
+Stage two is the greedy :class:`~feedback_model.evaluator.FeedbackEvaluator` or, optionally, the
+:class:`~feedback_model.consistency.SelfConsistencyEvaluator`. The gate's threshold is 0.5 or the one
+it calibrated on validation (``classifier.json``), or one given here.
+
+Models are loaded by loaders (callables returning an Evaluator). ``sequential`` residency loads the
+gate, scores, releases it, then loads the feedback model for the positives and releases it: memory
+for one model at a time, paid for by a load per model and batch. ``together`` keeps both loaded after
+the first batch. Time is accounted as in the seed: ``gate`` (scoring every program), ``load`` (loading
+and releasing models), ``traces`` (the feedback model on the positives), ``other`` (the rest of the
+wall time: bookkeeping).
+
+Scores: a program the gate rejects scores 0.0; a gate positive scores what stage two gives (1.0 / 0.0
+for a greedy trace, the vote share under self-consistency), so AUROC is defined for the cascade with
+self-consistency and the budget replay ranks accepted programs first.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Literal, Sequence
+
+from feedback_model.config import CascadeConfig, GenerationConfig, SelfConsistencyConfig
+from feedback_model.evaluator import FeedbackPrediction, resolve_final, unscored
+from leanloop.evaluator import Evaluator, Prediction, deadline_passed
+
+Loader = Callable[[], Evaluator]
+
+
+@dataclass
+class CascadeTiming:
+    programs: int = 0
+    gate_positive: int = 0
+    gate_s: float = 0.0
+    load_s: float = 0.0
+    traces_s: float = 0.0
+    other_s: float = 0.0
+    total_s: float = 0.0
+
+    def add(self, other: "CascadeTiming") -> None:
+        for name, value in asdict(other).items():
+            setattr(self, name, getattr(self, name) + value)
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def _release_memory() -> None:
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:  # pragma: no cover - torch is a dependency
+        pass
+
+
+class CascadeEvaluator:
+    def __init__(self, gate: Loader, feedback: Loader, residency: Literal["sequential", "together"] = "sequential",
+                 threshold: float | None = None) -> None:
+        """``gate`` / ``feedback``: loaders of the two evaluators. ``threshold``: gate positives are
+        those scoring at least this; None takes the gate's own verdicts (its threshold)."""
+        if residency not in ("sequential", "together"):
+            raise ValueError(f"residency must be 'sequential' or 'together' (resolve 'auto' with build_cascade), "
+                             f"got {residency!r}")
+        self.loaders = {"gate": gate, "feedback": feedback}
+        self.residency = residency
+        self.threshold = threshold
+        self.loaded: dict[str, Evaluator] = {}
+        self.last_timing = CascadeTiming()
+        self.total_timing = CascadeTiming()
+
+    def _acquire(self, role: str, timing: CascadeTiming) -> Evaluator:
+        if role not in self.loaded:
+            began = time.perf_counter()
+            self.loaded[role] = self.loaders[role]()
+            timing.load_s += time.perf_counter() - began
+        return self.loaded[role]
+
+    def _release(self, role: str, timing: CascadeTiming) -> None:
+        if self.residency == "together" or role not in self.loaded:
+            return
+        began = time.perf_counter()
+        del self.loaded[role]
+        _release_memory()
+        timing.load_s += time.perf_counter() - began
+
+    def _passes(self, gate: Prediction) -> bool:
+        if self.threshold is None:
+            return bool(gate.verdict)
+        return gate.score is not None and gate.score >= self.threshold
+
+    def score(self, programs: Sequence[str], deadline: float | None = None) -> list[FeedbackPrediction]:
+        began = time.perf_counter()
+        timing = CascadeTiming(programs=len(programs))
+        gate = self._acquire("gate", timing)
+        start = time.perf_counter()
+        gate_predictions = gate.score(programs, deadline)
+        timing.gate_s = time.perf_counter() - start
+        self._release("gate", timing)
+
+        positives = [i for i, p in enumerate(gate_predictions) if p.verdict is not None and self._passes(p)]
+        timing.gate_positive = len(positives)
+        stage_two: dict[int, Prediction] = {}
+        if positives and not deadline_passed(deadline):
+            feedback = self._acquire("feedback", timing)
+            start = time.perf_counter()
+            for index, prediction in zip(positives, feedback.score([programs[i] for i in positives], deadline)):
+                stage_two[index] = prediction
+            timing.traces_s = time.perf_counter() - start
+            self._release("feedback", timing)
+
+        load_share = timing.load_s / max(len(programs), 1)
+        out: list[FeedbackPrediction] = []
+        for index, gate_prediction in enumerate(gate_predictions):
+            spent = gate_prediction.time_s + load_share
+            if gate_prediction.verdict is None:
+                out.append(unscored("gate: not scored before the deadline", spent))
+            elif index not in positives:
+                out.append(FeedbackPrediction(False, 0.0, None, spent,
+                                              f"gate rejected (score {gate_prediction.score:.3f})"))
+            elif index not in stage_two:
+                out.append(unscored("deadline: passed the gate, no time left for the feedback model", spent))
+            else:
+                second = stage_two[index]
+                reason = getattr(second, "reason", None)
+                if second.verdict is None:
+                    out.append(unscored(f"passed the gate; feedback model: {reason}", spent + second.time_s))
+                    continue
+                out.append(FeedbackPrediction(
+                    second.verdict, second.score, second.trace, spent + second.time_s,
+                    f"gate passed (score {gate_prediction.score:.3f}); feedback: {reason}",
+                    getattr(second, "truncated", False), getattr(second, "new_tokens", 0),
+                    getattr(second, "votes", None)))
+        timing.total_s = time.perf_counter() - began
+        timing.other_s = max(timing.total_s - timing.gate_s - timing.load_s - timing.traces_s, 0.0)
+        self.last_timing = timing
+        self.total_timing.add(timing)
+        return out
+
+    def close(self) -> None:
+        self.loaded.clear()
+        _release_memory()
+
+
+# -- building one from configs ---------------------------------------------------------------
+def _weights_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.iterdir() if p.suffix in (".safetensors", ".bin", ".pt"))
+
+
+def free_memory_bytes(device: str) -> int:
+    """Free memory where the models would live: the GPU's for a CUDA device, else the host's."""
+    if device.startswith("cuda"):
+        import torch
+
+        return int(torch.cuda.mem_get_info(torch.device(device))[0])
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def resolve_residency(config: CascadeConfig, gate_dir: Path, feedback_dir: Path, generation: GenerationConfig) -> str:
+    """``auto``: together when both models' weights (with 50% headroom for activations and the KV
+    cache) fit in free memory; vLLM reserves its own share of the GPU, so the gate then sits beside it
+    only if it fits in what vLLM leaves."""
+    if config.residency != "auto":
+        return config.residency
+    need = 1.5 * (_weights_bytes(gate_dir) + _weights_bytes(feedback_dir))
+    free = free_memory_bytes(generation.device)
+    if generation.backend == "vllm":
+        free = int(free * (1.0 - generation.gpu_memory_utilization))
+        need = 1.5 * _weights_bytes(gate_dir)
+    return "together" if need <= free else "sequential"
+
+
+def build_cascade(config: CascadeConfig, feedback: str | Path, generation: GenerationConfig,
+                  self_consistency: SelfConsistencyConfig | None = None) -> CascadeEvaluator:
+    """A cascade from a gate run and a feedback run; ``self_consistency`` turns on voting in stage two."""
+    from classifiers.evaluator import ClassifierEvaluator
+    from feedback_model.consistency import SelfConsistencyEvaluator
+    from feedback_model.evaluator import FeedbackEvaluator
+
+    gate_dir = resolve_final(config.gate, "classifiers")
+    feedback_dir = resolve_final(feedback, "feedback_model")
+    gate_device = generation.device if generation.backend == "transformers" else "cuda"
+
+    def gate() -> Any:
+        return ClassifierEvaluator.load(gate_dir, batch_size=config.gate_batch_size, device=gate_device,
+                                        threshold=config.threshold)
+
+    def stage_two() -> Any:
+        if self_consistency is not None:
+            return SelfConsistencyEvaluator.load(feedback_dir, generation, self_consistency=self_consistency)
+        return FeedbackEvaluator.load(feedback_dir, generation)
+
+    return CascadeEvaluator(gate, stage_two, resolve_residency(config, gate_dir, feedback_dir, generation))

@@ -1,0 +1,120 @@
+"""Typed configuration of the RL stage (``configs/rl/*.yaml``, parsed by LightningCLI).
+
+``model:`` (:class:`rl.module.GRPOModule`) takes ``policy``, ``optim``, ``grpo``, ``generation``,
+``reward``, ``lean``, ``evaluator``, ``drift``, ``refresh``, ``audit`` and ``evaluation``;
+``data:`` (:class:`rl.data.RLData`) takes the statement sets, the filters and the curriculum
+(``data.lean`` is linked from ``model.lean``). The dataclasses of each mechanism live beside its
+code and are re-exported here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from data.config import BackendConfig
+from leanloop.training.models import ModelSpec
+from leanloop.training.optim import OptimConfig
+from rl.audit import AuditConfig
+from rl.curriculum import CurriculumConfig, ReplayConfig
+from rl.drift import DriftConfig
+from rl.evaluate import EvaluationConfig
+from rl.filters import FilterConfig
+from rl.grpo import GRPOConfig
+from rl.refresh import RefreshConfig
+from rl.rollout import GenerationConfig
+from sft.config import StatementsConfig
+from sft.prompt import PromptConfig
+
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+@dataclass
+class AdapterConfig:
+    kind: Literal["none", "lora", "qlora"] = "none"
+    """none: full fine-tuning; lora: PEFT LoRA; qlora: LoRA over a bitsandbytes NF4 base (GPU)."""
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.0
+    target_modules: list[str] = field(default_factory=lambda: list(LORA_TARGETS))
+    double_quant: bool = True
+    """qlora: NF4 with double quantization of the quantization constants."""
+    compute_dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
+    """qlora: dtype the 4-bit weights are dequantized to for matmuls."""
+
+
+@dataclass
+class PolicyConfig:
+    base: ModelSpec = field(default_factory=lambda: ModelSpec("qwen3-tiny"))
+    """The starting checkpoint, named explicitly: the sft run (``artifacts://sft/default``), a
+    checkpoint folder or a hub id. Never "the latest run"."""
+    fallbacks: list[ModelSpec] = field(default_factory=list)
+    """Tried in order when ``base`` names a run or folder that does not exist (e.g. the pretrain
+    run when no sft run was made); the one used is logged and recorded in the manifest."""
+    adapter: AdapterConfig = field(default_factory=AdapterConfig)
+    gradient_checkpointing: bool = False
+    prompt: PromptConfig | None = None
+    """How statements are shown; default: the format the sft run recorded (raw for other checkpoints)."""
+
+
+@dataclass
+class LeanConfig:
+    backend: BackendConfig = field(default_factory=lambda: BackendConfig(
+        kind="replay", options={"sources": ["rl_lean", "kimina_match"]}))
+    """The Lean backend, as in the data stage: replay (recorded Lean output), local (lean-interact
+    pool; ``options.workers``) or kimina (``options.url``)."""
+    workers: int = 8
+    """Lean checks in flight at once (the Verifier's pool; match the backend's workers)."""
+    timeout: float = 60.0
+    """Per-proof timeout of the reward checks (seconds)."""
+    latency: Literal["none", "recorded"] = "none"
+    """recorded: answers arrive after the Lean time recorded with them (rl.latency.TimedBackend)."""
+    latency_scale: float = 1.0
+    """recorded latency: Lean's clock compression (0.01 plays a 60 s timeout in 0.6 s)."""
+    unrecorded_delay: float = 0.0
+    """recorded latency: Lean time of a program with no recording (before ``scale``)."""
+
+
+@dataclass
+class RewardConfig:
+    protocol: Literal["lean", "lean_matched", "hybrid", "evaluator"] = "hybrid"
+    """lean (full timeout), lean_matched (timeout matched to the hybrid cutoff), hybrid (seed Eq. 8),
+    evaluator (evaluator verdicts only). Prechecks and missing code are 0 under every protocol."""
+    matched_timeout: float | None = None
+    """lean_matched: the per-proof timeout (set it to the hybrid cutoff you measured)."""
+    evaluator_reward: Literal["verdict", "score"] = "verdict"
+    shadow_evaluator: bool = True
+    """Under the lean protocols, run the evaluator beside Lean (not for rewards) so the drift
+    monitor and the timeout audit can compare it with Lean."""
+    evaluator_deadline_s: float | None = None
+    """Deadline handed to the evaluator (items it has not scored by then wait for Lean)."""
+    extraction: Literal["auto", "code_block", "continuation"] | None = None
+    """How the proof is taken from a completion; default: code_block for chat prompts, auto
+    (block if any, else the continuation) for raw prompts."""
+
+
+@dataclass
+class EvaluatorConfig:
+    kind: Literal["classifier", "untrained_onetoken", "factory", "none"] = "classifier"
+    """classifier: a classifiers run (``path``); factory: ``factory`` ("module:callable") called with
+    ``path`` and ``options`` (e.g. the feedback cascade); untrained_onetoken: a randomly initialised
+    one-token classifier (debug runs only: its verdicts are noise, and the logs say so); none."""
+    path: str | None = None
+    """A classifier run (``artifacts://classifiers/onetoken_default``) or its final/ folder."""
+    factory: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    threshold: float | None = None
+    """Override the threshold recorded with the classifier."""
+    batch_size: int = 16
+    device: str = "auto"
+    base: ModelSpec = field(default_factory=lambda: ModelSpec("qwen3-tiny"))
+    """untrained_onetoken: the model built from scratch."""
+    max_length: int = 512
+    """untrained_onetoken: context in tokens."""
+
+
+__all__ = [
+    "AdapterConfig", "AuditConfig", "BackendConfig", "CurriculumConfig", "DriftConfig", "EvaluationConfig",
+    "EvaluatorConfig", "FilterConfig", "GRPOConfig", "GenerationConfig", "LeanConfig", "ModelSpec", "OptimConfig",
+    "PolicyConfig", "PromptConfig", "RefreshConfig", "ReplayConfig", "RewardConfig", "StatementsConfig",
+]

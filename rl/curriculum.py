@@ -1,0 +1,178 @@
+"""Which statements the policy practises on, and a buffer of its successful proofs.
+
+RL-environment guide: a statement the policy always solves or never solves gives a group of equal
+rewards, hence zero advantage and no learning signal; keep the solvable-but-unsolved ones.
+
+- Each statement is ``active`` until it has ``retire_after`` attempts since it was (re)admitted;
+  then it retires as ``always_solved`` (every attempt succeeded) or ``never_solved`` (none did),
+  or stays active (some did: solvable but not yet solved reliably).
+- A retired statement is re-admitted ``readmit_after_steps`` steps later (the policy has moved on)
+  while it has re-admission budget left (``readmission_budget`` times); after that it stays retired.
+- The filters (:mod:`rl.filters`) can start a statement retired (trivial ones) or drop it.
+- The replay buffer keeps successful proofs per statement (by default only the ones Lean
+  verified, since an evaluator's acceptance can be a false positive). When a group has no
+  success at all, one of its rollouts can be replaced by a buffered proof of the same statement
+  (``inject``), so the group carries signal again.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+ACTIVE = "active"
+ALWAYS_SOLVED = "always_solved"
+NEVER_SOLVED = "never_solved"
+DROPPED = "dropped"
+
+
+@dataclass
+class ReplayConfig:
+    enabled: bool = True
+    capacity_per_statement: int = 4
+    sources: list[str] = field(default_factory=lambda: ["lean"])
+    """Reward sources whose successes are stored (``lean``; add ``evaluator`` to trust it too)."""
+    inject: bool = True
+    """Replace one rollout of an all-fail group by a buffered proof of its statement."""
+
+
+@dataclass
+class CurriculumConfig:
+    enabled: bool = True
+    retire_after: int = 16
+    """Attempts (rollouts) since admission after which an always/never-solved statement retires."""
+    readmit_after_steps: int = 20
+    readmission_budget: int = 1
+    """How many times a retired statement may come back."""
+    solved_sources: list[str] = field(default_factory=lambda: ["lean", "evaluator"])
+    """Reward sources whose reward 1 counts as solved."""
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
+
+    def __post_init__(self) -> None:
+        if self.retire_after < 1 or self.readmit_after_steps < 0 or self.readmission_budget < 0:
+            raise ValueError("retire_after >= 1, readmit_after_steps >= 0 and readmission_budget >= 0")
+
+
+@dataclass
+class StatementState:
+    name: str
+    status: str = ACTIVE
+    attempts: int = 0  # all time
+    successes: int = 0
+    window_attempts: int = 0  # since (re)admission
+    window_successes: int = 0
+    readmissions: int = 0
+    retired_at: int | None = None
+    reason: str | None = None  # why it is retired / dropped
+
+
+@dataclass
+class Transition:
+    step: int
+    name: str
+    before: str
+    after: str
+
+
+class Curriculum:
+    def __init__(self, names: Iterable[str], config: CurriculumConfig | None = None, seed: int = 0):
+        self.config = config or CurriculumConfig()
+        self.states = {n: StatementState(n) for n in names}
+        if not self.states:
+            raise ValueError("the curriculum needs at least one statement")
+        self.rng = random.Random(seed)
+        self.transitions: list[Transition] = []
+
+    # -- what to practise ---------------------------------------------------------------------------
+    def active(self) -> list[str]:
+        return [n for n, s in self.states.items() if s.status == ACTIVE]
+
+    def sample(self, k: int, step: int) -> tuple[list[str], bool]:
+        """``k`` statements for this step (without replacement while enough are active) and whether
+        the curriculum ran dry (no active statement: everything retired, sampled from all)."""
+        self.readmit(step)
+        pool = self.active() if self.config.enabled else list(self.states)
+        exhausted = not pool
+        if exhausted:
+            pool = [n for n, s in self.states.items() if s.status != DROPPED] or list(self.states)
+        if len(pool) >= k:
+            return self.rng.sample(pool, k), exhausted
+        return [self.rng.choice(pool) for _ in range(k)], exhausted
+
+    # -- what happened ------------------------------------------------------------------------------
+    def set_status(self, name: str, status: str, step: int, reason: str | None = None) -> None:
+        state = self.states[name]
+        if state.status != status:
+            self.transitions.append(Transition(step, name, state.status, status))
+        state.status, state.reason = status, reason
+        if status in (ALWAYS_SOLVED, NEVER_SOLVED):
+            state.retired_at = step
+
+    def record(self, name: str, attempts: int, successes: int, step: int) -> None:
+        state = self.states[name]
+        state.attempts += attempts
+        state.successes += successes
+        state.window_attempts += attempts
+        state.window_successes += successes
+        if not self.config.enabled or state.status != ACTIVE or state.window_attempts < self.config.retire_after:
+            return
+        if state.window_successes == state.window_attempts:
+            self.set_status(name, ALWAYS_SOLVED, step, f"solved {state.window_attempts}/{state.window_attempts}")
+        elif state.window_successes == 0:
+            self.set_status(name, NEVER_SOLVED, step, f"solved 0/{state.window_attempts}")
+
+    def readmit(self, step: int) -> list[str]:
+        back = []
+        for name, state in self.states.items():
+            if (state.status in (ALWAYS_SOLVED, NEVER_SOLVED) and state.retired_at is not None
+                    and step - state.retired_at >= self.config.readmit_after_steps
+                    and state.readmissions < self.config.readmission_budget):
+                state.readmissions += 1
+                state.window_attempts = state.window_successes = 0
+                self.set_status(name, ACTIVE, step, f"re-admitted ({state.readmissions}/{self.config.readmission_budget})")
+                back.append(name)
+        return back
+
+    def counts(self) -> dict[str, float]:
+        tally = Counter(s.status for s in self.states.values())
+        return {f"curriculum/{status}": float(tally.get(status, 0))
+                for status in (ACTIVE, ALWAYS_SOLVED, NEVER_SOLVED, DROPPED)}
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps({"states": [asdict(s) for s in self.states.values()],
+                                    "transitions": [asdict(t) for t in self.transitions]}, indent=1) + "\n")
+
+
+@dataclass
+class StoredProof:
+    completion: str
+    completion_ids: list[int]
+    source: str
+    step: int
+
+
+class ReplayBuffer:
+    def __init__(self, config: ReplayConfig | None = None):
+        self.config = config or ReplayConfig()
+        self.proofs: dict[str, list[StoredProof]] = {}
+
+    def add(self, name: str, proof: StoredProof) -> bool:
+        if not self.config.enabled or proof.source not in self.config.sources:
+            return False
+        stored = self.proofs.setdefault(name, [])
+        if any(p.completion == proof.completion for p in stored):
+            return False
+        stored.append(proof)
+        del stored[:-self.config.capacity_per_statement]
+        return True
+
+    def get(self, name: str, rng: random.Random) -> StoredProof | None:
+        stored = self.proofs.get(name)
+        return rng.choice(stored) if stored else None
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self.proofs.values())

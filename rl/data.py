@@ -1,0 +1,142 @@
+"""The RL stage's data: trusted statements, their filter results, and the curriculum that picks
+each step's problems.
+
+Each training batch is the list of :class:`sft.statements.Statement` for one GRPO step
+(``problems_per_step`` of them), drawn from the curriculum's active statements. The module reports
+each statement's results back to ``self.curriculum`` after the step. Evaluation statements
+(``eval_statements``) must be disjoint from the training statements by theorem; an overlap is an
+error, not a warning.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+import lightning as L
+from torch.utils.data import DataLoader, IterableDataset
+
+from rl.config import CurriculumConfig, FilterConfig, LeanConfig, StatementsConfig
+from rl.curriculum import ALWAYS_SOLVED, DROPPED, Curriculum
+from rl.filters import StatementFilters, summarize
+from sft.sample import load_statement_set
+from sft.statements import Statement
+
+FILTERS_FILE = "filters.jsonl"
+
+
+class StepStream(IterableDataset):
+    """Endless stream of per-step problem lists (the trainer's max_steps ends training)."""
+
+    def __init__(self, data: "RLData"):
+        self.data = data
+
+    def __iter__(self) -> Iterator[list[Statement]]:
+        step = 0
+        while True:
+            names, exhausted = self.data.curriculum.sample(self.data.problems_per_step, step)
+            self.data.exhausted_steps += int(exhausted)
+            yield [self.data.by_name[n] for n in names]
+            step += 1
+
+
+class RLData(L.LightningDataModule):
+    def __init__(
+        self,
+        statements: StatementsConfig | None = None,
+        eval_statements: StatementsConfig | None = None,
+        problems_per_step: int = 4,
+        curriculum: CurriculumConfig | None = None,
+        filters: FilterConfig | None = None,
+        lean: LeanConfig | None = None,
+        seed: int = 0,
+    ) -> None:
+        """``statements``: the training statements (trusted: the harness takes statement, header and
+        context from here). ``eval_statements``: pass@k after training (None: no evaluation).
+        ``lean`` is linked from ``model.lean`` (the filters run through the same backend)."""
+        super().__init__()
+        if problems_per_step < 1:
+            raise ValueError(f"problems_per_step must be >= 1, got {problems_per_step}")
+        self.statements_config = statements or StatementsConfig()
+        self.eval_config = eval_statements
+        self.problems_per_step = problems_per_step
+        self.curriculum_config = curriculum or CurriculumConfig()
+        self.filter_config = filters or FilterConfig()
+        self.lean = lean or LeanConfig()
+        self.seed = seed
+        self.statements: list[Statement] = []
+        self.eval_statements: list[Statement] = []
+        self.by_name: dict[str, Statement] = {}
+        self.filter_records: list[dict] = []
+        self.curriculum: Curriculum | None = None
+        self.exhausted_steps = 0
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.curriculum is not None:
+            return
+        self.statements = load_statement_set(self.statements_config)
+        if self.eval_config is not None:
+            self.eval_statements = load_statement_set(self.eval_config)
+            overlap = sorted({s.theorem for s in self.statements} & {s.theorem for s in self.eval_statements})
+            if overlap:
+                raise ValueError(f"{len(overlap)} evaluation theorems are also training statements (e.g. {overlap[:3]}); "
+                                 "make data.statements and data.eval_statements theorem-disjoint")
+        self.by_name = {s.name: s for s in self.statements}
+        self.curriculum = Curriculum(self.by_name, self.curriculum_config, seed=self.seed)
+        if self.filter_config.enabled:
+            from data.build import make_backend
+
+            filters = StatementFilters(make_backend(self.lean.backend), self.filter_config, self.lean.workers)
+            self.filter_records = filters.run(self.statements)
+            for record in self.filter_records:
+                if record["decision"] == "drop":
+                    self.curriculum.set_status(record["name"], DROPPED, 0, ",".join(record["decision_reasons"]))
+                elif record["decision"] == "retire":
+                    self.curriculum.set_status(record["name"], ALWAYS_SOLVED, 0, "trivial (filters)")
+        if not self.curriculum.active():
+            raise ValueError("every training statement was dropped or retired by the filters; see filters.jsonl")
+        self._write_filters()
+
+    def _write_filters(self) -> None:
+        trainer = getattr(self, "trainer", None)
+        if trainer is None or not self.filter_records or not trainer.is_global_zero:
+            return
+        path = Path(trainer.default_root_dir) / FILTERS_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
+            for record in self.filter_records:
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    def drop(self, names: list[str], reason: str) -> None:
+        for name in names:
+            self.curriculum.set_status(name, DROPPED, 0, reason)
+        if not self.curriculum.active():
+            raise ValueError(f"no training statement left after dropping {len(names)} ({reason})")
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(StepStream(self), batch_size=None, collate_fn=lambda problems: problems, num_workers=0)
+
+    def manifest_inputs(self) -> dict[str, Path]:
+        from leanloop.paths import resolve_shared
+
+        out = {"statements": resolve_shared(self.statements_config.path)}
+        for role, config in (("", self.statements_config), ("eval_", self.eval_config)):
+            if config is None:
+                continue
+            out[f"{role}statements"] = resolve_shared(config.path)
+            if config.corpus:
+                from sft.corpus import run_folder
+
+                out[f"{role}corpus"] = run_folder(config.corpus)
+        return out
+
+    def manifest_counts(self) -> dict[str, Any]:
+        counts: dict[str, Any] = {"statements": len(self.statements), "eval_statements": len(self.eval_statements),
+                                  "curriculum_exhausted_steps": self.exhausted_steps}
+        if self.filter_records:
+            counts["filters"] = summarize(self.filter_records)
+        if self.curriculum is not None:
+            counts["curriculum"] = self.curriculum.counts()
+        return counts
+

@@ -1,0 +1,115 @@
+"""Drift monitor: is the evaluator still right about the policy's current proofs?
+
+The policy moves away from the programs the evaluator was trained on, and an RL policy is
+optimised against the evaluator's mistakes: its false positives (accepting wrong proofs) are
+reward the policy learns to farm. Every ``every_n_steps`` steps the monitor compares the
+evaluator's verdicts with Lean labels obtained for the same programs — the ones Lean finished in
+the step (the evaluator scored them too) and the ones the timeout audit rechecked afterwards — and
+reports accuracy, false-positive rate (evaluator accepts, Lean rejects), false-negative rate and
+the Lean share of the rewards over the window. An alarm is raised when the FPR exceeds
+``fpr_alarm`` or the accuracy falls below ``accuracy_alarm`` (with at least ``min_pairs`` pairs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from rl.hybrid import StepScores
+from rl.reward import Source
+
+
+@dataclass
+class DriftConfig:
+    enabled: bool = True
+    every_n_steps: int = 5
+    fpr_alarm: float = 0.2
+    accuracy_alarm: float = 0.7
+    min_pairs: int = 10
+
+
+@dataclass
+class Pair:
+    verdict: bool  # the evaluator's
+    label: bool  # Lean's
+    origin: str  # in_step / audit / refresh
+
+
+@dataclass
+class DriftReport:
+    step: int
+    pairs: int
+    lean_valid: int
+    lean_invalid: int
+    accuracy: float | None
+    fpr: float | None
+    fnr: float | None
+    lean_share: float | None
+    alarm: bool
+    reasons: list[str] = field(default_factory=list)
+
+    def metrics(self, prefix: str = "drift") -> dict[str, float]:
+        out = {f"{prefix}/pairs": float(self.pairs), f"{prefix}/alarm": float(self.alarm)}
+        for key in ("accuracy", "fpr", "fnr", "lean_share"):
+            value = getattr(self, key)
+            if value is not None:
+                out[f"{prefix}/{key}"] = float(value)
+        return out
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def agreement(pairs: list[Pair]) -> tuple[float | None, float | None, float | None, int, int]:
+    """accuracy, FPR, FNR (None where undefined), Lean-valid and Lean-invalid counts."""
+    valid = [p for p in pairs if p.label]
+    invalid = [p for p in pairs if not p.label]
+    accuracy = sum(p.verdict == p.label for p in pairs) / len(pairs) if pairs else None
+    fpr = sum(p.verdict for p in invalid) / len(invalid) if invalid else None
+    fnr = sum(not p.verdict for p in valid) / len(valid) if valid else None
+    return accuracy, fpr, fnr, len(valid), len(invalid)
+
+
+class DriftMonitor:
+    def __init__(self, config: DriftConfig | None = None):
+        self.config = config or DriftConfig()
+        self.pairs: list[Pair] = []
+        self.lean_rewards = 0
+        self.verdict_rewards = 0
+        self.history: list[DriftReport] = []
+
+    def observe_step(self, scores: StepScores) -> int:
+        """Pairs from one step's scoring; returns how many were added."""
+        added = 0
+        for r in scores.rewards:
+            if r.source in (Source.LEAN, Source.EVALUATOR, Source.NONE) and r.lean != "input_error":
+                self.verdict_rewards += 1
+                self.lean_rewards += r.source is Source.LEAN
+            label = r.outcome.label if r.outcome is not None and r.lean not in ("precheck_rejected",) else None
+            verdict = r.prediction.verdict if r.prediction is not None else None
+            if label is not None and verdict is not None:
+                self.pairs.append(Pair(bool(verdict), bool(label), "in_step"))
+                added += 1
+        return added
+
+    def observe(self, verdict: bool | None, label: bool | None, origin: str) -> None:
+        if verdict is not None and label is not None:
+            self.pairs.append(Pair(bool(verdict), bool(label), origin))
+
+    def due(self, step: int) -> bool:
+        return self.config.enabled and step > 0 and step % self.config.every_n_steps == 0
+
+    def report(self, step: int, reset: bool = True) -> DriftReport:
+        c = self.config
+        accuracy, fpr, fnr, n_valid, n_invalid = agreement(self.pairs)
+        share = self.lean_rewards / self.verdict_rewards if self.verdict_rewards else None
+        reasons = []
+        if len(self.pairs) >= c.min_pairs:
+            if fpr is not None and fpr > c.fpr_alarm:
+                reasons.append(f"false-positive rate {fpr:.2f} > {c.fpr_alarm}")
+            if accuracy is not None and accuracy < c.accuracy_alarm:
+                reasons.append(f"accuracy {accuracy:.2f} < {c.accuracy_alarm}")
+        report = DriftReport(step, len(self.pairs), n_valid, n_invalid, accuracy, fpr, fnr, share, bool(reasons), reasons)
+        self.history.append(report)
+        if reset:
+            self.pairs, self.lean_rewards, self.verdict_rewards = [], 0, 0
+        return report

@@ -1,0 +1,210 @@
+"""The GRPO objective, term for term as TRL 1.16's ``GRPOTrainer`` computes it.
+
+``tests/rl/test_rl_trl_equivalence.py`` checks the loss and its per-token gradients against
+``GRPOTrainer._compute_loss`` on identical batches for every loss type here, with and without the
+KL term and clipping, so the formulas below must not drift from TRL's:
+
+- advantages (``group_advantages``): ``(r - mean_group(r)) / (std_group(r) + 1e-4)`` with the
+  Bessel-corrected std over the group (``scale_rewards``: group / batch / none). An unscored rollout
+  (reward NaN: no Lean label and no evaluator verdict) is left out of its group's mean and std and
+  gets advantage 0, as TRL treats a completion every reward function returned None for.
+- per token: ratio ``exp(logp - logp_old)`` (token level, or the sequence mean of the log-ratio),
+  clipped to ``[1 - eps_low, 1 + eps_high]``, ``-min(ratio * A, clip(ratio) * A)``; optional
+  two-sided ``delta`` cap; plus ``beta * KL`` with the k3 estimator
+  ``exp(ref - logp) - (ref - logp) - 1`` (times the ratio with ``use_bias_correction_kl``).
+- aggregation (``aggregate``): ``grpo`` mean over tokens then sequences, ``bnpo`` mean over the
+  micro-batch's tokens, ``dr_grpo`` sum over (sequences x max_completion_length), ``dapo`` sum over
+  the tokens of the whole generation batch; each divided so that summing the micro-batches of one
+  optimizer step gives the full-batch loss, as TRL's gradient accumulation does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+LossType = Literal["grpo", "bnpo", "dr_grpo", "dapo"]
+LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
+
+
+@dataclass
+class GRPOConfig:
+    """The GRPO update. Field names and defaults follow ``trl.GRPOConfig`` where both have them."""
+
+    num_generations: int = 8
+    """G: rollouts per prompt (the group whose rewards are normalised together)."""
+    loss_type: LossType = "dapo"
+    """How per-token losses are averaged: grpo / bnpo / dr_grpo / dapo (TRL's meanings; dapo is
+    TRL's default: token-level mean over the whole generation batch, no length bias)."""
+    beta: float = 0.0
+    """KL coefficient to the reference policy. 0 (TRL's default): no reference model is loaded."""
+    epsilon: float = 0.2
+    """Lower clipping range of the ratio."""
+    epsilon_high: float | None = None
+    """Upper clipping range (None: same as epsilon; DAPO recommends 0.28)."""
+    delta: float | None = None
+    """Two-sided clipping: cap on the unclipped ratio (INTELLECT-2); None disables it."""
+    importance_sampling_level: Literal["token", "sequence"] = "token"
+    scale_rewards: Literal["group", "batch", "none"] = "group"
+    num_iterations: int = 1
+    """mu: optimizer steps on each generated batch (ratios differ from 1 only when mu > 1)."""
+    use_bias_correction_kl: bool = True
+    """Multiply the KL term by the ratio (unbiased reverse-KL gradient), TRL's default."""
+    mask_truncated_completions: bool = False
+    """Leave completions that hit max_new_tokens out of the loss (DAPO)."""
+    micro_batch_size: int = 8
+    """Rollouts per forward/backward; an optimizer step accumulates the micro-batches of the batch."""
+    max_grad_norm: float | None = 1.0
+    """Gradient clipping (manual optimization: set here, not trainer.gradient_clip_val)."""
+
+    def __post_init__(self) -> None:
+        if self.num_generations < 2:
+            raise ValueError(f"num_generations must be >= 2 (a group of one has no baseline), got {self.num_generations}")
+        if self.loss_type not in LOSS_TYPES:
+            raise ValueError(f"loss_type {self.loss_type!r} is not one of {LOSS_TYPES}")
+        if self.beta < 0 or self.epsilon < 0:
+            raise ValueError("beta and epsilon must be >= 0")
+        if self.num_iterations < 1 or self.micro_batch_size < 1:
+            raise ValueError("num_iterations and micro_batch_size must be >= 1")
+
+    @property
+    def epsilon_low(self) -> float:
+        return self.epsilon
+
+    @property
+    def eps_high(self) -> float:
+        return self.epsilon if self.epsilon_high is None else self.epsilon_high
+
+
+def nanstd(tensor: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> torch.Tensor:
+    """Bessel-corrected std ignoring NaNs (TRL's ``trl.trainer.utils.nanstd``; used from there)."""
+    from trl.trainer.utils import nanstd as trl_nanstd
+
+    return trl_nanstd(tensor, dim=dim, keepdim=keepdim)
+
+
+@dataclass
+class Advantages:
+    advantages: torch.Tensor  # [N]
+    std: torch.Tensor  # [N] the std each advantage was divided by (before the 1e-4)
+    zero_std_groups: float  # fraction of rollouts in groups whose rewards were all equal
+
+
+def group_advantages(rewards: torch.Tensor, num_generations: int, scale_rewards: str = "group") -> Advantages:
+    """Group-normalised advantages for rewards laid out group after group (NaN = unscored)."""
+    rewards = rewards.float()
+    if rewards.numel() % num_generations:
+        raise ValueError(f"{rewards.numel()} rewards do not split into groups of {num_generations}")
+    grouped = rewards.view(-1, num_generations)
+    mean = torch.nanmean(grouped, dim=1).repeat_interleave(num_generations)
+    if scale_rewards in ("group", "none"):
+        std = nanstd(grouped, dim=1).view(-1).repeat_interleave(num_generations)
+    elif scale_rewards == "batch":
+        std = nanstd(rewards).expand_as(rewards) if rewards.numel() > 1 else torch.zeros_like(rewards)
+    else:
+        raise ValueError(f"scale_rewards must be group, batch or none, got {scale_rewards!r}")
+    advantages = rewards - mean
+    if scale_rewards != "none":
+        advantages = advantages / (std + 1e-4)
+    zero = torch.isclose(std, torch.zeros_like(std)).float().mean().item()
+    return Advantages(torch.nan_to_num(advantages, nan=0.0), std, zero)
+
+
+@dataclass
+class TokenLoss:
+    per_token_loss: torch.Tensor  # [B, T]
+    ratio: torch.Tensor  # coef_1: [B, T] (token level) or [B, 1] (sequence level)
+    per_token_kl: torch.Tensor | None
+
+
+def per_token_loss(logps: torch.Tensor, old_logps: torch.Tensor | None, ref_logps: torch.Tensor | None,
+                   advantages: torch.Tensor, mask: torch.Tensor, config: GRPOConfig) -> TokenLoss:
+    """The clipped surrogate (+ beta * KL) per completion token (TRL ``_compute_loss``, loss types
+    grpo / bnpo / dr_grpo / dapo)."""
+    if advantages.dim() == 1:
+        advantages = advantages.unsqueeze(1)
+    old_logps = logps.detach() if old_logps is None else old_logps
+    log_ratio = logps - old_logps
+    if config.importance_sampling_level == "token":
+        log_weights = log_ratio
+    else:
+        log_weights = ((log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).unsqueeze(-1)
+    coef_1 = torch.exp(log_weights)
+    per_token_kl = None
+    if config.beta != 0.0:
+        if ref_logps is None:
+            raise ValueError("beta > 0 needs the reference policy's log-probabilities")
+        per_token_kl = torch.exp(ref_logps - logps) - (ref_logps - logps) - 1
+        if config.use_bias_correction_kl:
+            per_token_kl = per_token_kl * coef_1
+    coef_2 = torch.clamp(coef_1, 1 - config.epsilon_low, 1 + config.eps_high)
+    capped = torch.clamp(coef_1, max=config.delta) if config.delta is not None else coef_1
+    loss = -torch.min(capped * advantages, coef_2 * advantages)
+    if per_token_kl is not None:
+        loss = loss + config.beta * per_token_kl
+    return TokenLoss(loss, coef_1, per_token_kl)
+
+
+def aggregate(per_token: torch.Tensor, mask: torch.Tensor, config: GRPOConfig, *, micro_batches: int = 1,
+              batch_tokens: torch.Tensor | float | None = None, max_completion_length: int | None = None
+              ) -> torch.Tensor:
+    """This micro-batch's share of the step's loss (``micro_batches`` per optimizer step).
+
+    ``batch_tokens``: completion tokens of the whole generation batch, over all ranks divided by
+    the number of ranks (TRL's ``num_items_in_batch / num_processes``), for ``dapo``.
+    ``max_completion_length``: the generation limit, for ``dr_grpo``."""
+    masked = per_token * mask
+    if config.loss_type == "grpo":
+        return (masked.sum(-1) / mask.sum(-1).clamp(min=1.0)).mean() / micro_batches
+    if config.loss_type == "bnpo":
+        return masked.sum() / mask.sum().clamp(min=1.0) / micro_batches
+    if config.loss_type == "dr_grpo":
+        if max_completion_length is None:
+            raise ValueError("dr_grpo normalises by max_completion_length; pass it")
+        return masked.sum() / (per_token.size(0) * max_completion_length) / micro_batches
+    if config.loss_type == "dapo":
+        if batch_tokens is None:
+            raise ValueError("dapo normalises by the generation batch's completion tokens; pass batch_tokens")
+        total = torch.as_tensor(batch_tokens, dtype=per_token.dtype, device=per_token.device)
+        # TRL: normalizer = num_items_in_batch / num_processes * grad_accum / steps_per_generation,
+        # with grad_accum == steps_per_generation == the micro-batches of one step here
+        return masked.sum() / total.clamp(min=1.0)
+    raise ValueError(f"unknown loss_type {config.loss_type!r}")
+
+
+def completion_logps(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int,
+                     compute_entropy: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Per-token log-probabilities (and entropies) of the last ``logits_to_keep`` tokens, through
+    TRL's fused LM head (``add_fused_lm_head``: no [B, T, vocab] logits; the temperature is the
+    one the head was added with). The call is TRL's ``_get_per_token_logps_and_entropies``."""
+    labels = input_ids.masked_fill(attention_mask == 0, -100)
+    labels[:, :-logits_to_keep] = -100
+    out = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, fused_lm_head=True)
+    logps = out.log_probs[:, -logits_to_keep:]
+    entropy = out.entropy[:, -logits_to_keep:] if compute_entropy and out.entropy is not None else None
+    return logps, entropy
+
+
+def add_fused_head(model, temperature: float, entropy: bool = True) -> None:
+    """Patch ``model`` (the base model under any PEFT wrapper) with TRL's fused LM head."""
+    from trl.trainer.utils import add_fused_lm_head
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    add_fused_lm_head(base, temperature=temperature, outputs=("log_probs", "entropy") if entropy else ("log_probs",))
+
+
+def clip_stats(ratio: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, config: GRPOConfig) -> dict[str, float]:
+    """Fractions of tokens whose ratio was clipped (TRL's clip_ratio metrics)."""
+    if advantages.dim() == 1:
+        advantages = advantages.unsqueeze(1)
+    low = ((ratio < 1 - config.epsilon_low) & (advantages < 0)).float()
+    high = ((ratio > 1 + config.eps_high) & (advantages > 0)).float()
+
+    def mean(x: torch.Tensor) -> float:
+        if x.shape[1] == 1:
+            return float(x.mean())
+        return float((x * mask).sum() / mask.sum().clamp(min=1.0))
+
+    return {"clip_ratio/low": mean(low), "clip_ratio/high": mean(high), "clip_ratio/region": mean(torch.maximum(low, high))}

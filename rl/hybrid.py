@@ -1,0 +1,151 @@
+"""Scoring one batch of rollouts under a reward protocol: the hybrid race of seed Eq. 8.
+
+The Lean checks of every rollout that passed the harness start at once (bounded by the Verifier's
+worker pool), and the evaluator scores the same programs concurrently in a thread. Under
+``hybrid``, when the evaluator returns (the *cutoff*), the Lean verdicts already returned are kept,
+the evaluator's verdicts are used for the rest and their unfinished Lean checks are cancelled.
+Rollouts the evaluator could not score (its deadline passed) keep waiting for Lean. Under the
+lean protocols Lean decides and the evaluator, when ``shadow`` is on, runs beside it only to be
+watched (drift monitor, timeout audit); under ``evaluator`` no Lean check starts.
+
+``StepScores.stats()`` is what the module logs per step: Lean share, cutoff time, reward per
+source, counts per outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from data.verifier.types import Outcome
+from data.verifier.verifier import Verifier
+from leanloop.evaluator import Evaluator, Prediction, deadline_in
+from rl.harness import Candidate, Stage
+from rl.reward import Protocol, RewardRule, RolloutReward, Source, combine
+
+
+@dataclass
+class StepScores:
+    rewards: list[RolloutReward]
+    protocol: Protocol
+    scoring_s: float  # wall time from the start of scoring to the last reward
+    cutoff_s: float | None = None  # hybrid: when the evaluator returned
+    evaluator_s: float | None = None  # how long the evaluator took (also when only watched)
+    lean_started: int = 0
+    lean_in_time: int = 0  # Lean answers used (hybrid: before the cutoff, or awaited)
+    lean_cancelled: int = 0
+    cancelled_index: list[int] = field(default_factory=list)
+
+    def values(self) -> list[float | None]:
+        return [r.reward for r in self.rewards]
+
+    def stats(self) -> dict[str, float]:
+        rewards = self.rewards
+        needing = [r for r in rewards if r.source in (Source.LEAN, Source.EVALUATOR, Source.NONE)
+                   and r.lean not in ("input_error",)]
+        by_lean = sum(r.source is Source.LEAN for r in needing)
+        out: dict[str, float] = {
+            "reward/lean_share": by_lean / len(needing) if needing else float("nan"),
+            "reward/scoring_s": self.scoring_s,
+            "reward/unscored": float(sum(r.reward is None for r in rewards)),
+            "lean/started": float(self.lean_started),
+            "lean/in_time": float(self.lean_in_time),
+            "lean/cancelled": float(self.lean_cancelled),
+        }
+        if self.cutoff_s is not None:
+            out["reward/cutoff_s"] = self.cutoff_s
+        if self.evaluator_s is not None:
+            out["reward/evaluator_s"] = self.evaluator_s
+        for source in Source:
+            values = [r.reward for r in rewards if r.source is source and r.reward is not None]
+            out[f"reward/{source.value}/count"] = float(sum(r.source is source for r in rewards))
+            if values:
+                out[f"reward/{source.value}/mean"] = sum(values) / len(values)
+        for category, n in Counter(r.lean for r in rewards).items():
+            out[f"outcome/{category}"] = float(n)
+        return out
+
+
+class RewardScorer:
+    """Rewards for a batch of :class:`Candidate` under one protocol."""
+
+    def __init__(self, verifier: Verifier | None, evaluator: Evaluator | None, protocol: Protocol | str,
+                 rule: RewardRule | None = None, shadow: bool = True, evaluator_deadline_s: float | None = None):
+        self.protocol = Protocol(protocol)
+        if self.protocol.uses_lean and verifier is None:
+            raise ValueError(f"protocol {self.protocol.value} needs a Lean verifier (lean: section of the config)")
+        if self.protocol in (Protocol.HYBRID, Protocol.EVALUATOR) and evaluator is None:
+            raise ValueError(f"protocol {self.protocol.value} needs an evaluator (evaluator: section of the config)")
+        self.verifier = verifier
+        self.evaluator = evaluator
+        self.rule = rule or RewardRule()
+        self.shadow = shadow
+        self.evaluator_deadline_s = evaluator_deadline_s
+
+    def score(self, candidates: Sequence[Candidate]) -> StepScores:
+        return asyncio.run(self.ascore(candidates))
+
+    async def _evaluate(self, programs: list[str]) -> tuple[list[Prediction], float]:
+        deadline = deadline_in(self.evaluator_deadline_s) if self.evaluator_deadline_s else None
+        began = time.perf_counter()
+        predictions = await asyncio.to_thread(self.evaluator.score, programs, deadline)
+        if len(predictions) != len(programs):
+            raise RuntimeError(f"{type(self.evaluator).__name__}.score returned {len(predictions)} predictions "
+                               f"for {len(programs)} programs; the Evaluator interface gives one per program")
+        return list(predictions), time.perf_counter() - began
+
+    async def ascore(self, candidates: Sequence[Candidate]) -> StepScores:
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        ready = [i for i, c in enumerate(candidates) if c.stage is Stage.READY]
+        answers: dict[int, tuple[Outcome, float]] = {}
+
+        async def check(i: int) -> None:
+            outcome = await self.verifier.check_one(candidates[i].request)
+            answers[i] = (outcome, loop.time() - t0)
+
+        tasks: dict[int, asyncio.Task] = {}
+        if self.protocol.uses_lean:
+            tasks = {i: asyncio.create_task(check(i)) for i in ready}
+        watch = self.evaluator is not None and bool(ready) and (not self.protocol.lean_decides or self.shadow)
+        evaluation = asyncio.create_task(self._evaluate([candidates[i].program for i in ready])) if watch else None
+
+        predictions: dict[int, Prediction] = {}
+        evaluator_s = cutoff = None
+        used: dict[int, tuple[Outcome, float]] = {}
+        cancelled: list[int] = []
+        if not ready:
+            pass  # everything was decided by the harness: nothing to race
+        elif self.protocol is Protocol.HYBRID:
+            preds, evaluator_s = await evaluation
+            cutoff = loop.time() - t0
+            predictions = dict(zip(ready, preds))
+            used = dict(answers)  # the verdicts Lean returned before the cutoff
+            waiting = [i for i in ready if i not in used and predictions[i].verdict is None]
+            if waiting:  # the evaluator could not judge these: Lean's answer is the only one
+                await asyncio.gather(*(tasks[i] for i in waiting))
+                used.update({i: answers[i] for i in waiting})
+            cancelled = [i for i in ready if i not in used]
+            for i in cancelled:
+                tasks[i].cancel()
+            await asyncio.gather(*(tasks[i] for i in cancelled), return_exceptions=True)
+        elif self.protocol.lean_decides:
+            await asyncio.gather(*tasks.values())
+            used = dict(answers)
+            if evaluation is not None:
+                preds, evaluator_s = await evaluation
+                predictions = dict(zip(ready, preds))
+        else:
+            preds, evaluator_s = await evaluation
+            predictions = dict(zip(ready, preds))
+        rewards = []
+        for i, candidate in enumerate(candidates):
+            outcome, at = used.get(i, (None, None))
+            rewards.append(combine(self.protocol, candidate, outcome, predictions.get(i), self.rule,
+                                   lean_time_s=at, cancelled=i in cancelled))
+        return StepScores(rewards, self.protocol, scoring_s=loop.time() - t0, cutoff_s=cutoff, evaluator_s=evaluator_s,
+                          lean_started=len(tasks), lean_in_time=len(used), lean_cancelled=len(cancelled),
+                          cancelled_index=cancelled)

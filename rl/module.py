@@ -1,0 +1,454 @@
+"""GRPO as a LightningModule (manual optimization: one batch of problems -> rollouts -> rewards ->
+``num_iterations`` optimizer steps over micro-batches).
+
+One training step:
+1. the step's problems (trusted statements from :class:`rl.data.RLData`'s curriculum) are rendered
+   as the sft run rendered them and G completions are sampled for each (:mod:`rl.rollout`);
+2. the harness turns each completion into the program Lean checks against the trusted statement
+   (:mod:`rl.harness`); the scorer races Lean and the evaluator under the configured protocol
+   (:mod:`rl.hybrid`, :mod:`rl.reward`);
+3. group-normalised advantages and TRL's clipped objective (+ beta KL) (:mod:`rl.grpo`);
+4. afterwards: curriculum and replay buffer updates, timeout audit, drift monitor, evaluator refresh.
+
+Everything a step measures is logged (``train/*``, ``reward/*``, ``outcome/*``, ``lean/*``,
+``drift/*``, ``audit/*``, ``refresh/*``, ``time/*``) and appended to ``steps.jsonl``; after fit, pass@k
+through the same harness and ``report.md`` with plots are written to the run folder. The report
+and the logs say where rewards came from — on a machine without Lean, from the evaluator and the
+prechecks (plus recorded Lean rejections from the replay backend).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, replace
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import lightning as L
+import torch
+
+from data.policy import AcceptancePolicy
+from data.verifier.verifier import Verifier
+from leanloop.training.inputs import model_identity
+from leanloop.training.models import load_tokenizer
+from leanloop.training.optim import configure_optimizers
+from rl.audit import TimeoutAudit
+from rl.config import (
+    AuditConfig, DriftConfig, EvaluationConfig, EvaluatorConfig, GenerationConfig, GRPOConfig, LeanConfig, OptimConfig,
+    PolicyConfig, RefreshConfig, RewardConfig,
+)
+from rl.curriculum import ReplayBuffer, StoredProof
+from rl.drift import DriftMonitor
+from rl.grpo import aggregate, clip_stats, completion_logps, group_advantages, per_token_loss
+from rl.harness import HarnessCounts, RewardHarness
+from rl.hybrid import RewardScorer, StepScores
+from rl.policy import build_policy, export_policy, resolve_base, unwrap
+from rl.refresh import EvaluatorRefresher, LabelBuffer
+from rl.reward import Protocol, RewardRule, RolloutReward, Source
+from sft.prompt import PromptConfig, render_prompt, stop_token
+
+STEPS_FILE = "steps.jsonl"
+DRIFT_FILE = "drift.jsonl"
+AUDIT_FILE = "audit.jsonl"
+REFRESH_FILE = "refresh.jsonl"
+
+
+def _finite(stats: dict[str, float]) -> dict[str, float]:
+    return {k: float(v) for k, v in stats.items() if isinstance(v, (int, float)) and math.isfinite(float(v))}
+
+
+class GRPOModule(L.LightningModule):
+    def __init__(
+        self,
+        policy: PolicyConfig | None = None,
+        optim: OptimConfig | None = None,
+        grpo: GRPOConfig | None = None,
+        generation: GenerationConfig | None = None,
+        reward: RewardConfig | None = None,
+        lean: LeanConfig | None = None,
+        evaluator: EvaluatorConfig | None = None,
+        drift: DriftConfig | None = None,
+        refresh: RefreshConfig | None = None,
+        audit: AuditConfig | None = None,
+        evaluation: EvaluationConfig | None = None,
+    ) -> None:
+        """GRPO on a prover. ``policy``: starting checkpoint (named; fallbacks named too), adapter;
+        ``grpo``: the objective (TRL's names); ``reward`` + ``lean`` + ``evaluator``: the protocol
+        and its two judges; ``drift`` / ``refresh`` / ``audit``: the monitors; ``evaluation``: pass@k
+        after training on ``data.eval_statements``."""
+        super().__init__()
+        self.automatic_optimization = False
+        self.policy_config = policy or PolicyConfig()
+        self.optim = optim or OptimConfig()
+        self.grpo = grpo or GRPOConfig()
+        self.generation = generation or GenerationConfig()
+        self.reward_config = reward or RewardConfig()
+        self.lean = lean or LeanConfig()
+        self.evaluator_config = evaluator or EvaluatorConfig()
+        self.drift_config = drift or DriftConfig()
+        self.refresh_config = refresh or RefreshConfig()
+        self.audit_config = audit or AuditConfig()
+        self.evaluation = evaluation or EvaluationConfig()
+        self.protocol = Protocol(self.reward_config.protocol)
+        if self.protocol is Protocol.LEAN_MATCHED and not self.reward_config.matched_timeout:
+            raise ValueError("reward.protocol lean_matched needs reward.matched_timeout (the hybrid cutoff in seconds)")
+        self.save_hyperparameters()
+
+        self.base, self.used_fallback = resolve_base(self.policy_config)
+        if self.used_fallback:
+            print(f"[rl] {self.policy_config.base.name} does not exist; starting from the configured fallback "
+                  f"{self.base.name}", file=sys.stderr)
+        self.tokenizer = load_tokenizer(self.base)
+        self.prompt = self._resolve_prompt()
+        built = build_policy(self.base, self.tokenizer, self.policy_config, self.grpo.beta, self.generation.temperature)
+        self._policy = built
+        self.model = built.model
+        self.reference = built.reference
+        stops = [stop_token(self.prompt, self.tokenizer), self.tokenizer.eos_token]
+        if self.generation.backend == "vllm":
+            from rl.rollout import VLLMRollout
+
+            self.rollout = VLLMRollout(self.tokenizer, self.generation, stops, self.base.weights_location())
+        else:
+            from rl.rollout import TransformersRollout
+
+            self.rollout = TransformersRollout(self.tokenizer, self.generation, stops)
+        extraction = self.reward_config.extraction or ("code_block" if self.prompt.style == "chat" else "auto")
+        self.harness = RewardHarness(AcceptancePolicy("rl"), extraction)
+        self.replay = ReplayBuffer()
+        self.labels = LabelBuffer()
+        self.drift_monitor = DriftMonitor(self.drift_config)
+        self.scorer: RewardScorer | None = None
+        self.evaluator = None
+        self.evaluator_info: dict[str, Any] = {}
+        self.totals: Counter = Counter()
+        self.history: list[dict[str, Any]] = []
+        self.audits: list[dict] = []
+        self.refreshes: list[dict] = []
+        self.results: dict[str, Any] = {}
+
+    # -- set-up -----------------------------------------------------------------------------------
+    def _resolve_prompt(self) -> PromptConfig:
+        from sft.sample import resolve_prompt
+
+        return resolve_prompt(SimpleNamespace(model=self.base, prompt=self.policy_config.prompt))
+
+    def _backend(self):
+        from data.build import make_backend
+
+        backend = make_backend(self.lean.backend)
+        if self.lean.latency == "recorded":
+            from rl.latency import TimedBackend
+
+            backend = TimedBackend(backend, scale=self.lean.latency_scale, unrecorded_delay=self.lean.unrecorded_delay)
+        return backend
+
+    def build_rewards(self) -> None:
+        """Lean verifiers (reward, matched, audit), the evaluator, the scorer and the monitors."""
+        if self.scorer is not None:
+            return
+        from rl.evaluators import build_evaluator
+
+        self.evaluator, self.evaluator_info = build_evaluator(self.evaluator_config)
+        backend = self._backend()
+        self.backend = backend
+        policy = self.harness.policy
+        timeout = self.reward_config.matched_timeout if self.protocol is Protocol.LEAN_MATCHED else self.lean.timeout
+        verifier = Verifier(backend, policy, self.lean.workers, timeout) if self.protocol.uses_lean else None
+        self.verifier = verifier or Verifier(backend, policy, self.lean.workers, self.lean.timeout)
+        self.scorer = RewardScorer(verifier, self.evaluator, self.protocol,
+                                   RewardRule(self.reward_config.evaluator_reward), self.reward_config.shadow_evaluator,
+                                   self.reward_config.evaluator_deadline_s)
+        self.auditor = None
+        if self.audit_config.enabled and self.protocol.uses_lean:
+            self.auditor = TimeoutAudit(Verifier(backend, policy, self.lean.workers, self.audit_config.timeout),
+                                        self.audit_config)
+        self.refresher = None
+        if self.refresh_config.enabled:
+            self.refresher = EvaluatorRefresher(self.evaluator, self.refresh_config)
+        self.provenance = self._provenance()
+        print(f"[rl] {self.provenance}", file=sys.stderr)
+
+    def _provenance(self) -> str:
+        """One honest sentence on where this run's rewards can come from."""
+        parts = [f"protocol {self.protocol.value}"]
+        if self.lean.backend.kind == "replay":
+            parts.append("Lean backend: replay of recorded Lean output (no Lean toolchain here). Under the rl policy "
+                         "replay can never accept a proof (recordings lack the harness trailer): it contributes only "
+                         "recorded rejections, and everything else is decided by the prechecks and the evaluator")
+        else:
+            parts.append(f"Lean backend: {self.lean.backend.kind}")
+        ev = self.evaluator_info
+        if ev.get("kind") == "none":
+            parts.append("no evaluator")
+        elif not ev.get("trained", True):
+            parts.append("evaluator: UNTRAINED one-token classifier (random weights; its verdicts are noise, debug only)")
+        else:
+            parts.append(f"evaluator: {ev.get('kind')} {ev.get('path') or ev.get('factory')}")
+        return "; ".join(parts)
+
+    def setup(self, stage: str) -> None:
+        self.build_rewards()
+        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        limit = self.generation.max_prompt_length
+        if datamodule is not None and limit:
+            long = [s.name for s in datamodule.statements
+                    if len(self.tokenizer(self.render(s), add_special_tokens=False)["input_ids"]) > limit]
+            if long:
+                datamodule.drop(long, f"prompt longer than generation.max_prompt_length={limit}")
+                self.totals["dropped_long_prompts"] = len(long)
+
+    def render(self, problem) -> str:
+        return render_prompt(problem.prompt, self.prompt, self.tokenizer)
+
+    def configure_optimizers(self):
+        return configure_optimizers(self, self.optim)
+
+    @property
+    def run_dir(self) -> Path | None:
+        return Path(self.trainer.default_root_dir) if self._trainer is not None else None
+
+    # -- one GRPO step -----------------------------------------------------------------------------
+    def training_step(self, batch, batch_idx: int):
+        problems = list(batch)
+        G = self.grpo.num_generations
+        step = int(self.global_step)
+        timings: dict[str, float] = {}
+        began = time.perf_counter()
+        rollouts = self.rollout.generate(self.model, [self.render(p) for p in problems], G)
+        timings["time/generation_s"] = time.perf_counter() - began
+
+        mark = time.perf_counter()
+        candidates = [self.harness.build(problems[i // G], text, f"{step}:{i}") for i, text in enumerate(rollouts.texts)]
+        scores = self.scorer.score(candidates)
+        timings["time/scoring_s"] = time.perf_counter() - mark
+        rewards = list(scores.rewards)
+        injected = self._inject_replay(problems, rollouts, rewards)
+
+        mark = time.perf_counter()
+        update = self._update(rollouts, rewards)
+        timings["time/update_s"] = time.perf_counter() - mark
+
+        mark = time.perf_counter()
+        post = self._after_step(step + self.grpo.num_iterations, problems, candidates, scores, rollouts, rewards)
+        timings["time/post_s"] = time.perf_counter() - mark
+        timings["time/step_s"] = time.perf_counter() - began
+
+        values = [r.reward for r in rewards]
+        scored = [v for v in values if v is not None]
+        harness = HarnessCounts.of(candidates)
+        stats = {
+            **scores.stats(), **update, **post, **timings,
+            "train/reward": sum(scored) / len(scored) if scored else float("nan"),
+            "train/completion_tokens": float(rollouts.completion_mask.sum(dim=1).float().mean()),
+            "train/truncated": float(sum(rollouts.truncated)) / len(rollouts),
+            "harness/no_code": float(harness.no_code), "harness/precheck_rejected": float(harness.precheck_rejected),
+            "harness/ready": float(harness.ready), "replay/injected": float(injected),
+            "replay/buffered": float(len(self.replay)),
+        }
+        stats.update({f"precheck/{k}": float(v) for k, v in harness.precheck_reasons.items()})
+        for r in rewards:
+            self.totals[f"source:{r.source.value}"] += 1
+            self.totals[f"lean:{r.lean}"] += 1
+        self.log_dict(_finite(stats), on_step=True, on_epoch=False, batch_size=len(rollouts))
+        self.history.append({"step": step, **_finite(stats)})
+        self._append(STEPS_FILE, self.history[-1])
+
+    def _inject_replay(self, problems, rollouts, rewards: list[RolloutReward]) -> int:
+        """A buffered successful proof replaces the last rollout of a group with no success."""
+        config = self.replay.config
+        if not (config.enabled and config.inject and len(self.replay)):
+            return 0
+        G, width, injected = self.grpo.num_generations, rollouts.completion_ids.size(1), 0
+        for g, problem in enumerate(problems):
+            group = rewards[g * G:(g + 1) * G]
+            if any(r.reward != 0.0 for r in group):
+                continue
+            stored = self.replay.get(problem.name, self.trainer.datamodule.curriculum.rng)
+            if stored is None or len(stored.completion_ids) > width:
+                continue
+            row = g * G + G - 1
+            rollouts.replace(row, stored.completion_ids, stored.completion)
+            rewards[row] = RolloutReward(1.0, Source.REPLAY, "replayed")
+            injected += 1
+        return injected
+
+    def _logps(self, model, input_ids, attention_mask, width, rows, *, entropy=False):
+        return completion_logps(model, input_ids[rows], attention_mask[rows], width, compute_entropy=entropy)
+
+    def _update(self, rollouts, rewards: list[RolloutReward]) -> dict[str, float]:
+        g = self.grpo
+        device = rollouts.completion_ids.device
+        values = torch.tensor([math.nan if r.reward is None else r.reward for r in rewards], device=device)
+        adv = group_advantages(values, g.num_generations, g.scale_rewards)
+        advantages = adv.advantages
+        mask = rollouts.completion_mask.clone()
+        if g.mask_truncated_completions:
+            mask = mask * (~torch.tensor(rollouts.truncated, device=device)).long().unsqueeze(1)
+        input_ids = torch.cat([rollouts.prompt_ids, rollouts.completion_ids], dim=1)
+        attention = torch.cat([rollouts.prompt_mask, rollouts.completion_mask], dim=1)
+        width = rollouts.completion_ids.size(1)
+        n = len(rollouts)
+        chunks = [slice(s, min(s + g.micro_batch_size, n)) for s in range(0, n, g.micro_batch_size)]
+        batch_tokens = mask.sum().float()
+        if self.trainer.world_size > 1:
+            batch_tokens = self.trainer.strategy.reduce(batch_tokens, reduce_op="sum") / self.trainer.world_size
+        stats = {"train/advantage_abs": float(advantages.abs().mean()), "train/zero_std_groups": adv.zero_std_groups}
+        # a micro-batch whose advantages are all 0 contributes exactly 0 loss and gradient when there is
+        # no KL term: skip its forward and backward (the all-fail groups of a weak prover)
+        live = [c for c in chunks if g.beta != 0.0 or bool(advantages[c].abs().sum() > 0)]
+        stats["train/micro_batches_skipped"] = float(len(chunks) - len(live))
+        old = ref = None
+        with torch.no_grad():
+            if g.num_iterations > 1 and live:
+                old = torch.zeros_like(mask, dtype=torch.float)
+                for c in live:
+                    old[c] = self._logps(self.model, input_ids, attention, width, c)[0].float()
+            if g.beta != 0.0 and live:
+                ref = torch.zeros_like(mask, dtype=torch.float)
+                for c in live:
+                    if self.reference is not None:
+                        ref[c] = self._logps(self.reference, input_ids, attention, width, c)[0].float()
+                    else:
+                        with self.model.disable_adapter():
+                            ref[c] = self._logps(self.model, input_ids, attention, width, c)[0].float()
+        opt = self.optimizers()
+        scheduler = self.lr_schedulers()
+        losses, kls, entropies, clips = [], [], [], []
+        for _ in range(g.num_iterations):
+            for c in live:
+                logps, entropy = self._logps(self.model, input_ids, attention, width, c, entropy=True)
+                token = per_token_loss(logps, None if old is None else old[c], None if ref is None else ref[c],
+                                       advantages[c], mask[c], g)
+                loss = aggregate(token.per_token_loss, mask[c], g, micro_batches=len(chunks), batch_tokens=batch_tokens,
+                                 max_completion_length=self.generation.max_new_tokens)
+                self.manual_backward(loss)
+                losses.append(float(loss.detach()))
+                m = mask[c].float()
+                if entropy is not None:
+                    entropies.append(float((entropy.detach() * m).sum() / m.sum().clamp(min=1)))
+                if token.per_token_kl is not None:
+                    kls.append(float((token.per_token_kl.detach() * m).sum() / m.sum().clamp(min=1)))
+                clips.append(clip_stats(token.ratio.detach(), advantages[c], mask[c], g))
+            if g.max_grad_norm:
+                self.clip_gradients(opt, gradient_clip_val=g.max_grad_norm, gradient_clip_algorithm="norm")
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            if scheduler is not None:
+                scheduler.step()
+        stats["train/loss"] = sum(losses) if losses else 0.0
+        if entropies:
+            stats["train/entropy"] = sum(entropies) / len(entropies)
+        if kls:
+            stats["train/kl"] = sum(kls) / len(kls)
+        for key in ("clip_ratio/low", "clip_ratio/high", "clip_ratio/region"):
+            if clips:
+                stats[f"train/{key}"] = sum(c[key] for c in clips) / len(clips)
+        stats["train/lr"] = float(opt.param_groups[0]["lr"]) if hasattr(opt, "param_groups") else float("nan")
+        return stats
+
+    # -- after the update: curriculum, buffers, audit, drift, refresh --------------------------------
+    def _after_step(self, step: int, problems, candidates, scores: StepScores, rollouts,
+                    rewards: list[RolloutReward]) -> dict[str, float]:
+        G = self.grpo.num_generations
+        datamodule = self.trainer.datamodule
+        solved_sources = set(datamodule.curriculum.config.solved_sources)
+        out: dict[str, float] = {}
+        for g, problem in enumerate(problems):
+            group = rewards[g * G:(g + 1) * G]
+            solved = sum(1 for r in group if r.reward == 1.0 and r.source.value in solved_sources)
+            datamodule.curriculum.record(problem.name, G, solved, step)
+        for i, (candidate, r) in enumerate(zip(candidates, rewards)):
+            if r.reward == 1.0 and r.source in (Source.LEAN, Source.EVALUATOR):
+                ids = rollouts.completion_ids[i][rollouts.completion_mask[i].bool()].tolist()
+                self.replay.add(candidate.problem.name, StoredProof(candidate.completion, ids, r.source.value, step))
+            if r.outcome is not None and r.source is not Source.PRECHECK:
+                self.labels.add(candidate.program, r.outcome.label, candidate.problem.name)
+        out.update(datamodule.curriculum.counts())
+        self.drift_monitor.observe_step(scores)
+        if self.auditor is not None:
+            report, rechecks = self.auditor.run(step, candidates, scores)
+            for recheck in rechecks:
+                self.drift_monitor.observe(recheck.verdict, recheck.outcome.label, "audit")
+                self.labels.add(candidates[recheck.index].program, recheck.outcome.label,
+                                candidates[recheck.index].problem.name)
+            if report.unfinished:
+                self.audits.append(report.to_dict())
+                self._append(AUDIT_FILE, report.to_dict())
+            out.update(report.metrics())
+        if self.drift_monitor.due(step):
+            report = self.drift_monitor.report(step)
+            out.update(report.metrics())
+            self._append(DRIFT_FILE, report.to_dict())
+            if report.alarm:
+                print(f"[rl] DRIFT ALARM at step {step}: {'; '.join(report.reasons)}", file=sys.stderr)
+        if self.refresher is not None and self.refresher.due(step):
+            report = self.refresher.refresh(step, self.labels)
+            self.refreshes.append(report.to_dict())
+            self._append(REFRESH_FILE, report.to_dict())
+            out.update(report.metrics())
+        return out
+
+    def _append(self, name: str, row: dict) -> None:
+        if self.run_dir is None or not self.trainer.is_global_zero:
+            return
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.run_dir / name, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(row, default=str) + "\n")
+
+    # -- after fit: evaluation and report --------------------------------------------------------
+    def on_fit_start(self) -> None:
+        if self.run_dir is not None and self.trainer.is_global_zero:
+            for name in (STEPS_FILE, DRIFT_FILE, AUDIT_FILE, REFRESH_FILE):
+                (self.run_dir / name).unlink(missing_ok=True)
+
+    def on_fit_end(self) -> None:
+        if not self.trainer.is_global_zero:
+            return
+        from rl.report import write_report
+
+        datamodule = self.trainer.datamodule
+        if self.drift_monitor.pairs:
+            report = self.drift_monitor.report(int(self.global_step))
+            self._append(DRIFT_FILE, report.to_dict())
+        if self.evaluation.enabled and datamodule.eval_statements:
+            from rl.evaluate import evaluate_policy
+
+            self.results["evaluation"] = evaluate_policy(
+                self.model, self.rollout, self.render, datamodule.eval_statements, self.harness, self.verifier,
+                self.evaluator, self.evaluation)
+        if self.refresher is not None and self.refreshes and self.run_dir is not None:
+            self.refresher.save(self.run_dir / "evaluator_refreshed")
+        if self.run_dir is not None:
+            datamodule.curriculum.write(self.run_dir / "curriculum.json")
+            write_report(self, datamodule)
+
+    def export(self, final_dir: Path) -> None:
+        self.export_info = export_policy(self._policy, self.tokenizer, final_dir)
+
+    def manifest_model(self) -> dict[str, Any]:
+        return {**model_identity(unwrap(self.model), self.tokenizer, self.base.base_name()),
+                "prompt": asdict(self.prompt), "start": self.base.name, "start_is_fallback": self.used_fallback,
+                "adapter": self.policy_config.adapter.kind}
+
+    def manifest_inputs(self) -> dict[str, Path]:
+        out = {}
+        run = self.base.run_dir()
+        if run is not None:
+            out["base_model"] = run
+        if self.evaluator_info.get("run"):
+            out["evaluator"] = Path(self.evaluator_info["run"])
+        return out
+
+    def manifest_counts(self) -> dict[str, Any]:
+        evaluation = self.results.get("evaluation")
+        return {"reward_provenance": getattr(self, "provenance", None), "evaluator": self.evaluator_info,
+                "rollouts": {k: v for k, v in self.totals.items()},
+                "evaluation": {k: evaluation[k] for k in ("statements", "attempts", "categories", "verified",
+                                                          "lean_pass_at_k", "evaluator_estimate_pass_at_k")}
+                if evaluation else None}
