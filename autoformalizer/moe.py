@@ -49,11 +49,14 @@ PAPER_MODEL_ID = "Qwen/Qwen3-Coder-30B-A3B-Instruct"
 
 class UnfusedQwen3MoeExperts(nn.ModuleList):
     """The experts of one sparse block as ``nn.Linear`` modules, same call and same arithmetic
-    as transformers' eager ``Qwen3MoeExperts.forward``."""
+    as transformers' eager ``Qwen3MoeExperts.forward``. Built uninitialised: fill it with
+    :func:`unfuse_block_` or a checkpoint."""
 
     def __init__(self, config: Qwen3MoeConfig, device: torch.device | str | None = None,
                  dtype: torch.dtype | None = None):
-        with torch.device(device or "cpu"):
+        # no random init: the weights are copied from the fused tensors (or loaded) right after,
+        # and initialising 18k Linear modules would dominate building the 30B module tree
+        with no_init_weights(), torch.device(device or "cpu"):
             experts = [Qwen3MoeMLP(config, intermediate_size=config.moe_intermediate_size)
                        for _ in range(config.num_experts)]
         super().__init__(experts)

@@ -250,13 +250,29 @@ class MemoryReport:
         return "\n".join(lines)
 
 
+def _layer_scaled(arch, fn) -> dict[str, int]:
+    """``fn(meta model)`` for ``arch``, computed on 1- and 2-layer copies and extrapolated: every
+    decoder layer of a Qwen3-MoE is identical, and 48 layers of 128 experts are 18k modules to build."""
+    from dataclasses import replace
+
+    from autoformalizer.moe import meta_model
+
+    one = fn(meta_model(replace(arch, num_hidden_layers=1)))
+    two = fn(meta_model(replace(arch, num_hidden_layers=2)))
+    extra = arch.num_hidden_layers - 1
+    return {k: one.get(k, 0) + extra * (two.get(k, 0) - one.get(k, 0)) for k in set(one) | set(two)}
+
+
+def memory_report(arch, name: str, config: QuantConfig | None = None) -> MemoryReport:
+    """bf16 vs NF4 parameter bytes of an architecture, from its module tree (meta device)."""
+    config = config or QuantConfig()
+    count = _layer_scaled(arch, lambda m: {"total": sum(p.numel() for p in m.parameters())})["total"]
+    return MemoryReport(name=name, parameters=count, bf16_bytes=_layer_scaled(arch, lambda m: estimate_bytes(m, None)),
+                        nf4_bytes=_layer_scaled(arch, lambda m: estimate_bytes(m, config)), measured=False)
+
+
 def paper_memory_report(config: QuantConfig | None = None) -> MemoryReport:
     """bf16 vs NF4 bytes of Qwen3-Coder-30B-A3B (the seed reports ~60 GB -> ~16.7 GB)."""
-    from autoformalizer.moe import PAPER_ARCH, PAPER_MODEL_ID, meta_model
+    from autoformalizer.moe import PAPER_ARCH, PAPER_MODEL_ID
 
-    model = meta_model(PAPER_ARCH)
-    config = config or QuantConfig()
-    return MemoryReport(
-        name=PAPER_MODEL_ID, parameters=sum(p.numel() for p in model.parameters()),
-        bf16_bytes=estimate_bytes(model, None), nf4_bytes=estimate_bytes(model, config), measured=False,
-    )
+    return memory_report(PAPER_ARCH, PAPER_MODEL_ID, config)

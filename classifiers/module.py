@@ -158,9 +158,12 @@ class EncoderClassifier(ClassifierModule):
 
     def __init__(self, base: ModelSpec | None = None, optim: OptimConfig | None = None,
                  inputs: InputConfig | None = None, evaluation: EvaluationConfig | None = None,
-                 freeze_layers: int = 0) -> None:
-        """``freeze_layers``: keep the embeddings and the lowest N transformer layers fixed (no
-        gradients through them: about 2x cheaper steps on CPU while the top layers and the head adapt)."""
+                 freeze_embeddings: bool = False, freeze_layers: int = 0) -> None:
+        """``freeze_embeddings``: keep the (pretrained) token embeddings fixed: with ~1.5k training
+        programs, updating 30k x 384 embedding rows mostly overfits, and skipping them makes CPU
+        steps cheaper. ``freeze_layers``: also keep the lowest N transformer layers fixed (no
+        gradients through them) while the top layers and the head adapt. A shallower encoder is
+        ``base.overrides: {num_hidden_layers: N}`` (the checkpoint's lowest N layers)."""
         from transformers import AutoModelForSequenceClassification
 
         self.auto_class = AutoModelForSequenceClassification
@@ -178,7 +181,7 @@ class EncoderClassifier(ClassifierModule):
             )
         self.format = EncoderInputs(self.tokenizer, self.input_config.max_length, self.input_config.head_fraction)
         self.freeze_layers = freeze_layers
-        if freeze_layers:
+        if freeze_embeddings or freeze_layers:
             freeze_bottom(self.model, freeze_layers)
 
     def logits(self, batch):
@@ -228,8 +231,8 @@ class OneTokenClassifier(ClassifierModule):
 
 
 def freeze_bottom(model: Any, n_layers: int) -> None:
-    """No gradients for the embeddings and the lowest ``n_layers`` layers of a BERT-like encoder
-    (BERT/MiniLM ``encoder.layer``, ModernBERT ``layers``)."""
+    """No gradients for the embeddings and the lowest ``n_layers`` layers (0: embeddings only) of a
+    BERT-like encoder (BERT/MiniLM ``encoder.layer``, ModernBERT ``layers``)."""
     base = model.base_model
     layers = getattr(getattr(base, "encoder", None), "layer", None) or getattr(base, "layers", None)
     if layers is None:

@@ -157,6 +157,8 @@ def _plot(sweep: SweepConfig, rows: list[dict[str, Any]], metric: str | None, be
         ax.plot([xs[i] for i in order], [points[i][1] for i in order], marker="o")
         if min(xs) > 0 and max(xs) / min(xs) >= 10:
             ax.set_xscale("log")
+        ax.minorticks_off()
+        ax.set_xticks(sorted(set(xs)), [f"{x:g}" for x in sorted(set(xs))])  # the swept values only
         for (row, value), x in zip(points, xs):
             if row["run"] == best:
                 ax.scatter([x], [value], s=120, facecolors="none", edgecolors="crimson", label="best")

@@ -95,6 +95,10 @@ class TraceEvaluator:
         from transformers import AutoTokenizer
 
         generation = generation or GenerationConfig()
+        if generation.backend == "vllm":
+            from feedback_model.speculative import import_vllm
+
+            import_vllm()  # fail before loading anything when the optional extra is missing
         final_dir = resolve_final(ref, "feedback_model")
         card = FeedbackModelCard.read(final_dir)
         tokenizer = AutoTokenizer.from_pretrained(str(final_dir))

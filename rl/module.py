@@ -24,7 +24,7 @@ import math
 import sys
 import time
 from collections import Counter
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -157,6 +157,9 @@ class GRPOModule(L.LightningModule):
         self.evaluator, self.evaluator_info = build_evaluator(self.evaluator_config)
         backend = self._backend()
         self.backend = backend
+        inner = getattr(backend, "inner", backend)
+        if hasattr(inner, "index"):
+            inner.index  # load the replay recordings now, not inside the first step's race
         policy = self.harness.policy
         timeout = self.reward_config.matched_timeout if self.protocol is Protocol.LEAN_MATCHED else self.lean.timeout
         verifier = Verifier(backend, policy, self.lean.workers, timeout) if self.protocol.uses_lean else None
@@ -203,6 +206,9 @@ class GRPOModule(L.LightningModule):
                 datamodule.drop(long, f"prompt longer than generation.max_prompt_length={limit}")
                 self.totals["dropped_long_prompts"] = len(long)
 
+    def transfer_batch_to_device(self, batch, device, dataloader_idx):
+        return batch  # a list of statements (text): rollouts are put on the device when generated
+
     def render(self, problem) -> str:
         return render_prompt(problem.prompt, self.prompt, self.tokenizer)
 
@@ -235,7 +241,7 @@ class GRPOModule(L.LightningModule):
         timings["time/update_s"] = time.perf_counter() - mark
 
         mark = time.perf_counter()
-        post = self._after_step(step + self.grpo.num_iterations, problems, candidates, scores, rollouts, rewards)
+        post = self._after_step(int(self.global_step), problems, candidates, scores, rollouts, rewards)
         timings["time/post_s"] = time.perf_counter() - mark
         timings["time/step_s"] = time.perf_counter() - began
 

@@ -50,6 +50,9 @@ class GenerationConfig:
     """transformers (CPU or GPU) or vllm (GPU, optional ``gpu`` extra)."""
     device: str = "auto"
     """transformers: cpu / cuda / auto."""
+    threads: int | None = None
+    """transformers on CPU: torch intra-op threads (None: torch's default). Small models on busy
+    machines run far faster with 1 thread per process; shard over processes instead."""
     statements_per_batch: int = 1
     """Statements handed to the generator at once (vLLM batches them; written after each batch)."""
     vllm_args: dict[str, Any] = field(default_factory=dict)
@@ -103,7 +106,7 @@ class EvaluateConfig:
 class FlywheelConfig:
     rounds: int = 1
     sft_config: str = "configs/sft/default.yaml"
-    sample_config: str = "configs/sft/sample_default.yaml"
+    sample_config: str = "configs/sft/sample/flywheel.yaml"
     data_config: str = "configs/data/default.yaml"
     """The corpus config of round 0; round r adds the samples of rounds 1..r as sources."""
     prefix: str = "round"

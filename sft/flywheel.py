@@ -1,6 +1,6 @@
 """The data flywheel: sft -> sample -> data -> sft, for ``rounds`` rounds.
 
-    python -m sft.flywheel --config configs/sft/flywheel.yaml --rounds 2     (make flywheel ROUNDS=2)
+    python -m sft.flywheel --config configs/sft/flywheel/default.yaml --rounds 2     (make flywheel ROUNDS=2)
 
 Round r runs the stages' own entry points, naming every run ``<prefix>-<r>``:
 

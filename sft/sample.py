@@ -1,6 +1,6 @@
 """Sample k attempts per statement from a prover and write them as candidate JSONL for ``make data``.
 
-    python -m sft.sample --config configs/sft/sample_default.yaml [--sampling.k 8 ...]
+    python -m sft.sample --config configs/sft/sample/default.yaml [--sampling.k 8 ...]
 
 Outputs in ``artifacts/sample/<run>/``:
   shards/shard-IIIII-of-NNNNN.jsonl   per-shard rows, appended per statement (resumable)
@@ -168,6 +168,8 @@ def make_generator(config: SampleConfig):
     from leanloop.training.models import load_model, load_tokenizer
     from sft.generation import TransformersGenerator
 
+    if config.generation.threads:
+        torch.set_num_threads(config.generation.threads)
     tokenizer = load_tokenizer(config.model)
     model = load_model(config.model, tokenizer=tokenizer)
     device = config.generation.device

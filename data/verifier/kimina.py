@@ -8,8 +8,11 @@ Request (the server's ``VerifyRequestBody``)::
      "infotree_type": null, "disable_cache": false}
 
 Reply: ``{"results": [{"custom_id", "error", "response": {"messages", "sorries", "env", "time"}}]}``
-with positions relative to the body after the leading import/blank lines (the server compiles the
-body in a cached header environment); ``response_from_kimina_result`` shifts them back.
+with positions relative to the body (the server compiles the body in a cached header environment);
+``response_from_kimina_result`` shifts them back. How many lines the header has differs between
+server versions (the shipped replies need 3 for ``import Mathlib\nimport Aesop\n\n...``, the same
+server's demo notebook 2), and the API does not say, so the shift is detected per reply from
+where the spans fit (evidence: ``data.verifier.line_shift``).
 
 Concurrent ``run`` calls are gathered into batches (``batch_size``, waiting at most
 ``batch_window_s``), at most ``max_concurrent_requests`` HTTP requests in flight. A failed request
@@ -52,7 +55,9 @@ class KiminaBackendConfig:
     infotree_type: str | None = None  # "original" / "synthetic": ask the server for info trees
     disable_cache: bool = False  # the server's header-environment reuse
     lean_version: str = "v4.15.0"  # what the server runs (the API does not report it)
-    reply_lines_relative_to_body: bool = True  # current servers; False for one that compiles whole files
+    # True: positions count from the body; the header's size is detected per reply, since server
+    # versions differ (2 or 3 lines for the same program) and do not say. False: whole-file servers.
+    reply_lines_relative_to_body: bool = True
 
 
 class _Failed(Exception):

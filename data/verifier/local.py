@@ -29,8 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from data.verifier.line_shift import header_line_counts
 from data.verifier.replies import response_from_repl_reply
-from data.verifier.types import LeanBackend, LeanMessage, LeanResponse, ResponseStatus
+from data.verifier.reply_rows import messages_from_json
+from data.verifier.types import LeanBackend, LeanResponse, ResponseStatus
 
 log = logging.getLogger(__name__)
 
@@ -64,12 +66,8 @@ def split_header(program: str) -> tuple[str, str, int]:
     lines between them allowed), one import per line; the body is everything after, verbatim. A
     program with no imports, or nothing but imports, has no header: it is compiled whole."""
     lines = program.split("\n")
-    count = 0
-    imports = []
-    while count < len(lines) and (not lines[count].strip() or lines[count].strip().startswith("import ")):
-        if lines[count].strip():
-            imports.append(lines[count].strip())
-        count += 1
+    count = header_line_counts(program)[1]
+    imports = [line.strip() for line in lines[:count] if line.strip()]
     body = "\n".join(lines[count:])
     if not imports or not body.strip():
         return "", program, 0
@@ -187,7 +185,7 @@ class _Worker:
                                          f"{self.config.header_timeout:g}s: {error}") from error
                 if isinstance(reply, LeanError):
                     return response_from_repl_reply({"message": reply.message}, lean_version=version)
-                messages = [LeanMessage.from_dict(m.model_dump(by_alias=True)) for m in reply.messages]
+                messages = messages_from_json([m.model_dump(by_alias=True) for m in reply.messages])
                 if any(m.severity == "error" for m in messages):  # e.g. unknown module: Lean's own answer
                     self.server.remove_from_session_cache(reply.env)
                     return LeanResponse(ResponseStatus.OK, messages=messages, lean_version=version)

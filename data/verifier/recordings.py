@@ -6,12 +6,13 @@ Three kinds of recording hold a whole program next to what Lean said about it:
   v4.9.0-rc1 behind the 2024 Kimina server). Messages are stored split by severity
   (``errors``/``warnings``/``infos``), each list in Lean's order; they are joined errors first, so
   the first error stays Lean's first error (the interleaving across severities is not recoverable).
-  Positions are body-relative (the server removed the leading ``import`` lines) and are shifted back.
+  Positions are body-relative (that server removed the leading ``import`` lines); the shift is
+  detected and added back (``data.verifier.replies``).
   The 68 rows with ``system_errors`` carry ``system_messages: "Lean process timed out"``:
   ``TIMEOUT``; any other system error would be ``INFRA_ERROR``.
 - ``kimina_match``: Kimina Lean Server ``/verify`` replies (Lean v4.15.0 per the data README;
-  positions relative to the body after the leading import/blank lines). "Lean process timed out"
-  -> ``TIMEOUT``.
+  positions relative to the body after the leading import *and blank* lines, detected likewise).
+  "Lean process timed out" -> ``TIMEOUT``.
 - ``repl_io`` / ``repl_all_versions``: Lean REPL transcripts. Only requests that stand alone are
   programs: a ``cmd`` (or a ``path`` whose file text was recorded) with no ``env`` and no
   ``setOptions``. A command run in an earlier command's environment is not a program by itself.
@@ -31,14 +32,12 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from data.verifier.replies import (
-    is_timeout_text,
-    leading_import_lines,
     lean_version_from_toolchain,
-    messages_from_json,
     response_from_kimina_result,
     response_from_repl_reply,
+    response_from_rl_lean,
 )
-from data.verifier.types import LeanResponse, ResponseStatus
+from data.verifier.types import LeanResponse
 from leanloop.paths import resolve_shared
 
 # Config-friendly names for the shipped recordings, in the default order of preference.
@@ -101,23 +100,12 @@ def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                     raise ValueError(f"{path}:{number}: not JSON ({error}); recording files are JSONL") from error
 
 
-def rl_lean_response(row: dict[str, Any]) -> LeanResponse:
-    result = row.get("compilation_result") or {}
-    version = lean_version_from_toolchain(row.get("lean_version"))
-    if result.get("system_errors"):
-        detail = str(result.get("system_messages") or result["system_errors"])
-        status = ResponseStatus.TIMEOUT if is_timeout_text(result.get("system_messages")) else ResponseStatus.INFRA_ERROR
-        return LeanResponse(status, detail=detail, lean_version=version)
-    offset = leading_import_lines(row["code"])
-    rows = [*(result.get("errors") or []), *(result.get("warnings") or []), *(result.get("infos") or [])]
-    return LeanResponse(ResponseStatus.OK, messages=messages_from_json(rows, offset),
-                        time_s=float(result.get("verify_time") or 0.0), lean_version=version)
-
-
 def _rl_lean(rows: Iterable[tuple[int, dict]], source: str) -> Iterator[Recording]:
     for number, row in rows:
         # custom_id repeats across the nine rounds; the line number makes the id unique
-        yield Recording(row["code"], rl_lean_response(row), source, f"{row.get('custom_id')} (line {number})")
+        response = response_from_rl_lean(row.get("compilation_result"), row["code"],
+                                         lean_version=lean_version_from_toolchain(row.get("lean_version")))
+        yield Recording(row["code"], response, source, f"{row.get('custom_id')} (line {number})")
 
 
 def _kimina_pairs(rows: Iterable[tuple[int, dict]], source: str) -> Iterator[Recording]:

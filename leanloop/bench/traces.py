@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from data.verifier.replies import parse_response
 from leanloop.metrics.bootstrap import bootstrap_samples, bootstrap_samples_loop
 from leanloop.metrics.budget import budget_curve, build_pools
 from leanloop.metrics.feedback import feedback_scores
@@ -34,7 +35,6 @@ from leanloop.paths import shared_data_dir
 from leanloop.traces.annotate import annotate
 from leanloop.traces.parse import trace_verdict
 from leanloop.traces.recorded import iter_recorded, iter_rl_lean
-from leanloop.traces.responses import parse_response
 
 
 def rl_lean_predictions(shared: Path, with_traces: bool = True) -> list[dict[str, Any]]:

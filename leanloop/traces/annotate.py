@@ -20,15 +20,15 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from data.verifier.replies import parse_response
 from data.verifier.types import LeanMessage, LeanResponse, ResponseStatus, TacticRecord
 from leanloop.traces.hypotheses import HypothesisDictionary
 from leanloop.traces.parse import CLOSE_TAG, OPEN_TAG, STATE_HEADER
-from leanloop.traces.responses import parse_response, reply_format  # noqa: F401  (the adapter lives there)
 from leanloop.traces.source import normalize_program
 
 LINTER_NOTE = "note: this linter can be disabled with"
 
-__all__ = ["annotate", "annotate_reply", "annotate_response", "message_text", "parse_response", "reply_format"]
+__all__ = ["annotate", "annotate_reply", "annotate_response", "message_text"]
 
 
 def message_text(data: str) -> str:

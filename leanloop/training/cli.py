@@ -60,6 +60,8 @@ class LogConfig:
     wandb_mode: Literal["offline", "online"] = "offline"
     wandb_project: str = "leanloop"
     wandb_entity: str | None = None
+    wandb_system_metrics: bool = False
+    """wandb's CPU/GPU utilisation sampling (worth it on GPUs; on a shared CPU it costs a core)."""
 
 
 # Sensible on a laptop CPU; paper configs set accelerator/devices/precision/strategy for GPUs.
@@ -201,9 +203,12 @@ def _loggers(stage: str, run: str, run_dir: Path, log: Any) -> list:
 
             run_dir.mkdir(parents=True, exist_ok=True)
             mode = os.environ.get("WANDB_MODE", log.wandb_mode)
+            import wandb
+
             loggers.append(WandbLogger(
                 project=log.wandb_project, entity=log.wandb_entity, name=f"{stage}/{run}",
                 save_dir=str(run_dir), offline=mode != "online", group=stage,
+                settings=wandb.Settings(x_disable_stats=not log.wandb_system_metrics),
             ))
         except ImportError:
             print("wandb is not installed; logging to CSV only", file=sys.stderr)

@@ -13,7 +13,9 @@ import json
 import pytest
 
 from data.verifier.local import LocalBackend, LocalBackendConfig, split_header, standin_config
-from data.verifier.replies import NO_RECORDED_ANSWER, messages_from_json, tactics_from_json
+from data.verifier.line_shift import shift_messages
+from data.verifier.replies import NO_RECORDED_ANSWER
+from data.verifier.reply_rows import messages_from_json, tactics_from_json
 from data.verifier.standins.repl import prepare_repl_dir
 from data.verifier.types import ResponseStatus
 
@@ -99,7 +101,7 @@ def test_recorded_programs_come_back_as_recorded(repl_dir, standalone, with_head
     for program, response in zip(programs, responses):
         reply, offset = with_header[program] if program in with_header else (standalone[program], 0)
         assert response.status is ResponseStatus.OK, (program, response.detail)
-        assert response.messages == messages_from_json(reply.get("messages"), offset)
+        assert response.messages == shift_messages(messages_from_json(reply.get("messages")), offset)
         assert response.lean_version == VERSION
     # header lines were added back: a body-line-1 message sits below the imports
     shifted = [r for p, r in zip(programs, responses) if p in with_header and r.messages]
@@ -152,8 +154,8 @@ def test_faults_mid_batch_lose_nothing(tmp_path, shared_data, standalone, with_h
     assert len(responses) == len(programs)
     by_program = dict(zip(programs, responses))
     assert by_program[crash_once].status is ResponseStatus.OK  # retried after the restart
-    assert by_program[crash_once].messages == messages_from_json(with_header[crash_once][0].get("messages"),
-                                                                 with_header[crash_once][1])
+    assert by_program[crash_once].messages == shift_messages(
+        messages_from_json(with_header[crash_once][0].get("messages")), with_header[crash_once][1])
     assert by_program[garbage].messages == messages_from_json(standalone[garbage].get("messages"))
     assert by_program[crash_always].status is ResponseStatus.INFRA_ERROR
     assert "failed 2 times" in by_program[crash_always].detail

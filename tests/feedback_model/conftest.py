@@ -43,6 +43,12 @@ def tiny_qwen(seed: int):
 
 
 @pytest.fixture(scope="session")
+def make_tiny():
+    """Build a random-init tiny Qwen3 from a seed."""
+    return tiny_qwen
+
+
+@pytest.fixture(scope="session")
 def tiny_model():
     """A random-init tiny Qwen3 (real Qwen vocabulary), in memory."""
     return tiny_qwen(0)

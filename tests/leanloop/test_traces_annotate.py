@@ -11,13 +11,14 @@ from functools import cached_property
 
 import pytest
 
+from data.verifier.line_shift import detect_line_offset, header_line_counts
+from data.verifier.replies import parse_response
 from data.verifier.types import LeanResponse, ResponseStatus
 from leanloop.traces.annotate import annotate, annotate_response, message_text
 from leanloop.traces.hypotheses import HypothesisDictionary, parse_state
 from leanloop.traces.parse import (STATE_HEADER, extract_blocks, parse_payload, source_preservation,
                                    strip_feedback, trace_verdict)
 from leanloop.traces.recorded import REPL_FOLDERS, RecordedReply, iter_recorded
-from leanloop.traces.responses import detect_line_offset, header_line_counts, parse_response
 from leanloop.traces.source import normalize_program
 
 

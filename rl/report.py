@@ -1,0 +1,135 @@
+"""``report.md`` and plots of an RL run: where the rewards came from, how the judges agreed, pass@k."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def plot_steps(history: list[dict], path: Path) -> Path | None:
+    if not history:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [h["step"] for h in history]
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    axes[0].plot(steps, [h.get("train/reward", float("nan")) for h in history], marker="o", label="mean reward")
+    axes[0].plot(steps, [h.get("reward/lean_share", float("nan")) for h in history], marker="s", label="Lean share")
+    axes[0].set_xlabel("step")
+    axes[0].set_ylim(-0.05, 1.05)
+    axes[0].legend()
+    axes[0].set_title("reward and Lean share")
+    sources = ["extraction", "precheck", "lean", "evaluator", "replay", "none"]
+    bottom = [0.0] * len(steps)
+    for source in sources:
+        counts = [h.get(f"reward/{source}/count", 0.0) for h in history]
+        if any(counts):
+            axes[1].bar(steps, counts, bottom=bottom, label=source)
+            bottom = [b + c for b, c in zip(bottom, counts)]
+    axes[1].set_xlabel("step")
+    axes[1].set_title("rollouts by reward source")
+    axes[1].legend(fontsize=7)
+    for key, label in (("time/generation_s", "generation"), ("time/scoring_s", "scoring"),
+                       ("time/update_s", "update"), ("reward/cutoff_s", "hybrid cutoff")):
+        axes[2].plot(steps, [h.get(key, float("nan")) for h in history], marker=".", label=label)
+    axes[2].set_xlabel("step")
+    axes[2].set_ylabel("seconds")
+    axes[2].set_title("step time")
+    axes[2].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_report(module: Any, datamodule: Any) -> Path:
+    run = module.run_dir
+    history = module.history
+    lines = [f"# RL run `{run.name}`", ""]
+    lines += ["## Where the rewards came from", "", f"**{module.provenance}.**", ""]
+    totals = Counter({k.split(":", 1)[1]: v for k, v in module.totals.items() if k.startswith("source:")})
+    total = sum(totals.values())
+    if total:
+        lines += ["| reward source | rollouts | share |", "|---|---|---|"]
+        lines += [f"| {source} | {n} | {n / total:.1%} |" for source, n in totals.most_common()]
+        lines += ["", "Lean outcome of each rollout (not_run: decided before Lean, or evaluator-only; cancelled: "
+                  "still running at the hybrid cutoff):", ""]
+        outcomes = Counter({k.split(":", 1)[1]: v for k, v in module.totals.items() if k.startswith("lean:")})
+        lines += ["| outcome | rollouts |", "|---|---|"] + [f"| {k} | {v} |" for k, v in outcomes.most_common()]
+    lines += ["", f"Starting checkpoint: `{module.base.name}`" + (" (the configured fallback: the primary one did not "
+              f"exist: `{module.policy_config.base.name}`)" if module.used_fallback else "") +
+              f"; adapter: {module.policy_config.adapter.kind}; GRPO: G={module.grpo.num_generations}, "
+              f"loss {module.grpo.loss_type}, beta={module.grpo.beta}.", ""]
+    if history:
+        lines += ["## Steps", "", "| step | reward | Lean share | cutoff s | scoring s | step s | lean | evaluator | precheck | "
+                  "no code | unscored |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for h in history:
+            lines.append("| " + " | ".join(_fmt(x) for x in (
+                h["step"], h.get("train/reward"), h.get("reward/lean_share"), h.get("reward/cutoff_s"),
+                h.get("reward/scoring_s"), h.get("time/step_s"), h.get("reward/lean/count"),
+                h.get("reward/evaluator/count"), h.get("reward/precheck/count"), h.get("reward/extraction/count"),
+                h.get("reward/unscored"))) + " |")
+        plot = plot_steps(history, run / "rewards.png")
+        if plot:
+            lines += ["", f"![rewards]({plot.name})", ""]
+    drift = [json.loads(line) for line in open(run / "drift.jsonl")] if (run / "drift.jsonl").is_file() else []
+    if drift:
+        lines += ["## Drift monitor (evaluator vs Lean labels)", "", "| step | pairs | Lean valid | Lean invalid | accuracy | "
+                  "FPR | FNR | Lean share | alarm |", "|---|---|---|---|---|---|---|---|---|"]
+        lines += ["| " + " | ".join(_fmt(d.get(k)) for k in ("step", "pairs", "lean_valid", "lean_invalid", "accuracy",
+                                                             "fpr", "fnr", "lean_share", "alarm")) + " |" for d in drift]
+        lines.append("")
+    if module.audits:
+        keys = ("unfinished", "rechecked", "valid", "evaluator_accepted", "evaluator_accepted_valid",
+                "evaluator_accepted_invalid", "evaluator_rejected_valid")
+        summed = {k: sum(a[k] for a in module.audits) for k in keys}
+        lines += ["## Timeout audit", "", "Proofs whose Lean check did not finish in the step, rechecked with "
+                  f"{module.audit_config.timeout:g} s:", "", "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys),
+                  "| " + " | ".join(str(summed[k]) for k in keys) + " |", ""]
+    if module.refreshes:
+        lines += ["## Evaluator refresh", "", "| step | train | held out | accuracy before | after | FPR before | after | "
+                  "skipped |", "|---|---|---|---|---|---|---|---|"]
+        lines += ["| " + " | ".join(_fmt(r.get(k)) for k in ("step", "train", "holdout", "before_accuracy", "after_accuracy",
+                                                              "before_fpr", "after_fpr", "skipped")) + " |"
+                  for r in module.refreshes]
+        lines.append("")
+    if datamodule.filter_records:
+        from rl.filters import summarize
+
+        summary = summarize(datamodule.filter_records)
+        lines += ["## Statement filters", "", f"{summary['statements']} statements; decisions {summary['decision']}; "
+                  f"flags raised {summary['flags']}.", "", "| check | results |", "|---|---|"]
+        lines += [f"| {check} | {results} |" for check, results in summary["checks"].items()]
+        lines += ["", "Per-statement results: `filters.jsonl`.", ""]
+    lines += ["## Curriculum", "", f"{datamodule.curriculum.counts()}; transitions: "
+              f"{len(datamodule.curriculum.transitions)} (`curriculum.json`).", ""]
+    evaluation = module.results.get("evaluation")
+    if evaluation:
+        lines += ["## pass@k (unbiased estimator, hardened harness, Lean verdicts only)", "",
+                  f"{evaluation['statements']} statements x {module.evaluation.attempts} attempts; categories "
+                  f"{evaluation['categories']}; {evaluation['verified']} of {evaluation['attempts']} attempts verified "
+                  "(valid / invalid / precheck_rejected / no_program). Unverified attempts are not guessed.", "",
+                  "| k | pass@k | statements estimated | left out | lower bound | upper bound |", "|---|---|---|---|---|---|"]
+        for k, row in evaluation["lean_pass_at_k"].items():
+            lines.append(f"| {k} | {_fmt(row['pass_at_k'])} | {row['statements_estimated']} | {row['statements_left_out']} "
+                         f"| {_fmt(row['lower_bound'])} | {_fmt(row['upper_bound'])} |")
+        estimate = evaluation.get("evaluator_estimate_pass_at_k")
+        if estimate:
+            lines += ["", "Evaluator-judged estimate (what the reward saw; NOT a Lean result): "
+                      + ", ".join(f"pass@{k} {_fmt(v)}" for k, v in estimate.items()), ""]
+    path = run / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -1,0 +1,45 @@
+"""`leanloop classify --model <run>/final PROGRAMS...`: .lean files and JSONL in, one JSON line per
+program out, the same scores as the Evaluator API, clear errors on bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from classifiers.evaluator import ClassifierEvaluator
+from leanloop.cli import main
+
+
+def test_classify_lean_and_jsonl_inputs(trained_runs, real_programs, tmp_path, capsys):
+    final = trained_runs["onetoken"].run_dir / "final"
+    lean = tmp_path / "one.lean"
+    lean.write_text(real_programs[0][1], encoding="utf-8")
+    jsonl = tmp_path / "many.jsonl"
+    with open(jsonl, "w", encoding="utf-8") as handle:
+        for name, program, _ in real_programs[1:6]:
+            handle.write(json.dumps({"name": name, "program": program}) + "\n")
+    assert main(["classify", "--model", str(final), str(lean), str(jsonl)]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r.get("name") for r in rows] == [None] + [n for n, _, _ in real_programs[1:6]]
+    assert rows[0]["input"] == str(lean) and rows[1]["line"] == 1
+    expected = ClassifierEvaluator.load(final).score([p for _, p, _ in real_programs[:6]])
+    assert [r["score"] for r in rows] == pytest.approx([p.score for p in expected], abs=1e-6)
+    assert all(r["verdict"] == (r["score"] >= r["threshold"]) for r in rows)
+
+
+def test_classify_writes_out_file_and_honours_threshold(trained_runs, real_programs, tmp_path):
+    final = trained_runs["encoder"].run_dir / "final"
+    lean = tmp_path / "p.lean"
+    lean.write_text(real_programs[3][1], encoding="utf-8")
+    out = tmp_path / "scores.jsonl"
+    assert main(["classify", "--model", str(final), str(lean), "--threshold", "1.01", "--out", str(out)]) == 0
+    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert row["threshold"] == 1.01 and row["verdict"] is False and 0.0 <= row["score"] <= 1.0
+
+
+def test_classify_rejects_rows_without_a_program(trained_runs, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"code": "theorem x : True := trivial"}) + "\n")
+    with pytest.raises(SystemExit, match="no program in field 'program'"):
+        main(["classify", "--model", str(trained_runs["encoder"].run_dir / "final"), str(bad)])

@@ -1,0 +1,116 @@
+"""The cascade: gating, "accept only if both accept", residency and the time accounting."""
+
+from __future__ import annotations
+
+import pytest
+
+from classifiers.evaluator import ClassifierEvaluator, ClassifierSpec
+from feedback_model.cascade import CascadeEvaluator, build_cascade
+from feedback_model.config import CascadeConfig, GenerationConfig
+
+
+class Recording:
+    """A real evaluator that also keeps the programs it was asked to score."""
+
+    def __init__(self, inner, seen: list):
+        self.inner, self.seen = inner, seen
+
+    def score(self, programs, deadline=None):
+        self.seen.extend(programs)
+        return self.inner.score(programs, deadline)
+
+
+def midpoint_threshold(scores) -> float:
+    """A threshold between the two middle scores: half pass, with a margin on both sides."""
+    ordered = sorted(scores)
+    middle = len(ordered) // 2
+    return (ordered[middle - 1] + ordered[middle]) / 2
+
+
+@pytest.fixture(scope="module")
+def programs(corpus_rows):
+    labelled = sorted((r for r in corpus_rows if r["label"] is not None), key=lambda r: len(r["program"]))
+    return [r["program"] for r in labelled[:10]]
+
+
+@pytest.fixture(scope="module")
+def two_classifiers(saved_gate, make_tiny, qwen_tokenizer, programs):
+    """The gate (one-token classifier, seed 1) and an independent second judge (seed 2), each with a
+    threshold splitting these programs in half."""
+    spec = ClassifierSpec.read(saved_gate)
+    gate_model, second_model = make_tiny(1), make_tiny(2)
+    gate_scores = [p.score for p in ClassifierEvaluator(spec, gate_model, qwen_tokenizer).score(programs)]
+    second_scores = [p.score for p in ClassifierEvaluator(spec, second_model, qwen_tokenizer).score(programs)]
+    return spec, gate_model, second_model, gate_scores, midpoint_threshold(gate_scores), second_scores, \
+        midpoint_threshold(second_scores)
+
+
+def test_only_gate_positives_reach_stage_two_and_both_must_accept(two_classifiers, qwen_tokenizer, programs):
+    spec, gate_model, second_model, gate_scores, gate_t, second_scores, second_t = two_classifiers
+    seen: list[str] = []
+    cascade = CascadeEvaluator(
+        lambda: ClassifierEvaluator(spec, gate_model, qwen_tokenizer, threshold=gate_t),
+        lambda: Recording(ClassifierEvaluator(spec, second_model, qwen_tokenizer, threshold=second_t), seen))
+    predictions = cascade.score(programs)
+    positives = [i for i, s in enumerate(gate_scores) if s >= gate_t]
+    assert 0 < len(positives) < len(programs)
+    assert seen == [programs[i] for i in positives]
+    assert cascade.last_timing.gate_positive == len(positives)
+    outcomes = set()
+    for i, prediction in enumerate(predictions):
+        expected = gate_scores[i] >= gate_t and second_scores[i] >= second_t
+        assert prediction.verdict == expected
+        if i in positives:
+            assert prediction.score == pytest.approx(second_scores[i], abs=1e-5)
+            outcomes.add(prediction.verdict)
+        else:
+            assert prediction.score == 0.0 and prediction.trace is None
+            assert prediction.reason.startswith("gate rejected")
+    assert outcomes == {True, False}  # stage two both accepted and overruled gate positives
+
+
+def test_time_accounting_and_residency(two_classifiers, qwen_tokenizer, programs):
+    spec, gate_model, second_model, _, gate_t, _, second_t = two_classifiers
+
+    def cascade(residency: str) -> CascadeEvaluator:
+        return CascadeEvaluator(
+            lambda: ClassifierEvaluator(spec, gate_model, qwen_tokenizer, threshold=gate_t),
+            lambda: ClassifierEvaluator(spec, second_model, qwen_tokenizer, threshold=second_t), residency)
+
+    sequential = cascade("sequential")
+    calls = []
+    for _ in range(2):
+        predictions = sequential.score(programs)
+        timing = sequential.last_timing
+        calls.append(timing)
+        assert timing.gate_s > 0 and timing.traces_s > 0 and timing.load_s > 0  # loaded anew each batch
+        assert timing.gate_s + timing.load_s + timing.traces_s + timing.other_s == pytest.approx(timing.total_s)
+        assert timing.load_s <= sum(p.time_s for p in predictions) <= timing.total_s + 1e-9
+        assert sequential.loaded == {}  # one model at a time: both released after the batch
+    assert sequential.total_timing.total_s == pytest.approx(sum(t.total_s for t in calls))
+    assert sequential.total_timing.programs == 2 * len(programs)
+
+    together = cascade("together")
+    together.score(programs)
+    first = together.last_timing.load_s
+    again = together.score(programs)
+    assert first > 0 and together.last_timing.load_s == 0.0
+    assert set(together.loaded) == {"gate", "feedback"}
+    assert [p.verdict for p in again] == [p.verdict for p in sequential.score(programs)]
+    with pytest.raises(ValueError, match="residency"):
+        CascadeEvaluator(lambda: None, lambda: None, "auto")
+
+
+def test_cascade_with_the_feedback_model_from_saved_runs(saved_gate, saved_feedback_model, qwen_tokenizer, corpus_rows):
+    labelled = sorted((r for r in corpus_rows if r["label"] is not None), key=lambda r: len(r["program"]))
+    programs = [labelled[0]["program"], labelled[-1]["program"]]
+    config = CascadeConfig(gate=str(saved_gate), threshold=0.0, residency="auto")  # every program passes the gate
+    generation = GenerationConfig(max_input_tokens=400, max_new_tokens=4)
+    cascade = build_cascade(config, saved_feedback_model, generation)
+    assert cascade.residency == "together"  # two tiny models fit in memory
+    short, long = cascade.score(programs)
+    assert short.trace is not None and short.verdict is False and short.truncated
+    assert short.reason.startswith("gate passed") and short.reason.endswith("output_limit")
+    # over the feedback model's input limit: not judged, with the reason, even behind the gate
+    assert long.verdict is None and "input_too_long" in long.reason
+    assert cascade.last_timing.gate_positive == 2 and cascade.last_timing.traces_s > 0

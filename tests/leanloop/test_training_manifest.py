@@ -1,0 +1,130 @@
+"""A real (tiny) training run writes the artifact contract, and later stages check it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from leanloop.artifacts import ManifestError, content_hash
+from leanloop.paths import REPO_ROOT
+from leanloop.training.inputs import InputMismatchError, check_model_run, tokenizer_fingerprint
+from leanloop.training.models import ModelSpec, load_model, load_tokenizer
+
+DEBUG = str(REPO_ROOT / "configs/pretrain/debug.yaml")
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """Two optimizer steps with a step checkpoint, in an isolated artifacts root."""
+    import os
+
+    from pretrain.train import run
+
+    root = tmp_path_factory.mktemp("artifacts")
+    old = os.environ.get("LEANLOOP_ARTIFACTS")
+    os.environ["LEANLOOP_ARTIFACTS"] = str(root)
+    try:
+        args = ["--config", DEBUG, "--run", "two_steps", "--trainer.max_steps", "2",
+                "--trainer.limit_val_batches", "1", "--checkpoint_every_n_steps", "2",
+                "--seed_everything", "7"]
+        result = run(args)
+        yield root, result, args
+    finally:
+        if old is None:
+            os.environ.pop("LEANLOOP_ARTIFACTS", None)
+        else:
+            os.environ["LEANLOOP_ARTIFACTS"] = old
+
+
+def test_manifest_records_inputs_seed_counts_metrics_model(finished_run, shared_data):
+    root, result, _ = finished_run
+    run_dir = root / "pretrain" / "two_steps"
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["stage"] == "pretrain" and manifest["run"] == "two_steps"
+    assert manifest["seed"] == 7 and manifest["fast_dev_run"] is False
+    proofs = shared_data / "candidates/kimina_prover_preview_minif2f_test_solved.jsonl"
+    entry = manifest["inputs"]["jsonl:shared://candidates/kimina_prover_preview_minif2f_test_solved.jsonl"]
+    assert entry == {"path": str(proofs), "hash": content_hash(proofs)}
+    counts = manifest["counts"]
+    assert counts["global_step"] == 2
+    assert counts["corpus"]["documents"] == 16  # debug.yaml: max_documents 16
+    assert counts["train_documents"] + counts["val_documents"] == 16
+    assert 0.9 < counts["train_row_fill"] <= 1.0  # packed rows are nearly full
+    assert manifest["metrics"]["train/loss"] > 0 and "val/loss" in manifest["metrics"]
+    tokenizer = load_tokenizer("qwen3")
+    assert manifest["model"] == {
+        "base": "preset:qwen3-tiny", "architecture": "Qwen3ForCausalLM", "model_type": "qwen3",
+        "vocab_size": 151_936, "tokenizer": tokenizer_fingerprint(tokenizer), "tokenizer_size": len(tokenizer),
+    }
+    assert manifest["git"]["rev"] and "torch" in manifest["versions"]
+
+
+def test_run_folder_layout_and_resolved_config(finished_run):
+    root, _, _ = finished_run
+    run_dir = root / "pretrain" / "two_steps"
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert config["trainer"]["max_steps"] == 2 and config["seed_everything"] == 7
+    assert config["data"]["base"]["name"] == "qwen3-tiny"
+    assert (run_dir / "step-000002" / "lightning.ckpt").is_file()
+    assert (run_dir / "metrics.csv").is_file()
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(run_dir / "final")
+    tokenizer = AutoTokenizer.from_pretrained(run_dir / "final")
+    assert model.config.vocab_size == 151_936 and len(tokenizer) == len(load_tokenizer("qwen3"))
+
+
+def test_same_config_is_skipped_other_config_refused(finished_run, monkeypatch):
+    from pretrain.train import run
+
+    root, _, args = finished_run
+    monkeypatch.setenv("LEANLOOP_ARTIFACTS", str(root))
+    before = (root / "pretrain/two_steps/manifest.json").read_text()
+    again = run(args)
+    assert again.skipped and (root / "pretrain/two_steps/manifest.json").read_text() == before
+    with pytest.raises(SystemExit, match="different config"):
+        run(args + ["--model.optim.lr", "0.5"])
+
+
+def test_next_stage_loads_the_run_and_checks_it(finished_run, monkeypatch):
+    root, _, _ = finished_run
+    monkeypatch.setenv("LEANLOOP_ARTIFACTS", str(root))
+    spec = ModelSpec("artifacts://pretrain/two_steps", expect_base="preset:qwen3-tiny")
+    assert spec.base_name() == "preset:qwen3-tiny"
+    model = load_model(spec, tokenizer=load_tokenizer(spec))
+    assert type(model).__name__ == "Qwen3ForCausalLM"
+
+
+def test_tokenizer_mismatch_fails_clearly(finished_run, monkeypatch):
+    root, _, _ = finished_run
+    monkeypatch.setenv("LEANLOOP_ARTIFACTS", str(root))
+    spec = ModelSpec("artifacts://pretrain/two_steps")
+    with pytest.raises(InputMismatchError, match="tokenizer mismatch: .* 30522 tokens"):
+        load_model(spec, tokenizer=load_tokenizer("minilm"))
+
+
+def test_base_model_mismatch_fails_clearly(finished_run, monkeypatch):
+    root, _, _ = finished_run
+    monkeypatch.setenv("LEANLOOP_ARTIFACTS", str(root))
+    with pytest.raises(InputMismatchError, match="descends from 'preset:qwen3-tiny'.*Qwen3-8B-Base"):
+        check_model_run(root / "pretrain/two_steps", expect_base="Qwen/Qwen3-8B-Base")
+    with pytest.raises(InputMismatchError, match="vocabulary mismatch"):
+        check_model_run(root / "pretrain/two_steps", expect_vocab_size=30_522)
+    # the same base named by a local folder or a hub id is accepted
+    check_model_run(root / "pretrain/two_steps", expect_base="/models/preset:qwen3-tiny")
+
+
+def test_unfinished_or_foreign_input_fails_clearly(finished_run, tmp_path):
+    root, _, _ = finished_run
+    with pytest.raises(ManifestError, match="no manifest.json"):
+        check_model_run(tmp_path)
+    with pytest.raises(ManifestError, match="is a 'pretrain' artifact, expected 'data'"):
+        check_model_run(root / "pretrain/two_steps", stage="data")
+
+
+def test_tokenizer_must_fit_the_embedding():
+    spec = ModelSpec("modernbert-tiny", overrides={"vocab_size": 1000})
+    with pytest.raises(InputMismatchError, match="30522 tokens but the model embeds only 1000"):
+        load_model(spec, tokenizer=load_tokenizer(spec))
