@@ -29,6 +29,7 @@ test: setup ## run the whole test suite offline (README's test command)
 demo: setup ## the main job on the embedded default: every stage end to end, on CPU
 	$(MAKE) data
 	$(MAKE) pretrain
+	$(MAKE) classifiers
 # >>> demo chain (stages append their target to the demo recipe above as they land)
 
 # --- data stage (issue: foundation) ---
@@ -70,10 +71,42 @@ pretrain-corpus: setup ## build a pretraining corpus once (CORPUS=configs/pretra
 
 bench-train: setup ## packed vs padded batches: padding fraction, tokens/s, identical loss
 	$(PY) -m leanloop.bench.train
+	$(PY) -m leanloop.bench.classifiers
 
 # --- classifiers stage ---
+# Default: both verdict classifiers on artifacts/data/default (encoder: the shipped MiniLM; one-token:
+# tiny Qwen3 from artifacts/pretrain/default), then one report beside the majority and TF-IDF
+# baselines in artifacts/classifiers/default_report/. CONFIG=... trains just that config.
+.PHONY: classifiers
+classifiers: setup ## encoder + one-token verdict classifiers and their report (CONFIG=configs/classifiers/X.yaml, RUN=name, ARGS=overrides)
+	@if [ -n "$(CONFIG)" ]; then \
+		$(PY) -m classifiers.train $(foreach c,$(CONFIG),--config $(c)) $(if $(RUN),--run $(RUN)) $(ARGS); \
+	else \
+		set -e; \
+		$(PY) -m classifiers.train --config configs/classifiers/encoder_default.yaml $(ARGS); \
+		$(PY) -m classifiers.train --config configs/classifiers/onetoken_default.yaml $(ARGS); \
+		$(PY) -m classifiers.report --out artifacts://classifiers/default_report \
+			--runs '[artifacts://classifiers/encoder_default, artifacts://classifiers/onetoken_default]'; \
+	fi
 
 # --- sft stage ---
+# make sft -> artifacts/sft/default/final (reads artifacts/pretrain/default + artifacts/data/default);
+# make sample -> artifacts/sample/default/final/candidates.jsonl; make data CONFIG=configs/data/sft_samples.yaml
+# labels them; make sft-eval -> artifacts/sft_eval/default/report.md; make flywheel ROUNDS=n chains it all.
+.PHONY: sft sample sft-eval flywheel
+sft: setup ## prover SFT on valid proofs (CONFIG=configs/sft/X.yaml [more.yaml], RUN=name, ARGS=overrides)
+	$(PY) -m sft.train $(foreach c,$(or $(CONFIG),configs/sft/default.yaml),--config $(c)) \
+		$(if $(RUN),--run $(RUN)) $(ARGS)
+
+sample: setup ## k attempts per statement -> candidate JSONL for make data (CONFIG=configs/sft/sample/X.yaml, ARGS=overrides)
+	$(PY) -m sft.sample --config $(or $(CONFIG),configs/sft/sample/default.yaml) $(ARGS)
+
+sft-eval: setup ## pass@k of a sample run through the Verifier, rl profile (CONFIG=configs/sft/evaluate/X.yaml)
+	$(PY) -m sft.evaluate --config $(or $(CONFIG),configs/sft/evaluate/default.yaml) $(ARGS)
+
+flywheel: setup ## sft -> sample -> data -> sft for ROUNDS=n rounds (CONFIG=configs/sft/flywheel/X.yaml)
+	$(PY) -m sft.flywheel --config $(or $(CONFIG),configs/sft/flywheel/default.yaml) \
+		$(if $(ROUNDS),--rounds $(ROUNDS)) $(ARGS)
 
 # --- feedback_model stage ---
 

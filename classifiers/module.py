@@ -43,8 +43,11 @@ class ClassifierModule(HFModule):
     kind: ClassVar[str] = ""
 
     def __init__(self, base: ModelSpec, optim: OptimConfig | None = None,
-                 inputs: InputConfig | None = None, evaluation: EvaluationConfig | None = None) -> None:
+                 inputs: InputConfig | None = None, evaluation: EvaluationConfig | None = None,
+                 gradient_checkpointing: bool = False) -> None:
         super().__init__(base, optim)
+        if gradient_checkpointing:
+            self.model.gradient_checkpointing_enable()
         self.input_config = inputs or InputConfig()
         self.evaluation = evaluation or EvaluationConfig()
         self.threshold = 0.5
@@ -158,7 +161,8 @@ class EncoderClassifier(ClassifierModule):
 
     def __init__(self, base: ModelSpec | None = None, optim: OptimConfig | None = None,
                  inputs: InputConfig | None = None, evaluation: EvaluationConfig | None = None,
-                 freeze_embeddings: bool = False, freeze_layers: int = 0) -> None:
+                 freeze_embeddings: bool = False, freeze_layers: int = 0,
+                 gradient_checkpointing: bool = False) -> None:
         """``freeze_embeddings``: keep the (pretrained) token embeddings fixed: with ~1.5k training
         programs, updating 30k x 384 embedding rows mostly overfits, and skipping them makes CPU
         steps cheaper. ``freeze_layers``: also keep the lowest N transformer layers fixed (no
@@ -168,7 +172,7 @@ class EncoderClassifier(ClassifierModule):
 
         self.auto_class = AutoModelForSequenceClassification
         base = base or ModelSpec("minilm")
-        super().__init__(base, optim, inputs, evaluation)
+        super().__init__(base, optim, inputs, evaluation, gradient_checkpointing)
         config = self.model.config
         if config.num_labels != 2:
             raise ValueError(f"the encoder needs a 2-class head, the model config has num_labels={config.num_labels}")
@@ -205,11 +209,11 @@ class OneTokenClassifier(ClassifierModule):
 
     def __init__(self, base: ModelSpec | None = None, optim: OptimConfig | None = None,
                  inputs: InputConfig | None = None, evaluation: EvaluationConfig | None = None,
-                 prompt: OneTokenFormat | None = None) -> None:
+                 prompt: OneTokenFormat | None = None, gradient_checkpointing: bool = False) -> None:
         from transformers import AutoModelForCausalLM
 
         self.auto_class = AutoModelForCausalLM
-        super().__init__(base or ModelSpec("qwen3-tiny"), optim, inputs, evaluation)
+        super().__init__(base or ModelSpec("qwen3-tiny"), optim, inputs, evaluation, gradient_checkpointing)
         self.prompt = prompt or OneTokenFormat()
         self.format = OneTokenInputs(self.tokenizer, self.input_config.max_length, self.input_config.head_fraction,
                                      self.prompt.suffix, self.prompt.true_token, self.prompt.false_token)

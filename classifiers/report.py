@@ -11,6 +11,7 @@ been evaluated on the same corpus, so that every row is the same program with th
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,12 +58,21 @@ def combine(runs: list[Path]) -> list[dict[str, Any]]:
                 if name not in (TFIDF, MAJORITY):
                     raise ValueError(f"evaluator {name} appears in both {owner} and {run}")
                 known = scores[name].get(row["id"])
-                if known is None or abs(known - row["score"]) > 1e-9:
+                if known is not None and abs(known - row["score"]) > 1e-9:
                     raise ValueError(f"baseline {name} differs between runs at {row['id']}: the runs were "
                                      "evaluated on different corpora or baseline settings")
                 continue
             scores.setdefault(name, {})[row["id"]] = row["score"]
             rows.append(row)
+    # Paired comparisons need every evaluator on the same programs: full runs score every
+    # validation/test row, so this keeps everything; debug runs (one batch) keep their overlap.
+    common = set.intersection(*(set(ids) for ids in scores.values()))
+    if not common:
+        raise ValueError(f"the runs {[str(r) for r in runs]} scored no program in common")
+    dropped = sum(1 for row in rows if row["id"] not in common)
+    if dropped:
+        print(f"[classifiers] report: {dropped} rows scored by only some evaluators left out", file=sys.stderr)
+    rows = [row for row in rows if row["id"] in common]
     if len(set(corpora.values())) > 1:
         raise ValueError(f"the runs read different corpora ({corpora}); combine runs of one corpus only")
     return rows

@@ -7,9 +7,11 @@ Outputs in ``artifacts/sample/<run>/``:
   final/candidates.jsonl              all shards merged in statement-set order (deterministic)
   config.yaml, manifest.json          resolved config; prover identity, counts, extraction failures
 
-Sharding: ``--shard.index i --shard.count n`` (or a SLURM array: ``SLURM_ARRAY_TASK_ID``), or
-``--shard.processes n`` to run n local workers. The shard that completes the set merges it; a later
-``--merge_only true`` merges explicitly. Each row is one attempt, in the format ``data/sources.py``
+Sharding: ``--shard.index i --shard.count n``; or an array job, whose tasks say which shard they
+are (``LEANLOOP_SHARD_INDEX``/``_COUNT`` from ``cluster.submit`` with an array profile, or SLURM's
+``SLURM_ARRAY_TASK_ID``/``_COUNT``); or ``--shard.processes n`` to run n local workers. Attempts
+are seeded per statement, so any sharding merges to the same file. The shard that completes the set
+merges it; ``--merge_only true`` merges explicitly. Each row is one attempt, in the format ``data/sources.py``
 reads: name, header, statement, program (null with ``extraction_reason`` when nothing could be
 extracted), source, prover (the checkpoint's path and manifest hash) and the sampling parameters.
 """
@@ -31,7 +33,14 @@ from sft.config import SampleConfig, StatementsConfig, parse_config
 from sft.extract import extract_program
 from sft.generation import Attempt, SamplingConfig
 from sft.prompt import PromptConfig, render_prompt, stop_token
-from sft.shards import ShardError, ShardFile, ShardSpec, merge_shards, shard_from_env
+from sft.shards import (
+    ShardError,
+    ShardFile,
+    ShardSpec,
+    merge_shards,
+    shard_from_env,
+    sharded_by_environment,
+)
 from sft.statements import Statement, read_statements
 
 STAGE = "sample"
@@ -277,7 +286,7 @@ def run(config: SampleConfig, generator: tuple | None = None) -> Path | None:
     config.prompt = resolve_prompt(config)
     _check_fingerprint(folder, _fingerprint(config, prover, [s.name for s in statements]))
     if (config.shard.processes > 1 and config.shard.index is None
-            and "SLURM_ARRAY_TASK_ID" not in os.environ and not config.merge_only):
+            and not sharded_by_environment() and not config.merge_only):
         count = config.shard.count or config.shard.processes
         if count != config.shard.processes:
             raise ValueError(f"shard.processes={config.shard.processes} runs one process per "

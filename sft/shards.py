@@ -40,17 +40,25 @@ class ShardSpec:
 
 
 def shard_from_env(index: int | None, count: int | None) -> ShardSpec:
-    """The shard this process samples: explicit config wins; otherwise a SLURM array task's
-    ``SLURM_ARRAY_TASK_ID`` (relative to ``SLURM_ARRAY_TASK_MIN``) of ``SLURM_ARRAY_TASK_COUNT``."""
+    """The shard this process samples: explicit config wins; then ``LEANLOOP_SHARD_INDEX`` /
+    ``LEANLOOP_SHARD_COUNT`` (set by ``cluster.submit`` for each task of an array profile); then a
+    SLURM array task's ``SLURM_ARRAY_TASK_ID`` (relative to ``SLURM_ARRAY_TASK_MIN``) of
+    ``SLURM_ARRAY_TASK_COUNT``."""
+    if index is None and os.environ.get("LEANLOOP_SHARD_INDEX") is not None:
+        index = int(os.environ["LEANLOOP_SHARD_INDEX"])
+        count = count or int(os.environ.get("LEANLOOP_SHARD_COUNT", "0")) or None
     task = os.environ.get("SLURM_ARRAY_TASK_ID")
     if index is None and task is not None:
         index = int(task) - int(os.environ.get("SLURM_ARRAY_TASK_MIN", "0"))
-        if count is None:
-            count = int(os.environ.get("SLURM_ARRAY_TASK_COUNT", "0")) or None
-        if count is None:
-            raise ShardError("SLURM_ARRAY_TASK_ID is set but neither shard.count nor "
-                             "SLURM_ARRAY_TASK_COUNT says how many shards there are")
+        count = count or int(os.environ.get("SLURM_ARRAY_TASK_COUNT", "0")) or None
+    if index is not None and count is None:
+        raise ShardError(f"this process is shard {index}, but neither shard.count nor "
+                         "LEANLOOP_SHARD_COUNT / SLURM_ARRAY_TASK_COUNT says how many shards there are")
     return ShardSpec(index or 0, count or 1)
+
+
+def sharded_by_environment() -> bool:
+    return any(os.environ.get(v) is not None for v in ("LEANLOOP_SHARD_INDEX", "SLURM_ARRAY_TASK_ID"))
 
 
 def _read_rows(path: Path) -> tuple[list[dict], bool]:

@@ -1,30 +1,34 @@
 """Body-relative Lean positions -> positions in the whole program.
 
 Kimina-style servers elaborate a program's import header once and the rest (the *body*) in that
-environment, so their line numbers count from the body. Where the body starts is not the same
-for every server, and the reply does not say, so the shift is DETECTED from where the reported
-spans fit rather than fixed. Evidence from the shipped recordings (``../shared/data``), all of the
-same ``import Mathlib\\nimport Aesop\\n\\nset_option ...`` shape, pinned by
+environment, so their line numbers count from the body. Where the body starts differs between
+server versions and the reply does not say, so the shift is DETECTED per reply from where the
+reported spans fit, never fixed. Evidence from the shipped recordings (``../shared/data``), all
+programs of the same ``import Mathlib\nimport Aesop\n\nset_option ...`` shape, pinned by
 ``tests/data/test_data_line_shift.py``:
 
-- ``kimina_match_pairs.jsonl`` (kimina-lean-server ``tests/match``, Jul 2025): every reply with
-  messages needs 3 lines (imports *and* the blank line after them), as ``app/split.py`` of that
-  server puts leading blank lines into the header;
-- the Kimina demo notebook (same repository, ``examples/demo.ipynb``): its ``linarith failed``
-  error lands on the program's ``nlinarith`` line with 2 (imports only); with 3 it would point past
-  the end of the file;
-- RL-Lean ``compilation_result`` records (the 2024 server): 2 for every row with messages.
+- ``kimina_match_pairs.jsonl`` (kimina-lean-server ``tests/match``, Jul 2025): the spans of all 43
+  replies with messages fit 3 lines (the imports *and* the blank line after them, as that
+  server's ``split_snippet`` puts leading blank lines into the header); then all 110 warnings that
+  name a tactic or constant start at it, while with 2 lines 90 of them would not;
+- the Kimina demo notebook (same repository, ``examples/demo.ipynb``): 2 lines (imports only); its
+  ``linarith failed`` error then starts at the program's ``nlinarith``, and with 3 lines it would
+  land on the blank line after the proof;
+- RL-Lean ``compilation_result`` records (the 2024 server): the spans of 1,719 of the 1,728 rows
+  with messages fit 2 lines (the other 9 tie and take that server's imports-only split); all
+  2,056 ``linarith`` / ``omega`` errors of the 1,228 failing rows then start at that tactic.
 
-So one server project answered with both shifts across versions, and a live server's version is
-unknown to a client: a fixed 3 would misplace the demo's and RL-Lean's positions, a fixed 2 the
-match replies'. The candidates are few (0, the import lines, imports plus the blank lines after
-them), a wrong one puts spans on blank lines or mid-token, and a tie (no evidence, e.g. no
-messages) only happens when nothing would move differently enough to tell; it goes to the
-producer's documented split.
+So one server project answered with both shifts across versions, and a client cannot know which
+version it talks to: a fixed 3 misplaces the demo's and RL-Lean's positions, a fixed 2 the match
+replies'. The candidates are few (0, the import lines, the imports plus the blank lines after
+them) and a wrong one puts spans on blank lines, mid-word, in comments, past the end, or on code
+other than what the message names. With no messages and no tactic records there is nothing to
+place; a tie otherwise goes to the producer's own split.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Iterable
 
@@ -46,33 +50,83 @@ def header_line_counts(program: str) -> tuple[int, int]:
     return (imports, header) if imports else (0, 0)
 
 
-def _fits(lines: list[str], start: Position | None, end: Position | None, tactic: str | None, shift: int) -> int:
-    """How well one span lands on code under ``shift``: a tactic record's text starting at its
-    position counts 2; a message span on non-blank text with no blank edges counts 1."""
-    if start is None:
-        return 0
+# Lean quotes the token a message is about, and the message's span starts there: unused variable
+# `h₁`, 'norm_num at hx ⊢' tactic does nothing, `div_le_div_iff` has been deprecated, unknown
+# identifier 'x'. (A quote must not follow a letter: "don't" is no quote.)
+_QUOTED = re.compile(r"`([^`\n]+)`|(?<!\w)'([^'\n]+)'")
+
+
+def named_token(data: str) -> str | None:
+    """The first word of the first thing a message's first line quotes, if any."""
+    found = _QUOTED.search(data.split("\n", 1)[0])
+    words = (found.group(1) or found.group(2)).split() if found else []
+    return words[0] if words else None
+
+
+def _inside_word(line: str, column: int) -> bool:
+    """Whether ``column`` splits an identifier or number (Lean spans start and end between tokens)."""
+    def word(ch: str) -> bool:
+        return ch.isalnum() or ch in "_'"
+
+    return 0 < column < len(line) and word(line[column - 1]) and word(line[column])
+
+
+def _starts_code(line: str, column: int) -> bool:
+    """A span may start here: on a non-blank character, at a token boundary, not in a ``--`` comment."""
+    return bool(line[column:column + 1].strip()) and not _inside_word(line, column) and "--" not in line[:column + 2]
+
+
+def _span_fits(lines: list[str], start: Position, end: Position | None, shift: int) -> bool:
+    """Whether a message span lands on code under ``shift``: it starts on code and ends inside the
+    file at a token boundary. A wrong shift puts spans on blank lines, mid-word, in comments or past
+    the end of the file."""
     row = start.line - 1 + shift
-    if not 0 <= row < len(lines) or start.column > len(lines[row]):
-        return 0
-    if tactic:
-        first = tactic.strip().split("\n")[0].strip()
-        return 2 if first and lines[row][start.column:].startswith(first) else 0
+    if not 0 <= row < len(lines) or start.column > len(lines[row]) or not _starts_code(lines[row], start.column):
+        return False
     if end is None:
-        return 1 if lines[row][start.column:start.column + 1].strip() else 0
+        return True
     end_row = end.line - 1 + shift
     if not row <= end_row < len(lines) or end.column > len(lines[end_row]):
+        return False
+    return not (lines[end_row][end.column - 1:end.column].isspace() or _inside_word(lines[end_row], end.column))
+
+
+def _text_at(lines: list[str], start: Position, shift: int) -> str:
+    row = start.line - 1 + shift
+    return lines[row][start.column:] if 0 <= row < len(lines) else ""
+
+
+def _names_span(data: str, text: str) -> bool:
+    """Whether a message names the code its span starts at: the token it quotes, or else the tactic
+    its first word is (``linarith failed`` on ``nlinarith``, ``simp made no progress`` on
+    ``field_simp``, ``omega could not prove the goal`` on ``omega``)."""
+    token = named_token(data)
+    if token:
+        return text.startswith(token)
+    words, code = data.split(maxsplit=1), text.split(maxsplit=1)
+    tactic = words[0] if words else ""
+    return bool(code) and len(tactic) >= 4 and tactic.isidentifier() and tactic.islower() and tactic in code[0]
+
+
+def _message_score(lines: list[str], message: LeanMessage, shift: int) -> int:
+    """1 for a span on code, 2 more when the message names what the span starts at."""
+    if message.pos is None or not _span_fits(lines, message.pos, message.end_pos, shift):
         return 0
-    if end_row == row:
-        span = lines[row][start.column:end.column]
-        return 1 if span.strip() and span == span.strip() else 0
-    return 1 if lines[row][start.column:start.column + 1].strip() else 0
+    return 3 if _names_span(message.data, _text_at(lines, message.pos, shift)) else 1
+
+
+def _tactic_score(lines: list[str], tactic: TacticRecord, shift: int) -> int:
+    """2 when the record's text starts at its position."""
+    first = tactic.tactic.strip().split("\n")[0].strip()
+    return 2 if first and _text_at(lines, tactic.pos, shift).startswith(first) else 0
 
 
 def detect_line_offset(program: str, messages: Iterable[LeanMessage], tactics: Iterable[TacticRecord],
                        preferred: str = HEADER) -> int:
     """Lines to add to a body-relative position to land in ``program``: among 0, the import lines
-    and the import-plus-blank lines, the one under which most spans fit (see :func:`_fits`); ties
-    go to ``preferred`` (``"imports"``, ``"header"`` or ``"none"``)."""
+    and the import-plus-blank lines, the one under which the spans fit best (message spans on code,
+    at the token they quote; tactic texts at their positions); ties go to ``preferred``
+    (``"imports"``, ``"header"`` or ``"none"``)."""
     imports, header = header_line_counts(program)
     orders = {IMPORTS: [imports, header, 0], HEADER: [header, imports, 0], NONE: [0, imports, header]}
     if preferred not in orders:
@@ -82,8 +136,8 @@ def detect_line_offset(program: str, messages: Iterable[LeanMessage], tactics: I
     messages, tactics = list(messages), list(tactics)
 
     def score(shift: int) -> int:
-        return (sum(_fits(lines, m.pos, m.end_pos, None, shift) for m in messages)
-                + sum(_fits(lines, t.pos, t.end_pos, t.tactic, shift) for t in tactics))
+        return (sum(_message_score(lines, m, shift) for m in messages)
+                + sum(_tactic_score(lines, t, shift) for t in tactics if t.pos is not None))
 
     scores = [score(shift) for shift in candidates]
     return candidates[scores.index(max(scores))]

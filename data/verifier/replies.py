@@ -120,7 +120,9 @@ def response_from_kimina_result(result: Mapping[str, Any], code: str | None, *, 
     """One entry of a Kimina ``/verify`` reply (``{"custom_id", "error", "response"}``; a bare
     ``response`` body is accepted too) for the program ``code``. Positions are body-relative when
     ``relative_to_body``: shifted by ``line_offset`` when given, else by the detected shift, ties
-    going to the current server's split (imports and the blank lines after them)."""
+    going to the current server's split (imports and the blank lines after them). Detected, not
+    fixed: the shipped replies of one server project need 3 lines or 2 for the same header, so
+    any fixed number misplaces one of them (evidence: :mod:`data.verifier.line_shift`)."""
     wrapped = "response" in result or "custom_id" in result
     body = result.get("response") if wrapped else result
     time_s = float(body.get("time") or 0.0) if isinstance(body, Mapping) else 0.0
@@ -143,8 +145,8 @@ def response_from_rl_lean(result: Any, code: str | None, *, lean_version: str | 
     Lean's first error (the interleaving across severities is not recoverable). Positions are
     body-relative: shifted as for Kimina, ties going to that server's split (imports only)."""
     if not isinstance(result, Mapping):
-        return LeanResponse(ResponseStatus.INFRA_ERROR, detail=f"RL-Lean row has no compilation_result: {result!r:.200}",
-                            lean_version=lean_version)
+        return LeanResponse(ResponseStatus.INFRA_ERROR, lean_version=lean_version,
+                            detail=f"RL-Lean row has no compilation_result: {result!r:.200}")
     failure = result.get("system_messages") or result.get("system_errors")
     if failure:
         return LeanResponse(no_answer_status(str(failure)), detail=str(failure), lean_version=lean_version)
@@ -178,7 +180,8 @@ def parse_response(reply: Mapping[str, Any], program: str | None = None, *, resu
             if not results:
                 raise ValueError("Kimina reply has an empty 'results' list: nothing to read")
             if not 0 <= result_index < len(results):
-                raise ValueError(f"Kimina reply has {len(results)} results; result_index={result_index} is out of range")
+                raise ValueError(f"Kimina reply has {len(results)} results; "
+                                 f"result_index={result_index} is out of range")
             reply = results[result_index]
         return response_from_kimina_result(reply, program, lean_version=lean_version, line_offset=line_offset)
     return response_from_repl_reply(reply, line_offset=line_offset or 0, lean_version=lean_version)

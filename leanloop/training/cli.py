@@ -15,7 +15,9 @@ project's artifact contract around ``fit``:
 3. ``trainer.fit``; intermediate checkpoints in ``<run>/step-NNNNNN/lightning.ckpt`` every
    ``--checkpoint_every_n_steps``; then ``trainer.test`` when ``--test_after_fit true`` and the
    datamodule has ``test_dataloader``.
-4. On global rank zero: ``module.export(<run>/final)`` (Hugging Face format) and ``manifest.json``
+4. ``module.export(<run>/final)`` (Hugging Face format) on global rank zero (on every rank when the
+   module sets ``export_on_all_ranks = True``, as HFModule does for ZeRO-3 gathering), then on rank
+   zero ``manifest.json``
    with inputs (``manifest_inputs()`` of datamodule and module: role -> path, hashed by
    ``leanloop.artifacts.describe_input``), seed, counts (global step, epochs, plus
    ``manifest_counts()`` of either), final metrics (``trainer.callback_metrics``) and the model
@@ -264,12 +266,13 @@ def run_stage(
         trainer.test(model, datamodule=datamodule)
         metrics.update(_metrics(trainer))
     manifest = None
-    if trainer.is_global_zero:
-        final = cli.run_dir / FINAL
-        export = getattr(model, "export", None)
-        if callable(export):
+    final = cli.run_dir / FINAL
+    export = getattr(model, "export", None)
+    if callable(export) and (trainer.is_global_zero or getattr(model, "export_on_all_ranks", False)):
+        if trainer.is_global_zero:
             final.mkdir(parents=True, exist_ok=True)
-            export(final)
+        export(final)
+    if trainer.is_global_zero:
         counts = {"global_step": int(trainer.global_step), "epochs": int(trainer.current_epoch),
                   **_hook([datamodule, model], "manifest_counts")}
         seed = config.seed_everything if not isinstance(config.seed_everything, bool) else None

@@ -21,6 +21,9 @@ from leanloop.training.optim import OptimConfig, configure_optimizers
 
 class HFModule(L.LightningModule):
     auto_class: ClassVar[Any] = None  # e.g. transformers.AutoModelForCausalLM; None means causal LM
+    # run_stage calls export() on every rank for this class: under DeepSpeed ZeRO-3 the weights are
+    # sharded and gathering them is a collective; only global rank zero writes
+    export_on_all_ranks: ClassVar[bool] = True
 
     def __init__(self, base: ModelSpec, optim: OptimConfig | None = None) -> None:
         super().__init__()
@@ -34,7 +37,24 @@ class HFModule(L.LightningModule):
 
     # -- hooks called by leanloop.training.cli.run_stage --------------------------------------
     def export(self, final_dir: Path) -> None:
-        """Save model and tokenizer so that ``from_pretrained(final_dir)`` loads them."""
+        """Save model and tokenizer so that ``from_pretrained(final_dir)`` loads them.
+
+        Called on every rank; gathers ZeRO-3-sharded weights first (a collective), writes on rank 0.
+        """
+        trainer = self._trainer
+        writer = trainer is None or trainer.is_global_zero
+        if trainer is not None and getattr(trainer.strategy, "zero_stage_3", False):
+            import deepspeed
+
+            with deepspeed.zero.GatheredParameters(list(self.model.parameters()), modifier_rank=None):
+                if writer:
+                    self._save(final_dir)
+            return
+        if writer:
+            self._save(final_dir)
+
+    def _save(self, final_dir: Path) -> None:
+        Path(final_dir).mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(final_dir)
         self.tokenizer.save_pretrained(final_dir)
 

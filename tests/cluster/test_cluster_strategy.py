@@ -54,7 +54,7 @@ def test_ddp_configs_pick_the_backend_for_their_device():
     assert (gpu["accelerator"], gpu["strategy"].process_group_backend) == ("gpu", "nccl")
 
 
-def test_strategy_file_layers_onto_a_stage_config_with_the_stage_parser(artifacts):
+def test_strategy_file_layers_onto_a_stage_config_with_the_stage_parser(artifacts, monkeypatch):
     from leanloop.training.cli import TRAINER_DEFAULTS, StageCLI
     from pretrain.data import PretrainData
     from pretrain.module import PretrainModule
@@ -67,6 +67,7 @@ def test_strategy_file_layers_onto_a_stage_config_with_the_stage_parser(artifact
         def instantiate_classes(self) -> None:
             pass
 
+    monkeypatch.setattr(sys, "argv", ["pretrain.train"])  # LightningCLI reads args, not pytest's argv
     debug = yaml.safe_load((REPO_ROOT / "configs/pretrain/debug.yaml").read_text())
     cli = ParseOnly(STAGE, PretrainModule, PretrainData, links=LINKS, run=False,
                     args=["--config", "configs/pretrain/debug.yaml", "--config", "configs/strategy/zero3.yaml"],

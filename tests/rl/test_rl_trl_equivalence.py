@@ -42,7 +42,7 @@ def trl_trainer(tiny_onetoken, tmp_path_factory):
     policy = copy.deepcopy(model).train()
     pristine = copy.deepcopy(model).train()  # same weights, patched by rl.grpo instead of TRL
     args = TRLConfig(output_dir=str(tmp_path_factory.mktemp("trl")), per_device_train_batch_size=B, num_generations=2,
-                     max_completion_length=MAX_COMPLETION, report_to=[], use_cpu=True, logging_steps=1, save_strategy="no",
+                     max_completion_length=MAX_COMPLETION, report_to=[], use_cpu=True, bf16=False, logging_steps=1, save_strategy="no",
                      beta=0.0, temperature=0.9)  # beta per case below; ref log-probs come in the batch
     dataset = Dataset.from_list([{"prompt": "theorem t : 1 = 1 := by"}] * B)
     trainer = GRPOTrainer(model=policy, reward_funcs=[lambda completions, **_: [0.0] * len(completions)], args=args,
@@ -154,3 +154,4 @@ def test_loss_and_parameter_gradients_match_trl_through_the_model(trl_trainer, c
     assert set(mine_grads) == set(theirs_grads) and len(mine_grads) > 10
     for name, grad in mine_grads.items():
         assert torch.allclose(grad, theirs_grads[name], atol=1e-7, rtol=1e-4), name
+

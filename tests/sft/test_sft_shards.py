@@ -72,6 +72,10 @@ def test_slurm_array_task_picks_the_shard(monkeypatch):
     assert shard_from_env(None, None) == ShardSpec(3, 4)
     assert shard_from_env(0, 2) == ShardSpec(0, 2)  # explicit config wins
     assert ShardSpec(3, 4).select(list(range(10))) == [3, 7]
+    monkeypatch.setenv("LEANLOOP_SHARD_INDEX", "6")  # cluster.submit's array tasks
+    monkeypatch.setenv("LEANLOOP_SHARD_COUNT", "8")
+    assert shard_from_env(None, None) == ShardSpec(6, 8)
+    monkeypatch.delenv("LEANLOOP_SHARD_COUNT")
     monkeypatch.delenv("SLURM_ARRAY_TASK_COUNT")
     with pytest.raises(ShardError, match="how many shards"):
         shard_from_env(None, None)

@@ -1,0 +1,100 @@
+"""LoRA/DoRA on the unfused (NF4) experts: targets, ranks, gradient flow, PEFT's fused remap."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from autoformalizer.adapters import AdapterConfig, apply_adapters, trainable_report
+from autoformalizer.config import load_config
+from autoformalizer.moe import tiny_qwen3_moe
+from autoformalizer.quantize import QuantConfig, quantize_nf4_
+from leanloop.paths import REPO_ROOT
+from leanloop.tokenizer import QWEN3_VOCAB_SIZE
+
+
+def _adapter_params(config: AdapterConfig, layers: int, experts: int, hidden: int, inter: int, heads_dim: int,
+                    kv_dim: int) -> int:
+    """LoRA A+B parameter count from the architecture (r * (in + out) per wrapped Linear)."""
+    ra, re_ = config.attention_rank, config.expert_rank
+    attention = ra * (hidden + heads_dim) * 2 + ra * (hidden + kv_dim) * 2  # q, o and k, v
+    expert = re_ * (hidden + inter) * 3
+    return layers * (attention + experts * expert)
+
+
+def test_qdora_wraps_every_unfused_nf4_expert_and_only_adapters_get_gradients():
+    import bitsandbytes as bnb
+
+    model = quantize_nf4_(tiny_qwen3_moe(seed=2, dtype=torch.bfloat16), QuantConfig(compute_dtype="float32"))
+    peft_model = apply_adapters(model, AdapterConfig(use_dora=True, dropout=0.0))
+    cfg = peft_model.base_model.model.config
+    report = trainable_report(peft_model)
+    assert report.method == "QDoRA"
+    assert report.wrapped_modules == {"attention": 4 * cfg.num_hidden_layers,
+                                      "expert": 3 * cfg.num_experts * cfg.num_hidden_layers}
+    expert = peft_model.base_model.model.model.layers[1].mlp.experts[7].up_proj
+    assert isinstance(expert.base_layer, bnb.nn.Linear4bit)
+    assert expert.r["default"] == 8 and expert.scaling["default"] == 16 / 8
+    assert "default" in expert.lora_magnitude_vector  # DoRA on a 4-bit expert
+    q_proj = peft_model.base_model.model.model.layers[0].self_attn.q_proj
+    assert q_proj.r["default"] == 64 and q_proj.scaling["default"] == 128 / 64
+    lora = _adapter_params(AdapterConfig(), cfg.num_hidden_layers, cfg.num_experts, cfg.hidden_size,
+                           cfg.moe_intermediate_size, cfg.num_attention_heads * cfg.head_dim,
+                           cfg.num_key_value_heads * cfg.head_dim)
+    assert report.by_group["attention_lora"] + report.by_group["expert_lora"] == lora
+
+    peft_model.train()
+    ids = torch.randint(0, QWEN3_VOCAB_SIZE, (2, 12), generator=torch.Generator().manual_seed(0))
+    peft_model(input_ids=ids, labels=ids).loss.backward()
+    for name, param in peft_model.named_parameters():
+        if param.requires_grad:
+            assert "lora_" in name, name
+            assert param.grad is not None, name
+            if "lora_B" in name or "lora_magnitude_vector" in name:  # lora_A's grad is 0 while B is 0
+                assert param.grad.abs().sum() > 0, name
+        else:
+            assert param.grad is None, name
+
+
+def test_lora_on_a_bf16_base_and_the_fused_model_is_refused():
+    model = tiny_qwen3_moe(seed=2)
+    report = trainable_report(apply_adapters(model, AdapterConfig(use_dora=False)))
+    assert report.method == "LoRA" and "expert_dora_magnitude" not in report.by_group
+    assert report.by_group["expert_lora"] == 2 * 8 * 3 * 8 * (64 + 32)
+    with pytest.raises(ValueError, match="unfuse_experts_"):
+        apply_adapters(tiny_qwen3_moe(unfused=False), AdapterConfig())
+
+
+def test_peft_maps_stock_qwen3_moe_expert_targets_onto_fused_parameters():
+    """Why the unfused model has its own model type: for `qwen3_moe` PEFT 0.21.2 rewrites the
+    expert targets into the fused 3-D parameters (which DoRA cannot wrap)."""
+    from peft.utils.transformers_weight_conversion import convert_peft_config_for_transformers
+
+    unfused = tiny_qwen3_moe()
+    stock = tiny_qwen3_moe(unfused=False)
+    for model, expect_fused in ((stock, True), (unfused, False)):
+        lora = AdapterConfig().lora_config()
+        lora.target_modules = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+        convert_peft_config_for_transformers(lora, model, None)
+        fused_targets = set(lora.target_parameters or [])
+        assert (fused_targets == {"gate_up_proj", "down_proj"}) is expect_fused
+        assert ("gate_proj" in set(lora.target_modules)) is not expect_fused
+
+
+def test_configs_parse_and_build_the_embedded_policy():
+    from autoformalizer.policy import build_policy
+
+    default = load_config(str(REPO_ROOT / "configs/autoformalizer/default.yaml"))
+    paper = load_config(str(REPO_ROOT / "configs/autoformalizer/default.yaml"),
+                        str(REPO_ROOT / "configs/autoformalizer/paper.yaml"),
+                        overrides=["--policy.adapters.use_dora=true"])
+    assert paper.policy.name == "Qwen/Qwen3-Coder-30B-A3B-Instruct" and paper.policy.adapters.use_dora
+    assert paper.retrieval.index.max_declarations is None and paper.retrieval.index.modules == []
+    assert default.retrieval.index.max_declarations == 3000
+    policy = copy.deepcopy(default.policy)
+    policy.arch.num_hidden_layers = 1  # keep the test small
+    model, tokenizer = build_policy(policy)
+    assert trainable_report(model).method == "QLoRA"
+    assert tokenizer.convert_tokens_to_ids("<|im_end|>") == 151_645

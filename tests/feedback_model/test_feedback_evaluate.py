@@ -1,0 +1,73 @@
+"""``make cascade-eval`` end to end on tiny saved models and the real debug corpus."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+
+from feedback_model.config import TraceFormat
+from feedback_model.evaluate import EVALUATORS, evaluate, parse_config
+
+
+def test_cascade_eval_report_is_consistent_across_the_five_evaluators(artifacts, feedback_corpus, saved_gate,
+                                                                      saved_feedback_model, qwen_tokenizer):
+    (artifacts / "data").mkdir(parents=True)
+    (artifacts / "data" / "debug").symlink_to(feedback_corpus / "data" / "debug")
+    args = ["--run", "t", "--corpus", "artifacts://data/debug", "--split", "test",
+            "--feedback", str(saved_feedback_model), "--cascade.gate", str(saved_gate),
+            "--cascade.residency", "sequential", "--generation.max_input_tokens", "400",
+            "--generation.max_new_tokens", "4", "--self_consistency.samples", "2",
+            "--self_consistency.min_valid", "1", "--sample_programs", "6", "--feedback_per_label", "2",
+            "--n_resamples", "20", "--batch_programs", "4"]
+    report = evaluate(parse_config(args))
+    out = report.parent
+    records = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    by_evaluator = defaultdict(dict)
+    for record in records:
+        by_evaluator[record["evaluator"]][record["id"]] = record
+    assert list(by_evaluator) == list(EVALUATORS)
+    ids = list(by_evaluator["one-token"])
+    assert len(ids) >= 6 and all(set(by_evaluator[name]) == set(ids) for name in EVALUATORS)
+
+    # whole problems: every test-split candidate of a sampled problem is in
+    from feedback_model.data import read_corpus
+
+    rows = read_corpus(feedback_corpus / "data" / "debug")
+    sampled = {by_evaluator["one-token"][i]["group"] for i in ids}
+    assert len(ids) == sum(1 for r in rows if r["split"] == "test" and r["label"] is not None and r["name"] in sampled)
+
+    program_of = {r["id"]: r["program"] for r in rows}
+    fmt = TraceFormat()
+    for i in ids:
+        gate, greedy = by_evaluator["one-token"][i], by_evaluator["feedback greedy"][i]
+        cascade, cascade_sc = by_evaluator["cascade"][i], by_evaluator["cascade + self-consistency"][i]
+        sc = by_evaluator["feedback self-consistency"][i]
+        # the cascade accepts only what the gate and the feedback model (run alone) both accept
+        assert cascade["prediction"] == (gate["prediction"] and greedy["prediction"])
+        assert cascade_sc["prediction"] == (gate["prediction"] and sc["prediction"])
+        if gate["prediction"]:  # stage two is the same deterministic judgement as alone
+            assert (cascade["prediction"], cascade["score"]) == (greedy["prediction"], greedy["score"])
+            assert cascade_sc["score"] == sc["score"]
+        else:
+            assert cascade["score"] == 0.0 and cascade["reason"].startswith("gate rejected")
+        # over the input limit: not judged, counted as a rejection, reason kept
+        length = len(qwen_tokenizer(fmt.prompt(program_of[i]), add_special_tokens=False)["input_ids"])
+        assert (greedy["unscored"] is not None) == (length > 400)
+        if length > 400:
+            assert greedy["unscored"].startswith("input_too_long") and greedy["prediction"] is False
+
+    # feedback quality on a sample balanced by label
+    sample = [r for r in by_evaluator["feedback greedy"].values() if "reference_trace" in r]
+    assert sample and Counter(r["label"] for r in sample)[True] == Counter(r["label"] for r in sample)[False]
+
+    text = report.read_text()
+    for name in EVALUATORS:
+        assert f"| {name} |" in text
+    assert text.count("– (hard verdict)") == 2  # greedy feedback and greedy cascade
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["budget"]) == set(EVALUATORS)
+    assert summary["evaluators"]["cascade"]["timing"]["load_s"] > 0  # sequential: swaps are paid and counted
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert set(manifest["inputs"]) == {"corpus", "feedback_model", "gate"}
+    assert (out / "throughput.png").is_file() and (out / "details" / "report.md").is_file()
+    assert evaluate(parse_config(args)) == report  # finished with this config: skipped, same report
