@@ -35,8 +35,10 @@ from sft.statements import Statement
 
 Extraction = Literal["code_block", "continuation", "auto"]
 
-# Lines a code block may start with that the harness replaces by the trusted header.
-_HEADER_LINE = re.compile(r"^\s*(?:import\s|set_option\s|open\s|$)")
+# Lines a code block may start with that the harness replaces by the trusted header: imports, and
+# `open` / `set_option` commands that stand alone (`... in` scopes the next declaration: it stays,
+# and the prechecks judge it).
+_HEADER_LINE = re.compile(r"^\s*(?:import\s.*|(?:open|set_option)\s(?:(?!\bin\s*$).)*|)$")
 _FENCE = re.compile(r"^[ \t]*```", re.M)
 _ENDS_BY = re.compile(r":=\s*(?:by)?\s*$")
 
@@ -113,7 +115,7 @@ def proof_from_block(block: str, theorem: str) -> ProofBody:
     cut = 0
     while cut < len(lines) and _HEADER_LINE.match(mask(lines[cut]).text):
         cut += 1
-    return ProofBody(body.rstrip() + "\n", "".join(lines[cut:]), "code_block")
+    return ProofBody(body.rstrip(), "".join(lines[cut:]), "code_block")
 
 
 def proof_from_continuation(completion: str) -> ProofBody:
@@ -122,7 +124,7 @@ def proof_from_continuation(completion: str) -> ProofBody:
     if not body.strip():
         return ProofBody(None, reason="empty completion" if not completion.strip()
                          else "no proof text before the first code fence")
-    return ProofBody(body.rstrip() + "\n", "", "continuation")
+    return ProofBody(body.rstrip(), "", "continuation")
 
 
 def extract_proof(completion: str, theorem: str, mode: Extraction = "auto") -> ProofBody:

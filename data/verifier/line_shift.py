@@ -56,7 +56,7 @@ def header_line_counts(program: str) -> tuple[int, int]:
 _QUOTED = re.compile(r"`([^`\n]+)`|(?<!\w)'([^'\n]+)'")
 
 
-def named_token(data: str) -> str | None:
+def _named_token(data: str) -> str | None:
     """The first word of the first thing a message's first line quotes, if any."""
     found = _QUOTED.search(data.split("\n", 1)[0])
     words = (found.group(1) or found.group(2)).split() if found else []
@@ -72,14 +72,14 @@ def _inside_word(line: str, column: int) -> bool:
 
 
 def _starts_code(line: str, column: int) -> bool:
-    """A span may start here: on a non-blank character, at a token boundary, not in a ``--`` comment."""
+    """A span may start here: on a non-blank character, at a token boundary, not in (or at) a ``--``
+    comment."""
     return bool(line[column:column + 1].strip()) and not _inside_word(line, column) and "--" not in line[:column + 2]
 
 
 def _span_fits(lines: list[str], start: Position, end: Position | None, shift: int) -> bool:
     """Whether a message span lands on code under ``shift``: it starts on code and ends inside the
-    file at a token boundary. A wrong shift puts spans on blank lines, mid-word, in comments or past
-    the end of the file."""
+    file at a token boundary."""
     row = start.line - 1 + shift
     if not 0 <= row < len(lines) or start.column > len(lines[row]) or not _starts_code(lines[row], start.column):
         return False
@@ -100,7 +100,7 @@ def _names_span(data: str, text: str) -> bool:
     """Whether a message names the code its span starts at: the token it quotes, or else the tactic
     its first word is (``linarith failed`` on ``nlinarith``, ``simp made no progress`` on
     ``field_simp``, ``omega could not prove the goal`` on ``omega``)."""
-    token = named_token(data)
+    token = _named_token(data)
     if token:
         return text.startswith(token)
     words, code = data.split(maxsplit=1), text.split(maxsplit=1)
@@ -125,7 +125,7 @@ def detect_line_offset(program: str, messages: Iterable[LeanMessage], tactics: I
                        preferred: str = HEADER) -> int:
     """Lines to add to a body-relative position to land in ``program``: among 0, the import lines
     and the import-plus-blank lines, the one under which the spans fit best (message spans on code,
-    at the token they quote; tactic texts at their positions); ties go to ``preferred``
+    at what the message names; tactic texts at their positions); ties go to ``preferred``
     (``"imports"``, ``"header"`` or ``"none"``)."""
     imports, header = header_line_counts(program)
     orders = {IMPORTS: [imports, header, 0], HEADER: [header, imports, 0], NONE: [0, imports, header]}

@@ -32,10 +32,10 @@ def examples(tokenizer, shared_data):
     (kept small: every position carries 151,936 logits)."""
     rows = [json.loads(line) for line in
             (shared_data / "candidates/kimina_prover_preview_minif2f_test_solved.jsonl").open()][:3]
-    out = [e for row in rows for e in lm_examples(tokenizer, row["correct_proof"][:400], max_length=48)]
+    out = [e for row in rows for e in lm_examples(tokenizer, row["correct_proof"][:180], max_length=24)]
     statements = [json.loads(line) for line in
-                  (shared_data / "statements/minif2f_deepseek_prover_v1.5.jsonl").open()][:3]
-    out += [completion_example(tokenizer, s["informal_prefix"][-120:], s["formal_statement"], max_length=256)
+                  (shared_data / "statements/minif2f_deepseek_prover_v1.5.jsonl").open()][:2]
+    out += [completion_example(tokenizer, s["informal_prefix"][-60:], s["formal_statement"][:90], max_length=128)
             for s in statements]
     return out
 
@@ -50,8 +50,9 @@ def _token_losses(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
 def test_packed_logits_and_loss_equal_unpacked(model, tokenizer, examples, attn):
     model.config._attn_implementation = attn
-    rows = pack_examples(examples, max_length=256)
-    assert len(rows) < len(examples)  # several examples really share a row
+    rows = pack_examples(examples, max_length=128)
+    assert len(rows) < len(examples) and sum(len(e["input_ids"]) for e in examples) < 400
+    assert any(len(row) >= 3 for row in rows)  # several examples really share a row
     batch = PackedCollator(tokenizer.pad_token_id)(rows)
     with torch.no_grad():
         packed = model(**batch)
@@ -76,7 +77,7 @@ def test_packed_logits_and_loss_equal_unpacked(model, tokenizer, examples, attn)
 
 
 def test_flattened_batch_equals_rows(model, tokenizer, examples):
-    rows = pack_examples(examples, max_length=256)
+    rows = pack_examples(examples, max_length=128)
     with torch.no_grad():
         as_rows = model(**PackedCollator(tokenizer.pad_token_id)(rows)).loss
         flat_batch = PackedCollator(tokenizer.pad_token_id, flatten=True)(rows)
@@ -86,7 +87,7 @@ def test_flattened_batch_equals_rows(model, tokenizer, examples):
 
 
 def test_padded_baseline_gives_the_same_loss(model, tokenizer, examples):
-    rows = pack_examples(examples, max_length=256)
+    rows = pack_examples(examples, max_length=128)
     with torch.no_grad():
         packed = model(**PackedCollator(tokenizer.pad_token_id)(rows)).loss
         padded = model(**PaddedCollator(tokenizer.pad_token_id)(examples)).loss
@@ -96,7 +97,7 @@ def test_padded_baseline_gives_the_same_loss(model, tokenizer, examples):
 def test_without_use_cache_false_packing_leaks(model, tokenizer, examples):
     """Why the collator sends use_cache=False: with the config default (a cache), transformers
     ignores the packed segments and the second example attends to the first."""
-    rows = pack_examples(examples, max_length=256)
+    rows = pack_examples(examples, max_length=128)
     batch = PackedCollator(tokenizer.pad_token_id)(rows)
     assert batch["use_cache"] is False and "attention_mask" not in batch
     with torch.no_grad():

@@ -89,7 +89,8 @@ NO_CODE = {
 }
 
 
-@pytest.mark.parametrize("protocol", [p.value for p in Protocol])
+# ids are prefixed: a bare "lean" id would be read as the `lean` marker (needs a toolchain) and skipped
+@pytest.mark.parametrize("protocol", [p.value for p in Protocol], ids=lambda p: f"protocol_{p}")
 def test_text_exploits_get_zero_before_lean_or_the_evaluator(accepted, replay, classifier, protocol):
     statement, proof, _ = accepted
     harness = RewardHarness("rl")
@@ -98,8 +99,7 @@ def test_text_exploits_get_zero_before_lean_or_the_evaluator(accepted, replay, c
     candidates += [RewardHarness("rl", "code_block").build(statement, c) for c in NO_CODE.values()]
     # the untouched accepted proof: passes the harness and reaches the judges
     candidates.append(harness.build(statement, proof))
-    scorer = RewardScorer(Verifier(replay, "rl", 4, 60.0), classifier(threshold=0.0), protocol,
-                          **({} if protocol != "lean_matched" else {}))
+    scorer = RewardScorer(Verifier(replay, "rl", 4, 60.0), classifier(threshold=0.0), protocol)
     scores = scorer.score(candidates)
     for (name, (_, code)), candidate, reward in zip(cases.items(), candidates, scores.rewards):
         assert candidate.stage is Stage.PRECHECK, name
