@@ -30,6 +30,8 @@ demo: setup ## the main job on the embedded default: every stage end to end, on 
 	$(MAKE) data
 	$(MAKE) pretrain
 	$(MAKE) classifiers
+	$(MAKE) feedback
+	$(MAKE) cascade-eval
 # >>> demo chain (stages append their target to the demo recipe above as they land)
 
 # --- data stage (issue: foundation) ---
@@ -109,6 +111,19 @@ flywheel: setup ## sft -> sample -> data -> sft for ROUNDS=n rounds (CONFIG=conf
 		$(if $(ROUNDS),--rounds $(ROUNDS)) $(ARGS)
 
 # --- feedback_model stage ---
+# make feedback -> artifacts/feedback_model/default/final (reads artifacts/pretrain/default +
+# artifacts/data/default); make cascade-eval -> artifacts/cascade_eval/default/report.md (also reads
+# artifacts/classifiers/onetoken_default, the gate); make bench-feedback uses the trained default model.
+.PHONY: feedback cascade-eval bench-feedback
+feedback: setup ## feedback-trace SFT: program -> annotated program (CONFIG=configs/feedback_model/X.yaml [more.yaml], RUN=name, ARGS=overrides)
+	$(PY) -m feedback_model.train $(foreach c,$(or $(CONFIG),configs/feedback_model/default.yaml),--config $(c)) \
+		$(if $(RUN),--run $(RUN)) $(ARGS)
+
+cascade-eval: setup ## Table 3: one-token, feedback greedy / self-consistency, cascade (+SC) (CONFIG=configs/feedback_model/eval/X.yaml, ARGS=overrides)
+	$(PY) -m feedback_model.evaluate $(foreach c,$(or $(CONFIG),configs/feedback_model/eval/default.yaml),--config $(c)) $(ARGS)
+
+bench-feedback: setup ## speculative copy-drafting vs plain greedy traces: speedup, verdict agreement, programs/s (ARGS=...)
+	$(PY) -m leanloop.bench.feedback $(ARGS)
 
 # --- rl stage ---
 

@@ -74,6 +74,19 @@ def _keep(row: dict[str, Any], config: IndexConfig, includes: set[str]) -> bool:
     return not config.kinds or row["kind"] in config.kinds
 
 
+def _raw_field(line: str, key: str) -> str | None:
+    """A string field read straight from a JSON line (names hold no escaped quotes); None if the
+    layout is unexpected, in which case the caller parses the line."""
+    for marker in (f'"{key}":"', f'"{key}": "'):
+        start = line.find(marker)
+        if start >= 0:
+            start += len(marker)
+            end = line.find('"', start)
+            if end > start and "\\" not in line[start:end]:
+                return line[start:end]
+    return None
+
+
 class MathlibIndex:
     """Declarations in a fixed order, with name lookup and fuzzy matching."""
 
@@ -99,9 +112,11 @@ class MathlibIndex:
         opener = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rt", encoding="utf-8") as handle:
             for line_no, line in enumerate(handle, 1):
-                # cheap prefilter before JSON parsing: the module is a plain string in every row
-                if config.modules and not includes and not any(f'"{m}' in line for m in config.modules):
-                    continue
+                # cheap prefilter before JSON parsing (most rows of a subset are skipped here)
+                if config.modules and not any(f'"{m}' in line for m in config.modules):
+                    name = _raw_field(line, "name") if includes else ""
+                    if name is not None and name not in includes:
+                        continue
                 try:
                     row = json.loads(line)
                 except json.JSONDecodeError as exc:

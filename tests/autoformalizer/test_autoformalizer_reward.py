@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+
+from data.policy.masking import mask
 
 from autoformalizer.reward import GatedReward
 from autoformalizer.statements import canonicalize, faithfulness, find_declaration, well_formed
@@ -31,18 +34,25 @@ def formal_statements(shared_data):
 def test_real_formal_statements_are_well_formed_and_broken_ones_are_not(formal_statements):
     theorems = [(src, name, s) for src, name, s in formal_statements
                 if any(line.lstrip().startswith(("theorem ", "lemma ")) for line in s.splitlines())]
-    bad = [(src, name, well_formed(s).reasons) for src, name, s in theorems if not well_formed(s).ok]
-    assert theorems and bad == []
-    # ProofNet states some exercises as `def ... : CommGroup G :=`: no theorem, so not well-formed
-    defs = [s for _, _, s in formal_statements if s.lstrip().startswith("def ")]
-    assert len(theorems) + len(defs) == len(formal_statements)
-    assert defs and all("no theorem/lemma declaration" in well_formed(s).reasons for s in defs)
-    for _, _, statement in theorems[:300]:
+    bad = {(src, name) for src, name, s in theorems if not well_formed(s).ok}
+    # exactly the statements whose parentheses do not even balance by count: two rahul3613 ProofNet
+    # rows are cut off upstream (`(ha : a ≠ 0)\n  (f_a := sorry`)
+    code = {(src, name): mask(s).text for src, name, s in theorems}  # comments/docstrings blanked
+    unbalanced = {key for key, text in code.items() if text.count("(") != text.count(")")}
+    assert bad == unbalanced and len(bad) < 5
+    # ProofNet states some exercises as `def`/`instance ... : CommGroup G :=`: no theorem, not well-formed
+    others = [s for src, name, s in formal_statements if (src, name) not in code]
+    assert all(re.search(r"(?m)^(noncomputable )?(def|instance) ", mask(s).text) for s in others)
+    assert others and all("no theorem/lemma declaration" in well_formed(s).reasons for s in others)
+    theorems = [t for t in theorems if (t[0], t[1]) not in bad]
+    for src, name, statement in theorems[:400]:
         decl = find_declaration(statement)
-        cut = statement.rindex(")")  # the last closing parenthesis of the statement
-        assert not well_formed(statement[:cut] + statement[cut + 1:]).ok
-        assert not well_formed(statement.replace(f" {decl.name}", " ", 1).replace(decl.keyword, "example", 1)).ok
-        assert not well_formed(f"{decl.keyword} {decl.name} {decl.binders} := by sorry").ok or ":" in decl.binders
+        assert not well_formed(f"{decl.keyword} {decl.name} {decl.binders} := by sorry").ok  # type removed
+        assert not well_formed(statement.replace(decl.keyword, "example", 1)).ok  # no theorem
+        masked = mask(statement).text
+        if ")" in masked:
+            cut = masked.rindex(")")  # drop the last closing parenthesis of the code
+            assert not well_formed(statement[:cut] + statement[cut + 1:]).ok
 
 
 def test_faithfulness_ignores_names_proofs_comments_and_whitespace(shared_data):

@@ -40,16 +40,17 @@ def test_every_row_and_file_is_accounted_for(shared_data):
 
 
 def test_optional_fields(shared_data):
-    rows = _rows(shared_data, MOBENCH)
-    lacking_prefix = sum(1 for r in rows if not (r.get("informal_prefix") or "").strip())
-    assert lacking_prefix > 0  # the real file has statements without an informal prefix
-    strict, strict_counts = collect_documents(CorpusConfig(jsonl=[JsonlSource(MOBENCH, ["informal_prefix", "formal_statement"])]))
-    lenient, _ = collect_documents(CorpusConfig(jsonl=[JsonlSource(MOBENCH, ["informal_prefix?", "formal_statement"])]))
-    assert strict_counts["rows"]["missing_field"] >= lacking_prefix
-    assert len(lenient) > len(strict)
-    statement = next(r for r in rows if (r.get("informal_prefix") or "").strip())
-    assert any(d["text"] == statement["informal_prefix"].strip("\n") + "\n\n" + statement["formal_statement"].strip("\n") + "\n"
-               for d in lenient)
+    manual = "shared://lean_text/reference_manual_lean_outputs.jsonl"
+    rows = _rows(shared_data, manual)
+    lacking_code = sum(1 for r in rows if not (r.get("code") or "").strip())
+    assert lacking_code > 0  # the real file has outputs whose code block was not paired
+    _, strict = collect_documents(CorpusConfig(jsonl=[JsonlSource(manual, ["code", "output"], None)]))
+    lenient, lenient_counts = collect_documents(CorpusConfig(jsonl=[JsonlSource(manual, ["code?", "output"], None)]))
+    assert strict["rows"]["missing_field"] == lacking_code + sum(
+        1 for r in rows if (r.get("code") or "").strip() and not (r.get("output") or "").strip())
+    assert lenient_counts["rows"].get("missing_field", 0) < strict["rows"]["missing_field"]
+    unpaired = next(r for r in rows if not (r.get("code") or "").strip() and (r.get("output") or "").strip())
+    assert any(d["text"] == unpaired["output"].strip("\n") + "\n" for d in lenient)
 
 
 def test_holdout_leaves_out_evaluated_theorems(shared_data, artifacts):

@@ -1,0 +1,77 @@
+"""Curriculum transitions (retire always/never solved, keep the solvable, re-admit within a budget)
+and the replay buffer of successful proofs."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from rl.curriculum import (
+    ACTIVE, ALWAYS_SOLVED, DROPPED, NEVER_SOLVED, Curriculum, CurriculumConfig, ReplayBuffer, ReplayConfig, StoredProof,
+)
+
+
+def test_retire_keep_and_readmit():
+    c = Curriculum(["easy", "hard", "mid", "gone"], CurriculumConfig(retire_after=8, readmit_after_steps=3,
+                                                                     readmission_budget=1))
+    c.set_status("gone", DROPPED, 0, "negation_proved")
+    for step in (1, 2):
+        c.record("easy", 4, 4, step)
+        c.record("hard", 4, 0, step)
+        c.record("mid", 4, 1, step)
+    states = c.states
+    assert (states["easy"].status, states["hard"].status, states["mid"].status) == (ALWAYS_SOLVED, NEVER_SOLVED, ACTIVE)
+    assert states["easy"].retired_at == 2 and states["easy"].reason == "solved 8/8"
+    # fewer attempts than retire_after decide nothing
+    c2 = Curriculum(["x"], CurriculumConfig(retire_after=8))
+    c2.record("x", 4, 4, 1)
+    assert c2.states["x"].status == ACTIVE
+    # sampling draws only active statements; never the dropped one
+    names, exhausted = c.sample(1, step=3)
+    assert names == ["mid"] and not exhausted
+    # re-admission after readmit_after_steps, once
+    assert c.readmit(4) == []
+    assert sorted(c.readmit(5)) == ["easy", "hard"]
+    assert states["easy"].status == ACTIVE and states["easy"].window_attempts == 0 and states["easy"].attempts == 8
+    c.record("hard", 8, 0, 6)
+    assert states["hard"].status == NEVER_SOLVED
+    assert c.readmit(20) == []  # budget spent: retired for good
+    transitions = [(t.name, t.before, t.after) for t in c.transitions]
+    assert ("hard", NEVER_SOLVED, ACTIVE) in transitions and transitions.count(("hard", ACTIVE, NEVER_SOLVED)) == 2
+    assert c.counts() == {"curriculum/active": 2.0, "curriculum/always_solved": 0.0, "curriculum/never_solved": 1.0,
+                          "curriculum/dropped": 1.0}
+
+
+def test_exhausted_curriculum_samples_everything_but_dropped():
+    c = Curriculum(["a", "b", "c"], CurriculumConfig(retire_after=1, readmission_budget=0), seed=1)
+    c.set_status("c", DROPPED, 0)
+    c.record("a", 1, 1, 1)
+    c.record("b", 1, 0, 1)
+    names, exhausted = c.sample(4, step=2)
+    assert exhausted and set(names) <= {"a", "b"} and len(names) == 4
+
+
+def test_disabled_curriculum_never_retires():
+    c = Curriculum(["a"], CurriculumConfig(enabled=False, retire_after=1))
+    c.record("a", 5, 5, 1)
+    assert c.states["a"].status == ACTIVE and c.states["a"].successes == 5
+
+
+def test_replay_buffer_keeps_trusted_sources_dedups_and_caps():
+    buffer = ReplayBuffer(ReplayConfig(capacity_per_statement=2, sources=["lean"]))
+    assert not buffer.add("t", StoredProof("by simp", [1, 2], "evaluator", 1))  # not trusted by default
+    assert buffer.add("t", StoredProof("by simp", [1, 2], "lean", 1))
+    assert not buffer.add("t", StoredProof("by simp", [1, 2], "lean", 2))  # same proof
+    buffer.add("t", StoredProof("by norm_num", [3], "lean", 3))
+    buffer.add("t", StoredProof("by linarith", [4], "lean", 4))
+    assert len(buffer) == 2 and [p.completion for p in buffer.proofs["t"]] == ["by norm_num", "by linarith"]
+    assert buffer.get("t", random.Random(0)).completion in {"by norm_num", "by linarith"}
+    assert buffer.get("unknown", random.Random(0)) is None
+
+
+def test_config_validation():
+    with pytest.raises(ValueError):
+        CurriculumConfig(retire_after=0)
+    with pytest.raises(ValueError, match="at least one"):
+        Curriculum([])

@@ -1,0 +1,114 @@
+"""The RL stage end to end: configs parse, debug.yaml trains (fast_dev_run) and leaves every artifact."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from leanloop.paths import REPO_ROOT
+
+CONFIGS = sorted((REPO_ROOT / "configs/rl").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
+def test_every_config_parses(config, artifacts):
+    from rl.train import run
+
+    result = run(["--config", str(config), "--dry_run", "true"])
+    assert result.skipped and "protocol:" in result.config
+
+
+def test_reward_protocol_layers_override_the_protocol(artifacts):
+    from rl.train import run
+
+    for name, protocol in (("reward_lean", "lean"), ("reward_lean_matched", "lean_matched"),
+                           ("reward_hybrid", "hybrid"), ("reward_evaluator", "evaluator")):
+        result = run(["--config", "configs/rl/debug.yaml", "--config", f"configs/rl/{name}.yaml", "--dry_run", "true"])
+        assert f"protocol: {protocol}" in result.config
+        assert result.run_dir.name == f"debug+{name}"
+
+
+def test_debug_fast_dev_run(artifacts):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from rl.train import run
+
+    result = run(["--config", "configs/rl/debug.yaml", "--trainer.fast_dev_run", "true"])
+    run_dir = result.run_dir
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["stage"] == "rl" and manifest["fast_dev_run"] is True
+    counts = manifest["counts"]
+    assert "UNTRAINED" in counts["reward_provenance"] and "replay" in counts["reward_provenance"]
+    assert counts["evaluator"]["trained"] is False
+    rollouts = counts["rollouts"]
+    assert sum(v for k, v in rollouts.items() if k.startswith("source:")) == 4  # 2 problems x G=2
+    assert counts["filters"]["statements"] == 2 and counts["evaluation"]["attempts"] == 4
+    assert manifest["model"]["adapter"] == "lora" and manifest["model"]["prompt"]["style"] == "raw"
+
+    steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+    assert len(steps) == 1
+    step = steps[0]
+    sources = sum(step[f"reward/{s}/count"] for s in ("extraction", "precheck", "lean", "evaluator", "replay", "none"))
+    assert sources == 4 and "reward/lean_share" in step and "reward/cutoff_s" in step
+    # graded evaluator rewards: the update ran (nothing skipped) and moved the LoRA weights
+    assert step["train/micro_batches_skipped"] == 0 and step["train/advantage_abs"] > 0
+    from safetensors.torch import load_file
+
+    adapter = load_file(str(run_dir / "final" / "adapter" / "adapter_model.safetensors"))
+    lora_b = [t for name, t in adapter.items() if "lora_B" in name]
+    assert lora_b and any(bool(t.abs().sum() > 0) for t in lora_b)  # B starts at zero
+
+    filters = [json.loads(line) for line in (run_dir / "filters.jsonl").read_text().splitlines()]
+    assert len(filters) == 2 and all(r["checks"]["compile"]["category"] == "unavailable" for r in filters)
+    report = (run_dir / "report.md").read_text()
+    assert "Where the rewards came from" in report and "UNTRAINED" in report and "pass@k" in report
+    assert (run_dir / "rewards.png").stat().st_size > 1000
+    assert json.loads((run_dir / "curriculum.json").read_text())["states"]
+
+    final = run_dir / "final"
+    assert (final / "adapter" / "adapter_config.json").is_file()
+    loaded = AutoModelForCausalLM.from_pretrained(final)
+    ids = torch.tensor([[151643, 785, 3838, 220]])
+    with torch.no_grad():  # the export merged the adapter into the policy in place: same function
+        expected = result.model.model.get_base_model()(input_ids=ids).logits
+        assert torch.allclose(loaded(input_ids=ids).logits, expected, atol=1e-5)
+
+
+def test_reference_policy_only_when_needed():
+    from rl.config import AdapterConfig, PolicyConfig
+    from rl.grpo import GRPOConfig
+    from rl.module import GRPOModule
+    from rl.rollout import GenerationConfig
+
+    def module(beta: float, adapter: str) -> GRPOModule:
+        return GRPOModule(policy=PolicyConfig(adapter=AdapterConfig(kind=adapter, r=2, alpha=4)),
+                          grpo=GRPOConfig(num_generations=2, beta=beta), generation=GenerationConfig(max_new_tokens=4))
+
+    assert module(0.0, "none").reference is None  # beta 0: no reference model loaded
+    full = module(0.04, "none")
+    assert full.reference is not None and not any(p.requires_grad for p in full.reference.parameters())
+    assert all(torch_equal(a, b) for a, b in zip(full.reference.parameters(), full.model.parameters()))
+    assert module(0.04, "lora").reference is None  # the adapter is disabled instead
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+
+    return torch.equal(a, b)
+
+
+def test_missing_start_checkpoint_uses_the_named_fallback(artifacts, tmp_path):
+    from leanloop.training.models import ModelSpec
+    from rl.config import PolicyConfig
+    from rl.policy import resolve_base
+
+    policy = PolicyConfig(base=ModelSpec("artifacts://sft/default"), fallbacks=[ModelSpec("artifacts://pretrain/default"),
+                                                                                ModelSpec("qwen3-tiny")])
+    spec, fallback = resolve_base(policy)
+    assert (spec.name, fallback) == ("qwen3-tiny", True)  # the isolated artifacts root holds neither run
+    with pytest.raises(FileNotFoundError, match="none of the configured starting checkpoints"):
+        resolve_base(PolicyConfig(base=ModelSpec(str(tmp_path / "missing"))))
+    assert Path(artifacts).name == "artifacts"
