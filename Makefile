@@ -32,6 +32,7 @@ demo: setup ## the main job on the embedded default: every stage end to end, on 
 	$(MAKE) classifiers
 	$(MAKE) feedback
 	$(MAKE) cascade-eval
+	$(MAKE) rl
 # >>> demo chain (stages append their target to the demo recipe above as they land)
 
 # --- data stage (issue: foundation) ---
@@ -126,5 +127,21 @@ bench-feedback: setup ## speculative copy-drafting vs plain greedy traces: speed
 	$(PY) -m leanloop.bench.feedback $(ARGS)
 
 # --- rl stage ---
+# make rl -> artifacts/rl/default/ (GRPO with hybrid rewards; starts from artifacts/sft/default, or the
+# configured fallback artifacts/pretrain/default; evaluator artifacts/classifiers/onetoken_default).
+# Reward protocols layer: make rl CONFIG="configs/rl/default.yaml configs/rl/reward_lean.yaml".
+.PHONY: rl bench-rl
+rl: setup ## GRPO with hybrid Lean + evaluator rewards (CONFIG=configs/rl/X.yaml [more.yaml], RUN=name, ARGS=overrides)
+	$(PY) -m rl.train $(foreach c,$(or $(CONFIG),configs/rl/default.yaml),--config $(c)) \
+		$(if $(RUN),--run $(RUN)) $(ARGS)
+
+bench-rl: setup ## hybrid scheduler on a simulated clock (recorded Lean times) + GRPO step time vs TRL
+	$(PY) -m leanloop.bench.rl $(ARGS)
 
 # --- autoformalizer stage ---
+.PHONY: bench-autoformalizer autoformalizer-retrieval
+bench-autoformalizer: setup ## unfused-MoE policy: bf16 vs NF4 memory, QLoRA vs QDoRA tokens/s, fused vs unfused forward
+	$(PY) -m leanloop.bench.autoformalizer
+
+autoformalizer-retrieval: setup ## System B recall@8 on the shipped statements (CONFIG=configs/autoformalizer/X.yaml)
+	$(PY) -m autoformalizer.evaluate_retrieval --config $(or $(CONFIG),configs/autoformalizer/default.yaml)

@@ -73,14 +73,18 @@ class AutoformalizerConfig:
     lean: LeanCheckConfig = field(default_factory=LeanCheckConfig)
 
 
-def load_config(*paths: str, overrides: list[str] | None = None) -> AutoformalizerConfig:
-    """Layered YAML files (later ones win) plus dotted overrides (``--policy.adapters.use_dora=true``)."""
+def parse_config(argv: list[str] | None = None, prog: str = "autoformalizer") -> AutoformalizerConfig:
+    """``--config A.yaml --config B.yaml`` (layered, later wins) plus dotted overrides
+    (``--policy.adapters.use_dora true``), as every stage entry point reads its config."""
     from jsonargparse import ActionConfigFile, ArgumentParser
 
-    parser = ArgumentParser(prog="autoformalizer", exit_on_error=False)
+    parser = ArgumentParser(prog=prog, exit_on_error=False)
     parser.add_argument("--config", action=ActionConfigFile, help="YAML config (repeatable, layered)")
     parser.add_class_arguments(AutoformalizerConfig, as_group=False)
-    namespace = parser.parse_args([f"--config={p}" for p in paths] + list(overrides or []))
-    instance = parser.instantiate_classes(namespace)
+    instance = parser.instantiate_classes(parser.parse_args(argv))
     return AutoformalizerConfig(**{k: v for k, v in vars(instance).items() if k != "config"})
 
+
+def load_config(*paths: str, overrides: list[str] | None = None) -> AutoformalizerConfig:
+    """Layered YAML files plus ``--key=value`` overrides (the programmatic form of :func:`parse_config`)."""
+    return parse_config([f"--config={p}" for p in paths] + list(overrides or []))

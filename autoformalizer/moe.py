@@ -33,8 +33,8 @@ from typing import Any
 
 import torch
 from torch import nn
-from transformers.initialization import no_init_weights
 from transformers import AutoConfig, AutoModelForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
+from transformers.initialization import no_init_weights
 from transformers.models.qwen3_moe.modeling_qwen3_moe import (
     Qwen3MoeExperts,
     Qwen3MoeMLP,

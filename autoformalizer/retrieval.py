@@ -19,6 +19,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -66,6 +67,13 @@ def lean_tokens(text: str) -> list[str]:
     return tokens
 
 
+@lru_cache(maxsize=4)
+def _model_hash(model_path: str) -> str:
+    """The embedder's weights hash (once per process: the MiniLM file is 90 MB)."""
+    model_file = Path(model_path) / "model.safetensors"
+    return content_hash(model_file if model_file.is_file() else model_path).split(":")[1][:12]
+
+
 class EmbeddingCache:
     """``<dir>/<index hash>-<model hash>-L<max tokens>.npy`` (float32, L2-normalised rows in index order)."""
 
@@ -73,8 +81,7 @@ class EmbeddingCache:
         self.directory = Path(directory) if directory else default_cache_dir()
 
     def path(self, index: MathlibIndex, model_path: str, max_seq_length: int) -> Path:
-        model_file = Path(model_path) / "model.safetensors"
-        model_key = content_hash(model_file if model_file.is_file() else model_path).split(":")[1][:12]
+        model_key = _model_hash(str(model_path))
         return self.directory / f"{index.content_hash.split(':')[1][:24]}-{model_key}-L{max_seq_length}.npy"
 
 

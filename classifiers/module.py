@@ -46,6 +46,9 @@ class ClassifierModule(HFModule):
                  inputs: InputConfig | None = None, evaluation: EvaluationConfig | None = None,
                  gradient_checkpointing: bool = False) -> None:
         super().__init__(base, optim)
+        # from_pretrained returns a model in eval mode, and Lightning (2.2+) keeps each module's
+        # mode at fit start: without this, dropout would stay off for the whole fine-tuning.
+        self.model.train()
         if gradient_checkpointing:
             self.model.gradient_checkpointing_enable()
         self.input_config = inputs or InputConfig()

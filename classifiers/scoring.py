@@ -31,7 +31,8 @@ FALSE_TOKEN = " false"
 
 
 def _program_ids(tokenizer: Any, program: str) -> list[int]:
-    return tokenizer(program, add_special_tokens=False)["input_ids"]
+    # verbose=False: programs longer than the model are expected here (truncated right after).
+    return tokenizer(program, add_special_tokens=False, verbose=False)["input_ids"]
 
 
 @dataclass

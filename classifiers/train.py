@@ -42,6 +42,10 @@ def write_run_report(result):
     from classifiers.evaluation import baseline_rows, rows_for, write_report
 
     module, corpus = result.model, result.datamodule.corpus
+    if not module.scored.get("validation") or not module.scored.get("test"):
+        print("[classifiers] no validation/test scores (trainer.test did not run): no report written",
+              file=sys.stderr)
+        return None
     rows = rows_for(f"{module.kind}:{result.run_dir.name}", corpus, module.scored, module.threshold)
     if module.evaluation.baselines:
         rows += baseline_rows(corpus, module.evaluation, rows=module.scored)

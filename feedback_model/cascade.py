@@ -190,10 +190,26 @@ def resolve_residency(config: CascadeConfig, gate_dir: Path, feedback_dir: Path,
     return "together" if need <= free else "sequential"
 
 
+def load_gate(gate_dir: Path, config: CascadeConfig, device: str) -> Any:
+    """The gate classifier from its final/ folder, as ``ClassifierEvaluator.load`` builds it but with
+    the folder's tokenizer cached per process: a sequential cascade reloads the weights on every
+    batch, and re-reading a 151k-token vocabulary each time would cost seconds for nothing."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+
+    from classifiers.evaluator import ClassifierEvaluator, ClassifierSpec
+    from feedback_model.evaluator import folder_tokenizer
+
+    spec = ClassifierSpec.read(gate_dir)
+    auto = AutoModelForSequenceClassification if spec.kind == "encoder" else AutoModelForCausalLM
+    model = auto.from_pretrained(str(gate_dir), dtype=torch.float32)
+    return ClassifierEvaluator(spec, model, folder_tokenizer(gate_dir), batch_size=config.gate_batch_size,
+                               device=device, threshold=config.threshold)
+
+
 def build_cascade(config: CascadeConfig, feedback: str | Path, generation: GenerationConfig,
                   self_consistency: SelfConsistencyConfig | None = None) -> CascadeEvaluator:
     """A cascade from a gate run and a feedback run; ``self_consistency`` turns on voting in stage two."""
-    from classifiers.evaluator import ClassifierEvaluator
     from feedback_model.consistency import SelfConsistencyEvaluator
     from feedback_model.evaluator import FeedbackEvaluator
 
@@ -202,8 +218,7 @@ def build_cascade(config: CascadeConfig, feedback: str | Path, generation: Gener
     gate_device = generation.device if generation.backend == "transformers" else "cuda"
 
     def gate() -> Any:
-        return ClassifierEvaluator.load(gate_dir, batch_size=config.gate_batch_size, device=gate_device,
-                                        threshold=config.threshold)
+        return load_gate(gate_dir, config, gate_device)
 
     def stage_two() -> Any:
         if self_consistency is not None:

@@ -112,8 +112,7 @@ def timed_load(loader: Callable[[], Any]) -> tuple[Any, float]:
 
 
 def evaluate_all(config: CascadeEvalConfig, programs: list[str]) -> dict[str, dict[str, Any]]:
-    from classifiers.evaluator import ClassifierEvaluator
-    from feedback_model.cascade import build_cascade
+    from feedback_model.cascade import build_cascade, load_gate
     from feedback_model.consistency import SelfConsistencyEvaluator
     from feedback_model.evaluator import FeedbackEvaluator, resolve_final
 
@@ -122,8 +121,7 @@ def evaluate_all(config: CascadeEvalConfig, programs: list[str]) -> dict[str, di
     device = generation.device if generation.backend == "transformers" else "cuda"
     results: dict[str, dict[str, Any]] = {}
     standalone = {
-        "one-token": lambda: ClassifierEvaluator.load(gate_dir, batch_size=config.cascade.gate_batch_size,
-                                                      device=device, threshold=config.cascade.threshold),
+        "one-token": lambda: load_gate(gate_dir, config.cascade, device),
         "feedback greedy": lambda: FeedbackEvaluator.load(config.feedback, generation),
         "feedback self-consistency": lambda: SelfConsistencyEvaluator.load(config.feedback, generation,
                                                                             self_consistency=consistency),

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -62,6 +63,21 @@ def resolve_final(ref: str | Path, stage: str) -> Path:
     return folder
 
 
+@lru_cache(maxsize=8)
+def _tokenizer(folder: str, stamp: float) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(folder)
+
+
+def folder_tokenizer(folder: str | Path) -> Any:
+    """A model folder's tokenizer, loaded once per process (151k-token vocabularies take seconds;
+    a sequential cascade would otherwise reload it on every swap). Shared: do not mutate it."""
+    files = [Path(folder) / name for name in ("tokenizer.json", "tokenizer_config.json")]
+    stamp = max((f.stat().st_mtime for f in files if f.is_file()), default=0.0)
+    return _tokenizer(str(Path(folder).resolve()), stamp)
+
+
 def load_generator(final_dir: Path, tokenizer: Any, config: GenerationConfig) -> TraceGenerator:
     if config.backend == "vllm":
         from feedback_model.speculative import VLLMTraceGenerator
@@ -92,8 +108,6 @@ class TraceEvaluator:
     @classmethod
     def load(cls, ref: str | Path, generation: GenerationConfig | None = None, **kwargs: Any):
         """From a finished feedback run (``artifacts://feedback_model/<run>``) or its final/ folder."""
-        from transformers import AutoTokenizer
-
         generation = generation or GenerationConfig()
         if generation.backend == "vllm":
             from feedback_model.speculative import import_vllm
@@ -101,7 +115,7 @@ class TraceEvaluator:
             import_vllm()  # fail before loading anything when the optional extra is missing
         final_dir = resolve_final(ref, "feedback_model")
         card = FeedbackModelCard.read(final_dir)
-        tokenizer = AutoTokenizer.from_pretrained(str(final_dir))
+        tokenizer = folder_tokenizer(final_dir)
         return cls(load_generator(final_dir, tokenizer, generation), tokenizer, card.format, generation, **kwargs)
 
     def encode(self, program: str) -> list[int]:

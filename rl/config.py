@@ -78,10 +78,13 @@ class LeanConfig:
 @dataclass
 class RewardConfig:
     protocol: Literal["lean", "lean_matched", "hybrid", "evaluator"] = "hybrid"
-    """lean (full timeout), lean_matched (timeout matched to the hybrid cutoff), hybrid (seed Eq. 8),
+    """lean (full timeout), lean_matched (per-proof timeout lowered so that lean-only scores the batch
+    within the hybrid cutoff: the same time budget), hybrid (seed Eq. 8),
     evaluator (evaluator verdicts only). Prechecks and missing code are 0 under every protocol."""
     matched_timeout: float | None = None
-    """lean_matched: the per-proof timeout (set it to the hybrid cutoff you measured)."""
+    """lean_matched: the per-proof timeout at which lean-only scores a batch within the hybrid cutoff
+    (``make bench-rl`` prints it for the simulated pool; or lower it until a lean-only step's
+    reward/scoring_s matches a hybrid run's reward/cutoff_s)."""
     evaluator_reward: Literal["verdict", "score"] = "verdict"
     shadow_evaluator: bool = True
     """Under the lean protocols, run the evaluator beside Lean (not for rewards) so the drift

@@ -174,25 +174,49 @@ def aggregate(per_token: torch.Tensor, mask: torch.Tensor, config: GRPOConfig, *
     raise ValueError(f"unknown loss_type {config.loss_type!r}")
 
 
+def _head_scaling(config) -> tuple[float | None, float]:
+    """(final_logit_softcapping, logit_scale) as TRL's fused head reads them; only unscaled heads are
+    supported here (Qwen3, Llama, ...), anything else is refused rather than silently mis-scored."""
+    text = config.get_text_config()
+    for name in ("logit_scale", "output_multiplier", "lm_head_multiplier", "logits_scaling"):
+        if getattr(text, name, None) not in (None, 1, 1.0):
+            raise NotImplementedError(f"{text.model_type} scales its logits ({name}={getattr(text, name)}); "
+                                      "rl.grpo.completion_logps supports unscaled LM heads only")
+    return getattr(text, "final_logit_softcapping", None), 1.0
+
+
 def completion_logps(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int,
-                     compute_entropy: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Per-token log-probabilities (and entropies) of the last ``logits_to_keep`` tokens, through
-    TRL's fused LM head (``add_fused_lm_head``: no [B, T, vocab] logits; the temperature is the
-    one the head was added with). The call is TRL's ``_get_per_token_logps_and_entropies``."""
-    labels = input_ids.masked_fill(attention_mask == 0, -100)
-    labels[:, :-logits_to_keep] = -100
-    out = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, fused_lm_head=True)
-    logps = out.log_probs[:, -logits_to_keep:]
-    entropy = out.entropy[:, -logits_to_keep:] if compute_entropy and out.entropy is not None else None
+                     temperature: float = 1.0, compute_entropy: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Per-token log-probabilities (and entropies) of the last ``logits_to_keep`` tokens at
+    ``temperature``, zero where ``attention_mask`` is 0.
+
+    TRL's GRPOTrainer computes these with its fused LM head (``add_fused_lm_head``): the backbone,
+    then ``trl.kernels.ChunkedLogProbFunction`` (no [B, T, vocab] logits) on the positions whose
+    next token is scored. This is the same computation, called directly on the completion
+    positions only: TRL does that too on CUDA ("compact" mode), but on CPU it projects every
+    position, prompt included, through the vocabulary, which is most of a CPU step here."""
+    from trl.kernels import ChunkedLogProbFunction
+
+    causal = model.get_base_model() if hasattr(model, "get_base_model") else model
+    backbone = causal.base_model  # the transformer under the LM head (LoRA layers, if any, are inside)
+    hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+    hidden = hidden[:, -logits_to_keep - 1:-1]  # position t predicts token t + 1
+    targets = input_ids[:, -logits_to_keep:]
+    mask = attention_mask[:, -logits_to_keep:].bool()
+    head = causal.get_output_embeddings()
+    softcap, scale = _head_scaling(causal.config)
+    outputs = ("log_probs", "entropy") if compute_entropy else ("log_probs",)
+    logps, entropy, *_ = ChunkedLogProbFunction.apply(
+        hidden[mask].to(head.weight.device), head.weight, head.bias, targets[mask].to(head.weight.device),
+        temperature, CHUNK_SIZE, softcap, scale, outputs)
+    # masked_scatter keeps an all-masked micro-batch connected to the graph (a differentiable zero)
+    logps = logps.new_zeros(mask.shape).masked_scatter(mask.to(logps.device), logps)
+    if entropy is not None:
+        entropy = entropy.new_zeros(mask.shape).masked_scatter(mask.to(entropy.device), entropy)
     return logps, entropy
 
 
-def add_fused_head(model, temperature: float, entropy: bool = True) -> None:
-    """Patch ``model`` (the base model under any PEFT wrapper) with TRL's fused LM head."""
-    from trl.trainer.utils import add_fused_lm_head
-
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    add_fused_lm_head(base, temperature=temperature, outputs=("log_probs", "entropy") if entropy else ("log_probs",))
+CHUNK_SIZE = 32_768  # vocabulary columns per tile: TRL's _CHUNKED_LOGPROB_CHUNK_SIZE
 
 
 def clip_stats(ratio: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, config: GRPOConfig) -> dict[str, float]:

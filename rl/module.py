@@ -105,7 +105,7 @@ class GRPOModule(L.LightningModule):
                   f"{self.base.name}", file=sys.stderr)
         self.tokenizer = load_tokenizer(self.base)
         self.prompt = self._resolve_prompt()
-        built = build_policy(self.base, self.tokenizer, self.policy_config, self.grpo.beta, self.generation.temperature)
+        built = build_policy(self.base, self.tokenizer, self.policy_config, self.grpo.beta)
         self._policy = built
         self.model = built.model
         self.reference = built.reference
@@ -225,7 +225,7 @@ class GRPOModule(L.LightningModule):
         G = self.grpo.num_generations
         step = int(self.global_step)
         timings: dict[str, float] = {}
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), time.process_time()
         rollouts = self.rollout.generate(self.model, [self.render(p) for p in problems], G)
         timings["time/generation_s"] = time.perf_counter() - began
 
@@ -244,6 +244,7 @@ class GRPOModule(L.LightningModule):
         post = self._after_step(int(self.global_step), problems, candidates, scores, rollouts, rewards)
         timings["time/post_s"] = time.perf_counter() - mark
         timings["time/step_s"] = time.perf_counter() - began
+        timings["time/step_cpu_s"] = time.process_time() - began_cpu  # all threads of this process
 
         values = [r.reward for r in rewards]
         scored = [v for v in values if v is not None]
@@ -285,7 +286,8 @@ class GRPOModule(L.LightningModule):
         return injected
 
     def _logps(self, model, input_ids, attention_mask, width, rows, *, entropy=False):
-        return completion_logps(model, input_ids[rows], attention_mask[rows], width, compute_entropy=entropy)
+        return completion_logps(model, input_ids[rows], attention_mask[rows], width, self.generation.temperature,
+                                compute_entropy=entropy)
 
     def _update(self, rollouts, rewards: list[RolloutReward]) -> dict[str, float]:
         g = self.grpo

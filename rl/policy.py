@@ -8,8 +8,8 @@
 - Reference policy for the KL term: none when ``beta == 0`` (nothing is loaded); with an adapter,
   the same weights with the adapter disabled (no second copy); otherwise a frozen copy of the
   starting weights.
-- Log-probabilities go through TRL's fused LM head (``rl.grpo.add_fused_head``) at the sampling
-  temperature, exactly as TRL's GRPOTrainer computes them.
+- Log-probabilities are computed by :func:`rl.grpo.completion_logps` (TRL's chunked log-prob
+  kernel) at the sampling temperature, as TRL's GRPOTrainer computes them.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import torch
 
 from leanloop.training.models import ModelSpec, load_model
 from rl.config import AdapterConfig, PolicyConfig
-from rl.grpo import add_fused_head
 
 
 def spec_exists(spec: ModelSpec) -> bool:
@@ -62,7 +61,7 @@ class Policy:
     scratch: tempfile.TemporaryDirectory | None = None
 
 
-def build_policy(spec: ModelSpec, tokenizer: Any, policy: PolicyConfig, beta: float, temperature: float) -> Policy:
+def build_policy(spec: ModelSpec, tokenizer: Any, policy: PolicyConfig, beta: float) -> Policy:
     adapter = policy.adapter
     scratch = None
     unquantized = None
@@ -96,9 +95,6 @@ def build_policy(spec: ModelSpec, tokenizer: Any, policy: PolicyConfig, beta: fl
         model.gradient_checkpointing_enable()
         if adapter.kind == "lora":
             model.enable_input_require_grads()
-    add_fused_head(model, temperature)
-    if reference is not None:
-        add_fused_head(reference, temperature, entropy=False)
     return Policy(model, reference, adapter, unquantized, scratch)
 
 

@@ -4,7 +4,8 @@ protocol into one reward per rollout.
 Protocols (seed: "Learning Lean Feedback", Section 6, Eq. 8):
 - ``lean``: Lean's verdict with the full per-proof timeout (60 s in the paper config); a proof Lean
   did not finish in time counts as a failure (0), as in the seed's lean-only runs.
-- ``lean_matched``: the same with the per-proof timeout matched to the hybrid cutoff.
+- ``lean_matched``: the same with the per-proof timeout matched to the hybrid cutoff (lowered until
+  lean-only scores a batch within the time the hybrid takes: the same budget, Lean alone).
 - ``hybrid``: Lean's verdict for the proofs Lean finished before the evaluator returned, the
   evaluator's verdict for the rest (their Lean checks are cancelled).
 - ``evaluator``: the evaluator's verdict for every proof.

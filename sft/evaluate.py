@@ -29,7 +29,7 @@ from leanloop.artifacts import Manifest, read_manifest
 from leanloop.paths import artifacts_root
 from sft.config import EvaluateConfig, VerifierConfig, parse_config
 from sft.corpus import run_folder
-from sft.passk import mean_pass_at_k, pass_at_k
+from sft.passk import mean_pass_at_k
 
 STAGE = "sft_eval"
 NO_PROGRAM = "no_program"
@@ -59,10 +59,11 @@ def read_samples(folder: Path) -> tuple[dict, list[dict]]:
 
 
 def make_verifier(config: VerifierConfig):
-    from data.build import make_backend  # the data stage's factory: same backends, same options
+    from data.verifier.backends import make_backend
     from data.verifier.verifier import Verifier
 
-    return Verifier(make_backend(config.backend), config.profile, concurrency=config.concurrency,
+    backend = make_backend(config.backend.kind, **config.backend.options)
+    return Verifier(backend, config.profile, concurrency=config.concurrency,
                     timeout=config.timeout)
 
 
@@ -159,7 +160,8 @@ def _markdown(config: EvaluateConfig, sample_manifest: dict, records: list[dict]
         "",
         "## pass@k (unbiased estimator, over verified attempts)",
         "",
-        "| k | pass@k | statements estimated | left out (< k verified) | all statements, if unverified were all fail / all pass |",
+        "| k | pass@k | statements estimated | left out (< k verified) "
+        "| all statements, if unverified were all fail / all pass |",
         "|---|---|---|---|---|",
     ]
     for k, row in table.items():

@@ -25,6 +25,9 @@ class ProverSFTModule(HFModule):
         manifest, so sampling renders statements the way the prover was trained."""
         super().__init__(base or ModelSpec(name="qwen3-tiny"), optim)
         self.prompt = prompt or PromptConfig()
+        # from_pretrained returns the model in eval mode and Lightning keeps each module's mode, so
+        # dropout (where a checkpoint configures it) would silently stay off during training
+        self.model.train()
         if gradient_checkpointing:
             self.model.gradient_checkpointing_enable()
         self.save_hyperparameters()

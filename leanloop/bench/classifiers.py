@@ -5,9 +5,9 @@ Candidates scored per second by both verdict classifiers through the Evaluator A
 one forward per batch), on the same real programs (the shipped RL-Lean candidates), measured side
 by side in one run: the encoder, the one-token classifier, their ratio, and batched vs one at a time.
 
-Models: the trained runs' ``final/`` folders when they exist (``make classifiers``), otherwise the
-same architectures untrained (the shipped MiniLM with a fresh head; a tiny Qwen3 with the real
-vocabulary): throughput depends on the architecture and the input lengths, not on the weights.
+Models: the trained default runs' ``final/`` folders when they exist (``make classifiers``), otherwise
+the default configs' architectures untrained (configs/classifiers/{encoder,onetoken}_default.yaml):
+throughput depends on the architecture and the input lengths, not on the weights.
 Wall time is reported with the machine's core count and load, since other work on a shared machine
 slows every number alike (the ratios are the comparable part).
 """
@@ -35,8 +35,20 @@ def real_programs(n: int) -> list[str]:
     return programs[:n]
 
 
-def evaluator(kind: str, max_length: int, batch_size: int):
-    """The trained run's evaluator if it exists, else the same architecture untrained."""
+def default_config(kind: str) -> tuple[dict, int]:
+    """(base model spec fields, max_length) of the embedded default config of a classifier."""
+    import yaml
+
+    from leanloop.paths import REPO_ROOT
+
+    config = yaml.safe_load((REPO_ROOT / "configs/classifiers" / f"{kind}_default.yaml").read_text())
+    init = config["model"]["init_args"]
+    return dict(init["base"]), int(init.get("inputs", {}).get("max_length", 512))
+
+
+def evaluator(kind: str, batch_size: int):
+    """The trained default run's evaluator if it exists, else the default config's architecture
+    untrained (a base run that is not there yet: the preset it descends from)."""
     from classifiers.evaluator import ClassifierEvaluator, ClassifierSpec
     from classifiers.scoring import FALSE_TOKEN, ONETOKEN_SUFFIX, TRUE_TOKEN
     from leanloop.training.models import ModelSpec, load_model, load_tokenizer
@@ -44,15 +56,17 @@ def evaluator(kind: str, max_length: int, batch_size: int):
     final = artifacts_root() / DEFAULT_RUNS[kind] / "final"
     if (final / "classifier.json").is_file():
         return ClassifierEvaluator.load(final, batch_size=batch_size), str(final)
+    base, max_length = default_config(kind)
+    if base["name"].startswith("artifacts://") and not (ModelSpec(base["name"]).run_dir() / "manifest.json").is_file():
+        base = {"name": str(base.get("expect_base", "")).removeprefix("preset:") or "qwen3-tiny"}
+    spec = ModelSpec(name=base["name"], overrides=dict(base.get("overrides", {})))
     if kind == "encoder":
-        from transformers import AutoModelForSequenceClassification
+        from transformers import AutoModelForSequenceClassification as auto
 
-        spec, auto = ModelSpec("minilm"), AutoModelForSequenceClassification
         classifier = ClassifierSpec("encoder", max_length, 0.25)
     else:
-        from transformers import AutoModelForCausalLM
+        from transformers import AutoModelForCausalLM as auto
 
-        spec, auto = ModelSpec("qwen3-tiny"), AutoModelForCausalLM
         classifier = ClassifierSpec("onetoken", max_length, 0.25, suffix=ONETOKEN_SUFFIX,
                                     true_token=TRUE_TOKEN, false_token=FALSE_TOKEN)
     tokenizer = load_tokenizer(spec)
@@ -75,18 +89,16 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--programs", type=int, default=96, help="real programs scored per measurement")
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--encoder-max-length", type=int, default=256)
-    parser.add_argument("--onetoken-max-length", type=int, default=1024)
     args = parser.parse_args(argv)
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     programs = real_programs(args.programs)
     results: dict[str, float] = {}
     print(f"classifier scoring throughput: {len(programs)} real RL-Lean programs, {os.cpu_count()} cores, "
           f"load average {os.getloadavg()[0]:.1f}, torch threads {torch.get_num_threads()}")
-    for kind, max_length in (("encoder", args.encoder_max_length), ("onetoken", args.onetoken_max_length)):
+    for kind in ("encoder", "onetoken"):
         from classifiers.evaluator import ClassifierEvaluator
 
-        batched, source = evaluator(kind, max_length, args.batch_size)
+        batched, source = evaluator(kind, args.batch_size)
         single = ClassifierEvaluator(batched.spec, batched.model, batched.tokenizer, batch_size=1)
         results[f"{kind}_batched"] = throughput(batched, programs)
         results[f"{kind}_single"] = throughput(single, programs[: max(8, len(programs) // 4)])

@@ -19,7 +19,7 @@ project's artifact contract around ``fit``:
    module sets ``export_on_all_ranks = True``, as HFModule does for ZeRO-3 gathering), then on rank
    zero ``manifest.json``
    with inputs (``manifest_inputs()`` of datamodule and module: role -> path, hashed by
-   ``leanloop.artifacts.describe_input``), seed, counts (global step, epochs, plus
+   ``leanloop.artifacts.describe_input``), seed, counts (global step, current epoch, plus
    ``manifest_counts()`` of either), final metrics (``trainer.callback_metrics``) and the model
    identity (``module.manifest_model()``) that later stages check.
 
@@ -33,6 +33,7 @@ import math
 import os
 import shutil
 import sys
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -243,11 +244,14 @@ def run_stage(
     ``links`` are jsonargparse argument links, e.g. ``[("model.base", "data.base")]`` so the
     datamodule tokenizes with the model's tokenizer without the config repeating it.
     """
-    cli = StageCLI(
-        stage, module_class, datamodule_class, args=args, links=links, run=False,
-        save_config_callback=None, auto_configure_optimizers=False, seed_everything_default=42,
-        trainer_defaults=TRAINER_DEFAULTS, parser_kwargs={"description": f"train the {stage} stage"},
-    )
+    with warnings.catch_warnings():
+        # args given in-process (tests, sweeps) while sys.argv holds the caller's own flags is intended
+        warnings.filterwarnings("ignore", message=".*args parameter is intended to run from within Python.*")
+        cli = StageCLI(
+            stage, module_class, datamodule_class, args=args, links=links, run=False,
+            save_config_callback=None, auto_configure_optimizers=False, seed_everything_default=42,
+            trainer_defaults=TRAINER_DEFAULTS, parser_kwargs={"description": f"train the {stage} stage"},
+        )
     if cli.config.dry_run:
         print(cli.resolved_config)
         return StageResult(cli.run_dir, skipped=True, config=cli.resolved_config)
@@ -273,7 +277,7 @@ def run_stage(
             final.mkdir(parents=True, exist_ok=True)
         export(final)
     if trainer.is_global_zero:
-        counts = {"global_step": int(trainer.global_step), "epochs": int(trainer.current_epoch),
+        counts = {"global_step": int(trainer.global_step), "current_epoch": int(trainer.current_epoch),
                   **_hook([datamodule, model], "manifest_counts")}
         seed = config.seed_everything if not isinstance(config.seed_everything, bool) else None
         record = Manifest(stage=stage, run=cli.run_name, seed=seed, counts=counts, metrics=metrics, extra={

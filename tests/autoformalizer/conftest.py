@@ -43,3 +43,19 @@ def saved_fused_checkpoint(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tiny_fused")
     tiny_qwen3_moe(seed=3, unfused=False).save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="session")
+def rl_lean_errors(shared_data):
+    """Every recorded error message of the RL-Lean candidates (Lean v4.9, 2,196 programs)."""
+    import ast
+    import gzip
+    import json
+
+    errors = []
+    with gzip.open(shared_data / "candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz", "rt") as handle:
+        for row in map(json.loads, handle):
+            result = row["compilation_result"]
+            result = ast.literal_eval(result) if isinstance(result, str) else result  # stored as a repr
+            errors += result.get("errors", [])
+    return errors

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ast
-import gzip
 import json
 import re
 
@@ -14,15 +12,12 @@ from autoformalizer.repair import did_you_mean, repair_loop, repair_prompt, unkn
 from autoformalizer.typecheck import ERROR_CHARS
 
 
-def _recorded_errors(shared) -> list[tuple[str, str]]:
+@pytest.fixture(scope="module")
+def recorded_errors(shared_data, rl_lean_errors) -> list[tuple[str, str]]:
     """(Lean version, error text) of every recorded error: RL-Lean (v4.9), the REPL tests of all
-    versions, the Kimina server (v4.15) and the reference manual / batteries outputs (HEAD)."""
-    out = []
-    with gzip.open(shared / "candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz", "rt") as handle:
-        for row in map(json.loads, handle):
-            result = row["compilation_result"]
-            result = ast.literal_eval(result) if isinstance(result, str) else result
-            out += [("v4.9", e["data"]) for e in result.get("errors", [])]
+    versions and the reference manual / batteries outputs (HEAD)."""
+    shared = shared_data
+    out = [("v4.9", e["data"]) for e in rl_lean_errors]
     with open(shared / "lean_repl/all_versions/repl_io_pairs.derived.jsonl", encoding="utf-8") as handle:
         for row in map(json.loads, handle):
             response = row.get("response") or {}
@@ -43,8 +38,8 @@ def small_index():
                                                   "Mathlib.Analysis.Real.Sqrt"]))
 
 
-def test_unknown_identifiers_in_every_lean_wording(shared_data):
-    errors = _recorded_errors(shared_data)
+def test_unknown_identifiers_in_every_lean_wording(recorded_errors):
+    errors = recorded_errors
     unknown = [(v, t) for v, t in errors if re.search(r"(?i)unknown (identifier|constant)", t)]
     old = [t for _, t in unknown if "unknown identifier '" in t or "unknown constant '" in t]
     new = [t for _, t in unknown if "Unknown identifier `" in t or "Unknown constant `" in t]
@@ -88,11 +83,11 @@ def test_repair_stops_at_the_first_statement_that_type_checks(recorded_checker, 
     assert "theorem foo : 1 = 1 := by\nsorry" in prompts[1]
 
 
-def test_repair_stops_without_a_verdict_and_caps_feedback(recorded_checker, shared_data):
+def test_repair_stops_without_a_verdict_and_caps_feedback(recorded_checker, recorded_errors):
     result = repair_loop("n is at least one.", lambda p: "theorem t (n : ℕ) (h : 0 < n) : 1 ≤ n := by sorry",
                          recorded_checker.check, max_turns=5)
     assert result.solved is None and result.iterations == 1 and "unavailable" in result.stop_reason
-    longest = max((t for _, t in _recorded_errors(shared_data)), key=len)
+    longest = max((t for _, t in recorded_errors), key=len)
     assert len(longest) > ERROR_CHARS
     prompt = repair_prompt("x", "theorem t : True := by sorry", longest)
     shown = prompt.split("Lean reported:\n", 1)[1].split("\n\nWrite a corrected")[0]

@@ -83,3 +83,15 @@ def save_onetoken(folder, model, tokenizer, threshold: float = 0.5):
 def saved_gate(tmp_path_factory, qwen_tokenizer):
     """A random-init tiny one-token classifier (seed 1) saved with classifier.json."""
     return save_onetoken(tmp_path_factory.mktemp("gate_final"), tiny_qwen(1), qwen_tokenizer)
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Tiny models gain nothing from intra-op threads, and on a shared 2-core machine the idle
+    threads spin: run this directory's tests on one thread, then restore the setting."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

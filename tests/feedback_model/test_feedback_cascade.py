@@ -30,7 +30,7 @@ def midpoint_threshold(scores) -> float:
 @pytest.fixture(scope="module")
 def programs(corpus_rows):
     labelled = sorted((r for r in corpus_rows if r["label"] is not None), key=lambda r: len(r["program"]))
-    return [r["program"] for r in labelled[:10]]
+    return [r["program"] for r in labelled[:6]]
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,8 @@ def test_cascade_eval_report_is_consistent_across_the_five_evaluators(artifacts,
             "--feedback", str(saved_feedback_model), "--cascade.gate", str(saved_gate),
             "--cascade.residency", "sequential", "--generation.max_input_tokens", "400",
             "--generation.max_new_tokens", "4", "--self_consistency.samples", "2",
-            "--self_consistency.min_valid", "1", "--sample_programs", "6", "--feedback_per_label", "2",
-            "--n_resamples", "20", "--batch_programs", "4"]
+            "--self_consistency.min_valid", "1", "--sample_programs", "4", "--feedback_per_label", "2",
+            "--n_resamples", "20", "--batch_programs", "null"]
     report = evaluate(parse_config(args))
     out = report.parent
     records = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
@@ -27,7 +27,7 @@ def test_cascade_eval_report_is_consistent_across_the_five_evaluators(artifacts,
         by_evaluator[record["evaluator"]][record["id"]] = record
     assert list(by_evaluator) == list(EVALUATORS)
     ids = list(by_evaluator["one-token"])
-    assert len(ids) >= 6 and all(set(by_evaluator[name]) == set(ids) for name in EVALUATORS)
+    assert len(ids) >= 4 and all(set(by_evaluator[name]) == set(ids) for name in EVALUATORS)
 
     # whole problems: every test-split candidate of a sampled problem is in
     from feedback_model.data import read_corpus
@@ -71,3 +71,14 @@ def test_cascade_eval_report_is_consistent_across_the_five_evaluators(artifacts,
     assert set(manifest["inputs"]) == {"corpus", "feedback_model", "gate"}
     assert (out / "throughput.png").is_file() and (out / "details" / "report.md").is_file()
     assert evaluate(parse_config(args)) == report  # finished with this config: skipped, same report
+
+
+def test_every_eval_config_parses():
+    from leanloop.paths import REPO_ROOT
+
+    configs = sorted((REPO_ROOT / "configs/feedback_model/eval").glob("*.yaml"))
+    assert configs
+    for path in configs:
+        config = parse_config(["--config", str(path)])
+        assert config.self_consistency.min_valid <= config.self_consistency.samples
+        assert config.generation.max_input_tokens > 0 and config.cascade.gate.startswith("artifacts://")

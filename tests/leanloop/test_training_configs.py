@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 
 import pytest
 import yaml
@@ -79,8 +80,32 @@ def test_layered_configs_and_overrides(artifacts, tmp_path):
     assert resolved["data"]["base"]["name"] == "qwen3-tiny"  # linked from model.base
 
 
+UPSTREAM = re.compile(r"artifacts://([A-Za-z_]+)/([\w.+=-]+)")
+
+
+def _build_upstream(config_path, built: set) -> None:
+    """Build the artifacts a debug config names (``artifacts://<stage>/<run>``) from
+    configs/<stage>/<run>.yaml first, the way make chains stages: data with data.build, a training
+    stage with fast_dev_run (recursively)."""
+    for stage, run in UPSTREAM.findall(config_path.read_text()):
+        if (stage, run) in built:
+            continue
+        built.add((stage, run))
+        upstream = REPO_ROOT / "configs" / stage / f"{run}.yaml"
+        if not upstream.is_file():
+            pytest.fail(f"{config_path} names artifacts://{stage}/{run} but {upstream} does not exist")
+        _build_upstream(upstream, built)
+        if stage == "data":
+            from data.build import build, parse_config
+
+            build(parse_config(["--config", str(upstream)]), progress=False)
+        else:
+            _stage_run(stage)(["--config", str(upstream), "--trainer.fast_dev_run", "true"])
+
+
 @pytest.mark.parametrize("stage", DEBUG_CONFIGS)
 def test_debug_config_fast_dev_run(stage, artifacts):
+    _build_upstream(REPO_ROOT / "configs" / stage / "debug.yaml", set())
     result = _stage_run(stage)(["--config", str(REPO_ROOT / "configs" / stage / "debug.yaml"),
                                 "--trainer.fast_dev_run", "true"])
     assert result.run_dir == artifacts / stage / "debug"

@@ -47,63 +47,68 @@ def _token_losses(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         logits.float().transpose(1, 2), shifted, ignore_index=IGNORE, reduction="none")
 
 
+@pytest.fixture(scope="module")
+def alone(model, examples):
+    """Each example run by itself: its logits, and the mean loss over all trained tokens."""
+    logits, total, count = [], 0.0, 0
+    with torch.no_grad():
+        for example in examples:
+            labels = torch.tensor([example["labels"]])
+            out = model(input_ids=torch.tensor([example["input_ids"]]))
+            logits.append(out.logits[0])
+            total += float(_token_losses(out.logits, labels).sum())
+            count += int((labels[0, 1:] != IGNORE).sum())
+    return logits, total / count
+
+
+@pytest.fixture(scope="module")
+def rows(examples):
+    packed = pack_examples(examples, max_length=128)
+    assert len(packed) < len(examples) and sum(len(e["input_ids"]) for e in examples) < 400
+    assert any(len(row) >= 3 for row in packed)  # several examples really share a row
+    return packed
+
+
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
-def test_packed_logits_and_loss_equal_unpacked(model, tokenizer, examples, attn):
+def test_packed_logits_and_loss_equal_unpacked(model, tokenizer, examples, rows, alone, attn):
+    alone_logits, alone_loss = alone
+    index = {id(e): i for i, e in enumerate(examples)}
     model.config._attn_implementation = attn
-    rows = pack_examples(examples, max_length=128)
-    assert len(rows) < len(examples) and sum(len(e["input_ids"]) for e in examples) < 400
-    assert any(len(row) >= 3 for row in rows)  # several examples really share a row
-    batch = PackedCollator(tokenizer.pad_token_id)(rows)
-    with torch.no_grad():
-        packed = model(**batch)
-        total, count = 0.0, 0
-        for r, row in enumerate(rows):
-            offset = 0
-            for example in row:
-                n = len(example["input_ids"])
-                ids = torch.tensor([example["input_ids"]])
-                labels = torch.tensor([example["labels"]])
-                alone = model(input_ids=ids, labels=labels)
-                # the example's logits inside the pack are those it has alone
-                torch.testing.assert_close(packed.logits[r, offset:offset + n], alone.logits[0],
-                                           atol=1e-4, rtol=1e-4)
-                losses = _token_losses(alone.logits, labels)
-                total += float(losses.sum())
-                count += int((labels[0, 1:] != IGNORE).sum())
-                offset += n
+    try:
+        with torch.no_grad():
+            packed = model(**PackedCollator(tokenizer.pad_token_id)(rows))
+    finally:
+        model.config._attn_implementation = "sdpa"
+    for r, row in enumerate(rows):
+        offset = 0
+        for example in row:
+            n = len(example["input_ids"])
+            # the example's logits inside the pack are those it has alone
+            torch.testing.assert_close(packed.logits[r, offset:offset + n], alone_logits[index[id(example)]],
+                                       atol=1e-4, rtol=1e-4)
+            offset += n
     # the batch loss is the mean over exactly the tokens trained when each example runs alone
-    assert packed.loss.item() == pytest.approx(total / count, rel=1e-5)
-    model.config._attn_implementation = "sdpa"
+    assert packed.loss.item() == pytest.approx(alone_loss, rel=1e-5)
 
 
-def test_flattened_batch_equals_rows(model, tokenizer, examples):
-    rows = pack_examples(examples, max_length=128)
-    with torch.no_grad():
-        as_rows = model(**PackedCollator(tokenizer.pad_token_id)(rows)).loss
-        flat_batch = PackedCollator(tokenizer.pad_token_id, flatten=True)(rows)
-        flat = model(**flat_batch).loss
+def test_flattened_batch_and_padded_baseline_give_the_same_loss(model, tokenizer, examples, rows, alone):
+    flat_batch = PackedCollator(tokenizer.pad_token_id, flatten=True)(rows)
     assert flat_batch["input_ids"].shape == (1, sum(len(e["input_ids"]) for e in examples))
-    assert flat.item() == pytest.approx(as_rows.item(), rel=1e-5)
-
-
-def test_padded_baseline_gives_the_same_loss(model, tokenizer, examples):
-    rows = pack_examples(examples, max_length=128)
     with torch.no_grad():
-        packed = model(**PackedCollator(tokenizer.pad_token_id)(rows)).loss
+        flat = model(**flat_batch).loss
         padded = model(**PaddedCollator(tokenizer.pad_token_id)(examples)).loss
-    assert packed.item() == pytest.approx(padded.item(), rel=1e-5)
+    assert flat.item() == pytest.approx(alone[1], rel=1e-5)
+    assert padded.item() == pytest.approx(alone[1], rel=1e-5)
 
 
-def test_without_use_cache_false_packing_leaks(model, tokenizer, examples):
+def test_without_use_cache_false_packing_leaks(model, tokenizer, rows, alone):
     """Why the collator sends use_cache=False: with the config default (a cache), transformers
-    ignores the packed segments and the second example attends to the first."""
-    rows = pack_examples(examples, max_length=128)
+    ignores the packed segments and later examples attend to earlier ones."""
     batch = PackedCollator(tokenizer.pad_token_id)(rows)
     assert batch["use_cache"] is False and "attention_mask" not in batch
     with torch.no_grad():
-        exact = model(**batch).logits
-        leaky = model(**{**batch, "use_cache": True}).logits
-    assert not torch.allclose(exact, leaky, atol=1e-3)
+        leaky = model(**{**batch, "use_cache": True}).loss
+    assert leaky.item() != pytest.approx(alone[1], rel=1e-3)
 
 
 def test_collator_layout(tokenizer):

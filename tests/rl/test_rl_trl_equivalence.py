@@ -6,7 +6,7 @@ tokens and the KL term is non-zero) and compared with ``rl.grpo``:
 - per token: the gradient of the loss with respect to each completion token's log-probability
   (TRL's log-prob function is swapped for a leaf tensor, so both sides see the same values);
 - end to end: the loss and every parameter gradient through the tiny model's real forward pass
-  (TRL's fused LM head on both sides).
+  (TRL's fused LM head on TRL's side; ``rl.grpo.completion_logps`` on ours).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def trl_trainer(tiny_onetoken, tmp_path_factory):
 
     model, tokenizer = tiny_onetoken
     policy = copy.deepcopy(model).train()
-    pristine = copy.deepcopy(model).train()  # same weights, patched by rl.grpo instead of TRL
+    pristine = copy.deepcopy(model).train()  # same weights, never patched by TRL
     args = TRLConfig(output_dir=str(tmp_path_factory.mktemp("trl")), per_device_train_batch_size=B, num_generations=2,
                      max_completion_length=MAX_COMPLETION, report_to=[], use_cpu=True, bf16=False, logging_steps=1, save_strategy="no",
                      beta=0.0, temperature=0.9)  # beta per case below; ref log-probs come in the batch
@@ -127,8 +127,6 @@ def test_per_token_gradient_matches_trl(trl_trainer, case):
 
 @pytest.mark.parametrize("case", [CASES[0], CASES[4]], ids=["grpo", "dapo-kl"])
 def test_loss_and_parameter_gradients_match_trl_through_the_model(trl_trainer, case):
-    from rl.grpo import add_fused_head
-
     trainer, pristine = trl_trainer
     config = configure(trainer, case)
     inputs = batch(3)
@@ -136,7 +134,7 @@ def test_loss_and_parameter_gradients_match_trl_through_the_model(trl_trainer, c
     attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
     model = trainer.model.train()
     with torch.no_grad():
-        current, _ = completion_logps(model, input_ids, attention, C)
+        current, *_ = trainer._get_per_token_logps_and_entropies(model, input_ids, attention, C)
     inputs = with_logps(inputs, current, 3)
     model.zero_grad()
     theirs = trainer._compute_loss(model, inputs)
@@ -144,8 +142,8 @@ def test_loss_and_parameter_gradients_match_trl_through_the_model(trl_trainer, c
     theirs_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
     mine_model = copy.deepcopy(pristine).train()
-    add_fused_head(mine_model, temperature=trainer.temperature)
-    logps, entropy = completion_logps(mine_model, input_ids, attention, C)
+    logps, entropy = completion_logps(mine_model, input_ids, attention, C, temperature=trainer.temperature)
+    assert torch.allclose(logps, current, atol=1e-5)
     assert entropy is not None and entropy.shape == logps.shape
     mine = ours_loss(config, logps, inputs)
     mine.backward()

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from data.build import build, parse_config
 from data.config import BackendConfig, DataConfig, SourceConfig
 from data.sources import load_candidates
