@@ -51,6 +51,7 @@ class FeedbackSFTModule(HFModule):
         is saved in ``final/feedback.json`` so the evaluators prompt the model as it was trained."""
         super().__init__(base or ModelSpec("qwen3-tiny"), optim)
         self.format = format or TraceFormat()
+        self.model.train()  # from_pretrained returns eval mode, and Lightning keeps modes as it finds them
         if gradient_checkpointing:
             self.model.gradient_checkpointing_enable()
         self.save_hyperparameters()

@@ -76,12 +76,18 @@ class GRPOModule(L.LightningModule):
         refresh: RefreshConfig | None = None,
         audit: AuditConfig | None = None,
         evaluation: EvaluationConfig | None = None,
+        threads: int | None = None,
     ) -> None:
         """GRPO on a prover. ``policy``: starting checkpoint (named; fallbacks named too), adapter;
         ``grpo``: the objective (TRL's names); ``reward`` + ``lean`` + ``evaluator``: the protocol
         and its two judges; ``drift`` / ``refresh`` / ``audit``: the monitors; ``evaluation``: pass@k
-        after training on ``data.eval_statements``."""
+        after training on ``data.eval_statements``. ``threads``: torch intra-op threads (1 suits tiny
+        models on a busy CPU, where more threads spin against each other); None keeps torch's default."""
         super().__init__()
+        if threads is not None:
+            if threads < 1:
+                raise ValueError(f"threads must be >= 1, got {threads}")
+            torch.set_num_threads(threads)
         self.automatic_optimization = False
         self.policy_config = policy or PolicyConfig()
         self.optim = optim or OptimConfig()

@@ -112,3 +112,37 @@ def test_missing_start_checkpoint_uses_the_named_fallback(artifacts, tmp_path):
     with pytest.raises(FileNotFoundError, match="none of the configured starting checkpoints"):
         resolve_base(PolicyConfig(base=ModelSpec(str(tmp_path / "missing"))))
     assert Path(artifacts).name == "artifacts"
+
+
+def test_qlora_policy_trains_adapters_over_nf4_and_exports_a_merged_model(tmp_path):
+    """QLoRA: the base is bitsandbytes NF4 (its CPU kernels here), only the LoRA weights get
+    gradients, the reference (adapter disabled) starts equal, the export merges into full precision."""
+    import bitsandbytes as bnb
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from leanloop.training.models import ModelSpec, load_tokenizer
+    from rl.config import AdapterConfig, PolicyConfig
+    from rl.grpo import completion_logps
+    from rl.policy import build_policy, export_policy
+
+    spec = ModelSpec("qwen3-tiny")
+    tokenizer = load_tokenizer(spec)
+    policy = build_policy(spec, tokenizer, PolicyConfig(adapter=AdapterConfig(kind="qlora", r=2, alpha=4,
+                                                                              compute_dtype="float32")), beta=0.04)
+    assert policy.reference is None
+    quantized = [m for m in policy.model.modules() if isinstance(m, bnb.nn.Linear4bit)]
+    assert quantized and all(m.weight.quant_type == "nf4" for m in quantized)
+    ids = torch.randint(100, 5000, (2, 12))
+    mask = torch.ones_like(ids)
+    logps, _ = completion_logps(policy.model, ids, mask, 4)
+    logps.sum().backward()
+    trained = {n for n, p in policy.model.named_parameters() if p.grad is not None}
+    assert trained and all("lora_" in n for n in trained)
+    with torch.no_grad(), policy.model.disable_adapter():
+        reference, _ = completion_logps(policy.model, ids, mask, 4)
+    assert torch.allclose(logps.detach(), reference)  # LoRA B starts at zero
+    info = export_policy(policy, tokenizer, tmp_path)
+    assert info["adapter"] == "qlora" and (tmp_path / "adapter" / "adapter_config.json").is_file()
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path)
+    assert not any(isinstance(m, bnb.nn.Linear4bit) for m in merged.modules())
