@@ -1,4 +1,9 @@
-"""Shared training machinery: stage CLI (``cli.run_stage``), model specs (``models``), input
-checks (``inputs``), sequence packing (``packing``), optimizer/schedule (``optim``) and the base
-LightningModule for transformers models (``module.HFModule``). See /tmp/team/TRAINING_API.md-style
-guide in the README section "Training stages"."""
+"""Shared training machinery for every stage (see the README section "Training stages").
+
+- ``cli``: ``run_stage`` — LightningCLI entry point, run folder, export, manifest.
+- ``models``: ``ModelSpec`` (preset / checkpoint / previous run), ``load_model``, ``load_tokenizer``.
+- ``inputs``: manifest checks between stages (tokenizer, vocabulary, base model).
+- ``packing``: exact sequence packing and completion-only loss masks for causal LMs.
+- ``optim``: AdamW + warmup/decay schedule shared by all stages.
+- ``module``: ``HFModule``, the base LightningModule for transformers models.
+"""

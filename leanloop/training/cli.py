@@ -10,7 +10,8 @@ project's artifact contract around ``fit``:
    and ``--log.*`` (CSV and wandb loggers; wandb is offline unless ``--log.wandb_mode online``).
 2. Run folder ``artifacts/<stage>/<run>/`` (root: ``leanloop.paths.artifacts_root``, i.e.
    ``$LEANLOOP_ARTIFACTS``). A finished run (it has ``manifest.json``) with the same resolved config
-   is skipped; one with a different config is an error unless ``--overwrite true``. The resolved
+   is skipped; one with a different config (``fast_dev_run`` included) is an error unless
+   ``--overwrite true``; a finished fast_dev_run result is simply replaced. The resolved
    config is written to ``config.yaml`` before training.
 3. ``trainer.fit``; intermediate checkpoints in ``<run>/step-NNNNNN/lightning.ckpt`` every
    ``--checkpoint_every_n_steps``; then ``trainer.test`` when ``--test_after_fit true`` and the
@@ -129,7 +130,8 @@ class StageCLI(LightningCLI):
             self.skipped = True
             return
         finished = (self.run_dir / MANIFEST).is_file()
-        if finished and not self.fast_dev_run and not config.overwrite:
+        # a debug (fast_dev_run) result may be replaced freely; a real run only deliberately
+        if finished and not config.overwrite and not _was_fast_dev_run(self.run_dir):
             previous = (self.run_dir / CONFIG_FILE).read_text() if (self.run_dir / CONFIG_FILE).is_file() else None
             if _comparable(previous) == _comparable(resolved):
                 print(f"[{self.stage}] {self.run_dir} already finished with this config; skipping "
@@ -167,6 +169,15 @@ class StageCLI(LightningCLI):
             ))
         trainer_config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
         return self._instantiate_trainer(trainer_config, callbacks)
+
+
+def _was_fast_dev_run(run_dir: Path) -> bool:
+    import json
+
+    try:
+        return bool(json.loads((run_dir / MANIFEST).read_text()).get("fast_dev_run"))
+    except (OSError, ValueError):
+        return False
 
 
 def _is_global_zero() -> bool:

@@ -102,6 +102,9 @@ def test_same_config_is_skipped_other_config_refused(finished_run, monkeypatch):
     assert again.skipped and (root / "pretrain/six_steps/manifest.json").read_text() == before
     with pytest.raises(SystemExit, match="different config"):
         run(args + ["--model.optim.lr", "0.5"])
+    with pytest.raises(SystemExit, match="different config"):  # a debug run never clobbers a real one
+        run(args + ["--trainer.fast_dev_run", "true"])
+    assert (root / "pretrain/six_steps/manifest.json").read_text() == before
 
 
 def test_next_stage_loads_the_run_and_checks_it(finished_run, monkeypatch):
