@@ -436,7 +436,7 @@ class GRPOModule(L.LightningModule):
             self.results["evaluation"] = evaluate_policy(
                 self.model, self.rollout, self.render, datamodule.eval_statements, self.harness, self.verifier,
                 self.evaluator, self.evaluation)
-        if self.refresher is not None and self.refreshes and self.run_dir is not None:
+        if self.refresher is not None and any(r["losses"] for r in self.refreshes) and self.run_dir is not None:
             self.refresher.save(self.run_dir / "evaluator_refreshed")
         if self.run_dir is not None:
             datamodule.curriculum.write(self.run_dir / "curriculum.json")

@@ -60,7 +60,7 @@ def summed_loss(model, batches: list[dict]) -> tuple[float, int]:
     return total, count
 
 
-def bench_packing(rows_n: int = 12, max_length: int = 512, batch_size: int = 4, seed: int = 0) -> dict:
+def bench_packing(rows_n: int = 24, max_length: int = 512, batch_size: int = 4, seed: int = 0) -> dict:
     """The whole default corpus is packed (as training would); ``rows_n`` packed rows are drawn and
     their examples are what both runs train on."""
     tokenizer = load_tokenizer("qwen3")
@@ -153,7 +153,7 @@ def report(r: dict) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=12, help="packed rows drawn; their examples are trained both ways")
+    parser.add_argument("--rows", type=int, default=24, help="packed rows drawn; their examples are trained both ways")
     parser.add_argument("--max_length", type=int, default=512)
     parser.add_argument("--batch_size", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
