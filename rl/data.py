@@ -114,6 +114,9 @@ class RLData(L.LightningDataModule):
         if not self.curriculum.active():
             raise ValueError(f"no training statement left after dropping {len(names)} ({reason})")
 
+    def transfer_batch_to_device(self, batch, device, dataloader_idx):
+        return batch  # a list of statements (text); the module puts rollouts on the device it generates on
+
     def train_dataloader(self) -> DataLoader:
         return DataLoader(StepStream(self), batch_size=None, collate_fn=lambda problems: problems, num_workers=0)
 

@@ -212,9 +212,6 @@ class GRPOModule(L.LightningModule):
                 datamodule.drop(long, f"prompt longer than generation.max_prompt_length={limit}")
                 self.totals["dropped_long_prompts"] = len(long)
 
-    def transfer_batch_to_device(self, batch, device, dataloader_idx):
-        return batch  # a list of statements (text): rollouts are put on the device when generated
-
     def render(self, problem) -> str:
         return render_prompt(problem.prompt, self.prompt, self.tokenizer)
 

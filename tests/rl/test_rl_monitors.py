@@ -1,0 +1,56 @@
+"""Drift statistics and the evaluator refresh on real Lean-labelled programs."""
+
+from __future__ import annotations
+
+import pytest
+
+from rl.drift import DriftConfig, DriftMonitor, Pair, agreement
+from rl.refresh import EvaluatorRefresher, LabelBuffer, RefreshConfig
+
+
+def test_agreement_statistics():
+    pairs = [Pair(True, True, "x"), Pair(True, False, "x"), Pair(False, False, "x"), Pair(False, False, "x"),
+             Pair(False, True, "x")]
+    accuracy, fpr, fnr, n_valid, n_invalid = agreement(pairs)
+    assert (accuracy, fpr, fnr, n_valid, n_invalid) == (pytest.approx(3 / 5), pytest.approx(1 / 3), 0.5, 2, 3)
+    assert agreement([]) == (None, None, None, 0, 0)
+    monitor = DriftMonitor(DriftConfig(every_n_steps=3, min_pairs=6, fpr_alarm=0.2))
+    for p in pairs:
+        monitor.observe(p.verdict, p.label, "audit")
+    monitor.observe(None, True, "audit")  # no verdict: not a pair
+    assert [monitor.due(s) for s in (0, 1, 3, 6)] == [False, False, True, True]
+    report = monitor.report(3)
+    assert report.pairs == 5 and not report.alarm  # under min_pairs: no alarm on 5 pairs
+    assert monitor.pairs == [] and monitor.history == [report]
+
+
+def test_refresh_fits_lean_labels_and_remeasures_on_held_out_theorems(classifier, rl_rows):
+    evaluator = classifier(threshold=0.5)
+    buffer = LabelBuffer()
+    clean = [r for r in rl_rows if not r["compilation_result"].get("system_errors")]
+    for row in clean[:24]:
+        buffer.add(row["code"], row["verdict_pass"], row["name"])
+    buffer.add(clean[0]["code"], clean[0]["verdict_pass"], clean[0]["name"])  # a program counts once
+    buffer.add(None, True, "x")
+    buffer.add("theorem t : True := trivial", None, "x")  # no Lean label: never a training example
+    assert len(buffer) == 24
+    train, holdout = buffer.split(0.3)
+    assert train and holdout and not {x.name for x in train} & {x.name for x in holdout}
+    before = [p.parameters().__next__().detach().clone() for p in [evaluator.model]][0]
+    refresher = EvaluatorRefresher(evaluator, RefreshConfig(enabled=True, every_n_steps=2, steps=6, lr=3e-3,
+                                                            batch_size=len(train), min_labels=8, holdout_fraction=0.3))
+    assert refresher.due(2) and not refresher.due(3)
+    report = refresher.refresh(2, buffer)
+    assert report.skipped is None and report.train == len(train) and report.holdout == len(holdout)
+    assert len(report.losses) == 6 and report.losses[-1] < report.losses[0]
+    assert report.before_accuracy is not None and report.after_accuracy is not None
+    assert not evaluator.model.training
+    assert not next(evaluator.model.parameters()).detach().equal(before)
+    small = LabelBuffer()
+    small.add(clean[0]["code"], True, clean[0]["name"])
+    assert "min_labels" in refresher.refresh(4, small).skipped
+
+
+def test_refresh_needs_a_classifier():
+    with pytest.raises(TypeError, match="classifier evaluators"):
+        EvaluatorRefresher(object())
