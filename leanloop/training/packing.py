@@ -148,18 +148,18 @@ class PackedCollator:
         self.pad_to_multiple_of = pad_to_multiple_of
 
     @staticmethod
-    def _row(examples: Iterable[Example]) -> tuple[list[int], list[int], list[int]]:
-        ids: list[int] = []
-        labels: list[int] = []
-        positions: list[int] = []
-        for example in examples:
-            n = len(example["input_ids"])
-            if n == 0 or len(example["labels"]) != n:
-                raise ValueError(f"malformed example: {n} input ids, {len(example['labels'])} labels")
-            ids += example["input_ids"]
-            labels += [IGNORE] + list(example["labels"][1:])  # never predict across a boundary
-            positions += range(n)
-        return ids, labels, positions
+    def _row(examples: Iterable[Example]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        ids, labels, positions = [], [], []
+        for example in examples:  # lists or integer arrays (large corpora keep numpy arrays)
+            tokens = torch.as_tensor(example["input_ids"], dtype=torch.long)
+            targets = torch.as_tensor(example["labels"], dtype=torch.long).clone()
+            if tokens.numel() == 0 or targets.shape != tokens.shape:
+                raise ValueError(f"malformed example: {tokens.numel()} input ids, {targets.numel()} labels")
+            targets[0] = IGNORE  # never predict across a boundary
+            ids.append(tokens)
+            labels.append(targets)
+            positions.append(torch.arange(tokens.numel()))
+        return torch.cat(ids), torch.cat(labels), torch.cat(positions)
 
     def __call__(self, rows: Sequence[Sequence[Example]]) -> dict[str, torch.Tensor]:
         if self.flatten:
@@ -171,9 +171,9 @@ class PackedCollator:
         position_ids = torch.zeros((len(built), width), dtype=torch.long)
         for r, (ids, labs, pos) in enumerate(built):
             n = len(ids)
-            input_ids[r, :n] = torch.tensor(ids)
-            labels[r, :n] = torch.tensor(labs)
-            position_ids[r, :n] = torch.tensor(pos)
+            input_ids[r, :n] = ids
+            labels[r, :n] = labs
+            position_ids[r, :n] = pos
             position_ids[r, n:] = torch.arange(width - n)  # padding: a segment of its own
         # use_cache=False is part of the batch because packing is only honoured without a cache
         return {"input_ids": input_ids, "labels": labels, "position_ids": position_ids,

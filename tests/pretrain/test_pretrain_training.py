@@ -27,6 +27,29 @@ def test_packed_rows_hold_every_token_once():
     assert "attention_mask" not in batch and batch["use_cache"] is False
 
 
+def test_prebuilt_corpus_is_tokenized_once(artifacts, monkeypatch):
+    import pretrain.data
+    from pretrain.config import CorpusBuild
+    from pretrain.corpus import build
+
+    out = build(CorpusBuild(corpus=CorpusConfig(jsonl=[PROOFS], max_documents=6), run="small"))
+    config = CorpusConfig(prebuilt="artifacts://pretrain_corpus/small")
+    first = PretrainData(config, max_length=128)
+    first.prepare_data()  # Lightning: once per node, before setup on every rank
+    cache = first.cache_file()
+    assert cache.is_file() and cache.parent == out / "cache"
+
+    def no_rebuild(*_):
+        raise AssertionError("setup re-read the corpus although a cache exists")
+
+    monkeypatch.setattr(pretrain.data, "collect_documents", no_rebuild)
+    second = PretrainData(config, max_length=128)
+    second.setup("fit")
+    assert second.counts["corpus"]["documents"] == 6
+    assert sum(len(e["input_ids"]) for row in second.train_set for e in row) == second.counts["train_tokens"]
+    assert PretrainData(config, max_length=64).cache_file() != cache  # another shape, another cache
+
+
 def test_masked_lm_batches_mask_thirty_percent():
     data = PretrainData(CorpusConfig(jsonl=[PROOFS], max_documents=40), max_length=128, batch_size=16,
                         objective="mlm", base=ModelSpec("minilm"), mlm_probability=0.3)

@@ -24,8 +24,16 @@ def test_agreement_statistics():
     assert monitor.pairs == [] and monitor.history == [report]
 
 
-def test_refresh_fits_lean_labels_and_remeasures_on_held_out_theorems(classifier, rl_rows):
-    evaluator = classifier(threshold=0.5)
+def test_refresh_fits_lean_labels_and_remeasures_on_held_out_theorems(tiny_onetoken, rl_rows):
+    import copy
+
+    from classifiers.evaluator import ClassifierEvaluator, ClassifierSpec
+    from classifiers.scoring import FALSE_TOKEN, ONETOKEN_SUFFIX, TRUE_TOKEN
+
+    model, tokenizer = tiny_onetoken
+    spec = ClassifierSpec(kind="onetoken", max_length=128, head_fraction=0.25, suffix=ONETOKEN_SUFFIX,
+                          true_token=TRUE_TOKEN, false_token=FALSE_TOKEN)
+    evaluator = ClassifierEvaluator(spec, copy.deepcopy(model), tokenizer, batch_size=16)  # refresh trains it
     buffer = LabelBuffer()
     clean = [r for r in rl_rows if not r["compilation_result"].get("system_errors")]
     for row in clean[:24]:
@@ -36,7 +44,7 @@ def test_refresh_fits_lean_labels_and_remeasures_on_held_out_theorems(classifier
     assert len(buffer) == 24
     train, holdout = buffer.split(0.3)
     assert train and holdout and not {x.name for x in train} & {x.name for x in holdout}
-    before = [p.parameters().__next__().detach().clone() for p in [evaluator.model]][0]
+    before = next(evaluator.model.parameters()).detach().clone()
     refresher = EvaluatorRefresher(evaluator, RefreshConfig(enabled=True, every_n_steps=2, steps=6, lr=3e-3,
                                                             batch_size=len(train), min_labels=8, holdout_fraction=0.3))
     assert refresher.due(2) and not refresher.due(3)
