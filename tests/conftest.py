@@ -24,7 +24,7 @@ def pytest_collection_modifyitems(config, items):
         return
     skip = pytest.mark.skip(reason="no Lean toolchain (set LEANLOOP_LEAN_PROJECT or put lake on PATH)")
     for item in items:
-        if "lean" in item.keywords:
+        if item.get_closest_marker("lean"):
             item.add_marker(skip)
 
 

@@ -117,7 +117,7 @@ def ours_step(config: BenchConfig, root: Path) -> dict:
 
     G, n = config.num_generations, config.warmup + config.steps
     args = ["--config", str(REPO_ROOT / "configs/rl/debug.yaml"), "--run", "bench",
-            "--model.policy.adapter.kind", "none", "--model.optim.lr", "1e-5",
+            "--model.policy.adapter.kind", "none", "--model.optim.lr", "1e-5", "--model.threads", str(config.threads),
             "--model.grpo.num_generations", str(G), "--model.grpo.micro_batch_size", str(G * config.problems),
             "--model.grpo.loss_type", "dapo", "--model.grpo.beta", "0.0",
             "--model.generation.max_new_tokens", str(config.completion_tokens),
