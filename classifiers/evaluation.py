@@ -94,7 +94,22 @@ def order_evaluators(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: rank[r["evaluator"]])  # stable: rows keep their order per evaluator
 
 
-def headline(summary_path: Path, classifiers: Sequence[str]) -> list[str]:
+def auroc_gap(rows: list[dict[str, Any]], name: str, n_resamples: int) -> Any:
+    """Paired grouped-bootstrap interval of AUROC(name) - AUROC(TF-IDF) on the test rows both judged."""
+    from leanloop.metrics import paired_bootstrap
+
+    tfidf = {r["id"]: r for r in rows if r["evaluator"] == TFIDF and r["split"] == "test"}
+    mine = [r for r in rows if r["evaluator"] == name and r["split"] == "test" and r["id"] in tfidf]
+    if not mine:
+        return None
+    labels = [int(r["label"]) for r in mine]
+    return paired_bootstrap(labels, [r["group"] for r in mine], [r["score"] for r in mine],
+                            [tfidf[r["id"]]["score"] for r in mine], metrics=("auroc",),
+                            n_resamples=n_resamples)["auroc"]
+
+
+def headline(summary_path: Path, rows: list[dict[str, Any]], classifiers: Sequence[str],
+             n_resamples: int) -> list[str]:
     """The lines that answer "does the classifier beat TF-IDF on the test split?"."""
     summary = json.loads(summary_path.read_text())["evaluators"]
     if TFIDF not in summary:
@@ -106,9 +121,12 @@ def headline(summary_path: Path, classifiers: Sequence[str]) -> list[str]:
             continue
         ours, theirs = summary[name]["intervals"]["auroc"], base["intervals"]["auroc"]
         verdict = "beats" if ours["point"] > theirs["point"] else "does NOT beat"
+        gap = auroc_gap(rows, name, n_resamples)
+        gap_text = (f"; paired difference {gap.point:+.3f} [{gap.low:+.3f}, {gap.high:+.3f}], positive in "
+                    f"{gap.share_positive:.0%} of resamples" if gap is not None else "")
         lines.append(
             f"- `{name}` AUROC {ours['point']:.3f} [{ours['low']:.3f}, {ours['high']:.3f}] {verdict} the TF-IDF "
-            f"baseline's {theirs['point']:.3f} [{theirs['low']:.3f}, {theirs['high']:.3f}] "
+            f"baseline's {theirs['point']:.3f} [{theirs['low']:.3f}, {theirs['high']:.3f}]{gap_text} "
             f"(accuracy {summary[name]['metrics']['accuracy']:.3f} vs {base['metrics']['accuracy']:.3f}; "
             f"MCC {summary[name]['metrics']['mcc']:.3f} vs {base['metrics']['mcc']:.3f})."
         )
@@ -130,7 +148,7 @@ def write_report(rows: list[dict[str, Any]], out_dir: str | Path, n_resamples: i
     report = build_report(predictions, out, n_resamples=n_resamples)
     classifiers = [n for n in dict.fromkeys(r["evaluator"] for r in rows) if n not in (TFIDF, MAJORITY)]
     top = [f"# {title}", ""] if title else []
-    top += headline(out / "summary.json", classifiers)
+    top += headline(out / "summary.json", rows, classifiers, n_resamples)
     body = report.read_text(encoding="utf-8")
     report.write_text("\n".join(top) + "\n" + body, encoding="utf-8")
     return report

@@ -126,7 +126,7 @@ def pass_at_k_report(results: list[StatementResult], ks: list[int]) -> dict[str,
 
 
 def _markdown(config: EvaluateConfig, sample_manifest: dict, records: list[dict],
-              results: list[StatementResult], table: dict) -> str:
+              results: list[StatementResult], table: dict, caveats: list[str]) -> str:
     categories = Counter(r["category"] for r in records)
     unverified = {c: n for c, n in categories.items() if c not in SUCCESS | FAILURE}
     fully = sum(r.unverified == 0 for r in results)
@@ -141,6 +141,7 @@ def _markdown(config: EvaluateConfig, sample_manifest: dict, records: list[dict]
         f"- verifier: backend `{config.verifier.backend.kind}`, policy profile "
         f"`{config.verifier.profile}`, timeout {config.verifier.timeout:g}s",
         f"- statements: {len(results)}; attempts: {len(records)}",
+        *[f"- **caveat**: {caveat}" for caveat in caveats],
         "",
         "## What was verified",
         "",
@@ -205,8 +206,9 @@ def _plot(table: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def check_theorem_disjoint(sft_run: str, names: set[str]) -> None:
-    """Refuse to evaluate a prover on theorems it was trained on."""
+def check_theorem_disjoint(sft_run: str, names: set[str]) -> list[str]:
+    """Refuse to evaluate a prover on theorems it was fine-tuned on; return caveats about what the
+    SFT run's base model saw (a pretrain run without a holdout may have read the proofs)."""
     manifest = read_manifest(run_folder(sft_run), stage="sft")
     trained = set(manifest.get("counts", {}).get("train_theorems", []))
     overlap = sorted(names & trained)
@@ -214,6 +216,15 @@ def check_theorem_disjoint(sft_run: str, names: set[str]) -> None:
         raise ValueError(f"{len(overlap)} evaluated statements were in the SFT run's training set "
                          f"(e.g. {overlap[:3]}); evaluate on the corpus's held-out split "
                          "(statements.corpus_splits: [test]) instead")
+    caveats = []
+    base = manifest.get("inputs", {}).get("base_model", {}).get("path")
+    if base and (Path(base) / "manifest.json").is_file():
+        pretrain = read_manifest(base)
+        if pretrain.get("stage") == "pretrain" and "holdout" not in pretrain.get("inputs", {}):
+            caveats.append(f"the SFT run's base model ({base}) was pretrained without a holdout "
+                           "corpus (data.corpus.holdout): its pretraining text may include proofs "
+                           "of the evaluated theorems")
+    return caveats
 
 
 def evaluate(config: EvaluateConfig) -> Path:
@@ -224,8 +235,7 @@ def evaluate(config: EvaluateConfig) -> Path:
     if too_big:
         raise ValueError(f"ks {too_big} are not in [1, {k_sampled}]: the sample run drew "
                          f"{k_sampled} attempts per statement")
-    if config.sft is not None:
-        check_theorem_disjoint(config.sft, {row["name"] for row in rows})
+    caveats = check_theorem_disjoint(config.sft, {row["name"] for row in rows}) if config.sft else []
     records = verify_rows(rows, make_verifier(config.verifier))
     results = per_statement(records)
     table = pass_at_k_report(results, sorted(set(config.ks)))
@@ -237,7 +247,8 @@ def evaluate(config: EvaluateConfig) -> Path:
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
     (out / "results.json").write_text(json.dumps(
         {"pass_at_k": table, "statements": [asdict(r) for r in results]}, indent=1))
-    (out / "report.md").write_text(_markdown(config, sample_manifest, records, results, table))
+    (out / "report.md").write_text(_markdown(config, sample_manifest, records, results, table,
+                                             caveats))
     _plot(table, out / "passk.png")
     import yaml
 
@@ -252,7 +263,7 @@ def evaluate(config: EvaluateConfig) -> Path:
                        "verified": sum(r.verified for r in results),
                        "unverified": sum(r.unverified for r in results)}
     manifest.metrics = {f"pass@{k}": row["pass_at_k"] for k, row in table.items()}
-    manifest.extra = {"pass_at_k": table, "verifier": asdict(config.verifier)}
+    manifest.extra = {"pass_at_k": table, "verifier": asdict(config.verifier), "caveats": caveats}
     manifest.write(out)
     return out
 

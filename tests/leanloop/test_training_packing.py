@@ -101,17 +101,19 @@ def test_flattened_batch_and_padded_baseline_give_the_same_loss(model, tokenizer
     assert padded.item() == pytest.approx(alone[1], rel=1e-5)
 
 
-@pytest.mark.xfail(strict=False, reason="asserts transformers-internal cache behaviour; failed once in the lead's run (first example not bit-identical with use_cache=True) - see issue #4 note")
 def test_without_use_cache_false_packing_leaks(model, tokenizer, rows):
-    """Why the collator sends use_cache=False: with the config default (a cache), transformers
-    ignores the packed segments and later examples attend to earlier ones."""
+    """Why the collator sends use_cache=False: with the config default (a cache), transformers 5.24
+    ignores the packed segments and later examples attend to earlier ones. (If a transformers
+    upgrade makes this fail, packing has become cache-safe and the note in packing.py can go.)"""
     batch = PackedCollator(tokenizer.pad_token_id)(rows)
     assert batch["use_cache"] is False and "attention_mask" not in batch
     with torch.no_grad():
         exact = model(**batch).logits
         leaky = model(**{**batch, "use_cache": True}).logits
     first = len(rows[0][0]["input_ids"])
-    torch.testing.assert_close(leaky[0, :first], exact[0, :first])  # the first example is unaffected
+    # the first example is unaffected (up to kernel rounding: a cache run takes sdpa's is_causal
+    # path, the packed run an explicit mask)
+    torch.testing.assert_close(leaky[0, :first], exact[0, :first], atol=1e-4, rtol=1e-4)
     assert (leaky[0, first:] - exact[0, first:]).abs().max() > 0.1  # the next ones see it
 
 

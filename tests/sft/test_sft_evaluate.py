@@ -130,3 +130,14 @@ def test_evaluation_refuses_theorems_the_prover_trained_on(attempts, artifacts):
                                 sft=str(artifacts / "sft" / "leaky")))
     with pytest.raises(ValueError, match=r"not in \[1, 4\]"):
         evaluate(EvaluateConfig(samples=str(sample_dir("rl_lean")), ks=[8]))
+
+    # disjoint from the SFT data, but the base model's pretraining had no holdout: said in the report
+    Manifest(stage="pretrain", run="open").write(artifacts / "pretrain" / "open")
+    clean = Manifest(stage="sft", run="clean", counts={"train_theorems": ["some_other_theorem"]})
+    clean.add_input("base_model", artifacts / "pretrain" / "open")
+    clean.write(artifacts / "sft" / "clean")
+    out = evaluate(EvaluateConfig(samples=str(sample_dir("rl_lean")), ks=[1], run="caveat",
+                                  sft=str(artifacts / "sft" / "clean"),
+                                  verifier=VerifierConfig(backend=BackendConfig(
+                                      kind="replay", options={"sources": ["rl_lean"]}))))
+    assert "pretrained without a holdout" in (out / "report.md").read_text()

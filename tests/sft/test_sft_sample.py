@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+
+import pytest
 
 from data.build import build, parse_config
 from data.config import BackendConfig, DataConfig, SourceConfig
@@ -13,7 +16,7 @@ from leanloop.artifacts import content_hash
 from leanloop.paths import REPO_ROOT
 from leanloop.training.models import ModelSpec
 from sft.config import SampleConfig, StatementsConfig
-from sft.generation import SamplingConfig
+from sft.generation import SamplingConfig, VLLMGenerator
 from sft.prompt import PromptConfig
 from sft.sample import run
 from sft.statements import read_statements
@@ -75,3 +78,10 @@ def test_chat_prompts_take_only_code_blocks(tiny_prover, tiny_generator, artifac
             assert row["program"] is None and "code block" in row["extraction_reason"]
     assert manifest["counts"]["not_extracted"] == sum(r["program"] is None for r in rows)
     assert manifest["prompt"]["style"] == "chat"
+
+
+def test_vllm_without_the_gpu_extra_fails_clearly():
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vllm is installed here")
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[gpu\]'"):
+        VLLMGenerator("Qwen/Qwen3-8B-Base", ["<|endoftext|>"])
