@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from leanloop import artifacts
 from leanloop.artifacts import MANIFEST, read_manifest, run_dir
 from leanloop.paths import REPO_ROOT
 
@@ -87,11 +88,11 @@ def entry_module(stage: str, entry: str | None = None) -> str:
 
 
 def default_run_name(configs: list[str]) -> str:
-    """The run name the stage CLI would choose itself: the config files' stems joined by '+'."""
-    stems = [Path(c).stem for c in configs]
-    if not stems:
-        raise CommandError("name the run: give at least one --config or a --run NAME")
-    return "+".join(dict.fromkeys(stems))
+    """The run name the stage CLI would choose itself (``leanloop.artifacts.default_run_name``)."""
+    try:
+        return artifacts.default_run_name(configs)
+    except ValueError as error:
+        raise CommandError(str(error)) from None
 
 
 @dataclass

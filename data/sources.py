@@ -231,7 +231,10 @@ def load_candidates(config: DataConfig, default_header: str) -> CandidateSet:
                     continue
                 program = join_proof(header, statement, proof)
             else:
-                fail(f"no program: `{source.program_field}` and `{source.proof_field}` are missing or empty")
+                # a sampler (sft.sample) writes why it could not extract a program; keep that reason
+                upstream = _text(row.get("extraction_reason"))
+                fail(f"no program: `{source.program_field}` and `{source.proof_field}` are missing or empty"
+                     + (f" (sampler: {upstream})" if upstream else ""))
                 continue
             if len(program) > config.max_input_chars:
                 fail(f"program is {len(program):,} characters, over the input limit of {config.max_input_chars:,}")

@@ -15,6 +15,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from importlib import metadata
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,18 @@ def describe_input(path: str | os.PathLike) -> dict[str, str]:
 
 def run_dir(stage: str, run: str, root: str | os.PathLike | None = None) -> Path:
     return Path(root) if root is not None else artifacts_root() / stage / run
+
+
+def default_run_name(config_files: Iterable[Any]) -> str:
+    """The run a stage writes when no ``--run`` is given: the config files' stems joined by '+'
+    (``--config configs/sft/paper.yaml --config configs/strategy/zero2.yaml`` -> ``paper+zero2``),
+    each stem once. One rule for the stage CLI and the cluster tools, so that a submitted or swept
+    run lands in the folder the stage itself would pick. Accepts str / Path / jsonargparse paths.
+    """
+    stems = [Path(str(getattr(f, "relative", f))).stem for f in (config_files or [])]
+    if not stems:
+        raise ValueError("name the run: pass --config configs/<stage>/X.yaml or --run NAME")
+    return "+".join(dict.fromkeys(stems))
 
 
 @dataclass

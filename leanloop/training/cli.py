@@ -14,7 +14,10 @@ project's artifact contract around ``fit``:
    ``--overwrite true``; a finished fast_dev_run result is simply replaced. The resolved
    config is written to ``config.yaml`` before training.
 3. ``trainer.fit``; intermediate checkpoints in ``<run>/step-NNNNNN/lightning.ckpt`` every
-   ``--checkpoint_every_n_steps``; then ``trainer.test`` when ``--test_after_fit true`` and the
+   ``--checkpoint_every_n_steps``; then ``trainer.validate`` on the final weights when the last
+   validation of the fit ran at an earlier step (``max_steps`` stopping mid-epoch, or a
+   ``val_check_interval`` that does not divide the run), so that the manifest's validation metrics
+   are those of the exported model; then ``trainer.test`` when ``--test_after_fit true`` and the
    datamodule has ``test_dataloader``.
 4. ``module.export(<run>/final)`` (Hugging Face format) on global rank zero (on every rank when the
    module sets ``export_on_all_ranks = True``, as HFModule does for ZeRO-3 gathering), then on rank
@@ -44,11 +47,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from lightning.pytorch.callbacks import ModelCheckpoint  # noqa: E402
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint  # noqa: E402
 from lightning.pytorch.cli import LightningCLI  # noqa: E402
 from lightning.pytorch.utilities.model_helpers import is_overridden  # noqa: E402
 
-from leanloop.artifacts import MANIFEST, Manifest  # noqa: E402
+from leanloop.artifacts import MANIFEST, Manifest, default_run_name  # noqa: E402
 from leanloop.paths import artifacts_root  # noqa: E402
 
 CONFIG_FILE = "config.yaml"
@@ -158,6 +161,7 @@ class StageCLI(LightningCLI):
         if config.trainer.get("logger") in (None, True):
             kwargs["logger"] = _loggers(self.stage, self.run_name, self.run_dir, config.log) or False
         callbacks = [self._get(self.config_init, key) for key in self.parser.callback_keys]
+        callbacks.append(LastValidation())  # run_stage validates the final weights if it did not
         if config.checkpoint_every_n_steps:
             # "step-{step:06d}/lightning" -> <run>/step-000100/lightning.ckpt (one folder per step
             # is the artifact layout; Lightning creates it)
@@ -186,10 +190,10 @@ def _is_global_zero() -> bool:
 
 
 def _run_name(config_files: Any) -> str:
-    stems = [Path(str(getattr(p, "relative", p))).stem for p in (config_files or [])]
-    if not stems:
-        raise SystemExit("name the run: pass --config configs/<stage>/X.yaml or --run NAME")
-    return "+".join(dict.fromkeys(stems))
+    try:
+        return default_run_name(config_files)
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
 
 
 def _comparable(text: str | None) -> str | None:
@@ -237,6 +241,28 @@ def _metrics(trainer: Any) -> dict[str, float]:
     return out
 
 
+class LastValidation(Callback):
+    """Remembers the optimizer step of the last validation run during fit (not the sanity check)."""
+
+    def __init__(self) -> None:
+        self.step: int | None = None
+
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        if not trainer.sanity_checking:
+            self.step = int(trainer.global_step)
+
+
+def _needs_final_validation(trainer: Any, model: Any, datamodule: Any) -> bool:
+    if trainer.fast_dev_run or not trainer.limit_val_batches:
+        return False  # fast_dev_run validated its one batch; limit_val_batches 0 turns validation off
+    if not is_overridden("validation_step", model):
+        return False
+    if not any(obj is not None and is_overridden("val_dataloader", obj) for obj in (datamodule, model)):
+        return False
+    last = next((c for c in trainer.callbacks if isinstance(c, LastValidation)), None)
+    return last is None or last.step != int(trainer.global_step)
+
+
 def _hook(objects: Iterable[Any], name: str) -> dict[str, Any]:
     merged: dict[str, Any] = {}
     for obj in objects:
@@ -277,6 +303,11 @@ def run_stage(
     if trainer.interrupted:
         raise SystemExit(f"[{stage}] training was interrupted; {cli.run_dir} has no manifest")
     metrics = _metrics(trainer)
+    if _needs_final_validation(trainer, model, datamodule):
+        # max_steps (or a val_check_interval that does not divide the run) stopped training after
+        # the last validation: validate the final weights, so the manifest's val metrics are theirs
+        trainer.validate(model, datamodule=datamodule, verbose=False)
+        metrics.update(_metrics(trainer))
     if config.test_after_fit and datamodule is not None and is_overridden("test_dataloader", datamodule):
         trainer.test(model, datamodule=datamodule)
         metrics.update(_metrics(trainer))

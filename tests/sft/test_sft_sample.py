@@ -56,6 +56,8 @@ def test_samples_are_candidates_make_data_labels(tiny_prover, tiny_generator, ar
     assert {c.program for c in read.candidates} == programs
     assert {c.prover for c in read.candidates} == {prover}
     assert all("no program" in e.reason for e in read.errors)
+    reasons = {r["extraction_reason"] for r in rows if r["program"] is None}
+    assert all(any(f"(sampler: {why})" in e.reason for why in reasons) for e in read.errors)
 
     # the shipped data config labels them with the configured backend (replay: nothing recorded)
     data = parse_config(["--config", str(REPO_ROOT / "configs/data/sft_samples.yaml"),
