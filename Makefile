@@ -64,6 +64,8 @@ probe: setup ## check that ranks train in sync under a strategy (STRATEGY=ddp_cp
 		--profile $(or $(PROFILE),cluster/profiles/local.yaml) --log.wandb false
 
 # --- pretrain stage ---
+# make pretrain -> artifacts/pretrain/default/final (~3 CPU minutes); it holds out the valid/test
+# theorems of artifacts/data/default, so run make data first.
 .PHONY: pretrain pretrain-corpus bench-train
 pretrain: setup ## continued pretraining, CLM or MLM (CONFIG=configs/pretrain/X.yaml [more.yaml], RUN=name, ARGS=overrides)
 	$(PY) -m pretrain.train $(foreach c,$(or $(CONFIG),configs/pretrain/default.yaml),--config $(c)) \
@@ -72,7 +74,7 @@ pretrain: setup ## continued pretraining, CLM or MLM (CONFIG=configs/pretrain/X.
 pretrain-corpus: setup ## build a pretraining corpus once (CORPUS=configs/pretrain/corpus/X.yaml) -> artifacts/pretrain_corpus/
 	$(PY) -m pretrain.corpus --config $(or $(CORPUS),configs/pretrain/corpus/shipped.yaml)
 
-bench-train: setup ## packed vs padded batches: padding fraction, tokens/s, identical loss
+bench-train: setup ## packed vs padded batches (padding, tokens/s, identical loss) + classifier scoring throughput
 	$(PY) -m leanloop.bench.train
 	$(PY) -m leanloop.bench.classifiers
 
@@ -80,14 +82,25 @@ bench-train: setup ## packed vs padded batches: padding fraction, tokens/s, iden
 # Default: both verdict classifiers on artifacts/data/default (encoder: the shipped MiniLM; one-token:
 # tiny Qwen3 from artifacts/pretrain/default), then one report beside the majority and TF-IDF
 # baselines in artifacts/classifiers/default_report/. CONFIG=... trains just that config.
+# The two default runs are independent, so they train side by side on one core each (2-core CPU
+# budget: 10 minutes for both); their output goes to artifacts/classifiers/<run>.log.
+CLASSIFIER_LOGS = $${LEANLOOP_ARTIFACTS:-$(ART)}/classifiers
 .PHONY: classifiers
 classifiers: setup ## encoder + one-token verdict classifiers and their report (CONFIG=configs/classifiers/X.yaml, RUN=name, ARGS=overrides)
 	@if [ -n "$(CONFIG)" ]; then \
 		$(PY) -m classifiers.train $(foreach c,$(CONFIG),--config $(c)) $(if $(RUN),--run $(RUN)) $(ARGS); \
 	else \
-		set -e; \
-		$(PY) -m classifiers.train --config configs/classifiers/encoder_default.yaml $(ARGS); \
-		$(PY) -m classifiers.train --config configs/classifiers/onetoken_default.yaml $(ARGS); \
+		set -e; logs=$(CLASSIFIER_LOGS); mkdir -p $$logs; failed=; \
+		echo "[classifiers] training encoder_default and onetoken_default side by side (logs: $$logs/<run>.log)"; \
+		OMP_NUM_THREADS=1 $(PY) -m classifiers.train --config configs/classifiers/encoder_default.yaml $(ARGS) \
+			> $$logs/encoder_default.log 2>&1 & encoder=$$!; \
+		OMP_NUM_THREADS=1 $(PY) -m classifiers.train --config configs/classifiers/onetoken_default.yaml $(ARGS) \
+			> $$logs/onetoken_default.log 2>&1 & onetoken=$$!; \
+		wait $$encoder || failed="$$failed encoder_default"; \
+		wait $$onetoken || failed="$$failed onetoken_default"; \
+		for run in $$failed; do echo "[classifiers] $$run FAILED; end of $$logs/$$run.log:"; tail -n 30 $$logs/$$run.log; done; \
+		test -z "$$failed"; \
+		grep -aho '\[classifiers\] .*' $$logs/encoder_default.log $$logs/onetoken_default.log || true; \
 		$(PY) -m classifiers.report --out artifacts://classifiers/default_report \
 			--runs '[artifacts://classifiers/encoder_default, artifacts://classifiers/onetoken_default]'; \
 	fi
@@ -139,9 +152,30 @@ bench-rl: setup ## hybrid scheduler on a simulated clock (recorded Lean times) +
 	$(PY) -m leanloop.bench.rl $(ARGS)
 
 # --- autoformalizer stage ---
-.PHONY: bench-autoformalizer autoformalizer-retrieval
+# make autoformalizer = autoformalizer-sft -> artifacts/autoformalizer/default (Stage 1, syntax-alignment
+# SFT), autoformalizer-grpo -> artifacts/autoformalizer_grpo/default (Stage 2, GRPO against the compiler,
+# from Stage 1), autoformalizer-eval -> artifacts/autoformalizer_eval/default/report.md (the nine
+# metrics, and which of them could not be computed and why). Paper: CONFIG=configs/autoformalizer/paper.yaml
+# for the SFT, .../grpo/paper.yaml, and CONFIG="configs/autoformalizer/eval/default.yaml configs/autoformalizer/eval/paper.yaml".
+.PHONY: autoformalizer autoformalizer-sft autoformalizer-grpo autoformalizer-eval bench-autoformalizer autoformalizer-retrieval
+autoformalizer: setup ## embedded default end to end on CPU: SFT -> GRPO -> evaluation report (tiny Qwen3-MoE, NF4, QLoRA)
+	$(MAKE) autoformalizer-sft
+	$(MAKE) autoformalizer-grpo
+	$(MAKE) autoformalizer-eval
+
+autoformalizer-sft: setup ## Stage 1 SFT: informal -> `theorem ... := by sorry` (CONFIG=configs/autoformalizer/X.yaml [more.yaml], RUN=name, ARGS=overrides)
+	$(PY) -m autoformalizer.train $(foreach c,$(or $(CONFIG),configs/autoformalizer/default.yaml),--config $(c)) \
+		$(if $(RUN),--run $(RUN)) $(ARGS)
+
+autoformalizer-grpo: setup ## Stage 2 GRPO with the gated compiler reward (CONFIG=configs/autoformalizer/grpo/X.yaml, RUN=name, ARGS=overrides)
+	$(PY) -m autoformalizer.train_grpo $(foreach c,$(or $(CONFIG),configs/autoformalizer/grpo/default.yaml),--config $(c)) \
+		$(if $(RUN),--run $(RUN)) $(ARGS)
+
+autoformalizer-eval: setup ## the nine metrics + report (CONFIG=configs/autoformalizer/eval/X.yaml [more.yaml], ARGS=overrides)
+	$(PY) -m autoformalizer.evaluate $(foreach c,$(or $(CONFIG),configs/autoformalizer/eval/default.yaml),--config $(c)) $(ARGS)
+
 bench-autoformalizer: setup ## unfused-MoE policy: bf16 vs NF4 memory, QLoRA vs QDoRA tokens/s, fused vs unfused forward
 	$(PY) -m leanloop.bench.autoformalizer
 
-autoformalizer-retrieval: setup ## System B recall@8 on the shipped statements (CONFIG=configs/autoformalizer/X.yaml)
-	$(PY) -m autoformalizer.evaluate_retrieval --config $(or $(CONFIG),configs/autoformalizer/default.yaml)
+autoformalizer-retrieval: setup ## System B recall@8 on the shipped statements (CONFIG=configs/autoformalizer/eval/X.yaml)
+	$(PY) -m autoformalizer.evaluate_retrieval --config $(or $(CONFIG),configs/autoformalizer/eval/default.yaml)

@@ -1,8 +1,11 @@
-"""Typed configuration of the autoformalizer (read by jsonargparse from configs/autoformalizer/*.yaml).
+"""Typed configuration of the autoformalizer (read by jsonargparse from configs/autoformalizer/eval/*.yaml).
 
 The sections here cover the policy model (unfused MoE, NF4, adapters), retrieval (System B),
-repair (System A + loop), the gated reward and the Lean backend of the compile checks. The SFT and
-GRPO training sections join this file when those stages land.
+repair (System A + loop), the gated reward, the Lean backend of the compile checks, the statement
+pairs (:mod:`autoformalizer.data`) and the evaluation. The training stages take the same sections
+as LightningModule / LightningDataModule arguments (``model.policy``, ``model.reward``,
+``model.lean``, ``data.pairs``): one set of dataclasses, read by LightningCLI there and by
+jsonargparse here.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from dataclasses import dataclass, field
 from data.verifier.backends import BackendSettings
 
 from autoformalizer.adapters import AdapterConfig
+from autoformalizer.data import PairsConfig
 from autoformalizer.moe import MoEArchConfig
 from autoformalizer.quantize import QuantConfig
 from autoformalizer.retrieval import RetrievalConfig
@@ -21,12 +25,13 @@ from autoformalizer.typecheck import DEFAULT_HEADER, ERROR_CHARS
 
 @dataclass
 class PolicyConfig:
-    """The policy model. ``name: tiny`` builds the random tiny Qwen3-MoE from ``arch`` (tests, the
-    embedded default); anything else is a checkpoint folder or hub id (``Qwen/Qwen3-Coder-30B-A3B-
-    Instruct``, read from the local HF cache since the hub is offline) loaded unfused and, with
-    ``quant.enabled``, straight into NF4."""
+    """The policy model. ``name: qwen3-moe-tiny`` (the project's tiny Qwen3-MoE preset) builds the
+    random tiny model from ``arch`` (tests, the embedded default); a checkpoint folder or hub id
+    (``Qwen/Qwen3-Coder-30B-A3B-Instruct``, read from the local HF cache since the hub is offline) or
+    a previous run (``artifacts://autoformalizer/<run>``) is loaded unfused and, with
+    ``quant.enabled``, straight into NF4 (see :mod:`autoformalizer.policy`)."""
 
-    name: str = "tiny"
+    name: str = "qwen3-moe-tiny"
     arch: MoEArchConfig = field(default_factory=MoEArchConfig)
     seed: int = 0
     dtype: str = "float32"  # weights that stay unquantized (bf16 on GPU, fp32 is faster on CPU)
@@ -49,6 +54,9 @@ class LeanCheckConfig:
     """How statements are type-checked: the harness header and the Verifier backend."""
 
     header: str = DEFAULT_HEADER
+    problem_header: bool = True
+    """Check each statement under its own problem's header when the pair has one (ProofNet and
+    miniF2F open different namespaces); false: always ``header``."""
     # the harness's maxHeartbeats line (the policy's 800,000); null compiles the program verbatim,
     # which is how every replay recording was made (so only then can replay answer)
     heartbeats: int | None = 800_000
@@ -64,13 +72,41 @@ class LeanCheckConfig:
 
 
 @dataclass
+class EvaluationConfig:
+    """What ``python -m autoformalizer.evaluate`` measures (the nine metrics)."""
+
+    split: str = "test"
+    """Which split of ``pairs`` (test: never trained on; the policy's runs are checked for overlap)."""
+    limit: int | None = 8
+    """Problems evaluated: the first N of the split in a seeded shuffle (miniF2F and ProofNet mixed);
+    None: all of them."""
+    samples: int = 4
+    """pass@N: N sampled first-turn statements per problem (0: pass@N is not measured)."""
+    temperature: float = 1.0
+    seed: int = 0
+    threads: int | None = None
+    """torch intra-op threads (1 suits the tiny model on a busy CPU); None keeps torch's default."""
+
+    def __post_init__(self) -> None:
+        if self.samples < 0 or (self.limit is not None and self.limit < 1):
+            raise ValueError("evaluation.samples must be >= 0 and evaluation.limit >= 1 (or null)")
+
+
+@dataclass
 class AutoformalizerConfig:
+    """The autoformalizer as a system (retrieval, repair, checks, evaluation): what
+    ``python -m autoformalizer.evaluate`` and ``autoformalizer.evaluate_retrieval`` read
+    (configs/autoformalizer/eval/*.yaml). The two training stages have their own Lightning configs
+    (configs/autoformalizer/*.yaml: Stage 1 SFT; configs/autoformalizer/grpo/*.yaml: Stage 2 GRPO)."""
+
     run: str = "default"
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     repair: RepairConfig = field(default_factory=RepairConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
     lean: LeanCheckConfig = field(default_factory=LeanCheckConfig)
+    pairs: PairsConfig = field(default_factory=PairsConfig)
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
 
 
 def parse_config(argv: list[str] | None = None, prog: str = "autoformalizer") -> AutoformalizerConfig:

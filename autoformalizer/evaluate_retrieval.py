@@ -1,4 +1,4 @@
-"""``python -m autoformalizer.evaluate_retrieval --config configs/autoformalizer/default.yaml``:
+"""``python -m autoformalizer.evaluate_retrieval --config configs/autoformalizer/eval/default.yaml``:
 System B's recall@k on the shipped statements (``make autoformalizer-retrieval``).
 
 Problems: the miniF2F-test statements with an accepted Kimina-Prover proof; query: the informal

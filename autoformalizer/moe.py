@@ -198,7 +198,9 @@ AutoModelForCausalLM.register(UnfusedQwen3MoeConfig, UnfusedQwen3MoeForCausalLM,
 class MoEArchConfig:
     """The architecture knobs of a Qwen3-MoE build (everything else keeps Qwen3's defaults).
 
-    The defaults are the tiny test/embedded model: real Qwen vocabulary, 2 layers, 8 experts, top-2."""
+    The defaults are the project's one tiny Qwen3-MoE (tests, the embedded default, and the
+    ``qwen3-moe-tiny`` preset of :mod:`leanloop.training.models`, which builds its fused form):
+    real Qwen vocabulary, 2 layers, 8 experts, top-2."""
 
     vocab_size: int = QWEN3_VOCAB_SIZE
     hidden_size: int = 64
@@ -211,9 +213,13 @@ class MoEArchConfig:
     num_experts: int = 8
     num_experts_per_tok: int = 2
     norm_topk_prob: bool = True
-    max_position_embeddings: int = 2048
+    max_position_embeddings: int = 32_768
     rope_theta: float = 10_000.0
     tie_word_embeddings: bool = False
+    # the leanloop Qwen tokenizer's <|endoftext|> (bos, eos and padding of the Qwen3 base models)
+    bos_token_id: int | None = 151_643
+    eos_token_id: int | None = 151_643
+    pad_token_id: int | None = 151_643
 
     def to_config(self, unfused: bool = True, **overrides: Any) -> Qwen3MoeConfig:
         values = dict(self.__dict__)
@@ -230,7 +236,8 @@ PAPER_ARCH = MoEArchConfig(
     vocab_size=151_936, hidden_size=2048, num_hidden_layers=48, num_attention_heads=32,
     num_key_value_heads=4, head_dim=128, intermediate_size=6144, moe_intermediate_size=768,
     num_experts=128, num_experts_per_tok=8, norm_topk_prob=True, max_position_embeddings=262_144,
-    rope_theta=10_000_000.0, tie_word_embeddings=False,
+    rope_theta=10_000_000.0, tie_word_embeddings=False, bos_token_id=151_643, eos_token_id=151_645,
+    pad_token_id=None,
 )
 
 

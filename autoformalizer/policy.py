@@ -2,45 +2,81 @@
 
     model, tokenizer = build_policy(config.policy)
 
-``name: tiny`` builds the random tiny model in memory and quantizes it in place; a checkpoint
-(``Qwen/Qwen3-Coder-30B-A3B-Instruct`` or a folder) is loaded unfused, straight into NF4 when
-``quant.enabled`` (see :mod:`autoformalizer.quantize` for the layer-by-layer host-memory path).
+``policy.name`` is one string, as everywhere in the project:
+- ``qwen3-moe-tiny`` (the preset of :mod:`leanloop.training.models`): the random tiny model built
+  from ``policy.arch`` in memory and quantized in place;
+- a checkpoint folder or hub id (``Qwen/Qwen3-Coder-30B-A3B-Instruct``, read from the local HF
+  cache): loaded unfused, straight into NF4 when ``quant.enabled`` (see :mod:`autoformalizer.quantize`
+  for the layer-by-layer host-memory path);
+- a previous autoformalizer run, ``artifacts://autoformalizer/<run>`` (Stage 1 SFT) or
+  ``artifacts://autoformalizer_grpo/<run>``: its manifest is checked, then its ``final/`` (the policy
+  with the adapters merged, full precision) is loaded like a checkpoint and quantized again.
+
+Export (:func:`export_policy`): ``final/adapter/`` holds the PEFT adapter as trained; ``final/`` the
+adapter merged into the full-precision base (the NF4 weights cannot absorb an adapter exactly), so a
+later stage loads, re-quantizes and adapts it like any checkpoint, and GRPO's KL reference (the
+adapter switched off) is exactly the policy Stage 1 produced, as quantized.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
 
 import torch
 
-from autoformalizer.adapters import apply_adapters
+from autoformalizer.adapters import apply_adapters, trainable_report
 from autoformalizer.config import PolicyConfig
 from autoformalizer.moe import UnfusedQwen3MoeForCausalLM, tiny_qwen3_moe
-from autoformalizer.quantize import load_unfused_nf4, quantize_nf4_
+from autoformalizer.quantize import QuantConfig, load_unfused_nf4, quantize_nf4_
+
+TINY_PRESET = "qwen3-moe-tiny"
+
+
+def policy_spec(config: PolicyConfig):
+    """The :class:`~leanloop.training.models.ModelSpec` naming the same source (run checks, base names)."""
+    from leanloop.training.models import ModelSpec
+
+    return ModelSpec(name=config.name)
+
+
+def _location(config: PolicyConfig) -> str:
+    """The folder or hub id ``from_pretrained`` reads; a run is checked against its manifest first."""
+    from leanloop.training.inputs import check_model_run
+
+    spec = policy_spec(config)
+    run = spec.run_dir()
+    if run is not None:
+        check_model_run(run)
+    elif config.name.startswith("artifacts://"):
+        raise FileNotFoundError(f"policy.name {config.name}: no finished run at {spec.run_dir() or config.name}; "
+                                "run the stage that produces it first (make autoformalizer-sft)")
+    return spec.weights_location()
 
 
 def load_policy_tokenizer(config: PolicyConfig):
-    if config.name == "tiny":
-        from leanloop.tokenizer import qwen3_tokenizer
+    """The tiny preset's real Qwen vocabulary, or the checkpoint's / run's own tokenizer (cached per
+    process by :func:`leanloop.training.models.load_tokenizer`: do not mutate it)."""
+    from leanloop.training.models import load_tokenizer
 
-        return qwen3_tokenizer()
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(config.name)
+    return load_tokenizer("qwen3" if config.name == TINY_PRESET else _location(config))
 
 
-def build_base(config: PolicyConfig):
+def build_base(config: PolicyConfig, device_map: str | None = None):
     """The unfused (and, with ``quant.enabled``, NF4) base model, without adapters."""
     dtype = getattr(torch, config.dtype)
-    if config.name == "tiny":
+    if config.name == TINY_PRESET:
         model = tiny_qwen3_moe(config.arch, seed=config.seed, dtype=dtype)
         if config.quant.enabled:
             device = "cuda" if torch.cuda.is_available() else "cpu"
             quantize_nf4_(model, config.quant, device=device)
         return model
+    location = _location(config)
+    device_map = device_map or config.device_map
     if config.quant.enabled:
-        return load_unfused_nf4(config.name, config.quant, device_map=config.device_map)
-    return UnfusedQwen3MoeForCausalLM.from_pretrained(config.name, dtype=dtype, device_map=config.device_map)
+        return load_unfused_nf4(location, config.quant, device_map=device_map)
+    return UnfusedQwen3MoeForCausalLM.from_pretrained(location, dtype=dtype, device_map=device_map)
 
 
 def build_policy(config: PolicyConfig, adapters: bool = True):
@@ -49,6 +85,41 @@ def build_policy(config: PolicyConfig, adapters: bool = True):
     if adapters:
         model = apply_adapters(model, config.adapters)
     return model, load_policy_tokenizer(config)
+
+
+def full_precision(config: PolicyConfig) -> PolicyConfig:
+    """The same source without quantization (the weights NF4 was made from)."""
+    return replace(config, quant=QuantConfig(**{**config.quant.__dict__, "enabled": False}))
+
+
+def export_policy(model: Any, tokenizer: Any, config: PolicyConfig, final_dir: str | Path) -> dict[str, Any]:
+    """``final/adapter/`` (the trained adapter) and ``final/`` (adapter merged into the full-precision
+    base, Hugging Face format, with the tokenizer). The base is rebuilt from ``config`` on the host
+    (the tiny preset is deterministic in its seed; a checkpoint is read again), never dequantized."""
+    from peft import PeftModel
+
+    final_dir = Path(final_dir)
+    adapter_dir = final_dir / "adapter"
+    model.save_pretrained(adapter_dir)
+    base = build_base(full_precision(config), device_map="cpu")
+    merged = PeftModel.from_pretrained(base, adapter_dir).merge_and_unload()
+    merged.save_pretrained(final_dir)
+    tokenizer.save_pretrained(final_dir)
+    report = trainable_report(model)
+    return {"adapter_dir": "adapter", "merged_into": config.name, "method": report.method,
+            "trainable_parameters": report.trainable}
+
+
+def policy_identity(model: Any, tokenizer: Any, config: PolicyConfig) -> dict[str, Any]:
+    """The manifest's ``model`` section: base, architecture, vocabulary, tokenizer fingerprint (checked
+    by later stages), plus the quantization and adapter recipe."""
+    from leanloop.training.inputs import model_identity
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    report = trainable_report(model) if hasattr(model, "peft_config") else None
+    return {**model_identity(base, tokenizer, policy_spec(config).base_name()), "start": config.name,
+            "quant": dict(config.quant.__dict__), "adapters": dict(config.adapters.__dict__),
+            "trainable": report.to_dict() if report else None}
 
 
 def make_generate(model, tokenizer, max_new_tokens: int = 256, do_sample: bool = False,
@@ -69,6 +140,8 @@ def make_generate(model, tokenizer, max_new_tokens: int = 256, do_sample: bool =
                                 temperature=temperature if do_sample else None, eos_token_id=eos,
                                 pad_token_id=tokenizer.pad_token_id)
         model.train(was_training)
+        generate.tokens += int(output.shape[1] - encoded["input_ids"].shape[1])
         return tokenizer.decode(output[0, encoded["input_ids"].shape[1]:], skip_special_tokens=True)
 
+    generate.tokens = 0  # generated tokens so far (tokens/s in the evaluation)
     return generate

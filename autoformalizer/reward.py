@@ -9,13 +9,24 @@ Faithfulness is the difflib ratio between the canonical candidate and the refere
 bodies, comments removed; whitespace collapsed). Without a Lean verdict (replay with no recording,
 timeout, backend failure) the reward is ``None`` with the reason: a guessed 0.1 would teach the
 policy that unrecorded statements are wrong.
+
+What GRPO trains on when there is no verdict is the stage's choice, ``RewardConfig.unavailable``
+(:func:`training_value`):
+- ``exclude`` (with a real Lean backend): the rollout gets no reward; GRPO leaves it out of its
+  group's baseline with advantage 0, as for any unscored rollout;
+- ``well_formed_only`` (the embedded default: replay has an answer for almost no generated statement):
+  only the part of the gated reward that is decided without Lean is credited, the well-formedness
+  gate. A well-formed statement that passed the prechecks gets ``fails_typecheck`` (0.1): the
+  least the gated reward gives any well-formed statement whatever Lean says, i.e. a lower bound,
+  not a type-check verdict; the type-check bonus (0.2 + 0.7 x faithfulness) is never credited
+  without Lean. The stage counts and logs these rollouts and its report says so.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Literal, Sequence
 
 from autoformalizer.statements import faithfulness, well_formed
 from autoformalizer.typecheck import CheckStatus, StatementCheck, StatementChecker
@@ -27,6 +38,8 @@ class RewardConfig:
     fails_typecheck: float = 0.1
     typechecks_base: float = 0.3
     faithfulness_weight: float = 0.7
+    unavailable: Literal["exclude", "well_formed_only"] = "exclude"
+    """What training does with a well-formed statement Lean gave no verdict on (see the module doc)."""
 
 
 @dataclass
@@ -68,10 +81,12 @@ class GatedReward:
         self.checker = checker
         self.config = config or RewardConfig()
 
-    async def ascore(self, candidates: Sequence[str],
-                     references: Sequence[str | None]) -> list[RewardResult]:
+    async def ascore(self, candidates: Sequence[str], references: Sequence[str | None],
+                     headers: Sequence[str | None] | None = None) -> list[RewardResult]:
+        """``headers``: per candidate, the header its problem was stated under (None: the checker's)."""
         if len(candidates) != len(references):
             raise ValueError(f"{len(candidates)} candidates but {len(references)} references")
+        headers = list(headers) if headers is not None else [None] * len(candidates)
         results: list[RewardResult | None] = [None] * len(candidates)
         to_check = []
         for i, candidate in enumerate(candidates):
@@ -80,13 +95,27 @@ class GatedReward:
                 results[i] = RewardResult(self.config.malformed, "malformed", "; ".join(form.reasons))
             else:
                 to_check.append(i)
-        checks = await self.checker.acheck_many([candidates[i] for i in to_check])
+        checks = await self.checker.acheck_many([candidates[i] for i in to_check], [headers[i] for i in to_check])
         for i, check in zip(to_check, checks):
             results[i] = _from_check(check, candidates[i], references[i], self.config)
         return results  # type: ignore[return-value]
 
-    def score(self, candidates: Sequence[str], references: Sequence[str | None]) -> list[RewardResult]:
-        return asyncio.run(self.ascore(candidates, references))
+    def score(self, candidates: Sequence[str], references: Sequence[str | None],
+              headers: Sequence[str | None] | None = None) -> list[RewardResult]:
+        return asyncio.run(self.ascore(candidates, references, headers))
 
     def __call__(self, candidate: str, reference: str | None) -> RewardResult:
         return self.score([candidate], [reference])[0]
+
+
+NO_VERDICT = ("unavailable", "timeout", "infra_error")  # gates with no Lean verdict on the statement
+
+
+def training_value(result: RewardResult, config: RewardConfig) -> tuple[float | None, bool]:
+    """(the reward GRPO trains on, whether it is the ``well_formed_only`` credit of a statement Lean
+    gave no verdict on). ``None``: no reward (left out of the group baseline, advantage 0)."""
+    if result.value is not None:
+        return result.value, False
+    if result.gate in NO_VERDICT and config.unavailable == "well_formed_only":
+        return config.fails_typecheck, True
+    return None, False

@@ -25,6 +25,7 @@ import torch
 
 from classifiers.scoring import (
     EncoderInputs, OneTokenInputs, encoder_logits, encoder_scores, onetoken_logits, onetoken_scores,
+    prepare_pooling,
 )
 from leanloop.evaluator import UNSCORED, Prediction, deadline_passed
 
@@ -43,6 +44,7 @@ class ClassifierSpec:
     suffix: str | None = None  # one-token only
     true_token: str | None = None
     false_token: str | None = None
+    pooling: str = "cls"  # encoder only: cls (the model's own head) or mean (masked mean of the token states)
 
     def write(self, folder: str | Path) -> Path:
         path = Path(folder) / CLASSIFIER_FILE
@@ -62,7 +64,7 @@ class ClassifierSpec:
 
 def build_inputs(spec: ClassifierSpec, tokenizer: Any) -> EncoderInputs | OneTokenInputs:
     if spec.kind == "encoder":
-        return EncoderInputs(tokenizer, spec.max_length, spec.head_fraction)
+        return EncoderInputs(tokenizer, spec.max_length, spec.head_fraction, spec.pooling)
     if spec.kind == "onetoken":
         return OneTokenInputs(tokenizer, spec.max_length, spec.head_fraction, spec.suffix,
                               spec.true_token, spec.false_token)
@@ -73,7 +75,7 @@ def model_scores(kind: str, model: Any, inputs: EncoderInputs | OneTokenInputs,
                  batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """Scores in [0, 1] for one collated batch (no grad handling: the caller decides)."""
     if kind == "encoder":
-        return encoder_scores(encoder_logits(model, batch))
+        return encoder_scores(encoder_logits(model, batch, inputs.pooling))
     return onetoken_scores(onetoken_logits(model, batch), inputs.true_id, inputs.false_id)
 
 
@@ -88,6 +90,8 @@ class ClassifierEvaluator:
         self.model = model.eval().to(device)
         self.tokenizer = tokenizer
         self.inputs = build_inputs(spec, tokenizer)
+        if spec.kind == "encoder":
+            prepare_pooling(self.model, spec.pooling)
         self.batch_size = batch_size
         self.device = torch.device(device)
         self.threshold = spec.threshold if threshold is None else threshold

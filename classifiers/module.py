@@ -17,7 +17,7 @@ Face model, its tokenizer and ``classifier.json`` (input format + threshold), wh
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -27,7 +27,7 @@ from classifiers.config import EvaluationConfig, InputConfig, OneTokenFormat
 from classifiers.evaluator import ClassifierSpec
 from classifiers.scoring import (
     EncoderInputs, OneTokenInputs, encoder_logits, encoder_scores, onetoken_logits, onetoken_loss,
-    onetoken_scores,
+    onetoken_scores, prepare_pooling,
 )
 from leanloop.training.models import ModelSpec
 from leanloop.training.module import HFModule
@@ -45,10 +45,7 @@ class ClassifierModule(HFModule):
     def __init__(self, base: ModelSpec, optim: OptimConfig | None = None,
                  inputs: InputConfig | None = None, evaluation: EvaluationConfig | None = None,
                  gradient_checkpointing: bool = False) -> None:
-        super().__init__(base, optim)
-        # from_pretrained returns a model in eval mode, and Lightning (2.2+) keeps each module's
-        # mode at fit start: without this, dropout would stay off for the whole fine-tuning.
-        self.model.train()
+        super().__init__(base, optim)  # HFModule puts the model in train mode (dropout on)
         if gradient_checkpointing:
             self.model.gradient_checkpointing_enable()
         self.input_config = inputs or InputConfig()
@@ -165,12 +162,15 @@ class EncoderClassifier(ClassifierModule):
     def __init__(self, base: ModelSpec | None = None, optim: OptimConfig | None = None,
                  inputs: InputConfig | None = None, evaluation: EvaluationConfig | None = None,
                  freeze_embeddings: bool = False, freeze_layers: int = 0,
-                 gradient_checkpointing: bool = False) -> None:
+                 pooling: Literal["cls", "mean"] = "cls", gradient_checkpointing: bool = False) -> None:
         """``freeze_embeddings``: keep the (pretrained) token embeddings fixed: with ~1.5k training
         programs, updating 30k x 384 embedding rows mostly overfits, and skipping them makes CPU
         steps cheaper. ``freeze_layers``: also keep the lowest N transformer layers fixed (no
         gradients through them) while the top layers and the head adapt. A shallower encoder is
-        ``base.overrides: {num_hidden_layers: N}`` (the checkpoint's lowest N layers)."""
+        ``base.overrides: {num_hidden_layers: N}`` (the checkpoint's lowest N layers).
+        ``pooling``: ``cls`` (the model's own head) or ``mean`` (masked mean of the last hidden
+        states, how the shipped sentence-transformers MiniLM was trained; recorded in
+        classifier.json so scoring pools the same way)."""
         from transformers import AutoModelForSequenceClassification
 
         self.auto_class = AutoModelForSequenceClassification
@@ -186,13 +186,19 @@ class EncoderClassifier(ClassifierModule):
                 f"inputs.max_length={self.input_config.max_length} exceeds the encoder's "
                 f"{positions} positions ({base.name}); lower inputs.max_length"
             )
-        self.format = EncoderInputs(self.tokenizer, self.input_config.max_length, self.input_config.head_fraction)
+        self.format = EncoderInputs(self.tokenizer, self.input_config.max_length, self.input_config.head_fraction,
+                                    pooling)
+        prepare_pooling(self.model, pooling)
+        pooler = getattr(self.model.base_model, "pooler", None)
+        if pooling == "mean" and pooler is not None:
+            # BERT's [CLS] pooler is bypassed: no gradients, nothing for DDP to wait on
+            pooler.requires_grad_(False)
         self.freeze_layers = freeze_layers
         if freeze_embeddings or freeze_layers:
             freeze_bottom(self.model, freeze_layers)
 
     def logits(self, batch):
-        return encoder_logits(self.model, batch)
+        return encoder_logits(self.model, batch, self.format.pooling)
 
     def loss(self, logits, labels):
         return F.cross_entropy(logits.float(), labels)
@@ -202,7 +208,7 @@ class EncoderClassifier(ClassifierModule):
 
     def spec(self) -> ClassifierSpec:
         return ClassifierSpec(kind="encoder", max_length=self.input_config.max_length,
-                              head_fraction=self.input_config.head_fraction)
+                              head_fraction=self.input_config.head_fraction, pooling=self.format.pooling)
 
 
 class OneTokenClassifier(ClassifierModule):

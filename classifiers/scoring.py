@@ -4,7 +4,11 @@ Both the LightningModules (training, validation) and the Evaluator loaded from a
 these, so training and scoring can never format a program differently.
 
 Encoder: ``[CLS] head+tail(program tokens) [SEP]`` (the tokenizer's own special tokens), right
-padded; score = softmax(logits)[valid].
+padded; score = softmax(logits)[valid]. The sequence becomes one vector either by the model's own
+head (``cls``: BERT's [CLS] pooler) or by the masked mean of the last hidden states (``mean``: how
+sentence-transformers trained the shipped all-MiniLM-L6-v2, so its features start out meaningful,
+while its [CLS] pooler was never trained for them). ModernBERT pools itself either way
+(its config's ``classifier_pooling``).
 
 One-token: ``head+tail(tokens of program.rstrip()) + tokens("\\n-- verdict:")``, no chat template,
 left padded; the model is trained to emit the single token ``" true"`` or ``" false"`` next. The
@@ -25,6 +29,7 @@ import torch.nn.functional as F
 from classifiers.truncation import HEAD_FRACTION, truncate_head_tail
 
 VALID = 1  # index of the "valid" class in the encoder's two logits
+POOLINGS = ("cls", "mean")
 ONETOKEN_SUFFIX = "\n-- verdict:"
 TRUE_TOKEN = " true"
 FALSE_TOKEN = " false"
@@ -42,8 +47,12 @@ class EncoderInputs:
     tokenizer: Any
     max_length: int
     head_fraction: float = HEAD_FRACTION
+    pooling: str = "cls"
+    """``cls`` or ``mean``: how the token states become the classifier head's input."""
 
     def __post_init__(self) -> None:
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"encoder pooling must be one of {POOLINGS}, got {self.pooling!r}")
         # The tokenizer's own template: where its special tokens go around one sequence.
         probe = _program_ids(self.tokenizer, "a")
         full = self.tokenizer("a", add_special_tokens=True)["input_ids"]
@@ -71,9 +80,32 @@ class EncoderInputs:
         return {"input_ids": input_ids, "attention_mask": attention_mask}
 
 
-def encoder_logits(model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+def prepare_pooling(model: Any, pooling: str) -> None:
+    """Make ``model`` pool as ``pooling`` says, or explain why it cannot.
+
+    ModernBERT-style models pool by their config (``classifier_pooling``), which is set here and
+    saved with the weights. For ``mean`` on other models, the head must be BERT's: ``dropout`` then a
+    linear ``classifier`` over one vector (a RoBERTa-style head reads the whole sequence instead).
+    """
+    if pooling not in POOLINGS:
+        raise ValueError(f"encoder pooling must be one of {POOLINGS}, got {pooling!r}")
+    if hasattr(model.config, "classifier_pooling"):
+        model.config.classifier_pooling = pooling
+        return
+    if pooling == "mean" and not (isinstance(getattr(model, "classifier", None), torch.nn.Linear)
+                                  and hasattr(model, "dropout")):
+        raise ValueError(f"pooling: mean needs a BERT-style head (dropout + linear classifier); "
+                         f"{type(model).__name__} has none. Use pooling: cls for this model")
+
+
+def encoder_logits(model: Any, batch: dict[str, torch.Tensor], pooling: str = "cls") -> torch.Tensor:
     """[B, 2] class logits (index 1 = valid)."""
-    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    if pooling == "cls" or hasattr(model.config, "classifier_pooling"):
+        return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    hidden = model.base_model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+    pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)  # padding positions do not count
+    return model.classifier(model.dropout(pooled))
 
 
 def encoder_scores(logits: torch.Tensor) -> torch.Tensor:

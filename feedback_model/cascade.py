@@ -27,6 +27,7 @@ from __future__ import annotations
 import gc
 import os
 import time
+import weakref
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal, Sequence
@@ -56,8 +57,22 @@ class CascadeTiming:
         return asdict(self)
 
 
-def _release_memory() -> None:
-    gc.collect()
+def _weak_refs(evaluator: Any) -> list[weakref.ref]:
+    """A weak reference to an evaluator, to tell whether dropping it freed it (and with it the model
+    it alone held; a model the caller still holds elsewhere is not the cascade's to free)."""
+    try:
+        return [weakref.ref(evaluator)]
+    except TypeError:  # a type without weak references: nothing to watch, so collect to be sure
+        return []
+
+
+def _release_memory(released: list[weakref.ref] | None = None) -> None:
+    """Return released models' memory. Dropping the last reference frees their tensors at once; a
+    full ``gc.collect`` (over a second with torch and transformers imported) runs only when a
+    released evaluator is still alive (held by a reference cycle), or when none could be watched.
+    Then the CUDA allocator's cache is emptied."""
+    if not released or any(ref() is not None for ref in released):
+        gc.collect()
     try:
         import torch
 
@@ -81,6 +96,19 @@ class CascadeEvaluator:
         self.loaded: dict[str, Evaluator] = {}
         self.last_timing = CascadeTiming()
         self.total_timing = CascadeTiming()
+        self.sources: dict[str, Path] = {}  # role -> final/ folder, where built from runs (build_cascade)
+        self.stage_two = "feedback"
+
+    def describe(self) -> dict[str, Any]:
+        """What a caller records about this cascade (the RL stage's manifest: both runs are inputs)."""
+        def run(role: str) -> str | None:
+            folder = self.sources.get(role)
+            return str(folder.parent) if folder is not None and (folder.parent / "manifest.json").is_file() else None
+
+        return {"evaluator": "CascadeEvaluator", "stage_two": self.stage_two, "residency": self.residency,
+                "threshold": self.threshold, "path": str(self.sources.get("feedback") or "") or None,
+                "run": run("feedback"), "gate_path": str(self.sources.get("gate") or "") or None,
+                "gate_run": run("gate"), "timing": self.total_timing.to_dict()}
 
     def _acquire(self, role: str, timing: CascadeTiming) -> Evaluator:
         if role not in self.loaded:
@@ -93,8 +121,8 @@ class CascadeEvaluator:
         if self.residency == "together" or role not in self.loaded:
             return
         began = time.perf_counter()
-        del self.loaded[role]
-        _release_memory()
+        released = _weak_refs(self.loaded.pop(role))
+        _release_memory(released)
         timing.load_s += time.perf_counter() - began
 
     def _passes(self, gate: Prediction) -> bool:
@@ -105,21 +133,21 @@ class CascadeEvaluator:
     def score(self, programs: Sequence[str], deadline: float | None = None) -> list[FeedbackPrediction]:
         began = time.perf_counter()
         timing = CascadeTiming(programs=len(programs))
-        gate = self._acquire("gate", timing)
+        # no local name holds a model past its release (a sequential cascade frees it right there)
         start = time.perf_counter()
-        gate_predictions = gate.score(programs, deadline)
-        timing.gate_s = time.perf_counter() - start
+        gate_predictions = self._acquire("gate", timing).score(programs, deadline)
+        timing.gate_s = time.perf_counter() - start - timing.load_s
         self._release("gate", timing)
 
         positives = [i for i, p in enumerate(gate_predictions) if p.verdict is not None and self._passes(p)]
+        passed = set(positives)
         timing.gate_positive = len(positives)
         stage_two: dict[int, Prediction] = {}
         if positives and not deadline_passed(deadline):
-            feedback = self._acquire("feedback", timing)
-            start = time.perf_counter()
-            for index, prediction in zip(positives, feedback.score([programs[i] for i in positives], deadline)):
-                stage_two[index] = prediction
-            timing.traces_s = time.perf_counter() - start
+            start, loading = time.perf_counter(), timing.load_s
+            scored = self._acquire("feedback", timing).score([programs[i] for i in positives], deadline)
+            stage_two.update(zip(positives, scored))
+            timing.traces_s = time.perf_counter() - start - (timing.load_s - loading)
             self._release("feedback", timing)
 
         load_share = timing.load_s / max(len(programs), 1)
@@ -128,7 +156,7 @@ class CascadeEvaluator:
             spent = gate_prediction.time_s + load_share
             if gate_prediction.verdict is None:
                 out.append(unscored("gate: not scored before the deadline", spent))
-            elif index not in positives:
+            elif index not in passed:
                 out.append(FeedbackPrediction(False, 0.0, None, spent,
                                               f"gate rejected (score {gate_prediction.score:.3f})"))
             elif index not in stage_two:
@@ -151,8 +179,11 @@ class CascadeEvaluator:
         return out
 
     def close(self) -> None:
+        if not self.loaded:  # sequential: released after every batch already
+            return
+        released = [ref for evaluator in self.loaded.values() for ref in _weak_refs(evaluator)]
         self.loaded.clear()
-        _release_memory()
+        _release_memory(released)
 
 
 # -- building one from configs ---------------------------------------------------------------
@@ -225,4 +256,7 @@ def build_cascade(config: CascadeConfig, feedback: str | Path, generation: Gener
             return SelfConsistencyEvaluator.load(feedback_dir, generation, self_consistency=self_consistency)
         return FeedbackEvaluator.load(feedback_dir, generation)
 
-    return CascadeEvaluator(gate, stage_two, resolve_residency(config, gate_dir, feedback_dir, generation))
+    cascade = CascadeEvaluator(gate, stage_two, resolve_residency(config, gate_dir, feedback_dir, generation))
+    cascade.sources = {"gate": gate_dir, "feedback": feedback_dir}
+    cascade.stage_two = "feedback self-consistency" if self_consistency is not None else "feedback greedy"
+    return cascade

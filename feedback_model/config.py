@@ -149,4 +149,7 @@ class CascadeEvalConfig:
     invalid programs of the evaluated ones."""
     n_resamples: int = 5000
     seed: int = 0
+    threads: int | None = None
+    """torch intra-op threads of the evaluation process (None: torch's default). Tiny models on a
+    busy CPU run faster on one: idle intra-op threads spin on shared cores."""
     overwrite: bool = False

@@ -33,6 +33,9 @@ class SelfConsistencyEvaluator(TraceEvaluator):
         self.temperature = self.consistency.temperature
         self.top_p = self.consistency.top_p
 
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "min_valid": self.consistency.min_valid}
+
     def seeds(self, program: str) -> list[int]:
         return sample_seeds(program, self.samples, self.consistency.seed)
 

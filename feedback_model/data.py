@@ -11,12 +11,16 @@ with no block (kind ``valid_no_states``). Rows without a label (timeouts, no rec
 errors) and rows Lean never answered (``precheck_rejected``) have no trace and are counted, not used.
 
 Every corpus row is accounted for in ``manifest_counts``: pairs per split and kind, rows with no
-reference (by category), pairs over ``max_length`` (dropped and counted: a pair is never truncated).
+reference (by category), pairs over ``max_length`` (dropped, counted and listed by id: a pair is never
+truncated). Recorded Lean answers can be huge (one RL-Lean error message is 1.1M characters, its
+trace 2.4M), so a pair whose text is longer than any ``max_length``-token sequence could spell is
+dropped before it is tokenized; the rest are tokenized and dropped when over ``max_length`` tokens.
 """
 
 from __future__ import annotations
 
 import random
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,17 +105,35 @@ def trace_pairs(rows: Iterable[dict[str, Any]], splits: Sequence[str], counts: C
     return pairs
 
 
+def longest_token_chars(tokenizer: Any) -> int:
+    """An upper bound on the characters one token spells: the longest vocabulary entry (byte-level
+    BPE entries are one symbol per byte, and a character is at least one byte)."""
+    return max(len(token) for token in tokenizer.get_vocab())
+
+
 def pair_examples(pairs: Sequence[TracePair], tokenizer: Any, fmt: TraceFormat, max_length: int,
-                  counts: Counter, prefix: str) -> list[dict[str, list[int]]]:
-    """Tokenized pairs (prompt labels -100, trace + EOS trained); over-long pairs dropped, counted."""
-    examples = []
+                  counts: Counter, prefix: str, too_long: list[str] | None = None,
+                  ) -> tuple[list[TracePair], list[dict[str, list[int]]]]:
+    """(kept pairs, their tokenized examples): prompt labels -100, trace + EOS trained. A pair over
+    ``max_length`` tokens is dropped and counted (``<prefix>_too_long``, its id appended to
+    ``too_long``), never truncated; one whose text is longer than ``max_length`` tokens could spell
+    is dropped without tokenizing it (also counted as ``<prefix>_too_long_chars``)."""
+    char_bound = max_length * longest_token_chars(tokenizer)
+    kept, examples = [], []
     for pair in pairs:
+        prompt = fmt.prompt(pair.program)
         try:
-            examples.append(completion_example(tokenizer, fmt.prompt(pair.program), pair.trace, max_length))
+            if len(prompt) + len(pair.trace) > char_bound:
+                counts[f"{prefix}_too_long_chars"] += 1
+                raise TooLongError(f"{len(prompt) + len(pair.trace)} characters")
+            examples.append(completion_example(tokenizer, prompt, pair.trace, max_length))
+            kept.append(pair)
         except TooLongError:
             counts[f"{prefix}_too_long"] += 1
+            if too_long is not None:
+                too_long.append(pair.id)
     counts[f"{prefix}_examples"] += len(examples)
-    return examples
+    return kept, examples
 
 
 class FeedbackData(L.LightningDataModule):
@@ -151,23 +173,36 @@ class FeedbackData(L.LightningDataModule):
         self.train_rows: list = []
         self.val_rows: list = []
 
-    def _subset(self, pairs: list[TracePair], limit: int | None, counts: Counter, prefix: str) -> list[TracePair]:
+    def _subset(self, pairs: list[TracePair], examples: list[dict[str, list[int]]], limit: int | None,
+                counts: Counter, prefix: str) -> tuple[list[TracePair], list[dict[str, list[int]]]]:
+        """A seeded random ``limit`` of the (pair, example)s that fit; the rest counted."""
         if limit is None or len(pairs) <= limit:
-            return pairs
+            return pairs, examples
         counts[f"{prefix}_over_max_examples"] += len(pairs) - limit
-        return random.Random(self.seed).sample(pairs, limit)
+        counts[f"{prefix}_examples"] -= len(pairs) - limit
+        keep = sorted(random.Random(self.seed).sample(range(len(pairs)), limit))
+        return [pairs[i] for i in keep], [examples[i] for i in keep]
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_rows:
             return
         self.tokenizer = load_tokenizer(self.base)
         counts: Counter = Counter()
+        too_long: dict[str, list[str]] = {"train": [], "val": []}
         rows = read_corpus(self.corpus)
-        train = self._subset(trace_pairs(rows, self.train_splits, counts), self.max_examples, counts, "train")
-        val = trace_pairs(rows, [self.val_split], counts) if self.val_split else []
-        val = self._subset(val, self.max_val_examples, counts, "val")
-        train_examples = pair_examples(train, self.tokenizer, self.format, self.max_length, counts, "train")
-        val_examples = pair_examples(val, self.tokenizer, self.format, self.max_length, counts, "val")
+        # over-length pairs are dropped before the seeded subset: the counts cover the whole split
+        train, train_examples = pair_examples(trace_pairs(rows, self.train_splits, counts), self.tokenizer,
+                                              self.format, self.max_length, counts, "train", too_long["train"])
+        train, train_examples = self._subset(train, train_examples, self.max_examples, counts, "train")
+        val, val_examples = [], []
+        if self.val_split:
+            val, val_examples = pair_examples(trace_pairs(rows, [self.val_split], counts), self.tokenizer,
+                                              self.format, self.max_length, counts, "val", too_long["val"])
+            val, val_examples = self._subset(val, val_examples, self.max_val_examples, counts, "val")
+        for prefix, ids in too_long.items():
+            if ids:
+                print(f"[feedback] {len(ids)} {prefix} pair(s) over max_length={self.max_length} tokens dropped "
+                      f"(never truncated): {', '.join(ids[:5])}{' ...' if len(ids) > 5 else ''}", file=sys.stderr)
         if not train_examples:
             raise ValueError(f"no feedback-trace pairs to train on from {self.corpus} (splits {self.train_splits}): "
                              f"{dict(counts)}; check the corpus has reference traces and max_length")
@@ -181,6 +216,7 @@ class FeedbackData(L.LightningDataModule):
             "train_rows": len(self.train_rows), "val_rows": len(self.val_rows),
             "train_row_fill": round(tokens / (len(self.train_rows) * self.max_length), 4),
             "train_valid_pairs": sum(p.label for p in train), "train_invalid_pairs": sum(not p.label for p in train),
+            **{f"{prefix}_too_long_ids": ids for prefix, ids in too_long.items() if ids},
         }
 
     def _pack(self, examples: list[dict[str, list[int]]]) -> list:

@@ -132,6 +132,9 @@ def evaluate_all(config: CascadeEvalConfig, programs: list[str]) -> dict[str, di
         results[name] = {"predictions": predictions, "seconds": seconds, "load_s": load_s,
                          "timing": {"gate_s": seconds if name == "one-token" else 0.0, "load_s": 0.0,
                                     "traces_s": 0.0 if name == "one-token" else seconds, "other_s": 0.0}}
+        if name == "one-token":
+            results[name]["threshold"] = float(evaluator.threshold)
+            results[name]["threshold_source"] = evaluator.spec.threshold_source
         del evaluator
     for name, sc in (("cascade", None), ("cascade + self-consistency", consistency)):
         cascade = build_cascade(config.cascade, config.feedback, generation, sc)
@@ -315,7 +318,8 @@ def write_report(out: Path, config: CascadeEvalConfig, rows: list[dict[str, Any]
         f"{len({r['name'] for r in rows})} problems ({valid} valid, {len(rows) - valid} invalid)"
         + (f", whole problems drawn at random (seed {config.seed}) up to {config.sample_programs} programs"
            if config.sample_programs else "") + ".",
-        f"Gate `{config.cascade.gate}` (threshold: {config.cascade.threshold if config.cascade.threshold is not None else 'its calibrated one'}); "
+        f"Gate `{config.cascade.gate}` (threshold {results['one-token']['threshold']:.4g}: "
+        f"{'set in the config' if config.cascade.threshold is not None else results['one-token']['threshold_source']}); "
         f"feedback model `{config.feedback}`; generation: greedy, max {g.max_input_tokens} input / {g.max_new_tokens} "
         f"output tokens, copy-drafting {g.draft_tokens} tokens ({g.backend}, {g.device}); self-consistency "
         f"{config.self_consistency.samples} samples at T = {config.self_consistency.temperature}, accept at >= "
@@ -356,6 +360,10 @@ def evaluate(config: CascadeEvalConfig) -> Path:
     from feedback_model.data import corpus_folder
     from feedback_model.evaluator import resolve_final
 
+    if config.threads:
+        import torch
+
+        torch.set_num_threads(config.threads)
     out = artifacts_root() / STAGE / config.run
     resolved = yaml.safe_dump({k: v for k, v in asdict(config).items() if k != "overwrite"}, sort_keys=True)
     if (out / MANIFEST).is_file() and not config.overwrite:

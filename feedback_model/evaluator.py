@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -63,19 +62,31 @@ def resolve_final(ref: str | Path, stage: str) -> Path:
     return folder
 
 
-@lru_cache(maxsize=8)
-def _tokenizer(folder: str, stamp: float) -> Any:
-    from transformers import AutoTokenizer
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
+                   "vocab.txt", "added_tokens.json", "chat_template.jinja")
 
-    return AutoTokenizer.from_pretrained(folder)
+
+_TOKENIZERS: dict[str, Any] = {}  # content hash of the tokenizer files -> the loaded tokenizer
 
 
 def folder_tokenizer(folder: str | Path) -> Any:
-    """A model folder's tokenizer, loaded once per process (151k-token vocabularies take seconds;
-    a sequential cascade would otherwise reload it on every swap). Shared: do not mutate it."""
-    files = [Path(folder) / name for name in ("tokenizer.json", "tokenizer_config.json")]
-    stamp = max((f.stat().st_mtime for f in files if f.is_file()), default=0.0)
-    return _tokenizer(str(Path(folder).resolve()), stamp)
+    """A model folder's tokenizer, loaded once per process per distinct set of tokenizer files
+    (151k-token vocabularies take seconds: a sequential cascade would otherwise reload it on every
+    swap, and the gate and the feedback model of the embedded default share the Qwen vocabulary).
+    Shared: do not mutate it."""
+    import hashlib
+
+    from transformers import AutoTokenizer
+
+    digest = hashlib.sha256()
+    for name in TOKENIZER_FILES:
+        path = Path(folder) / name
+        if path.is_file():
+            digest.update(name.encode() + b"\0" + path.read_bytes())
+    key = digest.hexdigest()
+    if key not in _TOKENIZERS:
+        _TOKENIZERS[key] = AutoTokenizer.from_pretrained(str(folder))
+    return _TOKENIZERS[key]
 
 
 def load_generator(final_dir: Path, tokenizer: Any, config: GenerationConfig) -> TraceGenerator:
@@ -116,7 +127,19 @@ class TraceEvaluator:
         final_dir = resolve_final(ref, "feedback_model")
         card = FeedbackModelCard.read(final_dir)
         tokenizer = folder_tokenizer(final_dir)
-        return cls(load_generator(final_dir, tokenizer, generation), tokenizer, card.format, generation, **kwargs)
+        evaluator = cls(load_generator(final_dir, tokenizer, generation), tokenizer, card.format, generation, **kwargs)
+        evaluator.source = final_dir
+        return evaluator
+
+    source: Path | None = None  # the final/ folder it was loaded from (None: built in memory)
+
+    def describe(self) -> dict[str, Any]:
+        """What a caller records about this evaluator (the RL stage's manifest and logs)."""
+        run = self.source.parent if self.source is not None and (self.source.parent / "manifest.json").is_file() else None
+        return {"evaluator": type(self).__name__, "path": str(self.source) if self.source else None,
+                "run": str(run) if run else None, "max_input_tokens": self.config.max_input_tokens,
+                "max_new_tokens": self.config.max_new_tokens, "draft_tokens": self.config.draft_tokens,
+                "backend": self.config.backend, "samples": self.samples, "temperature": self.temperature}
 
     def encode(self, program: str) -> list[int]:
         return self.tokenizer(self.format.prompt(program), add_special_tokens=False)["input_ids"]

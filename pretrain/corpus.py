@@ -138,8 +138,11 @@ def collect_documents(config: CorpusConfig) -> tuple[list[dict[str, Any]], dict[
     if config.max_documents is not None:
         counts["over_max_documents"] = max(0, len(documents) - config.max_documents)
         documents = documents[:config.max_documents]
-    return documents, {"documents": len(documents), "rows": dict(counts), "per_source": per_source,
-                       "characters": sum(len(d["text"]) for d in documents)}
+    out = {"documents": len(documents), "rows": dict(counts), "per_source": per_source,
+           "characters": sum(len(d["text"]) for d in documents)}
+    if config.holdout:
+        out["holdout_theorems"] = len(held_out)  # named by the holdout corpus; rows.held_out were dropped
+    return documents, out
 
 
 def load_prebuilt(ref: str, max_documents: int | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:

@@ -65,7 +65,9 @@ def build_evaluator(config: EvaluatorConfig) -> tuple[Any | None, dict[str, Any]
         for part in name.split("."):
             target = getattr(target, part)
         evaluator = target(config.path, **config.options) if config.path else target(**config.options)
-        return evaluator, {"kind": "factory", "factory": config.factory, "path": config.path, "trained": True}
+        described = evaluator.describe() if callable(getattr(evaluator, "describe", None)) else {}
+        return evaluator, {**described, "kind": "factory", "factory": config.factory, "path": config.path,
+                           "trained": True}
     if config.kind == "untrained_onetoken":
         from classifiers.evaluator import ClassifierEvaluator, ClassifierSpec
         from classifiers.scoring import FALSE_TOKEN, ONETOKEN_SUFFIX, TRUE_TOKEN

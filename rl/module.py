@@ -454,6 +454,8 @@ class GRPOModule(L.LightningModule):
             out["base_model"] = run
         if self.evaluator_info.get("run"):
             out["evaluator"] = Path(self.evaluator_info["run"])
+        if self.evaluator_info.get("gate_run"):  # a cascade (feedback_model.factory): its gate is an input too
+            out["evaluator_gate"] = Path(self.evaluator_info["gate_run"])
         return out
 
     def manifest_counts(self) -> dict[str, Any]:

@@ -9,6 +9,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# `pytest -n N` runs N workers: give each its share of the cores, or their torch thread pools
+# oversubscribe the CPU and every worker slows down (subprocesses inherit OMP_NUM_THREADS).
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    _share = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    os.environ.setdefault("OMP_NUM_THREADS", str(_share))
+    import torch
+
+    torch.set_num_threads(_share)
 
 import pytest  # noqa: E402
 

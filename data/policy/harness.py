@@ -140,7 +140,10 @@ def _header_cut(program: str, header: str | None) -> int:
             return min(len(program), len(head) + 1)
     from data.policy.prechecks import header_block  # local: prechecks imports masking only
 
-    end = header_block(mask(program).text).end
+    block = header_block(mask(program).text)
+    if not (block.modules or block.prelude):
+        return 0  # no import block: the harness lines go first, never after the program's first line
+    end = block.end
     newline = program.find("\n", end)
     return len(program) if newline < 0 else newline + 1
 

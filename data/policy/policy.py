@@ -28,8 +28,10 @@ object; nothing re-implements a check. Two profiles:
     a clean recording makes it UNAVAILABLE with reason ``no_trailer_reply`` — never a guessed pass.
 
 ``statement`` — does a formal statement type-check (``:= by sorry``)? The rl text rules except that
-    ``sorry`` is allowed; the harness heartbeat line; VALID iff Lean reports no error (the sorry
-    warning is expected). For the autoformalizer's compile reward.
+    ``sorry`` is allowed; the harness heartbeat line; VALID iff Lean reports no error and no warning
+    other than the (expected) sorry warning: "only the sorry warning allowed", so a statement that
+    leans on a deprecated name or trips a linter does not count as clean. For the autoformalizer's
+    compile reward.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ class Profile:
     max_chars: int = MAX_CHARS
     allowed_axioms: frozenset[str] = ALLOWED_AXIOMS
     allow_sorry: bool = False  # `sorry` allowed in the text and its warning allowed from Lean
+    only_sorry_warning: bool = False  # any warning other than the sorry warning makes it INVALID
 
 
 COLLECTION = Profile("collection", hardened=False, heartbeats=None, statement_check=False)
@@ -79,7 +82,7 @@ RL = Profile("rl", hardened=True, heartbeats=HARNESS_HEARTBEATS, statement_check
 # expected proof: sorry and its warning are allowed, errors are not; the rl text rules still apply
 # (an autoformalization policy is optimised against this check too).
 STATEMENT = Profile("statement", hardened=True, heartbeats=HARNESS_HEARTBEATS, statement_check=False,
-                    allow_sorry=True)
+                    allow_sorry=True, only_sorry_warning=True)
 PROFILES: dict[str, Profile] = {p.name: p for p in (COLLECTION, RL, STATEMENT)}
 
 
@@ -173,7 +176,7 @@ class AcceptancePolicy:
             base.reasons = [R.reason(R.TRUSTED_STATEMENT_ERROR,
                                      "the trusted statement did not elaborate under the header")]
             return base
-        verdict = self._verdict_from_messages(messages, base, self.profile.allow_sorry)
+        verdict = self._verdict_from_messages(messages, base, self.profile)
         if verdict is not None:
             return verdict
         if not submission.trailer_line:
@@ -194,7 +197,7 @@ class AcceptancePolicy:
                 "harness trailer") for r in no_answer.reasons]
             return no_answer
         base.messages, base.tactics = list(response.messages), list(response.tactics)
-        verdict = self._verdict_from_messages(base.messages, base, self.profile.allow_sorry)
+        verdict = self._verdict_from_messages(base.messages, base, self.profile)
         if verdict is not None:
             return verdict
         base.category = Category.UNAVAILABLE
@@ -220,8 +223,7 @@ class AcceptancePolicy:
         return base
 
     @staticmethod
-    def _verdict_from_messages(messages: list[LeanMessage], base: Outcome, allow_sorry: bool = False
-                               ) -> Outcome | None:
+    def _verdict_from_messages(messages: list[LeanMessage], base: Outcome, profile: Profile) -> Outcome | None:
         first = _first_error(messages)
         if first is not None:
             base.category = Category.INVALID
@@ -229,13 +231,21 @@ class AcceptancePolicy:
             where = f" at line {first.pos.line}" if first.pos else ""
             base.reasons = [R.reason(R.LEAN_ERROR, f"first error{where}")]
             return base
-        sorry = None if allow_sorry else next((m for m in messages if is_sorry_warning(m)), None)
+        sorry = None if profile.allow_sorry else next((m for m in messages if is_sorry_warning(m)), None)
         if sorry is not None:
             base.category = Category.INVALID
             base.first_error = sorry.data
             where = f" at line {sorry.pos.line}" if sorry.pos else ""
             base.reasons = [R.reason(R.SORRY_WARNING, f"declaration uses sorry{where}")]
             return base
+        if profile.only_sorry_warning:
+            other = next((m for m in messages if m.severity == "warning" and not is_sorry_warning(m)), None)
+            if other is not None:
+                base.category = Category.INVALID
+                base.first_error = other.data
+                where = f" at line {other.pos.line}" if other.pos else ""
+                base.reasons = [R.reason(R.WARNING_NOT_ALLOWED, f"warning other than sorry{where}")]
+                return base
         return None
 
     @staticmethod

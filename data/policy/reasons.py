@@ -33,6 +33,7 @@ HEADER_NOT_VERBATIM = "header_not_verbatim"
 # judgement reasons (after Lean answered)
 LEAN_ERROR = "lean_error"
 SORRY_WARNING = "sorry_warning"
+WARNING_NOT_ALLOWED = "warning_not_allowed"
 AXIOM_NOT_ALLOWED = "axiom_not_allowed"
 STATEMENT_MISMATCH = "statement_mismatch"
 TRAILER_REPLY_MISSING = "trailer_reply_missing"
@@ -70,6 +71,7 @@ DESCRIPTIONS: dict[str, str] = {
     HEADER_NOT_VERBATIM: "the program does not start with the trusted header verbatim",
     LEAN_ERROR: "Lean reported an error",
     SORRY_WARNING: "Lean warned that a declaration uses sorry",
+    WARNING_NOT_ALLOWED: "a warning other than the sorry warning (statement profile: only that one is allowed)",
     AXIOM_NOT_ALLOWED: "#print axioms lists an axiom outside propext / Classical.choice / Quot.sound",
     STATEMENT_MISMATCH: "the compiled declaration does not prove the trusted statement",
     TRAILER_REPLY_MISSING: "Lean answered but printed no #print axioms reply for the harness check",

@@ -25,6 +25,7 @@ import torch
 
 from leanloop.paths import artifacts_root, shared_data_dir
 
+SCORE_TOLERANCE = 1e-4  # float32 sums in a different order (padded vs unpadded rows)
 DEFAULT_RUNS = {"encoder": "classifiers/encoder_default", "onetoken": "classifiers/onetoken_default"}
 
 
@@ -35,15 +36,15 @@ def real_programs(n: int) -> list[str]:
     return programs[:n]
 
 
-def default_config(kind: str) -> tuple[dict, int]:
-    """(base model spec fields, max_length) of the embedded default config of a classifier."""
+def default_config(kind: str) -> tuple[dict, int, str]:
+    """(base model spec fields, max_length, encoder pooling) of a classifier's embedded default config."""
     import yaml
 
     from leanloop.paths import REPO_ROOT
 
     config = yaml.safe_load((REPO_ROOT / "configs/classifiers" / f"{kind}_default.yaml").read_text())
     init = config["model"]["init_args"]
-    return dict(init["base"]), int(init.get("inputs", {}).get("max_length", 512))
+    return dict(init["base"]), int(init.get("inputs", {}).get("max_length", 512)), init.get("pooling", "cls")
 
 
 def evaluator(kind: str, batch_size: int):
@@ -56,14 +57,14 @@ def evaluator(kind: str, batch_size: int):
     final = artifacts_root() / DEFAULT_RUNS[kind] / "final"
     if (final / "classifier.json").is_file():
         return ClassifierEvaluator.load(final, batch_size=batch_size), str(final)
-    base, max_length = default_config(kind)
+    base, max_length, pooling = default_config(kind)
     if base["name"].startswith("artifacts://") and not (ModelSpec(base["name"]).run_dir() / "manifest.json").is_file():
         base = {"name": str(base.get("expect_base", "")).removeprefix("preset:") or "qwen3-tiny"}
     spec = ModelSpec(name=base["name"], overrides=dict(base.get("overrides", {})))
     if kind == "encoder":
         from transformers import AutoModelForSequenceClassification as auto
 
-        classifier = ClassifierSpec("encoder", max_length, 0.25)
+        classifier = ClassifierSpec("encoder", max_length, 0.25, pooling=pooling)
     else:
         from transformers import AutoModelForCausalLM as auto
 
@@ -74,7 +75,8 @@ def evaluator(kind: str, batch_size: int):
     return ClassifierEvaluator(classifier, model, tokenizer, batch_size=batch_size), f"untrained {spec.name}"
 
 
-def throughput(ev, programs: list[str], repeats: int = 1) -> float:
+def throughput(ev, programs: list[str], repeats: int = 1) -> tuple[float, list[float]]:
+    """(candidates per second, the scores) of scoring ``programs`` through the Evaluator API."""
     ev.score(programs[: ev.batch_size])  # warm-up (allocator, kernels)
     start = time.perf_counter()
     for _ in range(repeats):
@@ -82,7 +84,7 @@ def throughput(ev, programs: list[str], repeats: int = 1) -> float:
     elapsed = time.perf_counter() - start
     if any(p.score is None for p in predictions):
         raise RuntimeError("a benchmark run left programs unscored")
-    return repeats * len(programs) / elapsed
+    return repeats * len(programs) / elapsed, [p.score for p in predictions]
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
@@ -95,20 +97,29 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     results: dict[str, float] = {}
     print(f"classifier scoring throughput: {len(programs)} real RL-Lean programs, {os.cpu_count()} cores, "
           f"load average {os.getloadavg()[0]:.1f}, torch threads {torch.get_num_threads()}")
+    agree = True
     for kind in ("encoder", "onetoken"):
         from classifiers.evaluator import ClassifierEvaluator
 
         batched, source = evaluator(kind, args.batch_size)
         single = ClassifierEvaluator(batched.spec, batched.model, batched.tokenizer, batch_size=1)
-        results[f"{kind}_batched"] = throughput(batched, programs)
-        results[f"{kind}_single"] = throughput(single, programs[: max(8, len(programs) // 4)])
+        results[f"{kind}_batched"], batched_scores = throughput(batched, programs)
+        few = programs[: max(8, len(programs) // 4)]
+        results[f"{kind}_single"], single_scores = throughput(single, few)
+        # Batching must not change a score (padding is masked): the speed is only worth having if so.
+        gap = max(abs(a - b) for a, b in zip(batched_scores, single_scores))
+        results[f"{kind}_max_score_gap"] = gap
+        agree &= gap <= SCORE_TOLERANCE
         print(f"  {kind:9s} ({source}, context {batched.spec.max_length}): "
               f"{results[f'{kind}_batched']:8.1f} candidates/s at batch {args.batch_size}, "
               f"{results[f'{kind}_single']:8.1f} at batch 1 "
-              f"(batching x{results[f'{kind}_batched'] / results[f'{kind}_single']:.2f})")
+              f"(batching x{results[f'{kind}_batched'] / results[f'{kind}_single']:.2f}); "
+              f"batched vs one-at-a-time scores differ by at most {gap:.1e}")
     ratio = results["onetoken_batched"] / results["encoder_batched"]
     print(f"  one-token / encoder throughput ratio: {ratio:.2f}")
     results["onetoken_over_encoder"] = ratio
+    print(f"  {'PASS' if agree else 'FAIL'}: batched scoring gives the one-at-a-time scores "
+          f"(tolerance {SCORE_TOLERANCE:g}) for both classifiers")
     return results
 
 

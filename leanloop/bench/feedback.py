@@ -81,7 +81,7 @@ def paired_runs(model: Any, tokenizer: Any, programs: list[tuple[str, list[int]]
                 draft_tokens: int, ngram_size: int, device: str) -> dict[str, Any]:
     from feedback_model.config import GenerationConfig
     from feedback_model.generate import HFTraceGenerator
-    from leanloop.traces import trace_verdict
+    from leanloop.traces import source_preservation, trace_verdict
 
     configs = {
         "plain": GenerationConfig(max_new_tokens=max_new_tokens, max_input_tokens=10**6, draft_tokens=0, device=device),
@@ -112,6 +112,7 @@ def paired_runs(model: Any, tokenizer: Any, programs: list[tuple[str, list[int]]
                 entry["traces"].append(trace)
     finally:
         hook.remove()
+    costs = forward_costs(model, list(programs[len(programs) // 2][1]), draft_tokens, device)
     plain, drafted = stats["plain"]["traces"], stats["drafted"]["traces"]
     verdicts = [(trace_verdict(a.text, a.truncated).valid, trace_verdict(b.text, b.truncated).valid)
                 for a, b in zip(plain, drafted)]
@@ -121,11 +122,54 @@ def paired_runs(model: Any, tokenizer: Any, programs: list[tuple[str, list[int]]
         "verdict_agreement": sum(a == b for a, b in verdicts) / len(verdicts),
         "identical_traces": sum(a.text == b.text and a.truncated == b.truncated for a, b in zip(plain, drafted)) / len(plain),
         "valid_verdicts": sum(a for a, _ in verdicts),
+        # does the model copy? a feedback trace reproduces the program (whole, or up to its first
+        # error); a model that does not gets its drafts accepted from its own repetitions instead
+        "finished_traces": sum(t.finished for t in plain),
+        "traces_keeping_the_program": sum(source_preservation(t.text, program) in ("full", "prefix")
+                                          for t, (program, _) in zip(plain, programs)),
+        **costs,
+        # the speedup, decomposed exactly (both runs generate the same tokens): accepted tokens per
+        # step, divided by what a drafted step costs in plain steps (its forward over 1 + drafts
+        # positions, plus the lookup and bookkeeping of a step)
+        "step_cost_ratio": (stats["drafted"]["seconds"] / max(stats["drafted"]["forwards"], 1))
+        / (stats["plain"]["seconds"] / max(stats["plain"]["forwards"], 1)),
+        "speedup_at_full_acceptance": (draft_tokens + 1) / costs["drafted_forward_cost"],
         **{f"{name}_{key}": value for name, entry in stats.items() for key, value in (
             ("seconds", entry["seconds"]), ("programs_per_s", len(programs) / entry["seconds"]),
             ("tokens_per_s", entry["tokens"] / entry["seconds"]), ("tokens", entry["tokens"]),
             ("tokens_per_forward", entry["tokens"] / max(entry["forwards"], 1)), ("truncated", entry["truncated"]))},
     }
+
+
+@torch.inference_mode()
+def forward_costs(model: Any, prompt: list[int], draft_tokens: int, device: str, repeats: int = 20) -> dict[str, float]:
+    """Seconds of one decoding forward on a KV cache of ``prompt``: with 1 new token (a plain step)
+    and with ``draft_tokens + 1`` (a drafted step: the last token plus the drafts, checked at once).
+    Their ratio is what a drafted step costs in plain steps: with ``a`` tokens accepted per drafted
+    step, the speedup is at most ``a / ratio`` (less the draft lookup and bookkeeping per step)."""
+    from transformers import DynamicCache
+
+    ids = torch.tensor([prompt], device=device)
+    cache = DynamicCache(config=model.config)
+    model(ids, cache=cache, use_cache=True)
+    out: dict[str, float] = {}
+    for name, width in (("plain_forward_s", 1), ("drafted_forward_s", draft_tokens + 1)):
+        step = ids[:, -width:]
+        model(step, cache=cache, use_cache=True)  # warm-up
+        cache.crop(-width)
+        times = []
+        for _ in range(repeats):
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+            began = time.perf_counter()
+            model(step, cache=cache, use_cache=True)
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - began)
+            cache.crop(-width)
+        out[name] = float(sorted(times)[len(times) // 2])  # median: robust to a busy machine
+    out["drafted_forward_cost"] = out["drafted_forward_s"] / out["plain_forward_s"]
+    return out
 
 
 def vllm_pairs(model_dir: Path, tokenizer: Any, programs: list[tuple[str, list[int]]], max_new_tokens: int,
@@ -162,6 +206,22 @@ def show(title: str, result: dict[str, Any]) -> None:
         a, b = result.get(f"plain_{key}"), result.get(f"drafted_{key}")
         if a is not None:
             print(f"{label:22}{a:>12.3f}{b:>12.3f}" if isinstance(a, float) else f"{label:22}{a:>12}{b:>12}")
+    if "drafted_forward_cost" in result:
+        a = result["drafted_tokens_per_forward"] / result["plain_tokens_per_forward"]
+        print(f"speedup = {a:.2f}x tokens per step / {result['step_cost_ratio']:.2f} plain steps per drafted step "
+              f"= {a / result['step_cost_ratio']:.2f}x")
+        print(f"one forward alone: {result['plain_forward_s'] * 1e3:.2f} ms for 1 token, "
+              f"{result['drafted_forward_s'] * 1e3:.2f} ms for 1 + drafts (x{result['drafted_forward_cost']:.2f}: "
+              f"the output layer runs for every drafted position); every draft accepted would give at most "
+              f"{result['speedup_at_full_acceptance']:.2f}x")
+    if "traces_keeping_the_program" in result:
+        kept, n = result["traces_keeping_the_program"], result["programs"]
+        print(f"traces that reproduce their program: {kept}/{n}; ended by the model (not the limit): "
+              f"{result['finished_traces']}/{n}")
+        if kept < n / 2:
+            print("NOTE: this model does not copy its input (it is not a working feedback model), so drafts are "
+                  "accepted from its own repetitive output: the ratio below says little about copy-drafting on "
+                  "a trained feedback model; the forward costs above and the accepted tokens per forward do")
     verdict = "meets" if result["speedup"] >= TARGET else "BELOW"
     print(f"speedup (plain / drafted): {result['speedup']:.2f}x — {verdict} the {TARGET:.0f}x target "
           f"(seed: {SEED_REPORTED}x)")
@@ -181,12 +241,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--ngram-size", type=int, default=3)
     parser.add_argument("--paper-model", default=None, help="GPU only: a large feedback model's run or final/")
     parser.add_argument("--fp8", action="store_true", help="vLLM only: FP8 weights")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch intra-op threads on CPU (a tiny model gains nothing from more, and on busy "
+                             "shared cores idle threads spin and distort both runs); 0: torch's default")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="also write the results to this JSON file")
     args = parser.parse_args(argv)
 
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    print(f"[bench-feedback] {cores} core(s), torch threads {torch.get_num_threads()}, "
+    print(f"[bench-feedback] {cores} core(s), load average {os.getloadavg()[0]:.1f}, torch threads {torch.get_num_threads()}, "
           f"GPU: {torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'none'}")
     results: dict[str, Any] = {}
     model, tokenizer, fmt, description = load_model(args.model, "cpu")

@@ -58,6 +58,34 @@ CONFIG_FILE = "config.yaml"
 FINAL = "final"
 
 
+def _restore_int_first_batch_limits() -> None:
+    """Make ``--trainer.limit_val_batches 1`` mean one batch in every process.
+
+    Lightning annotates ``limit_{train,val,test,predict}_batches`` (and ``gradient_clip_val``) as
+    ``Optional[Union[int, float]]``: an int counts batches, a float is a fraction. typing caches
+    unions by equality, and ``Union[int, float] == Union[float, int]``, so when a library imported
+    before Lightning built the float-first union (scikit-learn's ``sklearn.metrics`` does), Trainer's
+    annotations ARE that float-first object. jsonargparse tries a union's members in order and its
+    float accepts ``1``, so ``limit_val_batches: 1`` became ``1.0``: all the batches, silently
+    (seen in a pytest worker that had imported scikit-learn first). ``int | float | None`` is not
+    cached by equality and keeps the order Lightning wrote.
+    """
+    import typing
+    from types import NoneType
+
+    from lightning.pytorch import Trainer
+
+    annotations = Trainer.__init__.__annotations__
+    for name, hint in annotations.items():
+        if typing.get_origin(hint) is typing.Union and typing.get_args(hint)[:2] == (float, int):
+            rest = set(typing.get_args(hint)[2:])
+            if rest <= {NoneType}:
+                annotations[name] = int | float | None if rest else int | float
+
+
+_restore_int_first_batch_limits()
+
+
 @dataclass
 class LogConfig:
     csv: bool = True

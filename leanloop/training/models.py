@@ -59,17 +59,11 @@ def _qwen3_tiny(**overrides: Any):
 
 
 def _qwen3_moe_tiny(**overrides: Any):
-    from transformers import Qwen3MoeConfig
+    # The project's one tiny Qwen3-MoE is the autoformalizer's (autoformalizer.moe.MoEArchConfig: real
+    # Qwen vocabulary, 2 layers, 8 experts top-2); this preset is its stock (fused) transformers form.
+    from autoformalizer.moe import MoEArchConfig
 
-    from leanloop.tokenizer import QWEN3_VOCAB_SIZE
-
-    args = dict(
-        vocab_size=QWEN3_VOCAB_SIZE, hidden_size=64, intermediate_size=128, moe_intermediate_size=32,
-        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-        num_experts=4, num_experts_per_tok=2, max_position_embeddings=32_768, tie_word_embeddings=True,
-        bos_token_id=151_643, eos_token_id=151_643, pad_token_id=151_643,
-    )
-    return Qwen3MoeConfig(**{**args, **overrides})
+    return MoEArchConfig().to_config(unfused=False, **overrides)
 
 
 def _modernbert_tiny(**overrides: Any):

@@ -31,6 +31,9 @@ class HFModule(L.LightningModule):
         self.optim = optim or OptimConfig()
         self.tokenizer = load_tokenizer(base)
         self.model = load_model(base, self.auto_class, tokenizer=self.tokenizer)
+        # from_pretrained returns a model in eval mode, and Lightning (>= 2.2) keeps the modes it
+        # finds: without this, training from a checkpoint would run with dropout switched off
+        self.model.train()
 
     def configure_optimizers(self):
         return configure_optimizers(self, self.optim)
@@ -39,24 +42,13 @@ class HFModule(L.LightningModule):
     def export(self, final_dir: Path) -> None:
         """Save model and tokenizer so that ``from_pretrained(final_dir)`` loads them.
 
-        Called on every rank; gathers ZeRO-3-sharded weights first (a collective), writes on rank 0.
+        Called on every rank (ZeRO-3 gathering is a collective, see :func:`save_hf`); global rank
+        zero writes.
         """
         trainer = self._trainer
-        writer = trainer is None or trainer.is_global_zero
-        if trainer is not None and getattr(trainer.strategy, "zero_stage_3", False):
-            import deepspeed
-
-            with deepspeed.zero.GatheredParameters(list(self.model.parameters()), modifier_rank=None):
-                if writer:
-                    self._save(final_dir)
-            return
-        if writer:
-            self._save(final_dir)
-
-    def _save(self, final_dir: Path) -> None:
-        Path(final_dir).mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(final_dir)
-        self.tokenizer.save_pretrained(final_dir)
+        save_hf(self.model, self.tokenizer, final_dir,
+                writer=trainer is None or trainer.is_global_zero,
+                zero3=trainer is not None and bool(getattr(trainer.strategy, "zero_stage_3", False)))
 
     def manifest_model(self) -> dict[str, Any]:
         return model_identity(self.model, self.tokenizer, self.base.base_name())
@@ -64,3 +56,29 @@ class HFModule(L.LightningModule):
     def manifest_inputs(self) -> dict[str, Path]:
         run = self.base.run_dir()
         return {"base_model": run} if run is not None else {}
+
+
+def save_hf(model: Any, tokenizer: Any, final_dir: Path, *, writer: bool = True, zero3: bool = False) -> None:
+    """``model.save_pretrained`` (+ the tokenizer's) into ``final_dir`` when ``writer``.
+
+    Under DeepSpeed ZeRO-3 each rank holds only a shard of every weight and ``param.data`` is an
+    empty placeholder outside a gather, so a plain ``save_pretrained`` would write empty tensors.
+    With ``zero3`` EVERY rank must call this (the gather is a collective; a rank that skips it
+    hangs the others); the full weights exist inside the gather, where the writer saves them.
+    """
+    if zero3:
+        import deepspeed
+
+        # modifier_rank=None: read-only gather on all ranks, nothing is scattered back afterwards
+        with deepspeed.zero.GatheredParameters(list(model.parameters()), modifier_rank=None):
+            if writer:
+                _write(model, tokenizer, final_dir)
+    elif writer:
+        _write(model, tokenizer, final_dir)
+
+
+def _write(model: Any, tokenizer: Any, final_dir: Path) -> None:
+    Path(final_dir).mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(final_dir)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(final_dir)

@@ -93,14 +93,17 @@ def test_peft_maps_stock_qwen3_moe_expert_targets_onto_fused_parameters():
 def test_configs_parse_and_build_the_embedded_policy():
     from autoformalizer.policy import build_policy
 
-    default = load_config(str(REPO_ROOT / "configs/autoformalizer/default.yaml"))
-    paper = load_config(str(REPO_ROOT / "configs/autoformalizer/default.yaml"),
-                        str(REPO_ROOT / "configs/autoformalizer/paper.yaml"),
+    default = load_config(str(REPO_ROOT / "configs/autoformalizer/eval/default.yaml"))
+    paper = load_config(str(REPO_ROOT / "configs/autoformalizer/eval/default.yaml"),
+                        str(REPO_ROOT / "configs/autoformalizer/eval/paper.yaml"),
                         overrides=["--policy.adapters.use_dora=true"])
-    assert paper.policy.name == "Qwen/Qwen3-Coder-30B-A3B-Instruct" and paper.policy.adapters.use_dora
+    assert paper.policy.name == "artifacts://autoformalizer_grpo/paper" and paper.policy.adapters.use_dora
     assert paper.retrieval.index.max_declarations is None and paper.retrieval.index.modules == []
+    assert paper.evaluation.limit is None and paper.lean.backend.kind == "local"
     assert default.retrieval.index.max_declarations == 3000
+    assert default.policy.name == "artifacts://autoformalizer_grpo/default"  # what make autoformalizer-grpo makes
     policy = copy.deepcopy(default.policy)
+    policy.name = "qwen3-moe-tiny"  # the same recipe on the untrained tiny preset
     policy.arch.num_hidden_layers = 1  # keep the test small
     model, tokenizer = build_policy(policy)
     assert trainable_report(model).method == "QLoRA"

@@ -12,7 +12,7 @@ from leanloop.cli import main
 
 
 def test_classify_lean_and_jsonl_inputs(trained_runs, real_programs, tmp_path, capsys):
-    final = trained_runs["onetoken"].run_dir / "final"
+    final = trained_runs["encoder"].run_dir / "final"
     lean = tmp_path / "one.lean"
     lean.write_text(real_programs[0][1], encoding="utf-8")
     jsonl = tmp_path / "many.jsonl"
@@ -29,7 +29,7 @@ def test_classify_lean_and_jsonl_inputs(trained_runs, real_programs, tmp_path, c
 
 
 def test_classify_writes_out_file_and_honours_threshold(trained_runs, real_programs, tmp_path):
-    final = trained_runs["encoder"].run_dir / "final"
+    final = trained_runs["onetoken"].run_dir / "final"
     lean = tmp_path / "p.lean"
     lean.write_text(real_programs[3][1], encoding="utf-8")
     out = tmp_path / "scores.jsonl"

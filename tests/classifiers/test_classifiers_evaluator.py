@@ -96,3 +96,47 @@ def test_load_from_final_folder(encoder_parts, real_programs, tmp_path):
 def test_folder_without_classifier_json_is_explained(tmp_path):
     with pytest.raises(FileNotFoundError, match="classifier.json"):
         ClassifierEvaluator.load(tmp_path)
+
+
+def test_mean_pooling_ignores_padding_and_is_kept_in_classifier_json(real_programs, tmp_path):
+    """pooling: mean (the shipped MiniLM, one layer of it) = the classifier head over the mean of the
+    program's own token states, whatever else pads its batch; saved and loaded with the weights."""
+    from transformers import AutoModelForSequenceClassification
+
+    from leanloop.training.models import ModelSpec, load_model, load_tokenizer
+
+    base = ModelSpec("minilm", overrides={"num_hidden_layers": 1})
+    tokenizer = load_tokenizer(base)
+    model = load_model(base, AutoModelForSequenceClassification, tokenizer=tokenizer).eval()
+    spec = ClassifierSpec("encoder", 160, 0.25, threshold=0.5, pooling="mean")
+    evaluator = ClassifierEvaluator(spec, model, tokenizer, batch_size=4)
+    programs = sorted((p for _, p, _ in real_programs[:40]), key=len)[::5]
+    assert len({len(evaluator.inputs.encode(p)) for p in programs}) > 1  # padded batches
+    scores = [p.score for p in evaluator.score(programs)]
+    for program, score in zip(programs, scores):
+        ids = torch.tensor([evaluator.inputs.encode(program)])
+        with torch.no_grad():
+            pooled = model.base_model(input_ids=ids).last_hidden_state.mean(1)
+            expected = model.classifier(pooled).softmax(-1)[0, 1]
+        assert score == pytest.approx(float(expected), abs=1e-5)
+    cls = ClassifierEvaluator(ClassifierSpec("encoder", 160, 0.25), model, tokenizer).score(programs)
+    assert max(abs(a - b.score) for a, b in zip(scores, cls)) > 1e-3  # really a different head input
+
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    spec.write(tmp_path)
+    loaded = ClassifierEvaluator.load(tmp_path)
+    assert loaded.inputs.pooling == "mean"
+    assert [p.score for p in loaded.score(programs)] == pytest.approx(scores, abs=1e-6)
+
+
+def test_pooling_is_checked_against_the_model(encoder_parts):
+    from classifiers.scoring import prepare_pooling
+
+    _, model, _ = encoder_parts  # ModernBERT pools by its own config
+    prepare_pooling(model, "mean")
+    assert model.config.classifier_pooling == "mean"
+    prepare_pooling(model, "cls")
+    assert model.config.classifier_pooling == "cls"
+    with pytest.raises(ValueError, match="one of"):
+        prepare_pooling(model, "max")

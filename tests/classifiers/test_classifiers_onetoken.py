@@ -37,8 +37,8 @@ def test_score_equals_manual_softmax_ratio(tiny_qwen, real_programs):
     predictions = evaluator.score(programs)
     for program, prediction in zip(programs, predictions):
         ids = torch.tensor([evaluator.inputs.encode(program)])
-        with torch.no_grad():
-            probabilities = model(input_ids=ids).logits[0, -1].float().softmax(-1)
+        with torch.no_grad():  # one program alone, no padding; only the last position's logits
+            probabilities = model(input_ids=ids, logits_to_keep=1).logits[0, -1].float().softmax(-1)
         p_true = probabilities[evaluator.inputs.true_id]
         p_false = probabilities[evaluator.inputs.false_id]
         assert prediction.score == pytest.approx(float(p_true / (p_true + p_false)), abs=1e-5)

@@ -28,7 +28,7 @@ def test_fast_dev_run_exports_a_loadable_classifier(trained_runs, kind):
     assert scored["validation"] > 0 and scored["test"] > 0
 
     evaluator = ClassifierEvaluator.load(final)
-    corpus = result.datamodule.corpus
+    corpus = result.corpus
     rows = read_predictions(result.run_dir / "predictions.jsonl")
     mine = [r for r in rows if r["evaluator"] == f"{kind}:{result.run_dir.name}"]
     programs = [corpus.splits[r["split"]].programs[int(r["id"].split(":")[1])] for r in mine]
@@ -46,7 +46,7 @@ def test_run_report_has_both_baselines_on_the_same_rows(trained_runs):
         by_evaluator.setdefault(row["evaluator"], set()).add(row["id"])
     assert set(by_evaluator) == {TFIDF, MAJORITY, "encoder:debug"}
     assert len({frozenset(ids) for ids in by_evaluator.values()}) == 1  # every evaluator judged the same programs
-    train_labels = result.datamodule.corpus.splits["train"].labels
+    train_labels = result.corpus.splits["train"].labels
     majority = float(sum(train_labels) > len(train_labels) / 2)
     assert {r["score"] for r in rows if r["evaluator"] == MAJORITY} == {majority}
     report = (result.run_dir / "report.md").read_text()

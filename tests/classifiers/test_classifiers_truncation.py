@@ -63,9 +63,9 @@ def test_encoder_input_is_cls_head_tail_sep(long_program):
 
 
 def test_onetoken_input_is_head_tail_then_suffix(long_program):
-    from leanloop.tokenizer import qwen3_tokenizer
+    from leanloop.training.models import load_tokenizer
 
-    tokenizer = qwen3_tokenizer()
+    tokenizer = load_tokenizer("qwen3")  # the real Qwen3 vocabulary (cached per process)
     inputs = OneTokenInputs(tokenizer, max_length=96)
     content = tokenizer(long_program.rstrip(), add_special_tokens=False)["input_ids"]
     suffix = tokenizer(inputs.suffix, add_special_tokens=False)["input_ids"]

@@ -156,3 +156,18 @@ def test_deepspeed_zero_shards_and_matches_plain_sgd_on_cpu_over_gloo(tmp_path):
             assert result["full_elements"] / 2 <= result["local_elements"] < result["full_elements"]
             assert result["params"] == pytest.approx(reference, abs=1e-6), name
         assert results[0]["params"] == results[1]["params"]
+
+    # HFModule.export under ZeRO-3 (leanloop.training.module.save_hf): outside a gather no rank
+    # holds the weights, yet the Hugging Face folder rank 0 wrote has them whole, and they are the
+    # trained weights both ranks see
+    from transformers import AutoModelForCausalLM
+
+    for name in ("zero3", "zero3_offload"):
+        exports = [rank[name]["hf_export"] for rank in ranks]
+        assert [e["data_elements_outside_gather"] for e in exports] == [0, 0]
+        saved = AutoModelForCausalLM.from_pretrained(tmp_path / f"{name}_hf")
+        params = dict(saved.named_parameters())
+        assert set(params) == set(exports[0]["gathered"])
+        for key, param in params.items():
+            assert param.detach().reshape(-1).tolist() == pytest.approx(exports[0]["gathered"][key], abs=1e-7)
+        assert exports[0]["gathered"] == exports[1]["gathered"]

@@ -115,6 +115,25 @@ def test_cli_overrides_and_dry_run(artifacts, capsys):
     assert "no module 'nosuchstage.train'" in capsys.readouterr().err
 
 
+def test_submit_and_the_stage_name_a_layered_run_by_one_rule(artifacts, capsys):
+    """Several config files: the stems joined by '+', each once, from one function
+    (leanloop.artifacts.default_run_name) for the stage CLI and the cluster tools alike."""
+    from leanloop.artifacts import default_run_name
+    from pretrain.train import run
+
+    configs = [DEBUG, "configs/strategy/ddp_cpu.yaml", DEBUG]
+    stage = run([arg for config in configs for arg in ("--config", config)] + ["--dry_run", "true"])
+    named = yaml.safe_load(stage.config)["run"]
+    assert named == default_run_name(configs) == "debug+ddp_cpu"
+    capsys.readouterr()
+    assert submit_main(["--stage", "pretrain", *[a for c in configs for a in ("--config", c)], "--dry_run"]) == 0
+    assert f" --run {named}" in capsys.readouterr().out
+    with pytest.raises(CommandError, match="name the run"):
+        from cluster.command import default_run_name as cluster_run_name
+
+        cluster_run_name([])
+
+
 def test_sweep_submits_the_real_stage_through_submitit_and_skips_finished_runs(tmp_path, artifacts):
     sweep_file = tmp_path / "e2e.yaml"
     sweep_file.write_text(yaml.safe_dump({

@@ -48,6 +48,35 @@ def reference_step(world_size: int) -> list[float]:
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).tolist()
 
 
+def hf_export_under_zero3(config: dict, final_dir: str) -> dict:
+    """HFModule's export path (leanloop.training.module.save_hf) on a ZeRO-3-sharded transformers
+    model after one step: every rank calls it, rank 0 writes. Returns what the test compares: the
+    weights each rank sees inside a gather, and how much of them ``param.data`` holds outside one."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from leanloop.training.module import save_hf
+
+    # below this many elements ZeRO-3 keeps a weight whole on every rank ("persistent"); a tiny
+    # model's weights all are, a real model's matrices are not: make every weight a shard here
+    config = {**config, "zero_optimization": {**config["zero_optimization"],
+                                              "stage3_param_persistence_threshold": 0}}
+    torch.manual_seed(0)
+    model = Qwen3ForCausalLM(Qwen3Config(
+        vocab_size=96, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=8, tie_word_embeddings=True))
+    engine, _, _, _ = deepspeed.initialize(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=LR),
+                                           config=config)
+    ids = torch.randint(0, 96, (BATCH, 12), generator=torch.Generator().manual_seed(dist.get_rank()))
+    engine.backward(engine(input_ids=ids, labels=ids, use_cache=False).loss)
+    engine.step()
+    outside = sum(p.data.numel() for p in model.parameters())  # a naive save_pretrained writes these
+    save_hf(model, None, final_dir, writer=dist.get_rank() == 0, zero3=True)
+    with deepspeed.zero.GatheredParameters(list(model.parameters())):
+        gathered = {n: p.detach().reshape(-1).tolist() for n, p in model.named_parameters()}
+    dist.barrier()  # rank 0 has finished writing before anyone reports
+    return {"data_elements_outside_gather": outside, "gathered": gathered}
+
+
 def main() -> None:
     configs = json.loads(open(sys.argv[1]).read())
     out_dir = sys.argv[2]
@@ -76,6 +105,8 @@ def main() -> None:
         results[name] = {"stage": stage, "world_size": dist.get_world_size(), "local_elements": local,
                          "full_elements": full, "params": flat.tolist()}
         del engine
+        if stage == 3:
+            results[name]["hf_export"] = hf_export_under_zero3(config, os.path.join(out_dir, f"{name}_hf"))
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as handle:
         json.dump(results, handle)
     dist.barrier()

@@ -369,3 +369,45 @@ def test_statement_profile_accepts_sorry_but_not_errors():
     assert judged.category is Category.INVALID and codes(judged.reasons) == {R.SORRY_WARNING}
     program, response = error
     assert statement.judge(VerifyRequest(program=program), verbatim(program), response).category is Category.INVALID
+
+
+def test_statement_profile_allows_only_the_sorry_warning():
+    """A real REPL recording whose only messages are linter warnings (no error, no sorry): clean
+    for `collection`, INVALID for `statement` ("only the sorry warning allowed"), with the reason."""
+    from data.policy.harness import verbatim
+    from data.verifier.replay import ReplayBackend
+
+    index = ReplayBackend(["repl_io", "repl_all_versions"]).index
+    found = None
+    for program, recordings in index:
+        response = recordings[0].response
+        if response.status is ResponseStatus.OK and "theorem" in program and response.messages and all(
+                m.severity == "warning" and "sorry" not in m.data for m in response.messages):
+            found = (program, response)
+            break
+    assert found
+    program, response = found
+    request = VerifyRequest(program=program)
+    statement = AcceptancePolicy("statement", header="").judge(request, verbatim(program), response)
+    assert statement.category is Category.INVALID and codes(statement.reasons) == {R.WARNING_NOT_ALLOWED}
+    assert statement.first_error == response.messages[0].data
+    assert AcceptancePolicy("collection", header="").judge(request, verbatim(program), response).category \
+        is Category.VALID
+    # the sorry warning alone stays allowed, on the same recording with its warnings replaced by sorry's
+    sorry = [LeanMessage("warning", "declaration uses 'sorry'", m.pos, m.end_pos) for m in response.messages]
+    clean = replace(response, messages=sorry)
+    assert AcceptancePolicy("statement", header="").judge(request, verbatim(program), clean).category is Category.VALID
+
+
+def test_statement_profile_without_header_puts_the_harness_line_before_the_theorem(statements):
+    """header=None and no import block: the heartbeat line goes first, never inside a multi-line
+    statement; with an import block it follows the imports."""
+    multi_line = next(r["formal_statement"] for r in statements.values() if r["formal_statement"].count("\n") > 1)
+    program = multi_line + " sorry"
+    policy = AcceptancePolicy("statement", header=None)
+    composed = policy.prepare(VerifyRequest(program=program))
+    assert composed.program == "set_option maxHeartbeats 800000\n" + program
+    assert composed.region(1) == "harness" and composed.candidate_line(2) == 1
+    with_imports = "import Mathlib\nimport Aesop\n" + program
+    composed = policy.prepare(VerifyRequest(program=with_imports))
+    assert composed.program == "import Mathlib\nimport Aesop\nset_option maxHeartbeats 800000\n" + program

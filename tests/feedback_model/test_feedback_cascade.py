@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from classifiers.evaluator import ClassifierEvaluator, ClassifierSpec
-from feedback_model.cascade import CascadeEvaluator, build_cascade
-from feedback_model.config import CascadeConfig, GenerationConfig
+from feedback_model.cascade import CascadeEvaluator
 
 
 class Recording:
@@ -101,16 +100,41 @@ def test_time_accounting_and_residency(two_classifiers, qwen_tokenizer, programs
         CascadeEvaluator(lambda: None, lambda: None, "auto")
 
 
-def test_cascade_with_the_feedback_model_from_saved_runs(saved_gate, saved_feedback_model, qwen_tokenizer, corpus_rows):
+def test_rl_builds_the_cascade_from_saved_runs_through_the_factory(saved_gate, saved_feedback_model, corpus_rows):
+    """The RL stage's ``evaluator.kind: factory`` path: the cascade built from a gate run and a
+    feedback run, scoring a batch within a deadline (verdict, score and trace per program)."""
+    from feedback_model.config import SelfConsistencyConfig
+    from feedback_model.consistency import SelfConsistencyEvaluator
+    from feedback_model.factory import evaluator as factory
+    from leanloop.evaluator import Evaluator, deadline_in
+    from rl.config import EvaluatorConfig
+    from rl.evaluators import build_evaluator
+
     labelled = sorted((r for r in corpus_rows if r["label"] is not None), key=lambda r: len(r["program"]))
     programs = [labelled[0]["program"], labelled[-1]["program"]]
-    config = CascadeConfig(gate=str(saved_gate), threshold=0.0, residency="auto")  # every program passes the gate
-    generation = GenerationConfig(max_input_tokens=400, max_new_tokens=4)
-    cascade = build_cascade(config, saved_feedback_model, generation)
+    options = {"mode": "cascade", "cascade": {"gate": str(saved_gate), "threshold": 0.0, "residency": "auto"},
+               "generation": {"max_input_tokens": 400, "max_new_tokens": 4}}  # threshold 0: all pass the gate
+    cascade, info = build_evaluator(EvaluatorConfig(kind="factory", factory="feedback_model.factory:evaluator",
+                                                    path=str(saved_feedback_model), options=options))
+    assert isinstance(cascade, Evaluator) and isinstance(cascade, CascadeEvaluator)
+    assert info["gate_path"] == str(saved_gate) and info["path"] == str(saved_feedback_model)
     assert cascade.residency == "together"  # two tiny models fit in memory
-    short, long = cascade.score(programs)
-    assert short.trace is not None and short.verdict is False and short.truncated
+    short, long = cascade.score(programs, deadline=deadline_in(300.0))
+    assert short.trace is not None and short.verdict is False and short.truncated and short.score == 0.0
     assert short.reason.startswith("gate passed") and short.reason.endswith("output_limit")
     # over the feedback model's input limit: not judged, with the reason, even behind the gate
-    assert long.verdict is None and "input_too_long" in long.reason
-    assert cascade.last_timing.gate_positive == 2 and cascade.last_timing.traces_s > 0
+    assert long.verdict is None and long.score is None and "input_too_long" in long.reason
+    timing = cascade.last_timing
+    assert timing.gate_positive == 2 and timing.traces_s > 0 and timing.gate_s > 0
+    # a deadline already passed: nothing judged, nothing guessed
+    late = cascade.score(programs, deadline=deadline_in(-1.0))
+    assert all(p.verdict is None and p.score is None for p in late)
+
+    with pytest.raises(ValueError, match="unknown keys"):
+        factory(str(saved_feedback_model), generation={"max_tokens": 4})
+    with pytest.raises(ValueError, match="mode"):
+        factory(str(saved_feedback_model), mode="gate")
+    voting = factory(str(saved_feedback_model), mode="feedback", self_consistency=True,
+                     generation={"max_input_tokens": 400, "max_new_tokens": 4})
+    assert isinstance(voting, SelfConsistencyEvaluator) and voting.consistency == SelfConsistencyConfig()
+    assert (voting.samples, voting.temperature, voting.consistency.min_valid) == (5, 0.8, 4)  # the seed's defaults

@@ -24,6 +24,8 @@ def test_debug_config_trains_exports_and_loads_in_the_evaluator(artifacts, feedb
     # every training-split pair is either used, beyond max_examples, or too long: none silently lost
     pairs = sum(v for k, v in counts.items() if k.startswith("train/pairs:"))
     assert pairs == counts["train_examples"] + counts.get("train_too_long", 0) + counts.get("train_over_max_examples", 0)
+    assert counts["train_examples"] == 8 and counts["train_too_long"] > 0  # debug.yaml: 8 examples, 512 tokens
+    assert len(counts["train_too_long_ids"]) == counts["train_too_long"]  # and which ones, by id
     assert counts["train_trace_tokens"] < counts["train_tokens"]  # the programs carry no loss
 
     final = result.run_dir / "final"

@@ -1,0 +1,289 @@
+"""``python -m autoformalizer.evaluate --config configs/autoformalizer/eval/default.yaml``: the nine metrics.
+
+For each held-out problem (``evaluation.split`` of ``pairs``, theorem-disjoint from everything the
+policy's runs trained on: their manifests are read and an overlap is an error):
+- the repair loop (System A, greedy, up to ``repair.max_turns`` turns, Lean's errors cut to
+  ``repair.error_chars``), with System B's premises prefixed when ``repair.retrieval``;
+- ``evaluation.samples`` sampled first-turn statements, type-checked, for pass@N.
+
+Every statement is checked through the Verifier (``statement`` profile) under its problem's header.
+A metric that needs Lean is computed over the items Lean answered; when none was answered it is
+``None`` and the report says why (here, without Lean: the replay backend has a recording for almost
+no generated statement, so compile@k, pass@N, mean_iters_solved, goal_exact_match and the error
+breakdown cannot be measured; well_formed, faithfulness_code, tokens/s, memory and utilization can).
+
+Output, ``artifacts/autoformalizer_eval/<run>/``: ``report.md`` (+ ``compile_at_k.png`` and
+``error_breakdown.png`` when there is something to plot), ``metrics.json``, ``attempts.jsonl``
+(every statement, its status and feedback), ``config.yaml``, ``manifest.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from autoformalizer.config import AutoformalizerConfig, PolicyConfig, parse_config
+from autoformalizer.data import END_OF_TURN, Pair, load_pairs
+from autoformalizer.metrics import (
+    VERDICT,
+    AutoformalizerReport,
+    ResourceMonitor,
+    compile_at_k,
+    error_breakdown,
+    faithfulness_code,
+    goal_exact_match,
+    mean_iters_solved,
+    pass_at_n,
+    write_report,
+)
+from autoformalizer.prompts import extract_statement, formalize_prompt
+from autoformalizer.repair import repair_loop
+from autoformalizer.statements import well_formed
+from autoformalizer.typecheck import StatementCheck
+
+STAGE = "autoformalizer_eval"
+ATTEMPTS_FILE = "attempts.jsonl"
+
+
+def trained_theorems(policy: PolicyConfig) -> set[str]:
+    """Every theorem the policy's runs trained on: the run's manifest, then its ``base_model`` input's,
+    down the chain (GRPO -> SFT). Empty for a checkpoint that is not a run of this project."""
+    from leanloop.artifacts import read_manifest
+
+    from autoformalizer.policy import policy_spec
+
+    names: set[str] = set()
+    run = policy_spec(policy).run_dir()
+    while run is not None:
+        manifest = read_manifest(run)
+        names |= set(manifest.get("counts", {}).get("train_theorems", []))
+        base = manifest.get("inputs", {}).get("base_model")
+        run = Path(base["path"]) if base else None
+    return names
+
+
+def select_problems(config: AutoformalizerConfig) -> tuple[list[Pair], Counter]:
+    pairs, counts = load_pairs(config.pairs)
+    split = config.evaluation.split
+    if split not in pairs:
+        raise ValueError(f"evaluation.split must be one of {sorted(pairs)}, got {split!r}")
+    problems = list(pairs[split])
+    random.Random(config.evaluation.seed).shuffle(problems)
+    if config.evaluation.limit is not None:
+        problems = problems[:config.evaluation.limit]
+    overlap = sorted(trained_theorems(config.policy) & {p.name for p in problems})
+    if overlap:
+        raise ValueError(f"{len(overlap)} evaluation theorems were trained on by {config.policy.name} (e.g. "
+                         f"{overlap[:3]}); evaluate a theorem-disjoint split")
+    if not problems:
+        raise ValueError(f"no problems in the {split} split: {dict(counts)}")
+    return problems, counts
+
+
+def _status(check: StatementCheck | None) -> str:
+    return "malformed" if check is None else check.status.value
+
+
+def _why_no_verdict(statuses: Counter, backend: str) -> str:
+    unanswered = {s: n for s, n in statuses.items() if s not in VERDICT}
+    parts = [f"{n} {s}" for s, n in sorted(unanswered.items())]
+    text = f"Lean gave no verdict on any checked statement ({', '.join(parts) or 'none checked'})"
+    if backend == "replay" and unanswered.get("unavailable"):
+        text += ("; the replay backend answers only programs that were recorded with real Lean, and these "
+                 "generated statements were not (no Lean toolchain here: run with lean.backend.kind local or "
+                 "kimina to measure it)")
+    return text
+
+
+def evaluate(config: AutoformalizerConfig, run_dir: Path) -> AutoformalizerReport:
+    import torch
+    from tqdm.auto import tqdm
+
+    from autoformalizer.policy import build_policy, make_generate
+    from rl.rollout import GenerationConfig, TransformersRollout
+
+    ev = config.evaluation
+    if ev.threads is not None:
+        torch.set_num_threads(ev.threads)
+    torch.manual_seed(ev.seed)
+    problems, pair_counts = select_problems(config)
+    model, tokenizer = build_policy(config.policy, adapters=False)
+    model.eval()
+    index = retriever = None
+    if config.repair.did_you_mean or config.repair.retrieval:
+        from autoformalizer.mathlib_index import MathlibIndex
+
+        index = MathlibIndex.load(config.retrieval.index)
+    if config.repair.retrieval:
+        from autoformalizer.retrieval import MathlibRetriever, format_premises
+
+        retriever = MathlibRetriever(index, config.retrieval)
+    checker = config.lean.checker()
+    generate = make_generate(model, tokenizer, max_new_tokens=config.repair.max_new_tokens)
+    sampler = TransformersRollout(tokenizer, GenerationConfig(max_new_tokens=config.repair.max_new_tokens,
+                                                              temperature=ev.temperature),
+                                  [END_OF_TURN, tokenizer.eos_token]) if ev.samples else None
+    results, samples, attempts = [], [], []
+    statuses: Counter = Counter()
+    messages, goals = [], []
+    generation_s, sampled_tokens = 0.0, 0
+    with ResourceMonitor() as monitor:
+        for problem in tqdm(problems, desc="evaluate", unit="problem"):
+            header = problem.header if config.lean.problem_header else None
+
+            def check(statement: str, header=header) -> StatementCheck:
+                return checker.check_many([statement], [header])[0]
+
+            premises = format_premises(retriever.retrieve(problem.informal)) if retriever else ""
+            began = time.perf_counter()
+            result = repair_loop(problem.informal, generate, check, index=index if config.repair.did_you_mean else None,
+                                 premises=premises, max_turns=config.repair.max_turns,
+                                 error_chars=config.repair.error_chars)
+            # the loop's checks are inside this interval too: replay lookups take microseconds, a real Lean
+            # backend seconds (tokens/s is then a lower bound)
+            generation_s += time.perf_counter() - began
+            results.append(result)
+            for turn_number, turn in enumerate(result.turns, 1):
+                statuses[_status(turn.check)] += 1
+                messages += turn.check.messages if turn.check else []
+                attempts.append({"problem": problem.name, "kind": "repair", "turn": turn_number,
+                                 "statement": turn.statement, "status": _status(turn.check),
+                                 "feedback": turn.feedback[:800]})
+            passed = [t.check for t in result.turns if t.check is not None and t.check.passed]
+            goals.append((passed[-1].goal if passed else None, problem.goal))
+            verdicts: list[bool | None] = []
+            if sampler is not None:
+                began = time.perf_counter()
+                rollouts = sampler.generate(model, [formalize_prompt(problem.informal, premises)], ev.samples)
+                generation_s += time.perf_counter() - began
+                sampled_tokens += int(rollouts.completion_mask.sum())
+                statements = [extract_statement(t) for t in rollouts.texts]
+                formed = [s for s in statements if well_formed(s).ok]
+                checked = iter(checker.check_many(formed, [header] * len(formed)) if formed else [])
+                for statement in statements:
+                    check_ = next(checked) if well_formed(statement).ok else None
+                    status = _status(check_)
+                    statuses[status] += 1
+                    messages += check_.messages if check_ else []
+                    verdicts.append(VERDICT.get(status))
+                    attempts.append({"problem": problem.name, "kind": "sample", "turn": 1, "statement": statement,
+                                     "status": status})
+            samples.append(verdicts)
+    report = AutoformalizerReport()
+    first = [r.turns[0].statement for r in results]
+    report.well_formed = float(np.mean([well_formed(s).ok for s in first]))
+    curve = compile_at_k([r.statuses() for r in results], range(1, config.repair.max_turns + 1))
+    report.compile_at_k = curve.values
+    if ev.samples:
+        for n in sorted({1, ev.samples}):
+            report.pass_at_n[n] = pass_at_n(samples, n)[0]
+    report.mean_iters_solved = mean_iters_solved([r.iterations for r in results], [r.solved for r in results])
+    report.faithfulness_code = faithfulness_code([r.final or "" for r in results], [p.formal for p in problems])
+    report.goal_exact_match, goal_pairs = goal_exact_match([c for c, _ in goals], [r for _, r in goals])
+    report.error_breakdown = error_breakdown(messages)
+    tokens = generate.tokens + sampled_tokens
+    report.tokens_per_sec = tokens / generation_s if generation_s > 0 else None
+    report.resources = monitor.result
+    verdict_count = sum(n for s, n in statuses.items() if s in VERDICT and s != "malformed")
+    report.counts = {
+        "problems": len(problems), "split": ev.split, "policy": config.policy.name,
+        "lean_backend": config.lean.backend.kind, "statuses": dict(statuses),
+        "lean_verdicts": verdict_count, "solved": sum(bool(r.solved) for r in results),
+        "stop_reasons": dict(Counter(r.stop_reason.split(" (")[0] for r in results)),
+        "generated_tokens": tokens, "generation_s": round(generation_s, 2),
+        "goal_pairs": goal_pairs, "reference_goals": sum(p.goal is not None for p in problems),
+        "retrieval": bool(retriever), "did_you_mean": config.repair.did_you_mean,
+    }
+    report.missing = missing_reasons(report, statuses, config, goals)
+    _write_attempts(run_dir, attempts)
+    return report
+
+
+def missing_reasons(report: AutoformalizerReport, statuses: Counter, config: AutoformalizerConfig,
+                    goals: list[tuple[str | None, str | None]]) -> dict[str, str]:
+    """Why each metric that is None could not be computed."""
+    backend = config.lean.backend.kind
+    checked = sum(n for s, n in statuses.items() if s != "malformed")
+    no_verdict = (_why_no_verdict(statuses, backend) if checked else
+                  "No generated statement was well-formed, so none reached Lean")
+    missing: dict[str, str] = {}
+    undetermined = [k for k, v in report.compile_at_k.items() if v is None]
+    if undetermined:
+        missing["compile@k"] = (f"k = {', '.join(map(str, undetermined))}: every problem's first k attempts hold no "
+                                f"pass and an attempt Lean did not answer (the repair loop stops there). {no_verdict}")
+    if config.evaluation.samples == 0:
+        missing["pass@N"] = "evaluation.samples is 0 (no sampled statements)"
+    elif any(v is None for v in report.pass_at_n.values()):
+        missing["pass@N"] = f"no problem has N sampled statements with a verdict. {no_verdict}"
+    if report.mean_iters_solved is None:
+        missing["mean_iters_solved"] = f"no problem was solved (no statement type-checked). {no_verdict}"
+    if report.goal_exact_match is None:
+        if not any(r for _, r in goals):
+            missing["goal_exact_match"] = "no evaluated problem has a recorded reference goal"
+        else:
+            missing["goal_exact_match"] = ("needs the elaborated goal of a candidate that type-checks (Lean's tactic "
+                                           "records at its `sorry`); no candidate type-checked with goals reported. "
+                                           + no_verdict)
+    if sum(report.error_breakdown.values()) == 0:
+        missing["error_breakdown"] = ("no Lean error message: every checked statement passed" if statuses.get("passed")
+                                      and not statuses.get("failed") else f"no Lean error message to classify. "
+                                      f"{no_verdict}")
+    if report.tokens_per_sec is None:
+        missing["tokens_per_sec"] = "nothing was generated"
+    if report.resources.get("utilization") is None:
+        missing["utilization"] = "GPU utilisation needs pynvml (memory is measured)"
+    return missing
+
+
+def _write_attempts(run_dir: Path, attempts: list[dict]) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / ATTEMPTS_FILE, "w", encoding="utf-8") as handle:
+        for row in attempts:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def run(config: AutoformalizerConfig) -> tuple[Path, AutoformalizerReport]:
+    """Evaluate into ``artifacts/autoformalizer_eval/<run>/`` and write the report and manifest."""
+    import yaml
+
+    from leanloop.artifacts import MANIFEST, Manifest
+    from leanloop.paths import artifacts_root, resolve_shared
+
+    from autoformalizer.policy import policy_spec
+
+    run_dir = artifacts_root() / STAGE / config.run
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / MANIFEST).unlink(missing_ok=True)  # an unfinished evaluation has no manifest
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(asdict(config), sort_keys=False, allow_unicode=True))
+    report = evaluate(config, run_dir)
+    write_report(report, run_dir)
+    manifest = Manifest(stage=STAGE, run=config.run, seed=config.evaluation.seed, counts=report.counts,
+                        metrics={k: v for k, v in report.to_dict().items() if k not in ("counts", "missing")},
+                        extra={"missing": report.missing, "config_file": "config.yaml"})
+    policy_run = policy_spec(config.policy).run_dir()
+    if policy_run is not None:
+        manifest.add_input("policy", policy_run)
+    for source in config.pairs.sources:
+        manifest.add_input(f"pairs:{source.path}", resolve_shared(source.path))
+    manifest.write(run_dir)
+    return run_dir, report
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = parse_config(argv, prog="python -m autoformalizer.evaluate")
+    run_dir, report = run(config)
+    print(f"[{STAGE}] {run_dir / 'report.md'}")
+    for name, reason in report.missing.items():
+        print(f"[{STAGE}] not computed: {name}: {reason}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,295 @@
+"""Stage 2: GRPO against the compiler, on the RL stage's machinery.
+
+One step: the step's informal statements (:class:`autoformalizer.data.AutoformalizerGRPOData`) are
+rendered with the fixed system prompt and sampled G times (``rl.rollout.TransformersRollout``); each
+completion's statement is scored by the gated reward (:mod:`autoformalizer.reward`: well-formedness,
+then a ``:= by sorry`` type-check through the Verifier with the acceptance policy's ``statement``
+profile, then faithfulness to the reference); the update is ``rl.module.GRPOModule._update``, the
+RL stage's own (group-normalised advantages, TRL's clipped objective and ``beta`` x KL to the policy
+with its adapter switched off, i.e. the Stage-1 policy this run starts from).
+
+Rollouts Lean gives no verdict on (``unavailable`` from replay, timeouts, backend failures) are
+treated as ``reward.unavailable`` says (:func:`autoformalizer.reward.training_value`): left out, or
+credited with the well-formedness part only. Every step logs how many there were
+(``reward/no_verdict``, ``reward/well_formed_only``) and ``report.md`` states the treatment.
+
+Run folder: ``steps.jsonl`` (every logged number per step), ``rollouts.jsonl`` (each statement, its
+gate, reward and reason), ``report.md`` + ``rewards.png``, ``final/`` (merged policy) and
+``final/adapter/``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+
+from autoformalizer.config import LeanCheckConfig, PolicyConfig
+from autoformalizer.data import END_OF_TURN
+from autoformalizer.prompts import extract_statement
+from autoformalizer.reward import NO_VERDICT, GatedReward, RewardConfig, RewardResult, training_value
+from leanloop.training.optim import OptimConfig, configure_optimizers
+from rl.grpo import GRPOConfig
+from rl.module import GRPOModule
+from rl.rollout import GenerationConfig, TransformersRollout
+
+STEPS_FILE = "steps.jsonl"
+ROLLOUTS_FILE = "rollouts.jsonl"
+GATES = ("malformed", "rejected", "fails_typecheck", "typechecks", *NO_VERDICT, "input_error")
+
+
+@dataclass
+class ScoredRollout:
+    """One rollout's training reward (``reward``: what GRPO reads) and the gated result behind it."""
+
+    reward: float | None
+    result: RewardResult
+    well_formed_only: bool  # credited with the well-formedness part only (no Lean verdict)
+    statement: str  # the Lean text taken from the completion
+
+
+def _finite(stats: dict[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in stats.items() if isinstance(v, (int, float)) and math.isfinite(float(v))}
+
+
+class AutoformalizerGRPOModule(L.LightningModule):
+    # The RL stage's GRPO update, reused as is (not re-implemented): it reads self.grpo,
+    # self.generation, self.model, self.reference, the trainer's optimizer and scheduler, and the
+    # ``.reward`` of each scored rollout.
+    _update = GRPOModule._update
+    _logps = GRPOModule._logps
+
+    def __init__(
+        self,
+        policy: PolicyConfig | None = None,
+        optim: OptimConfig | None = None,
+        grpo: GRPOConfig | None = None,
+        generation: GenerationConfig | None = None,
+        reward: RewardConfig | None = None,
+        lean: LeanCheckConfig | None = None,
+        threads: int | None = None,
+    ) -> None:
+        """``policy``: the Stage-1 run (``artifacts://autoformalizer/<run>``), re-quantized to NF4 with
+        fresh adapters (the KL reference is that policy: the adapters switched off). ``grpo``: G, beta
+        and the objective (TRL's names); ``generation``: sampling; ``reward``: the gated reward's
+        numbers and what no Lean verdict means for training; ``lean``: the type-check header and
+        Verifier backend. ``threads``: torch intra-op threads (None: torch's default)."""
+        super().__init__()
+        if threads is not None:
+            if threads < 1:
+                raise ValueError(f"threads must be >= 1, got {threads}")
+            torch.set_num_threads(threads)
+        from autoformalizer.policy import build_policy
+
+        self.automatic_optimization = False
+        self.policy_config = policy or PolicyConfig()
+        self.optim = optim or OptimConfig()
+        self.grpo = grpo or GRPOConfig(beta=0.04)
+        self.generation = generation or GenerationConfig()
+        self.reward_config = reward or RewardConfig()
+        self.lean = lean or LeanCheckConfig()
+        self.save_hyperparameters()
+        self.model, self.tokenizer = build_policy(self.policy_config)
+        self.model.train()
+        self.reference = None  # _update then uses the policy with its adapters disabled
+        self.rollout = TransformersRollout(self.tokenizer, self.generation, [END_OF_TURN, self.tokenizer.eos_token])
+        self.gated: GatedReward | None = None
+        self.history: list[dict[str, Any]] = []
+        self.totals: Counter = Counter()
+        self.export_info: dict[str, Any] = {}
+
+    # -- set-up ---------------------------------------------------------------------------------
+    def setup(self, stage: str) -> None:
+        if self.gated is not None:
+            return
+        checker = self.lean.checker()
+        inner = checker.verifier.backend
+        if hasattr(inner, "index"):
+            inner.index  # load the replay recordings now, not inside the first step
+        self.gated = GatedReward(checker, self.reward_config)
+        print(f"[autoformalizer_grpo] {self.provenance()}", file=sys.stderr)
+
+    def provenance(self) -> str:
+        """One honest sentence on what the rewards can be."""
+        backend = self.lean.backend.kind
+        text = f"Lean backend: {backend}"
+        if backend == "replay":
+            text += (" (recorded Lean output; no Lean toolchain here): a generated statement has a type-check "
+                     "verdict only if that exact program was recorded, so almost every well-formed statement is "
+                     "'unavailable'")
+        if self.reward_config.unavailable == "well_formed_only":
+            text += (f"; statements without a Lean verdict are credited with the well-formedness part of the "
+                     f"gated reward only ({self.reward_config.fails_typecheck}: the least any well-formed statement "
+                     "gets, a lower bound, not a type-check verdict; the type-check and faithfulness terms are "
+                     "never credited without Lean)")
+        else:
+            text += "; statements without a Lean verdict get no reward (advantage 0, outside the group baseline)"
+        return text
+
+    def configure_optimizers(self):
+        return configure_optimizers(self, self.optim)
+
+    @property
+    def run_dir(self) -> Path | None:
+        return Path(self.trainer.default_root_dir) if self._trainer is not None else None
+
+    # -- one step -------------------------------------------------------------------------------
+    def score(self, problems: list, texts: list[str]) -> list[ScoredRollout]:
+        """The gated reward of G completions per problem (rows group after group)."""
+        G = self.grpo.num_generations
+        statements = [extract_statement(t) for t in texts]
+        owners = [problems[i // G] for i in range(len(texts))]
+        results = self.gated.score(statements, [p.formal for p in owners],
+                                   [p.header if self.lean.problem_header else None for p in owners])
+        scored = []
+        for result, statement in zip(results, statements):
+            value, credited = training_value(result, self.reward_config)
+            scored.append(ScoredRollout(value, result, credited, statement))
+        return scored
+
+    def training_step(self, batch, batch_idx: int):
+        problems = list(batch)
+        G = self.grpo.num_generations
+        step = int(self.global_step)
+        began, began_cpu = time.perf_counter(), time.process_time()
+        rollouts = self.rollout.generate(self.model, [p.prompt for p in problems], G)
+        generated = time.perf_counter()
+        scored = self.score(problems, rollouts.texts)
+        scoring = time.perf_counter()
+        update = self._update(rollouts, scored)
+        stats = {**update, **self._reward_stats(scored), "time/generation_s": generated - began,
+                 "time/scoring_s": scoring - generated, "time/update_s": time.perf_counter() - scoring,
+                 "time/step_cpu_s": time.process_time() - began_cpu,
+                 "train/completion_tokens": float(rollouts.completion_mask.sum(dim=1).float().mean()),
+                 "train/truncated": float(sum(rollouts.truncated)) / len(rollouts)}
+        self.log_dict(_finite(stats), on_step=True, on_epoch=False, batch_size=len(rollouts))
+        self.history.append({"step": step, **_finite(stats)})
+        self._append(STEPS_FILE, [self.history[-1]])
+        self._append(ROLLOUTS_FILE, [
+            {"step": step, "problem": problems[i // G].name, "statement": s.statement, "gate": s.result.gate,
+             "gated_reward": s.result.value, "training_reward": s.reward, "well_formed_only": s.well_formed_only,
+             "reason": s.result.reason[:300]} for i, s in enumerate(scored)])
+
+    def _reward_stats(self, scored: list[ScoredRollout]) -> dict[str, float]:
+        gates = Counter(s.result.gate for s in scored)
+        values = [s.reward for s in scored if s.reward is not None]
+        no_verdict = sum(gates[g] for g in NO_VERDICT)
+        credited = sum(s.well_formed_only for s in scored)
+        faith = [s.result.faithfulness for s in scored if s.result.faithfulness is not None]
+        self.totals.update({f"gate:{g}": n for g, n in gates.items()})
+        self.totals["rollouts"] += len(scored)
+        self.totals["no_verdict"] += no_verdict
+        self.totals["well_formed_only"] += credited
+        self.totals["unscored"] += len(scored) - len(values)
+        return {"train/reward": sum(values) / len(values) if values else float("nan"),
+                "train/well_formed": 1.0 - gates["malformed"] / len(scored),
+                "train/faithfulness": sum(faith) / len(faith) if faith else float("nan"),
+                "reward/no_verdict": float(no_verdict), "reward/well_formed_only": float(credited),
+                "reward/unscored": float(len(scored) - len(values)),
+                **{f"reward/gate/{g}": float(gates[g]) for g in GATES}}
+
+    def _append(self, name: str, rows: list[dict]) -> None:
+        if self.run_dir is None or not self.trainer.is_global_zero:
+            return
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.run_dir / name, "a", encoding="utf-8") as handle:
+            for row in rows:
+                handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+
+    # -- after fit: report ----------------------------------------------------------------------
+    def on_fit_start(self) -> None:
+        if self.run_dir is not None and self.trainer.is_global_zero:
+            for name in (STEPS_FILE, ROLLOUTS_FILE):
+                (self.run_dir / name).unlink(missing_ok=True)
+
+    def on_fit_end(self) -> None:
+        if self.run_dir is not None and self.trainer.is_global_zero:
+            write_grpo_report(self, self.run_dir)
+
+    # -- hooks called by leanloop.training.cli.run_stage ------------------------------------------
+    def export(self, final_dir: Path) -> None:
+        from autoformalizer.policy import export_policy
+
+        self.export_info = export_policy(self.model, self.tokenizer, self.policy_config, final_dir)
+
+    def manifest_model(self) -> dict[str, Any]:
+        from autoformalizer.policy import policy_identity
+
+        return {**policy_identity(self.model, self.tokenizer, self.policy_config), "export": self.export_info}
+
+    def manifest_inputs(self) -> dict[str, Path]:
+        from autoformalizer.policy import policy_spec
+
+        run = policy_spec(self.policy_config).run_dir()
+        return {"base_model": run} if run is not None else {}
+
+    def manifest_counts(self) -> dict[str, Any]:
+        return {"reward_provenance": self.provenance(), "rollouts": dict(self.totals),
+                "grpo": asdict(self.grpo), "unavailable_treatment": self.reward_config.unavailable}
+
+
+def _plot(history: list[dict], path: Path) -> bool:
+    if not history:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [h["step"] for h in history]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    axes[0].plot(steps, [h.get("train/reward", float("nan")) for h in history], marker="o", label="mean reward")
+    axes[0].plot(steps, [h.get("train/well_formed", float("nan")) for h in history], marker="s", label="well-formed")
+    axes[0].set_ylim(-0.05, 1.05)
+    axes[0].set_xlabel("step")
+    axes[0].legend(fontsize=8)
+    bottom = [0.0] * len(steps)
+    for gate in GATES:
+        counts = [h.get(f"reward/gate/{gate}", 0.0) for h in history]
+        if any(counts):
+            axes[1].bar(steps, counts, bottom=bottom, label=gate)
+            bottom = [b + c for b, c in zip(bottom, counts)]
+    axes[1].set_xlabel("step")
+    axes[1].set_title("rollouts by reward gate")
+    axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def write_grpo_report(module: AutoformalizerGRPOModule, run_dir: Path) -> Path:
+    totals = module.totals
+    lines = ["# Autoformalizer GRPO (Stage 2)", "", f"- start: `{module.policy_config.name}`; G = "
+             f"{module.grpo.num_generations}, beta = {module.grpo.beta}, loss {module.grpo.loss_type}",
+             f"- rewards: {module.provenance()}",
+             f"- rollouts: {totals['rollouts']}; without a Lean verdict: {totals['no_verdict']}; credited with the "
+             f"well-formedness part only: {totals['well_formed_only']}; with no reward at all: {totals['unscored']}",
+             "- gates: " + ", ".join(f"{g} {totals[f'gate:{g}']}" for g in GATES if totals[f"gate:{g}"])]
+    flat = sum(h.get("train/zero_std_groups") == 1.0 for h in module.history)
+    if flat:
+        lines.append(f"- {flat} of {len(module.history)} steps had equal rewards within every group: no advantage, only "
+                     "the KL term acted on them (and it is zero while the policy still equals its reference)")
+    lines += ["", "| step | reward | well-formed | no verdict | well-formed only | zero-std groups | loss |",
+              "|---|---|---|---|---|---|---|"]
+
+    def fmt(value: Any) -> str:
+        return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
+
+    for h in module.history:
+        lines.append(f"| {h['step']} | {fmt(h.get('train/reward'))} | {fmt(h.get('train/well_formed'))} | "
+                     f"{int(h.get('reward/no_verdict', 0))} | {int(h.get('reward/well_formed_only', 0))} | "
+                     f"{fmt(h.get('train/zero_std_groups'))} | {fmt(h.get('train/loss'))} |")
+    if _plot(module.history, run_dir / "rewards.png"):
+        lines += ["", "![rewards](rewards.png)"]
+    path = run_dir / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
