@@ -10,12 +10,13 @@ import gzip
 import json
 import re
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from leanloop.paths import REPO_ROOT
-
-LEANLOOP = REPO_ROOT / ".venv" / "bin" / "leanloop"
+# the console script installed beside the interpreter running the tests (any venv, any checkout)
+LEANLOOP = Path(sys.executable).parent / "leanloop"
 
 
 def leanloop(*args: str) -> tuple[int, dict]:
