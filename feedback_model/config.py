@@ -138,9 +138,12 @@ class CascadeEvalConfig:
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     self_consistency: SelfConsistencyConfig = field(default_factory=SelfConsistencyConfig)
     sample_programs: int | None = None
-    """Evaluate on whole problems drawn at random (seeded) until this many labelled programs are in
-    (all candidates of a drawn problem are kept, so the bootstrap groups and the budget pools are
-    complete); None: the whole split."""
+    """Evaluate on problems drawn at random (seeded) until this many labelled programs are in (all
+    candidates of a drawn problem, or ``max_per_problem`` of them); None: the whole split."""
+    max_per_problem: int | None = None
+    """Keep at most this many candidates of each drawn problem (a seeded random subset): more problems,
+    so tighter grouped intervals, for the same cost; the budget replay then runs on the subsets.
+    None: all candidates (complete budget pools)."""
     batch_programs: int | None = 64
     """Programs per ``score`` call (a batch, as the RL stage sends them): the sequential cascade
     pays one model swap per batch. None: all in one batch."""

@@ -36,7 +36,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from feedback_model.config import CascadeEvalConfig
-from feedback_model.data import read_corpus, reference_trace
+from feedback_model.pairs import read_corpus, reference_trace
 from leanloop.artifacts import MANIFEST, Manifest
 from leanloop.paths import artifacts_root
 
@@ -60,24 +60,30 @@ def parse_config(argv: list[str] | None = None) -> CascadeEvalConfig:
 
 # -- which programs ------------------------------------------------------------------------------
 def select_programs(rows: Sequence[dict[str, Any]], split: str, sample_programs: int | None,
-                    seed: int) -> list[dict[str, Any]]:
-    """Labelled rows of ``split``; with ``sample_programs``, whole problems drawn at random until
-    that many programs are in (a problem's candidates stay together: bootstrap groups, budget pools)."""
+                    seed: int, max_per_problem: int | None = None) -> list[dict[str, Any]]:
+    """Labelled rows of ``split``; with ``sample_programs``, problems drawn at random until that many
+    programs are in, each with all its candidates (complete bootstrap groups and budget pools) or,
+    with ``max_per_problem``, a seeded random subset of that many (more problems for the same cost)."""
     labelled = [r for r in rows if r["split"] == split and r["label"] is not None]
     if not labelled:
         raise ValueError(f"the corpus has no labelled programs in split {split!r}")
-    if sample_programs is None or sample_programs >= len(labelled):
+    if (sample_programs is None or sample_programs >= len(labelled)) and max_per_problem is None:
         return labelled
     by_problem: dict[str, list[dict[str, Any]]] = {}
     for row in labelled:
         by_problem.setdefault(row["name"] or row["id"], []).append(row)
     problems = sorted(by_problem)
-    random.Random(seed).shuffle(problems)
+    rng = random.Random(seed)
+    rng.shuffle(problems)
     chosen: list[dict[str, Any]] = []
     for problem in problems:
-        if len(chosen) >= sample_programs:
+        if sample_programs is not None and len(chosen) >= sample_programs:
             break
-        chosen += by_problem[problem]
+        candidates = by_problem[problem]
+        if max_per_problem is not None and len(candidates) > max_per_problem:
+            keep = sorted(rng.sample(range(len(candidates)), max_per_problem))
+            candidates = [candidates[i] for i in keep]
+        chosen += candidates
     return chosen
 
 
@@ -295,6 +301,14 @@ def plots(out: Path, summary: dict[str, Any], curves: dict[str, Any]) -> list[st
     return ["throughput.png", "time_breakdown.png", "budget_coverage.png"]
 
 
+def unscored_kind(reason: str) -> str:
+    """Why a program was not judged, in a word (a cascade's reason wraps its stage's)."""
+    for kind in ("input_too_long", "deadline"):
+        if kind in reason:
+            return kind
+    return reason.split(":")[0]
+
+
 def write_report(out: Path, config: CascadeEvalConfig, rows: list[dict[str, Any]], records: list[dict[str, Any]],
                  results: dict[str, dict[str, Any]], references: dict[str, str]) -> dict[str, Any]:
     from leanloop.metrics.report import build_report
@@ -310,14 +324,16 @@ def write_report(out: Path, config: CascadeEvalConfig, rows: list[dict[str, Any]
     build_report(predictions, out / "details", n_resamples=config.n_resamples)
 
     valid = sum(r["label"] for r in rows)
-    unscored = Counter((r["evaluator"], (r["unscored"] or "").split(":")[0]) for r in records if r["unscored"])
+    unscored = Counter((r["evaluator"], unscored_kind(r["unscored"])) for r in records if r["unscored"])
     g = config.generation
     lines = [
         f"# Cascade evaluation `{config.run}` (the seed's Table 3)", "",
         f"Split `{config.split}` of `{config.corpus}`: {len(rows)} labelled programs of "
         f"{len({r['name'] for r in rows})} problems ({valid} valid, {len(rows) - valid} invalid)"
-        + (f", whole problems drawn at random (seed {config.seed}) up to {config.sample_programs} programs"
-           if config.sample_programs else "") + ".",
+        + (f", problems drawn at random (seed {config.seed}) up to {config.sample_programs} programs"
+           if config.sample_programs else "")
+        + (f", at most {config.max_per_problem} candidates of each (a seeded random subset: the budget "
+           "replay runs on these)" if config.max_per_problem else ", all candidates of each") + ".",
         f"Gate `{config.cascade.gate}` (threshold {results['one-token']['threshold']:.4g}: "
         f"{'set in the config' if config.cascade.threshold is not None else results['one-token']['threshold_source']}); "
         f"feedback model `{config.feedback}`; generation: greedy, max {g.max_input_tokens} input / {g.max_new_tokens} "
@@ -357,7 +373,7 @@ def write_report(out: Path, config: CascadeEvalConfig, rows: list[dict[str, Any]
 def evaluate(config: CascadeEvalConfig) -> Path:
     import yaml
 
-    from feedback_model.data import corpus_folder
+    from feedback_model.pairs import corpus_folder
     from feedback_model.evaluator import resolve_final
 
     if config.threads:
@@ -378,7 +394,7 @@ def evaluate(config: CascadeEvalConfig) -> Path:
 
     rows = select_programs(read_corpus(config.corpus, ("id", "program", "name", "split", "category", "label",
                                                        "messages", "reference_trace", "trace_kind", "source")),
-                           config.split, config.sample_programs, config.seed)
+                           config.split, config.sample_programs, config.seed, config.max_per_problem)
     references = balanced_sample(rows, config.feedback_per_label, config.seed)
     print(f"[cascade-eval] {len(rows)} programs of split {config.split}; feedback-quality sample {len(references)}",
           file=sys.stderr)

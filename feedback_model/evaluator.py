@@ -64,8 +64,6 @@ def resolve_final(ref: str | Path, stage: str) -> Path:
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
                    "vocab.txt", "added_tokens.json", "chat_template.jinja")
-
-
 _TOKENIZERS: dict[str, Any] = {}  # content hash of the tokenizer files -> the loaded tokenizer
 
 
@@ -103,6 +101,7 @@ class TraceEvaluator:
     samples: int = 1
     temperature: float = 0.0
     top_p: float = 1.0
+    source: Path | None = None  # the final/ folder it was loaded from (None: built in memory)
 
     def __init__(self, generator: TraceGenerator, tokenizer: Any, format: TraceFormat,
                  config: GenerationConfig) -> None:
@@ -130,8 +129,6 @@ class TraceEvaluator:
         evaluator = cls(load_generator(final_dir, tokenizer, generation), tokenizer, card.format, generation, **kwargs)
         evaluator.source = final_dir
         return evaluator
-
-    source: Path | None = None  # the final/ folder it was loaded from (None: built in memory)
 
     def describe(self) -> dict[str, Any]:
         """What a caller records about this evaluator (the RL stage's manifest and logs)."""

@@ -35,7 +35,7 @@ SEED_REPORTED = 3.04
 
 def pick_programs(corpus: str, split: str, count: int, tokenizer: Any, fmt: Any, max_input_tokens: int,
                   seed: int) -> list[tuple[str, list[int]]]:
-    from feedback_model.data import read_corpus
+    from feedback_model.pairs import read_corpus
 
     rows = [r for r in read_corpus(corpus, ("id", "program", "split", "label")) if r["split"] == split
             and r["label"] is not None]

@@ -59,7 +59,7 @@ def feedback_corpus(shared_root):
 
 @pytest.fixture(scope="session")
 def corpus_rows(feedback_corpus):
-    from feedback_model.data import read_corpus
+    from feedback_model.pairs import read_corpus
 
     return read_corpus(feedback_corpus / "data" / "debug")
 

@@ -8,7 +8,7 @@ import pytest
 
 from feedback_model.config import GenerationConfig, SelfConsistencyConfig, TraceFormat
 from feedback_model.consistency import SelfConsistencyEvaluator, vote
-from feedback_model.data import trace_pairs
+from feedback_model.pairs import trace_pairs
 from feedback_model.generate import HFTraceGenerator
 from leanloop.traces import trace_verdict
 

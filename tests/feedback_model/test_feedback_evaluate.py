@@ -30,7 +30,7 @@ def test_cascade_eval_report_is_consistent_across_the_five_evaluators(artifacts,
     assert len(ids) >= 4 and all(set(by_evaluator[name]) == set(ids) for name in EVALUATORS)
 
     # whole problems: every test-split candidate of a sampled problem is in
-    from feedback_model.data import read_corpus
+    from feedback_model.pairs import read_corpus
 
     rows = read_corpus(feedback_corpus / "data" / "debug")
     sampled = {by_evaluator["one-token"][i]["group"] for i in ids}
@@ -63,6 +63,12 @@ def test_cascade_eval_report_is_consistent_across_the_five_evaluators(artifacts,
     text = report.read_text()
     for name in EVALUATORS:
         assert f"| {name} |" in text
+        # programs not judged, by reason (a cascade's reason wraps its feedback model's)
+        too_long = sum("input_too_long" in (r["unscored"] or "") for r in by_evaluator[name].values())
+        if too_long:
+            assert f"| {name} | input_too_long | {too_long} |" in text
+    assert sum(bool(r["unscored"]) for r in by_evaluator["cascade"].values()) == sum(
+        bool(by_evaluator["feedback greedy"][i]["unscored"]) for i in ids if by_evaluator["one-token"][i]["prediction"])
     assert text.count("– (hard verdict)") == 2  # greedy feedback and greedy cascade
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["budget"]) == set(EVALUATORS)
@@ -82,3 +88,19 @@ def test_every_eval_config_parses():
         config = parse_config(["--config", str(path)])
         assert config.self_consistency.min_valid <= config.self_consistency.samples
         assert config.generation.max_input_tokens > 0 and config.cascade.gate.startswith("artifacts://")
+
+
+def test_problems_are_sampled_whole_or_capped_per_problem(corpus_rows):
+    from collections import Counter as Count
+
+    from feedback_model.evaluate import select_programs
+
+    test = [r for r in corpus_rows if r["split"] == "test" and r["label"] is not None]
+    sizes = Count(r["name"] for r in test)
+    whole = select_programs(corpus_rows, "test", 5, seed=3)
+    assert all(Count(r["name"] for r in whole)[name] == sizes[name] for name in {r["name"] for r in whole})
+    capped = select_programs(corpus_rows, "test", 5, seed=3, max_per_problem=1)
+    per_problem = Count(r["name"] for r in capped)
+    assert len(capped) == 5 and set(per_problem.values()) == {1}  # five problems, one candidate each
+    assert capped == select_programs(corpus_rows, "test", 5, seed=3, max_per_problem=1)  # seeded
+    assert len(select_programs(corpus_rows, "test", None, seed=0, max_per_problem=1)) == len(sizes)

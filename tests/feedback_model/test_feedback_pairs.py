@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from feedback_model.config import TraceFormat
-from feedback_model.data import longest_token_chars, pair_examples, trace_pairs
+from feedback_model.pairs import longest_token_chars, pair_examples, trace_pairs
 from feedback_model.module import completion_loss
 from leanloop.traces import source_preservation, trace_verdict
 from leanloop.training.packing import IGNORE, PackedCollator, completion_example, pack_examples
@@ -86,7 +86,7 @@ def test_over_length_pairs_are_dropped_counted_and_listed_never_truncated(corpus
 
 def test_packed_completion_loss_equals_hf_loss_and_per_example_loss(corpus_rows, qwen_tokenizer, tiny_model):
     fmt = TraceFormat()
-    pairs = sorted(trace_pairs(corpus_rows, ["train"], Counter()), key=lambda p: len(p.program))[:3]
+    pairs = sorted(trace_pairs(corpus_rows, ["train"], Counter()), key=lambda p: len(p.program))[:2]
     _, examples = pair_examples(pairs, qwen_tokenizer, fmt, 4096, Counter(), "train")
     rows = pack_examples(examples, max_length=sum(len(e["input_ids"]) for e in examples))
     assert len(rows) == 1  # all in one packed row

@@ -1,0 +1,39 @@
+"""Training order of the classifiers: batches of similar length, in random order (program length
+predicts the verdict in this data, so long-to-short sweeps would feed runs of one-label batches)."""
+
+from __future__ import annotations
+
+import statistics
+
+from torch.utils.data import DataLoader
+
+from classifiers.data import LengthGroupedBatches
+
+
+def test_batches_group_lengths_and_come_in_random_order(real_programs):
+    lengths = [len(program) for _, program, _ in real_programs]
+    sampler = LengthGroupedBatches(lengths, batch_size=8, mega_batches=10, seed=3)
+    batches = sampler.batches()
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))  # each program once
+    assert all(len(b) == 8 for b in batches[:-1]) and 0 < len(batches[-1]) <= 8
+    # the DataLoader cuts the index stream back into exactly these batches
+    assert [b.tolist() for b in DataLoader(range(len(lengths)), batch_size=8, sampler=sampler)] == batches
+
+    def spread(groups):  # mean (longest - shortest) inside a batch
+        return statistics.mean(max(lengths[i] for i in g) - min(lengths[i] for i in g) for g in groups)
+
+    unsorted = [list(range(len(lengths)))[k:k + 8] for k in range(0, len(lengths), 8)]
+    assert spread(batches) < spread(unsorted) / 3  # far less padding than batches in file order
+
+    # random batch order: the longest program of consecutive batches goes up about as often as down
+    tops = [max(lengths[i] for i in b) for b in batches]
+    rises = sum(b > a for a, b in zip(tops, tops[1:]))
+    assert 0.3 < rises / (len(tops) - 1) < 0.7
+
+
+def test_order_is_seeded_and_changes_every_epoch():
+    lengths = [(i * 37) % 101 for i in range(200)]
+    a, b = LengthGroupedBatches(lengths, 4, seed=1), LengthGroupedBatches(lengths, 4, seed=1)
+    assert a.batches() == b.batches()
+    b.set_epoch(1)
+    assert a.batches() != b.batches()
