@@ -262,6 +262,7 @@ def plots(out: Path, summary: dict[str, Any], curves: dict[str, Any]) -> list[st
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     names = list(summary)
     fig, ax = plt.subplots(figsize=(7, 3.5))
@@ -272,7 +273,7 @@ def plots(out: Path, summary: dict[str, Any], curves: dict[str, Any]) -> list[st
     fig.savefig(out / "throughput.png", dpi=110)
     plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(7, 3.5))
+    fig, ax = plt.subplots(figsize=(8, 3.5))
     left = np.zeros(len(names))
     for part, color in (("gate_s", "tab:green"), ("load_s", "tab:gray"), ("traces_s", "tab:orange"),
                         ("other_s", "tab:purple")):
@@ -281,7 +282,7 @@ def plots(out: Path, summary: dict[str, Any], curves: dict[str, Any]) -> list[st
         left += values
     ax.set(xlabel="seconds", title="Time accounting (gate / load-swap / traces / other)")
     ax.invert_yaxis()
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)  # outside: the bars fill the axes
     fig.tight_layout()
     fig.savefig(out / "time_breakdown.png", dpi=110)
     plt.close(fig)
@@ -294,11 +295,22 @@ def plots(out: Path, summary: dict[str, Any], curves: dict[str, Any]) -> list[st
         ax.plot(curve["k"], curve["ranked"], marker=".", label=name)
     ax.set(xlabel="compilations per problem (k)", ylabel="problems covered", ylim=(0, 1.02),
            title="Budgeted compilation replay")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(loc="lower right", fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "budget_coverage.png", dpi=110)
     plt.close(fig)
     return ["throughput.png", "time_breakdown.png", "budget_coverage.png"]
+
+
+def truncation_note(records: list[dict[str, Any]]) -> str:
+    """How many greedy traces the model ended itself: a feedback model that never ends its traces
+    (one that has not learned to copy the program) rejects everything through the output limit."""
+    judged = [r for r in records if r["evaluator"] == "feedback greedy" and r["unscored"] is None]
+    cut = sum(bool(r["truncated"]) for r in judged)
+    return (f"Greedy feedback traces cut at the output limit (invalid by the rule): {cut} of the {len(judged)} "
+            "judged." + (" The model does not end its traces: every greedy verdict is a rejection."
+                         if judged and cut == len(judged) else ""))
 
 
 def unscored_kind(reason: str) -> str:
@@ -343,7 +355,8 @@ def write_report(out: Path, config: CascadeEvalConfig, rows: list[dict[str, Any]
         f"Intervals: grouped bootstrap over problems, {config.n_resamples} resamples, seed {config.seed}, 95% percentile. "
         "Unscored programs (over the input limit, or past a deadline) count as rejections.", "",
         "## Verdicts", "", *main_table,
-        "AUROC needs a graded score: the greedy feedback model and the greedy cascade give hard verdicts.", "",
+        "AUROC needs a graded score: the greedy feedback model and the greedy cascade give hard verdicts.",
+        truncation_note(records), "",
         "## Time accounting (seconds for the whole sample)", "",
         "| evaluator | residency | model load | gate | load / swap | traces | other | scoring total | gate positives |",
         "|---|---|---|---|---|---|---|---|---|",

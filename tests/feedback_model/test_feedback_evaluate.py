@@ -70,6 +70,10 @@ def test_cascade_eval_report_is_consistent_across_the_five_evaluators(artifacts,
     assert sum(bool(r["unscored"]) for r in by_evaluator["cascade"].values()) == sum(
         bool(by_evaluator["feedback greedy"][i]["unscored"]) for i in ids if by_evaluator["one-token"][i]["prediction"])
     assert text.count("– (hard verdict)") == 2  # greedy feedback and greedy cascade
+    judged = [r for r in by_evaluator["feedback greedy"].values() if r["unscored"] is None]
+    cut = sum(r["truncated"] for r in judged)
+    assert cut == len(judged) > 0  # 4 new tokens: no trace ends, and the report says so
+    assert f"cut at the output limit (invalid by the rule): {cut} of the {len(judged)} judged" in text
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["budget"]) == set(EVALUATORS)
     assert summary["evaluators"]["cascade"]["timing"]["load_s"] > 0  # sequential: swaps are paid and counted
