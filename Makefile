@@ -91,10 +91,10 @@ classifiers: setup ## encoder + one-token verdict classifiers and their report (
 		$(PY) -m classifiers.train $(foreach c,$(CONFIG),--config $(c)) $(if $(RUN),--run $(RUN)) $(ARGS); \
 	else \
 		set -e; logs=$(CLASSIFIER_LOGS); mkdir -p $$logs; failed=; \
-		echo "[classifiers] training encoder_default and onetoken_default side by side (logs: $$logs/<run>.log)"; \
-		OMP_NUM_THREADS=1 $(PY) -m classifiers.train --config configs/classifiers/encoder_default.yaml $(ARGS) \
+		echo "[classifiers] training encoder_default and onetoken_default side by side (progress: tail -f $$logs/<run>.log)"; \
+		PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 $(PY) -m classifiers.train --config configs/classifiers/encoder_default.yaml $(ARGS) \
 			> $$logs/encoder_default.log 2>&1 & encoder=$$!; \
-		OMP_NUM_THREADS=1 $(PY) -m classifiers.train --config configs/classifiers/onetoken_default.yaml $(ARGS) \
+		PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 $(PY) -m classifiers.train --config configs/classifiers/onetoken_default.yaml $(ARGS) \
 			> $$logs/onetoken_default.log 2>&1 & onetoken=$$!; \
 		wait $$encoder || failed="$$failed encoder_default"; \
 		wait $$onetoken || failed="$$failed onetoken_default"; \

@@ -146,6 +146,8 @@ class ClassifierModule(HFModule):
     # -- artifacts ---------------------------------------------------------------------------
     def export(self, final_dir: Path) -> None:
         super().export(final_dir)
+        if not self.writes_files:
+            return
         spec = self.spec()
         spec.threshold, spec.threshold_source = self.threshold, self.threshold_source
         spec.write(final_dir)

@@ -73,6 +73,8 @@ class FeedbackSFTModule(HFModule):
     # -- hooks called by run_stage --------------------------------------------------------------
     def export(self, final_dir: Path) -> None:
         super().export(final_dir)
+        if not self.writes_files:
+            return
         datamodule = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         max_length = int(getattr(datamodule, "max_length", 0) or self.model.config.max_position_embeddings)
         FeedbackModelCard(self.format, max_length, self.base.base_name()).write(final_dir)

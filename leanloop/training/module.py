@@ -46,9 +46,14 @@ class HFModule(L.LightningModule):
         zero writes.
         """
         trainer = self._trainer
-        save_hf(self.model, self.tokenizer, final_dir,
-                writer=trainer is None or trainer.is_global_zero,
+        save_hf(self.model, self.tokenizer, final_dir, writer=self.writes_files,
                 zero3=trainer is not None and bool(getattr(trainer.strategy, "zero_stage_3", False)))
+
+    @property
+    def writes_files(self) -> bool:
+        """True on the process that writes the run folder: global rank zero, or outside a Trainer.
+        Subclasses' export() write their side files (classifier.json, feedback.json) only here."""
+        return self._trainer is None or self._trainer.is_global_zero
 
     def manifest_model(self) -> dict[str, Any]:
         return model_identity(self.model, self.tokenizer, self.base.base_name())

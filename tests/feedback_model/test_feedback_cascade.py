@@ -138,3 +138,26 @@ def test_rl_builds_the_cascade_from_saved_runs_through_the_factory(saved_gate, s
                      generation={"max_input_tokens": 400, "max_new_tokens": 4})
     assert isinstance(voting, SelfConsistencyEvaluator) and voting.consistency == SelfConsistencyConfig()
     assert (voting.samples, voting.temperature, voting.consistency.min_valid) == (5, 0.8, 4)  # the seed's defaults
+
+
+def test_rl_manifest_names_the_feedback_run_and_the_gate_run(saved_gate, saved_feedback_model, tmp_path):
+    """A cascade built from two stage runs: the RL stage's manifest lists both as inputs."""
+    from types import SimpleNamespace
+
+    from rl.config import EvaluatorConfig
+    from rl.evaluators import build_evaluator
+    from rl.module import GRPOModule
+
+    runs = {}
+    for role, final in (("feedback", saved_feedback_model), ("gate", saved_gate)):
+        run = tmp_path / role
+        run.mkdir()
+        (run / "final").symlink_to(final, target_is_directory=True)
+        (run / "manifest.json").write_text("{}")
+        runs[role] = run
+    options = {"mode": "cascade", "cascade": {"gate": str(runs["gate"] / "final")}}
+    _, info = build_evaluator(EvaluatorConfig(kind="factory", factory="feedback_model.factory:evaluator",
+                                              path=str(runs["feedback"] / "final"), options=options))
+    assert (info["run"], info["gate_run"]) == (str(runs["feedback"]), str(runs["gate"]))
+    module = SimpleNamespace(base=SimpleNamespace(run_dir=lambda: None), evaluator_info=info)
+    assert GRPOModule.manifest_inputs(module) == {"evaluator": runs["feedback"], "evaluator_gate": runs["gate"]}
