@@ -27,10 +27,10 @@ PREDICTIONS = "predictions.jsonl"
 
 
 def _threshold(labels: Sequence[bool], scores: np.ndarray, config: EvaluationConfig) -> float:
-    from leanloop.metrics import select_threshold
+    from leanloop.metrics import select_threshold, threshold_grid
 
     return select_threshold(np.asarray(labels, dtype=int), scores, config.threshold_criterion,
-                            config.threshold_target).threshold
+                            config.threshold_target, grid=threshold_grid(scores)[0]).threshold
 
 
 def rows_for(name: str, corpus: Corpus, scores: dict[str, dict[int, float]], threshold: float) -> list[dict[str, Any]]:
@@ -132,7 +132,8 @@ def headline(summary_path: Path, rows: list[dict[str, Any]], classifiers: Sequen
         )
     if MAJORITY in summary:
         lines.append(f"- majority class: accuracy {summary[MAJORITY]['metrics']['accuracy']:.3f} (AUROC 0.5 by construction).")
-    return lines + ["", "Verdicts use thresholds chosen on the validation split (0.01 grid); the paired-difference "
+    return lines + ["", "Verdicts use thresholds chosen on the validation split (0.01 grid, or the midpoints of the "
+                    "observed scores where they all lie in one grid cell); the paired-difference "
                     "table below gives each evaluator minus TF-IDF on the same bootstrap resamples.", ""]
 
 

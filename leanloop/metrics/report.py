@@ -26,7 +26,8 @@ import numpy as np
 from leanloop.metrics.bootstrap import N_RESAMPLES, SEED, grouped_bootstrap, paired_bootstrap
 from leanloop.metrics.budget import budget_curve, build_pools
 from leanloop.metrics.feedback import FEEDBACK_METRICS, feedback_metrics
-from leanloop.metrics.verdicts import (as_labels, pr_points, roc_points, select_threshold, verdict_metrics)
+from leanloop.metrics.verdicts import (as_labels, pr_points, roc_points, select_threshold, threshold_grid,
+                                       verdict_metrics)
 
 VALIDATION_SPLITS = {"validation", "val", "dev"}
 VALID_FRACTIONS = (0.05, 0.1, 0.25, 0.5)
@@ -198,7 +199,7 @@ def _thresholds(ev: Predictions, validation: np.ndarray, target_fpr: float, targ
     out = []
     for criterion, target in (("mcc", None), ("fpr", target_fpr), ("recall", target_recall)):
         try:
-            choice = select_threshold(val.labels, val.scores, criterion, target)
+            choice = select_threshold(val.labels, val.scores, criterion, target, grid=threshold_grid(val.scores)[0])
         except ValueError as exc:
             out.append([criterion, target, None, str(exc), None, None, None])
             continue
@@ -259,7 +260,8 @@ def build_report(predictions_path: str | Path, out_dir: str | Path, threshold: f
     lines += ["### Calibration", ""] + _table(["evaluator", "expected calibration error (10 bins)"], calibration)
 
     if threshold_rows:
-        lines += ["## Thresholds chosen on validation rows (0.01 grid), applied to the rest", ""]
+        lines += ["## Thresholds chosen on validation rows (0.01 grid; midpoints of the observed scores where "
+                  "they all lie in one grid cell), applied to the rest", ""]
         lines += _table(["evaluator", "criterion", "target", "threshold", "accuracy", "MCC", "recall", "FPR"],
                         threshold_rows)
 

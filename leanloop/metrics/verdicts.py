@@ -180,6 +180,24 @@ def grid_rates(labels, scores, grid: np.ndarray = THRESHOLD_GRID) -> dict[str, n
     return rates_from_counts(tp, fp, tn, fn)  # type: ignore[return-value]
 
 
+def threshold_grid(scores) -> tuple[np.ndarray, str]:
+    """(candidate thresholds, how they were made) for :func:`select_threshold` on these scores.
+
+    The 0.01 grid, unless every score lies inside one of its cells: a barely trained model can rank
+    programs well (AUROC) with all its scores within 0.004 of each other, and there every grid
+    threshold accepts all programs or none. Then the candidates are the midpoints between
+    consecutive distinct scores (plus both ends), so the chosen threshold still separates them.
+    """
+    scores = _scores(scores)
+    cells = np.unique(np.floor(np.round(scores * 100.0, 9)))
+    distinct = np.unique(scores)
+    if cells.size > 1 or distinct.size < 2:
+        return THRESHOLD_GRID, "0.01 grid"
+    midpoints = (distinct[:-1] + distinct[1:]) / 2.0
+    return np.concatenate([[distinct[0]], midpoints, [np.nextafter(distinct[-1], np.inf)]]), \
+        f"midpoints of the observed scores (all in [{distinct[0]:.4f}, {distinct[-1]:.4f}], one 0.01 grid cell)"
+
+
 def select_threshold(labels, scores, criterion: str = "mcc", target: float | None = None,
                      grid: np.ndarray = THRESHOLD_GRID) -> ThresholdChoice:
     """Pick a threshold on validation data from a 0.01 grid.

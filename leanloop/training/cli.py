@@ -327,9 +327,17 @@ def run_stage(
                            config=cli.resolved_config)
     trainer, model, datamodule = cli.trainer, cli.model, cli.datamodule
     config = cli.config
+    # the run folder holds config.yaml (written before training), so Lightning's CSV logger warns that
+    # "previous log files" will be deleted: only its own metrics.csv / hparams.yaml, replaced on purpose
+    warnings.filterwarnings("ignore", message=r"Experiment logs directory .* exists and is not empty")
     trainer.fit(model, datamodule=datamodule, ckpt_path=config.ckpt_path)
     if trainer.interrupted:
         raise SystemExit(f"[{stage}] training was interrupted; {cli.run_dir} has no manifest")
+    if 0 < trainer.max_steps and trainer.global_step < trainer.max_steps and trainer.max_epochs is not None \
+            and 0 < trainer.max_epochs <= trainer.current_epoch:
+        # the stage default is one epoch (the papers' recipes): a longer max_steps needs max_epochs too
+        print(f"[{stage}] stopped at step {trainer.global_step} by max_epochs={trainer.max_epochs}, before "
+              f"max_steps={trainer.max_steps}; pass --trainer.max_epochs -1 to train for max_steps", file=sys.stderr)
     metrics = _metrics(trainer)
     if _needs_final_validation(trainer, model, datamodule):
         # max_steps (or a val_check_interval that does not divide the run) stopped training after

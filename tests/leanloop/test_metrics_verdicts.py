@@ -138,3 +138,20 @@ def test_on_real_rl_lean_labels(shared_data):
     assert m["auroc"] == pytest.approx(roc_auc_score(labels, scores))
     assert m["mcc"] == pytest.approx(matthews_corrcoef(labels, [int(s >= 0.5) for s in scores]))
     assert m["tp"] + m["fn"] == 900
+
+
+def test_scores_inside_one_grid_cell_get_thresholds_between_them():
+    """A barely trained classifier: good ranking, every score within 0.004 (seen on the embedded
+    one-token default). The 0.01 grid can only accept all or none; the midpoints separate them."""
+    from leanloop.metrics.verdicts import threshold_grid
+
+    labels = [0, 1, 0, 0, 1, 1]
+    scores = [0.2739, 0.2775, 0.2741, 0.2744, 0.2748, 0.2770]
+    assert select_threshold(labels, scores, "mcc").mcc == 0.0  # the grid alone: accept all
+    grid, source = threshold_grid(scores)
+    assert "midpoints" in source and not np.isin(grid, THRESHOLD_GRID).all()
+    choice = select_threshold(labels, scores, "mcc", grid=grid)
+    assert choice.threshold == pytest.approx((0.2744 + 0.2748) / 2) and choice.mcc == pytest.approx(1.0)
+    assert _mcc(labels, [s >= choice.threshold for s in scores]) == pytest.approx(1.0)
+    # spread scores keep the grid; so do constant ones (nothing to separate)
+    assert threshold_grid([0.1, 0.5, 0.9])[1] == threshold_grid([0.3, 0.3])[1] == "0.01 grid"

@@ -174,3 +174,16 @@ def test_tokenizer_must_fit_the_embedding():
     spec = ModelSpec("modernbert-tiny", overrides={"vocab_size": 1000})
     with pytest.raises(InputMismatchError, match="30522 tokens but the model embeds only 1000"):
         load_model(spec, AutoModelForMaskedLM, tokenizer=load_tokenizer(spec))
+
+
+def test_max_steps_beyond_one_epoch_says_max_epochs_stopped_it(tmp_path, monkeypatch, capsys):
+    """The stage default is one epoch: a max_steps past it stops at the epoch's end, and says so."""
+    from pretrain.train import run
+
+    monkeypatch.setenv("LEANLOOP_ARTIFACTS", str(tmp_path))
+    result = run(["--config", DEBUG, "--run", "long", "--trainer.max_steps", "10000",
+                  "--trainer.limit_val_batches", "1", "--data.corpus.max_documents", "4",
+                  "--model.base.overrides", "{hidden_size: 32, head_dim: 8, intermediate_size: 64}"])
+    steps = json.loads((result.run_dir / "manifest.json").read_text())["counts"]["global_step"]
+    assert 0 < steps < 10000
+    assert f"stopped at step {steps} by max_epochs=1, before max_steps=10000" in capsys.readouterr().err
