@@ -200,7 +200,8 @@ def threshold_grid(scores) -> tuple[np.ndarray, str]:
 
 def select_threshold(labels, scores, criterion: str = "mcc", target: float | None = None,
                      grid: np.ndarray = THRESHOLD_GRID) -> ThresholdChoice:
-    """Pick a threshold on validation data from a 0.01 grid.
+    """Pick a threshold on validation data from ``grid`` (the 0.01 grid; :func:`threshold_grid` says
+    when the observed scores need finer candidates).
 
     - ``mcc``: the threshold with the highest MCC (ties: the lowest threshold);
     - ``fpr``: matched FPR, the threshold with the highest recall among those whose FPR is at most
