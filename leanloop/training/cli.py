@@ -300,6 +300,18 @@ def _hook(objects: Iterable[Any], name: str) -> dict[str, Any]:
     return merged
 
 
+def _plain_progress_bar_when_logging_to_a_file(trainer: Any) -> None:
+    """Lightning's default Rich bar draws only its final state when stdout is not a terminal (make's
+    background logs, SLURM / submitit log files); tqdm's bar keeps updating there (``tail -f``)."""
+    from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
+
+    if sys.stdout.isatty():
+        return
+    for index, callback in enumerate(trainer.callbacks):
+        if type(callback) is RichProgressBar:  # Lightning's default (a configured bar is left alone)
+            trainer.callbacks[index] = TQDMProgressBar()
+
+
 def run_stage(
     stage: str, module_class: type, datamodule_class: type, args: list[str] | None = None,
     links: Iterable[tuple[str, str]] = (),
@@ -330,6 +342,9 @@ def run_stage(
     # the run folder holds config.yaml (written before training), so Lightning's CSV logger warns that
     # "previous log files" will be deleted: only its own metrics.csv / hparams.yaml, replaced on purpose
     warnings.filterwarnings("ignore", message=r"Experiment logs directory .* exists and is not empty")
+    configured = getattr(config.trainer, "callbacks", None) or []
+    if not any("ProgressBar" in str(getattr(c, "class_path", c)) for c in configured):
+        _plain_progress_bar_when_logging_to_a_file(trainer)
     trainer.fit(model, datamodule=datamodule, ckpt_path=config.ckpt_path)
     if trainer.interrupted:
         raise SystemExit(f"[{stage}] training was interrupted; {cli.run_dir} has no manifest")

@@ -177,7 +177,8 @@ def test_tokenizer_must_fit_the_embedding():
 
 
 def test_max_steps_beyond_one_epoch_says_max_epochs_stopped_it(tmp_path, monkeypatch, capsys):
-    """The stage default is one epoch: a max_steps past it stops at the epoch's end, and says so."""
+    """The stage default is one epoch: a max_steps past it stops at the epoch's end, and says so.
+    Its output is not a terminal here, so the progress bar is tqdm's, which keeps updating in a log."""
     from pretrain.train import run
 
     monkeypatch.setenv("LEANLOOP_ARTIFACTS", str(tmp_path))
@@ -186,4 +187,6 @@ def test_max_steps_beyond_one_epoch_says_max_epochs_stopped_it(tmp_path, monkeyp
                   "--model.base.overrides", "{hidden_size: 32, head_dim: 8, intermediate_size: 64}"])
     steps = json.loads((result.run_dir / "manifest.json").read_text())["counts"]["global_step"]
     assert 0 < steps < 10000
-    assert f"stopped at step {steps} by max_epochs=1, before max_steps=10000" in capsys.readouterr().err
+    out = capsys.readouterr()
+    assert f"stopped at step {steps} by max_epochs=1, before max_steps=10000" in out.err
+    assert "Epoch 0: 100%" in out.out + out.err and f"{steps}/{steps}" in out.out + out.err
