@@ -4,7 +4,7 @@ One step: the step's informal statements (:class:`autoformalizer.data.Autoformal
 rendered with the fixed system prompt and sampled G times (``rl.rollout.TransformersRollout``); each
 completion's statement is scored by the gated reward (:mod:`autoformalizer.reward`: well-formedness,
 then a ``:= by sorry`` type-check through the Verifier with the acceptance policy's ``statement``
-profile, then faithfulness to the reference); the update is ``rl.module.GRPOModule._update``, the
+profile, then faithfulness to the reference); the update is ``rl.update.GRPOUpdate.grpo_update``, the
 RL stage's own (group-normalised advantages, TRL's clipped objective and ``beta`` x KL to the policy
 with its adapter switched off, i.e. the Stage-1 policy this run starts from).
 
@@ -38,8 +38,8 @@ from autoformalizer.prompts import extract_statement
 from autoformalizer.reward import NO_VERDICT, GatedReward, RewardConfig, RewardResult, training_value
 from leanloop.training.optim import OptimConfig, configure_optimizers
 from rl.grpo import GRPOConfig
-from rl.module import GRPOModule
 from rl.rollout import GenerationConfig, TransformersRollout
+from rl.update import GRPOUpdate
 
 STEPS_FILE = "steps.jsonl"
 ROLLOUTS_FILE = "rollouts.jsonl"
@@ -60,12 +60,10 @@ def _finite(stats: dict[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in stats.items() if isinstance(v, (int, float)) and math.isfinite(float(v))}
 
 
-class AutoformalizerGRPOModule(L.LightningModule):
-    # The RL stage's GRPO update, reused as is (not re-implemented): it reads self.grpo,
-    # self.generation, self.model, self.reference, the trainer's optimizer and scheduler, and the
-    # ``.reward`` of each scored rollout.
-    _update = GRPOModule._update
-    _logps = GRPOModule._logps
+class AutoformalizerGRPOModule(GRPOUpdate, L.LightningModule):
+    # The RL stage's GRPO update (rl.update.GRPOUpdate), reused as is, not re-implemented: it reads
+    # self.grpo, self.generation, self.model, self.reference, the trainer's optimizer and scheduler,
+    # and the ``.reward`` of each scored rollout.
 
     def __init__(
         self,
@@ -99,7 +97,7 @@ class AutoformalizerGRPOModule(L.LightningModule):
         self.save_hyperparameters()
         self.model, self.tokenizer = build_policy(self.policy_config)
         self.model.train()
-        self.reference = None  # _update then uses the policy with its adapters disabled
+        self.reference = None  # grpo_update then uses the policy with its adapters disabled
         self.rollout = TransformersRollout(self.tokenizer, self.generation, [END_OF_TURN, self.tokenizer.eos_token])
         self.gated: GatedReward | None = None
         self.history: list[dict[str, Any]] = []
@@ -164,7 +162,7 @@ class AutoformalizerGRPOModule(L.LightningModule):
         generated = time.perf_counter()
         scored = self.score(problems, rollouts.texts)
         scoring = time.perf_counter()
-        update = self._update(rollouts, scored)
+        update = self.grpo_update(rollouts, scored)
         stats = {**update, **self._reward_stats(scored), "time/generation_s": generated - began,
                  "time/scoring_s": scoring - generated, "time/update_s": time.perf_counter() - scoring,
                  "time/step_cpu_s": time.process_time() - began_cpu,

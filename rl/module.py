@@ -44,12 +44,12 @@ from rl.config import (
 )
 from rl.curriculum import ReplayBuffer, StoredProof
 from rl.drift import DriftMonitor
-from rl.grpo import aggregate, clip_stats, completion_logps, group_advantages, per_token_loss
 from rl.harness import HarnessCounts, RewardHarness
 from rl.hybrid import RewardScorer, StepScores
 from rl.policy import build_policy, export_policy, resolve_base, unwrap
 from rl.refresh import EvaluatorRefresher, LabelBuffer
 from rl.reward import Protocol, RewardRule, RolloutReward, Source
+from rl.update import GRPOUpdate
 from sft.prompt import PromptConfig, render_prompt, stop_token
 
 STEPS_FILE = "steps.jsonl"
@@ -62,7 +62,7 @@ def _finite(stats: dict[str, float]) -> dict[str, float]:
     return {k: float(v) for k, v in stats.items() if isinstance(v, (int, float)) and math.isfinite(float(v))}
 
 
-class GRPOModule(L.LightningModule):
+class GRPOModule(GRPOUpdate, L.LightningModule):
     def __init__(
         self,
         policy: PolicyConfig | None = None,
@@ -240,7 +240,7 @@ class GRPOModule(L.LightningModule):
         injected = self._inject_replay(problems, rollouts, rewards)
 
         mark = time.perf_counter()
-        update = self._update(rollouts, rewards)
+        update = self.grpo_update(rollouts, rewards)
         timings["time/update_s"] = time.perf_counter() - mark
 
         mark = time.perf_counter()
@@ -287,81 +287,6 @@ class GRPOModule(L.LightningModule):
             rewards[row] = RolloutReward(1.0, Source.REPLAY, "replayed")
             injected += 1
         return injected
-
-    def _logps(self, model, input_ids, attention_mask, width, rows, *, entropy=False):
-        return completion_logps(model, input_ids[rows], attention_mask[rows], width, self.generation.temperature,
-                                compute_entropy=entropy)
-
-    def _update(self, rollouts, rewards: list[RolloutReward]) -> dict[str, float]:
-        g = self.grpo
-        device = rollouts.completion_ids.device
-        values = torch.tensor([math.nan if r.reward is None else r.reward for r in rewards], device=device)
-        adv = group_advantages(values, g.num_generations, g.scale_rewards)
-        advantages = adv.advantages
-        mask = rollouts.completion_mask.clone()
-        if g.mask_truncated_completions:
-            mask = mask * (~torch.tensor(rollouts.truncated, device=device)).long().unsqueeze(1)
-        input_ids = torch.cat([rollouts.prompt_ids, rollouts.completion_ids], dim=1)
-        attention = torch.cat([rollouts.prompt_mask, rollouts.completion_mask], dim=1)
-        width = rollouts.completion_ids.size(1)
-        n = len(rollouts)
-        chunks = [slice(s, min(s + g.micro_batch_size, n)) for s in range(0, n, g.micro_batch_size)]
-        batch_tokens = mask.sum().float()
-        if self.trainer.world_size > 1:
-            batch_tokens = self.trainer.strategy.reduce(batch_tokens, reduce_op="sum") / self.trainer.world_size
-        stats = {"train/advantage_abs": float(advantages.abs().mean()), "train/zero_std_groups": adv.zero_std_groups}
-        # a micro-batch whose advantages are all 0 contributes exactly 0 loss and gradient when there is
-        # no KL term: skip its forward and backward (the all-fail groups of a weak prover)
-        live = [c for c in chunks if g.beta != 0.0 or bool(advantages[c].abs().sum() > 0)]
-        stats["train/micro_batches_skipped"] = float(len(chunks) - len(live))
-        old = ref = None
-        with torch.no_grad():
-            if g.num_iterations > 1 and live:
-                old = torch.zeros_like(mask, dtype=torch.float)
-                for c in live:
-                    old[c] = self._logps(self.model, input_ids, attention, width, c)[0].float()
-            if g.beta != 0.0 and live:
-                ref = torch.zeros_like(mask, dtype=torch.float)
-                for c in live:
-                    if self.reference is not None:
-                        ref[c] = self._logps(self.reference, input_ids, attention, width, c)[0].float()
-                    else:
-                        with self.model.disable_adapter():
-                            ref[c] = self._logps(self.model, input_ids, attention, width, c)[0].float()
-        opt = self.optimizers()
-        scheduler = self.lr_schedulers()
-        losses, kls, entropies, clips = [], [], [], []
-        for _ in range(g.num_iterations):
-            for c in live:
-                logps, entropy = self._logps(self.model, input_ids, attention, width, c, entropy=True)
-                token = per_token_loss(logps, None if old is None else old[c], None if ref is None else ref[c],
-                                       advantages[c], mask[c], g)
-                loss = aggregate(token.per_token_loss, mask[c], g, micro_batches=len(chunks), batch_tokens=batch_tokens,
-                                 max_completion_length=self.generation.max_new_tokens)
-                self.manual_backward(loss)
-                losses.append(float(loss.detach()))
-                m = mask[c].float()
-                if entropy is not None:
-                    entropies.append(float((entropy.detach() * m).sum() / m.sum().clamp(min=1)))
-                if token.per_token_kl is not None:
-                    kls.append(float((token.per_token_kl.detach() * m).sum() / m.sum().clamp(min=1)))
-                clips.append(clip_stats(token.ratio.detach(), advantages[c], mask[c], g))
-            if g.max_grad_norm:
-                self.clip_gradients(opt, gradient_clip_val=g.max_grad_norm, gradient_clip_algorithm="norm")
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            if scheduler is not None:
-                scheduler.step()
-        stats["train/loss"] = sum(losses) if losses else 0.0
-        if entropies:
-            stats["train/entropy"] = sum(entropies) / len(entropies)
-        if kls:
-            stats["train/kl"] = sum(kls) / len(kls)
-        for key in ("clip_ratio/low", "clip_ratio/high", "clip_ratio/region"):
-            if clips:
-                stats[f"train/{key}"] = sum(c[key] for c in clips) / len(clips)
-        stats["train/lr"] = float(opt.param_groups[0]["lr"]) if hasattr(opt, "param_groups") else float("nan")
-        return stats
 
     # -- after the update: curriculum, buffers, audit, drift, refresh --------------------------------
     def _after_step(self, step: int, problems, candidates, scores: StepScores, rollouts,

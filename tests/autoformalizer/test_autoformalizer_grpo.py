@@ -75,7 +75,7 @@ class RecordedCompletions(AutoformalizerGRPOModule):
         problems = list(batch)
         self.rollouts = _rollouts(self, problems[0].prompt, COMPLETIONS)
         self.scored = self.score(problems, self.rollouts.texts)
-        self.stats = {**self._update(self.rollouts, self.scored), **self._reward_stats(self.scored)}
+        self.stats = {**self.grpo_update(self.rollouts, self.scored), **self._reward_stats(self.scored)}
 
 
 def test_grpo_step_moves_only_the_adapters_towards_the_typechecking_statement(tmp_path):
