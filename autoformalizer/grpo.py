@@ -30,16 +30,17 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-import torch
 
 from autoformalizer.config import LeanCheckConfig, PolicyConfig
 from autoformalizer.data import END_OF_TURN
+from autoformalizer.module import PolicyRunHooks
 from autoformalizer.prompts import extract_statement
 from autoformalizer.reward import NO_VERDICT, GatedReward, RewardConfig, RewardResult, training_value
+from leanloop.training.module import set_torch_threads
 from leanloop.training.optim import OptimConfig, configure_optimizers
 from rl.grpo import GRPOConfig
 from rl.rollout import GenerationConfig, TransformersRollout
-from rl.update import GRPOUpdate
+from rl.update import GRPOUpdate, finite_stats
 
 STEPS_FILE = "steps.jsonl"
 ROLLOUTS_FILE = "rollouts.jsonl"
@@ -56,11 +57,7 @@ class ScoredRollout:
     statement: str  # the Lean text taken from the completion
 
 
-def _finite(stats: dict[str, Any]) -> dict[str, float]:
-    return {k: float(v) for k, v in stats.items() if isinstance(v, (int, float)) and math.isfinite(float(v))}
-
-
-class AutoformalizerGRPOModule(GRPOUpdate, L.LightningModule):
+class AutoformalizerGRPOModule(PolicyRunHooks, GRPOUpdate, L.LightningModule):
     # The RL stage's GRPO update (rl.update.GRPOUpdate), reused as is, not re-implemented: it reads
     # self.grpo, self.generation, self.model, self.reference, the trainer's optimizer and scheduler,
     # and the ``.reward`` of each scored rollout.
@@ -81,10 +78,7 @@ class AutoformalizerGRPOModule(GRPOUpdate, L.LightningModule):
         numbers and what no Lean verdict means for training; ``lean``: the type-check header and
         Verifier backend. ``threads``: torch intra-op threads (None: torch's default)."""
         super().__init__()
-        if threads is not None:
-            if threads < 1:
-                raise ValueError(f"threads must be >= 1, got {threads}")
-            torch.set_num_threads(threads)
+        set_torch_threads(threads)
         from autoformalizer.policy import build_policy
 
         self.automatic_optimization = False
@@ -168,8 +162,8 @@ class AutoformalizerGRPOModule(GRPOUpdate, L.LightningModule):
                  "time/step_cpu_s": time.process_time() - began_cpu,
                  "train/completion_tokens": float(rollouts.completion_mask.sum(dim=1).float().mean()),
                  "train/truncated": float(sum(rollouts.truncated)) / len(rollouts)}
-        self.log_dict(_finite(stats), on_step=True, on_epoch=False, batch_size=len(rollouts))
-        self.history.append({"step": step, **_finite(stats)})
+        self.log_dict(finite_stats(stats), on_step=True, on_epoch=False, batch_size=len(rollouts))
+        self.history.append({"step": step, **finite_stats(stats)})
         self._append(STEPS_FILE, [self.history[-1]])
         self._append(ROLLOUTS_FILE, [
             {"step": step, "problem": problems[i // G].name, "statement": s.statement, "gate": s.result.gate,
@@ -212,22 +206,7 @@ class AutoformalizerGRPOModule(GRPOUpdate, L.LightningModule):
         if self.run_dir is not None and self.trainer.is_global_zero:
             write_grpo_report(self, self.run_dir)
 
-    # -- hooks called by leanloop.training.cli.run_stage ------------------------------------------
-    def export(self, final_dir: Path) -> None:
-        from autoformalizer.policy import export_policy
-
-        self.export_info = export_policy(self.model, self.tokenizer, self.policy_config, final_dir)
-
-    def manifest_model(self) -> dict[str, Any]:
-        from autoformalizer.policy import policy_identity
-
-        return {**policy_identity(self.model, self.tokenizer, self.policy_config), "export": self.export_info}
-
-    def manifest_inputs(self) -> dict[str, Path]:
-        from autoformalizer.policy import policy_spec
-
-        run = policy_spec(self.policy_config).run_dir()
-        return {"base_model": run} if run is not None else {}
+    # -- hooks called by leanloop.training.cli.run_stage (export and identity: PolicyRunHooks) -----
 
     def manifest_counts(self) -> dict[str, Any]:
         return {"reward_provenance": self.provenance(), "rollouts": dict(self.totals),

@@ -17,6 +17,7 @@ import lightning as L
 import torch
 
 from autoformalizer.config import PolicyConfig
+from leanloop.training.module import set_torch_threads
 from leanloop.training.optim import OptimConfig, configure_optimizers
 
 
@@ -34,7 +35,31 @@ def completion_loss(model: Any, batch: dict) -> torch.Tensor:
     return torch.nn.functional.cross_entropy(logits.float(), targets[mask])
 
 
-class AutoformalizerSFTModule(L.LightningModule):
+class PolicyRunHooks:
+    """run_stage hooks of both autoformalizer stages (SFT and GRPO): the policy (``self.model``,
+    ``self.tokenizer``, ``self.policy_config``) is exported, identified and traced to its base run
+    the same way."""
+
+    export_info: dict[str, Any]
+
+    def export(self, final_dir: Path) -> None:
+        from autoformalizer.policy import export_policy
+
+        self.export_info = export_policy(self.model, self.tokenizer, self.policy_config, final_dir)
+
+    def manifest_model(self) -> dict[str, Any]:
+        from autoformalizer.policy import policy_identity
+
+        return {**policy_identity(self.model, self.tokenizer, self.policy_config), "export": self.export_info}
+
+    def manifest_inputs(self) -> dict[str, Path]:
+        from autoformalizer.policy import policy_spec
+
+        run = policy_spec(self.policy_config).run_dir()
+        return {"base_model": run} if run is not None else {}
+
+
+class AutoformalizerSFTModule(PolicyRunHooks, L.LightningModule):
     def __init__(self, policy: PolicyConfig | None = None, optim: OptimConfig | None = None,
                  threads: int | None = None) -> None:
         """``policy``: the base (``qwen3-moe-tiny``, a checkpoint such as Qwen/Qwen3-Coder-30B-A3B-Instruct,
@@ -42,10 +67,7 @@ class AutoformalizerSFTModule(L.LightningModule):
         ``adapters.use_dora``); only the adapters train. ``threads``: torch intra-op threads (1 suits
         the tiny model on a busy CPU); None keeps torch's default."""
         super().__init__()
-        if threads is not None:
-            if threads < 1:
-                raise ValueError(f"threads must be >= 1, got {threads}")
-            torch.set_num_threads(threads)
+        set_torch_threads(threads)
         from autoformalizer.policy import build_policy
 
         self.policy_config = policy or PolicyConfig()
@@ -70,19 +92,3 @@ class AutoformalizerSFTModule(L.LightningModule):
     def configure_optimizers(self):
         return configure_optimizers(self, self.optim)  # the adapters: the NF4 base is frozen
 
-    # -- hooks called by leanloop.training.cli.run_stage --------------------------------------------
-    def export(self, final_dir: Path) -> None:
-        from autoformalizer.policy import export_policy
-
-        self.export_info = export_policy(self.model, self.tokenizer, self.policy_config, final_dir)
-
-    def manifest_model(self) -> dict[str, Any]:
-        from autoformalizer.policy import policy_identity
-
-        return {**policy_identity(self.model, self.tokenizer, self.policy_config), "export": self.export_info}
-
-    def manifest_inputs(self) -> dict[str, Path]:
-        from autoformalizer.policy import policy_spec
-
-        run = policy_spec(self.policy_config).run_dir()
-        return {"base_model": run} if run is not None else {}

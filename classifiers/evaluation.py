@@ -27,10 +27,10 @@ PREDICTIONS = "predictions.jsonl"
 
 
 def _threshold(labels: Sequence[bool], scores: np.ndarray, config: EvaluationConfig) -> float:
-    from leanloop.metrics import select_threshold, threshold_grid
+    from leanloop.metrics import select_threshold
 
     return select_threshold(np.asarray(labels, dtype=int), scores, config.threshold_criterion,
-                            config.threshold_target, grid=threshold_grid(scores)[0]).threshold
+                            config.threshold_target).threshold
 
 
 def rows_for(name: str, corpus: Corpus, scores: dict[str, dict[int, float]], threshold: float) -> list[dict[str, Any]]:

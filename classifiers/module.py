@@ -125,17 +125,16 @@ class ClassifierModule(HFModule):
 
     def on_test_epoch_end(self) -> None:
         """Threshold on validation, metrics on test at that threshold (logged -> manifest)."""
-        from leanloop.metrics import auroc, select_threshold, threshold_grid, verdict_metrics
+        from leanloop.metrics import auroc, select_threshold, verdict_metrics
 
         self.scored = {split: self._gathered(split) for split in EVAL_SPLITS}
         if self.scored["validation"]:
             labels, scores = self._labels("validation", self.scored["validation"])
             c = self.evaluation
-            grid, grid_source = threshold_grid(scores)
-            choice = select_threshold(labels, scores, c.threshold_criterion, c.threshold_target, grid=grid)
+            choice = select_threshold(labels, scores, c.threshold_criterion, c.threshold_target)
             self.threshold = choice.threshold
             target = "" if c.threshold_target is None else f" {c.threshold_target}"
-            self.threshold_source = (f"validation split, criterion {c.threshold_criterion}{target}, {grid_source} "
+            self.threshold_source = (f"validation split, criterion {c.threshold_criterion}{target}, {choice.candidates} "
                                      f"({len(labels)} programs; validation MCC {choice.mcc:.3f})")
             self.log("val/auroc", auroc(labels, scores))
             self.log("threshold", self.threshold)

@@ -20,7 +20,6 @@ prechecks (plus recorded Lean rejections from the replay backend).
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 from collections import Counter
@@ -30,12 +29,12 @@ from types import SimpleNamespace
 from typing import Any
 
 import lightning as L
-import torch
 
 from data.policy import AcceptancePolicy
 from data.verifier.verifier import Verifier
 from leanloop.training.inputs import model_identity
 from leanloop.training.models import load_tokenizer
+from leanloop.training.module import set_torch_threads
 from leanloop.training.optim import configure_optimizers
 from rl.audit import TimeoutAudit
 from rl.config import (
@@ -49,17 +48,13 @@ from rl.hybrid import RewardScorer, StepScores
 from rl.policy import build_policy, export_policy, resolve_base, unwrap
 from rl.refresh import EvaluatorRefresher, LabelBuffer
 from rl.reward import Protocol, RewardRule, RolloutReward, Source
-from rl.update import GRPOUpdate
+from rl.update import GRPOUpdate, finite_stats
 from sft.prompt import PromptConfig, render_prompt, stop_token
 
 STEPS_FILE = "steps.jsonl"
 DRIFT_FILE = "drift.jsonl"
 AUDIT_FILE = "audit.jsonl"
 REFRESH_FILE = "refresh.jsonl"
-
-
-def _finite(stats: dict[str, float]) -> dict[str, float]:
-    return {k: float(v) for k, v in stats.items() if isinstance(v, (int, float)) and math.isfinite(float(v))}
 
 
 class GRPOModule(GRPOUpdate, L.LightningModule):
@@ -84,10 +79,7 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         after training on ``data.eval_statements``. ``threads``: torch intra-op threads (1 suits tiny
         models on a busy CPU, where more threads spin against each other); None keeps torch's default."""
         super().__init__()
-        if threads is not None:
-            if threads < 1:
-                raise ValueError(f"threads must be >= 1, got {threads}")
-            torch.set_num_threads(threads)
+        set_torch_threads(threads)
         self.automatic_optimization = False
         self.policy_config = policy or PolicyConfig()
         self.optim = optim or OptimConfig()
@@ -265,8 +257,8 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         for r in rewards:
             self.totals[f"source:{r.source.value}"] += 1
             self.totals[f"lean:{r.lean}"] += 1
-        self.log_dict(_finite(stats), on_step=True, on_epoch=False, batch_size=len(rollouts))
-        self.history.append({"step": step, **_finite(stats)})
+        self.log_dict(finite_stats(stats), on_step=True, on_epoch=False, batch_size=len(rollouts))
+        self.history.append({"step": step, **finite_stats(stats)})
         self._append(STEPS_FILE, self.history[-1])
 
     def _inject_replay(self, problems, rollouts, rewards: list[RolloutReward]) -> int:

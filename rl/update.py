@@ -12,11 +12,17 @@ optimizer and scheduler.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
 from rl.grpo import aggregate, clip_stats, completion_logps, group_advantages, per_token_loss
 from rl.reward import RolloutReward
+
+
+def finite_stats(stats: dict[str, Any]) -> dict[str, float]:
+    """The numeric, finite entries of a step's statistics (what is logged and kept in the history)."""
+    return {k: float(v) for k, v in stats.items() if isinstance(v, (int, float)) and math.isfinite(float(v))}
 
 
 class GRPOUpdate:

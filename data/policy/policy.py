@@ -224,28 +224,25 @@ class AcceptancePolicy:
 
     @staticmethod
     def _verdict_from_messages(messages: list[LeanMessage], base: Outcome, profile: Profile) -> Outcome | None:
+        """INVALID at the first message the profile does not allow (an error; the sorry warning unless
+        ``allow_sorry``; any other warning under ``only_sorry_warning``), else None."""
+        def invalid(message: LeanMessage, code: str, what: str) -> Outcome:
+            base.category = Category.INVALID
+            base.first_error = message.data
+            where = f" at line {message.pos.line}" if message.pos else ""
+            base.reasons = [R.reason(code, f"{what}{where}")]
+            return base
+
         first = _first_error(messages)
         if first is not None:
-            base.category = Category.INVALID
-            base.first_error = first.data
-            where = f" at line {first.pos.line}" if first.pos else ""
-            base.reasons = [R.reason(R.LEAN_ERROR, f"first error{where}")]
-            return base
+            return invalid(first, R.LEAN_ERROR, "first error")
         sorry = None if profile.allow_sorry else next((m for m in messages if is_sorry_warning(m)), None)
         if sorry is not None:
-            base.category = Category.INVALID
-            base.first_error = sorry.data
-            where = f" at line {sorry.pos.line}" if sorry.pos else ""
-            base.reasons = [R.reason(R.SORRY_WARNING, f"declaration uses sorry{where}")]
-            return base
+            return invalid(sorry, R.SORRY_WARNING, "declaration uses sorry")
         if profile.only_sorry_warning:
             other = next((m for m in messages if m.severity == "warning" and not is_sorry_warning(m)), None)
             if other is not None:
-                base.category = Category.INVALID
-                base.first_error = other.data
-                where = f" at line {other.pos.line}" if other.pos else ""
-                base.reasons = [R.reason(R.WARNING_NOT_ALLOWED, f"warning other than sorry{where}")]
-                return base
+                return invalid(other, R.WARNING_NOT_ALLOWED, "warning other than sorry")
         return None
 
     @staticmethod

@@ -26,8 +26,7 @@ import numpy as np
 from leanloop.metrics.bootstrap import N_RESAMPLES, SEED, grouped_bootstrap, paired_bootstrap
 from leanloop.metrics.budget import budget_curve, build_pools
 from leanloop.metrics.feedback import FEEDBACK_METRICS, feedback_metrics
-from leanloop.metrics.verdicts import (as_labels, pr_points, roc_points, select_threshold, threshold_grid,
-                                       verdict_metrics)
+from leanloop.metrics.verdicts import (as_labels, pr_points, roc_points, select_threshold, verdict_metrics)
 
 VALIDATION_SPLITS = {"validation", "val", "dev"}
 VALID_FRACTIONS = (0.05, 0.1, 0.25, 0.5)
@@ -199,7 +198,7 @@ def _thresholds(ev: Predictions, validation: np.ndarray, target_fpr: float, targ
     out = []
     for criterion, target in (("mcc", None), ("fpr", target_fpr), ("recall", target_recall)):
         try:
-            choice = select_threshold(val.labels, val.scores, criterion, target, grid=threshold_grid(val.scores)[0])
+            choice = select_threshold(val.labels, val.scores, criterion, target)
         except ValueError as exc:
             out.append([criterion, target, None, str(exc), None, None, None])
             continue

@@ -164,6 +164,8 @@ class ThresholdChoice:
     mcc: float
     tpr: float
     fpr: float
+    candidates: str = "0.01 grid"
+    """Where the threshold was picked from (see :func:`threshold_grid`)."""
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -199,9 +201,9 @@ def threshold_grid(scores) -> tuple[np.ndarray, str]:
 
 
 def select_threshold(labels, scores, criterion: str = "mcc", target: float | None = None,
-                     grid: np.ndarray = THRESHOLD_GRID) -> ThresholdChoice:
-    """Pick a threshold on validation data from ``grid`` (the 0.01 grid; :func:`threshold_grid` says
-    when the observed scores need finer candidates).
+                     grid: np.ndarray | None = None) -> ThresholdChoice:
+    """Pick a threshold on validation data from ``grid`` (default: :func:`threshold_grid` of the
+    scores, i.e. the 0.01 grid unless every score lies in one of its cells).
 
     - ``mcc``: the threshold with the highest MCC (ties: the lowest threshold);
     - ``fpr``: matched FPR, the threshold with the highest recall among those whose FPR is at most
@@ -209,6 +211,10 @@ def select_threshold(labels, scores, criterion: str = "mcc", target: float | Non
     - ``recall``: matched recall, the threshold with the lowest FPR among those whose recall is at
       least ``target`` (ties: the highest threshold).
     """
+    if grid is None:
+        grid, candidates = threshold_grid(scores)
+    else:
+        candidates = "0.01 grid" if grid is THRESHOLD_GRID else f"{len(grid)} given thresholds"
     rates = grid_rates(labels, scores, grid)
     mcc, tpr, fpr = rates["mcc"], rates["tpr"], rates["fpr"]
     if criterion == "mcc":
@@ -229,7 +235,7 @@ def select_threshold(labels, scores, criterion: str = "mcc", target: float | Non
     else:
         raise ValueError(f"unknown criterion {criterion!r}: use 'mcc', 'fpr' or 'recall'")
     return ThresholdChoice(criterion, float(grid[index]), target, float(mcc[index]), float(tpr[index]),
-                           float(fpr[index]))
+                           float(fpr[index]), candidates)
 
 
 def verdict_metrics(labels, scores, predictions=None, threshold: float = 0.5,

@@ -300,15 +300,16 @@ def _hook(objects: Iterable[Any], name: str) -> dict[str, Any]:
     return merged
 
 
-def _plain_progress_bar_when_logging_to_a_file(trainer: Any) -> None:
+def _plain_progress_bar_when_logging_to_a_file(trainer: Any, configured_callbacks: list) -> None:
     """Lightning's default Rich bar draws only its final state when stdout is not a terminal (make's
-    background logs, SLURM / submitit log files); tqdm's bar keeps updating there (``tail -f``)."""
+    background logs, SLURM / submitit log files); tqdm's bar keeps updating there (``tail -f``).
+    A progress bar named in the config's ``trainer.callbacks`` is left alone."""
     from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
 
-    if sys.stdout.isatty():
+    if sys.stdout.isatty() or any("ProgressBar" in str(getattr(c, "class_path", c)) for c in configured_callbacks):
         return
     for index, callback in enumerate(trainer.callbacks):
-        if type(callback) is RichProgressBar:  # Lightning's default (a configured bar is left alone)
+        if type(callback) is RichProgressBar:  # Lightning's default
             trainer.callbacks[index] = TQDMProgressBar()
 
 
@@ -342,9 +343,7 @@ def run_stage(
     # the run folder holds config.yaml (written before training), so Lightning's CSV logger warns that
     # "previous log files" will be deleted: only its own metrics.csv / hparams.yaml, replaced on purpose
     warnings.filterwarnings("ignore", message=r"Experiment logs directory .* exists and is not empty")
-    configured = getattr(config.trainer, "callbacks", None) or []
-    if not any("ProgressBar" in str(getattr(c, "class_path", c)) for c in configured):
-        _plain_progress_bar_when_logging_to_a_file(trainer)
+    _plain_progress_bar_when_logging_to_a_file(trainer, getattr(config.trainer, "callbacks", None) or [])
     trainer.fit(model, datamodule=datamodule, ckpt_path=config.ckpt_path)
     if trainer.interrupted:
         raise SystemExit(f"[{stage}] training was interrupted; {cli.run_dir} has no manifest")

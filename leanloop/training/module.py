@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import lightning as L
+import torch
 
 from leanloop.training.inputs import model_identity
 from leanloop.training.models import ModelSpec, load_model, load_tokenizer
@@ -61,6 +62,16 @@ class HFModule(L.LightningModule):
     def manifest_inputs(self) -> dict[str, Path]:
         run = self.base.run_dir()
         return {"base_model": run} if run is not None else {}
+
+
+def set_torch_threads(threads: int | None) -> None:
+    """A module's ``threads`` option: torch intra-op threads (1 suits tiny models on a busy CPU, where
+    more threads spin against each other); None keeps torch's default."""
+    if threads is None:
+        return
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    torch.set_num_threads(threads)
 
 
 def save_hf(model: Any, tokenizer: Any, final_dir: Path, *, writer: bool = True, zero3: bool = False) -> None:

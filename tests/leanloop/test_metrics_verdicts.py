@@ -147,7 +147,7 @@ def test_scores_inside_one_grid_cell_get_thresholds_between_them():
 
     labels = [0, 1, 0, 0, 1, 1]
     scores = [0.2739, 0.2775, 0.2741, 0.2744, 0.2748, 0.2770]
-    assert select_threshold(labels, scores, "mcc").mcc == 0.0  # the grid alone: accept all
+    assert select_threshold(labels, scores, "mcc", grid=THRESHOLD_GRID).mcc == 0.0  # the grid alone: accept all
     grid, source = threshold_grid(scores)
     assert "midpoints" in source and not np.isin(grid, THRESHOLD_GRID).all()
     choice = select_threshold(labels, scores, "mcc", grid=grid)
