@@ -16,6 +16,7 @@ from typing import Sequence
 import numpy as np
 
 THRESHOLD_GRID = np.round(np.arange(0, 101) / 100.0, 2)  # 0.00, 0.01, ..., 1.00
+GRID_CANDIDATES = "0.01 grid"  # ThresholdChoice.candidates when THRESHOLD_GRID was used
 
 
 def as_labels(values: Sequence[object] | np.ndarray) -> np.ndarray:
@@ -164,7 +165,7 @@ class ThresholdChoice:
     mcc: float
     tpr: float
     fpr: float
-    candidates: str = "0.01 grid"
+    candidates: str
     """Where the threshold was picked from (see :func:`threshold_grid`)."""
 
     def to_dict(self) -> dict[str, object]:
@@ -194,7 +195,7 @@ def threshold_grid(scores) -> tuple[np.ndarray, str]:
     cells = np.unique(np.floor(np.round(scores * 100.0, 9)))
     distinct = np.unique(scores)
     if cells.size > 1 or distinct.size < 2:
-        return THRESHOLD_GRID, "0.01 grid"
+        return THRESHOLD_GRID, GRID_CANDIDATES
     midpoints = (distinct[:-1] + distinct[1:]) / 2.0
     return np.concatenate([[distinct[0]], midpoints, [np.nextafter(distinct[-1], np.inf)]]), \
         f"midpoints of the observed scores (all in [{distinct[0]:.4f}, {distinct[-1]:.4f}], one 0.01 grid cell)"
@@ -214,7 +215,7 @@ def select_threshold(labels, scores, criterion: str = "mcc", target: float | Non
     if grid is None:
         grid, candidates = threshold_grid(scores)
     else:
-        candidates = "0.01 grid" if grid is THRESHOLD_GRID else f"{len(grid)} given thresholds"
+        candidates = GRID_CANDIDATES if grid is THRESHOLD_GRID else f"{len(grid)} given thresholds"
     rates = grid_rates(labels, scores, grid)
     mcc, tpr, fpr = rates["mcc"], rates["tpr"], rates["fpr"]
     if criterion == "mcc":
