@@ -105,6 +105,15 @@ classifiers: setup ## encoder + one-token verdict classifiers and their report (
 			--runs '[artifacts://classifiers/encoder_default, artifacts://classifiers/onetoken_default]'; \
 	fi
 
+# How a classifier recipe is judged: K folds of the config's data run (train + validation, grouped by
+# theorem; the test split is never read), the stage once per fold (as a sweep: finished folds are
+# skipped; ARGS="--executor submit --profile ..." for SLURM), TF-IDF fitted per fold beside it.
+# Summary: artifacts/sweeps/cv<K>_<config>/crossval.md, .json, .png.
+.PHONY: classifiers-cv
+classifiers-cv: setup ## theorem-grouped K-fold cross-validation of a classifier config vs TF-IDF (CONFIG=..., FOLDS=5, ARGS=...)
+	$(PY) -m classifiers.crossval $(foreach c,$(or $(CONFIG),configs/classifiers/encoder_default.yaml),--config $(c)) \
+		--folds $(or $(FOLDS),5) $(ARGS)
+
 # --- sft stage ---
 # make sft -> artifacts/sft/default/final (reads artifacts/pretrain/default + artifacts/data/default);
 # make sample -> artifacts/sample/default/final/candidates.jsonl; make data CONFIG=configs/data/sft_samples.yaml

@@ -42,6 +42,10 @@ def write_run_report(result):
     from classifiers.evaluation import baseline_rows, rows_for, write_report
 
     module, corpus = result.model, result.datamodule.corpus
+    if module.scored.get("validation") and not corpus.splits["test"]:
+        # a cross-validation fold (classifiers.crossval): the test split is left out on purpose
+        print("[classifiers] the corpus has no test split: no report written (validation AUROC is in the manifest)")
+        return None
     if not module.scored.get("validation") or not module.scored.get("test"):
         print("[classifiers] no validation/test scores (trainer.test did not run): no report written",
               file=sys.stderr)

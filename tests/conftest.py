@@ -48,3 +48,16 @@ def artifacts(tmp_path, monkeypatch):
     root = tmp_path / "artifacts"
     monkeypatch.setenv("LEANLOOP_ARTIFACTS", str(root))
     return root
+
+
+@pytest.fixture(scope="session")
+def debug_corpus(tmp_path_factory):
+    """configs/data/debug.yaml built for real (replay backend): 300 RL-Lean rows + 10 Kimina proofs."""
+    from data.build import build, parse_config
+    from leanloop.paths import REPO_ROOT
+
+    root = tmp_path_factory.mktemp("corpus_artifacts")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LEANLOOP_ARTIFACTS", str(root))
+        build(parse_config(["--config", str(REPO_ROOT / "configs/data/debug.yaml")]), progress=False)
+    return root / "data" / "debug"

@@ -1,4 +1,5 @@
-"""Fixtures of the sft tests: a tiny saved prover and a small real corpus."""
+"""Fixtures of the sft tests: a tiny saved prover and its generator (the small real corpus,
+``debug_corpus``, is in tests/conftest.py: the classifiers' cross-validation folds it too)."""
 
 from __future__ import annotations
 
@@ -37,19 +38,6 @@ def tiny_prover(tmp_path_factory):
         load_model(spec, tokenizer=tokenizer).save_pretrained(folder)
         tokenizer.save_pretrained(folder)
     return folder
-
-
-@pytest.fixture(scope="session")
-def debug_corpus(tmp_path_factory):
-    """configs/data/debug.yaml built for real (replay backend): 300 RL-Lean rows + 10 Kimina proofs."""
-    from data.build import build, parse_config
-    from leanloop.paths import REPO_ROOT
-
-    root = tmp_path_factory.mktemp("corpus_artifacts")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("LEANLOOP_ARTIFACTS", str(root))
-        build(parse_config(["--config", str(REPO_ROOT / "configs/data/debug.yaml")]), progress=False)
-    return root / "data" / "debug"
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,276 @@
+"""``python -m classifiers.crossval --config configs/classifiers/X.yaml [--folds 5]`` (``make classifiers-cv``)
+
+Theorem-grouped K-fold cross-validation of one classifier config against the TF-IDF baseline.
+The test split is ~30 theorems, so one test AUROC has an interval about 0.3 wide; choosing a recipe
+on it, or on one validation split, picks luck. Cross-validation over train + validation is how a
+config change is judged here, with the test split never read:
+
+1. folds: the config's data run (``data.corpus``) with its ``split`` column rewritten, one
+   data-stage run per fold (``artifacts/data/<corpus>_cv<K>_fold<i>/``): fold i's theorems become
+   ``validation``, the other train + validation theorems ``train`` (scikit-learn's ``GroupKFold``,
+   group = theorem name, so no theorem is on both sides); the test rows are left out;
+2. runs: the stage's own entry point once per fold, as a sweep (:mod:`cluster.sweep`: finished folds
+   are skipped, ``--executor submit`` sends them to SLURM); its summary lands in
+   ``artifacts/sweeps/<name>/``;
+3. the baseline: TF-IDF + logistic regression (:class:`classifiers.baselines.TfidfBaseline`, the
+   report's own) fitted on each fold's train split; ``crossval.md``, ``crossval.json`` and
+   ``crossval.png`` put both validation AUROCs side by side per fold, with means and wins.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from classifiers.corpus import SPLIT_ALIASES, corpus_files, load_corpus, resolve_run
+from leanloop.artifacts import MANIFEST, Manifest, describe_input, read_manifest
+from leanloop.paths import REPO_ROOT
+
+POOLED = ("train", "validation")
+METRIC = "val/auroc"
+
+
+class CrossValError(ValueError):
+    """Cross-validation that cannot be set up as asked."""
+
+
+def fold_runs(corpus: str, folds: int) -> list[str]:
+    """The fold corpora of ``corpus`` (``artifacts://data/<run>``), built unless already there."""
+    if folds < 2:
+        raise CrossValError(f"--folds must be at least 2, got {folds}")
+    source = resolve_run(corpus)
+    if not corpus.startswith("artifacts://data/"):
+        raise CrossValError(f"cross-validation folds a data-stage run (artifacts://data/<run>); got {corpus!r}")
+    read_manifest(source, stage="data")
+    source_hash = describe_input(source)["hash"]
+    names = [f"{source.name}_cv{folds}_fold{i}" for i in range(folds)]
+    targets = [source.parent / name for name in names]
+    if all(_built_from(t, source_hash) for t in targets):
+        return [f"artifacts://data/{name}" for name in names]
+    _write_folds(source, targets, folds)
+    return [f"artifacts://data/{name}" for name in names]
+
+
+def _built_from(target: Path, source_hash: str) -> bool:
+    if not (target / MANIFEST).is_file():
+        return False
+    return read_manifest(target, stage="data").get("inputs", {}).get("corpus", {}).get("hash") == source_hash
+
+
+def _write_folds(source: Path, targets: list[Path], folds: int) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from sklearn.model_selection import GroupKFold
+
+    table = pa.concat_tables([pq.read_table(f) for f in corpus_files(source)])
+    splits = [SPLIT_ALIASES.get(s, s) for s in table.column("split").to_pylist()]
+    names = table.column("name").to_pylist()
+    # Every train/validation row takes part (unlabelled ones too: they stay counted, as in the
+    # data run); the folds balance rows per theorem group.
+    pool = [i for i, split in enumerate(splits) if split in POOLED]
+    theorems = {names[i] for i in pool}
+    if len(theorems) < folds:
+        raise CrossValError(f"{source} has {len(theorems)} train/validation theorem(s), fewer than {folds} folds")
+    for fold, (_, held_out) in enumerate(GroupKFold(folds).split(pool, groups=[names[i] for i in pool])):
+        held = {pool[j] for j in held_out}
+        new_split = ["validation" if i in held else "train" for i in pool]
+        rows = pa.array(pool, type=pa.int64())
+        fold_table = table.take(rows).set_column(table.schema.get_field_index("split"), "split",
+                                                 pa.array(new_split))
+        target = targets[fold]
+        (target / "final").mkdir(parents=True, exist_ok=True)
+        pq.write_table(fold_table, target / "final" / "corpus.parquet")
+        record = Manifest(stage="data", run=target.name,
+                          counts={"rows": fold_table.num_rows, "validation_rows": len(held),
+                                  "validation_theorems": len({names[i] for i in held})},
+                          extra={"cross_validation": {"fold": fold, "folds": folds, "group": "theorem",
+                                                      "test_rows": "left out"}})
+        record.add_input("corpus", source)
+        record.write(target)
+
+
+def tfidf_aurocs(fold_corpora: list[str]) -> list[float]:
+    """The TF-IDF baseline's validation AUROC per fold (fitted on that fold's train split)."""
+    from classifiers.baselines import TfidfBaseline
+    from leanloop.metrics import auroc
+
+    results = []
+    for path in fold_corpora:
+        corpus = load_corpus(path)
+        train, held = corpus.splits["train"], corpus.splits["validation"]
+        scores = TfidfBaseline().fit(train.programs, train.labels).scores(held.programs)
+        results.append(float(auroc(np.asarray(held.labels, dtype=int), scores)))
+    return results
+
+
+def config_path(config: str) -> Path:
+    """A config file as the stage reads it (relative paths also from the repository root)."""
+    path = Path(config)
+    if not path.is_file() and (REPO_ROOT / path).is_file():
+        return REPO_ROOT / path
+    if not path.is_file():
+        raise FileNotFoundError(f"config file {config} not found (relative paths start at {REPO_ROOT})")
+    return path
+
+
+def config_corpus(configs: list[str], overrides: dict[str, Any]) -> str:
+    """``data.corpus`` as the layered configs and overrides set it (later wins)."""
+    import yaml
+
+    corpus = None
+    for config in configs:
+        data = (yaml.safe_load(config_path(config).read_text()) or {}).get("data") or {}
+        corpus = data.get("corpus", corpus)
+    corpus = overrides.get("data.corpus", corpus)
+    if not corpus:
+        raise CrossValError("the configs name no data.corpus (a data-stage run) to cross-validate on; "
+                            "pass --corpus artifacts://data/<run>")
+    return str(corpus)
+
+
+def check_request(folder: Path, configs: list[str], overrides: dict[str, Any], folds: list[str]) -> None:
+    """Fold runs are reused by name, so a name must always mean the same experiment: the config
+    files' contents, the overrides and the folds are recorded on the first call and must match on
+    every later one (an edited config under an old name would silently reuse the old folds)."""
+    import hashlib
+
+    request = {"configs": {c: hashlib.sha256(config_path(c).read_bytes()).hexdigest() for c in configs},
+               "overrides": overrides, "folds": folds}
+    path = folder / "request.json"
+    if path.is_file():
+        previous = json.loads(path.read_text())
+        if previous != json.loads(json.dumps(request)):
+            raise CrossValError(
+                f"{folder.name} already ran with other configs, overrides or folds ({path}); "
+                "pass --name for this experiment, or delete that folder and its fold runs to redo it")
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(request, indent=2) + "\n")
+
+
+@dataclass
+class FoldResult:
+    fold: int
+    run: str
+    classifier: float | None
+    tfidf: float
+
+
+def summarize(folder: Path, name: str, results: list[FoldResult]) -> dict[str, Any]:
+    """``crossval.{json,md,png}`` in ``folder``: per-fold AUROCs, means, and who wins each fold."""
+    done = [r for r in results if r.classifier is not None]
+    summary: dict[str, Any] = {
+        "name": name, "metric": "validation AUROC", "folds": [r.__dict__ for r in results],
+        "finished": len(done),
+        "classifier_mean": float(np.mean([r.classifier for r in done])) if done else None,
+        "tfidf_mean": float(np.mean([r.tfidf for r in done])) if done else None,
+        "classifier_wins": sum(r.classifier > r.tfidf for r in done),
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "crossval.json").write_text(json.dumps(summary, indent=2) + "\n")
+    lines = [f"# {name}: theorem-grouped {len(results)}-fold cross-validation (validation AUROC)", "",
+             "| fold | classifier | TF-IDF | difference |", "|---|---|---|---|"]
+    for r in results:
+        if r.classifier is None:
+            lines.append(f"| {r.fold} | (not finished) | {r.tfidf:.3f} | |")
+        else:
+            lines.append(f"| {r.fold} | {r.classifier:.3f} | {r.tfidf:.3f} | {r.classifier - r.tfidf:+.3f} |")
+    if done:
+        lines.append(f"| mean | {summary['classifier_mean']:.3f} | {summary['tfidf_mean']:.3f} | "
+                     f"{summary['classifier_mean'] - summary['tfidf_mean']:+.3f} |")
+        lines += ["", f"The classifier beats TF-IDF in {summary['classifier_wins']} of {len(done)} folds."]
+    (folder / "crossval.md").write_text("\n".join(lines) + "\n")
+    summary["table"] = "\n".join(lines)
+    if done:
+        _plot(folder / "crossval.png", name, done)
+    return summary
+
+
+def _plot(path: Path, name: str, done: list[FoldResult]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    folds = [r.fold for r in done]
+    ax.plot(folds, [r.classifier for r in done], marker="o", label="classifier")
+    ax.plot(folds, [r.tfidf for r in done], marker="s", linestyle="--", label="TF-IDF + logistic regression")
+    ax.set_xticks(folds)
+    ax.set_xlabel("fold (held-out theorems)")
+    ax.set_ylabel("validation AUROC")
+    ax.set_title(f"{name}: cross-validation")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def build_parser():
+    from jsonargparse import ArgumentParser
+
+    parser = ArgumentParser(prog="python -m classifiers.crossval", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=str, action="append", required=True,
+                        help="a classifier config file; repeat to layer several, in order")
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--corpus", type=str | None, default=None,
+                        help="data run to fold (default: the configs' data.corpus)")
+    parser.add_argument("--name", type=str | None, default=None,
+                        help="sweep and run-name prefix (default: cv<K>_<config stems>)")
+    parser.add_argument("--overrides", type=dict[str, Any], default={},
+                        help="dotted options for every fold, e.g. '{model.init_args.optim.lr: 1e-4}'")
+    parser.add_argument("--executor", type=Literal["local", "submit"], default="local")
+    parser.add_argument("--profile", type=str | None, default=None, help="cluster profile for --executor submit")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from cluster.command import CommandError, default_run_name
+    from cluster.sweep import RunSpec, SweepConfig, SweepError, run_sweep, validate
+    from cluster.sweep_report import summarize as summarize_sweep, summary_dir
+
+    args = build_parser().parse_args(argv)
+    try:
+        corpus = args.corpus or config_corpus(args.config, args.overrides)
+        folds = fold_runs(corpus, args.folds)
+        name = args.name or f"cv{args.folds}_{default_run_name(args.config)}"
+        sweep = SweepConfig(
+            name=name, stage="classifiers", config=list(args.config), metric=METRIC, mode="max",
+            overrides={k: v for k, v in args.overrides.items() if k not in ("data.corpus", "data.jsonl")},
+            runs=[RunSpec(name=f"fold{i}", overrides={"data.corpus": path, "data.jsonl": None})
+                  for i, path in enumerate(folds)],
+            executor=args.executor, profile=args.profile)
+        validate(sweep)
+        check_request(summary_dir(sweep), args.config, args.overrides, folds)
+    except (CrossValError, CommandError, SweepError, FileNotFoundError) as error:
+        print(f"crossval: {error}", file=sys.stderr)
+        return 2
+    print(f"[crossval] {len(folds)} theorem-grouped folds of {corpus}: {', '.join(folds)}", flush=True)
+    statuses = run_sweep(sweep)
+    summarize_sweep(sweep, statuses)
+    tfidf = tfidf_aurocs(folds)
+    results = []
+    for i, status in enumerate(statuses):
+        run_dir = status.run.stage_run.run_dir
+        value = None
+        if (run_dir / MANIFEST).is_file():
+            value = (read_manifest(run_dir, stage="classifiers").get("metrics") or {}).get(METRIC)
+        results.append(FoldResult(i, status.run.name, None if value is None else float(value), tfidf[i]))
+    folder = summary_dir(sweep)
+    summary = summarize(folder, name, results)
+    print(summary["table"])
+    print(f"[crossval] {folder}/crossval.md, crossval.json, crossval.png")
+    failed = [s.run.name for s in statuses if s.status == "failed"]
+    if failed:
+        print(f"crossval: {len(failed)} fold run(s) failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
