@@ -43,9 +43,9 @@ def fold_runs(corpus: str, folds: int) -> list[str]:
     """The fold corpora of ``corpus`` (``artifacts://data/<run>``), built unless already there."""
     if folds < 2:
         raise CrossValError(f"--folds must be at least 2, got {folds}")
-    source = resolve_run(corpus)
     if not corpus.startswith("artifacts://data/"):
         raise CrossValError(f"cross-validation folds a data-stage run (artifacts://data/<run>); got {corpus!r}")
+    source = resolve_run(corpus)
     read_manifest(source, stage="data")
     source_hash = describe_input(source)["hash"]
     names = [f"{source.name}_cv{folds}_fold{i}" for i in range(folds)]
@@ -69,20 +69,20 @@ def _write_folds(source: Path, targets: list[Path], folds: int) -> None:
 
     table = pa.concat_tables([pq.read_table(f) for f in corpus_files(source)])
     splits = [SPLIT_ALIASES.get(s, s) for s in table.column("split").to_pylist()]
-    names = table.column("name").to_pylist()
+    names = [name or "" for name in table.column("name").to_pylist()]  # as classifiers.corpus reads them
     # Every train/validation row takes part (unlabelled ones too: they stay counted, as in the
     # data run); the folds balance rows per theorem group.
     pool = [i for i, split in enumerate(splits) if split in POOLED]
     theorems = {names[i] for i in pool}
     if len(theorems) < folds:
         raise CrossValError(f"{source} has {len(theorems)} train/validation theorem(s), fewer than {folds} folds")
+    pooled = table.take(pa.array(pool, type=pa.int64()))
     for fold, (_, held_out) in enumerate(GroupKFold(folds).split(pool, groups=[names[i] for i in pool])):
         held = {pool[j] for j in held_out}
-        new_split = ["validation" if i in held else "train" for i in pool]
-        rows = pa.array(pool, type=pa.int64())
-        fold_table = table.take(rows).set_column(table.schema.get_field_index("split"), "split",
-                                                 pa.array(new_split))
+        new_split = pa.array(["validation" if i in held else "train" for i in pool])
+        fold_table = pooled.set_column(table.schema.get_field_index("split"), "split", new_split)
         target = targets[fold]
+        (target / MANIFEST).unlink(missing_ok=True)  # a fold half rewritten never passes as finished
         (target / "final").mkdir(parents=True, exist_ok=True)
         pq.write_table(fold_table, target / "final" / "corpus.parquet")
         record = Manifest(stage="data", run=target.name,
@@ -135,12 +135,13 @@ def config_corpus(configs: list[str], overrides: dict[str, Any]) -> str:
 
 def check_request(folder: Path, configs: list[str], overrides: dict[str, Any], folds: list[str]) -> None:
     """Fold runs are reused by name, so a name must always mean the same experiment: the config
-    files' contents, the overrides and the folds are recorded on the first call and must match on
-    every later one (an edited config under an old name would silently reuse the old folds)."""
+    files' contents, the overrides and the fold corpora (by manifest hash: rebuilt folds differ)
+    are recorded on the first call and must match on every later one (an edited config or a
+    rebuilt corpus under an old name would otherwise silently reuse the old fold runs)."""
     import hashlib
 
     request = {"configs": {c: hashlib.sha256(config_path(c).read_bytes()).hexdigest() for c in configs},
-               "overrides": overrides, "folds": folds}
+               "overrides": overrides, "folds": {f: describe_input(resolve_run(f))["hash"] for f in folds}}
     path = folder / "request.json"
     if path.is_file():
         previous = json.loads(path.read_text())

@@ -34,7 +34,7 @@ def run(args: list[str] | None = None):
         return result
     if result.trainer is not None and result.trainer.is_global_zero:
         report = write_run_report(result)
-        print(f"[classifiers] done: {result.run_dir} (report: {report})")
+        print(f"[classifiers] done: {result.run_dir}" + (f" (report: {report})" if report else ""))
     return result
 
 

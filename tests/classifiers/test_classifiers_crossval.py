@@ -102,3 +102,8 @@ def test_crossval_runs_every_fold_and_compares_with_tfidf(artifacts, corpus, cap
     # the same name with other overrides is another experiment: refused, nothing reused
     assert main([*argv[:-1], '{"trainer.max_steps": 3, "log.csv": false}']) == 2
     assert "already ran with other configs, overrides or folds" in capsys.readouterr().err
+    # so is a rebuilt corpus: its folds are rebuilt, and the old fold runs must not stand in for them
+    source_manifest = artifacts / "data/debug/manifest.json"
+    source_manifest.write_text(source_manifest.read_text().replace('"stage"', '"note": "rebuilt",\n  "stage"', 1))
+    assert main(argv) == 2
+    assert "already ran with other configs, overrides or folds" in capsys.readouterr().err
