@@ -21,15 +21,14 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
 from classifiers.corpus import SPLIT_ALIASES, corpus_files, load_corpus, resolve_run
-from leanloop.artifacts import MANIFEST, Manifest, describe_input, read_manifest
-from leanloop.paths import REPO_ROOT
+from leanloop.artifacts import MANIFEST, Manifest, ManifestError, describe_input, read_manifest
 
 POOLED = ("train", "validation")
 METRIC = "val/auroc"
@@ -50,9 +49,8 @@ def fold_runs(corpus: str, folds: int) -> list[str]:
     source_hash = describe_input(source)["hash"]
     names = [f"{source.name}_cv{folds}_fold{i}" for i in range(folds)]
     targets = [source.parent / name for name in names]
-    if all(_built_from(t, source_hash) for t in targets):
-        return [f"artifacts://data/{name}" for name in names]
-    _write_folds(source, targets, folds)
+    if not all(_built_from(t, source_hash) for t in targets):
+        _write_folds(source, targets, folds)
     return [f"artifacts://data/{name}" for name in names]
 
 
@@ -108,23 +106,15 @@ def tfidf_aurocs(fold_corpora: list[str]) -> list[float]:
     return results
 
 
-def config_path(config: str) -> Path:
-    """A config file as the stage reads it (relative paths also from the repository root)."""
-    path = Path(config)
-    if not path.is_file() and (REPO_ROOT / path).is_file():
-        return REPO_ROOT / path
-    if not path.is_file():
-        raise FileNotFoundError(f"config file {config} not found (relative paths start at {REPO_ROOT})")
-    return path
-
-
 def config_corpus(configs: list[str], overrides: dict[str, Any]) -> str:
     """``data.corpus`` as the layered configs and overrides set it (later wins)."""
     import yaml
 
+    from cluster.sweep import existing_file
+
     corpus = None
     for config in configs:
-        data = (yaml.safe_load(config_path(config).read_text()) or {}).get("data") or {}
+        data = (yaml.safe_load(existing_file(config, "config file").read_text()) or {}).get("data") or {}
         corpus = data.get("corpus", corpus)
     corpus = overrides.get("data.corpus", corpus)
     if not corpus:
@@ -140,7 +130,10 @@ def check_request(folder: Path, configs: list[str], overrides: dict[str, Any], f
     rebuilt corpus under an old name would otherwise silently reuse the old fold runs)."""
     import hashlib
 
-    request = {"configs": {c: hashlib.sha256(config_path(c).read_bytes()).hexdigest() for c in configs},
+    from cluster.sweep import existing_file
+
+    request = {"configs": {c: hashlib.sha256(existing_file(c, "config file").read_bytes()).hexdigest()
+                           for c in configs},
                "overrides": overrides, "folds": {f: describe_input(resolve_run(f))["hash"] for f in folds}}
     path = folder / "request.json"
     if path.is_file():
@@ -166,7 +159,7 @@ def summarize(folder: Path, name: str, results: list[FoldResult]) -> dict[str, A
     """``crossval.{json,md,png}`` in ``folder``: per-fold AUROCs, means, and who wins each fold."""
     done = [r for r in results if r.classifier is not None]
     summary: dict[str, Any] = {
-        "name": name, "metric": "validation AUROC", "folds": [r.__dict__ for r in results],
+        "name": name, "metric": "validation AUROC", "folds": [asdict(r) for r in results],
         "finished": len(done),
         "classifier_mean": float(np.mean([r.classifier for r in done])) if done else None,
         "tfidf_mean": float(np.mean([r.tfidf for r in done])) if done else None,
@@ -232,8 +225,8 @@ def build_parser():
 
 def main(argv: list[str] | None = None) -> int:
     from cluster.command import CommandError, default_run_name
-    from cluster.sweep import RunSpec, SweepConfig, SweepError, run_sweep, validate
-    from cluster.sweep_report import summarize as summarize_sweep, summary_dir
+    from cluster.sweep import RunSpec, SweepConfig, SweepError, failure_status, run_sweep, validate
+    from cluster.sweep_report import metric_number, summarize as summarize_sweep, summary_dir
 
     args = build_parser().parse_args(argv)
     try:
@@ -248,29 +241,20 @@ def main(argv: list[str] | None = None) -> int:
             executor=args.executor, profile=args.profile)
         validate(sweep)
         check_request(summary_dir(sweep), args.config, args.overrides, folds)
-    except (CrossValError, CommandError, SweepError, FileNotFoundError) as error:
+    except (CrossValError, CommandError, SweepError, ManifestError, FileNotFoundError) as error:
         print(f"crossval: {error}", file=sys.stderr)
         return 2
     print(f"[crossval] {len(folds)} theorem-grouped folds of {corpus}: {', '.join(folds)}", flush=True)
     statuses = run_sweep(sweep)
-    summarize_sweep(sweep, statuses)
+    # the sweep summary has read every fold run's manifest: its rows carry val/auroc ("" if unfinished)
+    rows = summarize_sweep(sweep, statuses).rows
     tfidf = tfidf_aurocs(folds)
-    results = []
-    for i, status in enumerate(statuses):
-        run_dir = status.run.stage_run.run_dir
-        value = None
-        if (run_dir / MANIFEST).is_file():
-            value = (read_manifest(run_dir, stage="classifiers").get("metrics") or {}).get(METRIC)
-        results.append(FoldResult(i, status.run.name, None if value is None else float(value), tfidf[i]))
+    results = [FoldResult(i, row["run"], metric_number(row.get(METRIC)), tfidf[i]) for i, row in enumerate(rows)]
     folder = summary_dir(sweep)
     summary = summarize(folder, name, results)
     print(summary["table"])
     print(f"[crossval] {folder}/crossval.md, crossval.json, crossval.png")
-    failed = [s.run.name for s in statuses if s.status == "failed"]
-    if failed:
-        print(f"crossval: {len(failed)} fold run(s) failed: {', '.join(failed)}", file=sys.stderr)
-        return 1
-    return 0
+    return failure_status(statuses, prefix="crossval: ", noun="fold run")
 
 
 if __name__ == "__main__":

@@ -95,7 +95,7 @@ def load_sweep(path: str | Path) -> SweepConfig:
     """Parse and validate a sweep file; every problem is a :class:`SweepError` naming the file."""
     from jsonargparse import ArgumentError
 
-    path = _existing(path, "sweep file")
+    path = existing_file(path, "sweep file")
     parser = sweep_parser(exit_on_error=False)
     try:
         sweep = parser.instantiate(parser.parse_args(["--sweep", str(path)])).sweep
@@ -118,7 +118,7 @@ def validate(sweep: SweepConfig) -> None:
     if not sweep.config:
         raise SweepError("'config' lists the stage's base config file(s); it is empty")
     for config in sweep.config:
-        _existing(config, "base config")
+        existing_file(config, "base config")
     for key in sweep.overrides:
         check_override_key(key, "overrides")
     if sweep.grid is not None:
@@ -141,12 +141,13 @@ def validate(sweep: SweepConfig) -> None:
             for key in spec.overrides:
                 check_override_key(key, f"runs[{index}].overrides")
             for config in spec.config:
-                _existing(config, f"runs[{index}].config")
+                existing_file(config, f"runs[{index}].config")
     if sweep.executor == "local" and sweep.profile:
         raise SweepError("'profile' only applies to executor: submit")
 
 
-def _existing(path: str | Path, what: str) -> Path:
+def existing_file(path: str | Path, what: str) -> Path:
+    """``path`` as given or from the repository root (how the stages read config files)."""
     path = Path(path)
     for candidate in (path, REPO_ROOT / path):
         if candidate.is_file():
@@ -412,9 +413,14 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarize(sweep, statuses)
     print(summary.table)
     print(f"summary: {summary.csv_path}" + (f", plot: {summary.plot_path}" if summary.plot_path else ""))
+    return failure_status(statuses)
+
+
+def failure_status(statuses: list[RunStatus], prefix: str = "", noun: str = "run") -> int:
+    """Exit status of a finished sweep: 1 (naming the failed runs on stderr) if any run failed."""
     failed = [s.run.name for s in statuses if s.status == "failed"]
     if failed:
-        print(f"{len(failed)} run(s) failed: {', '.join(failed)}", file=sys.stderr)
+        print(f"{prefix}{len(failed)} {noun}(s) failed: {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
 

@@ -39,7 +39,8 @@ def summary_dir(sweep: SweepConfig) -> Path:
     return artifacts_root() / "sweeps" / sweep.name
 
 
-def _number(value: Any) -> float | None:
+def metric_number(value: Any) -> float | None:
+    """A manifest metric as a float (None for absent, "" or non-numbers)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
@@ -99,7 +100,7 @@ def summarize(sweep: SweepConfig, statuses: list[RunStatus]) -> Summary:
     plot_path = _plot(sweep, rows, metric, best, varied_keys, short, folder)
     manifest_path = None
     if statuses and all(s.run.name in manifests for s in statuses):
-        best_value = _number(next((r.get(metric) for r in rows if r["run"] == best), None))
+        best_value = metric_number(next((r.get(metric) for r in rows if r["run"] == best), None))
         record = Manifest(stage="sweeps", run=sweep.name, counts={"runs": len(statuses)},
                           metrics={"best_value": best_value},
                           extra={"swept_stage": sweep.stage, "metric": metric, "mode": sweep.mode,
@@ -113,7 +114,7 @@ def summarize(sweep: SweepConfig, statuses: list[RunStatus]) -> Summary:
 
 def _best(rows: list[dict[str, Any]], metric: str | None, mode: str) -> str | None:
     scored = [(value, row["run"]) for row in rows
-              if metric and (value := _number(row.get(metric))) is not None and math.isfinite(value)]
+              if metric and (value := metric_number(row.get(metric))) is not None and math.isfinite(value)]
     if not scored:
         return None
     return (min(scored) if mode == "min" else max(scored))[1]
@@ -138,7 +139,7 @@ def _table(rows: list[dict[str, Any]], columns: list[str], best: str | None) -> 
 
 def _plot(sweep: SweepConfig, rows: list[dict[str, Any]], metric: str | None, best: str | None,
           varied_keys: list[str], short: dict[str, str], folder: Path) -> Path | None:
-    points = [(row, _number(row.get(metric))) for row in rows] if metric else []
+    points = [(row, metric_number(row.get(metric))) for row in rows] if metric else []
     points = [(row, value) for row, value in points if value is not None and math.isfinite(value)]
     if not points:
         return None
@@ -148,11 +149,11 @@ def _plot(sweep: SweepConfig, rows: list[dict[str, Any]], metric: str | None, be
     import matplotlib.pyplot as plt
 
     numeric_axis = (sweep.grid is not None and len(varied_keys) == 1
-                    and all(_number(row.get(short[varied_keys[0]])) is not None for row, _ in points))
+                    and all(metric_number(row.get(short[varied_keys[0]])) is not None for row, _ in points))
     fig, ax = plt.subplots(figsize=(7, max(3.0, 0.4 * len(points) + 1.5)) if not numeric_axis else (6, 4))
     if numeric_axis:
         key = short[varied_keys[0]]
-        xs = [_number(row[key]) for row, _ in points]
+        xs = [metric_number(row[key]) for row, _ in points]
         order = sorted(range(len(xs)), key=xs.__getitem__)
         ax.plot([xs[i] for i in order], [points[i][1] for i in order], marker="o")
         if min(xs) > 0 and max(xs) / min(xs) >= 10:
