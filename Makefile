@@ -41,8 +41,8 @@ data: setup ## label candidate proofs with Lean into a corpus (CONFIG=configs/da
 	$(PY) -m data.build --config $(or $(CONFIG),configs/data/default.yaml)
 
 bench-data: setup ## precheck / corpus / annotation / metric throughput
-	$(PY) -m leanloop.bench.data
-	$(PY) -m leanloop.bench.traces
+	$(PY) -m bench.data
+	$(PY) -m bench.traces
 
 # --- training machinery: sweeps and cluster ---
 # Stage targets share one convention: `make <stage> CONFIG=configs/<stage>/X.yaml RUN=name` runs
@@ -75,8 +75,8 @@ pretrain-corpus: setup ## build a pretraining corpus once (CORPUS=configs/pretra
 	$(PY) -m pretrain.corpus --config $(or $(CORPUS),configs/pretrain/corpus/shipped.yaml)
 
 bench-train: setup ## packed vs padded batches (padding, tokens/s, identical loss) + classifier scoring throughput
-	$(PY) -m leanloop.bench.train
-	$(PY) -m leanloop.bench.classifiers
+	$(PY) -m bench.train
+	$(PY) -m bench.classifiers
 
 # --- classifiers stage ---
 # Default: both verdict classifiers on artifacts/data/default (encoder: the shipped MiniLM; one-token:
@@ -146,7 +146,7 @@ cascade-eval: setup ## Table 3: one-token, feedback greedy / self-consistency, c
 	$(PY) -m feedback_model.evaluate $(foreach c,$(or $(CONFIG),configs/feedback_model/eval/default.yaml),--config $(c)) $(ARGS)
 
 bench-feedback: setup ## speculative copy-drafting vs plain greedy traces: speedup, verdict agreement, programs/s (ARGS=...)
-	$(PY) -m leanloop.bench.feedback $(ARGS)
+	$(PY) -m bench.feedback $(ARGS)
 
 # --- rl stage ---
 # make rl -> artifacts/rl/default/ (GRPO with hybrid rewards; starts from artifacts/sft/default, or the
@@ -158,7 +158,7 @@ rl: setup ## GRPO with hybrid Lean + evaluator rewards (CONFIG=configs/rl/X.yaml
 		$(if $(RUN),--run $(RUN)) $(ARGS)
 
 bench-rl: setup ## hybrid scheduler on a simulated clock (recorded Lean times) + GRPO step time vs TRL
-	$(PY) -m leanloop.bench.rl $(ARGS)
+	$(PY) -m bench.rl $(ARGS)
 
 # --- autoformalizer stage ---
 # make autoformalizer = autoformalizer-sft -> artifacts/autoformalizer/default (Stage 1, syntax-alignment
@@ -184,7 +184,7 @@ autoformalizer-eval: setup ## the nine metrics + report (CONFIG=configs/autoform
 	$(PY) -m autoformalizer.evaluate $(foreach c,$(or $(CONFIG),configs/autoformalizer/eval/default.yaml),--config $(c)) $(ARGS)
 
 bench-autoformalizer: setup ## unfused-MoE policy: bf16 vs NF4 memory, QLoRA vs QDoRA tokens/s, fused vs unfused forward
-	$(PY) -m leanloop.bench.autoformalizer
+	$(PY) -m bench.autoformalizer
 
 autoformalizer-retrieval: setup ## System B recall@8 on the shipped statements (CONFIG=configs/autoformalizer/eval/X.yaml)
 	$(PY) -m autoformalizer.evaluate_retrieval --config $(or $(CONFIG),configs/autoformalizer/eval/default.yaml)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from data.verifier.backends import BackendSettings
+from leanloop.lean.backends import BackendSettings
 
 from autoformalizer.adapters import AdapterConfig
 from autoformalizer.data import PairsConfig

@@ -3,7 +3,7 @@
 The program is the harness's header (imports and opens, never the model's) followed by the
 candidate's first declaration with its body replaced by ``by sorry`` (a body that already is
 ``sorry`` is kept verbatim, so recorded programs replay). It goes through the project's one
-acceptance policy, profile ``statement`` (``data.policy``: the hardened text prechecks with
+acceptance policy, profile ``statement`` (``leanloop.lean.policy``: the hardened text prechecks with
 ``sorry`` allowed, the harness heartbeat line, VALID iff Lean reports no error and no warning other
 than the sorry warning: the issue's "only the sorry warning allowed" is the profile's own rule), on
 any Verifier backend. No Lean verdict (replay without a recording, a timeout, a backend failure)
@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Sequence
 
-from data.policy import AcceptancePolicy
-from data.policy.policy import is_sorry_warning
-from data.verifier.types import Category, LeanBackend, LeanMessage, Outcome, VerifyRequest
-from data.verifier.verifier import Verifier
+from leanloop.lean.policy import AcceptancePolicy
+from leanloop.lean.policy.policy import is_sorry_warning
+from leanloop.lean.types import Category, LeanBackend, LeanMessage, Outcome, VerifyRequest
+from leanloop.lean.verifier import Verifier
 
 from autoformalizer.statements import find_declaration, mask
 

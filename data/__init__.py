@@ -1,2 +1,4 @@
-"""The data stage: the acceptance policy (``data.policy``), the Verifier and Lean backends
-(``data.verifier``), and the labelled-corpus build (``python -m data.build``)."""
+"""The data stage: label candidate proofs with Lean into a corpus (``python -m data.build``).
+
+The Lean library it uses (acceptance policy, Verifier, backends, stand-ins) is shared and lives in
+``leanloop.lean``."""

@@ -27,10 +27,10 @@ from typing import Any, Callable
 from data.config import BackendConfig, DataConfig
 from data.corpus import SPLITS, split_of, write_corpus
 from data.journal import JOURNAL, Journal, outcome_to_dict
-from data.policy import BENCHMARK_HEADER, AcceptancePolicy
+from leanloop.lean.policy import BENCHMARK_HEADER, AcceptancePolicy
 from data.reconcile import format_reconciliation, reconcile
 from data.sources import CandidateSet, load_candidates
-from data.verifier.types import Category, LeanBackend, LeanResponse, Outcome, VerifyRequest
+from leanloop.lean.types import Category, LeanBackend, LeanResponse, Outcome, VerifyRequest
 from leanloop.artifacts import Manifest, content_hash
 from leanloop.paths import artifacts_root, resolve_shared
 
@@ -38,9 +38,9 @@ STAGE = "data"
 
 
 def make_backend(config: BackendConfig) -> LeanBackend:
-    """The configured backend (``data.verifier.backends``; imported here because the local and
+    """The configured backend (``leanloop.lean.backends``; imported here because the local and
     kimina clients are only needed when a build actually uses them)."""
-    from data.verifier.backends import make_backend as factory
+    from leanloop.lean.backends import make_backend as factory
 
     return factory(config.kind, **config.options)
 
@@ -169,7 +169,7 @@ def verify(config: DataConfig, items: CandidateSet, journal: Journal, *, backend
     done = journal.load(fresh=config.fresh)
     pending = [c for c in items.candidates if c.id not in done]
     tap = VersionTap(backend if backend is not None else make_backend(config.backend))
-    from data.verifier.verifier import Verifier
+    from leanloop.lean.verifier import Verifier
 
     verifier = Verifier(tap, policy, concurrency=config.concurrency, timeout=config.timeout)
     requests = [VerifyRequest(program=c.program, name=c.name, statement=c.statement, header=c.header, id=c.id)

@@ -5,7 +5,7 @@
     leanloop verify PROGRAM.lean --backend replay [--profile ...] [--name NAME] [--statement S]
         -> {"category": ..., "label": ..., "messages": [...], "first_error": ..., "reasons": [...], ...}
 
-Without ``--header`` the benchmark header is the seed's miniF2F header (``data.policy.BENCHMARK_HEADER``).
+Without ``--header`` the benchmark header is the seed's miniF2F header (``leanloop.lean.policy.BENCHMARK_HEADER``).
 Without ``--name`` the target is the last theorem the program declares.
 """
 
@@ -37,7 +37,7 @@ def _read(path: str, what: str) -> str:
 def _target_name(program: str, given: str | None) -> str | None:
     if given:
         return given
-    from data.policy import mask
+    from leanloop.lean.policy import mask
 
     names = _LAST_THEOREM.findall(mask(program).text)
     return names[-1].removeprefix("_root_.") if names else None
@@ -53,8 +53,8 @@ def _fail(message: str) -> int:
 
 
 def precheck_command(args: argparse.Namespace) -> int:
-    from data.policy import BENCHMARK_HEADER, AcceptancePolicy
-    from data.policy import reasons as R
+    from leanloop.lean.policy import BENCHMARK_HEADER, AcceptancePolicy
+    from leanloop.lean.policy import reasons as R
 
     try:
         header = _read(args.header, "header") if args.header else BENCHMARK_HEADER
@@ -86,10 +86,10 @@ def _options(pairs: list[str]) -> dict:
 def verify_command(args: argparse.Namespace) -> int:
     from data.build import make_backend
     from data.config import BackendConfig
-    from data.policy import BENCHMARK_HEADER, AcceptancePolicy
-    from data.verifier.types import Category, Outcome, VerifyRequest
-    from data.verifier.verifier import Verifier
-    from data.policy import reasons as R
+    from leanloop.lean.policy import BENCHMARK_HEADER, AcceptancePolicy
+    from leanloop.lean.types import Category, Outcome, VerifyRequest
+    from leanloop.lean.verifier import Verifier
+    from leanloop.lean.policy import reasons as R
 
     try:
         header = _read(args.header, "header") if args.header else BENCHMARK_HEADER

@@ -68,7 +68,7 @@ class DataConfig:
     they supply the statement and header for rows that carry none (earlier files win)."""
     header: str | None = None
     """Benchmark header when neither the row nor a statement file gives one; None = the seed's
-    miniF2F header (data.policy.BENCHMARK_HEADER)."""
+    miniF2F header (leanloop.lean.policy.BENCHMARK_HEADER)."""
     profile: str = "collection"
     """Acceptance policy profile: ``collection`` (the seed's) or ``rl`` (hardened)."""
     backend: BackendConfig = field(default_factory=BackendConfig)

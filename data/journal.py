@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from data.verifier.types import Category, LeanMessage, Outcome, Position, TacticRecord
+from leanloop.lean.types import Category, LeanMessage, Outcome, Position, TacticRecord
 
 JOURNAL = "journal.jsonl"
 

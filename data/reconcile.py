@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
-from data.policy import reasons as R
+from leanloop.lean.policy import reasons as R
 from data.sources import CandidateSet
-from data.verifier.types import Category, Outcome
+from leanloop.lean.types import Category, Outcome
 
 _EXPECTED = {"pass": True, "fail": False, "system_error": False}
 

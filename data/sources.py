@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from data.config import DataConfig, SourceConfig
-from data.verifier.recordings import normalize_program
+from leanloop.lean.recordings import normalize_program
 from leanloop.paths import resolve_shared
 
 
@@ -29,7 +29,7 @@ class Candidate:
     source: str
     row: int  # 1-based row (line) number in the source file
     name: str
-    program: str  # normalized (data.verifier.recordings.normalize_program, the replay key)
+    program: str  # normalized (leanloop.lean.recordings.normalize_program, the replay key)
     header: str | None
     statement: str | None
     prover: str | None

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from data.verifier.types import Category, Outcome
-from data.verifier.verifier import Verifier
+from leanloop.lean.types import Category, Outcome
+from leanloop.lean.verifier import Verifier
 from rl.harness import Candidate
 from rl.hybrid import StepScores
 from rl.reward import CANCELLED

@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
-from data.verifier.types import Category
+from leanloop.lean.types import Category
 from rl.harness import RewardHarness, Stage
 from sft.evaluate import FAILURE, NO_PROGRAM, SUCCESS, StatementResult, pass_at_k_report
 from sft.passk import mean_pass_at_k

@@ -31,9 +31,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Sequence
 
-from data.policy import AcceptancePolicy, StatementError, mask, parse_statement
-from data.verifier.types import Category, LeanBackend, Outcome, VerifyRequest
-from data.verifier.verifier import Verifier
+from leanloop.lean.policy import AcceptancePolicy, StatementError, mask, parse_statement
+from leanloop.lean.types import Category, LeanBackend, Outcome, VerifyRequest
+from leanloop.lean.verifier import Verifier
 from sft.statements import Statement
 
 CHECKS = ("compile", "hypotheses", "negation", "triviality")

@@ -11,7 +11,7 @@ Hardening (RL-environment guide; the policy probes every hole):
   * ``continuation`` answers (raw provers that continue ``... := by``): the completion up to the
     first fence is the proof body.
   The program is ``trusted header + trusted context + helpers + trusted statement + body``.
-- The program then goes through the ``rl`` acceptance policy (``data.policy``): prechecks on the
+- The program then goes through the ``rl`` acceptance policy (``leanloop.lean.policy``): prechecks on the
   masked text (sorry in disguise, axioms, native_decide, implemented_by, options, notation/macros,
   a redeclared target...), the harness block that elaborates the trusted statement before any
   candidate code, the check theorem ``@name : expected`` and ``#print axioms`` read only from
@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Literal
 
-from data.policy import AcceptancePolicy, mask
-from data.policy.harness import Submission
-from data.verifier.types import Category, Outcome, VerifyRequest
+from leanloop.lean.policy import AcceptancePolicy, mask
+from leanloop.lean.policy.harness import Submission
+from leanloop.lean.types import Category, Outcome, VerifyRequest
 from sft.extract import last_lean_block
 from sft.statements import Statement
 
@@ -196,7 +196,7 @@ class HarnessCounts:
 
     @classmethod
     def of(cls, candidates: list[Candidate]) -> "HarnessCounts":
-        from data.policy.reasons import code_of
+        from leanloop.lean.policy.reasons import code_of
 
         counts = cls()
         for c in candidates:

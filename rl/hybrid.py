@@ -20,8 +20,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from data.verifier.types import Outcome
-from data.verifier.verifier import Verifier
+from leanloop.lean.types import Outcome
+from leanloop.lean.verifier import Verifier
 from leanloop.evaluator import Evaluator, Prediction, deadline_in
 from rl.harness import Candidate, Stage
 from rl.reward import Protocol, RewardRule, RolloutReward, Source, combine

@@ -20,7 +20,7 @@ import asyncio
 import math
 from typing import Callable
 
-from data.verifier.types import LeanBackend, LeanResponse, ResponseStatus
+from leanloop.lean.types import LeanBackend, LeanResponse, ResponseStatus
 
 DelayFn = Callable[[str, LeanResponse], float]
 

@@ -30,8 +30,8 @@ from typing import Any
 
 import lightning as L
 
-from data.policy import AcceptancePolicy
-from data.verifier.verifier import Verifier
+from leanloop.lean.policy import AcceptancePolicy
+from leanloop.lean.verifier import Verifier
 from leanloop.training.inputs import model_identity
 from leanloop.training.models import load_tokenizer
 from leanloop.training.module import set_torch_threads

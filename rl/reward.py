@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Literal
 
-from data.verifier.types import Category, Outcome
+from leanloop.lean.types import Category, Outcome
 from leanloop.evaluator import Prediction
 from rl.harness import Candidate, Stage
 

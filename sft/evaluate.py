@@ -24,7 +24,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from data.verifier.types import Category, Outcome, VerifyRequest
+from leanloop.lean.types import Category, Outcome, VerifyRequest
 from leanloop.artifacts import Manifest, read_manifest
 from leanloop.paths import artifacts_root
 from sft.config import EvaluateConfig, VerifierConfig, parse_config
@@ -59,8 +59,8 @@ def read_samples(folder: Path) -> tuple[dict, list[dict]]:
 
 
 def make_verifier(config: VerifierConfig):
-    from data.verifier.backends import make_backend
-    from data.verifier.verifier import Verifier
+    from leanloop.lean.backends import make_backend
+    from leanloop.lean.verifier import Verifier
 
     backend = make_backend(config.backend.kind, **config.backend.options)
     return Verifier(backend, config.profile, concurrency=config.concurrency,

@@ -2,7 +2,7 @@
 
 - :mod:`leanloop.traces.annotate`: ``annotate(program, messages, tactics)`` builds the reference trace;
 - ``parse_response``: raw REPL / Kimina / RL-Lean replies to the Verifier types (re-exported from
-  :mod:`data.verifier.replies`, the one adapter the Lean backends use too);
+  :mod:`leanloop.lean.replies`, the one adapter the Lean backends use too);
 - :mod:`leanloop.traces.parse`: complete blocks, the verdict rule, source preservation;
 - :mod:`leanloop.traces.hypotheses`: hypothesis deduplication of proof states;
 - :mod:`leanloop.traces.source`: program normalization and Lean-position mapping;
@@ -10,7 +10,7 @@
 - :mod:`leanloop.traces.cli`: ``leanloop trace annotate|verdict``.
 """
 
-from data.verifier.replies import parse_response
+from leanloop.lean.replies import parse_response
 from leanloop.traces.annotate import annotate, annotate_reply, annotate_response
 from leanloop.traces.parse import (FeedbackBlock, Verdict, extract_blocks, source_preservation, strip_feedback,
                                    trace_verdict)

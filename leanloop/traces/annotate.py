@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from data.verifier.replies import parse_response
-from data.verifier.types import LeanMessage, LeanResponse, ResponseStatus, TacticRecord
+from leanloop.lean.replies import parse_response
+from leanloop.lean.types import LeanMessage, LeanResponse, ResponseStatus, TacticRecord
 from leanloop.traces.hypotheses import HypothesisDictionary
 from leanloop.traces.parse import CLOSE_TAG, OPEN_TAG, STATE_HEADER
 from leanloop.traces.source import normalize_program

@@ -26,7 +26,7 @@ def _read_text(path: str, what: str) -> str:
 
 def _annotate(args: argparse.Namespace) -> int:
     from leanloop.traces.annotate import annotate_response
-    from data.verifier.replies import parse_response
+    from leanloop.lean.replies import parse_response
 
     program = _read_text(args.program, "program")
     try:

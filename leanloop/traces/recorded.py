@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from data.verifier.replies import results_program
+from leanloop.lean.replies import results_program
 
 REPL_FOLDERS = {
     "repl_tests_v4.9.0": "v4.9.0",

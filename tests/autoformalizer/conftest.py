@@ -20,7 +20,7 @@ def one_torch_thread():
 @pytest.fixture(scope="session")
 def replay_backend():
     """Real recorded Lean answers (REPL transcripts of v4.8 .. v4.33 and the Kimina replies)."""
-    from data.verifier.replay import ReplayBackend
+    from leanloop.lean.replay import ReplayBackend
 
     return ReplayBackend(["repl_io", "repl_all_versions"])
 

@@ -16,8 +16,8 @@ from autoformalizer.config import LeanCheckConfig, PolicyConfig
 from autoformalizer.data import END_OF_TURN, Pair
 from autoformalizer.grpo import AutoformalizerGRPOModule
 from autoformalizer.reward import GatedReward, RewardConfig, training_value
-from data.verifier.backends import BackendSettings
-from data.verifier.replay import ReplayBackendConfig
+from leanloop.lean.backends import BackendSettings
+from leanloop.lean.replay import ReplayBackendConfig
 from leanloop.paths import REPO_ROOT
 from rl.grpo import GRPOConfig, completion_logps
 from rl.rollout import GenerationConfig, Rollouts, completion_mask

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from data.policy.masking import mask
+from leanloop.lean.policy.masking import mask
 
 from autoformalizer.reward import GatedReward
 from autoformalizer.statements import canonicalize, faithfulness, find_declaration, well_formed

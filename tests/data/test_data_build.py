@@ -17,12 +17,12 @@ from data.build import build, fingerprint, make_backend, parse_config, verify
 from data.config import SourceConfig
 from data.corpus import SPLITS, load_corpus, split_of
 from data.journal import JOURNAL, Journal, JournalMismatch
-from data.policy import BENCHMARK_HEADER
-from data.policy import reasons as R
+from leanloop.lean.policy import BENCHMARK_HEADER
+from leanloop.lean.policy import reasons as R
 from data.reconcile import reconcile
 from data.sources import item_id, load_candidates
-from data.verifier.recordings import normalize_program
-from data.verifier.types import LeanBackend, LeanResponse
+from leanloop.lean.recordings import normalize_program
+from leanloop.lean.types import LeanBackend, LeanResponse
 from leanloop.paths import REPO_ROOT
 
 RL_LEAN = "candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz"

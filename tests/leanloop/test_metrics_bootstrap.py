@@ -14,7 +14,7 @@ from leanloop.metrics.verdicts import verdict_metrics
 
 @pytest.fixture(scope="module")
 def rl(shared_data):
-    from leanloop.bench.traces import rl_lean_predictions
+    from bench.traces import rl_lean_predictions
 
     rows = [row for row in rl_lean_predictions(shared_data, with_traces=False) if row["label"] is not None]
     return (np.asarray([int(r["label"]) for r in rows]), np.asarray([r["score"] for r in rows]),

@@ -64,7 +64,7 @@ def test_perfect_ranking_reaches_the_oracle_at_one():
 
 def test_pools_by_benchmark_run_problem(shared_data):
     """The real RL-Lean candidates: 9 rounds of 244 miniF2F problems pooled per problem."""
-    from leanloop.bench.traces import rl_lean_predictions
+    from bench.traces import rl_lean_predictions
 
     rows = [row for row in rl_lean_predictions(shared_data, with_traces=False) if row["label"] is not None]
     pools = build_pools([r["label"] for r in rows], [r["score"] for r in rows], [r["group"] for r in rows],

@@ -12,7 +12,7 @@ from leanloop.metrics.feedback import (FEEDBACK_METRICS, anchored_block_keys, bl
                                        feedback_scores, multiset_f1, trace_tokens)
 from leanloop.traces.annotate import annotate
 from leanloop.traces.recorded import iter_recorded
-from data.verifier.replies import parse_response
+from leanloop.lean.replies import parse_response
 
 WORDS = st.sampled_from(["x", "h₁", "⊢", "x + 0 = x", "exact h", "simp", "ℝ", "0 < a", "rfl", "(", "·"])
 SOURCE_LINE = st.lists(WORDS, min_size=0, max_size=4).map(lambda ws: " ".join(ws))

@@ -20,7 +20,7 @@ def predictions(shared_data, tmp_path_factory):
     """Two real, trivial evaluators on the candidates of 60 problems: the earlier-rounds pass rate,
     and the copy-the-input feedback baseline (its trace is the program: always "valid"). Rounds 0-2
     are the validation split."""
-    from leanloop.bench.traces import rl_lean_predictions
+    from bench.traces import rl_lean_predictions
 
     rows = rl_lean_predictions(shared_data)
     problems = sorted({row["group"] for row in rows})[:60]

@@ -128,7 +128,7 @@ def test_pr_points_end_at_full_recall():
 def test_on_real_rl_lean_labels(shared_data):
     """The earlier-rounds pass-rate evaluator on the 2,128 answered RL-Lean candidates, cross-checked
     with scikit-learn on real data."""
-    from leanloop.bench.traces import rl_lean_predictions
+    from bench.traces import rl_lean_predictions
 
     rows = [row for row in rl_lean_predictions(shared_data, with_traces=False) if row["label"] is not None]
     labels = [int(row["label"]) for row in rows]

@@ -11,9 +11,9 @@ from functools import cached_property
 
 import pytest
 
-from data.verifier.line_shift import detect_line_offset, header_line_counts
-from data.verifier.replies import parse_response
-from data.verifier.types import LeanResponse, ResponseStatus
+from leanloop.lean.line_shift import detect_line_offset, header_line_counts
+from leanloop.lean.replies import parse_response
+from leanloop.lean.types import LeanResponse, ResponseStatus
 from leanloop.traces.annotate import annotate, annotate_response, message_text
 from leanloop.traces.hypotheses import HypothesisDictionary, parse_state
 from leanloop.traces.parse import (STATE_HEADER, extract_blocks, parse_payload, source_preservation,

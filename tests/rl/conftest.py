@@ -37,7 +37,7 @@ def rl_rows(shared_data):
 
 @pytest.fixture(scope="session")
 def replay():
-    from data.verifier.replay import ReplayBackend
+    from leanloop.lean.replay import ReplayBackend
 
     backend = ReplayBackend(["rl_lean"])
     backend.index  # load once per session

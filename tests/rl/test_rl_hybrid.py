@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from data.verifier.verifier import Verifier
+from leanloop.lean.verifier import Verifier
 from rl.audit import AuditConfig, TimeoutAudit
 from rl.drift import DriftConfig, DriftMonitor
 from rl.harness import RewardHarness, Stage

@@ -18,10 +18,10 @@ from dataclasses import replace
 
 import pytest
 
-from data.policy import parse_axioms_reply
-from data.policy import reasons as R
-from data.verifier.types import Category, LeanMessage, LeanResponse, Position, ResponseStatus
-from data.verifier.verifier import Verifier
+from leanloop.lean.policy import parse_axioms_reply
+from leanloop.lean.policy import reasons as R
+from leanloop.lean.types import Category, LeanMessage, LeanResponse, Position, ResponseStatus
+from leanloop.lean.verifier import Verifier
 from leanloop.evaluator import Prediction
 from rl.harness import RewardHarness, Stage, extract_proof
 from rl.hybrid import RewardScorer

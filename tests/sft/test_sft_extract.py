@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from data.policy.masking import mask
+from leanloop.lean.policy.masking import mask
 from sft.extract import extract_program, last_lean_block
 from sft.statements import read_statements
 

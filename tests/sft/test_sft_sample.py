@@ -10,8 +10,8 @@ import pytest
 from data.build import build, parse_config
 from data.config import BackendConfig, DataConfig, SourceConfig
 from data.sources import load_candidates
-from data.verifier.recordings import normalize_program
-from data.verifier.replay import ReplayBackend
+from leanloop.lean.recordings import normalize_program
+from leanloop.lean.replay import ReplayBackend
 from leanloop.artifacts import content_hash
 from leanloop.paths import REPO_ROOT
 from leanloop.training.models import ModelSpec

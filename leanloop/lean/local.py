@@ -1,0 +1,348 @@
+"""``local``: a pool of lean-interact REPL workers on this machine.
+
+Each worker is one lean-interact ``AutoLeanServer`` (one Lean REPL process). A program's leading
+``import`` lines are its header: a worker elaborates each distinct header once and checks every
+program's body in that environment, so ``import Mathlib`` is paid once per worker, not per proof.
+The header environment lives in lean-interact's session cache, which re-creates it after any
+restart (timeout kill, crash, memory cap). Positions in replies are relative to the body; the header
+lines are added back so messages and tactic records point into the full program.
+
+Why not ``lean_interact.LeanServerPool``: it adds every command to its session cache (unbounded for
+millions of proofs) and does not say which REPL serves a request, so a cancelled request could not
+kill the process that is still working on it. This pool is a queue of idle ``AutoLeanServer``s.
+
+Failures come back as a status, never as an exception: lean-interact's own timeout (it kills the
+REPL) -> ``TIMEOUT``; a crash / broken pipe / unparsable reply -> the REPL is restarted and the
+program retried ``crash_retries`` times, then ``INFRA_ERROR``; a REPL-level refusal
+(``{"message": ...}``) -> ``INFRA_ERROR`` (``UNAVAILABLE`` when a stand-in says it has no recording).
+Cancelling ``run`` kills the worker's REPL so the worker is free again at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from leanloop.lean.line_shift import header_line_counts
+from leanloop.lean.replies import response_from_repl_reply
+from leanloop.lean.reply_rows import messages_from_json
+from leanloop.lean.types import LeanBackend, LeanResponse, ResponseStatus
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LocalBackendConfig:
+    """Options of the ``local`` backend (lean-interact). See README "Lean backends"."""
+
+    lean_version: str = "v4.15.0"  # Lean toolchain; the seed corpus's version
+    project_dir: str | None = None  # an existing Lean project with Mathlib built (its toolchain wins)
+    require_mathlib: bool = True  # without project_dir: a lean-interact temporary project requiring Mathlib
+    mathlib_rev: str | None = None  # Mathlib git revision for that project; default: the tag == lean_version
+    repl_path: str | None = None  # a local (already built) REPL checkout instead of lean-interact's download
+    build_repl: bool = True  # run `lake build` in the REPL checkout at start-up
+    lake_path: str = "lake"
+    cache_dir: str | None = None  # lean-interact's cache of REPL checkouts / temporary projects
+    workers: int = 1  # REPL processes (each holds its own copy of the imported environment)
+    timeout: float = 60.0  # per program, seconds, when run() is not given one
+    header_timeout: float = 600.0  # elaborating an import header (Mathlib takes a while on a cold cache)
+    memory_limit_mb: int | None = None  # hard cap per REPL process (RLIMIT_AS); None = no cap
+    max_process_memory: float = 0.8  # restart a REPL above this fraction of memory_limit_mb
+    max_total_memory: float = 0.8  # restart a REPL when the machine is above this fraction of memory
+    reuse_header: bool = True  # elaborate the import header once per worker
+    all_tactics: bool = True  # ask the REPL for tactic records (goals before each tactic)
+    crash_retries: int = 1  # re-runs of a program after its REPL crashed, before INFRA_ERROR
+    verbose: bool = False
+
+
+def split_header(program: str) -> tuple[str, str, int]:
+    """(header, body, lines before the body). The header is the leading ``import`` lines (blank
+    lines between them allowed), one import per line; the body is everything after, verbatim. A
+    program with no imports, or nothing but imports, has no header: it is compiled whole."""
+    lines = program.split("\n")
+    count = header_line_counts(program)[1]
+    imports = [line.strip() for line in lines[:count] if line.strip()]
+    body = "\n".join(lines[count:])
+    if not imports or not body.strip():
+        return "", program, 0
+    return "\n".join(imports), body, count
+
+
+def _version_tuple(version: str | None) -> tuple[int, ...]:
+    digits = []
+    for part in (version or "").lstrip("v").split("-")[0].split("."):
+        if not part.isdigit():
+            return ()
+        digits.append(int(part))
+    return tuple(digits)
+
+
+class _Worker:
+    """One REPL process; used by one thread at a time."""
+
+    def __init__(self, repl_config: Callable[[], Any], config: LocalBackendConfig):
+        self._repl_config = repl_config
+        self.config = config
+        self.server: Any = None
+        self.headers: dict[str, int] = {}  # header text -> lean-interact session-cache env id
+        self.busy = False
+        self.aborted = False  # set by abort(): the job in progress must not be retried
+
+    def kill(self) -> None:
+        """Stop the REPL from the worker's own thread (or when no job runs)."""
+        if self.server is not None:
+            try:
+                self.server.kill()
+            except Exception:  # already gone; kill is best effort by design
+                pass
+
+    def abort(self) -> None:
+        """Stop the REPL from another thread while a job may be blocked reading its reply.
+        ``LeanServer.kill`` would reset the server's process handle under that reading thread, so
+        this kills the process tree (``lake env`` and the ``repl`` it started) and lets the
+        blocked read see end of file; lean-interact then cleans up in the worker thread."""
+        self.aborted = True
+        process = getattr(self.server, "_proc", None)
+        if process is None:
+            return
+        import psutil
+
+        try:
+            parent = psutil.Process(process.pid)
+            for victim in [*parent.children(recursive=True), parent]:
+                victim.kill()
+        except psutil.Error:
+            pass
+
+    def pid(self) -> int | None:
+        process = getattr(self.server, "_proc", None) if self.server is not None else None
+        return process.pid if process is not None and process.poll() is None else None
+
+    def boot(self) -> LeanResponse | None:
+        """Start the REPL if there is none. A bad set-up raises (a config error, see README); a REPL
+        that will not start is an INFRA_ERROR response for the program at hand."""
+        if self.server is not None:
+            return None
+        from lean_interact import AutoLeanServer
+
+        repl_config = self._repl_config()
+        try:
+            self.server = AutoLeanServer(repl_config, max_total_memory=self.config.max_total_memory,
+                                         max_process_memory=self.config.max_process_memory)
+        except Exception as error:
+            return LeanResponse(ResponseStatus.INFRA_ERROR, lean_version=repl_config.lean_version,
+                                detail=f"the Lean REPL did not start: {type(error).__name__}: {str(error)[:500]}")
+        return None
+
+    def check(self, program: str, timeout: float) -> LeanResponse:
+        self.aborted = False
+        failed_boot = self.boot()
+        if failed_boot is not None:
+            return failed_boot
+        header, body, offset = split_header(program) if self.config.reuse_header else ("", program, 0)
+        version = self.server.lean_version
+        failures: list[str] = []
+        while True:
+            started = time.perf_counter()
+            try:
+                return self._compile(header, body, offset, timeout, version)
+            except TimeoutError as error:
+                return LeanResponse(ResponseStatus.TIMEOUT, time_s=time.perf_counter() - started,
+                                    detail=f"no reply within {timeout:g}s; the REPL was killed ({error})",
+                                    lean_version=version)
+            except _HeaderFailure as error:
+                return LeanResponse(ResponseStatus.INFRA_ERROR, detail=str(error), lean_version=version)
+            except MemoryError as error:  # AutoLeanServer gave up restarting under memory pressure
+                return LeanResponse(ResponseStatus.INFRA_ERROR, detail=f"out of memory: {error}", lean_version=version)
+            except Exception as error:  # crash, broken pipe, unparsable reply: restart and retry
+                failures.append(f"{type(error).__name__}: {str(error)[:300]}")
+                self.kill()  # a desynchronised REPL must not answer the next program
+                if self.aborted:
+                    return LeanResponse(ResponseStatus.INFRA_ERROR, detail="cancelled", lean_version=version)
+                if len(failures) > self.config.crash_retries:
+                    return LeanResponse(ResponseStatus.INFRA_ERROR, lean_version=version,
+                                        detail=f"Lean REPL failed {len(failures)} times: " + " | ".join(failures))
+                log.warning("Lean REPL failed (%s); restarting and retrying", failures[-1])
+
+    def _compile(self, header: str, body: str, offset: int, timeout: float, version: str | None) -> LeanResponse:
+        from lean_interact.interface import Command, LeanError
+
+        env = None
+        if header:
+            env = self.headers.get(header)
+            if env is None:
+                try:
+                    reply = self.server.run(Command(cmd=header), timeout=self.config.header_timeout,
+                                            add_to_session_cache=True)
+                except TimeoutError as error:
+                    raise _HeaderFailure(f"import header did not load within header_timeout="
+                                         f"{self.config.header_timeout:g}s: {error}") from error
+                if isinstance(reply, LeanError):
+                    return response_from_repl_reply({"message": reply.message}, lean_version=version)
+                messages = messages_from_json([m.model_dump(by_alias=True) for m in reply.messages])
+                if any(m.severity == "error" for m in messages):  # e.g. unknown module: Lean's own answer
+                    self.server.remove_from_session_cache(reply.env)
+                    return LeanResponse(ResponseStatus.OK, messages=messages, lean_version=version)
+                env = self.headers[header] = reply.env
+        started = time.perf_counter()
+        reply = self.server.run(Command(cmd=body, env=env, all_tactics=self.config.all_tactics or None),
+                                timeout=timeout)
+        elapsed = time.perf_counter() - started
+        if isinstance(reply, LeanError):
+            return response_from_repl_reply({"message": reply.message}, lean_version=version, time_s=elapsed)
+        return response_from_repl_reply(reply.model_dump(by_alias=True, exclude_none=True), line_offset=offset,
+                                        lean_version=version, time_s=elapsed)
+
+
+class _HeaderFailure(Exception):
+    """The import header itself could not be elaborated in time: infrastructure, not the program."""
+
+
+class LocalBackend(LeanBackend):
+    """lean-interact pool. ``LocalBackend(LocalBackendConfig(workers=8, timeout=60))``."""
+
+    name = "local"
+
+    def __init__(self, config: LocalBackendConfig | None = None, **options: Any):
+        if config is not None and options:
+            raise TypeError("give either a LocalBackendConfig or keyword options, not both")
+        self.config = config or LocalBackendConfig(**options)
+        if self.config.workers < 1:
+            raise ValueError(f"workers must be >= 1, got {self.config.workers}")
+        self._repl_config: Any = None
+        self._setup_lock = threading.Lock()
+        self._workers = [_Worker(self.repl_config, self.config) for _ in range(self.config.workers)]
+        self._executor = ThreadPoolExecutor(max_workers=self.config.workers, thread_name_prefix="lean-repl")
+        # Idle workers wait in a queue of the running event loop. Worker threads hand a worker back
+        # through `_release`, under `_pool_lock`, to whichever loop's queue is current.
+        self._pool_lock = threading.Lock()
+        self._idle: asyncio.Queue | None = None
+        self._idle_loop: asyncio.AbstractEventLoop | None = None
+
+    # -- set-up -----------------------------------------------------------------------------------
+    def repl_config(self) -> Any:
+        """The lean-interact ``LeanREPLConfig`` (built once: may fetch and build the REPL / Mathlib)."""
+        with self._setup_lock:
+            if self._repl_config is None:
+                self._repl_config = self._build_repl_config()
+        return self._repl_config
+
+    def _build_repl_config(self) -> Any:
+        from lean_interact import LeanREPLConfig, LocalProject, TempRequireProject
+        from lean_interact.project import LeanRequire
+
+        cfg = self.config
+        project = None
+        if cfg.project_dir:
+            project = LocalProject(directory=cfg.project_dir, lake_path=cfg.lake_path, auto_build=cfg.build_repl)
+        elif cfg.require_mathlib:
+            require: Any = "mathlib" if cfg.mathlib_rev is None else LeanRequire(
+                "mathlib", "https://github.com/leanprover-community/mathlib4.git", cfg.mathlib_rev)
+            project = TempRequireProject(lean_version=cfg.lean_version, require=require, lake_path=cfg.lake_path)
+        version = cfg.lean_version if project is None else None
+        options: dict[str, Any] = dict(
+            project=project, lean_version=version, lake_path=cfg.lake_path, build_repl=cfg.build_repl,
+            memory_hard_limit_mb=cfg.memory_limit_mb, verbose=cfg.verbose,
+            # Elab.async only exists from Lean v4.19; older REPLs must not be sent the option
+            enable_parallel_elaboration=_version_tuple(cfg.lean_version) >= (4, 19))
+        if cfg.repl_path:
+            options["local_repl_path"] = cfg.repl_path
+        if cfg.cache_dir:
+            options["cache_dir"] = cfg.cache_dir
+        try:
+            repl_config = LeanREPLConfig(**options)
+        except Exception as error:
+            raise RuntimeError(
+                f"could not set up lean-interact for Lean {cfg.lean_version} ({type(error).__name__}: {error}). "
+                "The local backend needs a Lean toolchain (elan + lake on PATH or lake_path) and, for Mathlib, "
+                "a project: see README 'Lean backends' (project_dir, repl_path, lean_version)") from error
+        if project is not None and cfg.lean_version and repl_config.lean_version != cfg.lean_version:
+            log.warning("Lean project uses %s, not the configured %s", repl_config.lean_version, cfg.lean_version)
+        return repl_config
+
+    async def start(self) -> None:
+        """Set up lean-interact and start every worker now rather than on the first programs."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self.repl_config)
+        failures = await asyncio.gather(*(loop.run_in_executor(self._executor, w.boot) for w in self._workers))
+        for failure in failures:
+            if failure is not None:
+                raise RuntimeError(failure.detail)
+
+    def worker_pids(self) -> list[int | None]:
+        """Process ids of the live REPLs (None for a worker with no process): for monitoring."""
+        return [worker.pid() for worker in self._workers]
+
+    # -- running ----------------------------------------------------------------------------------
+    def _queue(self) -> asyncio.Queue:
+        loop = asyncio.get_running_loop()
+        with self._pool_lock:
+            if self._idle is None or self._idle_loop is not loop:  # a queue belongs to one event loop
+                self._idle, self._idle_loop = asyncio.Queue(), loop
+                for worker in self._workers:
+                    if not worker.busy:
+                        self._idle.put_nowait(worker)
+            return self._idle
+
+    def _release(self, worker: _Worker) -> None:
+        """Called by the worker thread when its job ends (also after a cancelled run)."""
+        with self._pool_lock:
+            worker.busy = False
+            queue, loop = self._idle, self._idle_loop
+        if queue is not None and loop is not None:
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, worker)
+            except RuntimeError:  # that loop is closed; the next loop's queue takes idle workers
+                pass
+
+    def _job(self, worker: _Worker, program: str, timeout: float) -> LeanResponse:
+        try:
+            return worker.check(program, timeout)
+        finally:
+            self._release(worker)
+
+    def _watchdog(self, timeout: float) -> float:
+        # lean-interact enforces `timeout`; this only catches a REPL stuck where it has no timeout
+        # (re-elaborating a header after a restart), so it leaves room for that header.
+        return timeout + self.config.header_timeout + 30.0
+
+    async def run(self, program: str, timeout: float | None = None) -> LeanResponse:
+        timeout = self.config.timeout if timeout is None else float(timeout)
+        worker = await self._queue().get()
+        worker.busy = True
+        future = asyncio.get_running_loop().run_in_executor(self._executor, self._job, worker, program, timeout)
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), self._watchdog(timeout))
+        except TimeoutError:
+            worker.abort()
+            return LeanResponse(ResponseStatus.TIMEOUT, time_s=self._watchdog(timeout),
+                                detail="the REPL gave no reply and ignored its own timeout; killed by the watchdog")
+        except asyncio.CancelledError:
+            worker.abort()  # unblocks the worker thread (its read hits end of file); it then frees the worker
+            raise
+
+    async def aclose(self) -> None:
+        for worker in self._workers:
+            worker.kill()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def __del__(self) -> None:
+        for worker in getattr(self, "_workers", []):
+            worker.kill()
+
+
+def standin_config(directory: str | Path, **options: Any) -> LocalBackendConfig:
+    """A config that drives a stand-in REPL directory (``standins.repl.prepare_repl_dir``) through
+    lean-interact's real classes: its ``repl`` binary and ``lake`` shim, no Mathlib project."""
+    root = Path(directory)
+    return LocalBackendConfig(repl_path=str(root), lake_path=str(root / "lake"), build_repl=False,
+                              require_mathlib=False, **options)
+
+
+__all__ = ["LocalBackend", "LocalBackendConfig", "split_header", "standin_config"]

@@ -1,0 +1,298 @@
+"""The acceptance policy: ONE object that decides whether a program proves its statement.
+
+``data/`` (labels), ``rl/`` (rewards) and ``autoformalizer/`` (compile checks) all call this
+object; nothing re-implements a check. Two profiles:
+
+``collection`` — exactly the seed's procedure (Learning Lean Feedback, App. B), so corpus labels
+    match the recorded ones. Prechecks: length <= 262,144 characters; a theorem is declared;
+    no ``sorry admit axiom constant opaque unsafe`` outside comments/strings; the import block
+    equals the benchmark header's and no import comes later. Lean compiles the program verbatim
+    (so replay recordings, keyed by program text, answer it). VALID iff Lean answered, reported
+    no error and no "declaration uses 'sorry'" warning. No trailer, no axiom or statement check:
+    a program that proves a different statement, or hides an error with ``#guard_msgs``, passes
+    here as it passed in the seed; use ``rl`` where that matters.
+
+``rl`` — hardened for a policy that is optimised against it (RL environments guide). Everything
+    above, plus the rl prechecks in ``prechecks.rl_reasons`` (native_decide, compiler overrides,
+    kernel-check and other options, heartbeats set by the candidate, notation/macro/syntax,
+    metaprograms and ``#eval``, ``#exit``, ``#guard_msgs``, instances, a redeclared or missing
+    target, the harness's reserved names, unterminated comments, a header that is not verbatim).
+    Lean compiles the program with the harness block and trailer (``harness``): the harness sets
+    maxHeartbeats 800,000 and elaborates the trusted statement before the candidate's code.
+    VALID iff no error and no sorry warning anywhere, the check theorem compiled (the candidate's
+    ``<name>`` proves the trusted statement) and the ``#print axioms`` reply read from the trailer
+    line lists only propext / Classical.choice / Quot.sound. With no reply on the trailer line the
+    program is not accepted. When the backend has no answer for the composed program at all (the
+    replay backend: recordings never include our trailer), the verifier asks for the verbatim
+    program instead: recorded errors or sorry warnings make it INVALID (the text fails as written),
+    a clean recording makes it UNAVAILABLE with reason ``no_trailer_reply`` — never a guessed pass.
+
+``statement`` — does a formal statement type-check (``:= by sorry``)? The rl text rules except that
+    ``sorry`` is allowed; the harness heartbeat line; VALID iff Lean reports no error and no warning
+    other than the (expected) sorry warning: "only the sorry warning allowed", so a statement that
+    leans on a deprecated name or trips a linter does not count as clean. For the autoformalizer's
+    compile reward.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+
+from leanloop.lean.policy import reasons as R
+from leanloop.lean.policy.axioms import ALLOWED_AXIOMS, describe_axiom, parse_axioms_reply
+from leanloop.lean.policy.harness import StatementError, Submission, compose, parse_statement, verbatim
+from leanloop.lean.policy.prechecks import run_prechecks
+from leanloop.lean.types import (
+    Category,
+    LeanMessage,
+    LeanResponse,
+    Outcome,
+    Position,
+    ResponseStatus,
+    TacticRecord,
+    VerifyRequest,
+)
+
+MAX_CHARS = 262_144
+HARNESS_HEARTBEATS = 800_000
+# The header of the seed's benchmark (miniF2F as shipped by DeepSeek-Prover-V1.5 and used by the
+# RL-Lean and Kimina-Prover candidates in ../shared/data).
+BENCHMARK_HEADER = ("import Mathlib\nimport Aesop\n\nset_option maxHeartbeats 0\n\n"
+                    "open BigOperators Real Nat Topology Rat\n\n")
+
+_SORRY_WARNING = re.compile(r"declaration uses ['`]sorry['`]")
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    hardened: bool  # run the rl prechecks
+    heartbeats: int | None  # the harness's maxHeartbeats line; None: program compiled verbatim
+    statement_check: bool  # harness block with the trusted statement + #print axioms trailer
+    max_chars: int = MAX_CHARS
+    allowed_axioms: frozenset[str] = ALLOWED_AXIOMS
+    allow_sorry: bool = False  # `sorry` allowed in the text and its warning allowed from Lean
+    only_sorry_warning: bool = False  # any warning other than the sorry warning makes it INVALID
+
+
+COLLECTION = Profile("collection", hardened=False, heartbeats=None, statement_check=False)
+RL = Profile("rl", hardened=True, heartbeats=HARNESS_HEARTBEATS, statement_check=True)
+# Does a formal statement type-check (the autoformalizer's compile reward)? `:= by sorry` is the
+# expected proof: sorry and its warning are allowed, errors are not; the rl text rules still apply
+# (an autoformalization policy is optimised against this check too).
+STATEMENT = Profile("statement", hardened=True, heartbeats=HARNESS_HEARTBEATS, statement_check=False,
+                    allow_sorry=True, only_sorry_warning=True)
+PROFILES: dict[str, Profile] = {p.name: p for p in (COLLECTION, RL, STATEMENT)}
+
+
+@dataclass(frozen=True)
+class Precheck:
+    ok: bool
+    reasons: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "reasons": list(self.reasons)}
+
+
+def is_sorry_warning(message: LeanMessage) -> bool:
+    return message.severity == "warning" and bool(_SORRY_WARNING.search(message.data))
+
+
+def _first_error(messages: list[LeanMessage]) -> LeanMessage | None:
+    """Lean's first reported error (its order, as in RL-Lean's ``errors[0]``), not the one with the
+    smallest position: "unsolved goals" is reported after the tactic errors inside its block but
+    positioned at the block's start."""
+    return next((m for m in messages if m.severity == "error"), None)
+
+
+class AcceptancePolicy:
+    """Prechecks, the program Lean compiles, and the verdict from Lean's answer."""
+
+    def __init__(self, profile: str | Profile = "collection", *, header: str | None = BENCHMARK_HEADER,
+                 heartbeats: int | None | str = "profile", max_chars: int | None = None):
+        if isinstance(profile, str):
+            if profile not in PROFILES:
+                raise ValueError(f"unknown policy profile {profile!r}; choose one of {sorted(PROFILES)}")
+            profile = PROFILES[profile]
+        if heartbeats != "profile":
+            profile = replace(profile, heartbeats=heartbeats)  # type: ignore[arg-type]
+        if max_chars is not None:
+            profile = replace(profile, max_chars=max_chars)
+        self.profile = profile
+        self.header = header
+
+    @property
+    def name(self) -> str:
+        return self.profile.name
+
+    def __repr__(self) -> str:
+        return f"AcceptancePolicy(profile={self.profile.name!r}, heartbeats={self.profile.heartbeats})"
+
+    # -- before Lean -------------------------------------------------------------------------
+    def precheck(self, program: str, *, header: str | None = None, name: str | None = None) -> Precheck:
+        """Deterministic text checks; ``header`` defaults to the policy's benchmark header."""
+        reasons = run_prechecks(program, hardened=self.profile.hardened, max_chars=self.profile.max_chars,
+                                header=header if header is not None else self.header, name=name,
+                                allow_sorry=self.profile.allow_sorry)
+        return Precheck(not reasons, reasons)
+
+    def prepare(self, request: VerifyRequest) -> Submission | Outcome:
+        """The program Lean must compile, or the final outcome when Lean need not run."""
+        program = request.program
+        if not isinstance(program, str) or not program.strip():
+            return Outcome(Category.INPUT_ERROR, reasons=[R.reason(R.BAD_REQUEST, "empty program")])
+        if self.profile.statement_check and not (request.name and request.statement):
+            return Outcome(Category.INPUT_ERROR, reasons=[R.reason(
+                R.BAD_REQUEST, f"the {self.profile.name} profile needs the target name and the trusted "
+                "statement (VerifyRequest.name / .statement)")])
+        header = request.header if request.header is not None else self.header
+        check = self.precheck(program, header=header, name=request.name)
+        if not check.ok:
+            return Outcome(Category.PRECHECK_REJECTED, reasons=check.reasons)
+        signature = None
+        if self.profile.statement_check:
+            try:
+                signature = parse_statement(request.statement or "", request.name)
+            except StatementError as exc:
+                return Outcome(Category.INPUT_ERROR, reasons=[R.reason(R.TRUSTED_STATEMENT_ERROR, str(exc))])
+        if self.profile.heartbeats is None and signature is None:
+            return verbatim(program)
+        return compose(program, header=header, heartbeats=self.profile.heartbeats, signature=signature)
+
+    # -- after Lean --------------------------------------------------------------------------
+    def judge(self, request: VerifyRequest, submission: Submission, response: LeanResponse,
+              backend: str = "") -> Outcome:
+        """The outcome for Lean's answer to ``submission``."""
+        base = Outcome(Category.UNAVAILABLE, time_s=response.time_s, backend=backend)
+        no_answer = self._no_answer(response, base)
+        if no_answer is not None:
+            return no_answer
+        messages, tactics, harness_errors, trailer = self._split(submission, response)
+        base.messages, base.tactics = messages, tactics
+        if harness_errors:
+            base.category = Category.INPUT_ERROR
+            base.first_error = harness_errors[0].data
+            base.reasons = [R.reason(R.TRUSTED_STATEMENT_ERROR,
+                                     "the trusted statement did not elaborate under the header")]
+            return base
+        verdict = self._verdict_from_messages(messages, base, self.profile)
+        if verdict is not None:
+            return verdict
+        if not submission.trailer_line:
+            base.category = Category.VALID
+            return base
+        return self._judge_trailer(submission, trailer, base)
+
+    def judge_verbatim_fallback(self, request: VerifyRequest, response: LeanResponse,
+                                backend: str = "") -> Outcome:
+        """For profiles that compose (rl, statement): the backend had no answer for the composed
+        program (replay recordings never contain the harness lines); this is its answer for the
+        verbatim program. Errors (or a sorry warning) decide INVALID; nothing else can be decided."""
+        base = Outcome(Category.UNAVAILABLE, time_s=response.time_s, backend=backend)
+        no_answer = self._no_answer(response, base)
+        if no_answer is not None:
+            no_answer.reasons = [r if not r.startswith(R.NO_RECORDING) else R.reason(
+                R.NO_RECORDING, f"no recorded answer from {backend or 'the backend'}, with or without the "
+                "harness trailer") for r in no_answer.reasons]
+            return no_answer
+        base.messages, base.tactics = list(response.messages), list(response.tactics)
+        verdict = self._verdict_from_messages(base.messages, base, self.profile)
+        if verdict is not None:
+            return verdict
+        base.category = Category.UNAVAILABLE
+        base.reasons = [R.reason(R.NO_TRAILER_REPLY, f"{backend or 'the backend'} has a clean answer for the "
+                                 "program as written but none for it as the harness composes it (heartbeat line, "
+                                 "trusted statement, #print axioms trailer): the profile's checks cannot be "
+                                 "performed, so it is neither accepted nor rejected")]
+        return base
+
+    @staticmethod
+    def _no_answer(response: LeanResponse, base: Outcome) -> Outcome | None:
+        status = response.status
+        if status == ResponseStatus.OK:
+            return None
+        category, code = {
+            ResponseStatus.TIMEOUT: (Category.TIMEOUT, R.LEAN_TIMEOUT),
+            ResponseStatus.INFRA_ERROR: (Category.INFRA_ERROR, R.INFRA_FAILURE),
+            ResponseStatus.UNAVAILABLE: (Category.UNAVAILABLE, R.NO_RECORDING),
+        }[ResponseStatus(status)]
+        base.category = category
+        base.messages = list(response.messages)
+        base.reasons = [R.reason(code, response.detail)]
+        return base
+
+    @staticmethod
+    def _verdict_from_messages(messages: list[LeanMessage], base: Outcome, profile: Profile) -> Outcome | None:
+        """INVALID at the first message the profile does not allow (an error; the sorry warning unless
+        ``allow_sorry``; any other warning under ``only_sorry_warning``), else None."""
+        def invalid(message: LeanMessage, code: str, what: str) -> Outcome:
+            base.category = Category.INVALID
+            base.first_error = message.data
+            where = f" at line {message.pos.line}" if message.pos else ""
+            base.reasons = [R.reason(code, f"{what}{where}")]
+            return base
+
+        first = _first_error(messages)
+        if first is not None:
+            return invalid(first, R.LEAN_ERROR, "first error")
+        sorry = None if profile.allow_sorry else next((m for m in messages if is_sorry_warning(m)), None)
+        if sorry is not None:
+            return invalid(sorry, R.SORRY_WARNING, "declaration uses sorry")
+        if profile.only_sorry_warning:
+            other = next((m for m in messages if m.severity == "warning" and not is_sorry_warning(m)), None)
+            if other is not None:
+                return invalid(other, R.WARNING_NOT_ALLOWED, "warning other than sorry")
+        return None
+
+    @staticmethod
+    def _split(submission: Submission, response: LeanResponse):
+        """Candidate messages (positions mapped back), harness-block errors, trailer messages."""
+        if not submission.composed:
+            return list(response.messages), list(response.tactics), [], []
+        messages, harness_errors, trailer = [], [], []
+
+        def move(pos: Position | None) -> Position | None:
+            return None if pos is None else Position(submission.candidate_line(pos.line), pos.column)
+
+        for message in response.messages:
+            line = message.pos.line if message.pos else None
+            region = submission.region(line) if line is not None else "candidate"
+            if region == "trailer":
+                trailer.append(message)
+            elif region == "harness":
+                if message.severity == "error":
+                    harness_errors.append(message)
+            else:
+                messages.append(LeanMessage(message.severity, message.data, move(message.pos),
+                                            move(message.end_pos)))
+        tactics = [TacticRecord(t.tactic, t.goals, move(t.pos), move(t.end_pos))  # type: ignore[arg-type]
+                   for t in response.tactics if submission.region(t.pos.line) == "candidate"]
+        return messages, tactics, harness_errors, trailer
+
+    def _judge_trailer(self, submission: Submission, trailer: list[LeanMessage], base: Outcome) -> Outcome:
+        errors = [m for m in trailer if m.severity == "error"]
+        if errors:
+            base.category = Category.INVALID
+            base.first_error = errors[0].data
+            base.reasons = [R.reason(R.STATEMENT_MISMATCH, f"`{submission.check_name}` did not compile: the "
+                                     "candidate's declaration does not prove the trusted statement")]
+            return base
+        replies = [parse_axioms_reply(m.data) for m in trailer
+                   if m.pos is not None and m.pos.line == submission.axioms_line and m.severity == "info"]
+        replies = [r for r in replies if r is not None and (
+            r.name == submission.check_name or r.name.endswith("." + str(submission.check_name)))]
+        if len(replies) != 1:
+            base.category = Category.INVALID
+            base.reasons = [R.reason(R.TRAILER_REPLY_MISSING, f"{len(replies)} `#print axioms` replies on trailer "
+                                     f"line {submission.axioms_line}; acceptance requires exactly one")]
+            return base
+        bad = [a for a in replies[0].axioms if a not in self.profile.allowed_axioms]
+        if bad:
+            base.category = Category.INVALID
+            base.first_error = None
+            base.reasons = [R.reason(R.AXIOM_NOT_ALLOWED, describe_axiom(a)) for a in bad]
+            return base
+        base.category = Category.VALID
+        base.reasons = []
+        return base
