@@ -107,7 +107,7 @@ def evaluate(config: AutoformalizerConfig, run_dir: Path) -> AutoformalizerRepor
     from tqdm.auto import tqdm
 
     from autoformalizer.policy import build_policy, make_generate
-    from rl.rollout import GenerationConfig, TransformersRollout
+    from leanloop.grpo.rollout import GenerationConfig, TransformersRollout
 
     ev = config.evaluation
     if ev.threads is not None:

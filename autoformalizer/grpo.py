@@ -1,10 +1,10 @@
 """Stage 2: GRPO against the compiler, on the RL stage's machinery.
 
 One step: the step's informal statements (:class:`autoformalizer.data.AutoformalizerGRPOData`) are
-rendered with the fixed system prompt and sampled G times (``rl.rollout.TransformersRollout``); each
+rendered with the fixed system prompt and sampled G times (``leanloop.grpo.rollout.TransformersRollout``); each
 completion's statement is scored by the gated reward (:mod:`autoformalizer.reward`: well-formedness,
 then a ``:= by sorry`` type-check through the Verifier with the acceptance policy's ``statement``
-profile, then faithfulness to the reference); the update is ``rl.update.GRPOUpdate.grpo_update``, the
+profile, then faithfulness to the reference); the update is ``leanloop.grpo.update.GRPOUpdate.grpo_update``, the
 RL stage's own (group-normalised advantages, TRL's clipped objective and ``beta`` x KL to the policy
 with its adapter switched off, i.e. the Stage-1 policy this run starts from).
 
@@ -38,9 +38,9 @@ from autoformalizer.prompts import extract_statement
 from autoformalizer.reward import NO_VERDICT, GatedReward, RewardConfig, RewardResult, training_value
 from leanloop.training.module import set_torch_threads
 from leanloop.training.optim import OptimConfig, configure_optimizers
-from rl.grpo import GRPOConfig
-from rl.rollout import GenerationConfig, TransformersRollout
-from rl.update import GRPOUpdate, finite_stats
+from leanloop.grpo.objective import GRPOConfig
+from leanloop.grpo.rollout import GenerationConfig, TransformersRollout
+from leanloop.grpo.update import GRPOUpdate, finite_stats
 
 STEPS_FILE = "steps.jsonl"
 ROLLOUTS_FILE = "rollouts.jsonl"
@@ -58,7 +58,7 @@ class ScoredRollout:
 
 
 class AutoformalizerGRPOModule(PolicyRunHooks, GRPOUpdate, L.LightningModule):
-    # The RL stage's GRPO update (rl.update.GRPOUpdate), reused as is, not re-implemented: it reads
+    # The RL stage's GRPO update (leanloop.grpo.update.GRPOUpdate), reused as is, not re-implemented: it reads
     # self.grpo, self.generation, self.model, self.reference, the trainer's optimizer and scheduler,
     # and the ``.reward`` of each scored rollout.
 

@@ -103,7 +103,7 @@ def pass_at_n(samples: Sequence[Sequence[bool | None]], n: int) -> tuple[float |
     """Unbiased pass@n (Chen et al. 2021) averaged over problems, from each problem's sampled
     verdicts (None = no Lean verdict, dropped). Returns (value, problems used); problems with fewer
     than n verdicts cannot be estimated and are not used."""
-    from sft.passk import pass_at_k
+    from leanloop.prover.passk import pass_at_k
 
     usable = [(len(v), sum(v)) for v in ([x for x in s if x is not None] for s in samples) if len(v) >= n]
     if not usable:

@@ -106,7 +106,7 @@ def bench_scheduler(config: BenchConfig) -> dict:
 
 
 def _bench_problems(config: BenchConfig):
-    from sft.statements import read_statements
+    from leanloop.prover.statements import read_statements
 
     statements = read_statements("shared://statements/minif2f_deepseek_prover_v1.5.jsonl").select(splits=["valid"])
     return statements.statements[: config.problems]
@@ -144,7 +144,7 @@ def trl_step(config: BenchConfig, root: Path) -> dict:
     from rl.config import EvaluatorConfig
     from rl.evaluators import build_evaluator
     from rl.harness import RewardHarness, Stage
-    from sft.prompt import PromptConfig, render_prompt
+    from leanloop.prover.prompt import PromptConfig, render_prompt
 
     spec = ModelSpec("qwen3-tiny")
     tokenizer = load_tokenizer(spec)

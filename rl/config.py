@@ -20,11 +20,11 @@ from rl.curriculum import CurriculumConfig, ReplayConfig
 from rl.drift import DriftConfig
 from rl.evaluate import EvaluationConfig
 from rl.filters import FilterConfig
-from rl.grpo import GRPOConfig
+from leanloop.grpo.objective import GRPOConfig
 from rl.refresh import RefreshConfig
-from rl.rollout import GenerationConfig
+from leanloop.grpo.rollout import GenerationConfig
 from sft.config import StatementsConfig
-from sft.prompt import PromptConfig
+from leanloop.prover.prompt import PromptConfig
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 

@@ -1,7 +1,7 @@
 """The RL stage's data: trusted statements, their filter results, and the curriculum that picks
 each step's problems.
 
-Each training batch is the list of :class:`sft.statements.Statement` for one GRPO step
+Each training batch is the list of :class:`leanloop.prover.statements.Statement` for one GRPO step
 (``problems_per_step`` of them), drawn from the curriculum's active statements. The module reports
 each statement's results back to ``self.curriculum`` after the step. Evaluation statements
 (``eval_statements``) must be disjoint from the training statements by theorem; an overlap is an
@@ -21,7 +21,7 @@ from rl.config import CurriculumConfig, FilterConfig, LeanConfig, StatementsConf
 from rl.curriculum import ALWAYS_SOLVED, DROPPED, Curriculum
 from rl.filters import StatementFilters, summarize
 from sft.sample import load_statement_set
-from sft.statements import Statement
+from leanloop.prover.statements import Statement
 
 FILTERS_FILE = "filters.jsonl"
 

@@ -1,4 +1,4 @@
-"""pass@k of the RL policy through the hardened reward harness (unbiased estimator, sft.passk).
+"""pass@k of the RL policy through the hardened reward harness (unbiased estimator, leanloop.prover.passk).
 
 After training, each evaluation statement gets ``attempts`` sampled completions; each goes through
 the same harness as the rewards (trusted statement, ``rl`` policy) and Lean. As in
@@ -20,8 +20,8 @@ from typing import Any, Callable, Sequence
 from leanloop.lean.types import Category
 from rl.harness import RewardHarness, Stage
 from sft.evaluate import FAILURE, NO_PROGRAM, SUCCESS, StatementResult, pass_at_k_report
-from sft.passk import mean_pass_at_k
-from sft.statements import Statement
+from leanloop.prover.passk import mean_pass_at_k
+from leanloop.prover.statements import Statement
 
 
 @dataclass

@@ -14,7 +14,7 @@ and where no Lean answer exists the result is recorded as ``unavailable``, never
   formalisation may not mean what the informal problem says) and the answer in a hypothesis (the
   goal, or its equation, is already assumed).
 - a hook for LLM fidelity judges: ``judge: "module:function"`` called with the
-  :class:`sft.statements.Statement`, returning ``{"faithful": bool | None, "rationale": str}``;
+  :class:`leanloop.prover.statements.Statement`, returning ``{"faithful": bool | None, "rationale": str}``;
   none is configured by default and the record says so.
 
 Decision per statement: ``drop`` when Lean says the statement fails to compile, its hypotheses
@@ -34,7 +34,7 @@ from typing import Any, Callable, Literal, Sequence
 from leanloop.lean.policy import AcceptancePolicy, StatementError, mask, parse_statement
 from leanloop.lean.types import Category, LeanBackend, Outcome, VerifyRequest
 from leanloop.lean.verifier import Verifier
-from sft.statements import Statement
+from leanloop.prover.statements import Statement
 
 CHECKS = ("compile", "hypotheses", "negation", "triviality")
 

@@ -2,7 +2,7 @@
 
 Hardening (RL-environment guide; the policy probes every hole):
 - The statement, its header and its context (docstring, auxiliary definitions) come from the
-  dataset (:class:`sft.statements.Statement`), never from the completion. From the completion only
+  dataset (:class:`leanloop.prover.statements.Statement`), never from the completion. From the completion only
   the proof is taken:
   * ``code_block`` answers (chat provers): the LAST complete ```lean block. It must declare the
     target theorem; the text after that declaration's top-level ``:=`` is the proof body. Lemmas the
@@ -30,8 +30,8 @@ from typing import Literal
 from leanloop.lean.policy import AcceptancePolicy, mask
 from leanloop.lean.policy.harness import Submission
 from leanloop.lean.types import Category, Outcome, VerifyRequest
-from sft.extract import last_lean_block
-from sft.statements import Statement
+from leanloop.prover.extract import last_lean_block
+from leanloop.prover.statements import Statement
 
 Extraction = Literal["code_block", "continuation", "auto"]
 
@@ -146,7 +146,7 @@ def trusted_program(problem: Statement, proof: ProofBody) -> str:
     """Trusted header + context + helpers + trusted statement, then the completion's proof body."""
     statement = problem.statement.rstrip()
     if proof.method == "continuation":
-        # the statement ends in `:= by` (sft.statements guarantees it) and the body continues it
+        # the statement ends in `:= by` (leanloop.prover.statements guarantees it) and the body continues it
         return problem.header + problem.context + proof.helpers + statement + proof.body
     head = _ENDS_BY.sub("", statement).rstrip()
     return problem.header + problem.context + proof.helpers + head + " :=" + proof.body

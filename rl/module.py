@@ -3,11 +3,11 @@
 
 One training step:
 1. the step's problems (trusted statements from :class:`rl.data.RLData`'s curriculum) are rendered
-   as the sft run rendered them and G completions are sampled for each (:mod:`rl.rollout`);
+   as the sft run rendered them and G completions are sampled for each (:mod:`leanloop.grpo.rollout`);
 2. the harness turns each completion into the program Lean checks against the trusted statement
    (:mod:`rl.harness`); the scorer races Lean and the evaluator under the configured protocol
    (:mod:`rl.hybrid`, :mod:`rl.reward`);
-3. group-normalised advantages and TRL's clipped objective (+ beta KL) (:mod:`rl.grpo`);
+3. group-normalised advantages and TRL's clipped objective (+ beta KL) (:mod:`leanloop.grpo.objective`);
 4. afterwards: curriculum and replay buffer updates, timeout audit, drift monitor, evaluator refresh.
 
 Everything a step measures is logged (``train/*``, ``reward/*``, ``outcome/*``, ``lean/*``,
@@ -48,8 +48,8 @@ from rl.hybrid import RewardScorer, StepScores
 from rl.policy import build_policy, export_policy, resolve_base, unwrap
 from rl.refresh import EvaluatorRefresher, LabelBuffer
 from rl.reward import Protocol, RewardRule, RolloutReward, Source
-from rl.update import GRPOUpdate, finite_stats
-from sft.prompt import PromptConfig, render_prompt, stop_token
+from leanloop.grpo.update import GRPOUpdate, finite_stats
+from leanloop.prover.prompt import PromptConfig, render_prompt, stop_token
 
 STEPS_FILE = "steps.jsonl"
 DRIFT_FILE = "drift.jsonl"
@@ -109,11 +109,11 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         self.reference = built.reference
         stops = [stop_token(self.prompt, self.tokenizer), self.tokenizer.eos_token]
         if self.generation.backend == "vllm":
-            from rl.rollout import VLLMRollout
+            from leanloop.grpo.rollout import VLLMRollout
 
             self.rollout = VLLMRollout(self.tokenizer, self.generation, stops, self.base.weights_location())
         else:
-            from rl.rollout import TransformersRollout
+            from leanloop.grpo.rollout import TransformersRollout
 
             self.rollout = TransformersRollout(self.tokenizer, self.generation, stops)
         extraction = self.reward_config.extraction or ("code_block" if self.prompt.style == "chat" else "auto")

@@ -8,7 +8,7 @@
 - Reference policy for the KL term: none when ``beta == 0`` (nothing is loaded); with an adapter,
   the same weights with the adapter disabled (no second copy); otherwise a frozen copy of the
   starting weights.
-- Log-probabilities are computed by :func:`rl.grpo.completion_logps` (TRL's chunked log-prob
+- Log-probabilities are computed by :func:`leanloop.grpo.objective.completion_logps` (TRL's chunked log-prob
   kernel) at the sampling temperature, as TRL's GRPOTrainer computes them.
 """
 

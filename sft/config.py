@@ -13,7 +13,7 @@ from typing import Any, Literal
 from data.config import BackendConfig
 from leanloop.training.models import ModelSpec
 from sft.generation import SamplingConfig
-from sft.prompt import PromptConfig
+from leanloop.prover.prompt import PromptConfig
 
 
 @dataclass

@@ -8,7 +8,7 @@ Sources:
   theorem-disjoint from the corpus's evaluation split.
 
 Each program is split at its target theorem's ``:= by`` (:func:`sft.examples.split_program`); the
-prompt is rendered as raw text or through a chat template (:mod:`sft.prompt`), tokenized with
+prompt is rendered as raw text or through a chat template (:mod:`leanloop.prover.prompt`), tokenized with
 ``leanloop.training.packing.completion_example`` (prompt labels -100) and packed. Every program is
 accounted for in ``manifest_counts``: used, duplicate, held out, not splittable (with the reason),
 too long for ``max_length``.
@@ -38,7 +38,7 @@ from leanloop.training.packing import (
 )
 from sft.corpus import read_corpus, run_folder
 from sft.examples import SplitError, split_program, target_theorem
-from sft.prompt import PromptConfig, render_prompt, render_target
+from leanloop.prover.prompt import PromptConfig, render_prompt, render_target
 
 
 @dataclass

@@ -7,7 +7,7 @@ infra_error, unavailable, input_error) or ``no_program`` when nothing could be e
 completion. Only labelled attempts count as verified: valid is a success; invalid,
 precheck_rejected and no_program are failures (the last two decided without Lean, deterministically).
 timeout, infra_error, unavailable and input_error are NOT verified and never guessed: pass@k
-(unbiased estimator, :mod:`sft.passk`) is computed per statement over its verified attempts only,
+(unbiased estimator, :mod:`leanloop.prover.passk`) is computed per statement over its verified attempts only,
 for the statements with at least k of them; the report says how many attempts and statements were
 left out and why, and gives the range pass@k could take if the unverified attempts were all
 failures or all successes (bounds, not estimates).
@@ -29,7 +29,7 @@ from leanloop.artifacts import Manifest, read_manifest
 from leanloop.paths import artifacts_root
 from sft.config import EvaluateConfig, VerifierConfig, parse_config
 from sft.corpus import run_folder
-from sft.passk import mean_pass_at_k
+from leanloop.prover.passk import mean_pass_at_k
 
 STAGE = "sft_eval"
 NO_PROGRAM = "no_program"

@@ -2,7 +2,7 @@
 
 The split is done on the program itself, so the prompt is exactly the text the proof was written
 against (header, docstring, auxiliary declarations), in the same shape sampling uses
-(:attr:`sft.statements.Statement.prompt`). Comments and strings are masked first, so a ``:=`` in a
+(:attr:`leanloop.prover.statements.Statement.prompt`). Comments and strings are masked first, so a ``:=`` in a
 docstring cannot be mistaken for the statement's end.
 """
 

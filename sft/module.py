@@ -9,7 +9,7 @@ import torch
 from leanloop.training.models import ModelSpec
 from leanloop.training.module import HFModule
 from leanloop.training.optim import OptimConfig
-from sft.prompt import PromptConfig
+from leanloop.prover.prompt import PromptConfig
 
 
 class ProverSFTModule(HFModule):

@@ -30,9 +30,9 @@ from leanloop.artifacts import Manifest, content_hash, describe_input, read_mani
 from leanloop.paths import artifacts_root, resolve_shared
 from leanloop.training.models import ModelSpec
 from sft.config import SampleConfig, StatementsConfig, parse_config
-from sft.extract import extract_program
+from leanloop.prover.extract import extract_program
 from sft.generation import Attempt, SamplingConfig
-from sft.prompt import PromptConfig, render_prompt, stop_token
+from leanloop.prover.prompt import PromptConfig, render_prompt, stop_token
 from sft.shards import (
     ShardError,
     ShardFile,
@@ -41,7 +41,7 @@ from sft.shards import (
     shard_from_env,
     sharded_by_environment,
 )
-from sft.statements import Statement, read_statements
+from leanloop.prover.statements import Statement, read_statements
 
 STAGE = "sample"
 CANDIDATES = "candidates.jsonl"
@@ -108,7 +108,7 @@ def prover_name(identity: dict[str, str | None]) -> str:
 def candidate_rows(statement: Statement, attempts: list[Attempt], *, prover: dict, source: str,
                    sampling: SamplingConfig, keep_completion: bool,
                    allow_continuation: bool = True) -> list[dict]:
-    """One candidate row per attempt (``allow_continuation``: raw prompts, see sft.extract)."""
+    """One candidate row per attempt (``allow_continuation``: raw prompts, see leanloop.prover.extract)."""
     rows = []
     for index, attempt in enumerate(attempts):
         extraction = extract_program(attempt.text, statement.prompt, statement.header,

@@ -19,8 +19,8 @@ from autoformalizer.reward import GatedReward, RewardConfig, training_value
 from leanloop.lean.backends import BackendSettings
 from leanloop.lean.replay import ReplayBackendConfig
 from leanloop.paths import REPO_ROOT
-from rl.grpo import GRPOConfig, completion_logps
-from rl.rollout import GenerationConfig, Rollouts, completion_mask
+from leanloop.grpo.objective import GRPOConfig, completion_logps
+from leanloop.grpo.rollout import GenerationConfig, Rollouts, completion_mask
 
 # One problem and four completions whose statements Lean answered when the REPL tests were recorded
 # (or nobody recorded), so that a GRPO group holds every gate.

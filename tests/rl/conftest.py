@@ -24,7 +24,7 @@ def _one_thread():
 @pytest.fixture(scope="session")
 def dsp_statements():
     """miniF2F as DeepSeek-Prover ships it: the RL-Lean programs continue exactly these prompts."""
-    from sft.statements import read_statements
+    from leanloop.prover.statements import read_statements
 
     return {s.name: s for s in read_statements("shared://statements/minif2f_deepseek_prover_v1.5.jsonl").statements}
 

@@ -12,7 +12,7 @@ from leanloop.lean.verifier import Verifier
 from rl.filters import (
     FilterConfig, StatementFilters, decide, filter_programs, load_judge, risk_flags, split_binders, summarize,
 )
-from sft.statements import read_statements
+from leanloop.prover.statements import read_statements
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from rl.grpo import GRPOConfig, aggregate, group_advantages, per_token_loss
+from leanloop.grpo.objective import GRPOConfig, aggregate, group_advantages, per_token_loss
 
 
 def test_group_advantages_normalise_within_each_group():

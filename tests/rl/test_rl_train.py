@@ -82,9 +82,9 @@ def test_debug_fast_dev_run(artifacts):
 
 def test_reference_policy_only_when_needed():
     from rl.config import AdapterConfig, PolicyConfig
-    from rl.grpo import GRPOConfig
+    from leanloop.grpo.objective import GRPOConfig
     from rl.module import GRPOModule
-    from rl.rollout import GenerationConfig
+    from leanloop.grpo.rollout import GenerationConfig
 
     def module(beta: float, adapter: str) -> GRPOModule:
         return GRPOModule(policy=PolicyConfig(adapter=AdapterConfig(kind=adapter, r=2, alpha=4)),
@@ -126,7 +126,7 @@ def test_qlora_policy_trains_adapters_over_nf4_and_exports_a_merged_model(tmp_pa
 
     from leanloop.training.models import ModelSpec, load_tokenizer
     from rl.config import AdapterConfig, PolicyConfig
-    from rl.grpo import completion_logps
+    from leanloop.grpo.objective import completion_logps
     from rl.policy import build_policy, export_policy
 
     spec = ModelSpec("qwen3-tiny")

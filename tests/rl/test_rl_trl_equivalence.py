@@ -2,11 +2,11 @@
 
 TRL's own ``GRPOTrainer._compute_loss`` is called on a constructed batch (prompt/completion ids and
 masks, advantages, old and reference log-probabilities chosen so that the ratio is clipped on some
-tokens and the KL term is non-zero) and compared with ``rl.grpo``:
+tokens and the KL term is non-zero) and compared with ``leanloop.grpo.objective``:
 - per token: the gradient of the loss with respect to each completion token's log-probability
   (TRL's log-prob function is swapped for a leaf tensor, so both sides see the same values);
 - end to end: the loss and every parameter gradient through the tiny model's real forward pass
-  (TRL's fused LM head on TRL's side; ``rl.grpo.completion_logps`` on ours).
+  (TRL's fused LM head on TRL's side; ``leanloop.grpo.objective.completion_logps`` on ours).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import copy
 import pytest
 import torch
 
-from rl.grpo import GRPOConfig, aggregate, completion_logps, per_token_loss
+from leanloop.grpo.objective import GRPOConfig, aggregate, completion_logps, per_token_loss
 
 CASES = [
     dict(loss_type="grpo", beta=0.0),

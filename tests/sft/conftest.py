@@ -46,7 +46,7 @@ def tiny_generator(tiny_prover):
     end-of-turn token, so it serves raw and chat prompts)."""
     from leanloop.training.models import ModelSpec
     from sft.config import SampleConfig
-    from sft.prompt import PromptConfig
+    from leanloop.prover.prompt import PromptConfig
     from sft.sample import make_generator
 
     with one_thread():

@@ -15,11 +15,11 @@ from leanloop.training.models import ModelSpec
 from sft.config import EvaluateConfig, SampleConfig, StatementsConfig, VerifierConfig
 from sft.evaluate import evaluate
 from sft.generation import Attempt, SamplingConfig
-from sft.passk import pass_at_k
-from sft.prompt import PromptConfig
+from leanloop.prover.passk import pass_at_k
+from leanloop.prover.prompt import PromptConfig
 from sft.sample import candidate_rows, merge, sample_dir
 from sft.shards import ShardFile, ShardSpec
-from sft.statements import read_statements
+from leanloop.prover.statements import read_statements
 
 DSP = "shared://statements/minif2f_deepseek_prover_v1.5.jsonl"
 K = 4

@@ -10,8 +10,8 @@ import re
 import pytest
 
 from leanloop.lean.policy.masking import mask
-from sft.extract import extract_program, last_lean_block
-from sft.statements import read_statements
+from leanloop.prover.extract import extract_program, last_lean_block
+from leanloop.prover.statements import read_statements
 
 
 def _code(program: str) -> str:

@@ -14,7 +14,7 @@ from leanloop.training.models import load_tokenizer
 from leanloop.training.packing import IGNORE, PackedCollator, pack_examples
 from sft.data import ProofSource, ProverSFTData, read_proof_source
 from sft.examples import split_program, target_theorem
-from sft.prompt import CHATML_TEMPLATE, PromptConfig
+from leanloop.prover.prompt import CHATML_TEMPLATE, PromptConfig
 
 RL_LEAN = ProofSource(path="shared://candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz",
                       program_field="code", valid_field="verdict_pass")

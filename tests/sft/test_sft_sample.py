@@ -17,9 +17,9 @@ from leanloop.paths import REPO_ROOT
 from leanloop.training.models import ModelSpec
 from sft.config import SampleConfig, StatementsConfig
 from sft.generation import SamplingConfig, VLLMGenerator
-from sft.prompt import PromptConfig
+from leanloop.prover.prompt import PromptConfig
 from sft.sample import run
-from sft.statements import read_statements
+from leanloop.prover.statements import read_statements
 
 STATEMENTS = "shared://statements/minif2f_goedel_prover_v2_repaired.jsonl"
 

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from sft.examples import SplitError, split_program, target_theorem
-from sft.statements import StatementError, read_statements, split_statement
+from leanloop.prover.statements import StatementError, read_statements, split_statement
 
 SETS = ["minif2f_goedel_prover_v2_repaired.jsonl", "minif2f_deepseek_prover_v1.5.jsonl",
         "minif2f_yangky11_lean4.jsonl", "proofnet_deepseek_prover_v1.5.jsonl",

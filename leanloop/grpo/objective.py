@@ -181,7 +181,7 @@ def _head_scaling(config) -> tuple[float | None, float]:
     for name in ("logit_scale", "output_multiplier", "lm_head_multiplier", "logits_scaling"):
         if getattr(text, name, None) not in (None, 1, 1.0):
             raise NotImplementedError(f"{text.model_type} scales its logits ({name}={getattr(text, name)}); "
-                                      "rl.grpo.completion_logps supports unscaled LM heads only")
+                                      "leanloop.grpo.objective.completion_logps supports unscaled LM heads only")
     return getattr(text, "final_logit_softcapping", None), 1.0
 
 

@@ -1,10 +1,10 @@
 """The GRPO update of one step, shared by the RL stage and the autoformalizer's Stage 2.
 
 :class:`GRPOUpdate` is a mixin for a manual-optimization LightningModule that has ``self.grpo``
-(:class:`rl.config.GRPOConfig`: G, beta, loss type, clipping, iterations, micro-batches),
+(:class:`leanloop.grpo.objective.GRPOConfig`: G, beta, loss type, clipping, iterations, micro-batches),
 ``self.generation`` (temperature and ``max_new_tokens`` of the rollouts), ``self.model`` (the
 policy) and ``self.reference`` (the KL reference model, or None: the policy with its adapters
-switched off). Advantages, the per-token loss and its aggregation are :mod:`rl.grpo` (TRL's
+switched off). Advantages, the per-token loss and its aggregation are :mod:`leanloop.grpo.objective` (TRL's
 definitions, tested equal to TRL's loss); this class runs them over micro-batches with the trainer's
 optimizer and scheduler.
 """
@@ -12,12 +12,18 @@ optimizer and scheduler.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
-from rl.grpo import aggregate, clip_stats, completion_logps, group_advantages, per_token_loss
-from rl.reward import RolloutReward
+from leanloop.grpo.objective import aggregate, clip_stats, completion_logps, group_advantages, per_token_loss
+
+
+class ScoredRollout(Protocol):
+    """What the update reads of a rollout's reward (the RL stage's ``RolloutReward``, the
+    autoformalizer's gated reward): None = no reward, the rollout leaves its group's statistics."""
+
+    reward: float | None
 
 
 def finite_stats(stats: dict[str, Any]) -> dict[str, float]:
@@ -33,7 +39,7 @@ class GRPOUpdate:
         return completion_logps(model, input_ids[rows], attention_mask[rows], width, self.generation.temperature,
                                 compute_entropy=entropy)
 
-    def grpo_update(self, rollouts, rewards: list[RolloutReward]) -> dict[str, float]:
+    def grpo_update(self, rollouts, rewards: list[ScoredRollout]) -> dict[str, float]:
         """One GRPO update on a step's scored rollouts (``rewards[i].reward``: None = no reward, the
         rollout leaves its group's statistics); returns the step's training statistics."""
         g = self.grpo

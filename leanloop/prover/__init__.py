@@ -1,0 +1,2 @@
+"""The whole-proof prover's shared pieces: prompt, completion extraction, statement sets, pass@k.
+Used by sft (training, sampling, evaluation), rl, the autoformalizer, search and prm."""
