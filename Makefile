@@ -37,8 +37,8 @@ demo: setup ## the main job on the embedded default: every stage end to end, on 
 
 # --- data stage (issue: foundation) ---
 .PHONY: data bench-data
-data: setup ## label candidate proofs with Lean into a corpus (CONFIG=configs/data/X.yaml)
-	$(PY) -m data.build --config $(or $(CONFIG),configs/data/default.yaml)
+data: setup ## label candidate proofs with Lean into a corpus (CONFIG=configs/data/X.yaml [RUN=name] [ARGS="--fresh true"])
+	$(PY) -m data.build --config $(or $(CONFIG),configs/data/default.yaml) $(if $(RUN),--run $(RUN)) $(ARGS)
 
 bench-data: setup ## precheck / corpus / annotation / metric throughput
 	$(PY) -m bench.data

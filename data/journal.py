@@ -80,8 +80,8 @@ class Journal:
             if head.get("fingerprint") != self.fingerprint:
                 raise JournalMismatch(
                     f"{self.path} was written by a build with a different configuration (profile, backend, "
-                    "timeout, header or statements changed); resuming would mix verdicts. Use a new run name, "
-                    "or pass --fresh true to discard it.")
+                    "timeout, header or statements changed); resuming would mix verdicts. Use a new run name "
+                    "(--run NAME) or discard the earlier verdicts and start over (--fresh true).")
         for line in lines[1:]:
             row = json.loads(line)
             done[row["id"]] = (outcome_from_dict(row["outcome"]), row.get("lean_version"))
