@@ -181,8 +181,9 @@ class RealKiminaServer:
     started: the server process and every REPL worker the fake ``lake`` launched for it."""
 
     def __init__(self, repl_dir: Path, work_dir: Path, venv: Path = VENV, max_repls: int = 2,
-                 max_repl_uses: int = -1, log: Path | None = None):
+                 max_repl_uses: int = -1, api_key: str | None = None, log: Path | None = None):
         self.repl_dir, self.work_dir, self.venv = Path(repl_dir), Path(work_dir), Path(venv)
+        self.api_key = api_key
         self.max_repls, self.max_repl_uses = max_repls, max_repl_uses
         self.log_path = log or self.work_dir / "server.log"
         self.process: subprocess.Popen | None = None
@@ -215,6 +216,8 @@ class RealKiminaServer:
             "LEAN_SERVER_SKIP_VALIDATION": "1", "LEAN_SERVER_ENVIRONMENT": "prod",
             "LEAN_SERVER_LEAN_VERSION": LEAN_VERSION,
         }, self.venv)
+        if self.api_key:
+            env["LEAN_SERVER_API_KEY"] = self.api_key
         env["PATH"] = f"{self._fake_lake()}{os.pathsep}{env.get('PATH', '')}"
         self._log = open(self.log_path, "ab")
         self.process = subprocess.Popen([str(self.venv / "bin" / "kimina-ast-server")], cwd=clean, env=env,
