@@ -21,6 +21,9 @@ only when the *same request in the same recorded state* was recorded for this Le
 Anything else (no recording, pickles, ``path`` requests, unknown ids) is answered with
 ``{"message": "... no recorded Lean answer ..."}``: a REPL-level refusal that the backends map to
 UNAVAILABLE, never a verdict.
+The Kimina server's health check on a reused REPL (``{"cmd": "#eval 1", "env": 0, "gc": true}``)
+gets that refusal too: the server accepts any JSON reply, and a refusal creates no env or proof
+state, so the numbering of what follows is unchanged.
 
 Faults (config ``faults``), keyed on a substring of the request's ``cmd``/``tactic`` text:
 ``crash`` exits without replying (a segfault or OOM kill mid-command), ``hang`` never replies,

@@ -16,13 +16,11 @@ die and come back on the same port, and count the HTTP batches the client sends.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 
 import pytest
 
 from leanloop.lean.kimina import KiminaBackend, KiminaBackendConfig
-from leanloop.lean.replay import ReplayBackend
 from leanloop.lean.replies import NO_RECORDED_ANSWER
 from leanloop.lean.standins.real_kimina import RealKiminaServer, derive_repl_sessions, installed
 from leanloop.lean.standins.repl import prepare_repl_dir
@@ -34,17 +32,6 @@ pytestmark = pytest.mark.skipif(
 
 CRASH_PROBE = "theorem leanloop_crash_probe : 1 = 1 := rfl"  # the stand-in REPL dies on this command
 MAX_REPLS = 2
-
-
-@pytest.fixture(scope="module")
-def rows(shared_data):
-    with open(shared_data / "lean_repl" / "kimina_match_pairs.jsonl", encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle]
-
-
-@pytest.fixture(scope="module")
-def replay():
-    return ReplayBackend(["kimina_match"])
 
 
 @pytest.fixture(scope="session")
@@ -67,7 +54,9 @@ def real_server(recorded_repl):
 
 
 def _backend(url: str, **options) -> KiminaBackend:
-    settings = dict(url=url, timeout=1.0, http_slack_s=10.0, retries=1, backoff_s=0.05, batch_window_s=0.01)
+    # 3 s: the server's timeout covers a new REPL's start-up too (a loaded 2-core CI box); each
+    # recorded timeout costs this much
+    settings = dict(url=url, timeout=3.0, http_slack_s=10.0, retries=1, backoff_s=0.05, batch_window_s=0.01)
     settings.update(options)
     return KiminaBackend(KiminaBackendConfig(**settings))
 
@@ -103,19 +92,19 @@ def _settles(condition, seconds: float = 5.0) -> bool:
     return True
 
 
-def test_every_recorded_reply_through_the_real_server(real_server, rows, replay):
-    recorded = [r["code"] for r in rows]
+def test_every_recorded_reply_through_the_real_server(real_server, kimina_rows, kimina_replay):
+    recorded = [r["code"] for r in kimina_rows]
     unrecorded = "import Mathlib\nimport Aesop\n\ntheorem unrecorded_here : 3 = 3 := rfl\n"
     headerless = "theorem unrecorded_headerless : 3 = 3 := rfl\n"
     started_before = len(real_server.worker_pids())
     responses = asyncio.run(_run(real_server.url, recorded + [unrecorded, headerless], batch_size=8))
     assert len(responses) == len(recorded) + 2
-    timeouts = sum(bool(r["server_response"]["results"][0]["error"]) for r in rows)
+    timeouts = sum(bool(r["server_response"]["results"][0]["error"]) for r in kimina_rows)
     for program, response in zip(recorded, responses):
-        expected = replay.answer(program)
+        expected = kimina_replay.answer(program)
         assert _verdict(response) == _verdict(expected)
         if expected.status is ResponseStatus.TIMEOUT:  # decided by the server's own timeout, in its words
-            assert response.detail == "Lean REPL command timed out in 1.0 seconds"
+            assert response.detail == "Lean REPL command timed out in 3.0 seconds"
     assert sum(r.status is ResponseStatus.TIMEOUT for r in responses) == timeouts > 0
     assert sum(bool(r.messages) for r in responses) > 30  # real errors and warnings came through
     for response in responses[-2:]:
@@ -127,25 +116,25 @@ def test_every_recorded_reply_through_the_real_server(real_server, rows, replay)
     assert _settles(lambda: sum(map(_alive, real_server.worker_pids())) <= MAX_REPLS)  # the rest were ended
 
 
-def test_a_crashed_repl_is_replaced_and_nothing_else_is_lost(real_server, rows, replay):
+def test_a_crashed_repl_is_replaced_and_nothing_else_is_lost(real_server, kimina_rows, kimina_replay):
     header = "import Mathlib\nimport Aesop\n\n"
-    fine = [r["code"] for r in rows if not r["server_response"]["results"][0]["error"]][:4]
+    fine = [r["code"] for r in kimina_rows if not r["server_response"]["results"][0]["error"]][:4]
     before = set(real_server.worker_pids())
     responses = asyncio.run(_run(real_server.url, [header + CRASH_PROBE + "\n", *fine], batch_size=5))
     crashed = responses[0]
     assert crashed.status is ResponseStatus.INFRA_ERROR and "Snippet execution failed" in crashed.detail
-    assert [_verdict(r) for r in responses[1:]] == [_verdict(replay.answer(p)) for p in fine]
+    assert [_verdict(r) for r in responses[1:]] == [_verdict(kimina_replay.answer(p)) for p in fine]
     after = asyncio.run(_run(real_server.url, fine[:1]))  # the server still answers with fresh REPLs
-    assert _verdict(after[0]) == _verdict(replay.answer(fine[0]))
+    assert _verdict(after[0]) == _verdict(kimina_replay.answer(fine[0]))
     assert set(real_server.worker_pids()) - before  # a replacement REPL was started
 
 
-def test_api_key_is_checked_by_the_real_server(recorded_repl, rows, replay, monkeypatch):
+def test_api_key_is_checked_by_the_real_server(recorded_repl, kimina_rows, kimina_replay, monkeypatch):
     repl, root = recorded_repl
     server = RealKiminaServer(repl, root / "server_with_key", max_repls=1, api_key="s3cret")
     server.start()
     try:
-        program = next(r["code"] for r in rows if not r["server_response"]["results"][0]["error"])
+        program = next(r["code"] for r in kimina_rows if not r["server_response"]["results"][0]["error"])
         monkeypatch.delenv("LEAN_SERVER_API_KEY", raising=False)
         without = _backend(server.url)
 
@@ -162,5 +151,5 @@ def test_api_key_is_checked_by_the_real_server(recorded_repl, rows, replay, monk
         server.stop()
     assert missing[0].status is ResponseStatus.INFRA_ERROR and "401" in missing[0].detail
     assert without.requests_sent == 1  # an auth refusal is not retried
-    assert _verdict(ok[0]) == _verdict(replay.answer(program))
+    assert _verdict(ok[0]) == _verdict(kimina_replay.answer(program))
     assert server.worker_pids() and not any(map(_alive, server.worker_pids()))  # stop() ended what it started
