@@ -4,8 +4,8 @@ Splits are theorem-disjoint by *row name* (``data.corpus.split_of``), so a row w
 the theorem its program proves could put one program in train under its real name and in test
 under another. ``name_mismatch`` catches that before Lean runs (an ``input_error`` row).
 
-Full names follow Lean's rules as far as text shows them: ``namespace A.B`` ... ``end A.B`` (and
-``section`` / ``end``) scope declarations; ``theorem _root_.x`` is ``x`` whatever the namespace;
+Full names follow Lean's rules as far as text shows them: ``namespace A.B`` ... ``end A.B`` scope
+declarations (``section`` and ``mutual`` blocks also end with ``end`` but add no namespace); ``theorem _root_.x`` is ``x`` whatever the namespace;
 ``protected`` / ``private`` and attributes do not change the name; comments and string literals
 are masked first (``leanloop.lean.policy.mask``). Names in the harness's own namespace
 (``LeanloopHarness``) belong to the acceptance policy's harness, never to a candidate.
@@ -19,8 +19,8 @@ from leanloop.lean.policy import HARNESS_NAMESPACE, mask
 
 # `theorem NAME`, `lemma NAME`, `namespace A.B`, `section [S]`, `end [A.B]`, as whole words
 _SCOPE_OR_DECL = re.compile(
-    r"(?<![\w.'])(?:(theorem|lemma)\s+([^\s({\[⦃:]+)|(namespace)\s+([^\s]+)|(section)(?![\w.'])[ \t]*([^\s]*)"
-    r"|(end)(?![\w.'])[ \t]*([^\s]*))")
+    r"(?<![\w.'])(?:(theorem|lemma)\s+([^\s({\[⦃:]+)|(namespace)\s+([^\s]+)|(section|mutual)(?![\w.'])"
+    r"|(end)(?![\w.']))")
 
 
 def declared_theorems(program: str) -> list[str]:
@@ -38,9 +38,9 @@ def declared_theorems(program: str) -> list[str]:
                 names.append(".".join([*prefix, name]))
         elif m.group(3):
             scopes.append(("namespace", m.group(4).split(".")))
-        elif m.group(5):
-            scopes.append(("section", []))
-        elif scopes:  # `end`: closes the innermost scope (`end` of a `match`/`do` block has no scope open)
+        elif m.group(5):  # `section [S]` and `mutual` add no namespace but are closed by an `end`
+            scopes.append((m.group(5), []))
+        elif scopes:  # `end [A.B]`: closes the innermost scope
             scopes.pop()
     return names
 

@@ -204,7 +204,8 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
-def _nul_reason(fields: dict[str, str | None]) -> str | None:
+def nul_reason(fields: dict[str, str | None]) -> str | None:
+    """Why text with a NUL character is bad input (see the module docstring), or None."""
     for label, value in fields.items():
         at = value.find("\0") if value else -1
         if at >= 0:
@@ -281,7 +282,7 @@ def load_candidates(config: DataConfig, default_header: str) -> CandidateSet:
             if len(program) > config.max_input_chars:
                 fail(f"program is {len(program):,} characters, over the input limit of {config.max_input_chars:,}")
                 continue
-            nul = _nul_reason({"name": name, "program": program, "statement": statement, "header": header})
+            nul = nul_reason({"name": name, "program": program, "statement": statement, "header": header})
             if nul:
                 fail(nul, program)
                 continue

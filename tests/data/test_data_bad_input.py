@@ -63,11 +63,18 @@ end Foo.Bar
 noncomputable section
 @[simp] theorem d : "theorem in_a_string" = "theorem in_a_string" := rfl
 end
+namespace E
+mutual
+theorem e : True := trivial
+end
+lemma f : True := trivial
+end E
 theorem LeanloopHarness.check_x : True := trivial
 """
-    assert declared_theorems(program) == ["Foo.Bar.a", "Foo.Bar.b", "c", "d", "LeanloopHarness.check_x"]
+    assert declared_theorems(program) == ["Foo.Bar.a", "Foo.Bar.b", "c", "d", "E.e", "E.f",
+                                          "LeanloopHarness.check_x"]
     assert name_mismatch("Foo.Bar.a", program) is None and name_mismatch("_root_.c", program) is None
-    assert "declares `Foo.Bar.a`, `Foo.Bar.b`, `c`, `d`" in name_mismatch("a", program)
+    assert "declares `Foo.Bar.a`, `Foo.Bar.b`, `c`, `d`, `E.e` (+1 more)" in name_mismatch("a", program)
     # the harness's names are never a candidate's theorem, in a row name or in a program
     assert "reserved namespace" in name_mismatch("LeanloopHarness.check_x", program)
     assert "declares no theorem" in name_mismatch("x", "def x : Nat := 1\nexample : True := trivial\n")
@@ -189,3 +196,8 @@ def test_resuming_with_a_changed_config_is_one_line_and_exit_2(tmp_path, monkeyp
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith("data.build: ") and "--run NAME" in err and "--fresh true" in err
     assert journal.read_text().count("\n") == 1  # the earlier journal is untouched
+    # a journal damaged in the middle (not a torn last line, which is cut off) is refused the same way
+    journal.write_text(json.dumps({"journal": 1, "fingerprint": "x"}) + "\n{not json\n" + '{"id": "a"}\n')
+    code = main(["--config", DEBUG, "--config", str(layer), "--run", "changed"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "is damaged (JSONDecodeError" in err and "--fresh true" in err
