@@ -270,8 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         setup(Path(args.venv))
     except subprocess.CalledProcessError as exc:
-        print(f"[kimina] could not create {args.venv}: {exc} (the real-server tests will be skipped)",
-              file=sys.stderr)
+        print(f"[kimina] could not create {args.venv}: {exc}. It needs PyPI (or a mirror) once; without it "
+              "the real-server tests skip (run pytest directly).", file=sys.stderr)
         return 1
     return 0
 
