@@ -68,7 +68,7 @@ import json, sys
 from server.split import split_snippet  # the server's own split: the commands it really sends
 
 pairs, out, version = sys.argv[1], sys.argv[2], sys.argv[3]
-with open(pairs, encoding="utf-8") as rows, open(out, "w", encoding="utf-8") as sessions:
+with open(pairs, encoding="utf-8") as rows, open(out, "a", encoding="utf-8") as sessions:
     for line in rows:
         if not line.strip():
             continue
@@ -77,9 +77,10 @@ with open(pairs, encoding="utf-8") as rows, open(out, "w", encoding="utf-8") as 
         header, body = split_snippet(row["code"])
         reply = dict(result.get("response") or {})
         reply.pop("time", None)  # the server's own stopwatch, not the REPL's
-        if result.get("error") or not header.strip():
-            timed_out = bool(result.get("error"))
-            sessions.write(json.dumps({"kind": "timeout" if timed_out else "no_header", "body": body}) + "\n")
+        error = str(result.get("error") or "")
+        if error or not header.strip():
+            kind = ("timeout" if "timed out" in error else "other_error") if error else "no_header"
+            sessions.write(json.dumps({"kind": kind, "body": body}) + "\n")
             continue
         sessions.write(json.dumps({
             "kind": "session", "lean_toolchain": "leanprover/lean4:" + version, "test": row["id"],
@@ -141,10 +142,12 @@ def setup(venv: Path = VENV) -> Path:
 def derive_repl_sessions(out: Path, pairs: Iterable[str] = ("shared://lean_repl/kimina_match_pairs.jsonl",),
                          venv: Path = VENV) -> tuple[Path, list[str]]:
     """REPL sessions (``repl_io_pairs`` format) for the stand-in REPL, and the bodies whose recorded
-    reply is a timeout (to be answered by a ``hang`` fault). Header-less recordings are left out:
-    the server sends them without a header command, and the shipped ones all have one."""
+    reply is a timeout (to be answered by a ``hang`` fault). Left out: header-less recordings (the
+    server sends them without a header command; the shipped ones all have one) and other recorded
+    server errors (nothing at the REPL level reproduces them; the shipped ones are all timeouts)."""
     out = Path(out)
     sessions = out.with_suffix(".all.jsonl")
+    sessions.unlink(missing_ok=True)
     for path in pairs:
         subprocess.run([str(venv_python(venv)), "-c", _DERIVE, str(resolve_shared(path)), str(sessions), LEAN_VERSION],
                        check=True, env=_server_env({}, venv), cwd=tempfile.gettempdir())
