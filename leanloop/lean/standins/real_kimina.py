@@ -168,6 +168,7 @@ def derive_repl_sessions(out: Path, pairs: Iterable[str] = ("shared://lean_repl/
 def _server_env(settings: dict[str, str], venv: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LEAN_SERVER_", "PYTHON"))}
     env["PYTHONPATH"] = str(Path(venv) / "stubs")
+    env["PYTHONUNBUFFERED"] = "1"  # the log file is read while the server runs
     env.update(settings)
     return env
 

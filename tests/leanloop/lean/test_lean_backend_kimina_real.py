@@ -82,6 +82,11 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _reuses(server: RealKiminaServer) -> int:
+    """REPLs the server handed out again for the same header (health-checked first), from its log."""
+    return server.log_path.read_text(errors="replace").count("Reusing (started) REPL")
+
+
 def _settles(condition, seconds: float = 5.0) -> bool:
     """The server closes replaced REPLs in background tasks: give them a moment."""
     deadline = time.monotonic() + seconds
@@ -97,6 +102,7 @@ def test_every_recorded_reply_through_the_real_server(real_server, kimina_rows, 
     unrecorded = "import Mathlib\nimport Aesop\n\ntheorem unrecorded_here : 3 = 3 := rfl\n"
     headerless = "theorem unrecorded_headerless : 3 = 3 := rfl\n"
     started_before = len(real_server.worker_pids())
+    reused_before = _reuses(real_server)
     responses = asyncio.run(_run(real_server.url, recorded + [unrecorded, headerless], batch_size=8))
     assert len(responses) == len(recorded) + 2
     timeouts = sum(bool(r["server_response"]["results"][0]["error"]) for r in kimina_rows)
@@ -113,6 +119,7 @@ def test_every_recorded_reply_through_the_real_server(real_server, kimina_rows, 
     # header while MAX_REPLS are busy, costs the server a new one), and never more than MAX_REPLS live
     started = len(real_server.worker_pids()) - started_before
     assert timeouts <= started and 4 * started < len(responses)
+    assert _reuses(real_server) - reused_before >= len(recorded) // 2  # the server's own log says so
     assert _settles(lambda: sum(map(_alive, real_server.worker_pids())) <= MAX_REPLS)  # the rest were ended
 
 
