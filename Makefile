@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## create .venv and install leanloop with its pinned dependencies (idempotent)
 
-test: setup ## run the whole test suite offline (README's test command)
+test: setup kimina-venv ## run the whole test suite offline (README's test command)
 	$(PY) -m pytest -n 2 -q
 
 demo: setup ## the main job on the embedded default: every stage end to end, on CPU
@@ -35,10 +35,15 @@ demo: setup ## the main job on the embedded default: every stage end to end, on 
 	$(MAKE) rl
 # >>> demo chain (stages append their target to the demo recipe above as they land)
 
+# --- the real Kimina Lean Server for the tests: its own venv (Python >= 3.12, pinned FastAPI) ---
+.PHONY: kimina-venv
+kimina-venv: setup ## create .venv-kimina with the real kimina-ast-server for the Kimina tests (idempotent, instant when done)
+	$(PY) -m leanloop.lean.standins.real_kimina setup
+
 # --- data stage (issue: foundation) ---
 .PHONY: data bench-data
-data: setup ## label candidate proofs with Lean into a corpus (CONFIG=configs/data/X.yaml)
-	$(PY) -m data.build --config $(or $(CONFIG),configs/data/default.yaml)
+data: setup ## label candidate proofs with Lean into a corpus (CONFIG=configs/data/X.yaml [RUN=name] [ARGS="--fresh true"])
+	$(PY) -m data.build --config $(or $(CONFIG),configs/data/default.yaml) $(if $(RUN),--run $(RUN)) $(ARGS)
 
 bench-data: setup ## precheck / corpus / annotation / metric throughput
 	$(PY) -m bench.data

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from data.config import BackendConfig, DataConfig
 from data.corpus import SPLITS, split_of, write_corpus
-from data.journal import JOURNAL, Journal, outcome_to_dict
+from data.journal import JOURNAL, Journal, JournalMismatch, outcome_to_dict
 from leanloop.lean.policy import BENCHMARK_HEADER, AcceptancePolicy
 from data.reconcile import format_reconciliation, reconcile
 from data.sources import CandidateSet, load_candidates
@@ -294,7 +294,11 @@ def main(argv: list[str] | None = None) -> int:
     if not config.sources:
         print("data.build: the config names no sources (e.g. --config configs/data/default.yaml)", file=sys.stderr)
         return 2
-    build(config)
+    try:
+        build(config)
+    except JournalMismatch as exc:  # a user decision, not a crash: one line, and how to proceed
+        print(f"data.build: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -29,9 +29,15 @@ def _read(path: str, what: str) -> str:
     if not file.is_file():
         raise FileNotFoundError(f"{what} {path}: no such file")
     try:
-        return file.read_bytes().decode("utf-8")
+        text = file.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _InputProblem(f"{what} {path} is not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
+    from data.sources import nul_reason
+
+    nul = nul_reason({what: text})  # refused before Lean, as in the corpus build (data/README.md)
+    if nul:
+        raise _InputProblem(f"{path}: {nul}")
+    return text
 
 
 def _target_name(program: str, given: str | None) -> str | None:

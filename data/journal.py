@@ -74,16 +74,21 @@ class Journal:
         if len(complete) != len(data):
             with open(self.path, "r+b") as handle:
                 handle.truncate(len(complete))
-        lines = complete.decode("utf-8").splitlines()
-        if lines:
-            head = json.loads(lines[0])
-            if head.get("fingerprint") != self.fingerprint:
+        try:
+            lines = complete.decode("utf-8").splitlines()
+            rows = [json.loads(line) for line in lines]
+        except ValueError as exc:  # not UTF-8 / not JSON: damaged outside a torn last line
+            raise JournalMismatch(f"{self.path} is damaged ({type(exc).__name__}: {exc}); its verdicts cannot be "
+                                  "trusted. Use a new run name (--run NAME) or discard them and start over "
+                                  "(--fresh true).") from exc
+        if rows:
+            head = rows[0]
+            if not isinstance(head, dict) or head.get("fingerprint") != self.fingerprint:
                 raise JournalMismatch(
                     f"{self.path} was written by a build with a different configuration (profile, backend, "
-                    "timeout, header or statements changed); resuming would mix verdicts. Use a new run name, "
-                    "or pass --fresh true to discard it.")
-        for line in lines[1:]:
-            row = json.loads(line)
+                    "timeout, header or statements changed); resuming would mix verdicts. Use a new run name "
+                    "(--run NAME) or discard the earlier verdicts and start over (--fresh true).")
+        for row in rows[1:]:
             done[row["id"]] = (outcome_from_dict(row["outcome"]), row.get("lean_version"))
         return done
 

@@ -4,7 +4,13 @@ Every input row ends up in exactly one place, so counts always add up:
 - a ``Candidate`` (the first time a (name, program) pair is seen),
 - a ``Duplicate`` of an earlier candidate (same theorem name, same normalized program), or
 - an ``InputRowError`` with the reason (not UTF-8, malformed JSON, not an object, empty or
-  missing fields, a proof body without a statement to join it to, an over-long program).
+  missing fields, a proof body without a statement to join it to, an over-long program, a NUL
+  character, a name that is not the theorem the program declares, the rest of a file that cannot
+  be read: a truncated gzip or a corrupt parquet file).
+
+A NUL character (U+0000) in a name, program, statement or header is bad input, not a candidate:
+no Lean source contains one (it marks binary or corrupted data), no recording says what Lean or
+its REPL would make of it, and the dedup key joins name and program with NUL.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from data.config import DataConfig, SourceConfig
+from data.names import name_mismatch
 from leanloop.lean.recordings import normalize_program
 from leanloop.paths import resolve_shared
 
@@ -135,16 +142,40 @@ def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
             yield number, raw
 
 
+def _parquet_rows(path: Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
+    """Rows of a parquet file, one row group at a time, so a corrupt row group costs only its own
+    rows: each becomes a row error (the footer says how many there were) and reading goes on. A
+    file whose footer is unreadable (truncated, not parquet) is one row error."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def why(exc: Exception) -> str:
+        return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+
+    try:
+        parquet = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as exc:
+        yield 1, f"{path.name} is not a readable parquet file ({why(exc)})"
+        return
+    number = 0
+    for group in range(parquet.num_row_groups):
+        size, read = parquet.metadata.row_group(group).num_rows, 0
+        try:
+            for batch in parquet.iter_batches(row_groups=[group]):
+                for row in batch.to_pylist():
+                    number, read = number + 1, read + 1
+                    yield number, row
+        except (pa.ArrowException, OSError) as exc:
+            reason = f"{path.name}: row group {group} unreadable ({why(exc)})"
+            for _ in range(max(1, size - read)):
+                number += 1
+                yield number, reason
+
+
 def _rows(source: SourceConfig, path: Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
     """(row number, row dict) or (row number, reason the row is unreadable)."""
     if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        number = 0
-        for batch in pq.ParquetFile(path).iter_batches():
-            for row in batch.to_pylist():
-                number += 1
-                yield number, row
+        yield from _parquet_rows(path)
         return
     number = 0
     try:
@@ -166,11 +197,23 @@ def _rows(source: SourceConfig, path: Path) -> Iterator[tuple[int, dict[str, Any
                 continue
             yield number, row
     except (EOFError, OSError, zlib.error) as exc:  # truncated or corrupt gzip: keep what was read
-        yield number + 1, f"file unreadable after row {number} ({type(exc).__name__}: {exc})"
+        yield number + 1, f"{path.name} unreadable after row {number} ({type(exc).__name__}: {exc})"
 
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
+
+
+def nul_reason(fields: dict[str, str | None]) -> str | None:
+    """Why text with a NUL character is bad input (see the module docstring), or None."""
+    for label, value in fields.items():
+        at = value.find("\0") if value else -1
+        if at >= 0:
+            line = value.count("\n", 0, at) + 1
+            column = at - (value.rfind("\n", 0, at) + 1)
+            return (f"a NUL character (U+0000) in the {label} at line {line}, column {column}: not Lean source "
+                    "text (binary or corrupted data)")
+    return None
 
 
 def _recorded(source: SourceConfig, row: dict[str, Any]) -> str | None:
@@ -238,6 +281,15 @@ def load_candidates(config: DataConfig, default_header: str) -> CandidateSet:
                 continue
             if len(program) > config.max_input_chars:
                 fail(f"program is {len(program):,} characters, over the input limit of {config.max_input_chars:,}")
+                continue
+            nul = nul_reason({"name": name, "program": program, "statement": statement, "header": header})
+            if nul:
+                fail(nul, program)
+                continue
+            # splits are keyed on the name: a mislabeled row would carry its program into another split
+            mismatch = name_mismatch(name, program)
+            if mismatch:
+                fail(mismatch, program)
                 continue
             program = normalize_program(program)
             identifier = item_id(name, program)

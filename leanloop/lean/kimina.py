@@ -20,6 +20,15 @@ Concurrent ``run`` calls are gathered into batches (``batch_size``, waiting at m
 fails, or its HTTP deadline passes (one stuck program holds the whole batch), its programs are sent
 one by one so only the culprit is lost: a program whose own request times out is ``TIMEOUT``,
 one that keeps failing is ``INFRA_ERROR``. Every program gets exactly one response.
+
+Why plain HTTP and not the official client (``kimina-client`` 0.2.1): it cannot live in this venv.
+Its pydantic models use ``typing.TypedDict``, which pydantic refuses below Python 3.12 (this project
+runs 3.11), and it installs the same top-level ``kimina_client`` package as the server's
+``kimina-ast-client``. Its ``check(list)`` batches a list it is handed and retries failed
+requests (any non-2xx, a 401 included), but the Verifier calls ``run(program)`` concurrently, one
+program at a time: gathering those calls into batches, cancelling abandoned ones and isolating the
+one stuck program of a batch is this module's job either way. The tests drive this client against
+the real server (``leanloop.lean.standins.real_kimina``), so the wire format is the server's own.
 """
 
 from __future__ import annotations

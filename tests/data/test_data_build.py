@@ -204,7 +204,7 @@ def test_bad_input_rows(tmp_path, monkeypatch, backend, rl_rows, shared_data, ca
         json.dumps({"name": "not_a_minif2f_name", "proof": "  simp"}).encode(),                # 7 no statement
         json.dumps({"name": failing["name"], "statement": statement, "proof": body}).encode(),  # 8 rebuilt
         json.dumps({"name": "huge", "code": good["code"] + "\n-- " + "x" * 1_100_000}).encode(),  # 9 input limit
-        json.dumps({"name": "long", "code": good["code"] + "\n-- " + "x" * 300_000}).encode(),    # 10 policy limit
+        json.dumps({"name": good["name"], "code": good["code"] + "\n-- " + "x" * 300_000}).encode(),  # 10 policy limit
         json.dumps({"name": good["name"], "code": good["code"] + "\n\n"}).encode(),            # 11 duplicate
         json.dumps({"name": "x", "code": 5}).encode(),                                         # 12 not text
     ]

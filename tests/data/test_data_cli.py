@@ -39,6 +39,7 @@ def programs(shared_data, tmp_path_factory):
         "sorry": valid["code"].replace("linarith", "sorry", 1),
         "native": valid["code"].replace("linarith", "native_decide", 1),
         "unrecorded": valid["code"] + "\n-- an edit nobody compiled",
+        "nul": valid["code"].replace("linarith", "lin\0arith", 1),
     }
     paths = {}
     for key, text in files.items():
@@ -81,6 +82,9 @@ def test_verify_contract(programs):
     assert leanloop("verify", str(paths["sorry"]), "--backend", "replay")[1]["category"] == "precheck_rejected"
     code, body = leanloop("verify", str(paths["unrecorded"]), "--backend", "replay")
     assert code == 0 and body["category"] == "unavailable" and body["label"] is None and body["messages"] == []
+    code, body = leanloop("verify", str(paths["nul"]), "--backend", "replay")  # never sent to Lean
+    assert code == 0 and body["category"] == "input_error" and "NUL character (U+0000) in the program" in \
+        body["reasons"][0]
 
 
 def test_missing_file_is_a_usage_error(tmp_path):

@@ -15,11 +15,15 @@ only when the *same request in the same recorded state* was recorded for this Le
 - env and proofState ids are this process's own counters, numbered as the REPL numbers them (envs
   and proof states in creation order), and substituted into the recorded reply;
 - ``incrementality`` is ignored (the REPL documents it as reuse of elaboration snapshots, invisible in
-  the reply) and false boolean options equal absent ones; every other field must match.
+  the reply), so is the Kimina server's ``gc`` (see ``_IGNORED_FIELDS``), and false boolean options
+  equal absent ones; every other field must match.
 
 Anything else (no recording, pickles, ``path`` requests, unknown ids) is answered with
 ``{"message": "... no recorded Lean answer ..."}``: a REPL-level refusal that the backends map to
 UNAVAILABLE, never a verdict.
+The Kimina server's health check on a reused REPL (``{"cmd": "#eval 1", "env": 0, "gc": true}``)
+gets that refusal too: the server accepts any JSON reply, and a refusal creates no env or proof
+state, so the numbering of what follows is unchanged.
 
 Faults (config ``faults``), keyed on a substring of the request's ``cmd``/``tactic`` text:
 ``crash`` exits without replying (a segfault or OOM kill mid-command), ``hang`` never replies,
@@ -40,7 +44,10 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 NO_RECORDED_ANSWER = "no recorded Lean answer"  # equals leanloop.lean.replies.NO_RECORDED_ANSWER
-_IGNORED_FIELDS = {"env", "proofState", "incrementality"}
+# `gc`: the Kimina server sends `"gc": true` with every command after a REPL's first; its client
+# models say a reply may then lack `env` (the environment is not kept), nothing else: what Lean
+# elaborates, and so the reply's messages, is the same with or without it
+_IGNORED_FIELDS = {"env", "proofState", "incrementality", "gc"}
 
 
 # --- loading recorded sessions -------------------------------------------------------------------

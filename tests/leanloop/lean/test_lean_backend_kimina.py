@@ -1,32 +1,23 @@
-"""KiminaBackend (aiohttp) against the stand-in Kimina server replaying the recorded /verify replies.
+"""KiminaBackend (aiohttp) against the home-made stand-in Kimina server replaying the recorded
+/verify replies: only where the real server (test_lean_backend_kimina_real.py) cannot go. The
+stand-in counts the HTTP batches the client sends, and on demand drops a connection mid-batch,
+answers 429/500, hangs a request, dies and comes back on the same port; the real server does none
+of that on request. Everything Lean-side (verdicts, header reuse, timeouts, REPL restarts, API
+keys) is tested against the real server.
 
-Expected answers are the recorded replies, read independently through the replay backend: the HTTP
-path and the replay path must agree on every recorded program.
+Expected answers are the recorded replies, read independently through the replay backend.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 
 from leanloop.lean.kimina import KiminaBackend, KiminaBackendConfig
-from leanloop.lean.replay import ReplayBackend
 from leanloop.lean.replies import NO_RECORDED_ANSWER
 from leanloop.lean.standins.kimina_server import KiminaStandIn
 from leanloop.lean.types import ResponseStatus
-
-
-@pytest.fixture(scope="module")
-def rows(shared_data):
-    with open(shared_data / "lean_repl" / "kimina_match_pairs.jsonl", encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle]
-
-
-@pytest.fixture(scope="module")
-def replay():
-    return ReplayBackend(["kimina_match"])
 
 
 def _fast(url: str, **options) -> KiminaBackend:
@@ -45,23 +36,23 @@ async def _serve_and_run(server: KiminaStandIn, programs, concurrency=16, **opti
         await server.stop()
 
 
-def test_every_recorded_reply_matches_the_replay_path(rows, replay):
-    programs = [r["code"] for r in rows] + ["theorem unrecorded_here : 3 = 3 := rfl"]
+def test_every_recorded_reply_matches_the_replay_path(kimina_rows, kimina_replay):
+    programs = [r["code"] for r in kimina_rows] + ["theorem unrecorded_here : 3 = 3 := rfl"]
     server = KiminaStandIn()
     responses, backend = asyncio.run(_serve_and_run(server, programs, concurrency=32, batch_size=8))
     assert len(responses) == len(programs)
     for program, response in zip(programs[:-1], responses[:-1]):
-        assert response == replay.answer(program)
+        assert response == kimina_replay.answer(program)
     timeouts = [r for r in responses if r.status is ResponseStatus.TIMEOUT]
-    assert len(timeouts) == sum(bool(r["server_response"]["results"][0]["error"]) for r in rows)
+    assert len(timeouts) == sum(bool(r["server_response"]["results"][0]["error"]) for r in kimina_rows)
     assert responses[-1].status is ResponseStatus.UNAVAILABLE and NO_RECORDED_ANSWER in responses[-1].detail
     # concurrent runs were batched, never above batch_size, nothing sent twice
     assert max(server.batch_sizes) <= 8 and sum(server.batch_sizes) == len(programs)
     assert len(server.batch_sizes) < len(programs) and backend.requests_sent == len(server.batch_sizes)
 
 
-def test_faults_mid_batch_lose_nothing(rows, replay):
-    recorded = [r["code"] for r in rows if not r["server_response"]["results"][0]["error"]][:12]
+def test_faults_mid_batch_lose_nothing(kimina_rows, kimina_replay):
+    recorded = [r["code"] for r in kimina_rows if not r["server_response"]["results"][0]["error"]][:12]
     dropped, refused, stuck = recorded[1], recorded[5], recorded[8]
     unknown = "theorem unrecorded_here : 3 = 3 := rfl"
     programs = recorded + [unknown]
@@ -74,14 +65,14 @@ def test_faults_mid_batch_lose_nothing(rows, replay):
     assert by_program[stuck].status is ResponseStatus.TIMEOUT
     for program in recorded:
         if program != stuck:  # retried (drop, 429) or split out of the stuck batch: Lean's answer
-            assert by_program[program] == replay.answer(program)
+            assert by_program[program] == kimina_replay.answer(program)
     assert by_program[unknown].status is ResponseStatus.UNAVAILABLE
     # the drop and the 429 were re-sent, and the stuck batch was split into single programs
     assert len(server.batch_sizes) > -(-len(programs) // 3) + 2 and 1 in server.batch_sizes
 
 
-def test_server_restart_is_ridden_out_and_a_dead_server_is_infra_error(rows, replay):
-    programs = [r["code"] for r in rows[:6]]
+def test_server_restart_is_ridden_out_and_a_dead_server_is_infra_error(kimina_rows, kimina_replay):
+    programs = [r["code"] for r in kimina_rows[:6]]
 
     async def scenario():
         first = KiminaStandIn()
@@ -101,35 +92,13 @@ def test_server_restart_is_ridden_out_and_a_dead_server_is_infra_error(rows, rep
         return answered, dead
 
     answered, dead = asyncio.run(scenario())
-    assert answered == [replay.answer(p) for p in programs]
+    assert answered == [kimina_replay.answer(p) for p in programs]
     assert [r.status for r in dead] == [ResponseStatus.INFRA_ERROR] * 2
     assert all("talking to" in r.detail for r in dead)
 
 
-def test_api_key_header(rows, replay, monkeypatch):
-    program = rows[2]["code"]
-
-    async def scenario():
-        server = KiminaStandIn(api_key="s3cret")
-        url = await server.start()
-        without = _fast(url)
-        missing = await without.run_many([program, rows[3]["code"]])
-        await without.aclose()
-        monkeypatch.setenv("LEAN_SERVER_API_KEY", "s3cret")
-        from_env = _fast(url)
-        ok = await from_env.run(program)
-        await from_env.aclose()
-        await server.stop()
-        return missing, without.requests_sent, ok
-
-    missing, sent, ok = asyncio.run(scenario())
-    assert all(r.status is ResponseStatus.INFRA_ERROR and "401" in r.detail for r in missing)
-    assert sent == 1  # an auth refusal is not retried
-    assert ok == replay.answer(program)
-
-
-def test_cancel_abandons_the_request_and_the_backend_stays_usable(rows, replay):
-    stuck, fine = rows[0]["code"], rows[2]["code"]
+def test_cancel_abandons_the_request_and_the_backend_stays_usable(kimina_rows, kimina_replay):
+    stuck, fine = kimina_rows[0]["code"], kimina_rows[2]["code"]
 
     async def scenario():
         server = KiminaStandIn(faults=[{"when": stuck, "action": "hang"}])
@@ -147,7 +116,7 @@ def test_cancel_abandons_the_request_and_the_backend_stays_usable(rows, replay):
         return after, in_flight
 
     after, in_flight = asyncio.run(scenario())
-    assert after == replay.answer(fine)
+    assert after == kimina_replay.answer(fine)
     assert in_flight == 0  # the abandoned HTTP request was cancelled, not left waiting for 30 s
 
 
