@@ -1,9 +1,9 @@
-"""Cluster resource profiles: ``cluster/profiles/<name>.yaml``, typed by :class:`ClusterProfile`.
+"""Cluster resource profiles: ``configs/cluster/<name>.yaml``, typed by :class:`ClusterProfile`.
 
 A profile says where and with what a job runs (partition, nodes, GPUs per node, CPUs, memory,
 time, account, QoS, array size). It never says *what* is trained: that stays in the stage's
-config. Profiles live beside this module rather than under ``configs/`` because ``configs/<x>/``
-folders are per stage and are parsed against stage signatures.
+config. ``configs/cluster/`` is not a stage's config folder: its files are parsed here, against
+:class:`ClusterProfile`, and tested in tests/cluster.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Literal
 from cluster.command import render_value
 from leanloop.paths import REPO_ROOT
 
-PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
+PROFILES_DIR = REPO_ROOT / "configs" / "cluster"
 DEFAULT_PROFILE = PROFILES_DIR / "local.yaml"
 
 
@@ -123,7 +123,7 @@ def profile_parser(exit_on_error: bool = True):
 
 
 def load_profile(path: str | Path | None = None, **changes: Any) -> ClusterProfile:
-    """Read and validate a profile file (default: ``cluster/profiles/local.yaml``)."""
+    """Read and validate a profile file (default: ``configs/cluster/local.yaml``)."""
     from jsonargparse import ArgumentError
 
     path = Path(path) if path is not None else DEFAULT_PROFILE

@@ -3,7 +3,7 @@
 Sends one stage run to SLURM through submitit (``make submit STAGE=... CONFIG=...``). The job runs
 the stage's own entry point, ``python -m <stage>.train`` with the same configs and overrides, so a
 run submitted here and a run started by hand produce the same ``artifacts/<stage>/<run>/``. The
-resources come from a cluster profile (``--profile cluster/profiles/gpu8.yaml``; fields can be
+resources come from a cluster profile (``--profile configs/cluster/gpu8.yaml``; fields can be
 changed inline, ``--profile.time_min 30``). Without ``srun`` on PATH the job runs as a local
 process. Job scripts and logs: ``artifacts/<stage>/<run>/slurm/``.
 

@@ -5,7 +5,7 @@ A sweep file (typed by :class:`SweepConfig`) names a stage, its base config(s), 
 ablation). Every run gets a deterministic name built from the sweep name and its override values,
 so rerunning a sweep skips the runs whose ``artifacts/<stage>/<run>/manifest.json`` exists and
 runs only the rest. Runs execute the stage's own entry point, one after another here, or through
-``cluster.submit`` (``--executor submit --profile cluster/profiles/gpu1.yaml``). At the end a table
+``cluster.submit`` (``--executor submit --profile configs/cluster/gpu1.yaml``). At the end a table
 of final metrics is printed and written to ``artifacts/sweeps/<name>/sweep_summary.csv`` with a
 plot of the sweep's metric per run.
 """
@@ -67,7 +67,7 @@ class SweepConfig:
     mode: Literal["min", "max"] = "min"
     executor: Literal["local", "submit"] = "local"
     profile: str | None = None
-    """Cluster profile for ``executor: submit`` (default ``cluster/profiles/local.yaml``)."""
+    """Cluster profile for ``executor: submit`` (default ``configs/cluster/local.yaml``)."""
 
 
 @dataclass
