@@ -47,13 +47,13 @@ def test_every_shipped_profile_loads_and_validates():
 
 def test_multinode_profile_gives_one_task_per_gpu_and_matching_trainer_options():
     profile = load_profile(PROFILES_DIR / "gpu8x2.yaml")
-    assert profile.tasks_per_node == profile.gpus_per_node == 8
+    assert profile.tasks_per_node() == profile.gpus_per_node == 8
     assert profile.trainer_overrides() == {"trainer.accelerator": "gpu", "trainer.devices": 8,
                                            "trainer.num_nodes": 2}
     local = load_profile(PROFILES_DIR / "local.yaml")
-    assert local.tasks_per_node == 1 and local.trainer_overrides() == {}
+    assert local.tasks_per_node() == 1 and local.trainer_overrides() == {}
     sharded = load_profile(PROFILES_DIR / "array8.yaml")
-    assert sharded.tasks_per_node == 1 and sharded.trainer_overrides() == {}  # shards use GPUs themselves
+    assert sharded.tasks_per_node(cpu_processes=2) == 1 and sharded.trainer_overrides() == {}  # shards use GPUs themselves
 
 
 @pytest.mark.parametrize("changes, message", [
