@@ -58,10 +58,10 @@ submit: setup ## send one stage run to SLURM via submitit, local process without
 		$(foreach c,$(or $(CONFIG),$(error set CONFIG=configs/<stage>/X.yaml)),--config $(c)) \
 		--profile $(or $(PROFILE),configs/cluster/local.yaml) $(if $(RUN),--run $(RUN)) $(ARGS)
 
-probe: setup ## check that ranks train in sync under a strategy (STRATEGY=ddp_cpu|ddp|zero2|zero3 [PROFILE=...])
+probe: setup ## check that ranks train in sync under a strategy (STRATEGY=ddp_cpu|ddp|zero2|zero3 [PROFILE=...] [ARGS="--wait yes"])
 	$(PY) -m cluster.submit --stage probe --entry cluster.probe \
 		--config configs/strategy/$(or $(STRATEGY),ddp_cpu).yaml \
-		--profile $(or $(PROFILE),configs/cluster/local.yaml) --log.wandb false
+		--profile $(or $(PROFILE),configs/cluster/local.yaml) --log.wandb false $(ARGS)
 
 # --- pretrain stage ---
 # make pretrain -> artifacts/pretrain/default/final (~3 CPU minutes); it holds out the valid/test

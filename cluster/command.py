@@ -12,8 +12,11 @@ import importlib.util
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -210,6 +213,24 @@ def _for_repo_root(config: str | Path) -> str:
     raise CommandError(f"config file {config} not found (relative paths start at {REPO_ROOT})")
 
 
+@contextmanager
+def _slurm_ending():
+    """Inside a SLURM job, a list that gets an entry when SLURM sends SIGTERM (else always empty)."""
+    received: list[int] = []
+    if "SLURM_JOB_ID" not in os.environ:
+        yield received
+        return
+    try:
+        previous = signal.signal(signal.SIGTERM, lambda signum, frame: received.append(signum))
+    except ValueError:  # not the main thread: leave signals to whoever owns them
+        yield received
+        return
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 @dataclass
 class StageCommand:
     """What a submitit job executes: the stage's command line as a child process.
@@ -247,7 +268,15 @@ class StageCommand:
             print(f"requeued (restart {restarts}): resuming from {checkpoint}", flush=True)
             argv += ["--ckpt_path", str(checkpoint)]
         print("running:", " ".join(argv), flush=True)
-        code = subprocess.run(argv, cwd=self.cwd, env=env, check=False).returncode
+        with _slurm_ending() as ending:
+            code = subprocess.run(argv, cwd=self.cwd, env=env, check=False).returncode
+        if ending:
+            # SLURM cancels, times out and requeues a job alike: SIGTERM, then SIGKILL after its
+            # KillWait. Returning would record a failed result that a requeued run has not earned
+            # (and a cancel as a crash): wait for the SIGKILL instead, leaving SLURM's state to speak
+            print(f"SLURM is ending job {os.environ.get('SLURM_JOB_ID')}; not recording a result", flush=True)
+            while True:
+                time.sleep(60)
         if code != 0:
             raise RuntimeError(
                 f"{' '.join(argv[1:4])} ... exited with status {code}; its output is in this job's "

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,8 +72,13 @@ class Submission:
                 errors.append(f"job {job.job_id} {killed}; logs: {job.paths.stdout} and {job.paths.stderr}")
                 continue
             try:
-                manifest = job.result() or manifest
+                # one result per SLURM task (a rank of a multi-task job); rank zero's holds the manifest
+                manifest = next((result for result in job.results() if result), manifest)
             except RuntimeError as error:  # submitit's FailedJobError / UncompletedJobError
+                if SUBMITIT_TIMED_OUT in str(error):
+                    errors.append(f"job {job.job_id} {self.ended_as('TIMEOUT')} (submitit stopped it on SLURM's "
+                                  f"warning signal); logs: {job.paths.stdout} and {job.paths.stderr}")
+                    continue
                 errors.append(f"job {job.job_id}: {failure_line(error, job.paths.stderr)}; full log: "
                               f"{job.paths.stderr} (output: {job.paths.stdout})")
         if errors:
@@ -85,15 +91,21 @@ class Submission:
         if self.executor != "slurm" or job.paths.result_pickle.exists():
             return None
         state = (job.state or "").split(" ")[0].upper()  # sacct writes "CANCELLED by <uid>"
-        if state not in KILLED:
-            return None
+        return self.ended_as(state) if state in KILLED else None
+
+    def ended_as(self, state: str) -> str:
         what = KILLED[state]
         if state == "TIMEOUT" and self.profile is not None:
             what += f" ({self.profile.time_min} min; raise the profile's time_min)"
         return f"{what} ({state})"
 
 
+# submitit asks SLURM for a signal 90 s before the time limit and, in the job, ends a function that
+# cannot checkpoint itself with this error (the job then ends FAILED, not TIMEOUT)
+SUBMITIT_TIMED_OUT = "timed-out and not checkpointable"
 TRACEBACK = "Traceback (most recent call last):"
+# torch.distributed prefixes each line of a rank's traceback with "[rank0]: "
+RANK_PREFIX = re.compile(r"^\[rank\d+\]: ?")
 
 
 def failure_line(error: BaseException, log: Path | None = None) -> str:
@@ -105,7 +117,7 @@ def failure_line(error: BaseException, log: Path | None = None) -> str:
         texts.append(Path(log).read_text(errors="replace"))
     texts.append(str(error))
     for text in texts:
-        lines = text.splitlines()
+        lines = [RANK_PREFIX.sub("", line) for line in text.splitlines()]
         for index, line in enumerate(lines):
             if line.strip() != TRACEBACK:
                 continue

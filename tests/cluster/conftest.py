@@ -64,7 +64,7 @@ MinJobAge=3600
 SchedulerParameters=bf_interval=1,sched_interval=1
 KillWait=5
 SlurmdParameters=config_overrides
-NodeName={node} CPUs=2 Sockets=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=8000 State=UNKNOWN
+NodeName={node} CPUs=2 Sockets=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=16000 State=UNKNOWN
 PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP
 """
 

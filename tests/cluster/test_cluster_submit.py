@@ -37,7 +37,7 @@ def srun_on_path(tmp_path, monkeypatch):
 
 def test_every_shipped_profile_loads_and_validates():
     profiles = sorted(PROFILES_DIR.glob("*.yaml"))
-    assert {p.stem for p in profiles} >= {"local", "gpu1", "gpu8", "gpu8x2", "array8"}
+    assert {p.stem for p in profiles} >= {"local", "gpu1", "gpu8", "gpu8x2", "array8", "slurm_cpu_test"}
     for path in profiles:
         raw = yaml.safe_load(path.read_text())
         profile = load_profile(path)
@@ -169,3 +169,34 @@ def test_sweep_submits_the_real_stage_through_submitit_and_skips_finished_runs(t
     assert float(rows[fresh.name]["val/loss"]) == pytest.approx(manifest["metrics"]["val/loss"])
     assert summary.best == fresh.name
     assert Path(summary.manifest_path).is_file()  # both runs finished: the sweep has a manifest
+
+
+def test_a_distributed_cpu_run_gets_one_slurm_task_per_trainer_device(srun_on_path, artifacts):
+    """Lightning under SLURM checks devices against --ntasks-per-node: a CPU profile (no GPUs) takes
+    the task count from the strategy's trainer.devices (2 in ddp_cpu), an override included."""
+    profile = load_profile(PROFILES_DIR / "slurm_cpu_test.yaml")
+    ddp = StageRun(stage="probe", entry="cluster.probe", configs=["configs/strategy/ddp_cpu.yaml"], run="ddp")
+    assert ddp.cpu_processes() == 2
+    assert "--ntasks-per-node=2" in sbatch_preview(ddp, profile)
+    three = StageRun(stage="probe", entry="cluster.probe", configs=["configs/strategy/ddp_cpu.yaml"], run="x",
+                     overrides={"trainer.devices": "3"})
+    assert profile.submitit_parameters("x", three.cpu_processes())["tasks_per_node"] == 3
+    single = StageRun(stage="pretrain", configs=[DEBUG], run="one")
+    assert single.cpu_processes() == 1 and "--ntasks-per-node=1" in sbatch_preview(single, profile)
+    # a profile with GPUs keeps one task per GPU whatever the trainer says
+    assert load_profile(PROFILES_DIR / "gpu8.yaml").tasks_per_node(cpu_processes=2) == 8
+
+
+def test_a_failed_job_reports_the_exception_and_where_the_full_log_is(artifacts, capsys):
+    """Not the last line of submitit's message (a log path): the stage's own exception, read from
+    the job's error log, then the log's path."""
+    code = submit_main(["--stage", "probe", "--entry", "cluster.probe", "--config", "configs/strategy/ddp_cpu.yaml",
+                        "--run", "broken", "--trainer.devices", "1", "--log.wandb", "false",
+                        "--ckpt_path", "/nonexistent/lightning.ckpt", "--wait", "yes"])
+    assert code == 1
+    error = capsys.readouterr().err
+    job_line = next(line for line in error.splitlines() if line.strip().startswith("job "))
+    reason, _, log = job_line.partition("; full log: ")
+    assert "FileNotFoundError" in reason and "/nonexistent/lightning.ckpt" in reason, job_line
+    log_path = Path(log.split(" (output: ")[0])
+    assert log_path.is_file() and "Traceback" in log_path.read_text()
