@@ -217,7 +217,8 @@ def _for_repo_root(config: str | Path) -> str:
 def _slurm_ending():
     """Inside a SLURM job, a list that gets an entry when SLURM sends SIGTERM (else always empty)."""
     received: list[int] = []
-    if "SLURM_JOB_ID" not in os.environ:
+    # a local submitit job started from inside an allocation sees SLURM_JOB_ID too: not SLURM's to end
+    if "SLURM_JOB_ID" not in os.environ or "SUBMITIT_LOCAL_JOB_ID" in os.environ:
         yield received
         return
     try:

@@ -62,7 +62,7 @@ ReturnToService=2
 MinJobAge=3600
 # a requeued job may start again after cred_expire; let the scheduler notice within a second
 SchedulerParameters=bf_interval=1,sched_interval=1
-KillWait=5
+KillWait=2
 SlurmdParameters=config_overrides
 NodeName={node} CPUs=2 Sockets=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=16000 State=UNKNOWN
 PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP

@@ -8,6 +8,8 @@ import json
 import math
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -200,3 +202,33 @@ def test_a_failed_job_reports_the_exception_and_where_the_full_log_is(artifacts,
     assert "FileNotFoundError" in reason and "/nonexistent/lightning.ckpt" in reason, job_line
     log_path = Path(log.split(" (output: ")[0])
     assert log_path.is_file() and "Traceback" in log_path.read_text()
+
+
+def test_a_requeued_job_resumes_from_the_newest_complete_step_checkpoint(tmp_path, monkeypatch):
+    """StageCommand adds --ckpt_path only when SLURM restarted the job (SLURM_RESTART_COUNT), from
+    the highest step-NNNNNN folder holding a checkpoint, and never over a finished run."""
+    from cluster.command import StageCommand, latest_step_checkpoint
+
+    for step, complete in [(5, True), (40, True), (100, False)]:  # step-000100 still being written
+        (tmp_path / f"step-{step:06d}").mkdir()
+        if complete:
+            (tmp_path / f"step-{step:06d}" / "lightning.ckpt").write_bytes(b"x")
+    (tmp_path / "step-notanumber").mkdir()
+    assert latest_step_checkpoint(tmp_path) == tmp_path / "step-000040" / "lightning.ckpt"
+
+    command = StageCommand(argv=[sys.executable, "-c", "pass", "--run", "r"], run_dir=str(tmp_path))
+
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    seen = []
+    real_run = subprocess.run
+    monkeypatch.setattr("cluster.command.subprocess.run",
+                        lambda argv, **kw: seen.append(list(argv)) or real_run(argv, **kw))
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "0")
+    command()
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    command()
+    assert "--ckpt_path" not in seen[0]
+    assert seen[1][-2:] == ["--ckpt_path", str(tmp_path / "step-000040" / "lightning.ckpt")]
+    Manifest(stage="probe", run="r").write(tmp_path)
+    command()
+    assert "--ckpt_path" not in seen[2]  # a finished run is not resumed
