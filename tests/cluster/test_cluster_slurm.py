@@ -66,6 +66,13 @@ def wait_until(condition, what: str, timeout_s: float = 60) -> None:
         time.sleep(0.5)
 
 
+def final_state(cluster, job_id: str) -> str:
+    """SLURM's state of a job once it has ended (submitit's result file can come while the job is
+    still COMPLETING)."""
+    wait_until(lambda: cluster.state(job_id) not in ("PENDING", "RUNNING", "COMPLETING"), f"end of job {job_id}", 30)
+    return cluster.state(job_id)
+
+
 def wait_within(submission, timeout_s: float):
     """``submission.wait()``, failing the test instead of hanging when it never returns."""
     pool = ThreadPoolExecutor(1)
@@ -94,7 +101,7 @@ def test_make_submit_runs_a_stage_on_slurm(jobs_env, artifacts):
     assert math.isfinite(manifest["metrics"]["val/loss"]) and manifest["fast_dev_run"] is True
     assert (run_dir / "final" / "config.json").is_file()
     assert json.loads((run_dir / "slurm" / "command.json").read_text())["executor"] == "slurm"
-    assert jobs_env.state(job_id) == "COMPLETED"  # SLURM ran it, not a local fallback
+    assert final_state(jobs_env, job_id) == "COMPLETED"  # SLURM ran it, not a local fallback
 
 
 def test_sweep_is_one_job_array_and_skips_finished_runs(jobs_env, artifacts, tmp_path):
@@ -143,7 +150,7 @@ def test_a_job_at_its_time_limit_is_reported_as_killed_at_it(jobs_env, artifacts
     assert "--signal=USR2@90" in submission.jobs[0].paths.submission_file.read_text()
     with pytest.raises(SubmitError, match=r"was killed at its time limit \(1 min; .*\(TIMEOUT\) \(submitit stopped"):
         wait_within(submission, 90)
-    assert jobs_env.state(submission.job_ids[0]) == "FAILED"
+    assert final_state(jobs_env, submission.job_ids[0]) == "FAILED"
     assert not (artifacts / "probe" / "too_long" / "manifest.json").exists()
 
 
