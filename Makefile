@@ -58,15 +58,15 @@ bench-data: setup ## precheck / corpus / annotation / metric throughput
 sweep: setup ## run a grid/list of one stage's runs, skipping finished ones (SWEEP=configs/sweeps/X.yaml [ARGS="--executor submit --profile ..."])
 	$(PY) -m cluster.sweep --sweep $(or $(SWEEP),$(error set SWEEP=configs/sweeps/<name>.yaml)) $(ARGS)
 
-submit: setup ## send one stage run to SLURM via submitit, local process without SLURM (STAGE=x CONFIG=... [PROFILE=cluster/profiles/gpu8.yaml] [RUN=name] [ARGS="--model.optim.lr 1e-4"])
+submit: setup ## send one stage run to SLURM via submitit, local process without SLURM (STAGE=x CONFIG=... [PROFILE=configs/cluster/gpu8.yaml] [RUN=name] [ARGS="--model.optim.lr 1e-4"])
 	$(PY) -m cluster.submit --stage $(or $(STAGE),$(error set STAGE=<stage folder>)) \
 		$(foreach c,$(or $(CONFIG),$(error set CONFIG=configs/<stage>/X.yaml)),--config $(c)) \
-		--profile $(or $(PROFILE),cluster/profiles/local.yaml) $(if $(RUN),--run $(RUN)) $(ARGS)
+		--profile $(or $(PROFILE),configs/cluster/local.yaml) $(if $(RUN),--run $(RUN)) $(ARGS)
 
-probe: setup ## check that ranks train in sync under a strategy (STRATEGY=ddp_cpu|ddp|zero2|zero3 [PROFILE=...])
+probe: setup ## check that ranks train in sync under a strategy (STRATEGY=ddp_cpu|ddp|zero2|zero3 [PROFILE=...] [ARGS="--wait yes"])
 	$(PY) -m cluster.submit --stage probe --entry cluster.probe \
 		--config configs/strategy/$(or $(STRATEGY),ddp_cpu).yaml \
-		--profile $(or $(PROFILE),cluster/profiles/local.yaml) --log.wandb false
+		--profile $(or $(PROFILE),configs/cluster/local.yaml) --log.wandb false $(ARGS)
 
 # --- pretrain stage ---
 # make pretrain -> artifacts/pretrain/default/final (~3 CPU minutes); it holds out the valid/test

@@ -12,8 +12,11 @@ import importlib.util
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,8 @@ from leanloop import artifacts
 from leanloop.artifacts import MANIFEST, read_manifest, run_dir
 from leanloop.paths import REPO_ROOT
 
+# the stages' intermediate checkpoints: <run>/step-000100/lightning.ckpt (leanloop.training.cli)
+STEP_CHECKPOINT = re.compile(r"^step-(\d+)$")
 DOTTED_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 # options the cluster tools set themselves; an override may not smuggle them in
 RESERVED_KEYS = {"config", "run"}
@@ -69,6 +74,28 @@ def parse_cli_overrides(args: list[str]) -> dict[str, str]:
         overrides[key] = value
         index += 1
     return overrides
+
+
+def lookup_option(tree: Any, dotted: str) -> tuple[bool, Any]:
+    """``(found, value)`` of a dotted option in a parsed config, through class_path/init_args."""
+    node = tree
+    for part in dotted.split("."):
+        if isinstance(node, dict) and part not in node and isinstance(node.get("init_args"), dict):
+            node = node["init_args"]  # class_path/init_args nesting of subclass options
+        if not isinstance(node, dict) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+def latest_step_checkpoint(run_dir: str | Path) -> Path | None:
+    """The newest ``step-NNNNNN/lightning.ckpt`` of a run folder (None when there is none)."""
+    steps = []
+    for folder in Path(run_dir).glob("step-*"):
+        match = STEP_CHECKPOINT.match(folder.name)
+        if match and (folder / "lightning.ckpt").is_file():
+            steps.append((int(match.group(1)), folder / "lightning.ckpt"))
+    return max(steps)[1] if steps else None
 
 
 def entry_module(stage: str, entry: str | None = None) -> str:
@@ -128,6 +155,35 @@ class StageRun:
     def finished(self) -> bool:
         return (self.run_dir / MANIFEST).is_file()
 
+    def option(self, dotted: str) -> Any:
+        """The value the stage will read for a dotted option: an override, else the last config
+        file that sets it; None when nothing does (the stage's default)."""
+        if dotted in self.overrides:
+            return self.overrides[dotted]
+        import yaml
+
+        value = None
+        for config in self.configs:
+            path = Path(config) if Path(config).is_absolute() else REPO_ROOT / config
+            found, found_value = lookup_option(yaml.safe_load(path.read_text()) or {}, dotted)
+            if found:
+                value = found_value
+        return value
+
+    def cpu_processes(self) -> int:
+        """How many processes the trainer starts per node when it runs on CPUs: ``trainer.devices``
+        as a count, a list of ids, or 'auto' (one)."""
+        devices = self.option("trainer.devices")
+        if isinstance(devices, str):
+            import yaml
+
+            devices = yaml.safe_load(devices)  # an override is the text typed on the command line
+        if isinstance(devices, (list, tuple)):
+            return max(1, len(devices))
+        if isinstance(devices, int) and not isinstance(devices, bool) and devices > 0:
+            return devices
+        return 1
+
     def argv(self, extra: dict[str, Any] | None = None) -> list[str]:
         args = ["-m", self.module]
         for config in self.configs:
@@ -155,6 +211,25 @@ def _for_repo_root(config: str | Path) -> str:
     if path.is_file():
         return str(path.resolve())
     raise CommandError(f"config file {config} not found (relative paths start at {REPO_ROOT})")
+
+
+@contextmanager
+def _slurm_ending():
+    """Inside a SLURM job, a list that gets an entry when SLURM sends SIGTERM (else always empty)."""
+    received: list[int] = []
+    # a local submitit job started from inside an allocation sees SLURM_JOB_ID too: not SLURM's to end
+    if "SLURM_JOB_ID" not in os.environ or "SUBMITIT_LOCAL_JOB_ID" in os.environ:
+        yield received
+        return
+    try:
+        previous = signal.signal(signal.SIGTERM, lambda signum, frame: received.append(signum))
+    except ValueError:  # not the main thread: leave signals to whoever owns them
+        yield received
+        return
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @dataclass
@@ -186,8 +261,23 @@ class StageCommand:
             env["LEANLOOP_SHARD_INDEX"] = str(shard)
             env["LEANLOOP_SHARD_COUNT"] = str(self.shard_count)
         argv = self.command(shard)
+        restarts = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
+        checkpoint = latest_step_checkpoint(self.run_dir) if restarts else None
+        if checkpoint is not None and "--ckpt_path" not in argv and not (Path(self.run_dir) / MANIFEST).is_file():
+            # SLURM requeued this job (preemption, node failure, scontrol requeue): continue from the
+            # last step checkpoint instead of training again from step 0
+            print(f"requeued (restart {restarts}): resuming from {checkpoint}", flush=True)
+            argv += ["--ckpt_path", str(checkpoint)]
         print("running:", " ".join(argv), flush=True)
-        code = subprocess.run(argv, cwd=self.cwd, env=env, check=False).returncode
+        with _slurm_ending() as ending:
+            code = subprocess.run(argv, cwd=self.cwd, env=env, check=False).returncode
+        if ending:
+            # SLURM cancels, times out and requeues a job alike: SIGTERM, then SIGKILL after its
+            # KillWait. Returning would record a failed result that a requeued run has not earned
+            # (and a cancel as a crash): wait for the SIGKILL instead, leaving SLURM's state to speak
+            print(f"SLURM is ending job {os.environ.get('SLURM_JOB_ID')}; not recording a result", flush=True)
+            while True:
+                time.sleep(60)
         if code != 0:
             raise RuntimeError(
                 f"{' '.join(argv[1:4])} ... exited with status {code}; its output is in this job's "

@@ -8,7 +8,7 @@ records, gathered from all ranks: the world size, how far the ranks' parameters 
 sampler splits the data), and how far the parameters moved from their start (a step happened).
 
 On a cluster: ``python -m cluster.submit --stage probe --entry cluster.probe --config
-configs/strategy/zero3.yaml --profile cluster/profiles/gpu8x2.yaml``.
+configs/strategy/zero3.yaml --profile configs/cluster/gpu8x2.yaml``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Cluster resource profiles: ``cluster/profiles/<name>.yaml``, typed by :class:`ClusterProfile`.
+"""Cluster resource profiles: ``configs/cluster/<name>.yaml``, typed by :class:`ClusterProfile`.
 
 A profile says where and with what a job runs (partition, nodes, GPUs per node, CPUs, memory,
 time, account, QoS, array size). It never says *what* is trained: that stays in the stage's
-config. Profiles live beside this module rather than under ``configs/`` because ``configs/<x>/``
-folders are per stage and are parsed against stage signatures.
+config. ``configs/cluster/`` is not a stage's config folder: its files are parsed here, against
+:class:`ClusterProfile`, and tested in tests/cluster.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Literal
 from cluster.command import render_value
 from leanloop.paths import REPO_ROOT
 
-PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
+PROFILES_DIR = REPO_ROOT / "configs" / "cluster"
 DEFAULT_PROFILE = PROFILES_DIR / "local.yaml"
 
 
@@ -78,25 +78,32 @@ class ClusterProfile:
                 "a non-distributed program cannot span nodes"
             )
 
-    @property
-    def tasks_per_node(self) -> int:
-        """Lightning's SLURM environment wants ntasks-per-node == devices (one process per GPU)."""
-        return self.gpus_per_node if (self.distributed and self.gpus_per_node) else 1
+    def tasks_per_node(self, cpu_processes: int = 1) -> int:
+        """SLURM tasks per node. Lightning's SLURM environment wants ntasks-per-node == devices (one
+        process per device): the GPUs when the profile has them, else the CPU processes the stage's
+        trainer asks for (``trainer.devices`` of e.g. configs/strategy/ddp_cpu.yaml)."""
+        if not self.distributed:
+            return 1
+        return self.gpus_per_node or max(1, cpu_processes)
 
     def trainer_overrides(self) -> dict[str, Any]:
-        """Options that make Lightning's world match the allocation (only for distributed GPU jobs)."""
-        if not (self.distributed and self.gpus_per_node):
+        """Options that make Lightning's world match the allocation: a distributed GPU job's devices,
+        and any distributed job's node count."""
+        if not self.distributed:
             return {}
+        if not self.gpus_per_node:
+            return {"trainer.num_nodes": self.nodes} if self.nodes > 1 else {}
         return {"trainer.accelerator": "gpu", "trainer.devices": self.gpus_per_node,
                 "trainer.num_nodes": self.nodes}
 
-    def submitit_parameters(self, name: str) -> dict[str, Any]:
-        """Parameters for ``AutoExecutor.update_parameters`` (shared ones plus ``slurm_*``)."""
+    def submitit_parameters(self, name: str, cpu_processes: int = 1) -> dict[str, Any]:
+        """Parameters for ``AutoExecutor.update_parameters`` (shared ones plus ``slurm_*``);
+        ``cpu_processes``: the trainer's CPU devices, the task count of a distributed CPU job."""
         params: dict[str, Any] = {
             "name": name,
             "timeout_min": self.time_min,
             "nodes": self.nodes,
-            "tasks_per_node": self.tasks_per_node,
+            "tasks_per_node": self.tasks_per_node(cpu_processes),
             "gpus_per_node": self.gpus_per_node,
             "slurm_array_parallelism": self.array_parallelism,
         }
@@ -123,7 +130,7 @@ def profile_parser(exit_on_error: bool = True):
 
 
 def load_profile(path: str | Path | None = None, **changes: Any) -> ClusterProfile:
-    """Read and validate a profile file (default: ``cluster/profiles/local.yaml``)."""
+    """Read and validate a profile file (default: ``configs/cluster/local.yaml``)."""
     from jsonargparse import ArgumentError
 
     path = Path(path) if path is not None else DEFAULT_PROFILE

@@ -3,7 +3,7 @@
 Sends one stage run to SLURM through submitit (``make submit STAGE=... CONFIG=...``). The job runs
 the stage's own entry point, ``python -m <stage>.train`` with the same configs and overrides, so a
 run submitted here and a run started by hand produce the same ``artifacts/<stage>/<run>/``. The
-resources come from a cluster profile (``--profile cluster/profiles/gpu8.yaml``; fields can be
+resources come from a cluster profile (``--profile configs/cluster/gpu8.yaml``; fields can be
 changed inline, ``--profile.time_min 30``). Without ``srun`` on PATH the job runs as a local
 process. Job scripts and logs: ``artifacts/<stage>/<run>/slurm/``.
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,18 @@ class SubmitError(RuntimeError):
     """A submission that cannot go ahead (conflicting options, unknown executor...)."""
 
 
+# states of a job SLURM ended from outside (no result will come): what each means to the user
+KILLED = {
+    "CANCELLED": "was cancelled",
+    "TIMEOUT": "was killed at its time limit",
+    "OUT_OF_MEMORY": "was killed for running out of memory",
+    "PREEMPTED": "was preempted",
+    "NODE_FAIL": "lost its node",
+    "BOOT_FAIL": "could not boot its node",
+    "DEADLINE": "missed its deadline",
+}
+
+
 @dataclass
 class Submission:
     """What ``submit`` sent: the submitit jobs (one, or one per array shard) and where logs go."""
@@ -41,29 +54,80 @@ class Submission:
     jobs: list[Any]
     executor: str
     log_dir: Path
+    profile: ClusterProfile | None = None
 
     @property
     def job_ids(self) -> list[str]:
         return [str(job.job_id) for job in self.jobs]
 
     def wait(self) -> dict[str, Any]:
-        """Block until every job ends; the run's manifest, or a failure naming the log files."""
+        """Block until every job ends; the run's manifest, or a failure naming each job's error
+        (the exception, or how SLURM ended it) and its log files."""
         manifest: dict[str, Any] = {}
         errors = []
         for job in self.jobs:
+            job.wait()
+            killed = self.killed(job)
+            if killed:
+                errors.append(f"job {job.job_id} {killed}; logs: {job.paths.stdout} and {job.paths.stderr}")
+                continue
             try:
-                manifest = job.result() or manifest
+                # one result per SLURM task (a rank of a multi-task job); rank zero's holds the manifest
+                manifest = next((result for result in job.results() if result), manifest)
             except RuntimeError as error:  # submitit's FailedJobError / UncompletedJobError
-                errors.append(f"job {job.job_id}: {_first_line(error)}; logs: {job.paths.stdout} "
-                              f"and {job.paths.stderr}")
+                if SUBMITIT_TIMED_OUT in str(error):
+                    errors.append(f"job {job.job_id} {self.ended_as('TIMEOUT')} (submitit stopped it on SLURM's "
+                                  f"warning signal); logs: {job.paths.stdout} and {job.paths.stderr}")
+                    continue
+                errors.append(f"job {job.job_id}: {failure_line(error, job.paths.stderr)}; full log: "
+                              f"{job.paths.stderr} (output: {job.paths.stdout})")
         if errors:
             raise SubmitError(f"{self.run.stage} run {self.run.run} failed:\n  " + "\n  ".join(errors))
         return manifest
 
+    def killed(self, job: Any) -> str | None:
+        """How SLURM ended a job that left no result (None when it ran to its end). Asked before
+        ``result()``, which would wait for a result file that cannot come."""
+        if self.executor != "slurm" or job.paths.result_pickle.exists():
+            return None
+        state = (job.state or "").split(" ")[0].upper()  # sacct writes "CANCELLED by <uid>"
+        return self.ended_as(state) if state in KILLED else None
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return text[-1] if text else type(error).__name__
+    def ended_as(self, state: str) -> str:
+        what = KILLED[state]
+        if state == "TIMEOUT" and self.profile is not None:
+            what += f" ({self.profile.time_min} min; raise the profile's time_min)"
+        return f"{what} ({state})"
+
+
+# submitit asks SLURM for a signal 90 s before the time limit and, in the job, ends a function that
+# cannot checkpoint itself with this error (the job then ends FAILED, not TIMEOUT)
+SUBMITIT_TIMED_OUT = "timed-out and not checkpointable"
+TRACEBACK = "Traceback (most recent call last):"
+# torch.distributed prefixes each line of a rank's traceback with "[rank0]: "
+RANK_PREFIX = re.compile(r"^\[rank\d+\]: ?")
+
+
+def failure_line(error: BaseException, log: Path | None = None) -> str:
+    """The line that says what went wrong. submitit's message ends with log paths; the job's own
+    error log holds the stage's traceback before the job wrapper's. First choice: the exception of
+    the first traceback in the log, then the one in submitit's message, then its first line."""
+    texts = []
+    if log is not None and Path(log).is_file():
+        texts.append(Path(log).read_text(errors="replace"))
+    texts.append(str(error))
+    for text in texts:
+        lines = [RANK_PREFIX.sub("", line) for line in text.splitlines()]
+        for index, line in enumerate(lines):
+            if line.strip() != TRACEBACK:
+                continue
+            indent = len(line) - len(line.lstrip())
+            # frames are indented below "Traceback"; the exception line is back at its indentation
+            for later in lines[index + 1:]:
+                if later.strip() and len(later) - len(later.lstrip()) <= indent:
+                    return later.strip()
+    first = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
+    return first or type(error).__name__
 
 
 def distributed_overrides(run: StageRun, profile: ClusterProfile) -> dict[str, Any]:
@@ -78,12 +142,12 @@ def distributed_overrides(run: StageRun, profile: ClusterProfile) -> dict[str, A
     return wanted
 
 
-def make_executor(profile: ClusterProfile, folder: Path, name: str):
+def make_executor(profile: ClusterProfile, folder: Path, name: str, cpu_processes: int = 1):
     import submitit
 
     cluster = None if profile.executor == "auto" else profile.executor
     executor = submitit.AutoExecutor(folder=str(folder), cluster=cluster)
-    params = profile.submitit_parameters(name)
+    params = profile.submitit_parameters(name, cpu_processes)
     if executor.cluster != "slurm":
         # the local executor starts N copies when tasks_per_node > 1 but gives them submitit's
         # variables, not the ones Lightning reads; locally Lightning launches its own ranks
@@ -94,7 +158,8 @@ def make_executor(profile: ClusterProfile, folder: Path, name: str):
 
 def sbatch_preview(run: StageRun, profile: ClusterProfile) -> str | None:
     """The batch script SLURM would get for this run (None when the job would run locally)."""
-    executor = make_executor(profile, run.run_dir / SLURM_FOLDER, name=f"{run.stage}-{run.run}")
+    executor = make_executor(profile, run.run_dir / SLURM_FOLDER, name=f"{run.stage}-{run.run}",
+                             cpu_processes=run.cpu_processes())
     if executor.cluster != "slurm":
         return None
     # submitit renders the script only inside submit(); this is the same renderer, without sbatch
@@ -102,26 +167,60 @@ def sbatch_preview(run: StageRun, profile: ClusterProfile) -> str | None:
         f"{sys.executable} -u -m submitit.core._submit {executor.folder}", "<job id>")
 
 
+def _command(run: StageRun, profile: ClusterProfile) -> StageCommand:
+    extra = distributed_overrides(run, profile)
+    return StageCommand(argv=run.argv(extra), run_dir=str(run.run_dir), env=dict(profile.env),
+                        shard_args=list(profile.shard_args), shard_count=profile.array)
+
+
+def _record(run: StageRun, command: StageCommand, executor: str, jobs: list[Any], profile: ClusterProfile,
+            log_dir: Path) -> None:
+    """The exact command in the run's slurm/ folder, for people reading it later and reruns by hand."""
+    folder = run.run_dir / SLURM_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "command.json").write_text(json.dumps({
+        "argv": command.argv, "executor": executor, "job_ids": [str(j.job_id) for j in jobs],
+        "logs": str(log_dir), "profile": profile.__dict__,
+    }, indent=2, default=str) + "\n")
+
+
 def submit(run: StageRun, profile: ClusterProfile | None = None) -> Submission:
     """Submit one stage run; returns at once (call ``.wait()`` for the result)."""
     profile = profile or load_profile(DEFAULT_PROFILE)
     profile.validate()
-    extra = distributed_overrides(run, profile)
+    command = _command(run, profile)
     folder = run.run_dir / SLURM_FOLDER
     folder.mkdir(parents=True, exist_ok=True)
-    command = StageCommand(argv=run.argv(extra), run_dir=str(run.run_dir), env=dict(profile.env),
-                           shard_args=list(profile.shard_args), shard_count=profile.array)
-    executor = make_executor(profile, folder, name=f"{run.stage}-{run.run}")
+    executor = make_executor(profile, folder, name=f"{run.stage}-{run.run}", cpu_processes=run.cpu_processes())
     if profile.array:
         jobs = executor.map_array(command, list(range(profile.array)))
     else:
         jobs = [executor.submit(command)]
-    # the exact command, for people reading the folder later and for reruns by hand
-    (folder / "command.json").write_text(json.dumps({
-        "argv": command.argv, "executor": executor.cluster, "job_ids": [str(j.job_id) for j in jobs],
-        "profile": profile.__dict__,
-    }, indent=2, default=str) + "\n")
-    return Submission(run=run, jobs=jobs, executor=executor.cluster, log_dir=folder)
+    _record(run, command, executor.cluster, jobs, profile, folder)
+    return Submission(run=run, jobs=jobs, executor=executor.cluster, log_dir=folder, profile=profile)
+
+
+def submit_array(runs: list[StageRun], profile: ClusterProfile, log_dir: Path, name: str) -> list[Submission] | None:
+    """Several runs of one stage as one SLURM job array, one array task per run (a sweep); logs in
+    ``log_dir``. None when the profile does not submit to SLURM or the runs need different
+    allocations: then submit them one by one."""
+    profile.validate()
+    processes = {run.cpu_processes() for run in runs}
+    if profile.array or len(processes) != 1:
+        return None
+    executor = make_executor(profile, log_dir, name=name, cpu_processes=processes.pop())
+    if executor.cluster != "slurm":
+        return None
+    commands = [_command(run, profile) for run in runs]
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with executor.batch():
+        jobs = [executor.submit(command) for command in commands]
+    submissions = []
+    for run, command, job in zip(runs, commands, jobs):
+        _record(run, command, executor.cluster, [job], profile, log_dir)
+        submissions.append(Submission(run=run, jobs=[job], executor=executor.cluster, log_dir=log_dir,
+                                      profile=profile))
+    return submissions
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -176,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"submit: {error}", file=sys.stderr)
         return 2
     print(f"submitted {run.stage}/{run.run} to {submission.executor}: job {', '.join(submission.job_ids)}")
-    print(f"  logs: {submission.log_dir}/")
+    print(f"  logs: {submission.log_dir}/", flush=True)
     wait = args.wait == "yes" or (args.wait == "auto" and WAIT_BY_DEFAULT.get(submission.executor, False))
     if not wait:
         print(f"  result: {run.run_dir}/manifest.json once it finishes")

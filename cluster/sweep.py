@@ -5,7 +5,7 @@ A sweep file (typed by :class:`SweepConfig`) names a stage, its base config(s), 
 ablation). Every run gets a deterministic name built from the sweep name and its override values,
 so rerunning a sweep skips the runs whose ``artifacts/<stage>/<run>/manifest.json`` exists and
 runs only the rest. Runs execute the stage's own entry point, one after another here, or through
-``cluster.submit`` (``--executor submit --profile cluster/profiles/gpu1.yaml``). At the end a table
+``cluster.submit`` (``--executor submit --profile configs/cluster/gpu1.yaml``). At the end a table
 of final metrics is printed and written to ``artifacts/sweeps/<name>/sweep_summary.csv`` with a
 plot of the sweep's metric per run.
 """
@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import yaml
 
-from cluster.command import CommandError, StageRun, check_override_key, entry_module
+from cluster.command import CommandError, StageRun, check_override_key, entry_module, lookup_option
 from leanloop.artifacts import MANIFEST
 from leanloop.paths import REPO_ROOT
 
@@ -67,7 +67,7 @@ class SweepConfig:
     mode: Literal["min", "max"] = "min"
     executor: Literal["local", "submit"] = "local"
     profile: str | None = None
-    """Cluster profile for ``executor: submit`` (default ``cluster/profiles/local.yaml``)."""
+    """Cluster profile for ``executor: submit`` (default ``configs/cluster/local.yaml``)."""
 
 
 @dataclass
@@ -246,7 +246,7 @@ def check_finished(run: SweepRun) -> None:
         return
     resolved = yaml.safe_load(config_file.read_text()) or {}
     for key, wanted in run.stage_run.overrides.items():
-        found, value = _lookup(resolved, key)
+        found, value = lookup_option(resolved, key)
         if found and not _same(value, wanted):
             raise SweepError(
                 f"{run.stage_run.run_dir} finished with {key}={value!r} but the sweep asks for "
@@ -261,17 +261,6 @@ def _debug_leftover(run: SweepRun) -> bool:
         return False
     manifest = json.loads((run.stage_run.run_dir / MANIFEST).read_text())
     return bool(manifest.get("fast_dev_run"))
-
-
-def _lookup(tree: Any, dotted: str) -> tuple[bool, Any]:
-    node = tree
-    for part in dotted.split("."):
-        if isinstance(node, dict) and part not in node and isinstance(node.get("init_args"), dict):
-            node = node["init_args"]  # class_path/init_args nesting of subclass options
-        if not isinstance(node, dict) or part not in node:
-            return False, None
-        node = node[part]
-    return True, node
 
 
 def _same(found: Any, wanted: Any) -> bool:
@@ -322,7 +311,7 @@ def run_sweep(sweep: SweepConfig, executor: str | None = None, profile: str | No
             print("  " + run.stage_run.shell())
         return statuses
     if executor == "submit":
-        _submit_all(todo, by_name, profile or sweep.profile, wait)
+        _submit_all(todo, by_name, profile or sweep.profile, wait, sweep.name)
     else:
         for index, run in enumerate(todo, 1):
             print(f"[{index}/{len(todo)}] {run.name}", flush=True)
@@ -337,13 +326,28 @@ def run_sweep(sweep: SweepConfig, executor: str | None = None, profile: str | No
 
 
 def _submit_all(todo: list[SweepRun], by_name: dict[str, RunStatus], profile_path: str | None,
-                wait: bool) -> None:
+                wait: bool, sweep_name: str) -> None:
     from cluster.profile import load_profile
-    from cluster.submit import SubmitError, submit
+    from cluster.submit import SubmitError, submit, submit_array
+    from leanloop.paths import artifacts_root
 
     profile = load_profile(profile_path)
     waiting = []
-    for run in todo:
+    # on SLURM the runs go as one job array (one scheduler entry, one scancel); logs in the sweep's folder
+    try:
+        array = submit_array([run.stage_run for run in todo], profile, artifacts_root() / "sweeps" / sweep_name
+                             / "slurm", f"sweep-{sweep_name}") if len(todo) > 1 else None
+    except RuntimeError as error:  # SubmitError, or sbatch refusing the array
+        for run in todo:
+            by_name[run.name].status, by_name[run.name].detail = "failed", f"not submitted: {error}"
+        print(f"  sweep {sweep_name}: array not submitted: {error}", file=sys.stderr, flush=True)
+        return
+    for run, submission in zip(todo, array or []):
+        by_name[run.name].status = "submitted"
+        by_name[run.name].detail = f"slurm array job {submission.job_ids[0]}"
+        print(f"  submitted {run.name}: {by_name[run.name].detail}", flush=True)
+        waiting.append((run, submission))
+    for run in todo if array is None else []:
         try:
             submission = submit(run.stage_run, profile)
         except RuntimeError as error:  # SubmitError, or sbatch refusing the job
@@ -356,9 +360,9 @@ def _submit_all(todo: list[SweepRun], by_name: dict[str, RunStatus], profile_pat
         if submission.executor != "slurm":
             # no scheduler queues local jobs: one at a time, or N trainings share this machine
             _collect(run, submission, by_name[run.name], SubmitError)
-        elif wait:
+        else:
             waiting.append((run, submission))
-    for run, submission in waiting:
+    for run, submission in waiting if wait else []:
         _collect(run, submission, by_name[run.name], SubmitError)
 
 

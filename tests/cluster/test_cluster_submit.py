@@ -8,6 +8,8 @@ import json
 import math
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,7 +39,7 @@ def srun_on_path(tmp_path, monkeypatch):
 
 def test_every_shipped_profile_loads_and_validates():
     profiles = sorted(PROFILES_DIR.glob("*.yaml"))
-    assert {p.stem for p in profiles} >= {"local", "gpu1", "gpu8", "gpu8x2", "array8"}
+    assert {p.stem for p in profiles} >= {"local", "gpu1", "gpu8", "gpu8x2", "array8", "slurm_cpu_test"}
     for path in profiles:
         raw = yaml.safe_load(path.read_text())
         profile = load_profile(path)
@@ -47,13 +49,13 @@ def test_every_shipped_profile_loads_and_validates():
 
 def test_multinode_profile_gives_one_task_per_gpu_and_matching_trainer_options():
     profile = load_profile(PROFILES_DIR / "gpu8x2.yaml")
-    assert profile.tasks_per_node == profile.gpus_per_node == 8
+    assert profile.tasks_per_node() == profile.gpus_per_node == 8
     assert profile.trainer_overrides() == {"trainer.accelerator": "gpu", "trainer.devices": 8,
                                            "trainer.num_nodes": 2}
     local = load_profile(PROFILES_DIR / "local.yaml")
-    assert local.tasks_per_node == 1 and local.trainer_overrides() == {}
+    assert local.tasks_per_node() == 1 and local.trainer_overrides() == {}
     sharded = load_profile(PROFILES_DIR / "array8.yaml")
-    assert sharded.tasks_per_node == 1 and sharded.trainer_overrides() == {}  # shards use GPUs themselves
+    assert sharded.tasks_per_node(cpu_processes=2) == 1 and sharded.trainer_overrides() == {}  # shards use GPUs themselves
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -169,3 +171,64 @@ def test_sweep_submits_the_real_stage_through_submitit_and_skips_finished_runs(t
     assert float(rows[fresh.name]["val/loss"]) == pytest.approx(manifest["metrics"]["val/loss"])
     assert summary.best == fresh.name
     assert Path(summary.manifest_path).is_file()  # both runs finished: the sweep has a manifest
+
+
+def test_a_distributed_cpu_run_gets_one_slurm_task_per_trainer_device(srun_on_path, artifacts):
+    """Lightning under SLURM checks devices against --ntasks-per-node: a CPU profile (no GPUs) takes
+    the task count from the strategy's trainer.devices (2 in ddp_cpu), an override included."""
+    profile = load_profile(PROFILES_DIR / "slurm_cpu_test.yaml")
+    ddp = StageRun(stage="probe", entry="cluster.probe", configs=["configs/strategy/ddp_cpu.yaml"], run="ddp")
+    assert ddp.cpu_processes() == 2
+    assert "--ntasks-per-node=2" in sbatch_preview(ddp, profile)
+    three = StageRun(stage="probe", entry="cluster.probe", configs=["configs/strategy/ddp_cpu.yaml"], run="x",
+                     overrides={"trainer.devices": "3"})
+    assert profile.submitit_parameters("x", three.cpu_processes())["tasks_per_node"] == 3
+    single = StageRun(stage="pretrain", configs=[DEBUG], run="one")
+    assert single.cpu_processes() == 1 and "--ntasks-per-node=1" in sbatch_preview(single, profile)
+    # a profile with GPUs keeps one task per GPU whatever the trainer says
+    assert load_profile(PROFILES_DIR / "gpu8.yaml").tasks_per_node(cpu_processes=2) == 8
+
+
+def test_a_failed_job_reports_the_exception_and_where_the_full_log_is(artifacts, capsys):
+    """Not the last line of submitit's message (a log path): the stage's own exception, read from
+    the job's error log, then the log's path."""
+    code = submit_main(["--stage", "probe", "--entry", "cluster.probe", "--config", "configs/strategy/ddp_cpu.yaml",
+                        "--run", "broken", "--trainer.devices", "1", "--log.wandb", "false",
+                        "--ckpt_path", "/nonexistent/lightning.ckpt", "--wait", "yes"])
+    assert code == 1
+    error = capsys.readouterr().err
+    job_line = next(line for line in error.splitlines() if line.strip().startswith("job "))
+    reason, _, log = job_line.partition("; full log: ")
+    assert "FileNotFoundError" in reason and "/nonexistent/lightning.ckpt" in reason, job_line
+    log_path = Path(log.split(" (output: ")[0])
+    assert log_path.is_file() and "Traceback" in log_path.read_text()
+
+
+def test_a_requeued_job_resumes_from_the_newest_complete_step_checkpoint(tmp_path, monkeypatch):
+    """StageCommand adds --ckpt_path only when SLURM restarted the job (SLURM_RESTART_COUNT), from
+    the highest step-NNNNNN folder holding a checkpoint, and never over a finished run."""
+    from cluster.command import StageCommand, latest_step_checkpoint
+
+    for step, complete in [(5, True), (40, True), (100, False)]:  # step-000100 still being written
+        (tmp_path / f"step-{step:06d}").mkdir()
+        if complete:
+            (tmp_path / f"step-{step:06d}" / "lightning.ckpt").write_bytes(b"x")
+    (tmp_path / "step-notanumber").mkdir()
+    assert latest_step_checkpoint(tmp_path) == tmp_path / "step-000040" / "lightning.ckpt"
+
+    command = StageCommand(argv=[sys.executable, "-c", "pass", "--run", "r"], run_dir=str(tmp_path))
+
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    seen = []
+    real_run = subprocess.run
+    monkeypatch.setattr("cluster.command.subprocess.run",
+                        lambda argv, **kw: seen.append(list(argv)) or real_run(argv, **kw))
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "0")
+    command()
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    command()
+    assert "--ckpt_path" not in seen[0]
+    assert seen[1][-2:] == ["--ckpt_path", str(tmp_path / "step-000040" / "lightning.ckpt")]
+    Manifest(stage="probe", run="r").write(tmp_path)
+    command()
+    assert "--ckpt_path" not in seen[2]  # a finished run is not resumed

@@ -106,7 +106,7 @@ def test_short_keys_grow_until_unique_and_long_names_are_hashed():
     ({"overrides": {"model.optim.lr": 1.0}}, "both in 'grid' and in 'overrides'"),
     ({"mode": "avg"}, "mode"),
     ({"name": "bad/name"}, "letters, digits"),
-    ({"profile": "cluster/profiles/gpu1.yaml"}, "only applies to executor: submit"),
+    ({"profile": "configs/cluster/gpu1.yaml"}, "only applies to executor: submit"),
 ])
 def test_bad_sweep_files_fail_with_a_message_naming_the_problem(tmp_path, change, message):
     body = {"name": "bad", "stage": "pretrain", "config": [DEBUG], "grid": {"model.optim.lr": [1e-3]}}
