@@ -59,11 +59,13 @@ def is_packed(layer: Any) -> bool:
 
 def allow_packed_cpu_kernel(model: torch.nn.Module, allowed: bool) -> dict[str, str]:
     """Set every ``Linear4bit``'s packed-kernel flag: on only where ``allowed``, the CPU has the kernel
-    and the layer fits it. A layer already packed is unpacked (bitsandbytes' own inverse, as its
-    ``.cuda()`` and ``state_dict`` do) when it may no longer take the kernel. Returns, per layer
-    kept off the kernel while ``allowed``, the reason."""
+    and the layer fits it; call it before the model's first forward. Returns, per layer kept off the
+    kernel while ``allowed``, the reason.
+
+    A layer already packed cannot be switched off: bitsandbytes' inverse (what its ``.cuda()`` and
+    ``state_dict`` use) keeps the bf16-rounded absmax, so the weights stay changed (tiny MoE: up to
+    5e-3 on the log-probs after packing and unpacking, measured); rebuild the model instead."""
     import bitsandbytes as bnb
-    from bitsandbytes.functional import _convert_weight_packed_for_cpu_inverse
 
     capable = cpu_has_packed_kernel()
     refused: dict[str, str] = {}
@@ -77,8 +79,7 @@ def allow_packed_cpu_kernel(model: torch.nn.Module, allowed: bool) -> dict[str, 
         if allowed and not on:
             refused[name] = why
         if not on and is_packed(layer):
-            layer.weight.data, layer.weight.quant_state = _convert_weight_packed_for_cpu_inverse(
-                layer.weight.data, layer.weight.quant_state)
-            layer.quant_state = layer.weight.quant_state
+            raise ValueError(f"{name} already took the packed CPU kernel (its weights were rewritten in "
+                             "bf16-rounded form); rebuild the model and decide before its first forward")
         layer.support_avx512bf16_for_cpu = on
     return refused
