@@ -243,6 +243,9 @@ def main(argv: list[str] | None = None) -> dict:
 
     parser = ArgumentParser(prog="python -m bench.rl", description=__doc__.splitlines()[0])
     parser.add_class_arguments(BenchConfig, as_group=False)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--smoke" in argv:  # a plain flag, as in every other bench
+        argv[argv.index("--smoke")] = "--smoke=true"
     config = BenchConfig(**vars(parser.parse_args(argv)))
     os.environ.setdefault("WANDB_MODE", "disabled")
     scheduler = None if config.skip_scheduler else bench_scheduler(config)

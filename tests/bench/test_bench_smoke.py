@@ -86,7 +86,7 @@ def test_bench_feedback_smoke(isolated):
 def test_bench_rl_smoke(isolated):
     from bench import rl
 
-    r = rl.main(["--smoke", "true"])
+    r = rl.main(["--smoke"])
     scenarios = r["scheduler"]["scenarios"]
     assert scenarios and all(s[name]["scoring_s"] > 0 for s in scenarios for name in ("lean", "hybrid"))
     step = r["step"]
