@@ -233,7 +233,7 @@ def run_check(name: str, fn: Callable[[], dict[str, Any]]) -> CheckResult:
                              detail={"traceback": traceback.format_exc()[-4000:]})
     result.seconds = round(time.perf_counter() - began, 2)
     mark = {"passed": "ok  ", "failed": "FAIL", "skipped": "skip"}[result.status]
-    print(f"[gpu-check] {mark} {name:<22} {result.seconds:7.1f}s  {result.reason.splitlines()[0] if result.reason else ''}",
+    print(f"[gpu-check] {mark} {name:<26} {result.seconds:7.1f}s  {result.reason.splitlines()[0] if result.reason else ''}",
           flush=True)
     return result
 

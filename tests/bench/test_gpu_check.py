@@ -19,7 +19,7 @@ def cpu_only(monkeypatch, tmp_path):
 
 def test_cpu_form_runs_the_cpu_equivalents_and_says_why_it_skipped_the_rest(cpu_only, tmp_path):
     out = tmp_path / "report.json"
-    checks = ["step:pretrain", "nf4_moe_policy", "qlora_rl", "flash_attn", "zero2", "zero3", "vllm_ngram_fp8"]
+    checks = ["step:pretrain", "flash_attn", "zero2", "zero3", "nf4_moe_policy", "qlora_rl", "vllm_ngram_fp8"]
     returned = cpu_only.main(["--out", str(out), "--only", *checks])
     report = json.loads(out.read_text())
     assert report == returned and report["cuda"] is False and report["device"].startswith("cpu")
