@@ -97,6 +97,16 @@ def test_stages_decide_per_call_site_training_policies_never_take_the_kernel(cap
         build_policy(AutoformalizerPolicy(), packed_cpu_kernel=True)
 
 
+def test_quantizing_in_memory_leaves_the_kernel_off_and_the_mode_as_it_was(capability):
+    from autoformalizer.moe import tiny_qwen3_moe
+    from autoformalizer.quantize import QuantConfig, quantize_nf4_
+
+    capability(True)
+    model = quantize_nf4_(tiny_qwen3_moe(), QuantConfig())  # tiny_qwen3_moe returns an eval-mode model
+    layers = [m for m in model.modules() if isinstance(m, bnb.nn.Linear4bit)]
+    assert layers and not any(m.support_avx512bf16_for_cpu or m.training for m in layers)
+
+
 def test_the_rl_qlora_policy_never_takes_the_kernel(capability):
     from leanloop.training.models import ModelSpec, load_tokenizer
     from rl.config import AdapterConfig, PolicyConfig
