@@ -208,6 +208,7 @@ def check_vllm(fp8: bool) -> dict[str, Any]:
     from bench.feedback import vllm_pairs
     from leanloop.training.models import ModelSpec, load_model, load_tokenizer
 
+    torch.cuda.empty_cache()  # vLLM sizes its KV cache from the memory free when it starts
     tokenizer = load_tokenizer("qwen3")
     with tempfile.TemporaryDirectory(prefix="gpu-check-vllm-") as folder:
         torch.manual_seed(0)
