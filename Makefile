@@ -46,8 +46,8 @@ data: setup ## label candidate proofs with Lean into a corpus (CONFIG=configs/da
 	$(PY) -m data.build --config $(or $(CONFIG),configs/data/default.yaml) $(if $(RUN),--run $(RUN)) $(ARGS)
 
 bench-data: setup ## precheck / corpus / annotation / metric throughput
-	$(PY) -m bench.data
-	$(PY) -m bench.traces
+	$(PY) -m bench.data $(ARGS)
+	$(PY) -m bench.traces $(ARGS)
 
 # --- training machinery: sweeps and cluster ---
 # Stage targets share one convention: `make <stage> CONFIG=configs/<stage>/X.yaml RUN=name` runs
@@ -80,8 +80,8 @@ pretrain-corpus: setup ## build a pretraining corpus once (CORPUS=configs/pretra
 	$(PY) -m pretrain.corpus --config $(or $(CORPUS),configs/pretrain/corpus/shipped.yaml)
 
 bench-train: setup ## packed vs padded batches (padding, tokens/s, identical loss) + classifier scoring throughput
-	$(PY) -m bench.train
-	$(PY) -m bench.classifiers
+	$(PY) -m bench.train $(ARGS)
+	$(PY) -m bench.classifiers $(ARGS)
 
 # --- classifiers stage ---
 # Default: both verdict classifiers on artifacts/data/default (encoder: the shipped MiniLM; one-token:
@@ -189,7 +189,14 @@ autoformalizer-eval: setup ## the nine metrics + report (CONFIG=configs/autoform
 	$(PY) -m autoformalizer.evaluate $(foreach c,$(or $(CONFIG),configs/autoformalizer/eval/default.yaml),--config $(c)) $(ARGS)
 
 bench-autoformalizer: setup ## unfused-MoE policy: bf16 vs NF4 memory, QLoRA vs QDoRA tokens/s, fused vs unfused forward
-	$(PY) -m bench.autoformalizer
+	$(PY) -m bench.autoformalizer $(ARGS)
 
 autoformalizer-retrieval: setup ## System B recall@8 on the shipped statements (CONFIG=configs/autoformalizer/eval/X.yaml)
 	$(PY) -m autoformalizer.evaluate_retrieval --config $(or $(CONFIG),configs/autoformalizer/eval/default.yaml)
+
+# --- benches' smoke mode and the GPU check (issue 15) ---
+.PHONY: bench-smoke gpu-check
+bench-smoke: setup ## every bench-* target in its --smoke mode (tiny sizes; checks they run, measures nothing)
+	$(PY) -m pytest -q tests/bench/test_bench_smoke.py
+gpu-check: setup ## every GPU-only path once at tiny scale, CPU equivalents without CUDA -> artifacts/gpu_check/report.json (ARGS="--only zero2 ...")
+	$(PY) -m bench.gpu_check $(ARGS)

@@ -114,7 +114,7 @@ def evaluate(config: AutoformalizerConfig, run_dir: Path) -> AutoformalizerRepor
         torch.set_num_threads(ev.threads)
     torch.manual_seed(ev.seed)
     problems, pair_counts = select_problems(config)
-    model, tokenizer = build_policy(config.policy, adapters=False)
+    model, tokenizer = build_policy(config.policy, adapters=False, packed_cpu_kernel=True)  # inference only
     model.eval()
     index = retriever = None
     if config.repair.did_you_mean or config.repair.retrieval:

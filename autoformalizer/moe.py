@@ -209,7 +209,9 @@ class MoEArchConfig:
     num_key_value_heads: int = 2
     head_dim: int = 16
     intermediate_size: int = 128
-    moe_intermediate_size: int = 32
+    # 64, not smaller: every 4-bit layer's input width must be a multiple of the NF4 block size (64)
+    # for bitsandbytes' packed CPU kernel (down_proj's input is this width)
+    moe_intermediate_size: int = 64
     num_experts: int = 8
     num_experts_per_tok: int = 2
     norm_topk_prob: bool = True

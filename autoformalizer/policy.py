@@ -30,6 +30,7 @@ from autoformalizer.adapters import apply_adapters, trainable_report
 from autoformalizer.config import PolicyConfig
 from autoformalizer.moe import UnfusedQwen3MoeForCausalLM, tiny_qwen3_moe
 from autoformalizer.quantize import QuantConfig, load_unfused_nf4, quantize_nf4_
+from leanloop.training.packed_nf4 import allow_packed_cpu_kernel
 
 TINY_PRESET = "qwen3-moe-tiny"
 
@@ -63,25 +64,35 @@ def load_policy_tokenizer(config: PolicyConfig):
     return load_tokenizer("qwen3" if config.name == TINY_PRESET else _location(config))
 
 
-def build_base(config: PolicyConfig, device_map: str | None = None):
-    """The unfused (and, with ``quant.enabled``, NF4) base model, without adapters."""
+def build_base(config: PolicyConfig, device_map: str | None = None, packed_cpu_kernel: bool = False):
+    """The unfused (and, with ``quant.enabled``, NF4) base model, without adapters.
+
+    ``packed_cpu_kernel``: whether NF4 layers may take bitsandbytes' packed AVX512-BF16 CPU kernel
+    (see :mod:`leanloop.training.packed_nf4`): only for a model that is never trained afterwards."""
     dtype = getattr(torch, config.dtype)
     if config.name == TINY_PRESET:
         model = tiny_qwen3_moe(config.arch, seed=config.seed, dtype=dtype)
         if config.quant.enabled:
             device = "cuda" if torch.cuda.is_available() else "cpu"
             quantize_nf4_(model, config.quant, device=device)
-        return model
-    location = _location(config)
-    device_map = device_map or config.device_map
+    else:
+        location = _location(config)
+        device_map = device_map or config.device_map
+        if not config.quant.enabled:
+            return UnfusedQwen3MoeForCausalLM.from_pretrained(location, dtype=dtype, device_map=device_map)
+        model = load_unfused_nf4(location, config.quant, device_map=device_map)
     if config.quant.enabled:
-        return load_unfused_nf4(location, config.quant, device_map=device_map)
-    return UnfusedQwen3MoeForCausalLM.from_pretrained(location, dtype=dtype, device_map=device_map)
+        allow_packed_cpu_kernel(model, packed_cpu_kernel)
+    return model
 
 
-def build_policy(config: PolicyConfig, adapters: bool = True):
-    """(model, tokenizer): the base with PEFT adapters attached (trainable) unless ``adapters=False``."""
-    model = build_base(config)
+def build_policy(config: PolicyConfig, adapters: bool = True, packed_cpu_kernel: bool = False):
+    """(model, tokenizer): the base with PEFT adapters attached (trainable) unless ``adapters=False``.
+    ``packed_cpu_kernel=True`` only for inference (see :func:`build_base`)."""
+    if adapters and packed_cpu_kernel:
+        raise ValueError("a policy with trainable adapters cannot take the packed CPU kernel: "
+                         "its eval-mode forwards would change the weights the training forwards use")
+    model = build_base(config, packed_cpu_kernel=packed_cpu_kernel)
     if adapters:
         model = apply_adapters(model, config.adapters)
     return model, load_policy_tokenizer(config)

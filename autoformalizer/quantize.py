@@ -90,6 +90,11 @@ def _nf4_linear(linear: nn.Linear, config: QuantConfig, device: torch.device | s
     )
     if linear.bias is not None:
         quantized.bias = nn.Parameter(linear.bias.data.to(config.torch_compute_dtype), requires_grad=False)
+    # bitsandbytes' packed AVX512-BF16 CPU kernel stays off until a caller allows it
+    # (leanloop.training.packed_nf4), so a model behaves alike on every CPU; the layer keeps the
+    # replaced one's train/eval mode
+    quantized.support_avx512bf16_for_cpu = False
+    quantized.train(linear.training)
     return quantized.to(device)  # Params4bit quantizes when it is moved to a device
 
 

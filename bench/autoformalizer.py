@@ -29,9 +29,18 @@ from autoformalizer.adapters import AdapterConfig, apply_adapters
 from autoformalizer.moe import MoEArchConfig, tiny_qwen3_moe
 from autoformalizer.quantize import QuantConfig, estimate_bytes, paper_memory_report, parameter_bytes, quantize_nf4_
 
+# bos/eos/pad: the last id of the bench vocabulary (Qwen's <|endoftext|>, 151,643, lies outside it)
 BENCH_ARCH = MoEArchConfig(
     vocab_size=16_384, hidden_size=512, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2,
     head_dim=64, intermediate_size=1024, moe_intermediate_size=384, num_experts=16, num_experts_per_tok=4,
+    bos_token_id=16_383, eos_token_id=16_383, pad_token_id=16_383,
+)
+# --smoke: the same code on a model a few seconds can build, quantize and train (every 4-bit layer's
+# input width a multiple of the NF4 block size, 64)
+SMOKE_ARCH = MoEArchConfig(
+    vocab_size=1_024, hidden_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+    head_dim=32, intermediate_size=128, moe_intermediate_size=64, num_experts=4, num_experts_per_tok=2,
+    bos_token_id=1_023, eos_token_id=1_023, pad_token_id=1_023,
 )
 
 
@@ -116,27 +125,31 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="a tiny MoE, one repetition: checks the bench runs (seconds)")
     args = parser.parse_args(argv)
+    arch = BENCH_ARCH
+    if args.smoke:
+        arch, args.batch, args.seq, args.repeats = SMOKE_ARCH, 1, 16, 1
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     quant = QuantConfig(compute_dtype="float32")  # CPU matmuls are faster in fp32 than bf16
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    params = sum(p.numel() for p in tiny_qwen3_moe(BENCH_ARCH, unfused=False).parameters())
-    print(f"[bench-autoformalizer] {cores} usable cores, torch threads {args.threads}; bench MoE: "
-          f"{BENCH_ARCH.num_hidden_layers} layers, hidden {BENCH_ARCH.hidden_size}, {BENCH_ARCH.num_experts} experts "
-          f"top-{BENCH_ARCH.num_experts_per_tok}, {params / 1e6:.1f} M parameters; batch {args.batch} x {args.seq} tokens")
-    memory = bench_memory(BENCH_ARCH, quant)
+    params = sum(p.numel() for p in tiny_qwen3_moe(arch, unfused=False).parameters())
+    print(f"[bench-autoformalizer]{' SMOKE (tiny sizes, ratios meaningless)' if args.smoke else ''} {cores} usable cores, torch threads {args.threads}; bench MoE: "
+          f"{arch.num_hidden_layers} layers, hidden {arch.hidden_size}, {arch.num_experts} experts "
+          f"top-{arch.num_experts_per_tok}, {params / 1e6:.1f} M parameters; batch {args.batch} x {args.seq} tokens")
+    memory = bench_memory(arch, quant)
     print(f"[memory] bf16 {memory['bf16_bytes'] / 2**20:.1f} MiB -> NF4 {memory['nf4_bytes'] / 2**20:.1f} MiB: "
           f"{memory['ratio']:.2f}x smaller (module-tree estimate {memory['nf4_estimate_bytes'] / 2**20:.1f} MiB)")
     print(f"[memory] Qwen3-Coder-30B-A3B (module tree): bf16 {memory['paper_bf16_gb']:.2f} GB -> NF4 "
           f"{memory['paper_nf4_gb']:.2f} GB, {memory['paper_ratio']:.2f}x (seed: ~60 GB -> ~16.7 GB)")
-    forward = bench_forward(BENCH_ARCH, args.batch, args.seq, args.repeats)
+    forward = bench_forward(arch, args.batch, args.seq, args.repeats)
     for impl in ("eager", "grouped_mm"):
         r = forward[impl]
         print(f"[forward] fused ({impl}) {r['fused_s'] * 1e3:.0f} ms vs unfused {r['unfused_s'] * 1e3:.0f} ms "
               f"CPU per forward: unfused/fused {r['unfused_over_fused']:.2f}x")
     print(f"[forward] max |logit difference| fused vs unfused: {forward['max_abs_logit_diff']:.2e}")
-    adapters = bench_adapters(BENCH_ARCH, quant, args.batch, args.seq, args.repeats)
+    adapters = bench_adapters(arch, quant, args.batch, args.seq, args.repeats)
     print(f"[train step] QLoRA {adapters['qlora']['tokens_per_s']:.0f} tokens/s vs QDoRA "
           f"{adapters['qdora']['tokens_per_s']:.0f} tokens/s: QDoRA {adapters['qdora_slowdown']:.2f}x slower "
           "(seed: ~2.2x)")

@@ -91,7 +91,11 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--programs", type=int, default=96, help="real programs scored per measurement")
     parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--smoke", action="store_true",
+                        help="8 programs, batch 4: checks the bench runs (seconds; ratios meaningless)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.programs, args.batch_size = 8, 4
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     programs = real_programs(args.programs)
     results: dict[str, float] = {}

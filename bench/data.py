@@ -12,6 +12,7 @@ Measured in one run on the shipped real candidates (RL-Lean + Kimina-Prover, 2,4
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import os
@@ -49,52 +50,68 @@ def per_second(fn, items: list, min_cpu_s: float = 1.5) -> tuple[float, int]:
     return passes * len(items) / spent, passes
 
 
-def bench_prechecks(programs: list[tuple[str, str]]) -> dict[str, float]:
+def bench_prechecks(programs: list[tuple[str, str]], min_cpu_s: float = 1.5) -> dict[str, float]:
     from leanloop.lean.policy import AcceptancePolicy, mask
 
-    rates = {"mask": per_second(lambda p: mask(p[1]), programs)[0]}
+    rates = {"mask": per_second(lambda p: mask(p[1]), programs, min_cpu_s)[0]}
     for profile in ("collection", "rl"):
         policy = AcceptancePolicy(profile)
-        rates[profile] = per_second(lambda p: policy.precheck(p[1], name=p[0]), programs)[0]
+        rates[profile] = per_second(lambda p: policy.precheck(p[1], name=p[0]), programs, min_cpu_s)[0]
     return rates
 
 
-def bench_build() -> dict[str, float]:
+def bench_build(config_name: str = "default") -> dict[str, float]:
     from data.build import build, parse_config
 
+    previous = os.environ.get("LEANLOOP_ARTIFACTS")
     with tempfile.TemporaryDirectory() as root:
         os.environ["LEANLOOP_ARTIFACTS"] = root
-        config = parse_config(["--config", str(REPO_ROOT / "configs/data/default.yaml"), "--run", "bench"])
-        fresh = build(config, progress=False, quiet=True)
-        resumed = build(config, progress=False, quiet=True)
+        try:
+            config = parse_config(["--config", str(REPO_ROOT / f"configs/data/{config_name}.yaml"), "--run", "bench"])
+            fresh = build(config, progress=False, quiet=True)
+            resumed = build(config, progress=False, quiet=True)
+        finally:  # the caller's artifacts folder again (the bench also runs inside the test suite)
+            if previous is None:
+                os.environ.pop("LEANLOOP_ARTIFACTS", None)
+            else:
+                os.environ["LEANLOOP_ARTIFACTS"] = previous
     rows = fresh.counts["input_rows"]
     return {"input_rows": rows, "distinct": fresh.counts["distinct_programs"],
             "fresh_s": fresh.seconds, "resumed_s": resumed.seconds, "resumed_verified": resumed.verified_now}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m bench.data", description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true",
+                        help="200 programs, 0.05 s per rate, the debug corpus config: checks the bench runs (seconds)")
+    args = parser.parse_args(argv)
     shared = shared_data_dir()
     programs = shipped_programs(shared)
+    if args.smoke:
+        programs = programs[:200]
     cores = os.cpu_count()
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cores
     mean_chars = sum(len(p) for _, p in programs) / len(programs)
     print(f"[bench-data] machine: {cores} cores ({usable} usable); {len(programs)} shipped programs, "
           f"mean {mean_chars:,.0f} characters")
-    rates = bench_prechecks(programs)
+    rates = bench_prechecks(programs, 0.05 if args.smoke else 1.5)
     for name, rate in rates.items():
         line = f"[bench-data] {name:<10} {rate:>9,.0f} programs/s on one core ({1e6 / rate:6.1f} µs/program)"
         if name != "mask":
             line += f"  -> {rate / PRECHECK_TARGET:.2f}x the {PRECHECK_TARGET:,.0f}/s target"
             line += f"; policy time per Lean check: {SEED_LEAN_RATE / rate:.1e} of the seed pool's"
         print(line)
-    build = bench_build()
-    print(f"[bench-data] corpus build (default config, replay backend, {usable} usable cores): "
+    build = bench_build("debug" if args.smoke else "default")
+    print(f"[bench-data] corpus build ({'debug' if args.smoke else 'default'} config, replay backend, {usable} usable cores): "
           f"{build['input_rows']} rows / {build['distinct']} distinct programs in {build['fresh_s']:.2f}s "
           f"= {build['input_rows'] / build['fresh_s']:,.0f} rows/s end to end (load, precheck, replay, "
           f"traces, parquet, manifest)")
     print(f"[bench-data] resumed rebuild from the journal: {build['resumed_s']:.2f}s, "
           f"{build['resumed_verified']} programs re-verified "
           f"({build['fresh_s'] / build['resumed_s']:.1f}x faster than fresh)")
+    return {"programs": len(programs), "precheck_per_s": rates, "build": build,
+            "precheck_target_ratio": {k: v / PRECHECK_TARGET for k, v in rates.items() if k != "mask"},
+            "resumed_speedup": build["fresh_s"] / build["resumed_s"]}
 
 
 if __name__ == "__main__":

@@ -246,7 +246,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                              "shared cores idle threads spin and distort both runs); 0: torch's default")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="also write the results to this JSON file")
+    parser.add_argument("--smoke", action="store_true",
+                        help="2 programs of <= 512 prompt tokens, 16 new tokens: checks the bench runs (seconds)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.programs, args.max_input_tokens, args.max_new_tokens = 2, 512, 16
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)

@@ -53,6 +53,13 @@ class BenchConfig:
     threads: int = 1
     skip_step: bool = False
     skip_scheduler: bool = False
+    smoke: bool = False
+    """Tiny sizes (2 draws, 4 latency programs, 2 steps of 2 rollouts x 4 tokens): checks the bench runs."""
+
+    def __post_init__(self) -> None:
+        if self.smoke:
+            self.draws, self.latency_programs, self.steps, self.warmup = 2, 4, 1, 1
+            self.num_generations, self.problems, self.completion_tokens = 2, 1, 4
 
 
 def measure_evaluator(config: BenchConfig) -> dict:
@@ -231,11 +238,14 @@ def report(config: BenchConfig, scheduler: dict | None, step: dict | None) -> No
               "through the vocabulary on CPU (only CUDA gets its compact mode), this stage only the completion")
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> dict:
     from jsonargparse import ArgumentParser
 
     parser = ArgumentParser(prog="python -m bench.rl", description=__doc__.splitlines()[0])
     parser.add_class_arguments(BenchConfig, as_group=False)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--smoke" in argv:  # a plain flag, as in every other bench
+        argv[argv.index("--smoke")] = "--smoke=true"
     config = BenchConfig(**vars(parser.parse_args(argv)))
     os.environ.setdefault("WANDB_MODE", "disabled")
     scheduler = None if config.skip_scheduler else bench_scheduler(config)
@@ -250,6 +260,7 @@ def main(argv: list[str] | None = None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"config": asdict(config), "scheduler": scheduler, "step": step}, indent=1, default=str))
     print(f"[bench-rl] details: {out}")
+    return {"scheduler": scheduler, "step": step}
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ metrics come from the copy-the-input baseline (the program with no feedback).
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import time
@@ -77,7 +78,13 @@ def _rate(work: Callable[[], int], min_seconds: float = 1.0) -> tuple[float, int
             return done / elapsed, done
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    parser = argparse.ArgumentParser(prog="python -m bench.traces", description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true",
+                        help="0.05 s per rate, 200 bootstrap resamples: checks the bench runs (seconds)")
+    args = parser.parse_args(argv)
+    min_seconds = 0.05 if args.smoke else 1.0
+    resamples, loop_resamples = (200, 10) if args.smoke else (5000, 250)
     shared = shared_data_dir()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print(f"bench.traces on {cores} core(s); rates are per CPU second (single-threaded Python)")
@@ -102,18 +109,18 @@ def main() -> None:
             annotate(r.program, p.messages, p.tactics)
         return len(answered)
 
-    annotations, _ = _rate(annotate_all)
-    raw_annotations, _ = _rate(parse_and_annotate_all)
+    annotations, _ = _rate(annotate_all, min_seconds)
+    raw_annotations, _ = _rate(parse_and_annotate_all, min_seconds)
     print(f"annotate (parsed replies):      {annotations:10.0f} annotations/s")
     print(f"parse + annotate (raw JSON):    {raw_annotations:10.0f} annotations/s  "
           f"(parsing costs {annotations / raw_annotations:.2f}x)")
 
     traces = [annotate(r.program, p.messages, p.tactics) for r, p in answered]
     programs = [r.program for r, _ in answered]
-    verdicts, _ = _rate(lambda: sum(1 for t in traces if trace_verdict(t) is not None))
+    verdicts, _ = _rate(lambda: sum(1 for t in traces if trace_verdict(t) is not None), min_seconds)
     print(f"verdict rule:                   {verdicts:10.0f} traces/s")
-    identical, _ = _rate(lambda: sum(1 for t in traces if feedback_scores(t, t)))
-    baseline, _ = _rate(lambda: sum(1 for t, p in zip(traces, programs) if feedback_scores(t, p)))
+    identical, _ = _rate(lambda: sum(1 for t in traces if feedback_scores(t, t)), min_seconds)
+    baseline, _ = _rate(lambda: sum(1 for t, p in zip(traces, programs) if feedback_scores(t, p)), min_seconds)
     print(f"feedback metrics (trace vs itself):          {identical:10.0f} evaluations/s")
     print(f"feedback metrics (trace vs copy baseline):   {baseline:10.0f} evaluations/s")
 
@@ -121,20 +128,19 @@ def main() -> None:
     labels = np.asarray([int(row["label"]) for row in rows])
     scores = np.asarray([row["score"] for row in rows])
     groups = [row["group"] for row in rows]
-    metrics_rate, _ = _rate(lambda: int(bool(verdict_metrics(labels, scores))))
+    metrics_rate, _ = _rate(lambda: int(bool(verdict_metrics(labels, scores))), min_seconds)
     summary = verdict_metrics(labels, scores)
     print(f"verdict metrics on {len(rows)} RL-Lean candidates ({len(set(groups))} problems; earlier-rounds "
           f"pass-rate evaluator: AUROC {summary['auroc']:.3f}, MCC {summary['mcc']:.3f}): "
           f"{metrics_rate:8.0f} evaluations/s")
 
     start = time.process_time()
-    bootstrap_samples(labels, groups, scores, n_resamples=5000)
+    bootstrap_samples(labels, groups, scores, n_resamples=resamples)
     vectorized = time.process_time() - start
-    loop_resamples = 250
     start = time.process_time()
     bootstrap_samples_loop(labels, groups, scores, n_resamples=loop_resamples)
-    loop = (time.process_time() - start) / loop_resamples * 5000
-    print(f"grouped bootstrap, 5,000 resamples (CPU time): vectorized {vectorized:.2f} s, per-resample loop "
+    loop = (time.process_time() - start) / loop_resamples * resamples
+    print(f"grouped bootstrap, {resamples:,} resamples (CPU time): vectorized {vectorized:.2f} s, per-resample loop "
           f"{loop:.1f} s (extrapolated from {loop_resamples}): {loop / vectorized:.1f}x faster")
 
     start = time.process_time()
@@ -143,6 +149,11 @@ def main() -> None:
     print(f"budget replay over {len(curve['k'])} budgets: {time.process_time() - start:.2f} s "
           f"(coverage at k=1: ranked {curve['ranked'][0]:.3f}, random {curve['random'][0]:.3f}, "
           f"oracle {curve['oracle'][0]:.3f})")
+    return {"annotations_per_s": annotations, "raw_annotations_per_s": raw_annotations,
+            "parsing_cost": annotations / raw_annotations, "verdicts_per_s": verdicts,
+            "feedback_identical_per_s": identical, "feedback_baseline_per_s": baseline,
+            "verdict_metrics_per_s": metrics_rate, "auroc": float(summary["auroc"]),
+            "bootstrap_speedup": loop / vectorized, "coverage_at_1_ranked": float(curve["ranked"][0])}
 
 
 if __name__ == "__main__":

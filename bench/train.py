@@ -45,7 +45,7 @@ PADDING_TARGET = 0.02
 SPEEDUP_TARGET = 1.5
 
 
-def default_corpus_examples(tokenizer, max_length: int) -> list[dict]:
+def default_corpus_examples(tokenizer, max_length: int, documents_limit: int | None = None) -> list[dict]:
     from pretrain.config import CorpusConfig, JsonlSource
     from pretrain.corpus import collect_documents
 
@@ -55,7 +55,7 @@ def default_corpus_examples(tokenizer, max_length: int) -> list[dict]:
     corpus.pop("holdout", None)
     config = CorpusConfig(**{**corpus, "jsonl": [JsonlSource(**j) for j in corpus.get("jsonl", [])]})
     documents, _ = collect_documents(config)
-    return [e for d in documents for e in lm_examples(tokenizer, d["text"], max_length)]
+    return [e for d in documents[:documents_limit] for e in lm_examples(tokenizer, d["text"], max_length)]
 
 
 def epoch_padding(lengths: list[int], max_length: int, batch_size: int, seed: int) -> dict[str, float]:
@@ -107,9 +107,10 @@ def train_side_by_side(models: dict, batches: dict[str, list]) -> dict[str, dict
     return seconds
 
 
-def bench_packing(examples_n: int = 40, max_length: int = 512, batch_size: int = 4, seed: int = 0) -> dict:
+def bench_packing(examples_n: int = 40, max_length: int = 512, batch_size: int = 4, seed: int = 0,
+                  documents_limit: int | None = None) -> dict:
     tokenizer = load_tokenizer("qwen3")
-    examples = default_corpus_examples(tokenizer, max_length)
+    examples = default_corpus_examples(tokenizer, max_length, documents_limit)
     lengths = [len(e["input_ids"]) for e in examples]
     corpus = epoch_padding(lengths, max_length, batch_size, seed)
 
@@ -134,7 +135,7 @@ def bench_packing(examples_n: int = 40, max_length: int = 512, batch_size: int =
     seconds = train_side_by_side({"packed": base, "padded": copy.deepcopy(base)}, batches)
 
     result = {
-        "max_length": max_length, "batch_size": batch_size,
+        "max_length": max_length, "batch_size": batch_size, "documents_limit": documents_limit,
         "corpus": {"examples": len(examples), "tokens": sum(lengths), **corpus},
         "sample": {"examples": len(sample), "tokens": real, "rows": len(rows)},
     }
@@ -159,7 +160,7 @@ def report(r: dict) -> str:
         f"# packed vs padded batches (tiny Qwen3, real Qwen vocabulary) - {os.cpu_count()} cores, "
         f"load {load:.1f}, torch threads {torch.get_num_threads()}",
         f"max_length {r['max_length']}, batch_size {r['batch_size']} sequences per step",
-        f"whole default corpus ({c['examples']:,} examples, {c['tokens']:,} tokens; {c['rows']:,} packed rows): "
+        f"{'default corpus' if r.get('documents_limit') is None else 'first %d documents of the default corpus' % r['documents_limit']} ({c['examples']:,} examples, {c['tokens']:,} tokens; {c['rows']:,} packed rows): "
         f"padding packed {c['packed']:.2%}, padded {c['padded']:.2%}",
         f"trained here: {s['examples']} random examples, {s['tokens']:,} tokens ({s['rows']} packed rows)",
         f"{'':8} {'steps':>6} {'padding':>9} {'CPU s':>8} {'tokens/CPU s':>13} {'wall s':>8} {'tokens/s':>9}",
@@ -183,14 +184,21 @@ def report(r: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--examples", type=int, default=40, help="random examples trained both ways")
     parser.add_argument("--max_length", type=int, default=512)
     parser.add_argument("--batch_size", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--smoke", action="store_true",
+                        help="the corpus's first 200 documents, 4 examples of 64 tokens, batch 2: checks the bench "
+                             "runs (seconds; ratios meaningless)")
     args = parser.parse_args(argv)
-    print(report(bench_packing(args.examples, args.max_length, args.batch_size, args.seed)), flush=True)
+    if args.smoke:
+        args.examples, args.max_length, args.batch_size = 4, 64, 2
+    result = bench_packing(args.examples, args.max_length, args.batch_size, args.seed, 200 if args.smoke else None)
+    print(report(result), flush=True)
+    return result
 
 
 if __name__ == "__main__":

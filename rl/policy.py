@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from leanloop.training.models import ModelSpec, load_model
+from leanloop.training.packed_nf4 import allow_packed_cpu_kernel
 from rl.config import AdapterConfig, PolicyConfig
 
 
@@ -80,6 +81,9 @@ def build_policy(spec: ModelSpec, tokenizer: Any, policy: PolicyConfig, beta: fl
                                    bnb_4bit_compute_dtype=getattr(torch, adapter.compute_dtype))
         model = load_model(spec, tokenizer=tokenizer, quantization_config=quant)
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=policy.gradient_checkpointing)
+        # the policy trains and its reference (adapter off) log-probs are compared with its own:
+        # never the packed CPU kernel, whose eval-mode forwards differ and rewrite the weights
+        allow_packed_cpu_kernel(model, False)
     else:
         model = load_model(spec, tokenizer=tokenizer)
     reference = None

@@ -69,7 +69,7 @@ def test_lora_on_a_bf16_base_and_the_fused_model_is_refused():
     model = tiny_qwen3_moe(seed=2)
     report = trainable_report(apply_adapters(model, AdapterConfig(use_dora=False)))
     assert report.method == "LoRA" and "expert_dora_magnitude" not in report.by_group
-    assert report.by_group["expert_lora"] == 2 * 8 * 3 * 8 * (64 + 32)
+    assert report.by_group["expert_lora"] == 2 * 8 * 3 * 8 * (64 + 64)  # layers, experts, projections, r, H + I
     with pytest.raises(ValueError, match="unfuse_experts_"):
         apply_adapters(tiny_qwen3_moe(unfused=False), AdapterConfig())
 

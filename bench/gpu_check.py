@@ -1,0 +1,283 @@
+"""``python -m bench.gpu_check`` (``make gpu-check``): every GPU-only path once, at tiny scale, with a
+JSON report of what ran, passed, failed or was skipped and why.
+
+On a CUDA machine (target: <= 8 minutes on one GPU):
+- ``step:<stage>``: one bf16-mixed training step (``fast_dev_run``) of each stage's debug config on
+  the GPU, in its own process, upstream debug runs built first in a scratch artifacts root;
+- ``flash_attn``: the tiny Qwen3 forward with ``flash_attention_2`` against ``sdpa`` (bf16), where
+  flash-attn is installed;
+- ``zero2`` / ``zero3``: the pretrain debug step under configs/strategy/zero{2,3}.yaml on one rank;
+- ``nf4_moe_policy``: the autoformalizer's unfused tiny MoE quantized to NF4 on CUDA, QLoRA adapters,
+  one forward/backward/AdamW step; ``qlora_rl``: the RL stage's QLoRA policy (NF4 base) likewise;
+- ``vllm_ngram`` / ``vllm_ngram_fp8``: greedy vLLM generation with n-gram speculation (and FP8
+  weights) against plain generation, where vLLM is installed (bench.feedback's paired runs).
+
+Without CUDA it runs the CPU equivalents (fp32 steps, NF4 on bitsandbytes' CPU kernels) and records
+each GPU-only path as skipped, with the reason. ``--only`` runs a subset (the tests run the CPU form
+of a few checks). Exit status 1 when a check failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from leanloop.paths import REPO_ROOT
+
+UPSTREAM = re.compile(r"artifacts://(\w+)/(\w+)")
+STEP_TIMEOUT_S = 240  # one debug step; the whole GPU run is meant to stay under 8 minutes
+
+
+class Skipped(Exception):
+    """A check that cannot run here; the message says why."""
+
+
+@dataclass
+class CheckResult:
+    name: str
+    status: str  # passed | failed | skipped
+    reason: str = ""
+    seconds: float = 0.0
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def cuda() -> bool:
+    return torch.cuda.is_available()
+
+
+def installed(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def debug_steps() -> list[tuple[str, str, Path]]:
+    """(name, training module, debug config) of every Lightning stage: configs/<stage>/debug.yaml with
+    <stage>/train.py, and the autoformalizer's GRPO stage (configs/autoformalizer/grpo/debug.yaml)."""
+    steps = [(p.parent.name, f"{p.parent.name}.train", p) for p in sorted((REPO_ROOT / "configs").glob("*/debug.yaml"))
+             if (REPO_ROOT / p.parent.name / "train.py").is_file()]
+    grpo = REPO_ROOT / "configs/autoformalizer/grpo/debug.yaml"
+    if grpo.is_file() and (REPO_ROOT / "autoformalizer/train_grpo.py").is_file():
+        steps.append(("autoformalizer_grpo", "autoformalizer.train_grpo", grpo))
+    return steps
+
+
+def _python(args: list[str], env: dict[str, str], timeout: int = STEP_TIMEOUT_S) -> str:
+    done = subprocess.run([sys.executable, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"`python {' '.join(args)}` exited {done.returncode}:\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
+def _device_args() -> list[str]:
+    if cuda():
+        return ["--trainer.accelerator", "gpu", "--trainer.devices", "1", "--trainer.precision", "bf16-mixed"]
+    return ["--trainer.accelerator", "cpu", "--trainer.precision", "32-true"]
+
+
+class Steps:
+    """Debug-config training steps in one scratch artifacts root, upstream runs built once each."""
+
+    def __init__(self, root: Path):
+        self.env = {**os.environ, "LEANLOOP_ARTIFACTS": str(root), "PYTHONPATH": str(REPO_ROOT)}
+        self.built: set[tuple[str, str]] = set()
+
+    def upstream(self, config: Path) -> None:
+        for stage, run in UPSTREAM.findall(config.read_text()):
+            if (stage, run) in self.built:
+                continue
+            self.built.add((stage, run))
+            source = REPO_ROOT / "configs" / stage / f"{run}.yaml"
+            if not source.is_file():
+                raise FileNotFoundError(f"{config} names artifacts://{stage}/{run} but {source} does not exist")
+            self.upstream(source)
+            if stage == "data":
+                _python(["-m", "data.build", "--config", str(source)], self.env)
+            else:
+                _python(["-m", f"{stage}.train", "--config", str(source), "--trainer.fast_dev_run", "true",
+                         *_device_args()], self.env)
+
+    def step(self, module: str, config: Path, *extra: str) -> dict[str, Any]:
+        self.upstream(config)
+        _python(["-m", module, "--config", str(config), "--trainer.fast_dev_run", "true", *_device_args(), *extra],
+                self.env)
+        return {"config": str(config.relative_to(REPO_ROOT)), "args": _device_args() + list(extra)}
+
+
+def check_flash_attn() -> dict[str, Any]:
+    if not cuda():
+        raise Skipped("flash-attn runs only on CUDA")
+    if not installed("flash_attn"):
+        raise Skipped("flash-attn is not installed (pip install flash-attn)")
+    from leanloop.training.models import ModelSpec, load_model, load_tokenizer
+
+    tokenizer = load_tokenizer("qwen3")
+    ids = torch.randint(100, 5000, (2, 64), generator=torch.Generator().manual_seed(0)).cuda()
+    logits = {}
+    for impl in ("sdpa", "flash_attention_2"):
+        torch.manual_seed(0)
+        model = load_model(ModelSpec("qwen3-tiny", dtype="bfloat16", attn_implementation=impl),
+                           tokenizer=tokenizer).cuda().eval()
+        with torch.no_grad():
+            logits[impl] = model(ids).logits.float()
+    diff = float((logits["sdpa"] - logits["flash_attention_2"]).abs().max())
+    if diff > 0.1:  # bf16 attention kernels differ in summation order, not by whole logits
+        raise AssertionError(f"flash_attention_2 logits differ from sdpa by {diff:.3g}")
+    return {"max_abs_logit_diff": diff}
+
+
+def check_zero(steps: Steps, stage: int) -> dict[str, Any]:
+    if not cuda():
+        raise Skipped("Lightning's DeepSpeedStrategy runs only on CUDA (DeepSpeed's own ZeRO on CPU is checked "
+                      "by tests/cluster/test_cluster_strategy.py)")
+    if not installed("deepspeed"):
+        raise Skipped("deepspeed is not installed")
+    return steps.step("pretrain.train", REPO_ROOT / "configs/pretrain/debug.yaml",
+                      "--config", str(REPO_ROOT / f"configs/strategy/zero{stage}.yaml"), "--trainer.devices", "1")
+
+
+def _train_step(model: torch.nn.Module, ids: torch.Tensor) -> dict[str, Any]:
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=1e-3)
+    before = [p.detach().clone() for p in params]
+    loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    optimizer.step()
+    moved = sum(not torch.equal(b, p.detach()) for b, p in zip(before, params))
+    if not torch.isfinite(loss) or moved == 0:
+        raise AssertionError(f"loss {float(loss)}, {moved} of {len(params)} trainable tensors changed")
+    return {"loss": float(loss), "trainable_tensors": len(params), "updated_tensors": moved}
+
+
+def check_nf4_moe_policy() -> dict[str, Any]:
+    import bitsandbytes as bnb
+
+    from autoformalizer.config import PolicyConfig
+    from autoformalizer.policy import build_policy
+    from autoformalizer.quantize import QuantConfig
+
+    compute = "bfloat16" if cuda() else "float32"
+    model, _ = build_policy(PolicyConfig(dtype=compute, quant=QuantConfig(compute_dtype=compute)))
+    quantized = [m for m in model.modules() if isinstance(m, bnb.nn.Linear4bit)]
+    device = quantized[0].weight.device.type
+    if device != ("cuda" if cuda() else "cpu"):
+        raise AssertionError(f"NF4 weights on {device}")
+    ids = torch.randint(100, 5000, (2, 16), generator=torch.Generator().manual_seed(0)).to(device)
+    return {"device": device, "nf4_layers": len(quantized), **_train_step(model, ids)}
+
+
+def check_qlora_rl() -> dict[str, Any]:
+    import bitsandbytes as bnb
+
+    from leanloop.training.models import ModelSpec, load_tokenizer
+    from rl.config import AdapterConfig, PolicyConfig
+    from rl.policy import build_policy
+
+    spec = ModelSpec("qwen3-tiny")
+    compute = "bfloat16" if cuda() else "float32"
+    policy = build_policy(spec, load_tokenizer(spec), PolicyConfig(adapter=AdapterConfig(
+        kind="qlora", r=2, alpha=4, compute_dtype=compute)), beta=0.0)
+    device = "cuda" if cuda() else "cpu"
+    policy.model.to(device)  # where Lightning puts the stage's module (Params4bit moves its NF4 payload)
+    quantized = [m for m in policy.model.modules() if isinstance(m, bnb.nn.Linear4bit)]
+    if quantized[0].weight.device.type != device:
+        raise AssertionError(f"NF4 weights on {quantized[0].weight.device.type}, expected {device}")
+    ids = torch.randint(100, 5000, (2, 16), generator=torch.Generator().manual_seed(0)).to(device)
+    return {"device": device, "nf4_layers": len(quantized), **_train_step(policy.model, ids)}
+
+
+def check_vllm(fp8: bool) -> dict[str, Any]:
+    if not cuda():
+        raise Skipped("vLLM runs only on CUDA")
+    if not installed("vllm"):
+        raise Skipped("vLLM is not installed")
+    from bench.feedback import vllm_pairs
+    from leanloop.training.models import ModelSpec, load_model, load_tokenizer
+
+    torch.cuda.empty_cache()  # vLLM sizes its KV cache from the memory free when it starts
+    tokenizer = load_tokenizer("qwen3")
+    with tempfile.TemporaryDirectory(prefix="gpu-check-vllm-") as folder:
+        torch.manual_seed(0)
+        load_model(ModelSpec("qwen3-tiny", dtype="bfloat16"), tokenizer=tokenizer).save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        text = "theorem t (a b : Nat) : a + b = b + a := by\n  omega\n" * 3
+        programs = [(text, tokenizer(text, add_special_tokens=False)["input_ids"])] * 2
+        result = vllm_pairs(Path(folder), tokenizer, programs, max_new_tokens=32, draft_tokens=4, ngram_size=3, fp8=fp8)
+    if result["verdict_agreement"] != 1.0:
+        raise AssertionError(f"greedy verdicts differ with n-gram speculation: {result}")
+    return result
+
+
+def run_check(name: str, fn: Callable[[], dict[str, Any]]) -> CheckResult:
+    began = time.perf_counter()
+    try:
+        detail = fn()
+        result = CheckResult(name, "passed", detail=detail)
+    except Skipped as why:
+        result = CheckResult(name, "skipped", reason=str(why))
+    except Exception as error:  # noqa: BLE001 - every failure is recorded, the other checks still run
+        result = CheckResult(name, "failed", reason=f"{type(error).__name__}: {error}",
+                             detail={"traceback": traceback.format_exc()[-4000:]})
+    result.seconds = round(time.perf_counter() - began, 2)
+    mark = {"passed": "ok  ", "failed": "FAIL", "skipped": "skip"}[result.status]
+    print(f"[gpu-check] {mark} {name:<26} {result.seconds:7.1f}s  {result.reason.splitlines()[0] if result.reason else ''}",
+          flush=True)
+    return result
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(prog="python -m bench.gpu_check", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=None, help="report path (default: <artifacts>/gpu_check/report.json)")
+    parser.add_argument("--only", nargs="*", default=None,
+                        help="check names to run (e.g. step:pretrain nf4_moe_policy); default: all")
+    args = parser.parse_args(argv)
+    from leanloop.artifacts import artifacts_root
+
+    out = Path(args.out) if args.out else artifacts_root() / "gpu_check" / "report.json"
+    began = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="gpu-check-") as scratch:
+        steps = Steps(Path(scratch))
+        checks: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+            *[(f"step:{name}", lambda module=module, config=config: steps.step(module, config))
+              for name, module, config in debug_steps()],
+            ("flash_attn", check_flash_attn),
+            ("zero2", lambda: check_zero(steps, 2)),
+            ("zero3", lambda: check_zero(steps, 3)),
+            ("nf4_moe_policy", check_nf4_moe_policy),
+            ("qlora_rl", check_qlora_rl),
+            ("vllm_ngram", lambda: check_vllm(fp8=False)),
+            ("vllm_ngram_fp8", lambda: check_vllm(fp8=True)),
+        ]
+        known = {name for name, _ in checks}
+        if args.only is not None and not set(args.only) <= known:
+            parser.error(f"unknown checks {sorted(set(args.only) - known)}; known: {sorted(known)}")
+        device = torch.cuda.get_device_name(0) if cuda() else "cpu (no CUDA: CPU equivalents, GPU-only paths skipped)"
+        print(f"[gpu-check] device: {device}", flush=True)
+        results = [run_check(name, fn) for name, fn in checks if args.only is None or name in args.only]
+    report = {
+        "device": device, "cuda": cuda(), "torch": torch.__version__, "seconds": round(time.perf_counter() - began, 1),
+        "counts": {s: sum(r.status == s for r in results) for s in ("passed", "failed", "skipped")},
+        "checks": [asdict(r) for r in results],
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1))
+    print(f"[gpu-check] {report['counts']} in {report['seconds']}s -> {out}")
+    return report
+
+
+if __name__ == "__main__":
+    sys.exit(1 if main()["counts"]["failed"] else 0)

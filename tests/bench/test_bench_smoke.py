@@ -1,0 +1,94 @@
+"""Every ``make bench-*`` benchmark runs in its ``--smoke`` mode (tiny sizes, a few iterations) and
+returns well-formed ratios, so a broken bench cannot land. The numbers themselves mean nothing at
+these sizes; only ``make bench-*`` measures."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    """Benches write under the artifacts root and set torch's thread count: both stay inside the test."""
+    monkeypatch.setenv("LEANLOOP_ARTIFACTS", str(tmp_path / "artifacts"))
+    threads = torch.get_num_threads()
+    yield tmp_path / "artifacts"
+    torch.set_num_threads(threads)
+
+
+def positive(*values: float) -> bool:
+    return all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in values)
+
+
+def test_bench_autoformalizer_smoke(capsys):
+    from autoformalizer.moe import meta_model
+    from bench.autoformalizer import BENCH_ARCH, main
+
+    meta_model(BENCH_ARCH)  # the full bench's model builds (its pad id lies inside its vocabulary)
+    r = main(["--smoke"])
+    m = r["memory"]
+    assert m["nf4_bytes"] < m["bf16_bytes"] and m["ratio"] == pytest.approx(m["bf16_bytes"] / m["nf4_bytes"])
+    assert m["nf4_estimate_bytes"] == m["nf4_bytes"]  # the module-tree estimate is exact
+    assert 3 < m["paper_ratio"] < 4.5  # 30B: ~61 GB bf16 -> ~16.7 GB NF4
+    assert r["forward"]["max_abs_logit_diff"] < 1e-4  # unfusing keeps the arithmetic
+    for impl in ("eager", "grouped_mm"):
+        f = r["forward"][impl]
+        assert positive(f["fused_s"], f["unfused_s"]) and f["unfused_over_fused"] == pytest.approx(
+            f["unfused_s"] / f["fused_s"])
+    a = r["adapters"]
+    assert positive(a["qlora"]["tokens_per_s"], a["qdora"]["tokens_per_s"], a["qdora_slowdown"])
+    assert a["qdora"]["trainable"] > a["qlora"]["trainable"]  # DoRA's magnitude vectors
+    assert "QDoRA" in capsys.readouterr().out
+
+
+def test_bench_data_and_traces_smoke():
+    from bench import data, traces
+
+    r = data.main(["--smoke"])
+    assert r["programs"] == 200
+    assert positive(*r["precheck_per_s"].values(), r["resumed_speedup"])
+    assert set(r["precheck_target_ratio"]) == {"collection", "rl"}
+    assert r["build"]["input_rows"] >= r["build"]["distinct"] > 0 and r["build"]["resumed_verified"] == 0
+    t = traces.main(["--smoke"])
+    assert positive(*t.values())
+    assert t["parsing_cost"] == pytest.approx(t["annotations_per_s"] / t["raw_annotations_per_s"])
+    assert 0.5 < t["auroc"] <= 1 and 0 < t["coverage_at_1_ranked"] <= 1
+
+
+def test_bench_train_and_classifiers_smoke():
+    from bench import classifiers, train
+
+    r = train.main(["--smoke"])
+    assert r["documents_limit"] == 200 and r["sample"]["examples"] == 4
+    assert 0 <= r["corpus"]["packed"] <= r["corpus"]["padded"] < 1
+    assert positive(r["speedup"], r["wall_speedup"])
+    assert r["loss_abs_diff"] < 1e-4  # packing is exact
+    c = classifiers.main(["--smoke"])
+    assert positive(c["encoder_batched"], c["onetoken_batched"], c["onetoken_over_encoder"])
+    assert c["encoder_max_score_gap"] <= classifiers.SCORE_TOLERANCE
+    assert c["onetoken_max_score_gap"] <= classifiers.SCORE_TOLERANCE
+
+
+def test_bench_feedback_smoke(isolated):
+    from bench import feedback
+    from data.build import build, parse_config
+    from leanloop.paths import REPO_ROOT
+
+    build(parse_config(["--config", str(REPO_ROOT / "configs/data/debug.yaml")]), progress=False, quiet=True)
+    r = feedback.main(["--smoke", "--corpus", "artifacts://data/debug"])["cpu"]
+    assert r["model"] == "random-init qwen3-tiny"  # no trained feedback model in the fresh root
+    assert positive(r["speedup"]) and r["verdict_agreement"] == 1.0  # greedy: drafting changes nothing
+
+
+def test_bench_rl_smoke(isolated):
+    from bench import rl
+
+    r = rl.main(["--smoke"])
+    scenarios = r["scheduler"]["scenarios"]
+    assert scenarios and all(s[name]["scoring_s"] > 0 for s in scenarios for name in ("lean", "hybrid"))
+    step = r["step"]
+    assert positive(step["ratio_cpu_s"], step["ratio_wall_s"])
+    assert (isolated / "bench" / "rl.json").is_file()

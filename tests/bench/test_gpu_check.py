@@ -1,0 +1,48 @@
+"""``make gpu-check`` in its CPU form (the form CI runs): the report says what ran, what passed on the
+CPU equivalents, and which GPU-only paths were skipped and why."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+@pytest.fixture
+def cpu_only(monkeypatch, tmp_path):
+    import bench.gpu_check as gpu_check
+
+    monkeypatch.setenv("LEANLOOP_ARTIFACTS", str(tmp_path / "artifacts"))
+    monkeypatch.setattr(gpu_check, "cuda", lambda: False)  # the CPU form, even on a GPU machine
+    return gpu_check
+
+
+def test_cpu_form_runs_the_cpu_equivalents_and_says_why_it_skipped_the_rest(cpu_only, tmp_path):
+    out = tmp_path / "report.json"
+    checks = ["step:pretrain", "flash_attn", "zero2", "zero3", "nf4_moe_policy", "qlora_rl", "vllm_ngram_fp8"]
+    returned = cpu_only.main(["--out", str(out), "--only", *checks])
+    report = json.loads(out.read_text())
+    assert report == returned and report["cuda"] is False and report["device"].startswith("cpu")
+    by_name = {c["name"]: c for c in report["checks"]}
+    assert list(by_name) == checks  # only what was asked, in the script's order
+    assert report["counts"] == {"passed": 3, "failed": 0, "skipped": 4}, by_name
+    step = by_name["step:pretrain"]
+    assert step["detail"]["config"] == "configs/pretrain/debug.yaml" and "cpu" in step["detail"]["args"]
+    for name in ("nf4_moe_policy", "qlora_rl"):  # NF4 on bitsandbytes' CPU kernels, adapters trained
+        d = by_name[name]["detail"]
+        assert d["device"] == "cpu" and d["nf4_layers"] > 0 and d["updated_tensors"] == d["trainable_tensors"] > 0
+    assert by_name["flash_attn"]["reason"] == "flash-attn runs only on CUDA"
+    assert by_name["vllm_ngram_fp8"]["reason"] == "vLLM runs only on CUDA"
+    assert all("DeepSpeedStrategy runs only on CUDA" in by_name[z]["reason"] for z in ("zero2", "zero3"))
+    assert all(c["seconds"] >= 0 for c in report["checks"])
+
+
+def test_every_stage_debug_config_is_a_check_and_unknown_names_are_refused(cpu_only):
+    from leanloop.paths import REPO_ROOT
+
+    names = {name for name, _, _ in cpu_only.debug_steps()}
+    assert {"pretrain", "classifiers", "sft", "feedback_model", "rl", "autoformalizer", "autoformalizer_grpo"} <= names
+    assert all((REPO_ROOT / "configs" / stage / "debug.yaml").is_file()
+               for stage in names - {"autoformalizer_grpo"})
+    with pytest.raises(SystemExit):
+        cpu_only.main(["--only", "step:nonexistent"])
