@@ -93,6 +93,7 @@ class _Worker:
         self.headers: dict[str, int] = {}  # header text -> lean-interact session-cache env id
         self.busy = False
         self.aborted = False  # set by abort(): the job in progress must not be retried
+        self.sent_program = False  # the program's own command was sent in the current try
 
     def kill(self) -> None:
         """Stop the REPL from the worker's own thread (or when no job runs)."""
@@ -166,13 +167,18 @@ class _Worker:
                 if self.aborted:
                     return LeanResponse(ResponseStatus.INFRA_ERROR, detail="cancelled", lean_version=version)
                 if len(failures) > self.config.crash_retries:
-                    return LeanResponse(ResponseStatus.INFRA_ERROR, lean_version=version,
+                    # Died or garbled AFTER the program was sent (every try): code the program runs at
+                    # elaboration time can do that, so it is the program's failure; before it was sent
+                    # (start-up, header) it is the infrastructure's and stays retryable.
+                    status = ResponseStatus.CANDIDATE_FAILURE if self.sent_program else ResponseStatus.INFRA_ERROR
+                    return LeanResponse(status, lean_version=version,
                                         detail=f"Lean REPL failed {len(failures)} times: " + " | ".join(failures))
                 log.warning("Lean REPL failed (%s); restarting and retrying", failures[-1])
 
     def _compile(self, header: str, body: str, offset: int, timeout: float, version: str | None) -> LeanResponse:
         from lean_interact.interface import Command, LeanError
 
+        self.sent_program = False
         env = None
         if header:
             env = self.headers.get(header)
@@ -191,6 +197,7 @@ class _Worker:
                     return LeanResponse(ResponseStatus.OK, messages=messages, lean_version=version)
                 env = self.headers[header] = reply.env
         started = time.perf_counter()
+        self.sent_program = True
         reply = self.server.run(Command(cmd=body, env=env, all_tactics=self.config.all_tactics or None),
                                 timeout=timeout)
         elapsed = time.perf_counter() - started

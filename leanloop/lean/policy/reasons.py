@@ -42,6 +42,9 @@ NO_RECORDING = "no_recording"
 LEAN_TIMEOUT = "lean_timeout"
 INFRA_FAILURE = "infra_failure"
 TRUSTED_STATEMENT_ERROR = "trusted_statement_error"
+CANDIDATE_FAILURE = "candidate_failure"
+HARNESS_LINE_ERROR = "harness_line_error"
+UNMATCHED_REPLY = "unmatched_reply"
 BAD_REQUEST = "bad_request"
 
 DESCRIPTIONS: dict[str, str] = {
@@ -80,6 +83,11 @@ DESCRIPTIONS: dict[str, str] = {
     LEAN_TIMEOUT: "Lean did not finish within the per-item timeout",
     INFRA_FAILURE: "the Lean process or server failed",
     TRUSTED_STATEMENT_ERROR: "the trusted statement itself does not parse or elaborate",
+    CANDIDATE_FAILURE: "the Lean process died or garbled its reply after the candidate's program was sent "
+                       "(hardened profiles: the candidate's doing, scored 0)",
+    HARNESS_LINE_ERROR: "an error on the harness's own lines while the trusted statement elaborates cleanly "
+                        "without the candidate: placed there by the candidate",
+    UNMATCHED_REPLY: "a message positioned outside the program Lean was sent: not Lean's reply to this request",
     BAD_REQUEST: "the request is malformed (empty program, missing name or statement)",
 }
 

@@ -157,7 +157,8 @@ def test_faults_mid_batch_lose_nothing(tmp_path, shared_data, standalone, with_h
     assert by_program[crash_once].messages == shift_messages(
         messages_from_json(with_header[crash_once][0].get("messages")), with_header[crash_once][1])
     assert by_program[garbage].messages == messages_from_json(standalone[garbage].get("messages"))
-    assert by_program[crash_always].status is ResponseStatus.INFRA_ERROR
+    # died every time AFTER the program was sent: the program's doing (hardened policies score 0)
+    assert by_program[crash_always].status is ResponseStatus.CANDIDATE_FAILURE
     assert "failed 2 times" in by_program[crash_always].detail
     assert by_program[hang].status is ResponseStatus.TIMEOUT
     assert by_program[unknown].status is ResponseStatus.UNAVAILABLE
@@ -248,3 +249,14 @@ def test_real_lean_agrees_with_the_recorded_kimina_replies(shared_data):
         assert [m.data for m in response.errors] == [m.data for m in recorded.errors]
         if response.lean_version == VERSION:
             assert [(m.data, m.pos) for m in response.messages] == [(m.data, m.pos) for m in recorded.messages]
+
+
+def test_a_crash_before_the_program_was_sent_stays_infrastructure(tmp_path, shared_data, with_header):
+    """The import header's command crashes every time: the program never ran, so the failure is
+    the infrastructure's (retryable INFRA_ERROR), not CANDIDATE_FAILURE."""
+    program = next(iter(with_header))
+    header = split_header(program)[0]
+    backend = LocalBackend(standin_config(_faulty_dir(tmp_path, shared_data, [{"when": header, "action": "crash"}]),
+                                          all_tactics=False, crash_retries=1))
+    response = asyncio.run(_run_all(backend, [program], timeout=5))[0]
+    assert response.status is ResponseStatus.INFRA_ERROR and "failed 2 times" in response.detail

@@ -312,7 +312,8 @@ def test_trailer_errors(accepted, statements, replay, rl_rows):
     real_error = next(m for r in rl_rows if not r["verdict_pass"]
                       for m in replay.answer(r["code"]).messages if m.severity == "error")
     for line, category, code in ((submission.trailer_line, Category.INVALID, R.STATEMENT_MISMATCH),
-                                 (submission.header_lines + 1, Category.INPUT_ERROR, R.TRUSTED_STATEMENT_ERROR)):
+                                 # on a harness line: the candidate's, until the statement alone reproduces it
+                                 (submission.header_lines + 1, Category.INVALID, R.HARNESS_LINE_ERROR)):
         error = replace(real_error, pos=Position(line, 0), end_pos=Position(line, 5))
         outcome = policy.judge(request, submission, LeanResponse(ResponseStatus.OK, messages=[*moved, error]))
         assert outcome.category is category and codes(outcome.reasons) == {code}

@@ -1,0 +1,197 @@
+"""The ``rl`` profile against an adversary (issue 16): each exploit class with the reply Lean would
+give, and the final verdict.
+
+Replies: Lean's own recorded messages (RL-Lean recordings of the accepted program
+mathd_algebra_478, real ``#print axioms`` replies from the Lean reference manual) wherever they
+exist. Where an exploit needs a reply nobody recorded, the test builds it and says so in a comment
+starting with ``ASSUMED REPLY:`` — those are assumptions about Lean, never recorded data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import re
+from dataclasses import replace
+
+import pytest
+
+from leanloop.lean.policy import AcceptancePolicy, parse_axioms_reply
+from leanloop.lean.policy import reasons as R
+from leanloop.lean.types import (Category, LeanBackend, LeanMessage, LeanResponse, Position, ResponseStatus,
+                                 VerifyRequest)
+from leanloop.lean.verifier import Verifier
+
+NAME = "mathd_algebra_478"
+
+
+def codes(reasons):
+    return {R.code_of(r) for r in reasons}
+
+
+@pytest.fixture(scope="module")
+def rl_rows(shared_data):
+    with gzip.open(shared_data / "candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz", "rt") as fh:
+        return [json.loads(line) for line in fh]
+
+
+@pytest.fixture(scope="module")
+def statements(shared_data):
+    with open(shared_data / "statements/minif2f_deepseek_prover_v1.5.jsonl", encoding="utf-8") as fh:
+        return {row["name"]: row for row in map(json.loads, fh)}
+
+
+@pytest.fixture(scope="module")
+def accepted(rl_rows):
+    return next(r for r in rl_rows if r["verdict_pass"] and r["name"] == NAME)
+
+
+@pytest.fixture(scope="module")
+def real_error(rl_rows, replay):
+    """A real Lean error message (text as Lean printed it) from a recorded failed program."""
+    return next(m for r in rl_rows if not r["verdict_pass"] for m in replay.answer(r["code"]).messages
+                if m.severity == "error")
+
+
+@pytest.fixture(scope="module")
+def clean_axioms(shared_data):
+    for line in open(shared_data / "lean_text/reference_manual_lean_outputs.jsonl"):
+        row = json.loads(line)
+        reply = parse_axioms_reply(row["output"]) if "axioms" in row["output"] else None
+        if reply is not None and not reply.disallowed:
+            return reply.name, row["output"]
+    raise AssertionError("no clean #print axioms reply recorded")
+
+
+@pytest.fixture(scope="module")
+def replay():
+    from leanloop.lean.replay import ReplayBackend
+
+    backend = ReplayBackend(["rl_lean"])
+    backend.index
+    return backend
+
+
+def request_for(accepted, statements, program=None):
+    return VerifyRequest(program=program or accepted["code"], name=NAME, statement=statements[NAME]["formal_statement"],
+                         header=statements[NAME]["header"])
+
+
+def moved_messages(submission, recorded):
+    """The recorded messages of the candidate's program, on their lines in the composed program."""
+    def at(pos):
+        if pos is None:
+            return None
+        return Position(pos.line + (submission.block_lines if pos.line > submission.header_lines else 0), pos.column)
+    return [LeanMessage(m.severity, m.data, at(m.pos), at(m.end_pos)) for m in recorded.messages]
+
+
+class Answers(LeanBackend):
+    """A backend answering fixed programs with fixed responses (built in each test from recorded
+    messages; see the ASSUMED REPLY comments), anything else UNAVAILABLE."""
+
+    name = "answers"
+
+    def __init__(self, answers: dict[str, LeanResponse]):
+        self.answers, self.asked = answers, []
+
+    async def run(self, program, timeout=None):
+        self.asked.append(program)
+        return self.answers.get(program, LeanResponse(ResponseStatus.UNAVAILABLE, detail="no recorded Lean answer"))
+
+
+# ------------------------------------------------------------------ 1. candidate-caused failures score 0
+@pytest.mark.parametrize("profile,expected", [("rl", Category.INVALID), ("statement", Category.INVALID),
+                                              ("collection", Category.INFRA_ERROR)])
+def test_a_repl_that_dies_after_the_program_was_sent_scores_zero_when_hardened(accepted, statements, profile,
+                                                                                  expected):
+    policy = AcceptancePolicy(profile)
+    request = request_for(accepted, statements)
+    submission = policy.prepare(request)
+    dead = LeanResponse(ResponseStatus.CANDIDATE_FAILURE, detail="Lean REPL failed 2 times: BrokenPipeError")
+    outcome = policy.judge(request, submission, dead, "local")
+    assert outcome.category is expected and codes(outcome.reasons) == {R.CANDIDATE_FAILURE}
+    # before the program was sent: retryable infrastructure, under every profile
+    infra = policy.judge(request, submission, LeanResponse(ResponseStatus.INFRA_ERROR, detail="no start"), "local")
+    assert infra.category is Category.INFRA_ERROR
+
+
+def _harness_line_scenario(accepted, statements, replay, real_error, clean_axioms, probe_reply):
+    policy = AcceptancePolicy("rl")
+    request = request_for(accepted, statements)
+    submission = policy.prepare(request)
+    moved = moved_messages(submission, replay.answer(accepted["code"]))
+    target, output = clean_axioms
+    # ASSUMED REPLY: Lean's answer to the composed program where candidate code (running at
+    # elaboration time) logged a real error text at the harness's abbrev line, and the trailer
+    # printed a clean axioms reply (the reference manual's, renamed to the check theorem).
+    forged = replace(real_error, pos=Position(submission.header_lines + 2, 0), end_pos=None)
+    axioms = LeanMessage("info", output.replace(f"'{target}'", f"'{submission.check_name}'"),
+                         Position(submission.axioms_line, 0))
+    answers = {submission.program: LeanResponse(ResponseStatus.OK, messages=[*moved, forged, axioms])}
+    probe = policy.statement_probe(submission)
+    assert probe.program.count("\n") == submission.header_lines + submission.block_lines
+    assert "linarith" in accepted["code"] and "linarith" not in probe.program  # no candidate code
+    if probe_reply is not None:
+        answers[probe.program] = probe_reply(probe, forged)
+    backend = Answers(answers)
+    outcome = Verifier(backend, policy).check_sync([request])[0]
+    return outcome, backend
+
+
+def test_an_error_on_a_harness_line_is_the_candidates_unless_the_statement_alone_reproduces_it(
+        accepted, statements, replay, real_error, clean_axioms):
+    # the statement alone is clean (ASSUMED REPLY: no messages for header + harness block)
+    outcome, backend = _harness_line_scenario(accepted, statements, replay, real_error, clean_axioms,
+                                              lambda probe, err: LeanResponse(ResponseStatus.OK))
+    assert outcome.category is Category.INVALID and codes(outcome.reasons) == {R.HARNESS_LINE_ERROR}
+    assert len(backend.asked) == 2
+    # no answer for the statement alone: still the candidate's (never an unscored input error)
+    outcome, _ = _harness_line_scenario(accepted, statements, replay, real_error, clean_axioms, None)
+    assert outcome.category is Category.INVALID and outcome.label is False
+    # the statement alone fails the same way (ASSUMED REPLY: the same error on the same line): input error
+    outcome, _ = _harness_line_scenario(accepted, statements, replay, real_error, clean_axioms,
+                                        lambda probe, err: LeanResponse(ResponseStatus.OK, messages=[err]))
+    assert outcome.category is Category.INPUT_ERROR and codes(outcome.reasons) == {R.TRUSTED_STATEMENT_ERROR}
+
+
+def test_a_message_outside_the_program_is_not_leans_reply(accepted, statements, replay, clean_axioms):
+    policy = AcceptancePolicy("rl")
+    request = request_for(accepted, statements)
+    submission = policy.prepare(request)
+    moved = moved_messages(submission, replay.answer(accepted["code"]))
+    target, output = clean_axioms
+    good = LeanMessage("info", output.replace(f"'{target}'", f"'{submission.check_name}'"),
+                       Position(submission.axioms_line, 0))
+    assert policy.judge(request, submission, LeanResponse(ResponseStatus.OK, messages=[*moved, good])).category \
+        is Category.VALID
+    # ASSUMED REPLY: bytes the candidate wrote to the REPL's stdout, read as a reply whose message
+    # sits on a line the program does not have
+    stray = replace(good, pos=Position(submission.axioms_line + 40, 0))
+    outcome = policy.judge(request, submission, LeanResponse(ResponseStatus.OK, messages=[*moved, good, stray]))
+    assert outcome.category is Category.INVALID and codes(outcome.reasons) == {R.UNMATCHED_REPLY}
+
+
+def test_a_missing_trailer_reply_scores_zero(accepted, statements, replay):
+    policy = AcceptancePolicy("rl")
+    request = request_for(accepted, statements)
+    submission = policy.prepare(request)
+    # the recorded messages alone: Lean (or the candidate) printed nothing on the trailer
+    moved = moved_messages(submission, replay.answer(accepted["code"]))
+    outcome = policy.judge(request, submission, LeanResponse(ResponseStatus.OK, messages=moved))
+    assert outcome.category is Category.INVALID and codes(outcome.reasons) == {R.TRAILER_REPLY_MISSING}
+
+
+def test_candidate_failures_score_zero_in_every_reward_protocol(accepted, statements):
+    from rl.reward import Protocol, combine
+    from rl.harness import Candidate, Stage
+    from leanloop.evaluator import Prediction
+
+    policy = AcceptancePolicy("rl")
+    request = request_for(accepted, statements)
+    outcome = policy.judge(request, policy.prepare(request), LeanResponse(ResponseStatus.CANDIDATE_FAILURE))
+    candidate = Candidate(problem=None, completion="", stage=Stage.READY)
+    accept_all = Prediction(verdict=True, score=1.0, trace=None, time_s=0.0)
+    for protocol in (Protocol.LEAN, Protocol.LEAN_MATCHED, Protocol.HYBRID):
+        assert combine(protocol, candidate, outcome, accept_all).reward == 0.0
