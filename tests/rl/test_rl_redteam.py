@@ -199,5 +199,5 @@ def test_the_statement_and_success_claims_never_come_from_the_completion(accepte
     assert "(v : ℝ) : True" not in candidate.program and "does not depend" not in candidate.program
     assert candidate.program.rstrip().endswith("trivial")
     # the rl policy elaborates the trusted statement in the harness block and checks @name against it
-    assert f"@{NAME}" in candidate.submission.program.splitlines()[candidate.submission.trailer_line - 1]
+    assert f"@_root_.{NAME}" in candidate.submission.program.splitlines()[candidate.submission.check_line - 1]
     assert extract_proof(weaker, NAME).helpers == ""

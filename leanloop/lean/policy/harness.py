@@ -9,8 +9,10 @@ Layout of the program Lean compiles under a hardened profile::
       ,                                                  |  instance, macro or `variable` can change
       <type>                                             /  what it means
     <the rest of the candidate program>                  (positions mapped back for messages)
-    theorem LeanloopHarness.check_<tag> : LeanloopHarness.expected_<tag> := @<name>
-    #print axioms LeanloopHarness.check_<tag>            the trailer
+    end <X>                                              \  the trailer: closes every section /
+    theorem _root_.LeanloopHarness.check_<tag> :         |  namespace the candidate left open,
+      _root_.LeanloopHarness.expected_<tag> := @_root_.<name>  |  then checks the global <name>
+    #print axioms _root_.LeanloopHarness.check_<tag>     /
 
 The check theorem compiles only if the candidate's declaration ``<name>`` has a type
 definitionally equal to the trusted statement, as Lean's own elaborator and kernel decide; and its
@@ -18,6 +20,15 @@ definitionally equal to the trusted statement, as Lean's own elaborator and kern
 pretty-printed signatures, which depend on pp options, notation and unicode the candidate controls.
 Replies are read only from messages positioned on the trailer lines (see ``Submission.region``):
 text a program prints elsewhere never counts.
+
+Name capture: the check line is elaborated in whatever scope the candidate leaves open. Every name
+in it is absolute (``_root_.``), so a local ``variable (<name> : <statement>)`` cannot stand in for
+the global declaration (Lean resolves ``_root_.x`` only against declarations, never locals), nor a
+``<namespace>.<name>`` for ``<name>``; the scopes the candidate opened are closed first (``end``
+for each ``section`` / ``namespace``, innermost first), which also drops its ``variable``s and
+``open``s; an ``include`` / ``omit`` / ``variable?`` is refused by the rl prechecks (a top-level
+``include`` would survive every ``end``). A wrong count can only make the trailer fail: an error
+on a trailer line is INVALID.
 """
 
 from __future__ import annotations
@@ -89,6 +100,27 @@ def parse_statement(statement: str, name: str | None = None) -> Signature:
     return Signature(found_name, binders, type_)
 
 
+_SCOPE = re.compile(r"(?<![\w.'])(namespace|section|mutual|end)(?![\w'!?])[ \t]*([^\s]*)")
+
+
+def open_scopes(masked: str) -> list[str]:
+    """The ``section`` / ``namespace`` scopes still open at the end of a masked program, outermost
+    first, each as the name its ``end`` needs ("" for an anonymous section; ``mutual`` blocks
+    count as scopes too, so that their ``end`` is not taken for a section's)."""
+    stack: list[str] = []
+    for m in _SCOPE.finditer(masked):
+        keyword, name = m.group(1), m.group(2)
+        if keyword == "end":
+            if stack:
+                stack.pop()
+        elif keyword == "mutual":
+            stack.append("\0mutual")
+        else:
+            name = name if name and (name[0].isalpha() or name[0] in "_«") else ""
+            stack.append(name)
+    return stack
+
+
 def _tag(signature: Signature) -> str:
     digest = hashlib.sha256(f"{signature.name}\0{signature.binders}\0{signature.type}".encode())
     return digest.hexdigest()[:10]
@@ -105,6 +137,7 @@ class Submission:
     trailer_line: int  # first trailer line (1-based) in ``program``; 0: no trailer
     check_name: str | None = None
     axioms_line: int = 0
+    check_line: int = 0  # the line of the check theorem (after the `end`s closing candidate scopes)
 
     @property
     def composed(self) -> bool:
@@ -166,7 +199,10 @@ def compose(program: str, *, header: str | None, heartbeats: int | None,
         # The comma sits on its own line so that a `--` comment ending the binders cannot hide it.
         body = f"  ∀ {signature.binders}\n  ,\n  {signature.type}" if signature.binders else f"  {signature.type}"
         block.append(f"abbrev {expected} : Prop :=\n{body}")
-        trailer = f"theorem {check_name} : {expected} := @{signature.name}\n#print axioms {check_name}\n"
+        ends = "".join(f"end {scope}\n" if scope else "end\n"
+                       for scope in reversed(open_scopes(mask(program[cut:]).text)) if scope != "\0mutual")
+        trailer = (f"{ends}theorem _root_.{check_name} : _root_.{expected} := @_root_.{signature.name}\n"
+                   f"#print axioms _root_.{check_name}\n")
     block_text = "\n".join(block) + "\n"
     head = program[:cut]
     if head and not head.endswith("\n"):
@@ -183,5 +219,6 @@ def compose(program: str, *, header: str | None, heartbeats: int | None,
         block_lines=block_text.count("\n"),
         trailer_line=trailer_line,
         check_name=check_name,
-        axioms_line=trailer_line + 1 if trailer else 0,
+        check_line=trailer_line + trailer.count("\n") - 2 if trailer else 0,
+        axioms_line=trailer_line + trailer.count("\n") - 1 if trailer else 0,
     )

@@ -47,6 +47,9 @@ _RL_KEYWORDS: dict[str, str] = {
     "count_heartbeats": R.CANDIDATE_HEARTBEATS,
     "instance": R.INSTANCE_DECLARATION,
     "LeanloopHarness": R.HARNESS_NAME,
+    # a variable that every later declaration takes (include) could stand in for the target in
+    # the harness's check line; `variable?` (Mathlib) adds variables the candidate did not write
+    **dict.fromkeys(["include", "omit", "variable?"], R.SCOPE_CAPTURE),
 }
 _SPECIAL = ("native", "set_option", "attribute")
 _RL_WORD = re.compile("(?:" + "|".join(re.escape(w) for w in sorted([*_RL_KEYWORDS, *_SPECIAL], key=len,

@@ -29,6 +29,7 @@ TARGET_NOT_THEOREM = "target_not_theorem"
 HARNESS_NAME = "harness_name"
 UNTERMINATED = "unterminated_literal"
 HEADER_NOT_VERBATIM = "header_not_verbatim"
+SCOPE_CAPTURE = "scope_capture"
 
 # judgement reasons (after Lean answered)
 LEAN_ERROR = "lean_error"
@@ -72,6 +73,8 @@ DESCRIPTIONS: dict[str, str] = {
     HARNESS_NAME: "mentions the harness's reserved namespace",
     UNTERMINATED: "an unterminated comment or string would swallow the harness's trailer",
     HEADER_NOT_VERBATIM: "the program does not start with the trusted header verbatim",
+    SCOPE_CAPTURE: "include / omit / variable?: a variable every later declaration takes could stand in for the "
+                   "target in the harness's check line",
     LEAN_ERROR: "Lean reported an error",
     SORRY_WARNING: "Lean warned that a declaration uses sorry",
     WARNING_NOT_ALLOWED: "a warning other than the sorry warning (statement profile: only that one is allowed)",

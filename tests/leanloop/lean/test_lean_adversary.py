@@ -195,3 +195,54 @@ def test_candidate_failures_score_zero_in_every_reward_protocol(accepted, statem
     accept_all = Prediction(verdict=True, score=1.0, trace=None, time_s=0.0)
     for protocol in (Protocol.LEAN, Protocol.LEAN_MATCHED, Protocol.HYBRID):
         assert combine(protocol, candidate, outcome, accept_all).reward == 0.0
+
+
+# ------------------------------------------------------------------ 2. name capture in the check line
+def _with_before(accepted, text: str) -> str:
+    """The accepted program with ``text`` inserted right before its theorem (its docstring kept)."""
+    code = accepted["code"]
+    at = code.index(f"theorem {NAME}")
+    return code[:at] + text + code[at:]
+
+
+def test_the_check_line_names_only_global_declarations_and_closes_the_candidates_scopes(accepted, statements):
+    from leanloop.lean.policy.harness import open_scopes
+    from leanloop.lean.policy import mask
+
+    policy = AcceptancePolicy("rl")
+    # the candidate's theorem is Decoy.mathd_algebra_478; a section variable of the same name
+    # would be what a bare `@mathd_algebra_478` on the check line means
+    capture = f"section Inner\nvariable ({NAME} : ∀ b h v : ℝ, False)\n"
+    program = _with_before(accepted, "namespace Decoy\n") + "\n" + capture
+    submission = policy.prepare(request_for(accepted, statements, program))
+    assert hasattr(submission, "trailer_line"), submission
+    lines = submission.program.split("\n")
+    trailer = lines[submission.trailer_line - 1: submission.axioms_line]
+    assert trailer[:2] == ["end Inner", "end Decoy"]  # innermost first: the variable is gone before the check
+    check = lines[submission.check_line - 1]
+    assert check.startswith("theorem _root_.LeanloopHarness.check_")
+    # every identifier on the check and axioms lines is absolute: no local or namespace can capture it
+    for line in (check, lines[submission.axioms_line - 1]):
+        idents = re.findall(r"@?[\w.]+\.\w+|@\w+", line.split(":", 1)[-1] if line is check else line)
+        assert idents and all(i.lstrip("@").startswith("_root_.") for i in idents), line
+    assert f"@_root_.{NAME}" in check
+    assert open_scopes(mask("section A\nnamespace B.C\nmutual\nend\nsection\nend\n").text) == ["A", "B.C"]
+    # ASSUMED REPLY: Lean cannot resolve `_root_.mathd_algebra_478` (only Decoy.mathd_algebra_478 and
+    # the section variable exist), an error on the check line -> the candidate scores 0
+    error = LeanMessage("error", f"unknown constant '{NAME}'", Position(submission.check_line, 0))
+    outcome = policy.judge(request_for(accepted, statements, program), submission,
+                           LeanResponse(ResponseStatus.OK, messages=[error]))
+    assert outcome.category is Category.INVALID and codes(outcome.reasons) == {R.STATEMENT_MISMATCH}
+
+
+@pytest.mark.parametrize("capture", [
+    f"variable ({NAME} : ∀ b h v : ℝ, False)\ninclude {NAME}\n",
+    "variable? [Group G]\n",
+    "omit h\n",
+    # written mid-line, after a proof: a command keyword ends the tactic block
+    f"  linarith include {NAME}\n",
+])
+def test_scope_capture_commands_are_refused(accepted, statements, capture):
+    program = accepted["code"] + "\n" + capture
+    outcome = AcceptancePolicy("rl").prepare(request_for(accepted, statements, program))
+    assert outcome.category is Category.PRECHECK_REJECTED and R.SCOPE_CAPTURE in codes(outcome.reasons)

@@ -277,7 +277,7 @@ def test_trailer_judgement_reads_only_trailer_lines(accepted, statements, replay
     ``#print axioms`` replies, placed on the lines of the composed program they would occupy."""
     policy, request, submission, recorded, moved = _rl_setup(accepted, statements, replay)
     assert submission.program.startswith(statements[accepted["name"]]["header"].rstrip())
-    assert f"@{accepted['name']}" in submission.program.splitlines()[submission.trailer_line - 1]
+    assert f"@_root_.{accepted['name']}" in submission.program.splitlines()[submission.check_line - 1]
     assert submission.program.splitlines()[submission.axioms_line - 1].startswith("#print axioms")
     replies = {}
     for target, output in axiom_replies:
