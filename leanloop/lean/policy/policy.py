@@ -99,6 +99,10 @@ class Precheck:
         return {"ok": self.ok, "reasons": list(self.reasons)}
 
 
+def _lf(text: str | None) -> str | None:
+    return text.replace("\r\n", "\n") if text is not None else None
+
+
 def is_sorry_warning(message: LeanMessage) -> bool:
     return message.severity == "warning" and bool(_SORRY_WARNING.search(message.data))
 
@@ -151,6 +155,11 @@ class AcceptancePolicy:
                 R.BAD_REQUEST, f"the {self.profile.name} profile needs the target name and the trusted "
                 "statement (VerifyRequest.name / .statement)")])
         header = request.header if request.header is not None else self.header
+        if self.profile.hardened:
+            # Lean reads CRLF as a line break; the text rules, the verbatim-header check and the
+            # harness's line layout all work on LF (a CRLF program is the same program)
+            program, header = _lf(program), _lf(header)
+            request = replace(request, program=program, header=header, statement=_lf(request.statement))
         check = self.precheck(program, header=header, name=request.name)
         if not check.ok:
             return Outcome(Category.PRECHECK_REJECTED, reasons=check.reasons)

@@ -246,3 +246,99 @@ def test_scope_capture_commands_are_refused(accepted, statements, capture):
     program = accepted["code"] + "\n" + capture
     outcome = AcceptancePolicy("rl").prepare(request_for(accepted, statements, program))
     assert outcome.category is Category.PRECHECK_REJECTED and R.SCOPE_CAPTURE in codes(outcome.reasons)
+
+
+# ------------------------------------------------------------------ 3. the masker agrees with Lean's lexer
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from leanloop.lean.policy import mask  # noqa: E402
+
+# (text, is it code Lean's lexer reads as tokens?) — literals and comments as Lean lexes them
+_CODE = ["x", "h'", "f''", "get!", "decide?", "!", "?", "(", ")", ":=", "1", "Nat.succ", "r", "a'b'", "#eval"]
+_HIDDEN = ['"a\\"b"', 'r"\\"', 'r#"a"b"#', "'\"'", "'a'", "'\\n'", "/-- doc /- nested -/ -/", "/--/ x -/",
+           "/-! mod -/", "/- a -/", "-- line\n"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 100), st.booleans()), max_size=25))
+def test_mask_blanks_exactly_what_leans_lexer_reads_as_literals_or_comments(pieces):
+    text, expected, last = "", "", ""
+    for hidden, pick, glue in pieces:
+        part = _HIDDEN[pick % len(_HIDDEN)] if hidden else _CODE[pick % len(_CODE)]
+        # a literal may touch a standalone `!` or `(` (Lean: separate tokens; `get!r"` would be the
+        # identifier `get!r`); anything else gets a space
+        sep = "" if (glue and hidden and last in ("!", "(")) or not text or text.endswith("\n") else " "
+        last = part
+        text += sep + part
+        expected += sep + ("".join(" " if c != "\n" else "\n" for c in part) if hidden else part)
+    masked = mask(text)
+    assert masked.text == expected and masked.unterminated is None, text
+
+
+@pytest.mark.parametrize("smuggle", ['!r"\\"', "!'\"'"])
+def test_a_bang_before_a_literal_does_not_open_a_string_lean_never_sees(accepted, statements, smuggle):
+    """Round 2 of the red team: after `!r"\\"` the old masker opened a string running to the end,
+    hiding every later command from every text rule."""
+    program = accepted["code"] + f"\ndef smuggle := {smuggle}\n#eval IO.println \"no goals\"\n"
+    outcome = AcceptancePolicy("rl").prepare(request_for(accepted, statements, program))
+    assert outcome.category is Category.PRECHECK_REJECTED and R.METAPROGRAM in codes(outcome.reasons)
+
+
+def test_a_doc_comment_opening_does_not_close_itself(accepted, statements):
+    program = accepted["code"] + "\n/--/ #eval 1\n"  # Lean: an unterminated doc comment
+    outcome = AcceptancePolicy("rl").prepare(request_for(accepted, statements, program))
+    assert R.UNTERMINATED in codes(outcome.reasons)
+    assert mask("/--/ x -/ #eval").text.endswith("#eval")
+
+
+@pytest.mark.parametrize("smuggle,code", [
+    ('def s := s!"{(by_elab pure ()).1}"', R.METAPROGRAM),
+    ('def s : Nat := dbg_trace "{(\'}\', by_elab pure ())}"; 0', R.METAPROGRAM),
+    ('def s := s!"{sorry}"', R.FORBIDDEN),
+])
+def test_code_inside_interpolated_strings_is_seen(accepted, statements, smuggle, code):
+    program = accepted["code"] + "\n" + smuggle + "\n"
+    outcome = AcceptancePolicy("rl").prepare(request_for(accepted, statements, program))
+    assert outcome.category is Category.PRECHECK_REJECTED and code in codes(outcome.reasons), outcome.reasons
+    # the collection profile keeps the seed's masking (a string is a string)
+    assert mask(smuggle).text.count("by_elab") == 0
+
+
+def test_crlf_is_the_same_program(accepted, statements):
+    crlf = accepted["code"].replace("\n", "\r\n")
+    request = VerifyRequest(program=crlf, name=NAME, statement=statements[NAME]["formal_statement"].replace("\n", "\r\n"),
+                            header=statements[NAME]["header"].replace("\n", "\r\n"))
+    policy = AcceptancePolicy("rl")
+    assert policy.prepare(request).program == policy.prepare(request_for(accepted, statements)).program
+
+
+# ------------------------------------------------------------------ 4. elaboration-time code without a keyword
+# A cheap first filter, not the defence (see docs/threat_model.md): each payload of the red team's
+# second round, injected into the accepted program, stops at the text rules.
+ELABORATION_TIME_CODE = {
+    "by_elab term": "def x : Nat := by_elab return Lean.mkNatLit 0",
+    "run_conv": "example : 1 = 1 := by\n  conv => run_conv pure ()\n",
+    "run_tac inside s!": 'def s := s!"{(by run_tac pure ())}"',
+    "dbg_trace with char-literal braces": "def s : Nat := dbg_trace \"{('}', 0)}\"; 0",
+    "linarith discharger": "example (a : ℝ) (h : 0 < a) : 0 < a := by\n  linarith (config := {discharger := pure ()})",
+    "aesop rule": "@[aesop safe tactic]\ndef t : Lean.Elab.Tactic.TacticM Unit := pure ()",
+    "positivity extension": "@[positivity _ + _]\ndef ext := 0",
+    "norm_num extension": "@[norm_num (_ : ℕ) + _]\ndef ext := 0",
+    "attribute added at run time": "def f := Lean.Attribute.add",
+    "unchecked declaration": "def f := Lean.addDecl",
+    "addDeclWithoutChecking": "def f := addDeclWithoutChecking",
+    "skip kernel check through options": "def o := debug.skipKernelTC",
+    "IO ref kept across commands": "def r := IO.mkRef 0",
+    "linter registration": "register_linter_set foo := []",
+    "macro rewriting the check line": "macro \"theorem\" : command => `(example : True := trivial)",
+    "override of #print axioms": "elab \"#print\" \"axioms\" id:ident : command => pure ()",
+}
+
+
+@pytest.mark.parametrize("name", list(ELABORATION_TIME_CODE))
+def test_elaboration_time_code_is_refused_before_lean(accepted, statements, name):
+    program = accepted["code"] + "\n\n" + ELABORATION_TIME_CODE[name] + "\n"
+    outcome = AcceptancePolicy("rl").prepare(request_for(accepted, statements, program))
+    assert outcome.category is Category.PRECHECK_REJECTED, name
+    assert codes(outcome.reasons) & {R.METAPROGRAM, R.SYNTAX_EXTENSION, R.KERNEL_CHECK_OPTION}, outcome.reasons
