@@ -23,7 +23,7 @@ import json
 import sys
 import time
 from collections import Counter
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -139,7 +139,12 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
     def _backend(self):
         from data.build import make_backend
 
-        backend = make_backend(self.lean.backend)
+        config = self.lean.backend
+        if config.kind == "local" and "fresh_process" not in config.options:
+            # the rl profile's isolation (issue 16): one REPL process per candidate, so nothing a
+            # candidate runs at elaboration time survives into another candidate's check
+            config = replace(config, options={**config.options, "fresh_process": True})
+        backend = make_backend(config)
         if self.lean.latency == "recorded":
             from rl.latency import TimedBackend
 
