@@ -2,21 +2,26 @@
 
 Layout of the program Lean compiles under a hardened profile::
 
-    <trusted header, as the candidate wrote it>          lines 1..h (verbatim, checked by precheck)
+    <trusted header (and the statement's trusted context)>  lines 1..h (verbatim, checked by precheck)
     set_option maxHeartbeats 800000                      \\  the harness block: the budget, and the
-    abbrev LeanloopHarness.expected_<tag> : Prop :=      |  trusted statement elaborated BEFORE any
-      ∀ <binders>                                        |  candidate code, so no candidate notation,
-      ,                                                  |  instance, macro or `variable` can change
-      <type>                                             /  what it means
+    theorem LeanloopHarness.expected_<tag> <binders>     |  trusted statement elaborated BEFORE any
+      :                                                  |  candidate code, so no candidate notation,
+      <type>                                             |  instance, macro or `variable` can change
+      := sorry                                           /  what it means
     <the rest of the candidate program>                  (positions mapped back for messages)
     end <X>                                              \  the trailer: closes every section /
     theorem _root_.LeanloopHarness.check_<tag> :         |  namespace the candidate left open,
-      _root_.LeanloopHarness.expected_<tag> := @_root_.<name>  |  then checks the global <name>
+      type_of% @_root_.LeanloopHarness.expected_<tag>    |  then checks the global <name>
+      := @_root_.<name>                                  |
     #print axioms _root_.LeanloopHarness.check_<tag>     /
 
 The check theorem compiles only if the candidate's declaration ``<name>`` has a type
 definitionally equal to the trusted statement, as Lean's own elaborator and kernel decide; and its
-``#print axioms`` reply covers ``<name>`` transitively. This is stronger than comparing
+``#print axioms`` reply covers ``<name>`` transitively (``type_of%`` leaves only the statement's
+type in the check, never the ``sorry`` proof of ``expected``, whose warning sits on a harness line).
+``expected`` is declared exactly as the target is (a ``theorem`` with the statement's binders and
+type, after the statement's own trusted context), so it gets the same auto-bound implicits and the
+same section ``variable``s the target gets: the check compares like with like. This is stronger than comparing
 pretty-printed signatures, which depend on pp options, notation and unicode the candidate controls.
 Replies are read only from messages positioned on the trailer lines (see ``Submission.region``):
 text a program prints elsewhere never counts.
@@ -196,12 +201,13 @@ def compose(program: str, *, header: str | None, heartbeats: int | None,
         tag = _tag(signature)
         expected = f"{HARNESS_NAMESPACE}.expected_{tag}"
         check_name = f"{HARNESS_NAMESPACE}.check_{tag}"
-        # The comma sits on its own line so that a `--` comment ending the binders cannot hide it.
-        body = f"  ∀ {signature.binders}\n  ,\n  {signature.type}" if signature.binders else f"  {signature.type}"
-        block.append(f"abbrev {expected} : Prop :=\n{body}")
+        # `:` and `:=` sit on their own lines so that a `--` comment ending the binders or the type
+        # cannot hide them
+        binders = f" {signature.binders}" if signature.binders else ""
+        block.append(f"theorem {expected}{binders}\n  :\n  {signature.type}\n  := sorry")
         ends = "".join(f"end {scope}\n" if scope else "end\n"
                        for scope in reversed(open_scopes(mask(program[cut:]).text)) if scope != "\0mutual")
-        trailer = (f"{ends}theorem _root_.{check_name} : _root_.{expected} := @_root_.{signature.name}\n"
+        trailer = (f"{ends}theorem _root_.{check_name} : type_of% @_root_.{expected} := @_root_.{signature.name}\n"
                    f"#print axioms _root_.{check_name}\n")
     block_text = "\n".join(block) + "\n"
     head = program[:cut]

@@ -124,7 +124,7 @@ def _harness_line_scenario(accepted, statements, replay, real_error, clean_axiom
     moved = moved_messages(submission, replay.answer(accepted["code"]))
     target, output = clean_axioms
     # ASSUMED REPLY: Lean's answer to the composed program where candidate code (running at
-    # elaboration time) logged a real error text at the harness's abbrev line, and the trailer
+    # elaboration time) logged a real error text at the harness's expected-statement line, and the trailer
     # printed a clean axioms reply (the reference manual's, renamed to the check theorem).
     forged = replace(real_error, pos=Position(submission.header_lines + 2, 0), end_pos=None)
     axioms = LeanMessage("info", output.replace(f"'{target}'", f"'{submission.check_name}'"),

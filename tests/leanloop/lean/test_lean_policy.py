@@ -328,7 +328,7 @@ def test_compose_layout(accepted, statements):
     original = accepted["code"].splitlines()
     assert lines[: sub.header_lines] == original[: sub.header_lines]
     assert lines[sub.header_lines] == "set_option maxHeartbeats 800000"
-    assert lines[sub.header_lines + 1].startswith("abbrev LeanloopHarness.expected_")
+    assert lines[sub.header_lines + 1].startswith("theorem LeanloopHarness.expected_")
     body = lines[sub.header_lines + sub.block_lines: sub.trailer_line - 1]
     assert body == original[sub.header_lines:]
     assert sub.region(sub.header_lines + 1) == "harness" and sub.region(sub.trailer_line) == "trailer"
