@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from leanloop.lean.policy.masking import mask
 
@@ -61,6 +61,7 @@ class Signature:
     name: str
     binders: str  # text between the name and the top-level `:`; may be empty
     type: str  # text between the top-level `:` and `:=` (or the end)
+    head_end: int = field(default=-1, compare=False)  # offset of the top-level `:=` in the statement (or its end)
 
 
 def parse_statement(statement: str, name: str | None = None) -> Signature:
@@ -102,7 +103,7 @@ def parse_statement(statement: str, name: str | None = None) -> Signature:
     type_ = statement[colon + 1:assign].strip()
     if not type_:
         raise StatementError(f"empty type in the statement of `{found_name}`")
-    return Signature(found_name, binders, type_)
+    return Signature(found_name, binders, type_, assign)
 
 
 _SCOPE = re.compile(r"(?<![\w.'])(namespace|section|mutual|end)(?![\w'!?])[ \t]*([^\s]*)")

@@ -46,6 +46,7 @@ TRUSTED_STATEMENT_ERROR = "trusted_statement_error"
 CANDIDATE_FAILURE = "candidate_failure"
 HARNESS_LINE_ERROR = "harness_line_error"
 UNMATCHED_REPLY = "unmatched_reply"
+JUDGE_REJECTED = "judge_rejected"
 BAD_REQUEST = "bad_request"
 
 DESCRIPTIONS: dict[str, str] = {
@@ -91,6 +92,8 @@ DESCRIPTIONS: dict[str, str] = {
     HARNESS_LINE_ERROR: "an error on the harness's own lines while the trusted statement elaborates cleanly "
                         "without the candidate: placed there by the candidate",
     UNMATCHED_REPLY: "a message positioned outside the program Lean was sent: not Lean's reply to this request",
+    JUDGE_REJECTED: "comparator (the judge) rejected the solution: a different statement, an axiom outside "
+                    "permitted_axioms, or the kernel's replay of the solution failed",
     BAD_REQUEST: "the request is malformed (empty program, missing name or statement)",
 }
 
