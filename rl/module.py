@@ -54,6 +54,7 @@ from sft.prompt import PromptConfig, render_prompt, stop_token
 STEPS_FILE = "steps.jsonl"
 DRIFT_FILE = "drift.jsonl"
 AUDIT_FILE = "audit.jsonl"
+JUDGE_FILE = "judge_audit.jsonl"  # one row per accepted reward the judge re-checked
 REFRESH_FILE = "refresh.jsonl"
 
 
@@ -174,6 +175,12 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         if self.audit_config.enabled and self.protocol.uses_lean:
             self.auditor = TimeoutAudit(Verifier(backend, policy, self.lean.workers, self.audit_config.timeout),
                                         self.audit_config)
+        self.judge_audit = None
+        if self.audit_config.judge.enabled:
+            from leanloop.lean.judge import ComparatorJudge
+            from rl.audit import JudgeAudit
+
+            self.judge_audit = JudgeAudit(ComparatorJudge(self.audit_config.judge.judge), self.audit_config.judge)
         self.refresher = None
         if self.refresh_config.enabled:
             self.refresher = EvaluatorRefresher(self.evaluator, self.refresh_config)
@@ -314,6 +321,13 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
                 self.audits.append(report.to_dict())
                 self._append(AUDIT_FILE, report.to_dict())
             out.update(report.metrics())
+        if self.judge_audit is not None:
+            from rl.audit import JudgeItem
+
+            self.judge_audit.submit([JudgeItem(step, c.problem.name, c.completion, c.request, r.source.value)
+                                     for c, r in zip(candidates, rewards) if r.reward == 1.0 and c.request is not None])
+            self._judge_results(self.judge_audit.collect(), step)
+            out.update(self.judge_audit.metrics())
         if self.drift_monitor.due(step):
             report = self.drift_monitor.report(step)
             out.update(report.metrics())
@@ -327,6 +341,15 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
             out.update(report.metrics())
         return out
 
+    def _judge_results(self, results, step: int) -> None:
+        """Judge verdicts that arrived: a rejected proof the fast path paid leaves the replay buffer
+        and the curriculum's solved count (rl.audit.JudgeAudit)."""
+        from rl.audit import revoke_rejected
+
+        revoke_rejected(results, self.replay, self.trainer.datamodule.curriculum, step)
+        for result in results:
+            self._append(JUDGE_FILE, result.to_dict())
+
     def _append(self, name: str, row: dict) -> None:
         if self.run_dir is None or not self.trainer.is_global_zero:
             return
@@ -337,7 +360,7 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
     # -- after fit: evaluation and report --------------------------------------------------------
     def on_fit_start(self) -> None:
         if self.run_dir is not None and self.trainer.is_global_zero:
-            for name in (STEPS_FILE, DRIFT_FILE, AUDIT_FILE, REFRESH_FILE):
+            for name in (STEPS_FILE, DRIFT_FILE, AUDIT_FILE, REFRESH_FILE, JUDGE_FILE):
                 (self.run_dir / name).unlink(missing_ok=True)
 
     def on_fit_end(self) -> None:
@@ -346,6 +369,11 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         from rl.report import write_report
 
         datamodule = self.trainer.datamodule
+        if getattr(self, "judge_audit", None) is not None:
+            # the report's agreement rate covers every accepted reward sent, not only the fast ones
+            self._judge_results(self.judge_audit.collect(wait=True, timeout=self.audit_config.judge.drain_timeout),
+                                int(self.global_step))
+            self.judge_audit.close()
         if self.drift_monitor.pairs:
             report = self.drift_monitor.report(int(self.global_step))
             self._append(DRIFT_FILE, report.to_dict())
