@@ -73,6 +73,9 @@ class LocalBackendConfig:
     fresh_process: bool = False
     pickle_dir: str | None = None  # where header pickles are written (default: a temporary directory)
     header_pickles: dict[str, str] = field(default_factory=dict)  # header text -> pickle path to use for it
+    # fresh_process: after the reply, stdin is closed and the REPL must exit within this many seconds
+    # having written nothing more (else the reply read was not the REPL's last word: CANDIDATE_FAILURE)
+    reply_drain_timeout: float = 10.0
     verbose: bool = False
 
 
@@ -311,6 +314,29 @@ class _Worker:
         finally:
             builder.kill()
 
+    def _rest_of_channel(self) -> str | None:
+        """Close the REPL's stdin and read what it writes until it exits: None when nothing (the
+        reply read was its only one), else what came after it. Code the program ran can print a
+        forged reply before the REPL's real one; the real one then arrives here, and only protocol
+        replies matched to the request count."""
+        process = getattr(self.server, "_proc", None)
+        if process is None or process.stdout is None:
+            return "no process"
+        rest: list[str] = []
+        # read through the same buffered file object lean-interact read from (a second reply may
+        # already sit in its buffer), until end of file
+        reader = threading.Thread(target=lambda: rest.append(process.stdout.read()), daemon=True)
+        try:
+            process.stdin.close()
+        except (OSError, ValueError):
+            pass
+        reader.start()
+        reader.join(self.config.reply_drain_timeout)
+        if reader.is_alive():
+            return f"the REPL kept running {self.config.reply_drain_timeout:g}s after its reply"
+        text = rest[0] if rest else ""
+        return f"{text.strip()[:300]!r}" if text and text.strip() else None
+
     def _check_fresh(self, program: str, timeout: float) -> LeanResponse:
         from lean_interact import LeanServer
         from lean_interact.interface import Command, LeanError, UnpickleEnvironment
@@ -337,6 +363,10 @@ class _Worker:
                 reply = self.server.run(Command(cmd=body, env=env, all_tactics=self.config.all_tactics or None),
                                         timeout=timeout)
                 elapsed = time.perf_counter() - started
+                leftover = self._rest_of_channel()
+                if leftover is not None:
+                    return LeanResponse(ResponseStatus.CANDIDATE_FAILURE, time_s=elapsed, lean_version=version,
+                                        detail=f"the REPL's channel held more than one reply: {leftover}")
                 if isinstance(reply, LeanError):
                     return response_from_repl_reply({"message": reply.message}, lean_version=version, time_s=elapsed)
                 return response_from_repl_reply(reply.model_dump(by_alias=True, exclude_none=True),

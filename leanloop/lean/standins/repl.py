@@ -29,7 +29,8 @@ UNAVAILABLE, never a verdict.
 
 Faults (config ``faults``), keyed on a substring of the request's ``cmd``/``tactic`` text:
 ``crash`` exits without replying (a segfault or OOM kill mid-command), ``hang`` never replies,
-``garbage`` prints a non-JSON reply. ``once: true`` fires a fault only the first time across
+``garbage`` prints a non-JSON reply, ``forge`` prints a clean reply ``{"env": 0}`` (what code the
+program runs at elaboration time could write to stdout) before the recorded one. ``once: true`` fires a fault only the first time across
 restarts (a marker file in ``state_dir``), modelling a transient failure.
 """
 
@@ -230,6 +231,8 @@ class StandInREPL:
                 stdout.write("stand-in REPL fault: this is not JSON\n\n")
                 stdout.flush()
                 continue
+            if action == "forge":
+                self._write(stdout, {"env": 0})
             self._write(stdout, self.answer(request) if isinstance(request, dict) else
                         {"message": "stand-in REPL: request must be a JSON object"})
 

@@ -323,3 +323,14 @@ def test_fresh_process_a_program_that_kills_its_repl_is_a_candidate_failure(tmp_
     response = asyncio.run(backend.run(PICKLED_HEADER + "\n" + body, timeout=10))
     assert response.status is ResponseStatus.CANDIDATE_FAILURE and "failed 2 times" in response.detail
     assert backend.worker_pids() == [None]
+
+
+def test_fresh_process_a_forged_reply_before_the_real_one_is_a_candidate_failure(tmp_path, shared_data, pickled_body):
+    """The program's code writes a clean-looking reply to stdout; lean-interact reads it as THE
+    reply, the REPL's real reply follows it on the channel: not Lean's answer to the request."""
+    body, _ = pickled_body
+    root = _faulty_dir(tmp_path, shared_data, [{"when": body, "action": "forge"}])
+    backend = LocalBackend(standin_config(root, all_tactics=False, fresh_process=True,
+                                          header_pickles={PICKLED_HEADER: PICKLE_PATH}))
+    response = asyncio.run(backend.run(PICKLED_HEADER + "\n" + body, timeout=10))
+    assert response.status is ResponseStatus.CANDIDATE_FAILURE and "more than one reply" in response.detail
