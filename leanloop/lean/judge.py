@@ -37,6 +37,9 @@ from typing import Any, Sequence
 from leanloop.lean.policy import reasons as R
 from leanloop.lean.policy.harness import StatementError, parse_statement
 from leanloop.lean.replies import NO_RECORDED_ANSWER
+# Lean's module-name -> source-path rule lives in the stand-in (standard library only, it cannot
+# import this module); the judge writes the projects the stand-in (or the real tool) reads
+from leanloop.lean.standins.comparator import module_file
 from leanloop.lean.types import Category, Outcome, VerifyRequest
 
 DEFAULT_LAKEFILE = ('name = "leanloopjudge"\nversion = "0.1.0"\n\n[[lean_lib]]\nname = "Solution"\n\n'
@@ -72,21 +75,6 @@ class ComparatorProject:
     solution: str
     config: dict[str, Any]
     lakefile: str | None = None  # the project's own lakefile.toml (None: the judge's default)
-
-
-def module_file(module: str) -> str:
-    """Lean module name -> source path: ``Challenge.«12.34».«5»`` -> ``Challenge/12.34/5.lean``."""
-    parts, current, quoted = [], "", False
-    for ch in module:
-        if ch in "«»":
-            quoted = ch == "«"
-        elif ch == "." and not quoted:
-            parts.append(current)
-            current = ""
-        else:
-            current += ch
-    parts.append(current)
-    return "/".join(parts) + ".lean"
 
 
 def challenge_text(request: VerifyRequest) -> str:

@@ -219,24 +219,28 @@ class _Worker:
 
     def check(self, program: str, timeout: float) -> LeanResponse:
         self.aborted = False
-        if self.config.fresh_process:
-            return self._check_fresh(program, timeout)
+        fresh = self.config.fresh_process
         failed_boot = self.boot()
         if failed_boot is not None:
             return failed_boot
-        header, body, offset = split_header(program) if self.config.reuse_header else ("", program, 0)
-        version = self.server.lean_version
+        if fresh:
+            header, body, offset = split_pickled_header(program)
+            version = getattr(self._repl_config(), "lean_version", None)
+        else:
+            header, body, offset = split_header(program) if self.config.reuse_header else ("", program, 0)
+            version = self.server.lean_version
+        compile_ = self._compile_fresh if fresh else self._compile
         failures: list[str] = []
         while True:
             started = time.perf_counter()
             try:
-                return self._compile(header, body, offset, timeout, version)
+                return compile_(header, body, offset, timeout, version)
             except TimeoutError as error:
                 return LeanResponse(ResponseStatus.TIMEOUT, time_s=time.perf_counter() - started,
                                     detail=f"no reply within {timeout:g}s; the REPL was killed ({error})",
                                     lean_version=version)
             except _HeaderFailure as error:
-                return LeanResponse(ResponseStatus.INFRA_ERROR, detail=str(error), lean_version=version)
+                return LeanResponse(error.status, detail=str(error), lean_version=version)
             except MemoryError as error:  # AutoLeanServer gave up restarting under memory pressure
                 return LeanResponse(ResponseStatus.INFRA_ERROR, detail=f"out of memory: {error}", lean_version=version)
             except Exception as error:  # crash, broken pipe, unparsable reply: restart and retry
@@ -252,6 +256,10 @@ class _Worker:
                     return LeanResponse(status, lean_version=version,
                                         detail=f"Lean REPL failed {len(failures)} times: " + " | ".join(failures))
                 log.warning("Lean REPL failed (%s); restarting and retrying", failures[-1])
+            finally:
+                if fresh:  # nothing the program did survives it
+                    self.kill()
+                    self.server = None
 
     def _compile(self, header: str, body: str, offset: int, timeout: float, version: str | None) -> LeanResponse:
         from lean_interact.interface import Command, LeanError
@@ -337,56 +345,34 @@ class _Worker:
         text = rest[0] if rest else ""
         return f"{text.strip()[:300]!r}" if text and text.strip() else None
 
-    def _check_fresh(self, program: str, timeout: float) -> LeanResponse:
+    def _compile_fresh(self, header: str, body: str, offset: int, timeout: float,
+                       version: str | None) -> LeanResponse:
+        """One try in a new REPL process (``check`` kills it afterwards, whatever happened)."""
         from lean_interact import LeanServer
         from lean_interact.interface import Command, LeanError, UnpickleEnvironment
 
-        header, body, offset = split_pickled_header(program)
-        version = getattr(self._repl_config(), "lean_version", None)
-        failures: list[str] = []
-        while True:
-            self.sent_program = False
-            started = time.perf_counter()
-            try:
-                path = self.pickles.path_for(header, self._build_pickle) if header and self.pickles else None
-                self.server = LeanServer(self._repl_config())
-                env = None
-                if path is not None:
-                    restored = self.server.run(UnpickleEnvironment(unpickle_env_from=path),
-                                               timeout=self.config.header_timeout)
-                    if isinstance(restored, LeanError):  # before the program: never the candidate's
-                        return LeanResponse(_refusal_status(restored.message), lean_version=version,
-                                            detail=f"unpickling the header environment failed: {restored.message}")
-                    env = restored.env
-                self.sent_program = True
-                started = time.perf_counter()
-                reply = self.server.run(Command(cmd=body, env=env, all_tactics=self.config.all_tactics or None),
-                                        timeout=timeout)
-                elapsed = time.perf_counter() - started
-                leftover = self._rest_of_channel()
-                if leftover is not None:
-                    return LeanResponse(ResponseStatus.CANDIDATE_FAILURE, time_s=elapsed, lean_version=version,
-                                        detail=f"the REPL's channel held more than one reply: {leftover}")
-                if isinstance(reply, LeanError):
-                    return response_from_repl_reply({"message": reply.message}, lean_version=version, time_s=elapsed)
-                return response_from_repl_reply(reply.model_dump(by_alias=True, exclude_none=True),
-                                                line_offset=offset, lean_version=version, time_s=elapsed)
-            except TimeoutError as error:
-                return LeanResponse(ResponseStatus.TIMEOUT, time_s=time.perf_counter() - started, lean_version=version,
-                                    detail=f"no reply within {timeout:g}s; the REPL was killed ({error})")
-            except _HeaderFailure as error:
-                return LeanResponse(error.status, detail=str(error), lean_version=version)
-            except Exception as error:
-                failures.append(f"{type(error).__name__}: {str(error)[:300]}")
-                if self.aborted:
-                    return LeanResponse(ResponseStatus.INFRA_ERROR, detail="cancelled", lean_version=version)
-                if len(failures) > self.config.crash_retries:
-                    status = ResponseStatus.CANDIDATE_FAILURE if self.sent_program else ResponseStatus.INFRA_ERROR
-                    return LeanResponse(status, lean_version=version,
-                                        detail=f"Lean REPL failed {len(failures)} times: " + " | ".join(failures))
-            finally:
-                self.kill()  # nothing the program did survives it
-                self.server = None
+        self.sent_program = False
+        path = self.pickles.path_for(header, self._build_pickle) if header and self.pickles else None
+        self.server = LeanServer(self._repl_config())
+        env = None
+        if path is not None:
+            restored = self.server.run(UnpickleEnvironment(unpickle_env_from=path), timeout=self.config.header_timeout)
+            if isinstance(restored, LeanError):  # before the program: never the candidate's
+                return LeanResponse(_refusal_status(restored.message), lean_version=version,
+                                    detail=f"unpickling the header environment failed: {restored.message}")
+            env = restored.env
+        self.sent_program = True
+        started = time.perf_counter()
+        reply = self.server.run(Command(cmd=body, env=env, all_tactics=self.config.all_tactics or None), timeout=timeout)
+        elapsed = time.perf_counter() - started
+        leftover = self._rest_of_channel()
+        if leftover is not None:
+            return LeanResponse(ResponseStatus.CANDIDATE_FAILURE, time_s=elapsed, lean_version=version,
+                                detail=f"the REPL's channel held more than one reply: {leftover}")
+        if isinstance(reply, LeanError):
+            return response_from_repl_reply({"message": reply.message}, lean_version=version, time_s=elapsed)
+        return response_from_repl_reply(reply.model_dump(by_alias=True, exclude_none=True), line_offset=offset,
+                                        lean_version=version, time_s=elapsed)
 
 
 class _HeaderFailure(Exception):

@@ -31,7 +31,7 @@ _NOT_PART_OF_THE_VERDICT = ("json_output_path",)  # where the report goes does n
 
 def module_file(module: str) -> str:
     """``Challenge.«12.34».«5»`` -> ``Challenge/12.34/5.lean`` (Lean's module name -> source path;
-    the same rule as ``leanloop.lean.judge.module_file``: a stand-in imports nothing of the project)."""
+    the judge, ``leanloop.lean.judge``, writes projects by the same rule)."""
     parts, current, quoted = [], "", False
     for ch in module:
         if ch == "«" or ch == "»":

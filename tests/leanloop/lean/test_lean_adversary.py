@@ -9,8 +9,6 @@ starting with ``ASSUMED REPLY:`` — those are assumptions about Lean, never rec
 
 from __future__ import annotations
 
-import asyncio
-import gzip
 import json
 import re
 from dataclasses import replace
@@ -28,18 +26,6 @@ NAME = "mathd_algebra_478"
 
 def codes(reasons):
     return {R.code_of(r) for r in reasons}
-
-
-@pytest.fixture(scope="module")
-def rl_rows(shared_data):
-    with gzip.open(shared_data / "candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz", "rt") as fh:
-        return [json.loads(line) for line in fh]
-
-
-@pytest.fixture(scope="module")
-def statements(shared_data):
-    with open(shared_data / "statements/minif2f_deepseek_prover_v1.5.jsonl", encoding="utf-8") as fh:
-        return {row["name"]: row for row in map(json.loads, fh)}
 
 
 @pytest.fixture(scope="module")

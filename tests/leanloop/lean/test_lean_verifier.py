@@ -4,8 +4,6 @@ cancellation (the RL hybrid cut-off), timeouts and backend failures."""
 from __future__ import annotations
 
 import asyncio
-import gzip
-import json
 from collections import Counter
 
 import pytest
@@ -21,18 +19,6 @@ def replay():
     backend = ReplayBackend(["rl_lean"])
     backend.index
     return backend
-
-
-@pytest.fixture(scope="module")
-def rl_rows(shared_data):
-    with gzip.open(shared_data / "candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz", "rt") as fh:
-        return [json.loads(line) for line in fh]
-
-
-@pytest.fixture(scope="module")
-def statements(shared_data):
-    with open(shared_data / "statements/minif2f_deepseek_prover_v1.5.jsonl", encoding="utf-8") as fh:
-        return {row["name"]: row for row in map(json.loads, fh)}
 
 
 def recorded(row) -> str:

@@ -1,0 +1,22 @@
+"""Recorded Lean data shared by the Lean library's tests."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def rl_rows(shared_data):
+    """RL-Lean's miniF2F programs with their recorded compilation results."""
+    with gzip.open(shared_data / "candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz", "rt") as fh:
+        return [json.loads(line) for line in fh]
+
+
+@pytest.fixture(scope="session")
+def statements(shared_data):
+    """DeepSeek-Prover's miniF2F statements by name."""
+    with open(shared_data / "statements/minif2f_deepseek_prover_v1.5.jsonl", encoding="utf-8") as fh:
+        return {row["name"]: row for row in map(json.loads, fh)}
