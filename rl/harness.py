@@ -28,7 +28,7 @@ from enum import Enum
 from typing import Literal
 
 from leanloop.lean.policy import AcceptancePolicy, mask
-from leanloop.lean.policy.harness import Submission
+from leanloop.lean.policy.harness import Submission, split_docstring, statement_prefix
 from leanloop.lean.types import Category, Outcome, VerifyRequest
 from sft.extract import last_lean_block
 from sft.statements import Statement
@@ -143,27 +143,11 @@ def extract_proof(completion: str, theorem: str, mode: Extraction = "auto") -> P
     return proof_from_continuation(completion)
 
 
-def split_docstring(context: str) -> tuple[str, str]:
-    """``(context before, docstring)``: the doc comment that ends the trusted context (it documents
-    the statement, so nothing may come between them), or ``(context, "")``."""
-    stripped = context.rstrip()
-    if not stripped.endswith("-/"):
-        return context, ""
-    masked = mask(context)
-    at = context.rfind("/--", 0, len(stripped))
-    while at >= 0:
-        # a real doc-comment opening (blanked by the masker) after which only that comment remains
-        if masked.text[at] == " " and not mask(context[:at]).unterminated and not mask(context[at:]).text.strip():
-            return context[:at], context[at:]
-        at = context.rfind("/--", 0, at)
-    return context, ""
-
-
 def trusted_prefix(problem: Statement) -> str:
     """What comes before any completion text: the header and the statement's trusted context
     (without the docstring that belongs to the statement). The policy elaborates the trusted
     statement right after it, in the statement's own context (its opens, variables, definitions)."""
-    return problem.header + split_docstring(problem.context)[0]
+    return statement_prefix(problem.header, problem.context)
 
 
 _NAMESPACE = re.compile(r"(?<![\w.'])namespace\s")

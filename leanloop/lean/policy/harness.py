@@ -127,6 +127,30 @@ def open_scopes(masked: str) -> list[str]:
     return stack
 
 
+def split_docstring(context: str) -> tuple[str, str]:
+    """``(context before, docstring)``: the doc comment that ends the trusted context (it documents
+    the statement, so nothing may come between them), or ``(context, "")``."""
+    stripped = context.rstrip()
+    if not stripped.endswith("-/"):
+        return context, ""
+    masked = mask(context)
+    at = context.rfind("/--", 0, len(stripped))
+    while at >= 0:
+        # a real doc-comment opening (blanked by the masker) after which only that comment remains
+        if masked.text[at] == " " and not mask(context[:at]).unterminated and not mask(context[at:]).text.strip():
+            return context[:at], context[at:]
+        at = context.rfind("/--", 0, at)
+    return context, ""
+
+
+def statement_prefix(header: str, context: str) -> str:
+    """The trusted text before a statement and any completion text: the header and the
+    statement's own context without the docstring that documents the statement. Give it as the
+    request's ``header``: the harness then elaborates the trusted statement right after it, in the
+    statement's own context (its opens, variables, definitions)."""
+    return header + split_docstring(context)[0]
+
+
 def _tag(signature: Signature) -> str:
     digest = hashlib.sha256(f"{signature.name}\0{signature.binders}\0{signature.type}".encode())
     return digest.hexdigest()[:10]
