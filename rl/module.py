@@ -382,7 +382,8 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
 
             self.results["evaluation"] = evaluate_policy(
                 self.model, self.rollout, self.render, datamodule.eval_statements, self.harness, self.verifier,
-                self.evaluator, self.evaluation)
+                self.evaluator, self.evaluation,
+                judge=self.judge_audit.judge if getattr(self, "judge_audit", None) is not None else None)
         if self.refresher is not None and any(r["losses"] for r in self.refreshes) and self.run_dir is not None:
             self.refresher.save(self.run_dir / "evaluator_refreshed")
         if self.run_dir is not None:

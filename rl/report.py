@@ -142,6 +142,11 @@ def write_report(module: Any, datamodule: Any) -> Path:
         for k, row in evaluation["lean_pass_at_k"].items():
             lines.append(f"| {k} | {_fmt(row['pass_at_k'])} | {row['statements_estimated']} | {row['statements_left_out']} "
                          f"| {_fmt(row['lower_bound'])} | {_fmt(row['upper_bound'])} |")
+        judged = evaluation.get("judge")
+        if judged is not None:
+            lines += ["", f"Every attempt the REPL fast path accepted was re-checked by the judge (comparator), whose "
+                      f"verdict is the one counted above: {judged.get('agreed', 0)} agreed, {judged.get('disagreed', 0)} "
+                      f"disagreed, {judged.get('undecided', 0)} without a judge verdict (left unverified).", ""]
         estimate = evaluation.get("evaluator_estimate_pass_at_k")
         if estimate:
             lines += ["", "Evaluator-judged estimate (what the reward saw; NOT a Lean result): "

@@ -113,7 +113,10 @@ class ComparatorJudge:
                                   "theorem_names": [request.name],
                                   "permitted_axioms": list(self.config.permitted_axioms),
                                   "enable_nanoda": bool(self.config.nanoda)}
-        return ComparatorProject(challenge_text(request), request.program.replace("\r\n", "\n"), config)
+        solution = request.program.replace("\r\n", "\n")
+        if not solution.endswith("\n"):  # a file ends with a newline; Lean reads the same program
+            solution += "\n"
+        return ComparatorProject(challenge_text(request), solution, config)
 
     def _write(self, project: ComparatorProject, where: Path) -> Path:
         where.mkdir(parents=True, exist_ok=True)

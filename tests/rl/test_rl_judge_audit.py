@@ -71,3 +71,35 @@ def test_share_selects_a_reproducible_fraction(audit, shared_data):
     assert 80 < len(picked) < 160 and picked == [p for p in programs if audit.selected(p)]
     with pytest.raises(ValueError):
         JudgeAuditConfig(share=1.5)
+
+
+def test_quoted_pass_at_k_counts_the_judges_verdict(audit, shared_data):
+    """rl.evaluate with a judge: attempts the fast path accepted are re-checked and the judge's
+    verdict is counted; a judge without an answer leaves the attempt unverified."""
+    from types import SimpleNamespace
+
+    from leanloop.lean.types import Category, Outcome
+    from rl.evaluate import EvaluationConfig, evaluate_policy
+    from rl.harness import RewardHarness
+    from rl.rollout import GenerationConfig
+    from sft.statements import Statement
+
+    challenge = (shared_data / "comparator/projects/simple_match/Challenge.lean").read_text(encoding="utf-8")
+    statement = Statement(name="comm", theorem="comm", header="", context="",
+                          statement=challenge.replace("sorry", "").rstrip())
+    texts = ["\n  grind\n", "\n  omega\n"]  # the recorded Solution's proof, and one nobody recorded
+
+    class Rollout:
+        config = GenerationConfig()
+
+        def generate(self, model, prompts, attempts):
+            return SimpleNamespace(texts=[t for _ in prompts for t in texts])
+
+    class FastPathAcceptsAll:  # ASSUMED: the REPL fast path accepted both attempts
+        async def check(self, requests):
+            return [Outcome(Category.VALID, backend="fast path (assumed)") for _ in requests]
+
+    result = evaluate_policy(None, Rollout(), lambda p: p.prompt, [statement], RewardHarness("rl", "continuation"),
+                             FastPathAcceptsAll(), None, EvaluationConfig(attempts=2, ks=[1, 2]), judge=audit.judge)
+    assert result["judge"] == {"agreed": 1, "undecided": 1}
+    assert result["categories"] == {"valid": 1, "unavailable": 1} and result["verified"] == 1
