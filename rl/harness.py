@@ -159,14 +159,17 @@ def trusted_program(problem: Statement, proof: ProofBody) -> str:
     (a docstring must directly precede its declaration)."""
     statement = problem.statement.rstrip()
     docstring = split_docstring(problem.context)[1]
-    if proof.helpers and _NAMESPACE.search(mask(proof.helpers).text):
+    # the completion's own docstring of the target belongs to the declaration the trusted statement
+    # replaces (two doc comments in a row do not parse); the trusted one is used
+    helpers = split_docstring(proof.helpers)[0] if proof.helpers else ""
+    if helpers and _NAMESPACE.search(mask(helpers).text):
         from leanloop.lean.policy.harness import open_scopes
 
-        if any(not s.startswith("\0") for s in open_scopes(mask(proof.helpers).text)):
+        if any(not s.startswith("\0") for s in open_scopes(mask(helpers).text)):
             # the completion declared the target `_root_.<name>` inside its namespace: keep it global
             statement = re.sub(r"((?:theorem|lemma)\s+)(?!_root_\.)(" + re.escape(problem.theorem) + r")(?=[\s(:{\[⦃])",
                                r"\1_root_.\2", statement, count=1)
-    head = trusted_prefix(problem) + proof.helpers + docstring
+    head = trusted_prefix(problem) + helpers + docstring
     if proof.method == "continuation":
         # the statement ends in `:= by` (sft.statements guarantees it) and the body continues it
         return head + statement + proof.body

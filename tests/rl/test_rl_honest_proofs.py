@@ -49,6 +49,15 @@ def test_helpers_go_before_the_docstring_so_it_stays_on_its_statement(accepted):
         assert candidate.program.index(before) < candidate.program.index(docstring)
 
 
+def test_the_completions_own_docstring_of_the_target_gives_way_to_the_trusted_one(accepted):
+    statement, proof, _ = accepted
+    candidate = RewardHarness("rl").build(statement, block(statement, "open Real\n\n/-- my restatement -/\n", proof))
+    assert candidate.stage is Stage.READY, candidate.precheck_reasons
+    assert "my restatement" not in candidate.program and "open Real\n" in candidate.program
+    assert split_docstring(statement.context)[1] + statement.statement.rstrip().removesuffix(" by").rstrip() \
+        in candidate.program
+
+
 def test_a_leading_open_line_of_the_completion_is_kept(accepted):
     statement, proof, _ = accepted
     candidate = RewardHarness("rl").build(statement, block(statement, "import Mathlib\nopen Finset\n\n", proof))
