@@ -18,7 +18,9 @@ object; nothing re-implements a check. Two profiles:
     metaprograms and ``#eval``, ``#exit``, ``#guard_msgs``, instances, a redeclared or missing
     target, the harness's reserved names, unterminated comments, a header that is not verbatim).
     Lean compiles the program with the harness block and trailer (``harness``): the harness sets
-    maxHeartbeats 800,000 and elaborates the trusted statement before the candidate's code.
+    maxHeartbeats 800,000 and elaborates the trusted statement (after its own trusted context, before
+    the candidate's code); the check line names only ``_root_``-qualified declarations and comes
+    after the candidate's sections and namespaces are closed.
     VALID iff no error and no sorry warning anywhere, the check theorem compiled (the candidate's
     ``<name>`` proves the trusted statement) and the ``#print axioms`` reply read from the trailer
     line lists only propext / Classical.choice / Quot.sound. With no reply on the trailer line the
@@ -26,9 +28,9 @@ object; nothing re-implements a check. Two profiles:
     reward": the Lean process dying or garbling its reply after the program was sent
     (``candidate_failure``), an error on the harness's own lines that the trusted statement alone
     does not reproduce (``harness_line_error``), a message positioned outside the program sent
-    (``unmatched_reply``), a missing trailer reply. When the backend has no answer for the composed program at all (the
-    replay backend: recordings never include our trailer), the verifier asks for the verbatim
-    program instead: recorded errors or sorry warnings make it INVALID (the text fails as written),
+    (``unmatched_reply``), a missing trailer reply. When the backend has no answer for the composed
+    program at all (the replay backend: recordings never include our trailer), the verifier asks for
+    the verbatim program instead: recorded errors or sorry warnings make it INVALID (the text fails as written),
     a clean recording makes it UNAVAILABLE with reason ``no_trailer_reply`` — never a guessed pass.
 
 ``statement`` — does a formal statement type-check (``:= by sorry``)? The rl text rules except that
