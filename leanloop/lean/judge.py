@@ -250,4 +250,62 @@ def _kill_group(process: asyncio.subprocess.Process) -> None:
         pass
 
 
-__all__ = ["ComparatorJudge", "ComparatorProject", "JudgeConfig", "challenge_text", "module_file", "report_reasons"]
+def judge_rows(rows: list[dict], judge: ComparatorJudge, only_valid: bool = True) -> tuple[list[dict], dict]:
+    """Judge JSONL rows (``program``, ``name``, ``statement``, ``header``: a data corpus, sampled
+    candidates); ``only_valid``: only rows whose ``category`` is ``valid`` (the labels a user quotes).
+    Returns the rows with ``judge_category`` / ``judge_reasons`` added, and a summary."""
+    from tqdm import tqdm
+
+    chosen = [i for i, r in enumerate(rows) if not only_valid or r.get("category") == Category.VALID.value]
+    requests = [VerifyRequest(program=rows[i]["program"], name=rows[i].get("theorem") or rows[i].get("name"),
+                              statement=rows[i].get("statement"), header=rows[i].get("header") or "",
+                              id=str(rows[i].get("id") or i)) for i in chosen]
+    outcomes: list[Outcome] = []
+    with tqdm(total=len(requests), desc="judge", unit="program") as bar:
+        for start in range(0, len(requests), judge.config.concurrency):
+            outcomes += judge.check_sync(requests[start:start + judge.config.concurrency])
+            bar.update(len(requests[start:start + judge.config.concurrency]))
+    out = [dict(r) for r in rows]
+    summary = {"judged": len(chosen), "agreed": 0, "disagreed": 0, "undecided": 0}
+    for i, outcome in zip(chosen, outcomes):
+        out[i].update(judge_category=outcome.category.value, judge_reasons=list(outcome.reasons))
+        before = out[i].get("label")
+        if outcome.label is None or before is None:
+            summary["undecided"] += 1
+        else:
+            summary["agreed" if bool(before) == outcome.label else "disagreed"] += 1
+    return out, summary
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m leanloop.lean.judge IN.jsonl OUT.jsonl``: re-check rows with comparator."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description="Re-check proofs with Lean FRO's comparator (the judge).")
+    parser.add_argument("rows", help="JSONL with program / name / statement / header (e.g. a data corpus)")
+    parser.add_argument("out", help="where to write the rows with judge_category / judge_reasons")
+    parser.add_argument("--all", action="store_true", help="judge every row, not only category == valid")
+    for name in ("comparator", "landrun", "lean4export", "nanoda_bin", "project_template", "lake_path", "workdir"):
+        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None)
+    parser.add_argument("--nanoda", action="store_true")
+    parser.add_argument("--timeout", type=float, default=None)
+    parser.add_argument("--concurrency", type=int, default=None)
+    args = parser.parse_args(argv)
+    options = {k: v for k, v in vars(args).items() if k not in ("rows", "out", "all") and v not in (None, False)}
+    judge = ComparatorJudge(JudgeConfig(**options))
+    with open(args.rows, encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle if line.strip()]
+    judged, summary = judge_rows(rows, judge, only_valid=not args.all)
+    with open(args.out, "w", encoding="utf-8") as handle:
+        for row in judged:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    print(f"[judge] {json.dumps(summary)} -> {args.out}", file=sys.stderr)
+
+
+__all__ = ["ComparatorJudge", "ComparatorProject", "JudgeConfig", "challenge_text", "judge_rows", "module_file",
+           "report_reasons"]
+
+
+if __name__ == "__main__":
+    main()

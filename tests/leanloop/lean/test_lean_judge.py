@@ -117,3 +117,21 @@ def test_real_comparator_agrees_with_its_recorded_verdicts(recorded, tmp_path):
 
         outcome = asyncio.run(judge.run_project(project, name))
         assert outcome.category is (Category.VALID if exit_code == 0 else Category.INVALID), (name, outcome)
+
+
+def test_the_cli_rejudges_the_valid_rows_of_a_corpus(tmp_path, judge, recorded):
+    """``python -m leanloop.lean.judge``: the rows a corpus labels valid, re-checked by the judge."""
+    from leanloop.lean.judge import main
+
+    def row(project: str, category: str, label):
+        p, _ = recorded[project]
+        return {"program": p.solution, "name": "comm", "statement": p.challenge.replace("sorry", "").rstrip(),
+                "header": "", "category": category, "label": label}
+
+    rows = [row("simple_match", "valid", True), row("simple_mismatch", "valid", True),
+            row("simple_axiom_issue", "invalid", False)]
+    source, out = tmp_path / "corpus.jsonl", tmp_path / "judged.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    main([str(source), str(out), "--comparator", judge.config.comparator, "--lake-path", judge.config.lake_path])
+    judged = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r.get("judge_category") for r in judged] == ["valid", "invalid", None]  # invalid rows left alone
