@@ -283,7 +283,8 @@ def main(argv: list[str] | None = None) -> None:
     import sys
 
     parser = argparse.ArgumentParser(description="Re-check proofs with Lean FRO's comparator (the judge).")
-    parser.add_argument("rows", help="JSONL with program / name / statement / header (e.g. a data corpus)")
+    parser.add_argument("rows", help="JSONL or parquet rows with program / name / statement / header "
+                        "(e.g. artifacts/data/<run>/final/corpus.parquet)")
     parser.add_argument("out", help="where to write the rows with judge_category / judge_reasons")
     parser.add_argument("--all", action="store_true", help="judge every row, not only category == valid")
     for name in ("comparator", "landrun", "lean4export", "nanoda_bin", "project_template", "lake_path", "workdir"):
@@ -294,12 +295,17 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     options = {k: v for k, v in vars(args).items() if k not in ("rows", "out", "all") and v not in (None, False)}
     judge = ComparatorJudge(JudgeConfig(**options))
-    with open(args.rows, encoding="utf-8") as handle:
-        rows = [json.loads(line) for line in handle if line.strip()]
+    if args.rows.endswith(".parquet"):  # a data corpus (artifacts/data/<run>/final/corpus.parquet)
+        import pyarrow.parquet as pq
+
+        rows = pq.read_table(args.rows).to_pylist()
+    else:
+        with open(args.rows, encoding="utf-8") as handle:
+            rows = [json.loads(line) for line in handle if line.strip()]
     judged, summary = judge_rows(rows, judge, only_valid=not args.all)
     with open(args.out, "w", encoding="utf-8") as handle:
         for row in judged:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+            handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
     print(f"[judge] {json.dumps(summary)} -> {args.out}", file=sys.stderr)
 
 

@@ -135,3 +135,11 @@ def test_the_cli_rejudges_the_valid_rows_of_a_corpus(tmp_path, judge, recorded):
     main([str(source), str(out), "--comparator", judge.config.comparator, "--lake-path", judge.config.lake_path])
     judged = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r.get("judge_category") for r in judged] == ["valid", "invalid", None]  # invalid rows left alone
+    # a data corpus is parquet
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "corpus.parquet")
+    main([str(tmp_path / "corpus.parquet"), str(out), "--comparator", judge.config.comparator,
+          "--lake-path", judge.config.lake_path])
+    assert [json.loads(line).get("judge_category") for line in out.read_text().splitlines()] == ["valid", "invalid", None]
