@@ -49,6 +49,10 @@ bench-data: setup ## precheck / corpus / annotation / metric throughput
 	$(PY) -m bench.data $(ARGS)
 	$(PY) -m bench.traces $(ARGS)
 
+# --- the judge (issue 16): Lean FRO's comparator, see leanloop/lean/README.md ---
+judge: setup ## re-check a corpus's valid rows with comparator (IN=artifacts/data/X/final/corpus.parquet OUT=judged.jsonl [ARGS="--project-template DIR"])
+	$(PY) -m leanloop.lean.judge $(IN) $(OUT) $(ARGS)
+
 # --- training machinery: sweeps and cluster ---
 # Stage targets share one convention: `make <stage> CONFIG=configs/<stage>/X.yaml RUN=name` runs
 # `python -m <stage>.train --config X.yaml --run name` into artifacts/<stage>/<name>/; the next

@@ -1,4 +1,14 @@
-"""Timeout audit: what did the step's time limit cost?
+"""Audits of the RL reward: what the step's time limit cost, and whether the judge agrees.
+
+Judge audit (``JudgeAudit``, issue 16): the REPL fast path answers from the process the candidate's
+code runs in, so its "valid" is not the final word. Every accepted reward (or a configured share)
+is re-checked asynchronously by the judge (Lean FRO's comparator, ``leanloop.lean.judge``) in a
+background thread while training goes on. A disagreement (the fast path paid 1, the judge
+rejects) is logged and alarmed, the proof is removed from the replay buffer and its success from
+the curriculum's "solved", and the RL report shows the agreement rate. A judge with no answer
+(not installed, no recording, timeout) is counted as undecided, never as agreement.
+
+Timeout audit: what did the step's time limit cost?
 
 After a step, the proofs whose Lean check did not finish — timed out under a lean protocol, or
 cancelled at the hybrid cutoff — are checked again with a larger budget (``timeout``). The report
@@ -10,13 +20,37 @@ late labels also feed the drift monitor and the evaluator refresh.
 
 from __future__ import annotations
 
+import hashlib
+import sys
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from dataclasses import asdict, dataclass, field
 
-from leanloop.lean.types import Category, Outcome
+from leanloop.lean.judge import ComparatorJudge, JudgeConfig
+from leanloop.lean.types import Category, Outcome, VerifyRequest
 from leanloop.lean.verifier import Verifier
 from rl.harness import Candidate
 from rl.hybrid import StepScores
 from rl.reward import CANCELLED
+
+
+@dataclass
+class JudgeAuditConfig:
+    enabled: bool = False
+    """Re-check accepted rewards with the judge (needs comparator, landrun and lean4export:
+    leanloop/lean/README.md "The judge")."""
+    share: float = 1.0
+    """Fraction of accepted rewards re-checked (chosen by a hash of the program, so reproducible)."""
+    sources: list[str] = field(default_factory=lambda: ["lean"])
+    """Reward sources whose 1.0 is re-checked: ``lean`` (the REPL fast path), ``evaluator``."""
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    drain_timeout: float = 3600.0
+    """At the end of training, wait at most this long for the checks still running."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.share <= 1.0:
+            raise ValueError(f"judge audit share must be in [0, 1], got {self.share}")
 
 
 @dataclass
@@ -26,6 +60,8 @@ class AuditConfig:
     """Per-proof budget of the recheck (seconds of Lean time)."""
     max_items: int = 64
     """Recheck at most this many proofs per step (the first ones in batch order)."""
+    judge: JudgeAuditConfig = field(default_factory=JudgeAuditConfig)
+    """The judge's asynchronous re-check of accepted rewards."""
 
 
 @dataclass
@@ -88,3 +124,123 @@ class TimeoutAudit:
                 report.evaluator_rejected_valid += (not verdict) and label is True
         report.rechecked = len(todo)
         return report, rechecks
+
+
+@dataclass
+class JudgeItem:
+    """One accepted reward sent to the judge."""
+
+    step: int
+    name: str  # the problem (curriculum / replay buffer key)
+    completion: str
+    request: VerifyRequest
+    source: str  # the reward's source (lean / evaluator)
+
+
+@dataclass
+class JudgeResult:
+    item: JudgeItem
+    outcome: Outcome
+
+    @property
+    def agreed(self) -> bool | None:
+        """True: the judge accepts too; False: it rejects what was paid 1; None: no verdict."""
+        label = self.outcome.label
+        return None if label is None else bool(label)
+
+    def to_dict(self) -> dict:
+        return {"step": self.item.step, "name": self.item.name, "source": self.item.source,
+                "judge": self.outcome.category.value, "agreed": self.agreed, "reasons": list(self.outcome.reasons),
+                "completion": self.item.completion if self.agreed is False else None}
+
+
+class JudgeAudit:
+    """Background re-checks of accepted rewards (see the module docstring)."""
+
+    def __init__(self, judge: ComparatorJudge, config: JudgeAuditConfig | None = None):
+        self.judge = judge
+        self.config = config or JudgeAuditConfig()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-audit")
+        self._pending: list[tuple[list[JudgeItem], Future]] = []
+        self._lock = threading.Lock()
+        self.submitted = self.agreed = self.disagreed = self.undecided = 0
+
+    def selected(self, program: str) -> bool:
+        if self.config.share >= 1.0:
+            return True
+        draw = int(hashlib.sha256(program.encode("utf-8")).hexdigest()[:8], 16) / 0xFFFFFFFF
+        return draw < self.config.share
+
+    def submit(self, items: list[JudgeItem]) -> int:
+        """Queue the selected items; returns how many were queued. Never blocks training."""
+        items = [i for i in items if i.source in self.config.sources and self.selected(i.request.program)]
+        if items:
+            future = self._pool.submit(self.judge.check_sync, [i.request for i in items])
+            with self._lock:
+                self._pending.append((items, future))
+            self.submitted += len(items)
+        return len(items)
+
+    def collect(self, wait: bool = False, timeout: float | None = None) -> list[JudgeResult]:
+        """Results of the finished checks (``wait``: of all of them, up to ``timeout`` seconds)."""
+        with self._lock:
+            pending = list(self._pending)
+        if wait and pending:
+            wait_futures([f for _, f in pending], timeout=timeout)
+        results: list[JudgeResult] = []
+        still = []
+        for items, future in pending:
+            if not future.done():
+                still.append((items, future))
+                continue
+            try:
+                outcomes = future.result()
+            except Exception as error:  # a judge bug must not stop training: the items stay undecided
+                outcomes = [Outcome(Category.INFRA_ERROR, reasons=[f"infra_failure: judge raised {error!r}"])
+                            for _ in items]
+            results += [JudgeResult(i, o) for i, o in zip(items, outcomes)]
+        with self._lock:
+            self._pending = [p for p in self._pending if p in still]
+        for result in results:
+            agreed = result.agreed
+            self.agreed += agreed is True
+            self.disagreed += agreed is False
+            self.undecided += agreed is None
+            if agreed is False:
+                print(f"[rl] JUDGE ALARM: step {result.item.step} paid 1.0 ({result.item.source}) for "
+                      f"{result.item.name} but the judge rejects it: {'; '.join(result.outcome.reasons)[:300]}",
+                      file=sys.stderr)
+        return results
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return sum(len(items) for items, _ in self._pending)
+
+    @property
+    def agreement_rate(self) -> float | None:
+        decided = self.agreed + self.disagreed
+        return self.agreed / decided if decided else None
+
+    def summary(self) -> dict:
+        return {"submitted": self.submitted, "agreed": self.agreed, "disagreed": self.disagreed,
+                "undecided": self.undecided, "pending": self.pending, "agreement_rate": self.agreement_rate}
+
+    def metrics(self) -> dict[str, float]:
+        out = {f"judge/{k}": float(v) for k, v in self.summary().items() if v is not None}
+        return out
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def revoke_rejected(results: list[JudgeResult], replay, curriculum, step: int) -> int:
+    """Take back what a rejected proof earned: its place in the replay buffer
+    (``rl.curriculum.ReplayBuffer``) and its success in the curriculum. Returns how many."""
+    revoked = 0
+    for result in results:
+        if result.agreed is False:
+            replay.remove(result.item.name, result.item.completion)
+            curriculum.revoke(result.item.name, step, f"the judge rejected a proof paid at step {result.item.step}")
+            revoked += 1
+    return revoked

@@ -125,6 +125,18 @@ class Curriculum:
         elif state.window_successes == 0:
             self.set_status(name, NEVER_SOLVED, step, f"solved 0/{state.window_attempts}")
 
+    def revoke(self, name: str, step: int, reason: str) -> None:
+        """One success counted for ``name`` was wrong (the judge rejected a proof the fast path
+        paid): take it back; a statement retired as always solved on it becomes active again."""
+        state = self.states.get(name)
+        if state is None:
+            return
+        state.successes = max(0, state.successes - 1)
+        state.window_successes = max(0, state.window_successes - 1)
+        if state.status == ALWAYS_SOLVED:
+            state.retired_at = None
+            self.set_status(name, ACTIVE, step, reason)
+
     def readmit(self, step: int) -> list[str]:
         back = []
         for name, state in self.states.items():
@@ -168,6 +180,18 @@ class ReplayBuffer:
             return False
         stored.append(proof)
         del stored[:-self.config.capacity_per_statement]
+        return True
+
+    def remove(self, name: str, completion: str) -> bool:
+        """Drop a stored proof (the judge rejected it); True if it was there."""
+        stored = self.proofs.get(name) or []
+        kept = [p for p in stored if p.completion != completion]
+        if len(kept) == len(stored):
+            return False
+        if kept:
+            self.proofs[name] = kept
+        else:
+            self.proofs.pop(name, None)
         return True
 
     def get(self, name: str, rng: random.Random) -> StoredProof | None:

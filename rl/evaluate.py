@@ -7,6 +7,11 @@ precheck_rejected and no_program are failures; timeout / unavailable / infra_err
 are NOT verified and never guessed — pass@k is computed over verified attempts only, with the
 bounds the unverified attempts allow. The evaluator's verdicts give a separate, clearly labelled
 *estimate* (what the reward saw), never mixed with Lean's numbers.
+
+With a ``judge`` (comparator, ``leanloop.lean.judge``; issue 16), every attempt the REPL fast path
+accepted is re-checked by it and the judge's verdict is the one counted: a quoted pass@k never
+rests on the process that ran the candidate's code. A judge without an answer leaves the attempt
+unverified.
 """
 
 from __future__ import annotations
@@ -43,18 +48,25 @@ class EvaluationConfig:
 
 def evaluate_policy(model: Any, rollout: Any, render: Callable[[Statement], str], problems: Sequence[Statement],
                     harness: RewardHarness, verifier: Any, evaluator: Any | None,
-                    config: EvaluationConfig) -> dict[str, Any]:
+                    config: EvaluationConfig, judge: Any | None = None) -> dict[str, Any]:
     """Generate, verify, and tabulate pass@k (Lean) and the evaluator's estimate."""
     sampler = copy.copy(rollout)  # same tokenizer, stop tokens and engine; evaluation's sampling settings
     sampler.config = replace(rollout.config, temperature=config.temperature, top_p=config.top_p, min_new_tokens=0,
                              max_new_tokens=config.max_new_tokens or rollout.config.max_new_tokens)
     records: list[dict] = []
+    judge_counts: Counter = Counter()
     for start in range(0, len(problems), config.prompts_per_batch):
         chunk = list(problems[start:start + config.prompts_per_batch])
         rollouts = sampler.generate(model, [render(p) for p in chunk], config.attempts)
         candidates = [harness.build(chunk[i // config.attempts], text) for i, text in enumerate(rollouts.texts)]
         ready = [c for c in candidates if c.stage is Stage.READY]
         outcomes = asyncio.run(verifier.check([c.request for c in ready])) if ready else []
+        if judge is not None:
+            accepted = [k for k, o in enumerate(outcomes) if o.category is Category.VALID]
+            judged = judge.check_sync([ready[k].request for k in accepted]) if accepted else []
+            for k, verdict in zip(accepted, judged):
+                judge_counts[{True: "agreed", False: "disagreed", None: "undecided"}[verdict.label]] += 1
+                outcomes[k] = verdict
         predictions = evaluator.score([c.program for c in ready]) if evaluator is not None and ready else []
         by_id = {id(c): (o, predictions[k] if predictions else None) for k, (c, o) in enumerate(zip(ready, outcomes))}
         for c in candidates:
@@ -89,4 +101,5 @@ def evaluate_policy(model: Any, rollout: Any, render: Callable[[Statement], str]
     return {"statements": len(results), "attempts": len(records), "categories": dict(categories),
             "verified": sum(r.verified for r in results), "lean_pass_at_k": table,
             "evaluator_estimate_pass_at_k": evaluator_table if evaluator is not None else None,
+            "judge": dict(judge_counts) if judge is not None else None,
             "per_statement": [r.__dict__ for r in results]}

@@ -34,6 +34,7 @@ from typing import Any, Callable, Literal, Sequence
 from leanloop.lean.policy import AcceptancePolicy, StatementError, mask, parse_statement
 from leanloop.lean.types import Category, LeanBackend, Outcome, VerifyRequest
 from leanloop.lean.verifier import Verifier
+from rl.harness import trusted_prefix
 from leanloop.prover.statements import Statement
 
 CHECKS = ("compile", "hypotheses", "negation", "triviality")
@@ -152,8 +153,10 @@ def filter_programs(statement: Statement, config: FilterConfig) -> list[FilterPr
             name, decl, tactic = f"{base}_trivial", f"{sig.binders} : {sig.type}", config.triviality_tactic
         trusted = f"theorem {name} {decl} := by"
         program = head + trusted + f"\n  {tactic}\n"
-        out.append(FilterProgram(check, VerifyRequest(program, name=name, statement=trusted, header=statement.header),
-                                 "rl"))
+        # the harness elaborates the trusted claim after the statement's own context (its opens,
+        # variables and definitions), as for the reward (rl.harness.trusted_prefix)
+        out.append(FilterProgram(check, VerifyRequest(program, name=name, statement=trusted,
+                                                      header=trusted_prefix(statement)), "rl"))
     return out
 
 

@@ -28,7 +28,7 @@ from enum import Enum
 from typing import Literal
 
 from leanloop.lean.policy import AcceptancePolicy, mask
-from leanloop.lean.policy.harness import Submission
+from leanloop.lean.policy.harness import Submission, split_docstring, statement_prefix
 from leanloop.lean.types import Category, Outcome, VerifyRequest
 from leanloop.prover.extract import last_lean_block
 from leanloop.prover.statements import Statement
@@ -36,9 +36,10 @@ from leanloop.prover.statements import Statement
 Extraction = Literal["code_block", "continuation", "auto"]
 
 # Lines a code block may start with that the harness replaces by the trusted header: imports, and
-# `open` / `set_option` commands that stand alone (`... in` scopes the next declaration: it stays,
-# and the prechecks judge it).
-_HEADER_LINE = re.compile(r"^\s*(?:import\s.*|(?:open|set_option)\s(?:(?!\bin\s*$).)*|)$")
+# `set_option` commands that stand alone (`... in` scopes the next declaration: it stays, and the
+# prechecks judge it). A standalone `open` stays: the proof may need it, and repeating one the
+# header has changes nothing.
+_HEADER_LINE = re.compile(r"^\s*(?:import\s.*|set_option\s(?:(?!\bin\s*$).)*|)$")
 _FENCE = re.compile(r"^[ \t]*```", re.M)
 _ENDS_BY = re.compile(r":=\s*(?:by)?\s*$")
 
@@ -142,14 +143,37 @@ def extract_proof(completion: str, theorem: str, mode: Extraction = "auto") -> P
     return proof_from_continuation(completion)
 
 
+def trusted_prefix(problem: Statement) -> str:
+    """What comes before any completion text: the header and the statement's trusted context
+    (without the docstring that belongs to the statement). The policy elaborates the trusted
+    statement right after it, in the statement's own context (its opens, variables, definitions)."""
+    return statement_prefix(problem.header, problem.context)
+
+
+_NAMESPACE = re.compile(r"(?<![\w.'])namespace\s")
+
+
 def trusted_program(problem: Statement, proof: ProofBody) -> str:
-    """Trusted header + context + helpers + trusted statement, then the completion's proof body."""
+    """Trusted header + context, the completion's helpers, the statement's docstring and the
+    trusted statement, then the completion's proof body. The helpers go before the docstring
+    (a docstring must directly precede its declaration)."""
     statement = problem.statement.rstrip()
+    docstring = split_docstring(problem.context)[1]
+    # the completion's own docstring of the target belongs to the declaration the trusted statement
+    # replaces (two doc comments in a row do not parse); the trusted one is used
+    helpers = split_docstring(proof.helpers)[0] if proof.helpers else ""
+    if helpers and _NAMESPACE.search(mask(helpers).text):
+        from leanloop.lean.policy.harness import open_scopes
+
+        if any(not s.startswith("\0") for s in open_scopes(mask(helpers).text)):
+            # the completion declared the target `_root_.<name>` inside its namespace: keep it global
+            statement = re.sub(r"((?:theorem|lemma)\s+)(?!_root_\.)(" + re.escape(problem.theorem) + r")(?=[\s(:{\[⦃])",
+                               r"\1_root_.\2", statement, count=1)
+    head = trusted_prefix(problem) + helpers + docstring
     if proof.method == "continuation":
         # the statement ends in `:= by` (leanloop.prover.statements guarantees it) and the body continues it
-        return problem.header + problem.context + proof.helpers + statement + proof.body
-    head = _ENDS_BY.sub("", statement).rstrip()
-    return problem.header + problem.context + proof.helpers + head + " :=" + proof.body
+        return head + statement + proof.body
+    return head + _ENDS_BY.sub("", statement).rstrip() + " :=" + proof.body
 
 
 class RewardHarness:
@@ -168,9 +192,11 @@ class RewardHarness:
         # `statement` is the trusted declaration text (header excluded): the policy elaborates it in
         # the harness block and checks the candidate's `@name` against it
         return VerifyRequest(program=program, name=problem.theorem, statement=problem.statement,
-                             header=problem.header, id=rollout_id)
+                             header=trusted_prefix(problem), id=rollout_id)
 
     def build(self, problem: Statement, completion: str, rollout_id: str | None = None) -> Candidate:
+        if isinstance(completion, str):
+            completion = completion.replace("\r\n", "\n")  # Lean reads CRLF as a line break
         proof = extract_proof(completion, problem.theorem, self.extraction)
         if proof.body is None:
             return Candidate(problem, completion, Stage.NO_CODE, reason=proof.reason)

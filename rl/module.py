@@ -23,7 +23,7 @@ import json
 import sys
 import time
 from collections import Counter
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -54,6 +54,7 @@ from leanloop.prover.prompt import PromptConfig, render_prompt, stop_token
 STEPS_FILE = "steps.jsonl"
 DRIFT_FILE = "drift.jsonl"
 AUDIT_FILE = "audit.jsonl"
+JUDGE_FILE = "judge_audit.jsonl"  # one row per accepted reward the judge re-checked
 REFRESH_FILE = "refresh.jsonl"
 
 
@@ -139,7 +140,12 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
     def _backend(self):
         from data.build import make_backend
 
-        backend = make_backend(self.lean.backend)
+        config = self.lean.backend
+        if config.kind == "local" and "fresh_process" not in config.options:
+            # the rl profile's isolation (issue 16): one REPL process per candidate, so nothing a
+            # candidate runs at elaboration time survives into another candidate's check
+            config = replace(config, options={**config.options, "fresh_process": True})
+        backend = make_backend(config)
         if self.lean.latency == "recorded":
             from rl.latency import TimedBackend
 
@@ -169,6 +175,12 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         if self.audit_config.enabled and self.protocol.uses_lean:
             self.auditor = TimeoutAudit(Verifier(backend, policy, self.lean.workers, self.audit_config.timeout),
                                         self.audit_config)
+        self.judge_audit = None
+        if self.audit_config.judge.enabled:
+            from leanloop.lean.judge import ComparatorJudge
+            from rl.audit import JudgeAudit
+
+            self.judge_audit = JudgeAudit(ComparatorJudge(self.audit_config.judge.judge), self.audit_config.judge)
         self.refresher = None
         if self.refresh_config.enabled:
             self.refresher = EvaluatorRefresher(self.evaluator, self.refresh_config)
@@ -309,6 +321,13 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
                 self.audits.append(report.to_dict())
                 self._append(AUDIT_FILE, report.to_dict())
             out.update(report.metrics())
+        if self.judge_audit is not None:
+            from rl.audit import JudgeItem
+
+            self.judge_audit.submit([JudgeItem(step, c.problem.name, c.completion, c.request, r.source.value)
+                                     for c, r in zip(candidates, rewards) if r.reward == 1.0 and c.request is not None])
+            self._judge_results(self.judge_audit.collect(), step)
+            out.update(self.judge_audit.metrics())
         if self.drift_monitor.due(step):
             report = self.drift_monitor.report(step)
             out.update(report.metrics())
@@ -322,6 +341,15 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
             out.update(report.metrics())
         return out
 
+    def _judge_results(self, results, step: int) -> None:
+        """Judge verdicts that arrived: a rejected proof the fast path paid leaves the replay buffer
+        and the curriculum's solved count (rl.audit.JudgeAudit)."""
+        from rl.audit import revoke_rejected
+
+        revoke_rejected(results, self.replay, self.trainer.datamodule.curriculum, step)
+        for result in results:
+            self._append(JUDGE_FILE, result.to_dict())
+
     def _append(self, name: str, row: dict) -> None:
         if self.run_dir is None or not self.trainer.is_global_zero:
             return
@@ -332,7 +360,7 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
     # -- after fit: evaluation and report --------------------------------------------------------
     def on_fit_start(self) -> None:
         if self.run_dir is not None and self.trainer.is_global_zero:
-            for name in (STEPS_FILE, DRIFT_FILE, AUDIT_FILE, REFRESH_FILE):
+            for name in (STEPS_FILE, DRIFT_FILE, AUDIT_FILE, REFRESH_FILE, JUDGE_FILE):
                 (self.run_dir / name).unlink(missing_ok=True)
 
     def on_fit_end(self) -> None:
@@ -341,6 +369,11 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         from rl.report import write_report
 
         datamodule = self.trainer.datamodule
+        if getattr(self, "judge_audit", None) is not None:
+            # the report's agreement rate covers every accepted reward sent, not only the fast ones
+            self._judge_results(self.judge_audit.collect(wait=True, timeout=self.audit_config.judge.drain_timeout),
+                                int(self.global_step))
+            self.judge_audit.close()
         if self.drift_monitor.pairs:
             report = self.drift_monitor.report(int(self.global_step))
             self._append(DRIFT_FILE, report.to_dict())
@@ -349,7 +382,8 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
 
             self.results["evaluation"] = evaluate_policy(
                 self.model, self.rollout, self.render, datamodule.eval_statements, self.harness, self.verifier,
-                self.evaluator, self.evaluation)
+                self.evaluator, self.evaluation,
+                judge=self.judge_audit.judge if getattr(self, "judge_audit", None) is not None else None)
         if self.refresher is not None and any(r["losses"] for r in self.refreshes) and self.run_dir is not None:
             self.refresher.save(self.run_dir / "evaluator_refreshed")
         if self.run_dir is not None:

@@ -55,6 +55,19 @@ def plot_steps(history: list[dict], path: Path) -> Path | None:
     return path
 
 
+def judge_section(summary: dict, share: float) -> list[str]:
+    """The judge audit's lines: how often comparator agreed with the rewards the fast path paid."""
+    rate = summary.get("agreement_rate")
+    lines = ["## Judge audit (comparator)", "",
+             f"Accepted rewards re-checked by the judge ({share:.0%} of them): agreement rate "
+             f"**{_fmt(rate)}** ({summary['agreed']} agreed, {summary['disagreed']} disagreed; "
+             f"{summary['undecided']} without a judge verdict, {summary['pending']} unfinished). Every disagreement "
+             "was removed from the replay buffer and the curriculum's solved count (judge_audit.jsonl).", ""]
+    if summary["disagreed"]:
+        lines += [f"**ALARM: the judge rejected {summary['disagreed']} proof(s) the fast path paid 1.0.**", ""]
+    return lines
+
+
 def write_report(module: Any, datamodule: Any) -> Path:
     run = module.run_dir
     history = module.history
@@ -99,6 +112,9 @@ def write_report(module: Any, datamodule: Any) -> Path:
         lines += ["## Timeout audit", "", "Proofs whose Lean check did not finish in the step, rechecked with "
                   f"{module.audit_config.timeout:g} s:", "", "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys),
                   "| " + " | ".join(str(summed[k]) for k in keys) + " |", ""]
+    judge_audit = getattr(module, "judge_audit", None)
+    if judge_audit is not None:
+        lines += judge_section(judge_audit.summary(), judge_audit.config.share)
     if module.refreshes:
         lines += ["## Evaluator refresh", "", "| step | train | held out | accuracy before | after | FPR before | after | "
                   "skipped |", "|---|---|---|---|---|---|---|---|"]
@@ -126,6 +142,11 @@ def write_report(module: Any, datamodule: Any) -> Path:
         for k, row in evaluation["lean_pass_at_k"].items():
             lines.append(f"| {k} | {_fmt(row['pass_at_k'])} | {row['statements_estimated']} | {row['statements_left_out']} "
                          f"| {_fmt(row['lower_bound'])} | {_fmt(row['upper_bound'])} |")
+        judged = evaluation.get("judge")
+        if judged is not None:
+            lines += ["", f"Every attempt the REPL fast path accepted was re-checked by the judge (comparator), whose "
+                      f"verdict is the one counted above: {judged.get('agreed', 0)} agreed, {judged.get('disagreed', 0)} "
+                      f"disagreed, {judged.get('undecided', 0)} without a judge verdict (left unverified).", ""]
         estimate = evaluation.get("evaluator_estimate_pass_at_k")
         if estimate:
             lines += ["", "Evaluator-judged estimate (what the reward saw; NOT a Lean result): "

@@ -16,6 +16,17 @@ REPL) -> ``TIMEOUT``; a crash / broken pipe / unparsable reply -> the REPL is re
 program retried ``crash_retries`` times, then ``INFRA_ERROR``; a REPL-level refusal
 (``{"message": ...}``) -> ``INFRA_ERROR`` (``UNAVAILABLE`` when a stand-in says it has no recording).
 Cancelling ``run`` kills the worker's REPL so the worker is free again at once.
+
+Isolation (``fresh_process``, for the ``rl`` acceptance profile): code a candidate runs at
+elaboration time lives in the REPL process that answers, and in a shared process it would
+survive into later programs (a linter in an ``IO.Ref`` that deletes errors, a forged reply). With
+``fresh_process`` every program gets a new REPL process that is killed after its reply, so
+nothing survives from one candidate to the next. ``import Mathlib`` is not paid again: the
+program's header (its leading ``import`` / ``open`` lines) is elaborated once per backend in a
+builder process, saved with the REPL's ``pickleTo``, and each fresh process restores it with
+``unpickleEnvFrom`` before the program's body runs. A failure before the body was sent (start-up,
+unpickling) is INFRA_ERROR; one after it (the process died, garbled its reply) is
+CANDIDATE_FAILURE.
 """
 
 from __future__ import annotations
@@ -25,12 +36,12 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from leanloop.lean.line_shift import header_line_counts
-from leanloop.lean.replies import response_from_repl_reply
+from leanloop.lean.replies import no_answer_status, response_from_repl_reply
 from leanloop.lean.reply_rows import messages_from_json
 from leanloop.lean.types import LeanBackend, LeanResponse, ResponseStatus
 
@@ -58,6 +69,13 @@ class LocalBackendConfig:
     reuse_header: bool = True  # elaborate the import header once per worker
     all_tactics: bool = True  # ask the REPL for tactic records (goals before each tactic)
     crash_retries: int = 1  # re-runs of a program after its REPL crashed, before INFRA_ERROR
+    # one REPL process per program, header environment restored from a pickle (see module docstring)
+    fresh_process: bool = False
+    pickle_dir: str | None = None  # where header pickles are written (default: a temporary directory)
+    header_pickles: dict[str, str] = field(default_factory=dict)  # header text -> pickle path to use for it
+    # fresh_process: after the reply, stdin is closed and the REPL must exit within this many seconds
+    # having written nothing more (else the reply read was not the REPL's last word: CANDIDATE_FAILURE)
+    reply_drain_timeout: float = 10.0
     verbose: bool = False
 
 
@@ -74,6 +92,62 @@ def split_header(program: str) -> tuple[str, str, int]:
     return "\n".join(imports), body, count
 
 
+def split_pickled_header(program: str) -> tuple[str, str, int]:
+    """``(header, body, header_line_count)`` for ``fresh_process``: the header is the program's
+    leading ``import`` and ``open`` lines (blank lines between them allowed; an ``open ... in``
+    belongs to the next command and ends it), the part of the environment a pickle keeps."""
+    lines = program.split("\n")
+    count = 0
+    for number, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith("import ") or (stripped.startswith("open ") and not stripped.endswith(" in")
+                                             and " in " not in stripped):
+            count = number + 1
+        elif stripped:
+            break
+    kept = [line.strip() for line in lines[:count] if line.strip()]
+    body = "\n".join(lines[count:])
+    if not kept or not body.strip() or not kept[0].startswith("import "):
+        return "", program, 0
+    return "\n".join(kept), body, count
+
+
+def _refusal_status(message: str) -> ResponseStatus:
+    """A REPL refusal before the program ran: UNAVAILABLE (a stand-in without a recording) or
+    INFRA_ERROR, never a timeout or the candidate's failure."""
+    status = no_answer_status(message)
+    return status if status is ResponseStatus.UNAVAILABLE else ResponseStatus.INFRA_ERROR
+
+
+class HeaderPickles:
+    """Header text -> the pickle file holding its environment, built once per backend (under a
+    lock: workers wait for the first one to finish instead of building it twice)."""
+
+    def __init__(self, directory: str | None, known: dict[str, str]):
+        self._directory = directory
+        self._known = dict(known)
+        self._built: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._tmp: Any = None
+
+    def path_for(self, header: str, build: Callable[[str, str], None]) -> str:
+        with self._lock:
+            if header not in self._built:
+                path = self._known.get(header)
+                if path is None:
+                    import hashlib
+                    import tempfile
+
+                    if self._directory is None and self._tmp is None:
+                        self._tmp = tempfile.TemporaryDirectory(prefix="leanloop-pickles-")
+                    root = Path(self._directory or self._tmp.name)
+                    root.mkdir(parents=True, exist_ok=True)
+                    path = str(root / f"{hashlib.sha256(header.encode()).hexdigest()[:16]}.olean")
+                build(header, path)  # raises _HeaderFailure
+                self._built[header] = path
+            return self._built[header]
+
+
 def _version_tuple(version: str | None) -> tuple[int, ...]:
     digits = []
     for part in (version or "").lstrip("v").split("-")[0].split("."):
@@ -86,13 +160,16 @@ def _version_tuple(version: str | None) -> tuple[int, ...]:
 class _Worker:
     """One REPL process; used by one thread at a time."""
 
-    def __init__(self, repl_config: Callable[[], Any], config: LocalBackendConfig):
+    def __init__(self, repl_config: Callable[[], Any], config: LocalBackendConfig,
+                 pickles: HeaderPickles | None = None):
         self._repl_config = repl_config
         self.config = config
+        self.pickles = pickles
         self.server: Any = None
         self.headers: dict[str, int] = {}  # header text -> lean-interact session-cache env id
         self.busy = False
         self.aborted = False  # set by abort(): the job in progress must not be retried
+        self.sent_program = False  # the program's own command was sent in the current try
 
     def kill(self) -> None:
         """Stop the REPL from the worker's own thread (or when no job runs)."""
@@ -127,7 +204,7 @@ class _Worker:
     def boot(self) -> LeanResponse | None:
         """Start the REPL if there is none. A bad set-up raises (a config error, see README); a REPL
         that will not start is an INFRA_ERROR response for the program at hand."""
-        if self.server is not None:
+        if self.server is not None or self.config.fresh_process:  # fresh_process: a new REPL per program
             return None
         from lean_interact import AutoLeanServer
 
@@ -142,22 +219,28 @@ class _Worker:
 
     def check(self, program: str, timeout: float) -> LeanResponse:
         self.aborted = False
+        fresh = self.config.fresh_process
         failed_boot = self.boot()
         if failed_boot is not None:
             return failed_boot
-        header, body, offset = split_header(program) if self.config.reuse_header else ("", program, 0)
-        version = self.server.lean_version
+        if fresh:
+            header, body, offset = split_pickled_header(program)
+            version = getattr(self._repl_config(), "lean_version", None)
+        else:
+            header, body, offset = split_header(program) if self.config.reuse_header else ("", program, 0)
+            version = self.server.lean_version
+        compile_ = self._compile_fresh if fresh else self._compile
         failures: list[str] = []
         while True:
             started = time.perf_counter()
             try:
-                return self._compile(header, body, offset, timeout, version)
+                return compile_(header, body, offset, timeout, version)
             except TimeoutError as error:
                 return LeanResponse(ResponseStatus.TIMEOUT, time_s=time.perf_counter() - started,
                                     detail=f"no reply within {timeout:g}s; the REPL was killed ({error})",
                                     lean_version=version)
             except _HeaderFailure as error:
-                return LeanResponse(ResponseStatus.INFRA_ERROR, detail=str(error), lean_version=version)
+                return LeanResponse(error.status, detail=str(error), lean_version=version)
             except MemoryError as error:  # AutoLeanServer gave up restarting under memory pressure
                 return LeanResponse(ResponseStatus.INFRA_ERROR, detail=f"out of memory: {error}", lean_version=version)
             except Exception as error:  # crash, broken pipe, unparsable reply: restart and retry
@@ -166,13 +249,22 @@ class _Worker:
                 if self.aborted:
                     return LeanResponse(ResponseStatus.INFRA_ERROR, detail="cancelled", lean_version=version)
                 if len(failures) > self.config.crash_retries:
-                    return LeanResponse(ResponseStatus.INFRA_ERROR, lean_version=version,
+                    # Died or garbled AFTER the program was sent (every try): code the program runs at
+                    # elaboration time can do that, so it is the program's failure; before it was sent
+                    # (start-up, header) it is the infrastructure's and stays retryable.
+                    status = ResponseStatus.CANDIDATE_FAILURE if self.sent_program else ResponseStatus.INFRA_ERROR
+                    return LeanResponse(status, lean_version=version,
                                         detail=f"Lean REPL failed {len(failures)} times: " + " | ".join(failures))
                 log.warning("Lean REPL failed (%s); restarting and retrying", failures[-1])
+            finally:
+                if fresh:  # nothing the program did survives it
+                    self.kill()
+                    self.server = None
 
     def _compile(self, header: str, body: str, offset: int, timeout: float, version: str | None) -> LeanResponse:
         from lean_interact.interface import Command, LeanError
 
+        self.sent_program = False
         env = None
         if header:
             env = self.headers.get(header)
@@ -191,6 +283,7 @@ class _Worker:
                     return LeanResponse(ResponseStatus.OK, messages=messages, lean_version=version)
                 env = self.headers[header] = reply.env
         started = time.perf_counter()
+        self.sent_program = True
         reply = self.server.run(Command(cmd=body, env=env, all_tactics=self.config.all_tactics or None),
                                 timeout=timeout)
         elapsed = time.perf_counter() - started
@@ -200,8 +293,95 @@ class _Worker:
                                         lean_version=version, time_s=elapsed)
 
 
+    # -- fresh_process: one REPL per program ------------------------------------------------------
+    def _build_pickle(self, header: str, path: str) -> None:
+        """Elaborate ``header`` in a builder REPL (no candidate code ever runs there) and pickle it."""
+        from lean_interact import LeanServer
+        from lean_interact.interface import Command, LeanError, PickleEnvironment
+
+        try:
+            builder = LeanServer(self._repl_config())
+        except Exception as error:
+            raise _HeaderFailure(f"the Lean REPL did not start: {type(error).__name__}: {str(error)[:500]}") from error
+        try:
+            reply = builder.run(Command(cmd=header), timeout=self.config.header_timeout)
+            if isinstance(reply, LeanError):
+                raise _HeaderFailure(f"the header was refused: {reply.message}", _refusal_status(reply.message))
+            errors = [m for m in reply.messages if m.severity == "error"]
+            if errors:
+                raise _HeaderFailure(f"the header does not elaborate: {errors[0].data[:300]}")
+            saved = builder.run(PickleEnvironment(env=reply.env, pickle_to=path), timeout=self.config.header_timeout)
+            if isinstance(saved, LeanError):
+                raise _HeaderFailure(f"pickling the header environment failed: {saved.message}",
+                                     _refusal_status(saved.message))
+        except _HeaderFailure:
+            raise
+        except Exception as error:
+            raise _HeaderFailure(f"building the header pickle failed: {type(error).__name__}: {str(error)[:300]}") \
+                from error
+        finally:
+            builder.kill()
+
+    def _rest_of_channel(self) -> str | None:
+        """Close the REPL's stdin and read what it writes until it exits: None when nothing (the
+        reply read was its only one), else what came after it. Code the program ran can print a
+        forged reply before the REPL's real one; the real one then arrives here, and only protocol
+        replies matched to the request count."""
+        process = getattr(self.server, "_proc", None)
+        if process is None or process.stdout is None:
+            return "no process"
+        rest: list[str] = []
+        # read through the same buffered file object lean-interact read from (a second reply may
+        # already sit in its buffer), until end of file
+        reader = threading.Thread(target=lambda: rest.append(process.stdout.read()), daemon=True)
+        try:
+            process.stdin.close()
+        except (OSError, ValueError):
+            pass
+        reader.start()
+        reader.join(self.config.reply_drain_timeout)
+        if reader.is_alive():
+            return f"the REPL kept running {self.config.reply_drain_timeout:g}s after its reply"
+        text = rest[0] if rest else ""
+        return f"{text.strip()[:300]!r}" if text and text.strip() else None
+
+    def _compile_fresh(self, header: str, body: str, offset: int, timeout: float,
+                       version: str | None) -> LeanResponse:
+        """One try in a new REPL process (``check`` kills it afterwards, whatever happened)."""
+        from lean_interact import LeanServer
+        from lean_interact.interface import Command, LeanError, UnpickleEnvironment
+
+        self.sent_program = False
+        path = self.pickles.path_for(header, self._build_pickle) if header and self.pickles else None
+        self.server = LeanServer(self._repl_config())
+        env = None
+        if path is not None:
+            restored = self.server.run(UnpickleEnvironment(unpickle_env_from=path), timeout=self.config.header_timeout)
+            if isinstance(restored, LeanError):  # before the program: never the candidate's
+                return LeanResponse(_refusal_status(restored.message), lean_version=version,
+                                    detail=f"unpickling the header environment failed: {restored.message}")
+            env = restored.env
+        self.sent_program = True
+        started = time.perf_counter()
+        reply = self.server.run(Command(cmd=body, env=env, all_tactics=self.config.all_tactics or None), timeout=timeout)
+        elapsed = time.perf_counter() - started
+        leftover = self._rest_of_channel()
+        if leftover is not None:
+            return LeanResponse(ResponseStatus.CANDIDATE_FAILURE, time_s=elapsed, lean_version=version,
+                                detail=f"the REPL's channel held more than one reply: {leftover}")
+        if isinstance(reply, LeanError):
+            return response_from_repl_reply({"message": reply.message}, lean_version=version, time_s=elapsed)
+        return response_from_repl_reply(reply.model_dump(by_alias=True, exclude_none=True), line_offset=offset,
+                                        lean_version=version, time_s=elapsed)
+
+
 class _HeaderFailure(Exception):
-    """The import header itself could not be elaborated in time: infrastructure, not the program."""
+    """The import header itself could not be elaborated in time: infrastructure, not the program
+    (``status`` UNAVAILABLE when a stand-in REPL has no recording for it)."""
+
+    def __init__(self, detail: str, status: ResponseStatus = ResponseStatus.INFRA_ERROR):
+        super().__init__(detail)
+        self.status = status
 
 
 class LocalBackend(LeanBackend):
@@ -217,7 +397,8 @@ class LocalBackend(LeanBackend):
             raise ValueError(f"workers must be >= 1, got {self.config.workers}")
         self._repl_config: Any = None
         self._setup_lock = threading.Lock()
-        self._workers = [_Worker(self.repl_config, self.config) for _ in range(self.config.workers)]
+        pickles = HeaderPickles(self.config.pickle_dir, self.config.header_pickles) if self.config.fresh_process else None
+        self._workers = [_Worker(self.repl_config, self.config, pickles) for _ in range(self.config.workers)]
         self._executor = ThreadPoolExecutor(max_workers=self.config.workers, thread_name_prefix="lean-repl")
         # Idle workers wait in a queue of the running event loop. Worker threads hand a worker back
         # through `_release`, under `_pool_lock`, to whichever loop's queue is current.
@@ -345,4 +526,5 @@ def standin_config(directory: str | Path, **options: Any) -> LocalBackendConfig:
                               require_mathlib=False, **options)
 
 
-__all__ = ["LocalBackend", "LocalBackendConfig", "split_header", "standin_config"]
+__all__ = ["HeaderPickles", "LocalBackend", "LocalBackendConfig", "split_header", "split_pickled_header",
+           "standin_config"]

@@ -43,6 +43,11 @@ class ResponseStatus(str, Enum):
     TIMEOUT = "timeout"
     INFRA_ERROR = "infra_error"  # crash, out of memory, server unreachable, malformed reply
     UNAVAILABLE = "unavailable"  # replay backend: no recorded answer for this program
+    # The Lean process died, hung up or answered something that is not the reply to this request
+    # AFTER the program was sent: the program's own doing as far as anyone can tell (code that runs
+    # at elaboration time can exit the process or write to its stdout). The acceptance policy's
+    # hardened profiles score it INVALID; failures before the program was sent stay INFRA_ERROR.
+    CANDIDATE_FAILURE = "candidate_failure"
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import time
 from typing import Callable, Sequence
 
 from leanloop.lean.policy import AcceptancePolicy
+from leanloop.lean.policy import reasons as R
 from leanloop.lean.policy.harness import Submission
 from leanloop.lean.types import LeanBackend, LeanResponse, Outcome, ResponseStatus, VerifyRequest
 
@@ -76,7 +77,13 @@ class Verifier:
                 # one): the verbatim program's recorded errors can still reject it.
                 fallback = await self._ask(prepared.candidate)
                 return self.policy.judge_verbatim_fallback(request, fallback, self.backend.name)
-        return self.policy.judge(request, prepared, response, self.backend.name)
+            outcome = self.policy.judge(request, prepared, response, self.backend.name)
+            if any(reason.startswith(R.HARNESS_LINE_ERROR) for reason in outcome.reasons):
+                # is the trusted statement itself broken (input error), or did the candidate put
+                # an error on the harness's lines (its failure, scored 0)?
+                probe = self.policy.statement_probe(prepared)
+                outcome = self.policy.judge_probe(outcome, probe, await self._ask(probe.program))
+        return outcome
 
     async def check(self, requests: Sequence[VerifyRequest],
                     on_result: Callable[[int, Outcome], None] | None = None) -> list[Outcome]:

@@ -76,6 +76,14 @@ def exploits(statement, proof: str) -> dict[str, tuple[str, str]]:
         "harness namespace": (proof + "\ntheorem LeanloopHarness.check_x : True := trivial\n", R.HARNESS_NAME),
         "unterminated comment": (proof + "\n/- the trailer goes in here\n", R.UNTERMINATED),
         "instance": (block(statement, proof, before="instance : Inhabited Nat := ⟨1⟩\n\n"), R.INSTANCE_DECLARATION),
+        # issue 16, second red-team round (classes, not the examples)
+        "strings Lean never sees (!r\"\\\")": (proof + '\ndef s := !r"\\"\n#eval IO.println "no goals"\n', R.METAPROGRAM),
+        "by_elab in s! interpolation": (proof + '\ndef s := s!"{(by_elab pure ()).1}"\n', R.METAPROGRAM),
+        "variable capture of the check line": (block(statement, proof, before=f"variable ({NAME} : True)\ninclude {NAME}\n\n"),
+                                               R.SCOPE_CAPTURE),
+        "aesop rule running a tactic": (block(statement, proof, before="@[aesop safe tactic]\ndef t := 0\n\n"),
+                                        R.METAPROGRAM),
+        "unchecked declaration": (proof + "\ndef f := Lean.addDecl\n", R.METAPROGRAM),
     }
 
 
@@ -199,5 +207,5 @@ def test_the_statement_and_success_claims_never_come_from_the_completion(accepte
     assert "(v : ℝ) : True" not in candidate.program and "does not depend" not in candidate.program
     assert candidate.program.rstrip().endswith("trivial")
     # the rl policy elaborates the trusted statement in the harness block and checks @name against it
-    assert f"@{NAME}" in candidate.submission.program.splitlines()[candidate.submission.trailer_line - 1]
+    assert f"@_root_.{NAME}" in candidate.submission.program.splitlines()[candidate.submission.check_line - 1]
     assert extract_proof(weaker, NAME).helpers == ""

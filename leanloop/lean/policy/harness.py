@@ -2,29 +2,45 @@
 
 Layout of the program Lean compiles under a hardened profile::
 
-    <trusted header, as the candidate wrote it>          lines 1..h (verbatim, checked by precheck)
+    <trusted header (and the statement's trusted context)>  lines 1..h (verbatim, checked by precheck)
     set_option maxHeartbeats 800000                      \\  the harness block: the budget, and the
-    abbrev LeanloopHarness.expected_<tag> : Prop :=      |  trusted statement elaborated BEFORE any
-      ∀ <binders>                                        |  candidate code, so no candidate notation,
-      ,                                                  |  instance, macro or `variable` can change
-      <type>                                             /  what it means
+    theorem LeanloopHarness.expected_<tag> <binders>     |  trusted statement elaborated BEFORE any
+      :                                                  |  candidate code, so no candidate notation,
+      <type>                                             |  instance, macro or `variable` can change
+      := sorry                                           /  what it means
     <the rest of the candidate program>                  (positions mapped back for messages)
-    theorem LeanloopHarness.check_<tag> : LeanloopHarness.expected_<tag> := @<name>
-    #print axioms LeanloopHarness.check_<tag>            the trailer
+    end <X>                                              \  the trailer: closes every section /
+    theorem _root_.LeanloopHarness.check_<tag> :         |  namespace the candidate left open,
+      type_of% @_root_.LeanloopHarness.expected_<tag>    |  then checks the global <name>
+      := @_root_.<name>                                  |
+    #print axioms _root_.LeanloopHarness.check_<tag>     /
 
 The check theorem compiles only if the candidate's declaration ``<name>`` has a type
 definitionally equal to the trusted statement, as Lean's own elaborator and kernel decide; and its
-``#print axioms`` reply covers ``<name>`` transitively. This is stronger than comparing
+``#print axioms`` reply covers ``<name>`` transitively (``type_of%`` leaves only the statement's
+type in the check, never the ``sorry`` proof of ``expected``, whose warning sits on a harness line).
+``expected`` is declared exactly as the target is (a ``theorem`` with the statement's binders and
+type, after the statement's own trusted context), so it gets the same auto-bound implicits and the
+same section ``variable``s the target gets: the check compares like with like. This is stronger than comparing
 pretty-printed signatures, which depend on pp options, notation and unicode the candidate controls.
 Replies are read only from messages positioned on the trailer lines (see ``Submission.region``):
 text a program prints elsewhere never counts.
+
+Name capture: the check line is elaborated in whatever scope the candidate leaves open. Every name
+in it is absolute (``_root_.``), so a local ``variable (<name> : <statement>)`` cannot stand in for
+the global declaration (Lean resolves ``_root_.x`` only against declarations, never locals), nor a
+``<namespace>.<name>`` for ``<name>``; the scopes the candidate opened are closed first (``end``
+for each ``section`` / ``namespace``, innermost first), which also drops its ``variable``s and
+``open``s; an ``include`` / ``omit`` / ``variable?`` is refused by the rl prechecks (a top-level
+``include`` would survive every ``end``). A wrong count can only make the trailer fail: an error
+on a trailer line is INVALID.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from leanloop.lean.policy.masking import mask
 
@@ -45,6 +61,7 @@ class Signature:
     name: str
     binders: str  # text between the name and the top-level `:`; may be empty
     type: str  # text between the top-level `:` and `:=` (or the end)
+    head_end: int = field(default=-1, compare=False)  # offset of the top-level `:=` in the statement (or its end)
 
 
 def parse_statement(statement: str, name: str | None = None) -> Signature:
@@ -86,7 +103,52 @@ def parse_statement(statement: str, name: str | None = None) -> Signature:
     type_ = statement[colon + 1:assign].strip()
     if not type_:
         raise StatementError(f"empty type in the statement of `{found_name}`")
-    return Signature(found_name, binders, type_)
+    return Signature(found_name, binders, type_, assign)
+
+
+_SCOPE = re.compile(r"(?<![\w.'])(namespace|section|mutual|end)(?![\w'!?])[ \t]*([^\s]*)")
+
+
+def open_scopes(masked: str) -> list[str]:
+    """The ``section`` / ``namespace`` scopes still open at the end of a masked program, outermost
+    first, each as the name its ``end`` needs ("" for an anonymous section; ``mutual`` blocks
+    count as scopes too, so that their ``end`` is not taken for a section's)."""
+    stack: list[str] = []
+    for m in _SCOPE.finditer(masked):
+        keyword, name = m.group(1), m.group(2)
+        if keyword == "end":
+            if stack:
+                stack.pop()
+        elif keyword == "mutual":
+            stack.append("\0mutual")
+        else:
+            name = name if name and (name[0].isalpha() or name[0] in "_«") else ""
+            stack.append(name)
+    return stack
+
+
+def split_docstring(context: str) -> tuple[str, str]:
+    """``(context before, docstring)``: the doc comment that ends the trusted context (it documents
+    the statement, so nothing may come between them), or ``(context, "")``."""
+    stripped = context.rstrip()
+    if not stripped.endswith("-/"):
+        return context, ""
+    masked = mask(context)
+    at = context.rfind("/--", 0, len(stripped))
+    while at >= 0:
+        # a real doc-comment opening (blanked by the masker) after which only that comment remains
+        if masked.text[at] == " " and not mask(context[:at]).unterminated and not mask(context[at:]).text.strip():
+            return context[:at], context[at:]
+        at = context.rfind("/--", 0, at)
+    return context, ""
+
+
+def statement_prefix(header: str, context: str) -> str:
+    """The trusted text before a statement and any completion text: the header and the
+    statement's own context without the docstring that documents the statement. Give it as the
+    request's ``header``: the harness then elaborates the trusted statement right after it, in the
+    statement's own context (its opens, variables, definitions)."""
+    return header + split_docstring(context)[0]
 
 
 def _tag(signature: Signature) -> str:
@@ -105,6 +167,7 @@ class Submission:
     trailer_line: int  # first trailer line (1-based) in ``program``; 0: no trailer
     check_name: str | None = None
     axioms_line: int = 0
+    check_line: int = 0  # the line of the check theorem (after the `end`s closing candidate scopes)
 
     @property
     def composed(self) -> bool:
@@ -163,10 +226,14 @@ def compose(program: str, *, header: str | None, heartbeats: int | None,
         tag = _tag(signature)
         expected = f"{HARNESS_NAMESPACE}.expected_{tag}"
         check_name = f"{HARNESS_NAMESPACE}.check_{tag}"
-        # The comma sits on its own line so that a `--` comment ending the binders cannot hide it.
-        body = f"  ∀ {signature.binders}\n  ,\n  {signature.type}" if signature.binders else f"  {signature.type}"
-        block.append(f"abbrev {expected} : Prop :=\n{body}")
-        trailer = f"theorem {check_name} : {expected} := @{signature.name}\n#print axioms {check_name}\n"
+        # `:` and `:=` sit on their own lines so that a `--` comment ending the binders or the type
+        # cannot hide them
+        binders = f" {signature.binders}" if signature.binders else ""
+        block.append(f"theorem {expected}{binders}\n  :\n  {signature.type}\n  := sorry")
+        ends = "".join(f"end {scope}\n" if scope else "end\n"
+                       for scope in reversed(open_scopes(mask(program[cut:]).text)) if scope != "\0mutual")
+        trailer = (f"{ends}theorem _root_.{check_name} : type_of% @_root_.{expected} := @_root_.{signature.name}\n"
+                   f"#print axioms _root_.{check_name}\n")
     block_text = "\n".join(block) + "\n"
     head = program[:cut]
     if head and not head.endswith("\n"):
@@ -183,5 +250,6 @@ def compose(program: str, *, header: str | None, heartbeats: int | None,
         block_lines=block_text.count("\n"),
         trailer_line=trailer_line,
         check_name=check_name,
-        axioms_line=trailer_line + 1 if trailer else 0,
+        check_line=trailer_line + trailer.count("\n") - 2 if trailer else 0,
+        axioms_line=trailer_line + trailer.count("\n") - 1 if trailer else 0,
     )

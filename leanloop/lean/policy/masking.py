@@ -7,14 +7,21 @@ place where a comment or literal could start; only nested block comments need a 
 their delimiters. Pure-Python per-character scanning was ~20x slower and would dominate the
 precheck budget (see ``make bench-data``).
 
-Lean 4 lexical facts this relies on:
-- block comments ``/- ... -/`` nest (doc comments ``/-- -/`` and ``/-! -/`` are block comments too);
+Lean 4 lexical facts this relies on (``Lean.Parser.Basic``: whitespace, identFn, strLitFn, ...):
+- block comments ``/- ... -/`` nest; doc comments ``/-- -/`` and ``/-! -/`` are block comments
+  whose body starts after the third character, so ``/--/`` does NOT close itself;
 - ``--`` starts a line comment, except inside a comment or literal;
 - strings ``"..."`` have backslash escapes and may span lines; raw strings ``r"..."`` /
-  ``r#"..."#`` have none;
-- char literals ``'a'`` / ``'\\n'`` exist, but ``'`` is also an identifier character (``h'``,
-  ``f''``), so a quote directly after an identifier character is never a literal;
+  ``r#"..."#`` have none; interpolated strings (``s!"..."``, ``m!``, ``f!``, ``dbg_trace``,
+  ``throwError``, ``trace[...]``) contain code in ``{...}``: with ``keep_interpolations`` that
+  code stays visible to the text rules;
+- char literals ``'a'`` / ``'\\n'`` exist, and ``'`` is also an identifier character (``h'``,
+  ``f''``): a quote (or an ``r`` before ``"``) continues an identifier only when an identifier
+  *started* before it, i.e. the run of identifier characters before it begins with a letter or
+  ``_``. ``!`` and ``?`` continue identifiers (``get!``) but never start one, so in ``!r"\\"`` and
+  ``!'"'`` Lean reads the token ``!`` and then a raw string / char literal;
 - ``«...»`` quotes an identifier that may contain ``--`` or ``"``: skipped, not masked.
+CRLF line endings are text like any other here (the policy normalizes them before it masks).
 """
 
 from __future__ import annotations
@@ -28,7 +35,8 @@ _BLOCK_DELIMS = re.compile(r"/-|-/")
 _STRING_BODY = re.compile(r'(?:[^"\\]|\\.)*"', re.S)
 _CHAR_LIT = re.compile(r"'(?:\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)|[^\\'\n])'")
 _NOT_NEWLINE = re.compile(r"[^\n]")
-_IDENT_CHAR = re.compile(r"[\w'!?.₀-₉]")
+_ID_REST = re.compile(r"[\w'!?₀-₉ₐ-ₜᵢ-ᵪⱼ]")  # Lean's isIdRest (\w covers letter-like Unicode)
+_INTERPOLATED_BEFORE = re.compile(r"(?:!|\]|(?<![\w'.])(?:dbg_trace|throwError|throwErrorAt|throwNamedError))[ \t]*\Z")
 
 
 @dataclass(frozen=True)
@@ -37,14 +45,70 @@ class Masked:
     unterminated: str | None  # "block comment" / "string literal" when one runs to the end
 
 
+def continues_identifier(program: str, pos: int) -> bool:
+    """Is the character at ``pos`` part of an identifier that started before it (Lean's lexer:
+    an identifier starts at a letter or ``_`` and goes on over ``isIdRest`` characters; a dotted
+    name goes on after ``.``)?"""
+    if pos == 0:
+        return False
+    before = program[pos - 1]
+    if before == "." or before == "»":
+        return pos >= 2 and (program[pos - 2] == "»" or bool(_ID_REST.match(program, pos - 2)))
+    start = pos
+    while start > 0 and _ID_REST.match(program, start - 1):
+        start -= 1
+    for i in range(start, pos):  # left to right, as the lexer reads the run
+        c = program[i]
+        if c == "_" or (c.isalpha() and not ("₀" <= c <= "ₜ")):
+            return True  # an identifier starts here and runs on to `pos`
+    return False
+
+
+def _string_end(program: str, i: int, keep: bool, spans: list[tuple[int, int]]) -> int | None:
+    """Offset just after the string literal whose body starts at ``i`` (None: unterminated).
+    ``keep``: the string is interpolated; the offsets of its ``{...}`` code go to ``spans``."""
+    n = len(program)
+    while i < n:
+        c = program[i]
+        if c == "\\":
+            i += 2
+        elif c == '"':
+            return i + 1
+        elif c == "{" and keep:
+            depth, k = 1, i + 1
+            while k < n and depth:
+                ch = program[k]
+                if ch == '"':
+                    end = _string_end(program, k + 1, bool(_INTERPOLATED_BEFORE.search(program, 0, k)), [])
+                    if end is None:
+                        return None
+                    k = end
+                    continue
+                if ch == "'" and not continues_identifier(program, k):
+                    lit = _CHAR_LIT.match(program, k)
+                    if lit:
+                        k = lit.end()
+                        continue
+                depth += 1 if ch == "{" else -1 if ch == "}" else 0
+                k += 1
+            if depth:
+                return None
+            spans.append((i + 1, k - 1))
+            i = k
+        else:
+            i += 1
+    return None
+
+
 def _blank(segment: str) -> str:
     if "\n" not in segment:
         return " " * len(segment)
     return _NOT_NEWLINE.sub(" ", segment)
 
 
-def mask(program: str) -> Masked:
-    """Mask comments, string and char literals of a Lean program (see the module docstring)."""
+def mask(program: str, keep_interpolations: bool = False) -> Masked:
+    """Mask comments, string and char literals of a Lean program (see the module docstring).
+    ``keep_interpolations``: leave the code inside interpolated strings' ``{...}`` unmasked."""
     pieces: list[str] = []
     keep_from = 0  # start of the code run not yet copied
     pos = 0
@@ -56,8 +120,11 @@ def mask(program: str) -> Masked:
             break
         start = m.start()
         token = m.group()
+        spans: list[tuple[int, int]] = []
         if token == "/-":
             depth, scan = 1, m.end()
+            if program[scan:scan + 1] in ("-", "!"):  # `/--` and `/-!`: the body starts after them
+                scan += 1
             while depth:
                 d = _BLOCK_DELIMS.search(program, scan)
                 if d is None:
@@ -70,13 +137,18 @@ def mask(program: str) -> Masked:
             newline = program.find("\n", start)
             end = n if newline < 0 else newline
         elif token == '"':
-            s = _STRING_BODY.match(program, m.end())
-            if s is None:
+            interpolated = keep_interpolations and bool(_INTERPOLATED_BEFORE.search(program, max(0, start - 40), start))
+            if interpolated:
+                close = _string_end(program, m.end(), True, spans)
+            else:
+                body = _STRING_BODY.match(program, m.end())
+                close = body.end() if body else None
+            if close is None:
                 end, unterminated = n, "string literal"
             else:
-                end = s.end()
-        elif token[0] == "r":  # raw string r"..." / r#"..."#; `r` must not end an identifier
-            if start > 0 and _IDENT_CHAR.match(program, start - 1):
+                end = close
+        elif token[0] == "r":  # raw string r"..." / r#"..."#, unless the `r` continues an identifier
+            if continues_identifier(program, start):
                 pos = start + 1
                 continue
             closing = '"' + "#" * (len(token) - 2)
@@ -86,7 +158,7 @@ def mask(program: str) -> Masked:
             else:
                 end = close + len(closing)
         elif token == "'":
-            if start > 0 and _IDENT_CHAR.match(program, start - 1):
+            if continues_identifier(program, start):
                 pos = start + 1  # a prime in an identifier such as h' or f''
                 continue
             c = _CHAR_LIT.match(program, start)
@@ -99,7 +171,12 @@ def mask(program: str) -> Masked:
             pos = n if close < 0 else close + 1
             continue
         pieces.append(program[keep_from:start])
-        pieces.append(_blank(program[start:end]))
+        cursor = start
+        for lo, hi in spans:  # interpolated code stays visible
+            pieces.append(_blank(program[cursor:lo]))
+            pieces.append(program[lo:hi])
+            cursor = hi
+        pieces.append(_blank(program[cursor:end]))
         keep_from = pos = end
     pieces.append(program[keep_from:])
     return Masked("".join(pieces), unterminated)

@@ -18,13 +18,19 @@ object; nothing re-implements a check. Two profiles:
     metaprograms and ``#eval``, ``#exit``, ``#guard_msgs``, instances, a redeclared or missing
     target, the harness's reserved names, unterminated comments, a header that is not verbatim).
     Lean compiles the program with the harness block and trailer (``harness``): the harness sets
-    maxHeartbeats 800,000 and elaborates the trusted statement before the candidate's code.
+    maxHeartbeats 800,000 and elaborates the trusted statement (after its own trusted context, before
+    the candidate's code); the check line names only ``_root_``-qualified declarations and comes
+    after the candidate's sections and namespaces are closed.
     VALID iff no error and no sorry warning anywhere, the check theorem compiled (the candidate's
     ``<name>`` proves the trusted statement) and the ``#print axioms`` reply read from the trailer
     line lists only propext / Classical.choice / Quot.sound. With no reply on the trailer line the
-    program is not accepted. When the backend has no answer for the composed program at all (the
-    replay backend: recordings never include our trailer), the verifier asks for the verbatim
-    program instead: recorded errors or sorry warnings make it INVALID (the text fails as written),
+    program is not accepted. A failure the candidate can cause scores 0 (INVALID), never "no
+    reward": the Lean process dying or garbling its reply after the program was sent
+    (``candidate_failure``), an error on the harness's own lines that the trusted statement alone
+    does not reproduce (``harness_line_error``), a message positioned outside the program sent
+    (``unmatched_reply``), a missing trailer reply. When the backend has no answer for the composed
+    program at all (the replay backend: recordings never include our trailer), the verifier asks for
+    the verbatim program instead: recorded errors or sorry warnings make it INVALID (the text fails as written),
     a clean recording makes it UNAVAILABLE with reason ``no_trailer_reply`` — never a guessed pass.
 
 ``statement`` — does a formal statement type-check (``:= by sorry``)? The rl text rules except that
@@ -95,6 +101,10 @@ class Precheck:
         return {"ok": self.ok, "reasons": list(self.reasons)}
 
 
+def _lf(text: str | None) -> str | None:
+    return text.replace("\r\n", "\n") if text is not None else None
+
+
 def is_sorry_warning(message: LeanMessage) -> bool:
     return message.severity == "warning" and bool(_SORRY_WARNING.search(message.data))
 
@@ -147,6 +157,11 @@ class AcceptancePolicy:
                 R.BAD_REQUEST, f"the {self.profile.name} profile needs the target name and the trusted "
                 "statement (VerifyRequest.name / .statement)")])
         header = request.header if request.header is not None else self.header
+        if self.profile.hardened:
+            # Lean reads CRLF as a line break; the text rules, the verbatim-header check and the
+            # harness's line layout all work on LF (a CRLF program is the same program)
+            program, header = _lf(program), _lf(header)
+            request = replace(request, program=program, header=header, statement=_lf(request.statement))
         check = self.precheck(program, header=header, name=request.name)
         if not check.ok:
             return Outcome(Category.PRECHECK_REJECTED, reasons=check.reasons)
@@ -165,16 +180,28 @@ class AcceptancePolicy:
               backend: str = "") -> Outcome:
         """The outcome for Lean's answer to ``submission``."""
         base = Outcome(Category.UNAVAILABLE, time_s=response.time_s, backend=backend)
-        no_answer = self._no_answer(response, base)
+        no_answer = self._no_answer(response, base, self.profile)
         if no_answer is not None:
             return no_answer
+        if self.profile.hardened:
+            stray = self._unmatched(submission, response)
+            if stray is not None:
+                base.category = Category.INVALID
+                base.messages = list(response.messages)
+                base.reasons = [R.reason(R.UNMATCHED_REPLY, stray)]
+                return base
         messages, tactics, harness_errors, trailer = self._split(submission, response)
         base.messages, base.tactics = messages, tactics
         if harness_errors:
-            base.category = Category.INPUT_ERROR
+            # The harness block comes before any candidate code, so Lean itself can only report an
+            # error there when the trusted statement is broken; code the candidate runs at
+            # elaboration time can also log one there (to turn a 0 into "no reward"). Without a
+            # separate answer for the statement alone it is the candidate's: INVALID. The Verifier
+            # asks for that answer (`statement_probe`) and turns a reproduced error into INPUT_ERROR.
+            base.category = Category.INVALID
             base.first_error = harness_errors[0].data
-            base.reasons = [R.reason(R.TRUSTED_STATEMENT_ERROR,
-                                     "the trusted statement did not elaborate under the header")]
+            base.reasons = [R.reason(R.HARNESS_LINE_ERROR, f"error on harness line {harness_errors[0].pos.line}"
+                                     if harness_errors[0].pos else "error on a harness line")]
             return base
         verdict = self._verdict_from_messages(messages, base, self.profile)
         if verdict is not None:
@@ -190,7 +217,7 @@ class AcceptancePolicy:
         program (replay recordings never contain the harness lines); this is its answer for the
         verbatim program. Errors (or a sorry warning) decide INVALID; nothing else can be decided."""
         base = Outcome(Category.UNAVAILABLE, time_s=response.time_s, backend=backend)
-        no_answer = self._no_answer(response, base)
+        no_answer = self._no_answer(response, base, self.profile)
         if no_answer is not None:
             no_answer.reasons = [r if not r.startswith(R.NO_RECORDING) else R.reason(
                 R.NO_RECORDING, f"no recorded answer from {backend or 'the backend'}, with or without the "
@@ -207,8 +234,42 @@ class AcceptancePolicy:
                                  "performed, so it is neither accepted nor rejected")]
         return base
 
+    def statement_probe(self, submission: Submission) -> Submission:
+        """The header and the harness block alone (no candidate code): the program whose answer
+        says whether an error on a harness line comes from the trusted statement itself."""
+        lines = submission.program.split("\n")
+        keep = submission.header_lines + submission.block_lines
+        return Submission(program="\n".join(lines[:keep]) + "\n", candidate="", header_lines=submission.header_lines,
+                          block_lines=submission.block_lines, trailer_line=0)
+
+    def judge_probe(self, outcome: Outcome, probe: Submission, response: LeanResponse) -> Outcome:
+        """``outcome`` (a harness-line error) given Lean's answer for ``statement_probe``: an error
+        there too means the trusted statement is broken (INPUT_ERROR, not the candidate's fault);
+        a clean answer, or none at all, leaves the candidate's INVALID."""
+        if response.status != ResponseStatus.OK:
+            return outcome
+        errors = [m for m in response.messages if m.severity == "error"]
+        if not errors:
+            return outcome
+        return Outcome(Category.INPUT_ERROR, messages=outcome.messages, tactics=outcome.tactics,
+                       first_error=errors[0].data, time_s=outcome.time_s, backend=outcome.backend,
+                       reasons=[R.reason(R.TRUSTED_STATEMENT_ERROR,
+                                         "the trusted statement did not elaborate under the header")])
+
     @staticmethod
-    def _no_answer(response: LeanResponse, base: Outcome) -> Outcome | None:
+    def _unmatched(submission: Submission, response: LeanResponse) -> str | None:
+        """Why some part of ``response`` cannot be Lean's reply to ``submission`` (None: it can).
+        Lean positions every message inside the text it was sent (an error at the end of input
+        sits one past the last line at most)."""
+        last = submission.program.count("\n") + 1
+        for item in (*response.messages, *response.tactics):
+            for pos in (item.pos, item.end_pos):
+                if pos is not None and not 1 <= pos.line <= last + 1:
+                    return f"position {pos.line}:{pos.column} outside the {last}-line program"
+        return None
+
+    @staticmethod
+    def _no_answer(response: LeanResponse, base: Outcome, profile: Profile) -> Outcome | None:
         status = response.status
         if status == ResponseStatus.OK:
             return None
@@ -216,6 +277,10 @@ class AcceptancePolicy:
             ResponseStatus.TIMEOUT: (Category.TIMEOUT, R.LEAN_TIMEOUT),
             ResponseStatus.INFRA_ERROR: (Category.INFRA_ERROR, R.INFRA_FAILURE),
             ResponseStatus.UNAVAILABLE: (Category.UNAVAILABLE, R.NO_RECORDING),
+            # the process died or garbled its reply after the program was sent: under a policy
+            # that is optimised against (hardened), a failure the candidate caused scores 0
+            ResponseStatus.CANDIDATE_FAILURE: (Category.INVALID if profile.hardened else Category.INFRA_ERROR,
+                                               R.CANDIDATE_FAILURE),
         }[ResponseStatus(status)]
         base.category = category
         base.messages = list(response.messages)

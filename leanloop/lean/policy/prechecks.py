@@ -42,11 +42,22 @@ _RL_KEYWORDS: dict[str, str] = {
                      "infixr", "infix", "prefix", "postfix", "binder_predicate"], R.SYNTAX_EXTENSION),
     **dict.fromkeys(["elab_rules", "elab", "run_cmd", "run_elab", "run_meta", "run_tac", "#eval", "#eval!",
                      "builtin_initialize", "initialize", "simproc_decl", "simproc", "dsimproc"], R.METAPROGRAM),
+    # elaboration-time code without a command keyword (issue 16): term/tactic-level metaprograms,
+    # the monads and APIs any payload needs (unchecked declarations, environment and attribute
+    # edits, IO refs that outlive the command), code carried by tactic configuration
+    **dict.fromkeys(["by_elab", "run_conv", "dbg_trace", "dbgTrace", "dbgTraceIfShared", "discharger",
+                     "TacticM", "MetaM", "TermElabM", "CommandElabM", "CoreM", "MacroM", "Elab", "Meta", "Syntax",
+                     "Expr", "Environment", "Attribute", "IO", "EIO", "BaseIO", "mkRef", "unsafeIO", "unsafeBaseIO",
+                     "unsafeEIO", "evalExpr", "evalTactic", "addDecl", "addDeclWithoutChecking", "addAndCompile",
+                     "skipKernelTC", "modifyEnv", "setEnv"], R.METAPROGRAM),
     "#exit": R.EXIT_COMMAND,
     "#guard_msgs": R.MESSAGE_SUPPRESSION,
     "count_heartbeats": R.CANDIDATE_HEARTBEATS,
     "instance": R.INSTANCE_DECLARATION,
     "LeanloopHarness": R.HARNESS_NAME,
+    # a variable that every later declaration takes (include) could stand in for the target in
+    # the harness's check line; `variable?` (Mathlib) adds variables the candidate did not write
+    **dict.fromkeys(["include", "omit", "variable?"], R.SCOPE_CAPTURE),
 }
 _SPECIAL = ("native", "set_option", "attribute")
 _RL_WORD = re.compile("(?:" + "|".join(re.escape(w) for w in sorted([*_RL_KEYWORDS, *_SPECIAL], key=len,
@@ -57,7 +68,13 @@ _RL_LITERALS = tuple(w for w in [*_RL_KEYWORDS, *_SPECIAL]
                      if not any(o != w and o in w for o in [*_RL_KEYWORDS, *_SPECIAL]))
 # qualified uses count for these (Lean.ofReduceBool, _root_.sorryAx)
 _DOT_OK = frozenset({"ofReduceBool", "ofReduceNat", "reduceBool", "reduceNat", "trustCompiler", "sorryAx",
-                     "native_decide"})
+                     "native_decide", "TacticM", "MetaM", "TermElabM", "CommandElabM", "CoreM", "MacroM", "Elab",
+                     "Meta", "Syntax", "Expr", "Environment", "Attribute", "IO", "EIO", "BaseIO", "mkRef",
+                     "evalExpr", "evalTactic", "addDecl", "addDeclWithoutChecking", "addAndCompile", "skipKernelTC",
+                     "modifyEnv", "setEnv", "unsafeIO", "unsafeBaseIO", "unsafeEIO"})
+# `register_option`, `register_simp_attr`, `register_linter_set`...: commands that create options,
+# attributes or linters (a linter runs after every later command, the harness's included)
+_REGISTER = re.compile(r"register_[\w]*")
 _IDENT_BEFORE = re.compile(r"[\w']")
 _OPTION_NAME = re.compile(r"\s+([^\s]+)")
 _NATIVE_AS_OPTION = re.compile(r"\s*:=")
@@ -81,6 +98,10 @@ _ATTRIBUTE_CODES = {
     "init": R.METAPROGRAM, "builtin_init": R.METAPROGRAM, "env_linter": R.METAPROGRAM,
     "command_parser": R.METAPROGRAM, "term_parser": R.METAPROGRAM, "tactic_parser": R.METAPROGRAM,
     "simproc": R.METAPROGRAM,
+    # attributes that register the declaration as code some tactic runs (an extension on a plain
+    # `def`): aesop rules (a rule may be a tactic), positivity / norm_num extensions, linters
+    "aesop": R.METAPROGRAM, "positivity": R.METAPROGRAM, "norm_num": R.METAPROGRAM,
+    "linter": R.METAPROGRAM, "env_linter": R.METAPROGRAM, "tactic_alt": R.METAPROGRAM,
 }
 _DECL_BEFORE = re.compile(r"(?<![\w.'])(theorem|lemma|def|abbrev|instance|opaque|axiom|constant|structure"
                           r"|inductive|class|alias)\s+(?:_root_\.)?\Z")
@@ -246,6 +267,9 @@ def rl_reasons(program: str, masked_text: str, unterminated: str | None, name: s
         for code, detail in _attribute_reasons(masked_text[at + 2:close if close >= 0 else len(masked_text)]):
             add(code, detail, at)
         at = masked_text.find("@[", at + 2)
+    if "register_" in candidate:
+        for m in _words(_REGISTER, masked_text, start):
+            add(R.METAPROGRAM, f"`{m.group()}`", m.start())
     if unterminated:
         out.append(R.reason(R.UNTERMINATED, f"{unterminated} runs to the end of the program"))
     if not verbatim_header:
@@ -272,7 +296,9 @@ def run_prechecks(program: str, *, hardened: bool, max_chars: int, header: str |
     if len(program) > max_chars:
         # Do not even scan it: the limit exists to bound the cost of everything downstream.
         return [R.reason(R.TOO_LONG, f"{len(program):,} characters > {max_chars:,}")]
-    masked = mask(program)
+    # hardened: code inside interpolated strings (`s!"{...}"`, `dbg_trace "{...}"`) runs at
+    # elaboration time, so the rules must see it
+    masked = mask(program, keep_interpolations=hardened)
     header_info = _header_info(header) if header is not None else None
     out = collection_reasons(program, masked.text, header_info, allow_sorry)
     if hardened:

@@ -29,6 +29,7 @@ TARGET_NOT_THEOREM = "target_not_theorem"
 HARNESS_NAME = "harness_name"
 UNTERMINATED = "unterminated_literal"
 HEADER_NOT_VERBATIM = "header_not_verbatim"
+SCOPE_CAPTURE = "scope_capture"
 
 # judgement reasons (after Lean answered)
 LEAN_ERROR = "lean_error"
@@ -42,6 +43,10 @@ NO_RECORDING = "no_recording"
 LEAN_TIMEOUT = "lean_timeout"
 INFRA_FAILURE = "infra_failure"
 TRUSTED_STATEMENT_ERROR = "trusted_statement_error"
+CANDIDATE_FAILURE = "candidate_failure"
+HARNESS_LINE_ERROR = "harness_line_error"
+UNMATCHED_REPLY = "unmatched_reply"
+JUDGE_REJECTED = "judge_rejected"
 BAD_REQUEST = "bad_request"
 
 DESCRIPTIONS: dict[str, str] = {
@@ -69,6 +74,8 @@ DESCRIPTIONS: dict[str, str] = {
     HARNESS_NAME: "mentions the harness's reserved namespace",
     UNTERMINATED: "an unterminated comment or string would swallow the harness's trailer",
     HEADER_NOT_VERBATIM: "the program does not start with the trusted header verbatim",
+    SCOPE_CAPTURE: "include / omit / variable?: a variable every later declaration takes could stand in for the "
+                   "target in the harness's check line",
     LEAN_ERROR: "Lean reported an error",
     SORRY_WARNING: "Lean warned that a declaration uses sorry",
     WARNING_NOT_ALLOWED: "a warning other than the sorry warning (statement profile: only that one is allowed)",
@@ -80,6 +87,13 @@ DESCRIPTIONS: dict[str, str] = {
     LEAN_TIMEOUT: "Lean did not finish within the per-item timeout",
     INFRA_FAILURE: "the Lean process or server failed",
     TRUSTED_STATEMENT_ERROR: "the trusted statement itself does not parse or elaborate",
+    CANDIDATE_FAILURE: "the Lean process died or garbled its reply after the candidate's program was sent "
+                       "(hardened profiles: the candidate's doing, scored 0)",
+    HARNESS_LINE_ERROR: "an error on the harness's own lines while the trusted statement elaborates cleanly "
+                        "without the candidate: placed there by the candidate",
+    UNMATCHED_REPLY: "a message positioned outside the program Lean was sent: not Lean's reply to this request",
+    JUDGE_REJECTED: "comparator (the judge) rejected the solution: a different statement, an axiom outside "
+                    "permitted_axioms, or the kernel's replay of the solution failed",
     BAD_REQUEST: "the request is malformed (empty program, missing name or statement)",
 }
 

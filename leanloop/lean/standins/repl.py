@@ -18,7 +18,13 @@ only when the *same request in the same recorded state* was recorded for this Le
   the reply), so is the Kimina server's ``gc`` (see ``_IGNORED_FIELDS``), and false boolean options
   equal absent ones; every other field must match.
 
-Anything else (no recording, pickles, ``path`` requests, unknown ids) is answered with
+Pickles: ``{"pickleTo": f, "env": e}`` is answered like a command continuing ``e`` and writes
+``f`` (holding the name of the state it pickled); ``{"unpickleEnvFrom": f}`` starts a state from
+nothing, as the recorded sessions that begin with it, and is answered only when ``f`` holds the
+state a recorded ``pickleTo`` of that path pickled (a real REPL cannot unpickle a file that is not
+there either).
+
+Anything else (no recording, ``path`` requests, unknown ids) is answered with
 ``{"message": "... no recorded Lean answer ..."}``: a REPL-level refusal that the backends map to
 UNAVAILABLE, never a verdict.
 The Kimina server's health check on a reused REPL (``{"cmd": "#eval 1", "env": 0, "gc": true}``)
@@ -27,7 +33,8 @@ state, so the numbering of what follows is unchanged.
 
 Faults (config ``faults``), keyed on a substring of the request's ``cmd``/``tactic`` text:
 ``crash`` exits without replying (a segfault or OOM kill mid-command), ``hang`` never replies,
-``garbage`` prints a non-JSON reply. ``once: true`` fires a fault only the first time across
+``garbage`` prints a non-JSON reply, ``forge`` prints a clean reply ``{"env": 0}`` (what code the
+program runs at elaboration time could write to stdout) before the recorded one. ``once: true`` fires a fault only the first time across
 restarts (a marker file in ``state_dir``), modelling a transient failure.
 """
 
@@ -101,6 +108,11 @@ def request_key(request: dict, envs: dict[int, Any], states: dict[int, Any]) -> 
         else:
             parent = ()
         return ("cmd", parent, _options(request))
+    if isinstance(request.get("pickleTo"), str) and request.get("env") is not None and "proofState" not in request:
+        parent = envs.get(request["env"])
+        return None if parent is None else ("pickleTo", parent, _options(request))
+    if isinstance(request.get("unpickleEnvFrom"), str) and request.get("env") is None:
+        return ("unpickleEnvFrom", (), _options(request))
     if isinstance(request.get("tactic"), str) and "proofState" in request:
         parent = states.get(request["proofState"])
         return None if parent is None else ("tactic", parent, _options(request))
@@ -150,6 +162,16 @@ class StandInREPL:
         self.next_env = 0
         self.next_state = 0
 
+    def _holds_recorded_pickle(self, request: dict) -> bool:
+        """Does the file hold the state that a recorded ``pickleTo`` of this path pickled?"""
+        path = request["unpickleEnvFrom"]
+        try:
+            held = Path(path).read_text(encoding="utf-8")
+        except OSError:
+            return False
+        return any(key[0] == "pickleTo" and json.loads(key[2]).get("pickleTo") == path and json.dumps(key[1]) == held
+                   for key in self.index)
+
     def _fault_for(self, request: dict) -> str | None:
         text = str(request.get("cmd") or request.get("tactic") or "")
         for number, fault in enumerate(self.faults):
@@ -167,8 +189,14 @@ class StandInREPL:
     def answer(self, request: dict) -> dict:
         key = request_key(request, self.envs, self.states)
         recorded = self.index.get(key) if key is not None else None
+        if recorded is not None and key[0] == "unpickleEnvFrom" and not self._holds_recorded_pickle(request):
+            recorded = None
         if recorded is None:
             return {"message": f"stand-in REPL: {NO_RECORDED_ANSWER} for this request in this state"}
+        if key[0] == "pickleTo":
+            target = Path(request["pickleTo"])
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(json.dumps(key[1]), encoding="utf-8")
         reply = json.loads(json.dumps(recorded))  # deep copy
         if isinstance(reply.get("env"), int):
             self.envs[self.next_env] = key
@@ -210,6 +238,8 @@ class StandInREPL:
                 stdout.write("stand-in REPL fault: this is not JSON\n\n")
                 stdout.flush()
                 continue
+            if action == "forge":
+                self._write(stdout, {"env": 0})
             self._write(stdout, self.answer(request) if isinstance(request, dict) else
                         {"message": "stand-in REPL: request must be a JSON object"})
 

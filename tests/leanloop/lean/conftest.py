@@ -1,7 +1,8 @@
-"""Fixtures shared by the Kimina backend's tests (stand-in server and real server)."""
+"""Recorded Lean data shared by the Lean library's tests (Kimina replies, RL-Lean programs, statements)."""
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -20,3 +21,17 @@ def kimina_rows(shared_data):
 def kimina_replay():
     """The same replies read through the replay backend: the expected answers."""
     return ReplayBackend(["kimina_match"])
+
+
+@pytest.fixture(scope="session")
+def rl_rows(shared_data):
+    """RL-Lean's miniF2F programs with their recorded compilation results."""
+    with gzip.open(shared_data / "candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz", "rt") as fh:
+        return [json.loads(line) for line in fh]
+
+
+@pytest.fixture(scope="session")
+def statements(shared_data):
+    """DeepSeek-Prover's miniF2F statements by name."""
+    with open(shared_data / "statements/minif2f_deepseek_prover_v1.5.jsonl", encoding="utf-8") as fh:
+        return {row["name"]: row for row in map(json.loads, fh)}

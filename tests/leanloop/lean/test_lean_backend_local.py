@@ -157,7 +157,8 @@ def test_faults_mid_batch_lose_nothing(tmp_path, shared_data, standalone, with_h
     assert by_program[crash_once].messages == shift_messages(
         messages_from_json(with_header[crash_once][0].get("messages")), with_header[crash_once][1])
     assert by_program[garbage].messages == messages_from_json(standalone[garbage].get("messages"))
-    assert by_program[crash_always].status is ResponseStatus.INFRA_ERROR
+    # died every time AFTER the program was sent: the program's doing (hardened policies score 0)
+    assert by_program[crash_always].status is ResponseStatus.CANDIDATE_FAILURE
     assert "failed 2 times" in by_program[crash_always].detail
     assert by_program[hang].status is ResponseStatus.TIMEOUT
     assert by_program[unknown].status is ResponseStatus.UNAVAILABLE
@@ -248,3 +249,88 @@ def test_real_lean_agrees_with_the_recorded_kimina_replies(shared_data):
         assert [m.data for m in response.errors] == [m.data for m in recorded.errors]
         if response.lean_version == VERSION:
             assert [(m.data, m.pos) for m in response.messages] == [(m.data, m.pos) for m in recorded.messages]
+
+
+def test_a_crash_before_the_program_was_sent_stays_infrastructure(tmp_path, shared_data, with_header):
+    """The import header's command crashes every time: the program never ran, so the failure is
+    the infrastructure's (retryable INFRA_ERROR), not CANDIDATE_FAILURE."""
+    program = next(iter(with_header))
+    header = split_header(program)[0]
+    backend = LocalBackend(standin_config(_faulty_dir(tmp_path, shared_data, [{"when": header, "action": "crash"}]),
+                                          all_tactics=False, crash_retries=1))
+    response = asyncio.run(_run_all(backend, [program], timeout=5))[0]
+    assert response.status is ResponseStatus.INFRA_ERROR and "failed 2 times" in response.detail
+
+
+# ------------------------------------------------------------------ fresh_process (issue 16: isolation)
+# Recorded v4.15.0 REPL sessions Mathlib/test/H20231215 (elaborate the header, pickleTo
+# test/H20231215.olean) and H20231215_2 (a NEW REPL: unpickleEnvFrom that file, then a theorem in
+# the restored environment): exactly what fresh_process does per program.
+PICKLED_HEADER = "import Mathlib\nopen BigOperators\nopen Real\nopen Nat"
+PICKLE_PATH = "test/H20231215.olean"
+
+
+@pytest.fixture(scope="module")
+def pickled_body(sessions):
+    for pairs in sessions:
+        if pairs[0][0] == {"unpickleEnvFrom": PICKLE_PATH}:
+            request, reply = pairs[1]
+            return request["cmd"], reply
+    raise AssertionError("no recorded session restoring the pickled header")
+
+
+def test_fresh_process_restores_the_header_from_a_pickle_and_keeps_no_process(tmp_path, shared_data, pickled_body):
+    from leanloop.lean.local import split_pickled_header
+
+    body, recorded = pickled_body
+    program = PICKLED_HEADER + "\n" + body
+    assert split_pickled_header(program) == (PICKLED_HEADER, body, 4)
+    root = prepare_repl_dir(tmp_path / "repl", [shared_data / "lean_repl" / "repl_io_pairs.jsonl"], VERSION)
+    backend = LocalBackend(standin_config(root, all_tactics=False, fresh_process=True,
+                                          header_pickles={PICKLED_HEADER: PICKLE_PATH}))
+
+    async def scenario():
+        first = await backend.run(program, timeout=10)
+        alive_after_first = backend.worker_pids()
+        second = await backend.run(program, timeout=10)  # a new process again, from the same pickle
+        return first, alive_after_first, second
+
+    first, alive, second = asyncio.run(scenario())
+    assert alive == [None]  # the process that ran the program is gone
+    expected = shift_messages(messages_from_json(recorded.get("messages")), 4)
+    for response in (first, second):
+        assert response.status is ResponseStatus.OK, response.detail
+        assert response.messages == expected  # Lean's recorded reply, positions in the full program
+    assert (root / PICKLE_PATH).exists()  # written once by the builder REPL's pickleTo
+
+
+def test_fresh_process_without_a_recorded_pickle_is_unavailable(tmp_path, shared_data, pickled_body):
+    body, _ = pickled_body
+    root = prepare_repl_dir(tmp_path / "repl", [shared_data / "lean_repl" / "repl_io_pairs.jsonl"], VERSION)
+    # pickled under a path no recording used: the stand-in cannot answer; never a verdict, never
+    # the candidate's failure
+    backend = LocalBackend(standin_config(root, all_tactics=False, fresh_process=True,
+                                          pickle_dir=str(tmp_path / "pickles")))
+    response = asyncio.run(backend.run(PICKLED_HEADER + "\n" + body, timeout=10))
+    assert response.status is ResponseStatus.UNAVAILABLE and NO_RECORDED_ANSWER in response.detail
+
+
+def test_fresh_process_a_program_that_kills_its_repl_is_a_candidate_failure(tmp_path, shared_data, pickled_body):
+    body, _ = pickled_body
+    root = _faulty_dir(tmp_path, shared_data, [{"when": body, "action": "crash"}])
+    backend = LocalBackend(standin_config(root, all_tactics=False, fresh_process=True, crash_retries=1,
+                                          header_pickles={PICKLED_HEADER: PICKLE_PATH}))
+    response = asyncio.run(backend.run(PICKLED_HEADER + "\n" + body, timeout=10))
+    assert response.status is ResponseStatus.CANDIDATE_FAILURE and "failed 2 times" in response.detail
+    assert backend.worker_pids() == [None]
+
+
+def test_fresh_process_a_forged_reply_before_the_real_one_is_a_candidate_failure(tmp_path, shared_data, pickled_body):
+    """The program's code writes a clean-looking reply to stdout; lean-interact reads it as THE
+    reply, the REPL's real reply follows it on the channel: not Lean's answer to the request."""
+    body, _ = pickled_body
+    root = _faulty_dir(tmp_path, shared_data, [{"when": body, "action": "forge"}])
+    backend = LocalBackend(standin_config(root, all_tactics=False, fresh_process=True,
+                                          header_pickles={PICKLED_HEADER: PICKLE_PATH}))
+    response = asyncio.run(backend.run(PICKLED_HEADER + "\n" + body, timeout=10))
+    assert response.status is ResponseStatus.CANDIDATE_FAILURE and "more than one reply" in response.detail

@@ -7,7 +7,6 @@ accepted, so the only difference from an accepted program is the exploit itself.
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 from dataclasses import replace
@@ -24,18 +23,6 @@ from leanloop.lean.types import Category, LeanMessage, LeanResponse, Position, R
 
 def codes(reasons: list[str]) -> set[str]:
     return {R.code_of(r) for r in reasons}
-
-
-@pytest.fixture(scope="module")
-def rl_rows(shared_data):
-    with gzip.open(shared_data / "candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz", "rt") as fh:
-        return [json.loads(line) for line in fh]
-
-
-@pytest.fixture(scope="module")
-def statements(shared_data):
-    with open(shared_data / "statements/minif2f_deepseek_prover_v1.5.jsonl", encoding="utf-8") as fh:
-        return {row["name"]: row for row in map(json.loads, fh)}
 
 
 @pytest.fixture(scope="module")
@@ -277,7 +264,7 @@ def test_trailer_judgement_reads_only_trailer_lines(accepted, statements, replay
     ``#print axioms`` replies, placed on the lines of the composed program they would occupy."""
     policy, request, submission, recorded, moved = _rl_setup(accepted, statements, replay)
     assert submission.program.startswith(statements[accepted["name"]]["header"].rstrip())
-    assert f"@{accepted['name']}" in submission.program.splitlines()[submission.trailer_line - 1]
+    assert f"@_root_.{accepted['name']}" in submission.program.splitlines()[submission.check_line - 1]
     assert submission.program.splitlines()[submission.axioms_line - 1].startswith("#print axioms")
     replies = {}
     for target, output in axiom_replies:
@@ -312,7 +299,8 @@ def test_trailer_errors(accepted, statements, replay, rl_rows):
     real_error = next(m for r in rl_rows if not r["verdict_pass"]
                       for m in replay.answer(r["code"]).messages if m.severity == "error")
     for line, category, code in ((submission.trailer_line, Category.INVALID, R.STATEMENT_MISMATCH),
-                                 (submission.header_lines + 1, Category.INPUT_ERROR, R.TRUSTED_STATEMENT_ERROR)):
+                                 # on a harness line: the candidate's, until the statement alone reproduces it
+                                 (submission.header_lines + 1, Category.INVALID, R.HARNESS_LINE_ERROR)):
         error = replace(real_error, pos=Position(line, 0), end_pos=Position(line, 5))
         outcome = policy.judge(request, submission, LeanResponse(ResponseStatus.OK, messages=[*moved, error]))
         assert outcome.category is category and codes(outcome.reasons) == {code}
@@ -327,7 +315,7 @@ def test_compose_layout(accepted, statements):
     original = accepted["code"].splitlines()
     assert lines[: sub.header_lines] == original[: sub.header_lines]
     assert lines[sub.header_lines] == "set_option maxHeartbeats 800000"
-    assert lines[sub.header_lines + 1].startswith("abbrev LeanloopHarness.expected_")
+    assert lines[sub.header_lines + 1].startswith("theorem LeanloopHarness.expected_")
     body = lines[sub.header_lines + sub.block_lines: sub.trailer_line - 1]
     assert body == original[sub.header_lines:]
     assert sub.region(sub.header_lines + 1) == "harness" and sub.region(sub.trailer_line) == "trailer"

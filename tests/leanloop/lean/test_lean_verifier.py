@@ -4,8 +4,6 @@ cancellation (the RL hybrid cut-off), timeouts and backend failures."""
 from __future__ import annotations
 
 import asyncio
-import gzip
-import json
 from collections import Counter
 
 import pytest
@@ -21,18 +19,6 @@ def replay():
     backend = ReplayBackend(["rl_lean"])
     backend.index
     return backend
-
-
-@pytest.fixture(scope="module")
-def rl_rows(shared_data):
-    with gzip.open(shared_data / "candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz", "rt") as fh:
-        return [json.loads(line) for line in fh]
-
-
-@pytest.fixture(scope="module")
-def statements(shared_data):
-    with open(shared_data / "statements/minif2f_deepseek_prover_v1.5.jsonl", encoding="utf-8") as fh:
-        return {row["name"]: row for row in map(json.loads, fh)}
 
 
 def recorded(row) -> str:
@@ -167,3 +153,27 @@ def test_rl_harness_on_real_lean(rl_rows, statements):
     valid, mismatch = Verifier(backend, "rl", concurrency=1, timeout=900).check_sync([request, changed])
     assert valid.category is Category.VALID, (valid.reasons, valid.first_error)
     assert mismatch.category is Category.INVALID and R.code_of(mismatch.reasons[0]) == R.STATEMENT_MISMATCH
+
+
+@pytest.mark.lean
+def test_rl_isolated_and_capture_proof_on_real_lean(rl_rows, statements):
+    """On a machine with Lean + Mathlib: the same harness in a fresh REPL per program (header from
+    a pickle) accepts the accepted program, and a program whose theorem sits in a namespace with a
+    section variable of the target's name (issue 16's name capture) is rejected on the check line."""
+    import os
+
+    from leanloop.lean.backends import make_backend
+
+    project = os.environ.get("LEANLOOP_LEAN_PROJECT")
+    backend = make_backend("local", fresh_process=True, **({"project_dir": project} if project else {}))
+    row = next(r for r in rl_rows if r["verdict_pass"] and r["name"] == "mathd_algebra_478")
+    trusted = statements[row["name"]]
+    request = VerifyRequest(program=row["code"], name=row["name"], statement=trusted["formal_statement"],
+                            header=trusted["header"])
+    at = row["code"].index(f"theorem {row['name']}")
+    capture = (row["code"][:at] + "namespace Decoy\n" + row["code"][at:]
+               + f"\nsection Inner\nvariable ({row['name']} : ∀ b h v : ℝ, False)\n")
+    valid, captured = Verifier(backend, "rl", concurrency=1, timeout=900).check_sync(
+        [request, VerifyRequest(program=capture, name=row["name"], statement=request.statement, header=request.header)])
+    assert valid.category is Category.VALID, (valid.reasons, valid.first_error)
+    assert captured.category is Category.INVALID

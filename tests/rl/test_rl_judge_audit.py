@@ -1,0 +1,105 @@
+"""The judge audit of the RL fast path: accepted rewards re-checked asynchronously by the judge
+(the stand-in comparator answering comparator's recorded test projects), disagreements removed
+from the replay buffer and the curriculum's solved count, the agreement rate in the report."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from leanloop.lean.judge import ComparatorJudge, JudgeConfig
+from leanloop.lean.standins.comparator import prepare_comparator_dir
+from leanloop.lean.types import VerifyRequest
+from rl.audit import JudgeAudit, JudgeAuditConfig, JudgeItem, revoke_rejected
+from rl.curriculum import ALWAYS_SOLVED, Curriculum, CurriculumConfig, ReplayBuffer, StoredProof
+from rl.report import judge_section
+
+
+def _item(shared_data, project: str, name: str, edit: str = "") -> JudgeItem:
+    folder = shared_data / "comparator" / "projects" / project
+    solution = (folder / "Solution.lean").read_text(encoding="utf-8") + edit
+    statement = (folder / "Challenge.lean").read_text(encoding="utf-8").replace("sorry", "").rstrip()
+    request = VerifyRequest(program=solution, name="comm", statement=statement, header="")
+    return JudgeItem(step=3, name=name, completion=solution, request=request, source="lean")
+
+
+@pytest.fixture()
+def audit(tmp_path, shared_data):
+    tools = prepare_comparator_dir(tmp_path / "tools", shared_data / "comparator")
+    judge = ComparatorJudge(JudgeConfig(comparator=str(tools / "comparator"), lake_path=str(tools / "lake")))
+    audit = JudgeAudit(judge, JudgeAuditConfig(enabled=True))
+    yield audit
+    audit.close()
+
+
+def test_a_disagreement_is_revoked_and_the_agreement_rate_reported(audit, shared_data):
+    items = [_item(shared_data, "simple_match", "honest"), _item(shared_data, "simple_axiom_issue", "gamed"),
+             _item(shared_data, "simple_match", "unrecorded", edit="\n-- not recorded\n")]
+    replay = ReplayBuffer()
+    curriculum = Curriculum(["honest", "gamed", "unrecorded"], CurriculumConfig(retire_after=2))
+    for item in items:
+        assert replay.add(item.name, StoredProof(item.completion, [1, 2], "lean", 3))
+        curriculum.record(item.name, 2, 2, 3)  # the fast path paid both rollouts: retired as always solved
+    assert curriculum.states["gamed"].status == ALWAYS_SOLVED
+    # an evaluator-paid reward is not re-checked under the default sources (lean only)
+    evaluator_paid = _item(shared_data, "simple_match", "evaluator")
+    evaluator_paid.source = "evaluator"
+    assert audit.submit([*items, evaluator_paid]) == 3
+    results = audit.collect(wait=True, timeout=60)
+    verdicts = {r.item.name: r.agreed for r in results}
+    assert verdicts == {"honest": True, "gamed": False, "unrecorded": None}
+    assert revoke_rejected(results, replay, curriculum, step=4) == 1
+    assert replay.get("gamed", random.Random(0)) is None and replay.get("honest", random.Random(0)) is not None
+    gamed = curriculum.states["gamed"]
+    assert gamed.status != ALWAYS_SOLVED and gamed.successes == 1  # its judged-wrong success taken back
+    summary = audit.summary()
+    assert summary == {"submitted": 3, "agreed": 1, "disagreed": 1, "undecided": 1, "pending": 0,
+                       "agreement_rate": 0.5}
+    assert audit.metrics()["judge/agreement_rate"] == 0.5
+    text = "\n".join(judge_section(summary, 1.0))
+    assert "agreement rate **0.500**" in text and "ALARM" in text
+    row = json.loads(json.dumps(results[1].to_dict()))
+    assert row["judge"] == "invalid" and row["agreed"] is False and row["completion"]
+
+
+def test_share_selects_a_reproducible_fraction(audit, shared_data):
+    audit.config.share = 0.3
+    programs = [f"theorem t{i} : True := trivial" for i in range(400)]
+    picked = [p for p in programs if audit.selected(p)]
+    assert 80 < len(picked) < 160 and picked == [p for p in programs if audit.selected(p)]
+    with pytest.raises(ValueError):
+        JudgeAuditConfig(share=1.5)
+
+
+def test_quoted_pass_at_k_counts_the_judges_verdict(audit, shared_data):
+    """rl.evaluate with a judge: attempts the fast path accepted are re-checked and the judge's
+    verdict is counted; a judge without an answer leaves the attempt unverified."""
+    from types import SimpleNamespace
+
+    from leanloop.lean.types import Category, Outcome
+    from rl.evaluate import EvaluationConfig, evaluate_policy
+    from rl.harness import RewardHarness
+    from rl.rollout import GenerationConfig
+    from sft.statements import Statement
+
+    challenge = (shared_data / "comparator/projects/simple_match/Challenge.lean").read_text(encoding="utf-8")
+    statement = Statement(name="comm", theorem="comm", header="", context="",
+                          statement=challenge.replace("sorry", "").rstrip())
+    texts = ["\n  grind\n", "\n  omega\n"]  # the recorded Solution's proof, and one nobody recorded
+
+    class Rollout:
+        config = GenerationConfig()
+
+        def generate(self, model, prompts, attempts):
+            return SimpleNamespace(texts=[t for _ in prompts for t in texts])
+
+    class FastPathAcceptsAll:  # ASSUMED: the REPL fast path accepted both attempts
+        async def check(self, requests):
+            return [Outcome(Category.VALID, backend="fast path (assumed)") for _ in requests]
+
+    result = evaluate_policy(None, Rollout(), lambda p: p.prompt, [statement], RewardHarness("rl", "continuation"),
+                             FastPathAcceptsAll(), None, EvaluationConfig(attempts=2, ks=[1, 2]), judge=audit.judge)
+    assert result["judge"] == {"agreed": 1, "undecided": 1}
+    assert result["categories"] == {"valid": 1, "unavailable": 1} and result["verified"] == 1
