@@ -113,7 +113,7 @@ def test_the_recorded_accepted_program_is_valid_through_the_new_layout(accepted,
 def test_trusted_statements_are_elaborated_in_their_own_context():
     """Counted on the shipped statement sets: the harness's parse (stage READY for an honest-looking
     continuation) and where the trusted statement is elaborated (after its own context)."""
-    from sft.statements import read_statements
+    from leanloop.prover.statements import read_statements
 
     harness = RewardHarness("rl", "continuation")
     ready, context_used = Counter(), Counter()

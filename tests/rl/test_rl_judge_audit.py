@@ -81,8 +81,8 @@ def test_quoted_pass_at_k_counts_the_judges_verdict(audit, shared_data):
     from leanloop.lean.types import Category, Outcome
     from rl.evaluate import EvaluationConfig, evaluate_policy
     from rl.harness import RewardHarness
-    from rl.rollout import GenerationConfig
-    from sft.statements import Statement
+    from leanloop.grpo.rollout import GenerationConfig
+    from leanloop.prover.statements import Statement
 
     challenge = (shared_data / "comparator/projects/simple_match/Challenge.lean").read_text(encoding="utf-8")
     statement = Statement(name="comm", theorem="comm", header="", context="",
