@@ -126,8 +126,8 @@ sft: setup ## prover SFT on valid proofs (CONFIG=configs/sft/X.yaml [more.yaml],
 sample: setup ## k attempts per statement -> candidate JSONL for make data (CONFIG=configs/sft/sample/X.yaml, ARGS=overrides)
 	$(PY) -m sft.sample --config $(or $(CONFIG),configs/sft/sample/default.yaml) $(ARGS)
 
-sft-eval: setup ## pass@k of a sample run through the Verifier, rl profile (CONFIG=configs/sft/evaluate/X.yaml)
-	$(PY) -m sft.evaluate --config $(or $(CONFIG),configs/sft/evaluate/default.yaml) $(ARGS)
+sft-eval: setup ## pass@k of a sample run through the Verifier, rl profile (CONFIG=configs/sft/eval/X.yaml)
+	$(PY) -m sft.evaluate --config $(or $(CONFIG),configs/sft/eval/default.yaml) $(ARGS)
 
 flywheel: setup ## sft -> sample -> data -> sft for ROUNDS=n rounds (CONFIG=configs/sft/flywheel/X.yaml)
 	$(PY) -m sft.flywheel --config $(or $(CONFIG),configs/sft/flywheel/default.yaml) \

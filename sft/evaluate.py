@@ -1,6 +1,6 @@
 """pass@k of a sample run, verified through the Verifier under the hardened ``rl`` policy profile.
 
-    python -m sft.evaluate --config configs/sft/evaluate/default.yaml [--samples artifacts/sample/x]
+    python -m sft.evaluate --config configs/sft/eval/default.yaml [--samples artifacts/sample/x]
 
 Every attempt gets one category: the Verifier's (valid, invalid, precheck_rejected, timeout,
 infra_error, unavailable, input_error) or ``no_program`` when nothing could be extracted from the
