@@ -44,6 +44,7 @@ STAGE = "cascade_eval"
 EVALUATORS = ("one-token", "feedback greedy", "feedback self-consistency", "cascade", "cascade + self-consistency")
 GRADED = {"one-token", "feedback self-consistency", "cascade + self-consistency"}  # AUROC defined
 FEEDBACK_TRACES = ("feedback greedy", "feedback self-consistency")
+CASCADES = ("cascade", "cascade + self-consistency")
 BUDGETS = (1, 2, 4, 8)
 
 
@@ -87,16 +88,18 @@ def select_programs(rows: Sequence[dict[str, Any]], split: str, sample_programs:
     return chosen
 
 
-def balanced_sample(rows: Sequence[dict[str, Any]], per_label: int, seed: int) -> dict[str, str]:
-    """id -> reference trace for up to ``per_label`` valid and as many invalid rows with a reference."""
+def balanced_sample(rows: Sequence[dict[str, Any]], per_cell: int, seed: int) -> dict[str, str]:
+    """id -> reference trace for up to ``per_cell`` rows with a reference in each prover x label cell
+    (LLF App. D: 334 per prover x label, 2,004 in all, seed 42), drawn in a fixed cell order."""
     rng = random.Random(seed)
     out: dict[str, str] = {}
-    with_reference = [(row, reference_trace(row)[0]) for row in rows]
-    for label in (True, False):
-        pool = [(row, trace) for row, trace in with_reference if row["label"] is label and trace]
-        size = min(per_label, sum(1 for r, t in with_reference if r["label"] is (not label) and t), len(pool))
-        for row, trace in rng.sample(pool, size):
-            out[row["id"]] = trace
+    with_reference = [(row, trace) for row in rows for trace in [reference_trace(row)[0]] if trace]
+    for prover in sorted({row.get("prover") or "" for row, _ in with_reference}):
+        for label in (True, False):
+            pool = [(row, trace) for row, trace in with_reference
+                    if (row.get("prover") or "") == prover and row["label"] is label]
+            for row, trace in rng.sample(pool, min(per_cell, len(pool))):
+                out[row["id"]] = trace
     return out
 
 
@@ -182,6 +185,11 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
+def bootstrap_group(record: dict[str, Any]) -> tuple[str, str]:
+    """LLF's bootstrap unit: benchmark + problem (the same problem name in two benchmarks is two)."""
+    return (record["benchmark"], record["group"])
+
+
 def _with_interval(point: float, interval: Any) -> str:
     return f"{_fmt(point)} [{_fmt(interval.low)}, {_fmt(interval.high)}]"
 
@@ -199,7 +207,7 @@ def table3(records: list[dict[str, Any]], results: dict[str, dict[str, Any]], n_
         labels = [r["label"] for r in mine]
         scores = [r["score"] for r in mine]
         verdicts = [r["prediction"] for r in mine]
-        groups = [r["group"] for r in mine]
+        groups = [bootstrap_group(r) for r in mine]
         metrics = verdict_metrics(labels, scores, verdicts)
         intervals = grouped_bootstrap(labels, groups, scores, verdicts, n_resamples=n_resamples, seed=seed)
         graded = name in GRADED
@@ -241,9 +249,13 @@ def budget_table(records: list[dict[str, Any]]) -> tuple[list[str], dict[str, An
 
     largest = None
     curves = {}
+    # LLF App. G ranks a cascade's candidates by its verdict, ties broken by the one-token score (the
+    # cascade's own score is 0/1 and would leave every accepted candidate tied).
+    gate_scores = {r["id"]: r["score"] for r in records if r["evaluator"] == "one-token"}
     for name in EVALUATORS:
         mine = [r for r in records if r["evaluator"] == name]
-        pools = build_pools([r["label"] for r in mine], [r["score"] for r in mine], [r["group"] for r in mine],
+        ranking = [gate_scores.get(r["id"], r["score"]) if name in CASCADES else r["score"] for r in mine]
+        pools = build_pools([r["label"] for r in mine], ranking, [r["group"] for r in mine],
                             [r["prediction"] for r in mine], [r["benchmark"] for r in mine], [r["run"] for r in mine])
         curves[name] = budget_curve(pools)
         largest = curves[name]["k"][-1]
@@ -408,7 +420,7 @@ def evaluate(config: CascadeEvalConfig) -> Path:
     rows = select_programs(read_corpus(config.corpus, ("id", "program", "name", "split", "category", "label",
                                                        "messages", "reference_trace", "trace_kind", "source")),
                            config.split, config.sample_programs, config.seed, config.max_per_problem)
-    references = balanced_sample(rows, config.feedback_per_label, config.seed)
+    references = balanced_sample(rows, config.feedback_per_prover_label, config.seed)
     print(f"[cascade-eval] {len(rows)} programs of split {config.split}; feedback-quality sample {len(references)}",
           file=sys.stderr)
     results = evaluate_all(config, [r["program"] for r in rows])
