@@ -102,6 +102,13 @@ def _reference_trace(annotate, program: str, outcome: Outcome) -> tuple[str | No
     return None, None
 
 
+def corpus_label(category: Category) -> bool | None:
+    """The corpus label: Lean's verdict on a compiled candidate, nothing else. Candidates rejected
+    before compilation, timeouts and infrastructure errors stay in the corpus with their category
+    and no label (LLF Section 3 excludes them from the labelled corpus)."""
+    return {Category.VALID: True, Category.INVALID: False}.get(category)
+
+
 def _rows(items: CandidateSet, done: dict[str, tuple[Outcome, str | None]], config: DataConfig,
           trace_stats: Counter) -> list[dict[str, Any]]:
     annotate = _trace_fn() if config.traces else None
@@ -119,7 +126,7 @@ def _rows(items: CandidateSet, done: dict[str, tuple[Outcome, str | None]], conf
         row = outcome_to_dict(outcome)
         rows.append({
             "id": c.id, "program": c.program, "name": c.name, "split": split_of(c.name, config.splits),
-            "category": row["category"], "label": row["label"], "first_error": row["first_error"],
+            "category": row["category"], "label": corpus_label(outcome.category), "first_error": row["first_error"],
             "reasons": row["reasons"], "messages": row["messages"], "tactics": row["tactics"],
             "reference_trace": trace, "trace_kind": kind, "source": c.source, "source_row": c.row,
             "origin": c.origin, "prover": c.prover, "header": c.header, "statement": c.statement,

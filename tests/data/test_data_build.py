@@ -224,6 +224,8 @@ def test_bad_input_rows(tmp_path, monkeypatch, backend, rl_rows, shared_data, ca
     assert rows[1]["category"] == "valid" and rows[1]["duplicates"] == 1
     assert rows[8]["category"] == "invalid" and rows[8]["program"] == normalize_program(failing["code"])
     assert rows[10]["category"] == "precheck_rejected" and R.code_of(rows[10]["reasons"][0]) == R.TOO_LONG
+    assert rows[10]["label"] is None  # LLF Section 3: rejected before compilation = not labelled (was False)
+    assert (rows[1]["label"], rows[8]["label"]) == (True, False)
     assert result.counts["input_rows"] == 12 and result.counts["duplicates"] == 1
     assert result.counts["input_errors"] == 8
     assert "12 input rows" in printed and "8 input errors" in printed and "1 duplicates" in printed
