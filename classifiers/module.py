@@ -189,7 +189,7 @@ class EncoderClassifier(ClassifierModule):
                 f"{positions} positions ({base.name}); lower inputs.max_length"
             )
         self.format = EncoderInputs(self.tokenizer, self.input_config.max_length, self.input_config.head_fraction,
-                                    pooling)
+                                    pooling, self.input_config.program_tokens)
         prepare_pooling(self.model, pooling)
         pooler = getattr(self.model.base_model, "pooler", None)
         if pooling == "mean" and pooler is not None:
@@ -210,7 +210,8 @@ class EncoderClassifier(ClassifierModule):
 
     def spec(self) -> ClassifierSpec:
         return ClassifierSpec(kind="encoder", max_length=self.input_config.max_length,
-                              head_fraction=self.input_config.head_fraction, pooling=self.format.pooling)
+                              head_fraction=self.input_config.head_fraction, pooling=self.format.pooling,
+                              program_tokens=self.input_config.program_tokens)
 
 
 class OneTokenClassifier(ClassifierModule):
@@ -227,7 +228,8 @@ class OneTokenClassifier(ClassifierModule):
         super().__init__(base or ModelSpec("qwen3-tiny"), optim, inputs, evaluation, gradient_checkpointing)
         self.prompt = prompt or OneTokenFormat()
         self.format = OneTokenInputs(self.tokenizer, self.input_config.max_length, self.input_config.head_fraction,
-                                     self.prompt.suffix, self.prompt.true_token, self.prompt.false_token)
+                                     self.prompt.suffix, self.prompt.true_token, self.prompt.false_token,
+                                     self.input_config.program_tokens)
         self._targets = torch.tensor([self.format.false_id, self.format.true_id])
 
     def logits(self, batch):
@@ -242,7 +244,8 @@ class OneTokenClassifier(ClassifierModule):
     def spec(self) -> ClassifierSpec:
         return ClassifierSpec(kind="onetoken", max_length=self.input_config.max_length,
                               head_fraction=self.input_config.head_fraction, suffix=self.prompt.suffix,
-                              true_token=self.prompt.true_token, false_token=self.prompt.false_token)
+                              true_token=self.prompt.true_token, false_token=self.prompt.false_token,
+                              program_tokens=self.input_config.program_tokens)
 
 
 def freeze_bottom(model: Any, n_layers: int) -> None:
