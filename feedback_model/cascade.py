@@ -221,6 +221,14 @@ def resolve_residency(config: CascadeConfig, gate_dir: Path, feedback_dir: Path,
     return "together" if need <= free else "sequential"
 
 
+def gate_dtype(config: CascadeConfig, device: str) -> str:
+    """The gate's weight dtype: the configured one, or (``auto``) bf16 on a GPU as in LLF, fp32 on
+    the CPU (where bf16 matmuls are slower than fp32 without AMX)."""
+    if config.gate_dtype != "auto":
+        return config.gate_dtype
+    return "bfloat16" if str(device).startswith("cuda") else "float32"
+
+
 def load_gate(gate_dir: Path, config: CascadeConfig, device: str) -> Any:
     """The gate classifier from its final/ folder, as ``ClassifierEvaluator.load`` builds it but with
     the folder's tokenizer cached per process: a sequential cascade reloads the weights on every
@@ -233,7 +241,7 @@ def load_gate(gate_dir: Path, config: CascadeConfig, device: str) -> Any:
 
     spec = ClassifierSpec.read(gate_dir)
     auto = AutoModelForSequenceClassification if spec.kind == "encoder" else AutoModelForCausalLM
-    model = auto.from_pretrained(str(gate_dir), dtype=torch.float32)
+    model = auto.from_pretrained(str(gate_dir), dtype=getattr(torch, gate_dtype(config, device)))
     return ClassifierEvaluator(spec, model, folder_tokenizer(gate_dir), batch_size=config.gate_batch_size,
                                device=device, threshold=config.threshold)
 

@@ -123,6 +123,8 @@ class CascadeConfig:
     """``sequential``: gate loaded, run, released, then the feedback model (each batch pays the
     swap); ``together``: both stay loaded; ``auto``: together when both fit in free memory."""
     gate_batch_size: int = 16
+    gate_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """The gate's weights: ``auto`` is bf16 on a GPU (LLF Section 5) and fp32 on the CPU."""
 
 
 @dataclass

@@ -51,3 +51,12 @@ def test_cascade_ties_are_broken_by_the_one_token_score():
     assert curves["cascade"]["ranked"][0] == 1.0
     assert curves["cascade + self-consistency"]["ranked"][0] == 1.0
     assert curves["feedback greedy"]["ranked"][0] == pytest.approx(0.5)  # not a cascade: its own score
+
+
+def test_gate_is_bf16_on_a_gpu_and_fp32_on_the_cpu():
+    """LLF runs the gate in bf16 on GPU (it used to be loaded in fp32 everywhere)."""
+    from feedback_model.cascade import gate_dtype
+
+    assert gate_dtype(CascadeConfig(), "cuda") == "bfloat16" and gate_dtype(CascadeConfig(), "cuda:1") == "bfloat16"
+    assert gate_dtype(CascadeConfig(), "cpu") == "float32"
+    assert gate_dtype(CascadeConfig(gate_dtype="float32"), "cuda") == "float32"
