@@ -148,8 +148,9 @@ class CascadeEvalConfig:
     so tighter grouped intervals, for the same cost; the budget replay then runs on the subsets.
     None: all candidates (complete budget pools)."""
     batch_programs: int | None = 64
-    """Programs per ``score`` call (a batch, as the RL stage sends them): the sequential cascade
-    pays one model swap per batch. None: all in one batch."""
+    """Programs per model call (a batch, as the RL stage sends them). The cascades score the whole
+    split in one call, so the sequential one pays one load and one gate -> feedback transition (LLF
+    Section 5). None: all in one batch."""
     feedback_per_prover_label: int = 50
     """Feedback-quality metrics on a sample stratified by prover x label: up to this many programs of
     the evaluated ones in each cell (LLF App. D: 334)."""

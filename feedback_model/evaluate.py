@@ -147,7 +147,10 @@ def evaluate_all(config: CascadeEvalConfig, programs: list[str]) -> dict[str, di
         del evaluator
     for name, sc in (("cascade", None), ("cascade + self-consistency", consistency)):
         cascade = build_cascade(config.cascade, config.feedback, generation, sc)
-        predictions, seconds = run_batches(name, cascade, programs, config.batch_programs)
+        # one call: the sequential cascade pays one load and one gate -> feedback transition (LLF Section 5)
+        began = time.perf_counter()
+        predictions = cascade.score(programs, batch_size=config.batch_programs)
+        seconds = time.perf_counter() - began
         timing = cascade.total_timing.to_dict()
         results[name] = {"predictions": predictions, "seconds": seconds, "load_s": timing["load_s"],
                          "timing": {k: timing[k] for k in ("gate_s", "load_s", "traces_s", "other_s")},
@@ -169,7 +172,7 @@ def prediction_rows(name: str, rows: list[dict[str, Any]], predictions: list[Any
             "score": float(prediction.score) if scored else 0.0,
             "unscored": None if scored else getattr(prediction, "reason", "not scored"),
             "reason": getattr(prediction, "reason", None), "truncated": getattr(prediction, "truncated", False),
-            "time_s": prediction.time_s,
+            "time_s": prediction.time_s, "cost": getattr(prediction, "cost", None),
         }
         if name in FEEDBACK_TRACES and row["id"] in references:
             record["reference_trace"] = references[row["id"]]
@@ -183,6 +186,15 @@ def _fmt(value: Any, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return "–"
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def mean_cost(records: Sequence[dict[str, Any]]) -> dict[str, float] | None:
+    """Mean per-candidate cost terms (LLF Eq. 13: gate, load / transition share, feedback) of a
+    cascade's records; None for an evaluator that records none."""
+    costs = [r["cost"] for r in records if r.get("cost")]
+    if not costs:
+        return None
+    return {term: float(np.mean([c[term] for c in costs])) for term in costs[0]}
 
 
 def bootstrap_group(record: dict[str, Any]) -> tuple[str, str]:
@@ -222,7 +234,7 @@ def table3(records: list[dict[str, Any]], results: dict[str, dict[str, Any]], n_
                          "intervals": {k: v.to_dict() for k, v in intervals.items()},
                          "auroc_defined": graded, "unscored": unscored, "candidates_per_s": throughput,
                          "scoring_s": results[name]["seconds"], "load_s": results[name]["load_s"],
-                         "timing": results[name]["timing"]}
+                         "timing": results[name]["timing"], "cost_per_candidate": mean_cost(mine)}
     return lines + [""], summary
 
 
