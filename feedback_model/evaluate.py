@@ -1,8 +1,10 @@
 """``python -m feedback_model.evaluate --config configs/feedback_model/eval/default.yaml`` (``make cascade-eval``)
 
-The seed's Table 3 on one theorem-disjoint split of the labelled corpus, for five evaluators scored on
+The seed's Table 3 on one theorem-disjoint split of the labelled corpus, for six evaluators scored on
 the same programs: the one-token classifier (the gate alone), the feedback model greedy, the feedback
-model with self-consistency, the cascade, and the cascade with self-consistency in stage two. Written
+model with self-consistency, the cascade (gate at ``cascade.threshold``, LLF: 0.5), the cascade with
+self-consistency in stage two, and the cascade with the gate's calibrated threshold (LLF's separate
+row). Written
 to ``artifacts/cascade_eval/<run>/``:
 
 - ``report.md``: accuracy, F1 (valid class), MCC and AUROC (only where the score is graded: a greedy
@@ -17,7 +19,7 @@ to ``artifacts/cascade_eval/<run>/``:
 
 Every evaluator runs for real; nothing is copied between configurations. A program an evaluator does
 not judge (over the feedback model's input limit, or past a deadline) counts as a rejection (verdict
-invalid, score 0) in the metrics and is listed with its reason, so all five are compared on the same
+invalid, score 0) in the metrics and is listed with its reason, so all six are compared on the same
 rows.
 """
 
@@ -28,7 +30,7 @@ import random
 import sys
 import time
 from collections import Counter
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -41,10 +43,11 @@ from leanloop.artifacts import MANIFEST, Manifest
 from leanloop.paths import artifacts_root
 
 STAGE = "cascade_eval"
-EVALUATORS = ("one-token", "feedback greedy", "feedback self-consistency", "cascade", "cascade + self-consistency")
+EVALUATORS = ("one-token", "feedback greedy", "feedback self-consistency", "cascade", "cascade + self-consistency",
+              "cascade (calibrated gate)")
 GRADED = {"one-token", "feedback self-consistency", "cascade + self-consistency"}  # AUROC defined
 FEEDBACK_TRACES = ("feedback greedy", "feedback self-consistency")
-CASCADES = ("cascade", "cascade + self-consistency")
+CASCADES = ("cascade", "cascade + self-consistency", "cascade (calibrated gate)")
 BUDGETS = (1, 2, 4, 8)
 
 
@@ -145,8 +148,10 @@ def evaluate_all(config: CascadeEvalConfig, programs: list[str]) -> dict[str, di
             results[name]["threshold"] = float(evaluator.threshold)
             results[name]["threshold_source"] = evaluator.spec.threshold_source
         del evaluator
-    for name, sc in (("cascade", None), ("cascade + self-consistency", consistency)):
-        cascade = build_cascade(config.cascade, config.feedback, generation, sc)
+    calibrated = replace(config.cascade, threshold=None)  # the gate's own threshold from validation
+    for name, sc, gate in (("cascade", None, config.cascade), ("cascade + self-consistency", consistency, config.cascade),
+                           ("cascade (calibrated gate)", None, calibrated)):
+        cascade = build_cascade(gate, config.feedback, generation, sc)
         # one call: the sequential cascade pays one load and one gate -> feedback transition (LLF Section 5)
         began = time.perf_counter()
         predictions = cascade.score(programs, batch_size=config.batch_programs)

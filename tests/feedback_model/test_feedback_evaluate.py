@@ -9,7 +9,7 @@ from feedback_model.config import TraceFormat
 from feedback_model.evaluate import EVALUATORS, evaluate, parse_config
 
 
-def test_cascade_eval_report_is_consistent_across_the_five_evaluators(artifacts, feedback_corpus, saved_gate,
+def test_cascade_eval_report_is_consistent_across_the_six_evaluators(artifacts, feedback_corpus, saved_gate,
                                                                       saved_feedback_model, qwen_tokenizer):
     (artifacts / "data").mkdir(parents=True)
     (artifacts / "data" / "debug").symlink_to(feedback_corpus / "data" / "debug")
@@ -70,7 +70,13 @@ def test_cascade_eval_report_is_consistent_across_the_five_evaluators(artifacts,
             assert f"| {name} | input_too_long | {too_long} |" in text
     assert sum(bool(r["unscored"]) for r in by_evaluator["cascade"].values()) == sum(
         bool(by_evaluator["feedback greedy"][i]["unscored"]) for i in ids if by_evaluator["one-token"][i]["prediction"])
-    assert text.count("– (hard verdict)") == 2  # greedy feedback and greedy cascade
+    assert text.count("– (hard verdict)") == 3  # greedy feedback and the two greedy cascades
+    # LLF's separate row: the cascade behind the gate's calibrated threshold accepts only what the
+    # feedback model accepts, and the gate at 0.5 is the main row's
+    calibrated = by_evaluator["cascade (calibrated gate)"]
+    assert all(greedy_accepts for i in ids for greedy_accepts in [by_evaluator["feedback greedy"][i]["prediction"]]
+               if calibrated[i]["prediction"])
+    assert "(threshold 0.5: set in the config)" in text
     judged = [r for r in by_evaluator["feedback greedy"].values() if r["unscored"] is None]
     cut = sum(r["truncated"] for r in judged)
     assert cut == len(judged) > 0  # 4 new tokens: no trace ends, and the report says so
