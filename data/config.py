@@ -70,7 +70,9 @@ class DataConfig:
     """Benchmark header when neither the row nor a statement file gives one; None = the seed's
     miniF2F header (leanloop.lean.policy.BENCHMARK_HEADER)."""
     profile: str = "collection"
-    """Acceptance policy profile: ``collection`` (the seed's) or ``rl`` (hardened)."""
+    """Acceptance policy profile: ``collection`` (the seed's, verbatim: what replay recordings answer),
+    ``collection_llf`` (LLF's: 800,000 heartbeats and the statement check; a real Lean backend) or
+    ``rl`` (hardened)."""
     backend: BackendConfig = field(default_factory=BackendConfig)
     concurrency: int = 16
     """Programs in flight at once."""
