@@ -63,12 +63,15 @@ class LeanCheckConfig:
     timeout: float = 60.0
     concurrency: int = 8
     backend: BackendSettings = field(default_factory=BackendSettings)
+    warnings: Literal["allowed", "only_sorry"] = "allowed"
+    """The type-check tier's rule: ``allowed`` (the design's: no error) or ``only_sorry`` (no warning
+    other than sorry's either; the stricter rule, an option)."""
 
     def checker(self):
         from autoformalizer.typecheck import StatementChecker
 
         return StatementChecker(self.backend.build(), header=self.header, timeout=self.timeout,
-                                concurrency=self.concurrency, heartbeats=self.heartbeats)
+                                concurrency=self.concurrency, heartbeats=self.heartbeats, warnings=self.warnings)
 
 
 @dataclass
