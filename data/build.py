@@ -79,6 +79,8 @@ def fingerprint(config: DataConfig, header: str) -> str:
     statements = {p: content_hash(resolve_shared(p)) for p in config.statements}
     body = {"profile": config.profile, "backend": asdict(config.backend), "timeout": config.timeout,
             "header": header, "statements": statements, "policy_version": 1}
+    if config.timeout_retries:  # only when set, so the journals of earlier builds stay valid
+        body["timeout_retries"] = config.timeout_retries
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -203,11 +205,22 @@ def verify(config: DataConfig, items: CandidateSet, journal: Journal, *, backend
             if on_item is not None:
                 on_item(request.id or "", outcome)
 
-        try:
+        async def run(batch: list[VerifyRequest]) -> None:
             chunk = max(256, 8 * config.concurrency)  # bounded number of coroutines alive at once
-            for start in range(0, len(requests), chunk):
-                part = requests[start:start + chunk]
-                await verifier.check(part, on_result=lambda i, o, s=start: record(s + i, o))
+            for start in range(0, len(batch), chunk):
+                part = batch[start:start + chunk]
+                await verifier.check(part, on_result=lambda i, o, p=part: record(index_of[id(p[i])], o))
+
+        index_of = {id(r): i for i, r in enumerate(requests)}
+        try:
+            await run(requests)
+            for _ in range(config.timeout_retries):  # a timed-out candidate gets another attempt
+                again = [r for r in requests if done[r.id or ""][0].category is Category.TIMEOUT]
+                if not again:
+                    break
+                bar.total += len(again)
+                bar.refresh()
+                await run(again)
         finally:
             bar.close()
             await tap.aclose()
