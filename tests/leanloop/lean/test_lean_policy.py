@@ -245,6 +245,17 @@ def test_every_minif2f_statement_becomes_a_signature(statements):
         assert " ".join(rebuilt.split()) in " ".join(row["formal_statement"].split())
 
 
+def replies_by_kind(axiom_replies) -> dict[str, tuple[str, str]]:
+    """The first real ``#print axioms`` reply of each kind: clean, sorry, native (native_decide), compiler."""
+    replies = {}
+    for target, output in axiom_replies:
+        reply = parse_axioms_reply(output)
+        kind = ("clean" if not reply.disallowed else "sorry" if "sorryAx" in reply.axioms else
+                "native" if any("._native." in a for a in reply.axioms) else "compiler")
+        replies.setdefault(kind, (target, output))
+    return replies
+
+
 def _rl_setup(accepted, statements, replay):
     name = accepted["name"]
     request = VerifyRequest(program=accepted["code"], name=name, statement=statements[name]["formal_statement"],
@@ -279,12 +290,7 @@ def test_trailer_judgement_reads_only_trailer_lines(accepted, statements, replay
     assert submission.program.startswith(statements[accepted["name"]]["header"].rstrip())
     assert f"@{accepted['name']}" in submission.program.splitlines()[submission.trailer_line - 1]
     assert submission.program.splitlines()[submission.axioms_line - 1].startswith("#print axioms")
-    replies = {}
-    for target, output in axiom_replies:
-        reply = parse_axioms_reply(output)
-        kind = ("clean" if not reply.disallowed else "sorry" if "sorryAx" in reply.axioms else
-                "native" if any("._native." in a for a in reply.axioms) else "compiler")
-        replies.setdefault(kind, (target, output))
+    replies = replies_by_kind(axiom_replies)
     assert set(replies) == {"clean", "sorry", "native", "compiler"}
 
     def judge(message_line: int, kind: str) -> tuple:
@@ -430,12 +436,7 @@ def test_collection_llf_compiles_with_800000_heartbeats_and_checks_the_statement
     shift = submission.block_lines
     moved = [LeanMessage(m.severity, m.data, None if m.pos is None else Position(
         m.pos.line + (shift if m.pos.line > submission.header_lines else 0), m.pos.column)) for m in recorded.messages]
-    replies = {}
-    for target, output in axiom_replies:
-        reply = parse_axioms_reply(output)
-        kind = ("clean" if not reply.disallowed else "sorry" if "sorryAx" in reply.axioms else
-                "native" if any("._native." in a for a in reply.axioms) else "compiler")
-        replies.setdefault(kind, (target, output))
+    replies = replies_by_kind(axiom_replies)
 
     def judge(active: AcceptancePolicy, kind: str | None, extra=()):
         sub = replace(submission, check_name=replies[kind][0]) if kind else submission
