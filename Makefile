@@ -188,3 +188,7 @@ bench-autoformalizer: setup ## unfused-MoE policy: bf16 vs NF4 memory, QLoRA vs 
 
 autoformalizer-retrieval: setup ## System B recall@8 on the shipped statements (CONFIG=configs/autoformalizer/eval/X.yaml)
 	$(PY) -m autoformalizer.evaluate_retrieval --config $(or $(CONFIG),configs/autoformalizer/eval/default.yaml)
+
+# -- paper protocols (docs/paper_protocols.yaml; tests/test_paper_protocols.py checks every paper config) --
+protocols: setup ## render docs/paper_protocols.md from docs/paper_protocols.yaml (the test fails when it is stale)
+	$(PY) docs/protocols.py
