@@ -74,7 +74,9 @@ def render(stages: dict[str, list[dict[str, Any]]]) -> str:
         lines += [f"## {stage}", "", "| setting | paper | section | config / code | value there | status | note |",
                   "|---|---|---|---|---|---|---|"]
         for entry in entries:
-            where = (f"`{entry['config']}` `{_cell(entry['key'])}`" if "config" in entry
+            key = entry.get("key")
+            key_cell = _cell(key) if isinstance(key, list) else f"`{key}`"
+            where = (f"`{entry['config']}` {key_cell}" if "config" in entry
                      else f"`{entry['code']}`" if "code" in entry else "–")
             there = _cell(expected(entry)) if "config" in entry else "–"
             paper = "*not given*" if entry["paper"] == "not given" else _cell(entry["paper"])
