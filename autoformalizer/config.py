@@ -11,6 +11,7 @@ jsonargparse here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from leanloop.lean.backends import BackendSettings
 

@@ -16,7 +16,7 @@ from leanloop.training.cli import main, run_stage
 
 STAGE = "autoformalizer"
 # the datamodule tokenizes with the policy's tokenizer
-LINKS = [("model.policy", "leanloop.lean.policy")]
+LINKS = [("model.policy", "data.policy")]
 
 
 def run(args: list[str] | None = None):
