@@ -39,6 +39,11 @@ class PolicyConfig:
     device_map: str = "auto"
     quant: QuantConfig = field(default_factory=lambda: QuantConfig(compute_dtype="float32"))
     adapters: AdapterConfig = field(default_factory=AdapterConfig)
+    stage1: Literal["continue", "merge"] = "continue"
+    """How a run starts from a Stage-1 run (``name: artifacts://autoformalizer/<run>``): ``continue``
+    (the design) rebuilds Stage 1's base as Stage 1 had it and trains Stage 1's adapters further, the
+    KL reference a frozen copy of them (the Stage-1 policy exactly); ``merge`` loads Stage 1 merged
+    into full precision, re-quantizes it and attaches fresh adapters (``adapters``)."""
 
 
 @dataclass
