@@ -76,6 +76,16 @@ class ClassifierModule(HFModule):
 
     def collate(self, items: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         batch = self.format.collate([item["input_ids"] for item in items])
+        return self._with_labels(batch, items)
+
+    def train_collate(self, items: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        """Training batches: as ``collate``, or one packed row (``inputs.pack_tokens``, one-token)."""
+        if self.input_config.pack_tokens:
+            return self._with_labels(self.format.collate_packed([item["input_ids"] for item in items]), items)
+        return self.collate(items)
+
+    @staticmethod
+    def _with_labels(batch: dict[str, torch.Tensor], items: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         batch["labels"] = torch.tensor([int(item["label"]) for item in items], dtype=torch.long)
         batch["index"] = torch.tensor([item["index"] for item in items], dtype=torch.long)
         return batch
@@ -178,6 +188,9 @@ class EncoderClassifier(ClassifierModule):
         self.auto_class = AutoModelForSequenceClassification
         base = base or ModelSpec("minilm")
         super().__init__(base, optim, inputs, evaluation, gradient_checkpointing)
+        if self.input_config.pack_tokens:
+            raise ValueError("inputs.pack_tokens packs one-token training rows; the encoder classifies one program "
+                             "per row (set it to null)")
         config = self.model.config
         if config.num_labels != 2:
             raise ValueError(f"the encoder needs a 2-class head, the model config has num_labels={config.num_labels}")

@@ -177,8 +177,23 @@ class OneTokenInputs:
         return {"input_ids": input_ids, "attention_mask": attention_mask, "position_ids": position_ids}
 
 
+    def collate_packed(self, encoded: Sequence[Sequence[int]]) -> dict[str, torch.Tensor]:
+        """One row holding every program: positions restart at 0 for each, and with no attention
+        mask transformers builds the block-diagonal causal mask from them (leanloop.training.packing),
+        so a program attends to itself alone; ``verdict_positions`` is each program's last token."""
+        ids = [i for program in encoded for i in program]
+        positions = [p for program in encoded for p in range(len(program))]
+        ends = torch.tensor([len(p) for p in encoded]).cumsum(0) - 1
+        return {"input_ids": torch.tensor([ids]), "position_ids": torch.tensor([positions]), "verdict_positions": ends}
+
+
 def onetoken_logits(model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """[B, vocab] next-token logits at the verdict position (one forward, last column only)."""
+    """[B, vocab] next-token logits at the verdict position (one forward, last column only); a packed
+    row (``verdict_positions``) gives one row of logits per program in it."""
+    if "verdict_positions" in batch:
+        out = model(input_ids=batch["input_ids"], position_ids=batch["position_ids"],
+                    logits_to_keep=batch["verdict_positions"], use_cache=False)
+        return out.logits[0]
     out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                 position_ids=batch["position_ids"], logits_to_keep=1, use_cache=False)
     return out.logits[:, -1, :]
