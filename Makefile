@@ -135,8 +135,8 @@ sft: setup ## prover SFT on valid proofs (CONFIG=configs/sft/X.yaml [more.yaml],
 sample: setup ## k attempts per statement -> candidate JSONL for make data (CONFIG=configs/sft/sample/X.yaml, ARGS=overrides)
 	$(PY) -m sft.sample --config $(or $(CONFIG),configs/sft/sample/default.yaml) $(ARGS)
 
-sft-eval: setup ## pass@k of a sample run through the Verifier, rl profile (CONFIG=configs/sft/evaluate/X.yaml)
-	$(PY) -m sft.evaluate --config $(or $(CONFIG),configs/sft/evaluate/default.yaml) $(ARGS)
+sft-eval: setup ## pass@k of a sample run through the Verifier, rl profile (CONFIG=configs/sft/eval/X.yaml)
+	$(PY) -m sft.evaluate --config $(or $(CONFIG),configs/sft/eval/default.yaml) $(ARGS)
 
 flywheel: setup ## sft -> sample -> data -> sft for ROUNDS=n rounds (CONFIG=configs/sft/flywheel/X.yaml)
 	$(PY) -m sft.flywheel --config $(or $(CONFIG),configs/sft/flywheel/default.yaml) \
@@ -204,3 +204,7 @@ bench-smoke: setup ## every bench-* target in its --smoke mode (tiny sizes; chec
 	$(PY) -m pytest -q tests/bench/test_bench_smoke.py
 gpu-check: setup ## every GPU-only path once at tiny scale, CPU equivalents without CUDA -> artifacts/gpu_check/report.json (ARGS="--only zero2 ...")
 	$(PY) -m bench.gpu_check $(ARGS)
+
+# -- paper protocols (docs/paper_protocols.yaml; tests/test_paper_protocols.py checks every paper config) --
+protocols: setup ## render docs/paper_protocols.md from docs/paper_protocols.yaml (the test fails when it is stale)
+	$(PY) docs/protocols.py

@@ -85,9 +85,38 @@ def expected_targets(model: nn.Module, config: AdapterConfig) -> list[str]:
     return [name for name, _ in model.named_modules() if pattern.fullmatch(name)]
 
 
+def prepare_for_adapters(model: nn.Module, config: AdapterConfig) -> nn.Module:
+    """An NF4 base: frozen, its non-4-bit weights (norms, embeddings, lm_head) upcast to fp32 for stable
+    adapter gradients, input grads wired for gradient checkpointing; else checkpointing as configured."""
+    from peft import prepare_model_for_kbit_training
+
+    if _is_quantized(model):
+        return prepare_model_for_kbit_training(
+            model, use_gradient_checkpointing=config.gradient_checkpointing,
+            gradient_checkpointing_kwargs={"use_reentrant": False})
+    if config.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.enable_input_require_grads()
+    return model
+
+
+REFERENCE_ADAPTER = "reference"
+
+
+def continue_adapters(model: nn.Module, adapter_dir: str, config: AdapterConfig):
+    """Trained adapters (``adapter_dir``) on ``model``, trainable as ``default``, plus a frozen copy
+    named ``reference`` (a KL reference that is the starting policy exactly, at no second base)."""
+    from peft import PeftModel
+
+    peft_model = PeftModel.from_pretrained(prepare_for_adapters(model, config), adapter_dir, is_trainable=True)
+    peft_model.load_adapter(adapter_dir, adapter_name=REFERENCE_ADAPTER, is_trainable=False)
+    peft_model.set_adapter("default")  # trains default; every other adapter (the reference) is frozen
+    return peft_model
+
+
 def apply_adapters(model: nn.Module, config: AdapterConfig | None = None):
     """Wrap the unfused (optionally NF4) model in a PEFT LoRA/DoRA model; returns the PeftModel."""
-    from peft import get_peft_model, prepare_model_for_kbit_training
+    from peft import get_peft_model
 
     from autoformalizer.moe import UNFUSED_MODEL_TYPE
 
@@ -101,16 +130,7 @@ def apply_adapters(model: nn.Module, config: AdapterConfig | None = None):
     expected = expected_targets(model, config)
     if not any(".experts." in n for n in expected) and config.expert_targets:
         raise ValueError("no per-expert Linear modules found; is the model unfused?")
-    if _is_quantized(model):
-        # freezes the base, upcasts the non-4-bit weights (norms, embeddings, lm_head) to fp32 for
-        # stable adapter gradients, and wires input grads for gradient checkpointing
-        model = prepare_model_for_kbit_training(
-            model, use_gradient_checkpointing=config.gradient_checkpointing,
-            gradient_checkpointing_kwargs={"use_reentrant": False})
-    elif config.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        model.enable_input_require_grads()
-    peft_model = get_peft_model(model, config.lora_config())
+    peft_model = get_peft_model(prepare_for_adapters(model, config), config.lora_config())
     wrapped = {name.removeprefix("base_model.model.") for name, m in peft_model.named_modules()
                if hasattr(m, "lora_A") and hasattr(m, "base_layer")}
     missing = sorted(set(expected) - wrapped)

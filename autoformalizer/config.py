@@ -11,6 +11,7 @@ jsonargparse here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from leanloop.lean.backends import BackendSettings
 
@@ -38,6 +39,11 @@ class PolicyConfig:
     device_map: str = "auto"
     quant: QuantConfig = field(default_factory=lambda: QuantConfig(compute_dtype="float32"))
     adapters: AdapterConfig = field(default_factory=AdapterConfig)
+    stage1: Literal["continue", "merge"] = "continue"
+    """How a run starts from a Stage-1 run (``name: artifacts://autoformalizer/<run>``): ``continue``
+    (the design) rebuilds Stage 1's base as Stage 1 had it and trains Stage 1's adapters further, the
+    KL reference a frozen copy of them (the Stage-1 policy exactly); ``merge`` loads Stage 1 merged
+    into full precision, re-quantizes it and attaches fresh adapters (``adapters``)."""
 
 
 @dataclass
@@ -63,12 +69,15 @@ class LeanCheckConfig:
     timeout: float = 60.0
     concurrency: int = 8
     backend: BackendSettings = field(default_factory=BackendSettings)
+    warnings: Literal["allowed", "only_sorry"] = "allowed"
+    """The type-check tier's rule: ``allowed`` (the design's: no error) or ``only_sorry`` (no warning
+    other than sorry's either; the stricter rule, an option)."""
 
     def checker(self):
         from autoformalizer.typecheck import StatementChecker
 
         return StatementChecker(self.backend.build(), header=self.header, timeout=self.timeout,
-                                concurrency=self.concurrency, heartbeats=self.heartbeats)
+                                concurrency=self.concurrency, heartbeats=self.heartbeats, warnings=self.warnings)
 
 
 @dataclass

@@ -25,6 +25,7 @@ import math
 import sys
 import time
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -72,8 +73,9 @@ class AutoformalizerGRPOModule(PolicyRunHooks, GRPOUpdate, L.LightningModule):
         lean: LeanCheckConfig | None = None,
         threads: int | None = None,
     ) -> None:
-        """``policy``: the Stage-1 run (``artifacts://autoformalizer/<run>``), re-quantized to NF4 with
-        fresh adapters (the KL reference is that policy: the adapters switched off). ``grpo``: G, beta
+        """``policy``: the Stage-1 run (``artifacts://autoformalizer/<run>``): its adapters trained further
+        (``policy.stage1: continue``, the design; the KL reference is a frozen copy of them) or, with
+        ``merge``, merged, re-quantized to NF4 with fresh adapters (the reference: adapters off). ``grpo``: G, beta
         and the objective (TRL's names); ``generation``: sampling; ``reward``: the gated reward's
         numbers and what no Lean verdict means for training; ``lean``: the type-check header and
         Verifier backend. ``threads``: torch intra-op threads (None: torch's default)."""
@@ -91,12 +93,28 @@ class AutoformalizerGRPOModule(PolicyRunHooks, GRPOUpdate, L.LightningModule):
         self.save_hyperparameters()
         self.model, self.tokenizer = build_policy(self.policy_config)
         self.model.train()
-        self.reference = None  # grpo_update then uses the policy with its adapters disabled
+        self.reference = None  # grpo_update then uses reference_adapter(): the Stage-1 policy
         self.rollout = TransformersRollout(self.tokenizer, self.generation, [END_OF_TURN, self.tokenizer.eos_token])
         self.gated: GatedReward | None = None
         self.history: list[dict[str, Any]] = []
         self.totals: Counter = Counter()
         self.export_info: dict[str, Any] = {}
+
+    @contextmanager
+    def reference_adapter(self):
+        """The KL reference is the Stage-1 policy: with continued adapters, their frozen ``reference``
+        copy (the adapters switched off would be the raw base); with fresh ones, the adapters off."""
+        from autoformalizer.adapters import REFERENCE_ADAPTER
+
+        if REFERENCE_ADAPTER not in getattr(self.model, "peft_config", {}):
+            with self.model.disable_adapter():
+                yield
+            return
+        self.model.set_adapter(REFERENCE_ADAPTER)
+        try:
+            yield
+        finally:
+            self.model.set_adapter("default")  # default trainable again, the reference frozen
 
     # -- set-up ---------------------------------------------------------------------------------
     def setup(self, stage: str) -> None:

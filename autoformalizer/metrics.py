@@ -23,6 +23,8 @@ from autoformalizer.statements import faithfulness, well_formed
 KS = (1, 2, 3, 4, 5)
 VERDICT = {"passed": True, "failed": False, "malformed": False}  # anything else: no verdict
 ERROR_CATEGORIES = ("unknown_ident", "syntax", "typeclass", "type_mismatch", "other")
+# why an unsolved problem ended unsolved: its last attempt's first error, or no Lean error at all
+FAILURE_MODES = (*ERROR_CATEGORIES, "malformed", "rejected")
 
 # First matching rule wins; patterns are Lean's own wordings across v4.9 .. v4.33 (see the tests,
 # which classify the shipped RL-Lean, Kimina and REPL messages).
@@ -64,6 +66,21 @@ def error_breakdown(messages: Iterable[Any]) -> dict[str, int]:
                 continue
             text = m.data
         counts[classify_error(text)] += 1
+    return counts
+
+
+def failure_modes(last_attempts: Iterable[Any]) -> dict[str, int]:
+    """One failure mode per unsolved problem (the design's error breakdown): the category of the first
+    error of its last attempt's check, ``malformed`` when that attempt never reached Lean (None),
+    ``rejected`` when the prechecks refused it (no Lean error). Pass only unsolved problems' last
+    checks (``StatementCheck`` or None)."""
+    counts = dict.fromkeys(FAILURE_MODES, 0)
+    for check in last_attempts:
+        if check is None:
+            counts["malformed"] += 1
+            continue
+        first = next((m for m in check.messages if getattr(m, "severity", "error") == "error"), None)
+        counts[classify_error(first.data) if first is not None else "rejected"] += 1
     return counts
 
 
@@ -211,11 +228,16 @@ class AutoformalizerReport:
     well_formed: float | None = None
     compile_at_k: dict[int, float | None] = field(default_factory=dict)
     pass_at_n: dict[int, float | None] = field(default_factory=dict)
+    """Unbiased first-turn pass@n over sampled statements."""
+    pass_at_cap: float | None = None
+    """pass@N as the design counts it: terminal success within the iteration cap (N repair turns)."""
     mean_iters_solved: float | None = None
     faithfulness_code: float | None = None
     goal_exact_match: float | None = None
     error_breakdown: dict[str, int] = field(default_factory=dict)
+    """Failure modes of the unsolved problems, one per problem (:func:`failure_modes`)."""
     tokens_per_sec: float | None = None
+    """Generated tokens per second of generation, Lean's checking time excluded."""
     resources: dict[str, Any] = field(default_factory=dict)
     counts: dict[str, Any] = field(default_factory=dict)
     missing: dict[str, str] = field(default_factory=dict)
@@ -255,9 +277,9 @@ def _plot_error_breakdown(counts: dict[str, int], path: Path) -> bool:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5, 3.2))
-    names = list(ERROR_CATEGORIES)
+    names = list(FAILURE_MODES)
     ax.bar(names, [counts.get(n, 0) for n in names], color="tab:red")
-    ax.set_ylabel("error messages")
+    ax.set_ylabel("unsolved problems")
     ax.tick_params(axis="x", rotation=20)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -278,18 +300,21 @@ def write_report(report: AutoformalizerReport, out_dir: str | Path) -> Path:
     lines += ["| metric | value |", "|---|---|",
               f"| well_formed | {fmt(report.well_formed)} |"]
     lines += [f"| compile@{k} | {fmt(v)} |" for k, v in sorted(report.compile_at_k.items())]
-    lines += [f"| pass@{n} | {fmt(v)} |" for n, v in sorted(report.pass_at_n.items())]
+    cap = report.counts.get("iteration_cap", "N")
+    lines += [f"| pass@{cap} at the iteration cap (terminal success) | {fmt(report.pass_at_cap)} |"]
+    lines += [f"| pass@{n} (unbiased, first turn) | {fmt(v)} |" for n, v in sorted(report.pass_at_n.items())]
     lines += [f"| mean_iters_solved | {fmt(report.mean_iters_solved)} |",
               f"| faithfulness_code | {fmt(report.faithfulness_code)} |",
               f"| goal_exact_match | {fmt(report.goal_exact_match)} |",
-              f"| tokens_per_sec | {fmt(report.tokens_per_sec)} |"]
+              f"| tokens_per_sec (Lean time excluded) | {fmt(report.tokens_per_sec)} |"]
     if report.resources:
         peak = report.resources.get("peak_memory_bytes")
         lines.append(f"| peak memory ({report.resources.get('device')}) | "
                      f"{'n/a' if peak is None else f'{peak / 2**20:.1f} MiB'} |")
         lines.append(f"| utilization | {fmt(report.resources.get('utilization'))} |")
-    lines += ["", "## Error breakdown", "", "| category | errors |", "|---|---|"]
-    lines += [f"| {c} | {report.error_breakdown.get(c, 0)} |" for c in ERROR_CATEGORIES]
+    lines += ["", "## Error breakdown (failure modes of the unsolved problems: last attempt's first error)", "",
+              "| failure mode | unsolved problems |", "|---|---|"]
+    lines += [f"| {c} | {report.error_breakdown.get(c, 0)} |" for c in FAILURE_MODES]
     if report.counts:
         lines += ["", "## Counts", ""] + [f"- {k}: {v}" for k, v in report.counts.items()]
     if report.missing:

@@ -20,13 +20,14 @@ adapter switched off) is exactly the policy Stage 1 produced, as quantized.
 
 from __future__ import annotations
 
-from dataclasses import replace
+import json
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
-from autoformalizer.adapters import apply_adapters, trainable_report
+from autoformalizer.adapters import AdapterConfig, apply_adapters, continue_adapters, trainable_report
 from autoformalizer.config import PolicyConfig
 from autoformalizer.moe import UnfusedQwen3MoeForCausalLM, tiny_qwen3_moe
 from autoformalizer.quantize import QuantConfig, load_unfused_nf4, quantize_nf4_
@@ -86,12 +87,39 @@ def build_base(config: PolicyConfig, device_map: str | None = None, packed_cpu_k
     return model
 
 
+BASE_POLICY_FILE = "base_policy.json"  # beside final/adapter: the policy config its base was built from
+
+
+def stage1_start(config: PolicyConfig) -> tuple[Path, PolicyConfig] | None:
+    """(Stage 1's adapter folder, the config of the base it was trained on) when ``config`` continues
+    a Stage-1 run's adapters (``stage1: continue``), else None."""
+    if config.stage1 != "continue" or not config.name.startswith("artifacts://autoformalizer/"):
+        return None
+    adapter_dir = Path(_location(config)) / "adapter"
+    saved = adapter_dir / BASE_POLICY_FILE
+    if not saved.is_file():
+        raise FileNotFoundError(f"{saved} not found: {config.name} predates continued adapters (its export "
+                                "did not record its base); retrain Stage 1 or set policy.stage1: merge")
+    from autoformalizer.moe import MoEArchConfig
+
+    values = json.loads(saved.read_text())
+    base = PolicyConfig(**{**values, "arch": MoEArchConfig(**values["arch"]), "quant": QuantConfig(**values["quant"]),
+                           "adapters": AdapterConfig(**values["adapters"])})
+    return adapter_dir, replace(base, device_map=config.device_map)
+
+
 def build_policy(config: PolicyConfig, adapters: bool = True, packed_cpu_kernel: bool = False):
     """(model, tokenizer): the base with PEFT adapters attached (trainable) unless ``adapters=False``.
+    From a Stage-1 run with ``stage1: continue``: Stage 1's base and its trained adapters (trainable),
+    with a frozen ``reference`` copy (:func:`autoformalizer.adapters.continue_adapters`).
     ``packed_cpu_kernel=True`` only for inference (see :func:`build_base`)."""
     if adapters and packed_cpu_kernel:
         raise ValueError("a policy with trainable adapters cannot take the packed CPU kernel: "
                          "its eval-mode forwards would change the weights the training forwards use")
+    start = stage1_start(config) if adapters else None
+    if start is not None:
+        adapter_dir, base = start
+        return continue_adapters(build_base(base), str(adapter_dir), config.adapters), load_policy_tokenizer(config)
     model = build_base(config, packed_cpu_kernel=packed_cpu_kernel)
     if adapters:
         model = apply_adapters(model, config.adapters)
@@ -111,8 +139,11 @@ def export_policy(model: Any, tokenizer: Any, config: PolicyConfig, final_dir: s
 
     final_dir = Path(final_dir)
     adapter_dir = final_dir / "adapter"
-    model.save_pretrained(adapter_dir)
-    base = build_base(full_precision(config), device_map="cpu")
+    model.save_pretrained(adapter_dir, selected_adapters=["default"])
+    start = stage1_start(config)
+    base_config = start[1] if start is not None else config  # a continued run's base is Stage 1's
+    (adapter_dir / BASE_POLICY_FILE).write_text(json.dumps(asdict(base_config), indent=1) + "\n")
+    base = build_base(full_precision(base_config), device_map="cpu")
     merged = PeftModel.from_pretrained(base, adapter_dir).merge_and_unload()
     merged.save_pretrained(final_dir)
     tokenizer.save_pretrained(final_dir)

@@ -4,9 +4,10 @@ The program is the harness's header (imports and opens, never the model's) follo
 candidate's first declaration with its body replaced by ``by sorry`` (a body that already is
 ``sorry`` is kept verbatim, so recorded programs replay). It goes through the project's one
 acceptance policy, profile ``statement`` (``leanloop.lean.policy``: the hardened text prechecks with
-``sorry`` allowed, the harness heartbeat line, VALID iff Lean reports no error and no warning other
-than the sorry warning: the issue's "only the sorry warning allowed" is the profile's own rule), on
-any Verifier backend. No Lean verdict (replay without a recording, a timeout, a backend failure)
+``sorry`` allowed, the harness heartbeat line), on any Verifier backend. A statement type-checks when
+Lean reports no error (the design's rule: ``warnings="allowed"``, the default; a deprecation or a
+linter warning does not make a statement ill-typed); ``warnings="only_sorry"`` keeps the profile's
+stricter rule (no warning other than sorry's) as an option. No Lean verdict (replay without a recording, a timeout, a backend failure)
 gives no verdict here either.
 
 The replay recordings never contain the harness heartbeat line, so recorded programs are answered
@@ -17,11 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Sequence
+from typing import Literal, Sequence
 
 from leanloop.lean.policy import AcceptancePolicy
+from leanloop.lean.policy.policy import PROFILES
 from leanloop.lean.policy.policy import is_sorry_warning
 from leanloop.lean.types import Category, LeanBackend, LeanMessage, Outcome, VerifyRequest
 from leanloop.lean.verifier import Verifier
@@ -105,8 +107,8 @@ def interpret(program: str, outcome: Outcome) -> StatementCheck:
     """The statement check of one Verifier outcome (``statement`` profile)."""
     goal = next((t.goals for t in outcome.tactics if t.tactic.strip() == "sorry"), None)
     base = dict(program=program, messages=list(outcome.messages), goal=goal, reasons=list(outcome.reasons))
-    if outcome.category is Category.VALID:  # the statement profile: no error, no warning but sorry's
-        return StatementCheck(CheckStatus.PASSED, detail="type-checks (only the sorry warning)", **base)
+    if outcome.category is Category.VALID:
+        return StatementCheck(CheckStatus.PASSED, detail="type-checks (no error)", **base)
     detail = outcome.first_error or "; ".join(outcome.reasons) or outcome.category.value
     return StatementCheck(_STATUS[outcome.category], detail=detail, **base)
 
@@ -116,9 +118,15 @@ class StatementChecker:
     the acceptance policy's ``statement`` profile."""
 
     def __init__(self, backend: LeanBackend, header: str = DEFAULT_HEADER, timeout: float | None = 60.0,
-                 concurrency: int = 8, heartbeats: int | None | str = "profile"):
+                 concurrency: int = 8, heartbeats: int | None | str = "profile",
+                 warnings: Literal["allowed", "only_sorry"] = "allowed"):
+        """``warnings``: ``allowed`` (the design's rule: type-checks iff Lean reports no error) or
+        ``only_sorry`` (any warning other than sorry's fails the statement)."""
+        if warnings not in ("allowed", "only_sorry"):
+            raise ValueError(f"warnings must be 'allowed' or 'only_sorry', got {warnings!r}")
         self.header = header
-        self.verifier = Verifier(backend, AcceptancePolicy("statement", header=header, heartbeats=heartbeats),
+        profile = replace(PROFILES["statement"], only_sorry_warning=warnings == "only_sorry")
+        self.verifier = Verifier(backend, AcceptancePolicy(profile, header=header, heartbeats=heartbeats),
                                  concurrency=concurrency, timeout=timeout)
 
     async def acheck_many(self, statements: Sequence[str],

@@ -24,6 +24,14 @@ class InputConfig:
     head_fraction: float = HEAD_FRACTION
     """Share of the program budget kept from the start when a program is too long (paper: 2,048 of
     8,192); the rest comes from the end."""
+    program_tokens: int | None = None
+    """The program's own budget, with special tokens / the prompt suffix on top (LLF Section 4.1:
+    8,192 = 2,048 head + 6,144 tail program tokens; max_length must then hold them all). None: what
+    ``max_length`` leaves after them."""
+    pack_tokens: int | None = None
+    """One-token training only: the training programs packed into rows of up to this many tokens,
+    each program attending to itself alone and scored at its own verdict position (LLF Section 4.1:
+    32,768). ``data.batch_size`` must then be 1 (a batch is one packed row). None: one program per row."""
 
 
 @dataclass

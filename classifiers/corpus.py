@@ -25,6 +25,8 @@ SPLITS = ("train", "validation", "test")
 # The data stage may spell the validation split "valid" (or "val"/"dev"); one name here.
 SPLIT_ALIASES = {"valid": "validation", "val": "validation", "dev": "validation"}
 COLUMNS = ("program", "name", "split", "category", "label")
+# Rejected before compilation, not compiled in time, or no answer: no label (LLF Section 3).
+UNLABELLED = frozenset({"precheck_rejected", "timeout", "infra_error", "unavailable", "input_error"})
 
 
 def resolve_run(path: str) -> Path:
@@ -85,8 +87,8 @@ def _split_rows(run: Path, rows: list[dict[str, Any]], max_rows_per_split: int |
         counts[f"{split}/{row['category']}"] += 1
         if split not in splits:
             raise ValueError(f"corpus row with unknown split {split!r} in {run}; expected one of {SPLITS}")
-        if row["label"] is None:
-            continue
+        if row["label"] is None or row["category"] in UNLABELLED:
+            continue  # corpora built before LLF's rule labelled precheck_rejected rows False
         target = splits[split]
         if max_rows_per_split is not None and len(target) >= max_rows_per_split:
             continue

@@ -76,6 +76,28 @@ class LengthGroupedBatches(Sampler[int]):
             yield from batch
 
 
+class PackedBatches(Sampler[list[int]]):
+    """Training batches as packed rows: the programs grouped into rows of at most ``capacity`` tokens
+    (best-fit decreasing, leanloop.training.packing), the rows in a new random order every epoch."""
+
+    def __init__(self, lengths: list[int], capacity: int, seed: int = 0) -> None:
+        from leanloop.training.packing import pack_lengths
+
+        self.packs = pack_lengths(lengths, capacity)
+        self.seed, self.epoch = seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return len(self.packs)
+
+    def __iter__(self):
+        generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        for i in torch.randperm(len(self.packs), generator=generator).tolist():
+            yield self.packs[i]
+
+
 class ClassifierData(L.LightningDataModule):
     def __init__(self, corpus: str | None = "artifacts://data/default", jsonl: JsonlCorpus | None = None,
                  batch_size: int = 16, eval_batch_size: int = 32, num_workers: int = 0,
@@ -121,7 +143,15 @@ class ClassifierData(L.LightningDataModule):
 
     def _loader(self, split: str, train: bool) -> DataLoader:
         data = self.encoded[split]
-        collate = self.trainer.lightning_module.collate
+        module = self.trainer.lightning_module
+        collate = module.collate
+        if train and module.input_config.pack_tokens:
+            if self.batch_size != 1:
+                raise ValueError(f"inputs.pack_tokens makes a training batch one packed row: set data.batch_size 1 "
+                                 f"(got {self.batch_size}) and scale with devices / accumulate_grad_batches")
+            packs = PackedBatches([len(ids) for ids in data.ids], module.input_config.pack_tokens,
+                                  seed=torch.initial_seed() % 2**63)
+            return DataLoader(data, batch_sampler=packs, collate_fn=module.train_collate, num_workers=self.num_workers)
         if train:
             if self.length_grouped:
                 sampler = LengthGroupedBatches([len(ids) for ids in data.ids], self.batch_size,

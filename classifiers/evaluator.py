@@ -45,6 +45,7 @@ class ClassifierSpec:
     true_token: str | None = None
     false_token: str | None = None
     pooling: str = "cls"  # encoder only: cls (the model's own head) or mean (masked mean of the token states)
+    program_tokens: int | None = None  # the program's budget with special tokens / suffix on top
 
     def write(self, folder: str | Path) -> Path:
         path = Path(folder) / CLASSIFIER_FILE
@@ -64,10 +65,10 @@ class ClassifierSpec:
 
 def build_inputs(spec: ClassifierSpec, tokenizer: Any) -> EncoderInputs | OneTokenInputs:
     if spec.kind == "encoder":
-        return EncoderInputs(tokenizer, spec.max_length, spec.head_fraction, spec.pooling)
+        return EncoderInputs(tokenizer, spec.max_length, spec.head_fraction, spec.pooling, spec.program_tokens)
     if spec.kind == "onetoken":
         return OneTokenInputs(tokenizer, spec.max_length, spec.head_fraction, spec.suffix,
-                              spec.true_token, spec.false_token)
+                              spec.true_token, spec.false_token, spec.program_tokens)
     raise ValueError(f"unknown classifier kind {spec.kind!r} in {CLASSIFIER_FILE}; expected encoder or onetoken")
 
 

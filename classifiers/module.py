@@ -76,6 +76,16 @@ class ClassifierModule(HFModule):
 
     def collate(self, items: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         batch = self.format.collate([item["input_ids"] for item in items])
+        return self._with_labels(batch, items)
+
+    def train_collate(self, items: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        """Training batches: as ``collate``, or one packed row (``inputs.pack_tokens``, one-token)."""
+        if self.input_config.pack_tokens:
+            return self._with_labels(self.format.collate_packed([item["input_ids"] for item in items]), items)
+        return self.collate(items)
+
+    @staticmethod
+    def _with_labels(batch: dict[str, torch.Tensor], items: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         batch["labels"] = torch.tensor([int(item["label"]) for item in items], dtype=torch.long)
         batch["index"] = torch.tensor([item["index"] for item in items], dtype=torch.long)
         return batch
@@ -178,6 +188,9 @@ class EncoderClassifier(ClassifierModule):
         self.auto_class = AutoModelForSequenceClassification
         base = base or ModelSpec("minilm")
         super().__init__(base, optim, inputs, evaluation, gradient_checkpointing)
+        if self.input_config.pack_tokens:
+            raise ValueError("inputs.pack_tokens packs one-token training rows; the encoder classifies one program "
+                             "per row (set it to null)")
         config = self.model.config
         if config.num_labels != 2:
             raise ValueError(f"the encoder needs a 2-class head, the model config has num_labels={config.num_labels}")
@@ -189,7 +202,7 @@ class EncoderClassifier(ClassifierModule):
                 f"{positions} positions ({base.name}); lower inputs.max_length"
             )
         self.format = EncoderInputs(self.tokenizer, self.input_config.max_length, self.input_config.head_fraction,
-                                    pooling)
+                                    pooling, self.input_config.program_tokens)
         prepare_pooling(self.model, pooling)
         pooler = getattr(self.model.base_model, "pooler", None)
         if pooling == "mean" and pooler is not None:
@@ -210,7 +223,8 @@ class EncoderClassifier(ClassifierModule):
 
     def spec(self) -> ClassifierSpec:
         return ClassifierSpec(kind="encoder", max_length=self.input_config.max_length,
-                              head_fraction=self.input_config.head_fraction, pooling=self.format.pooling)
+                              head_fraction=self.input_config.head_fraction, pooling=self.format.pooling,
+                              program_tokens=self.input_config.program_tokens)
 
 
 class OneTokenClassifier(ClassifierModule):
@@ -227,7 +241,8 @@ class OneTokenClassifier(ClassifierModule):
         super().__init__(base or ModelSpec("qwen3-tiny"), optim, inputs, evaluation, gradient_checkpointing)
         self.prompt = prompt or OneTokenFormat()
         self.format = OneTokenInputs(self.tokenizer, self.input_config.max_length, self.input_config.head_fraction,
-                                     self.prompt.suffix, self.prompt.true_token, self.prompt.false_token)
+                                     self.prompt.suffix, self.prompt.true_token, self.prompt.false_token,
+                                     self.input_config.program_tokens)
         self._targets = torch.tensor([self.format.false_id, self.format.true_id])
 
     def logits(self, batch):
@@ -242,7 +257,8 @@ class OneTokenClassifier(ClassifierModule):
     def spec(self) -> ClassifierSpec:
         return ClassifierSpec(kind="onetoken", max_length=self.input_config.max_length,
                               head_fraction=self.input_config.head_fraction, suffix=self.prompt.suffix,
-                              true_token=self.prompt.true_token, false_token=self.prompt.false_token)
+                              true_token=self.prompt.true_token, false_token=self.prompt.false_token,
+                              program_tokens=self.input_config.program_tokens)
 
 
 def freeze_bottom(model: Any, n_layers: int) -> None:

@@ -40,6 +40,19 @@ def _program_ids(tokenizer: Any, program: str) -> list[int]:
     return tokenizer(program, add_special_tokens=False, verbose=False)["input_ids"]
 
 
+def program_budget(max_length: int, extra: int, program_tokens: int | None, what: str) -> int:
+    """Tokens a program may keep: ``program_tokens`` when set (``extra`` tokens go on top and must fit
+    in ``max_length``), else what ``max_length`` leaves after the ``extra``."""
+    if program_tokens is not None:
+        if program_tokens < 2 or program_tokens + extra > max_length:
+            raise ValueError(f"program_tokens={program_tokens} plus {extra} token(s) of {what} must fit in "
+                             f"max_length={max_length} (and be at least 2)")
+        return program_tokens
+    if max_length - extra < 2:
+        raise ValueError(f"max_length={max_length} leaves no room for a program after {what}")
+    return max_length - extra
+
+
 @dataclass
 class EncoderInputs:
     """``[CLS] head+tail [SEP]`` for a sequence classifier."""
@@ -49,6 +62,8 @@ class EncoderInputs:
     head_fraction: float = HEAD_FRACTION
     pooling: str = "cls"
     """``cls`` or ``mean``: how the token states become the classifier head's input."""
+    program_tokens: int | None = None
+    """The program's budget with the special tokens on top; None: what max_length leaves."""
 
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS:
@@ -60,9 +75,8 @@ class EncoderInputs:
         if start is None:
             raise ValueError(f"cannot locate the sequence inside {type(self.tokenizer).__name__}'s special-token template")
         self.prefix, self.suffix = full[:start], full[start + len(probe):]
-        self.budget = self.max_length - len(self.prefix) - len(self.suffix)
-        if self.budget < 2:
-            raise ValueError(f"max_length={self.max_length} leaves no room for a program after special tokens")
+        self.budget = program_budget(self.max_length, len(self.prefix) + len(self.suffix), self.program_tokens,
+                                     "special tokens")
         if self.tokenizer.pad_token_id is None:
             raise ValueError("the encoder's tokenizer has no pad token; set one in its tokenizer_config.json")
 
@@ -122,6 +136,8 @@ class OneTokenInputs:
     suffix: str = ONETOKEN_SUFFIX
     true_token: str = TRUE_TOKEN
     false_token: str = FALSE_TOKEN
+    program_tokens: int | None = None
+    """The program's budget with the suffix on top; None: what max_length leaves."""
 
     def __post_init__(self) -> None:
         self.suffix_ids = _program_ids(self.tokenizer, self.suffix)
@@ -129,9 +145,7 @@ class OneTokenInputs:
         self.false_id = self._single(self.false_token)
         if self.true_id == self.false_id:
             raise ValueError("true_token and false_token map to the same id")
-        self.budget = self.max_length - len(self.suffix_ids)
-        if self.budget < 2:
-            raise ValueError(f"max_length={self.max_length} leaves no room for a program after the suffix")
+        self.budget = program_budget(self.max_length, len(self.suffix_ids), self.program_tokens, "the suffix")
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
         if self.pad_id is None:
             raise ValueError("the one-token tokenizer has neither a pad nor an eos token to pad with")
@@ -163,8 +177,23 @@ class OneTokenInputs:
         return {"input_ids": input_ids, "attention_mask": attention_mask, "position_ids": position_ids}
 
 
+    def collate_packed(self, encoded: Sequence[Sequence[int]]) -> dict[str, torch.Tensor]:
+        """One row holding every program: positions restart at 0 for each, and with no attention
+        mask transformers builds the block-diagonal causal mask from them (leanloop.training.packing),
+        so a program attends to itself alone; ``verdict_positions`` is each program's last token."""
+        ids = [i for program in encoded for i in program]
+        positions = [p for program in encoded for p in range(len(program))]
+        ends = torch.tensor([len(p) for p in encoded]).cumsum(0) - 1
+        return {"input_ids": torch.tensor([ids]), "position_ids": torch.tensor([positions]), "verdict_positions": ends}
+
+
 def onetoken_logits(model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """[B, vocab] next-token logits at the verdict position (one forward, last column only)."""
+    """[B, vocab] next-token logits at the verdict position (one forward, last column only); a packed
+    row (``verdict_positions``) gives one row of logits per program in it."""
+    if "verdict_positions" in batch:
+        out = model(input_ids=batch["input_ids"], position_ids=batch["position_ids"],
+                    logits_to_keep=batch["verdict_positions"], use_cache=False)
+        return out.logits[0]
     out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                 position_ids=batch["position_ids"], logits_to_keep=1, use_cache=False)
     return out.logits[:, -1, :]

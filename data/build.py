@@ -79,6 +79,8 @@ def fingerprint(config: DataConfig, header: str) -> str:
     statements = {p: content_hash(resolve_shared(p)) for p in config.statements}
     body = {"profile": config.profile, "backend": asdict(config.backend), "timeout": config.timeout,
             "header": header, "statements": statements, "policy_version": 1}
+    if config.timeout_retries:  # only when set, so the journals of earlier builds stay valid
+        body["timeout_retries"] = config.timeout_retries
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -102,6 +104,13 @@ def _reference_trace(annotate, program: str, outcome: Outcome) -> tuple[str | No
     return None, None
 
 
+def corpus_label(category: Category) -> bool | None:
+    """The corpus label: Lean's verdict on a compiled candidate, nothing else. Candidates rejected
+    before compilation, timeouts and infrastructure errors stay in the corpus with their category
+    and no label (LLF Section 3 excludes them from the labelled corpus)."""
+    return {Category.VALID: True, Category.INVALID: False}.get(category)
+
+
 def _rows(items: CandidateSet, done: dict[str, tuple[Outcome, str | None]], config: DataConfig,
           trace_stats: Counter) -> list[dict[str, Any]]:
     annotate = _trace_fn() if config.traces else None
@@ -119,7 +128,7 @@ def _rows(items: CandidateSet, done: dict[str, tuple[Outcome, str | None]], conf
         row = outcome_to_dict(outcome)
         rows.append({
             "id": c.id, "program": c.program, "name": c.name, "split": split_of(c.name, config.splits),
-            "category": row["category"], "label": row["label"], "first_error": row["first_error"],
+            "category": row["category"], "label": corpus_label(outcome.category), "first_error": row["first_error"],
             "reasons": row["reasons"], "messages": row["messages"], "tactics": row["tactics"],
             "reference_trace": trace, "trace_kind": kind, "source": c.source, "source_row": c.row,
             "origin": c.origin, "prover": c.prover, "header": c.header, "statement": c.statement,
@@ -196,11 +205,22 @@ def verify(config: DataConfig, items: CandidateSet, journal: Journal, *, backend
             if on_item is not None:
                 on_item(request.id or "", outcome)
 
-        try:
+        async def run(batch: list[VerifyRequest]) -> None:
             chunk = max(256, 8 * config.concurrency)  # bounded number of coroutines alive at once
-            for start in range(0, len(requests), chunk):
-                part = requests[start:start + chunk]
-                await verifier.check(part, on_result=lambda i, o, s=start: record(s + i, o))
+            for start in range(0, len(batch), chunk):
+                part = batch[start:start + chunk]
+                await verifier.check(part, on_result=lambda i, o, p=part: record(index_of[id(p[i])], o))
+
+        index_of = {id(r): i for i, r in enumerate(requests)}
+        try:
+            await run(requests)
+            for _ in range(config.timeout_retries):  # a timed-out candidate gets another attempt
+                again = [r for r in requests if done[r.id or ""][0].category is Category.TIMEOUT]
+                if not again:
+                    break
+                bar.total += len(again)
+                bar.refresh()
+                await run(again)
         finally:
             bar.close()
             await tap.aclose()

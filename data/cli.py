@@ -131,7 +131,7 @@ def register(subparsers) -> None:
                                 description="Deterministic text prechecks; prints {ok, reasons}; exit 0 either way.")
     pre.add_argument("program", help="PROGRAM.lean")
     pre.add_argument("--header", help="benchmark header file (default: the seed's miniF2F header)")
-    pre.add_argument("--profile", choices=["collection", "rl", "statement"], default="collection")
+    pre.add_argument("--profile", choices=["collection", "collection_llf", "rl", "statement"], default="collection")
     pre.add_argument("--name", help="target theorem (default: the last theorem declared)")
     pre.set_defaults(func=precheck_command)
 
@@ -140,7 +140,7 @@ def register(subparsers) -> None:
                                             "prints the Outcome as JSON.")
     ver.add_argument("program", help="PROGRAM.lean")
     ver.add_argument("--backend", default="replay", help="replay (recorded real Lean output), local, kimina")
-    ver.add_argument("--profile", choices=["collection", "rl", "statement"], default="collection")
+    ver.add_argument("--profile", choices=["collection", "collection_llf", "rl", "statement"], default="collection")
     ver.add_argument("--header", help="benchmark header file (default: the seed's miniF2F header)")
     ver.add_argument("--name", help="target theorem (default: the last theorem declared)")
     ver.add_argument("--statement", help="trusted statement (text or a file); the rl profile needs it")

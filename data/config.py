@@ -70,12 +70,18 @@ class DataConfig:
     """Benchmark header when neither the row nor a statement file gives one; None = the seed's
     miniF2F header (leanloop.lean.policy.BENCHMARK_HEADER)."""
     profile: str = "collection"
-    """Acceptance policy profile: ``collection`` (the seed's) or ``rl`` (hardened)."""
+    """Acceptance policy profile: ``collection`` (the seed's, verbatim: what replay recordings answer),
+    ``collection_llf`` (LLF's: 800,000 heartbeats and the statement check; a real Lean backend) or
+    ``rl`` (hardened)."""
     backend: BackendConfig = field(default_factory=BackendConfig)
     concurrency: int = 16
     """Programs in flight at once."""
     timeout: float = 60.0
-    """Per-program Lean timeout in seconds."""
+    """Per-program Lean timeout in seconds (LLF collects with 180)."""
+    timeout_retries: int = 0
+    """Further attempts for a candidate that timed out (LLF's pool comparison gives it a second one:
+    1). Only candidates verified in this build are retried: one resumed from the journal keeps its
+    journaled outcome."""
     max_input_chars: int = 1_048_576
     """Rows with a longer program are bad input (``input_error``). Programs between the policy's
     262,144-character limit and this one are real candidates and get ``precheck_rejected``."""

@@ -11,8 +11,9 @@ Stage two is the greedy :class:`~feedback_model.evaluator.FeedbackEvaluator` or,
 it calibrated on validation (``classifier.json``), or one given here.
 
 Models are loaded by loaders (callables returning an Evaluator). ``sequential`` residency loads the
-gate, scores, releases it, then loads the feedback model for the positives and releases it: memory
-for one model at a time, paid for by a load per model and batch. ``together`` keeps both loaded after
+gate, scores every program of the call (in ``batch_size`` chunks), releases it, then loads the
+feedback model for all the positives and releases it: memory for one model at a time, paid for by
+one load and one transition per call (LLF Section 5), however many batches it holds. ``together`` keeps both loaded after
 the first batch. Time is accounted as in the seed: ``gate`` (scoring every program), ``load`` (loading
 and releasing models), ``traces`` (the feedback model on the positives), ``other`` (the rest of the
 wall time: bookkeeping).
@@ -28,7 +29,7 @@ import gc
 import os
 import time
 import weakref
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Literal, Sequence
 
@@ -130,12 +131,18 @@ class CascadeEvaluator:
             return bool(gate.verdict)
         return gate.score is not None and gate.score >= self.threshold
 
-    def score(self, programs: Sequence[str], deadline: float | None = None) -> list[FeedbackPrediction]:
+    def score(self, programs: Sequence[str], deadline: float | None = None,
+              batch_size: int | None = None) -> list[FeedbackPrediction]:
+        """Every program through the gate, then the positives through stage two, each model fed
+        ``batch_size`` programs at a time (None: all at once) while it is loaded."""
         began = time.perf_counter()
         timing = CascadeTiming(programs=len(programs))
+        size = batch_size or max(len(programs), 1)
         # no local name holds a model past its release (a sequential cascade frees it right there)
         start = time.perf_counter()
-        gate_predictions = self._acquire("gate", timing).score(programs, deadline)
+        gate_predictions: list[Prediction] = []
+        for first in range(0, len(programs), size):
+            gate_predictions += self._acquire("gate", timing).score(programs[first:first + size], deadline)
         timing.gate_s = time.perf_counter() - start - timing.load_s
         self._release("gate", timing)
 
@@ -145,8 +152,10 @@ class CascadeEvaluator:
         stage_two: dict[int, Prediction] = {}
         if positives and not deadline_passed(deadline):
             start, loading = time.perf_counter(), timing.load_s
-            scored = self._acquire("feedback", timing).score([programs[i] for i in positives], deadline)
-            stage_two.update(zip(positives, scored))
+            for first in range(0, len(positives), size):
+                chunk = positives[first:first + size]
+                scored = self._acquire("feedback", timing).score([programs[i] for i in chunk], deadline)
+                stage_two.update(zip(chunk, scored))
             timing.traces_s = time.perf_counter() - start - (timing.load_s - loading)
             self._release("feedback", timing)
 
@@ -154,24 +163,27 @@ class CascadeEvaluator:
         out: list[FeedbackPrediction] = []
         for index, gate_prediction in enumerate(gate_predictions):
             spent = gate_prediction.time_s + load_share
+            second_s = stage_two[index].time_s if index in stage_two else 0.0
+            cost = {"gate_s": gate_prediction.time_s, "load_s": load_share, "feedback_s": second_s}
             if gate_prediction.verdict is None:
-                out.append(unscored("gate: not scored before the deadline", spent))
+                prediction = unscored("gate: not scored before the deadline", spent)
             elif index not in passed:
-                out.append(FeedbackPrediction(False, 0.0, None, spent,
-                                              f"gate rejected (score {gate_prediction.score:.3f})"))
+                prediction = FeedbackPrediction(False, 0.0, None, spent,
+                                                f"gate rejected (score {gate_prediction.score:.3f})")
             elif index not in stage_two:
-                out.append(unscored("deadline: passed the gate, no time left for the feedback model", spent))
+                prediction = unscored("deadline: passed the gate, no time left for the feedback model", spent)
             else:
                 second = stage_two[index]
                 reason = getattr(second, "reason", None)
                 if second.verdict is None:
-                    out.append(unscored(f"passed the gate; feedback model: {reason}", spent + second.time_s))
-                    continue
-                out.append(FeedbackPrediction(
-                    second.verdict, second.score, second.trace, spent + second.time_s,
-                    f"gate passed (score {gate_prediction.score:.3f}); feedback: {reason}",
-                    getattr(second, "truncated", False), getattr(second, "new_tokens", 0),
-                    getattr(second, "votes", None)))
+                    prediction = unscored(f"passed the gate; feedback model: {reason}", spent + second.time_s)
+                else:
+                    prediction = FeedbackPrediction(
+                        second.verdict, second.score, second.trace, spent + second.time_s,
+                        f"gate passed (score {gate_prediction.score:.3f}); feedback: {reason}",
+                        getattr(second, "truncated", False), getattr(second, "new_tokens", 0),
+                        getattr(second, "votes", None))
+            out.append(replace(prediction, cost=cost))
         timing.total_s = time.perf_counter() - began
         timing.other_s = max(timing.total_s - timing.gate_s - timing.load_s - timing.traces_s, 0.0)
         self.last_timing = timing
@@ -221,6 +233,14 @@ def resolve_residency(config: CascadeConfig, gate_dir: Path, feedback_dir: Path,
     return "together" if need <= free else "sequential"
 
 
+def gate_dtype(config: CascadeConfig, device: str) -> str:
+    """The gate's weight dtype: the configured one, or (``auto``) bf16 on a GPU as in LLF, fp32 on
+    the CPU (where bf16 matmuls are slower than fp32 without AMX)."""
+    if config.gate_dtype != "auto":
+        return config.gate_dtype
+    return "bfloat16" if str(device).startswith("cuda") else "float32"
+
+
 def load_gate(gate_dir: Path, config: CascadeConfig, device: str) -> Any:
     """The gate classifier from its final/ folder, as ``ClassifierEvaluator.load`` builds it but with
     the folder's tokenizer cached per process: a sequential cascade reloads the weights on every
@@ -233,7 +253,7 @@ def load_gate(gate_dir: Path, config: CascadeConfig, device: str) -> Any:
 
     spec = ClassifierSpec.read(gate_dir)
     auto = AutoModelForSequenceClassification if spec.kind == "encoder" else AutoModelForCausalLM
-    model = auto.from_pretrained(str(gate_dir), dtype=torch.float32)
+    model = auto.from_pretrained(str(gate_dir), dtype=getattr(torch, gate_dtype(config, device)))
     return ClassifierEvaluator(spec, model, folder_tokenizer(gate_dir), batch_size=config.gate_batch_size,
                                device=device, threshold=config.threshold)
 

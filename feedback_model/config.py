@@ -116,12 +116,15 @@ class CascadeConfig:
 
     gate: str = "artifacts://classifiers/onetoken_default"
     """A one-token (or encoder) classifier's run or its final/ folder (with classifier.json)."""
-    threshold: float | None = None
-    """Gate threshold; None uses the one the classifier calibrated on validation (classifier.json)."""
+    threshold: float | None = 0.5
+    """Gate threshold (LLF Section 5: 0.5); None uses the one the classifier calibrated on validation
+    (classifier.json), which LLF reports as a separate row."""
     residency: Literal["auto", "sequential", "together"] = "auto"
     """``sequential``: gate loaded, run, released, then the feedback model (each batch pays the
     swap); ``together``: both stay loaded; ``auto``: together when both fit in free memory."""
     gate_batch_size: int = 16
+    gate_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """The gate's weights: ``auto`` is bf16 on a GPU (LLF Section 5) and fp32 on the CPU."""
 
 
 @dataclass
@@ -145,13 +148,16 @@ class CascadeEvalConfig:
     so tighter grouped intervals, for the same cost; the budget replay then runs on the subsets.
     None: all candidates (complete budget pools)."""
     batch_programs: int | None = 64
-    """Programs per ``score`` call (a batch, as the RL stage sends them): the sequential cascade
-    pays one model swap per batch. None: all in one batch."""
-    feedback_per_label: int = 50
-    """Feedback-quality metrics on a sample balanced by label: up to this many valid and as many
-    invalid programs of the evaluated ones."""
+    """Programs per model call (a batch, as the RL stage sends them). The cascades score the whole
+    split in one call, so the sequential one pays one load and one gate -> feedback transition (LLF
+    Section 5). None: all in one batch."""
+    feedback_per_prover_label: int = 50
+    """Feedback-quality metrics on a sample stratified by prover x label: up to this many programs of
+    the evaluated ones in each cell (LLF App. D: 334)."""
     n_resamples: int = 5000
-    seed: int = 0
+    """Bootstrap resamples, groups = benchmark + problem (LLF: 5,000)."""
+    seed: int = 42
+    """Problem sampling, feedback-quality sample and bootstrap (LLF: 42)."""
     threads: int | None = None
     """torch intra-op threads of the evaluation process (None: torch's default). Tiny models on a
     busy CPU run faster on one: idle intra-op threads spin on shared cores."""

@@ -1,8 +1,10 @@
 """``python -m feedback_model.evaluate --config configs/feedback_model/eval/default.yaml`` (``make cascade-eval``)
 
-The seed's Table 3 on one theorem-disjoint split of the labelled corpus, for five evaluators scored on
+The seed's Table 3 on one theorem-disjoint split of the labelled corpus, for six evaluators scored on
 the same programs: the one-token classifier (the gate alone), the feedback model greedy, the feedback
-model with self-consistency, the cascade, and the cascade with self-consistency in stage two. Written
+model with self-consistency, the cascade (gate at ``cascade.threshold``, LLF: 0.5), the cascade with
+self-consistency in stage two, and the cascade with the gate's calibrated threshold (LLF's separate
+row). Written
 to ``artifacts/cascade_eval/<run>/``:
 
 - ``report.md``: accuracy, F1 (valid class), MCC and AUROC (only where the score is graded: a greedy
@@ -17,7 +19,7 @@ to ``artifacts/cascade_eval/<run>/``:
 
 Every evaluator runs for real; nothing is copied between configurations. A program an evaluator does
 not judge (over the feedback model's input limit, or past a deadline) counts as a rejection (verdict
-invalid, score 0) in the metrics and is listed with its reason, so all five are compared on the same
+invalid, score 0) in the metrics and is listed with its reason, so all six are compared on the same
 rows.
 """
 
@@ -28,7 +30,7 @@ import random
 import sys
 import time
 from collections import Counter
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -41,9 +43,11 @@ from leanloop.artifacts import MANIFEST, Manifest
 from leanloop.paths import artifacts_root
 
 STAGE = "cascade_eval"
-EVALUATORS = ("one-token", "feedback greedy", "feedback self-consistency", "cascade", "cascade + self-consistency")
+EVALUATORS = ("one-token", "feedback greedy", "feedback self-consistency", "cascade", "cascade + self-consistency",
+              "cascade (calibrated gate)")
 GRADED = {"one-token", "feedback self-consistency", "cascade + self-consistency"}  # AUROC defined
 FEEDBACK_TRACES = ("feedback greedy", "feedback self-consistency")
+CASCADES = ("cascade", "cascade + self-consistency", "cascade (calibrated gate)")
 BUDGETS = (1, 2, 4, 8)
 
 
@@ -87,16 +91,18 @@ def select_programs(rows: Sequence[dict[str, Any]], split: str, sample_programs:
     return chosen
 
 
-def balanced_sample(rows: Sequence[dict[str, Any]], per_label: int, seed: int) -> dict[str, str]:
-    """id -> reference trace for up to ``per_label`` valid and as many invalid rows with a reference."""
+def balanced_sample(rows: Sequence[dict[str, Any]], per_cell: int, seed: int) -> dict[str, str]:
+    """id -> reference trace for up to ``per_cell`` rows with a reference in each prover x label cell
+    (LLF App. D: 334 per prover x label, 2,004 in all, seed 42), drawn in a fixed cell order."""
     rng = random.Random(seed)
     out: dict[str, str] = {}
-    with_reference = [(row, reference_trace(row)[0]) for row in rows]
-    for label in (True, False):
-        pool = [(row, trace) for row, trace in with_reference if row["label"] is label and trace]
-        size = min(per_label, sum(1 for r, t in with_reference if r["label"] is (not label) and t), len(pool))
-        for row, trace in rng.sample(pool, size):
-            out[row["id"]] = trace
+    with_reference = [(row, trace) for row in rows for trace in [reference_trace(row)[0]] if trace]
+    for prover in sorted({row.get("prover") or "" for row, _ in with_reference}):
+        for label in (True, False):
+            pool = [(row, trace) for row, trace in with_reference
+                    if (row.get("prover") or "") == prover and row["label"] is label]
+            for row, trace in rng.sample(pool, min(per_cell, len(pool))):
+                out[row["id"]] = trace
     return out
 
 
@@ -142,9 +148,14 @@ def evaluate_all(config: CascadeEvalConfig, programs: list[str]) -> dict[str, di
             results[name]["threshold"] = float(evaluator.threshold)
             results[name]["threshold_source"] = evaluator.spec.threshold_source
         del evaluator
-    for name, sc in (("cascade", None), ("cascade + self-consistency", consistency)):
-        cascade = build_cascade(config.cascade, config.feedback, generation, sc)
-        predictions, seconds = run_batches(name, cascade, programs, config.batch_programs)
+    calibrated = replace(config.cascade, threshold=None)  # the gate's own threshold from validation
+    for name, sc, gate in (("cascade", None, config.cascade), ("cascade + self-consistency", consistency, config.cascade),
+                           ("cascade (calibrated gate)", None, calibrated)):
+        cascade = build_cascade(gate, config.feedback, generation, sc)
+        # one call: the sequential cascade pays one load and one gate -> feedback transition (LLF Section 5)
+        began = time.perf_counter()
+        predictions = cascade.score(programs, batch_size=config.batch_programs)
+        seconds = time.perf_counter() - began
         timing = cascade.total_timing.to_dict()
         results[name] = {"predictions": predictions, "seconds": seconds, "load_s": timing["load_s"],
                          "timing": {k: timing[k] for k in ("gate_s", "load_s", "traces_s", "other_s")},
@@ -166,7 +177,7 @@ def prediction_rows(name: str, rows: list[dict[str, Any]], predictions: list[Any
             "score": float(prediction.score) if scored else 0.0,
             "unscored": None if scored else getattr(prediction, "reason", "not scored"),
             "reason": getattr(prediction, "reason", None), "truncated": getattr(prediction, "truncated", False),
-            "time_s": prediction.time_s,
+            "time_s": prediction.time_s, "cost": getattr(prediction, "cost", None),
         }
         if name in FEEDBACK_TRACES and row["id"] in references:
             record["reference_trace"] = references[row["id"]]
@@ -180,6 +191,20 @@ def _fmt(value: Any, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return "–"
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def mean_cost(records: Sequence[dict[str, Any]]) -> dict[str, float] | None:
+    """Mean per-candidate cost terms (LLF Eq. 13: gate, load / transition share, feedback) of a
+    cascade's records; None for an evaluator that records none."""
+    costs = [r["cost"] for r in records if r.get("cost")]
+    if not costs:
+        return None
+    return {term: float(np.mean([c[term] for c in costs])) for term in costs[0]}
+
+
+def bootstrap_group(record: dict[str, Any]) -> tuple[str, str]:
+    """LLF's bootstrap unit: benchmark + problem (the same problem name in two benchmarks is two)."""
+    return (record["benchmark"], record["group"])
 
 
 def _with_interval(point: float, interval: Any) -> str:
@@ -199,7 +224,7 @@ def table3(records: list[dict[str, Any]], results: dict[str, dict[str, Any]], n_
         labels = [r["label"] for r in mine]
         scores = [r["score"] for r in mine]
         verdicts = [r["prediction"] for r in mine]
-        groups = [r["group"] for r in mine]
+        groups = [bootstrap_group(r) for r in mine]
         metrics = verdict_metrics(labels, scores, verdicts)
         intervals = grouped_bootstrap(labels, groups, scores, verdicts, n_resamples=n_resamples, seed=seed)
         graded = name in GRADED
@@ -214,7 +239,7 @@ def table3(records: list[dict[str, Any]], results: dict[str, dict[str, Any]], n_
                          "intervals": {k: v.to_dict() for k, v in intervals.items()},
                          "auroc_defined": graded, "unscored": unscored, "candidates_per_s": throughput,
                          "scoring_s": results[name]["seconds"], "load_s": results[name]["load_s"],
-                         "timing": results[name]["timing"]}
+                         "timing": results[name]["timing"], "cost_per_candidate": mean_cost(mine)}
     return lines + [""], summary
 
 
@@ -241,9 +266,13 @@ def budget_table(records: list[dict[str, Any]]) -> tuple[list[str], dict[str, An
 
     largest = None
     curves = {}
+    # LLF App. G ranks a cascade's candidates by its verdict, ties broken by the one-token score (the
+    # cascade's own score is 0/1 and would leave every accepted candidate tied).
+    gate_scores = {r["id"]: r["score"] for r in records if r["evaluator"] == "one-token"}
     for name in EVALUATORS:
         mine = [r for r in records if r["evaluator"] == name]
-        pools = build_pools([r["label"] for r in mine], [r["score"] for r in mine], [r["group"] for r in mine],
+        ranking = [gate_scores.get(r["id"], r["score"]) if name in CASCADES else r["score"] for r in mine]
+        pools = build_pools([r["label"] for r in mine], ranking, [r["group"] for r in mine],
                             [r["prediction"] for r in mine], [r["benchmark"] for r in mine], [r["run"] for r in mine])
         curves[name] = budget_curve(pools)
         largest = curves[name]["k"][-1]
@@ -408,7 +437,7 @@ def evaluate(config: CascadeEvalConfig) -> Path:
     rows = select_programs(read_corpus(config.corpus, ("id", "program", "name", "split", "category", "label",
                                                        "messages", "reference_trace", "trace_kind", "source")),
                            config.split, config.sample_programs, config.seed, config.max_per_problem)
-    references = balanced_sample(rows, config.feedback_per_label, config.seed)
+    references = balanced_sample(rows, config.feedback_per_prover_label, config.seed)
     print(f"[cascade-eval] {len(rows)} programs of split {config.split}; feedback-quality sample {len(references)}",
           file=sys.stderr)
     results = evaluate_all(config, [r["program"] for r in rows])

@@ -39,6 +39,10 @@ class FeedbackPrediction(Prediction):
     truncated: bool = False
     new_tokens: int = 0
     votes: tuple[bool, ...] | None = None
+    cost: dict[str, float] | None = None
+    """A cascade's per-candidate cost terms (LLF Eq. 13): ``gate_s`` (this program's gate time),
+    ``load_s`` (its share of loading and the gate -> feedback transition), ``feedback_s`` (stage two's
+    time on it, 0 when the gate rejected it)."""
 
 
 def unscored(reason: str, time_s: float = 0.0) -> FeedbackPrediction:

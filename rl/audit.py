@@ -57,9 +57,10 @@ class JudgeAuditConfig:
 class AuditConfig:
     enabled: bool = True
     timeout: float = 300.0
-    """Per-proof budget of the recheck (seconds of Lean time)."""
-    max_items: int = 64
-    """Recheck at most this many proofs per step (the first ones in batch order)."""
+    """Per-proof budget of the recheck (seconds of Lean time; LLF App. E: 600)."""
+    max_items: int | None = 64
+    """Recheck at most this many proofs per step (the first ones in batch order); None: every one
+    (LLF rechecks every timeout)."""
     judge: JudgeAuditConfig = field(default_factory=JudgeAuditConfig)
     """The judge's asynchronous re-check of accepted rewards."""
 
@@ -76,14 +77,30 @@ class AuditReport:
     evaluator_accepted_valid: int = 0
     evaluator_accepted_invalid: int = 0
     evaluator_rejected_valid: int = 0
+    resolved: int = 0  # rechecks Lean labelled (valid or invalid) within the audit budget
+
+    @property
+    def valid_share(self) -> float | None:
+        """valid / resolved (LLF App. E)."""
+        return self.valid / self.resolved if self.resolved else None
+
+    @property
+    def evaluator_recall(self) -> float | None:
+        """The evaluator's recall on the resolved valid proofs it scored."""
+        scored_valid = self.evaluator_accepted_valid + self.evaluator_rejected_valid
+        return self.evaluator_accepted_valid / scored_valid if scored_valid else None
 
     def metrics(self) -> dict[str, float]:
-        keys = ("unfinished", "rechecked", "valid", "evaluator_accepted", "evaluator_accepted_valid",
+        keys = ("unfinished", "rechecked", "resolved", "valid", "evaluator_accepted", "evaluator_accepted_valid",
                 "evaluator_accepted_invalid", "evaluator_rejected_valid")
-        return {f"audit/{k}": float(getattr(self, k)) for k in keys}
+        out = {f"audit/{k}": float(getattr(self, k)) for k in keys}
+        for key in ("valid_share", "evaluator_recall"):
+            if getattr(self, key) is not None:
+                out[f"audit/{key}"] = float(getattr(self, key))
+        return out
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "valid_share": self.valid_share, "evaluator_recall": self.evaluator_recall}
 
 
 @dataclass
@@ -104,7 +121,8 @@ class TimeoutAudit:
     def run(self, step: int, candidates: list[Candidate], scores: StepScores) -> tuple[AuditReport, list[Recheck]]:
         todo = self.unfinished(scores)
         report = AuditReport(step, unfinished=len(todo))
-        todo = todo[: self.config.max_items]
+        if self.config.max_items is not None:
+            todo = todo[: self.config.max_items]
         if not todo:
             return report, []
         outcomes = self.verifier.check_sync([candidates[i].request for i in todo])
@@ -115,6 +133,7 @@ class TimeoutAudit:
             rechecks.append(Recheck(i, outcome, verdict))
             report.categories[outcome.category.value] = report.categories.get(outcome.category.value, 0) + 1
             label = outcome.label
+            report.resolved += label is not None
             report.valid += label is True
             if verdict is not None:
                 report.evaluator_scored += 1

@@ -8,7 +8,8 @@ rewards, hence zero advantage and no learning signal; keep the solvable-but-unso
   or stays active (some did: solvable but not yet solved reliably).
 - A retired statement is re-admitted ``readmit_after_steps`` steps later (the policy has moved on)
   while it has re-admission budget left (``readmission_budget`` times); after that it stays retired.
-- The filters (:mod:`rl.filters`) can start a statement retired (trivial ones) or drop it.
+- The filters (:mod:`rl.filters`) can retire a statement as ``trivial`` (for good: never
+  re-admitted, it teaches nothing) or drop it.
 - The replay buffer keeps successful proofs per statement (by default only the ones Lean
   verified, since an evaluator's acceptance can be a false positive). When a group has no
   success at all, one of its rollouts can be replaced by a buffered proof of the same statement
@@ -27,6 +28,7 @@ from typing import Iterable
 ACTIVE = "active"
 ALWAYS_SOLVED = "always_solved"
 NEVER_SOLVED = "never_solved"
+TRIVIAL = "trivial"  # retired by the filters; never re-admitted
 DROPPED = "dropped"
 
 
@@ -98,7 +100,7 @@ class Curriculum:
         pool = self.active() if self.config.enabled else list(self.states)
         exhausted = not pool
         if exhausted:
-            pool = [n for n, s in self.states.items() if s.status != DROPPED] or list(self.states)
+            pool = [n for n, s in self.states.items() if s.status not in (DROPPED, TRIVIAL)] or list(self.states)
         if len(pool) >= k:
             return self.rng.sample(pool, k), exhausted
         return [self.rng.choice(pool) for _ in range(k)], exhausted
@@ -109,7 +111,7 @@ class Curriculum:
         if state.status != status:
             self.transitions.append(Transition(step, name, state.status, status))
         state.status, state.reason = status, reason
-        if status in (ALWAYS_SOLVED, NEVER_SOLVED):
+        if status in (ALWAYS_SOLVED, NEVER_SOLVED, TRIVIAL):
             state.retired_at = step
 
     def record(self, name: str, attempts: int, successes: int, step: int) -> None:
@@ -152,7 +154,7 @@ class Curriculum:
     def counts(self) -> dict[str, float]:
         tally = Counter(s.status for s in self.states.values())
         return {f"curriculum/{status}": float(tally.get(status, 0))
-                for status in (ACTIVE, ALWAYS_SOLVED, NEVER_SOLVED, DROPPED)}
+                for status in (ACTIVE, ALWAYS_SOLVED, NEVER_SOLVED, TRIVIAL, DROPPED)}
 
     def write(self, path: Path) -> None:
         path.write_text(json.dumps({"states": [asdict(s) for s in self.states.values()],

@@ -18,7 +18,7 @@ import lightning as L
 from torch.utils.data import DataLoader, IterableDataset
 
 from rl.config import CurriculumConfig, FilterConfig, LeanConfig, StatementsConfig
-from rl.curriculum import ALWAYS_SOLVED, DROPPED, Curriculum
+from rl.curriculum import DROPPED, TRIVIAL, Curriculum
 from rl.filters import StatementFilters, summarize
 from sft.sample import load_statement_set
 from leanloop.prover.statements import Statement
@@ -93,7 +93,7 @@ class RLData(L.LightningDataModule):
                 if record["decision"] == "drop":
                     self.curriculum.set_status(record["name"], DROPPED, 0, ",".join(record["decision_reasons"]))
                 elif record["decision"] == "retire":
-                    self.curriculum.set_status(record["name"], ALWAYS_SOLVED, 0, "trivial (filters)")
+                    self.curriculum.set_status(record["name"], TRIVIAL, 0, "trivial (filters)")
         if not self.curriculum.active():
             raise ValueError("every training statement was dropped or retired by the filters; see filters.jsonl")
         self._write_filters()

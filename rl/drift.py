@@ -22,6 +22,9 @@ from rl.reward import Source
 class DriftConfig:
     enabled: bool = True
     every_n_steps: int = 5
+    steps: list[int] | None = None
+    """Report at exactly these steps (LLF: 25, 125, 250) instead of every ``every_n_steps``. Each report
+    covers every rollout Lean labelled since the last one: in the step, or later by the timeout audit."""
     fpr_alarm: float = 0.2
     accuracy_alarm: float = 0.7
     min_pairs: int = 10
@@ -96,7 +99,11 @@ class DriftMonitor:
             self.pairs.append(Pair(bool(verdict), bool(label), origin))
 
     def due(self, step: int) -> bool:
-        return self.config.enabled and step > 0 and step % self.config.every_n_steps == 0
+        if not self.config.enabled or step <= 0:
+            return False
+        if self.config.steps is not None:
+            return step in self.config.steps
+        return step % self.config.every_n_steps == 0
 
     def report(self, step: int, reset: bool = True) -> DriftReport:
         c = self.config

@@ -1,17 +1,18 @@
 """pass@k of the RL policy through the hardened reward harness (unbiased estimator, leanloop.prover.passk).
 
-After training, each evaluation statement gets ``attempts`` sampled completions; each goes through
-the same harness as the rewards (trusted statement, ``rl`` policy) and Lean. As in
-:mod:`sft.evaluate` (whose categories and pass@k table are reused): valid is a success; invalid,
-precheck_rejected and no_program are failures; timeout / unavailable / infra_error / input_error
-are NOT verified and never guessed — pass@k is computed over verified attempts only, with the
-bounds the unverified attempts allow. The evaluator's verdicts give a separate, clearly labelled
-*estimate* (what the reward saw), never mixed with Lean's numbers.
+After training, each evaluation statement is sampled under each configured protocol (LLF Section 6:
+pass@1 at temperature 0.3 over 5 runs, pass@32 at temperature 0.7 over 3 runs, top-p 0.95); each
+attempt goes through the same harness as the rewards (trusted statement, ``rl`` policy) and Lean
+with the EVALUATION timeout (LLF: 180 s), never a reward timeout. As in :mod:`sft.evaluate` (whose
+categories and pass@k table are reused): valid is the only success; every other attempt, timeouts
+and other unverified ones included, is a failure (LLF Eq. 10 divides by all problems). A
+protocol's pass@k is the mean over its runs. The evaluator's verdicts give a separate, clearly
+labelled *estimate* (what the reward saw), never mixed with Lean's numbers.
 
 With a ``judge`` (comparator, ``leanloop.lean.judge``; issue 16), every attempt the REPL fast path
 accepted is re-checked by it and the judge's verdict is the one counted: a quoted pass@k never
 rests on the process that ran the candidate's code. A judge without an answer leaves the attempt
-unverified.
+unverified, i.e. a failure.
 """
 
 from __future__ import annotations
@@ -24,41 +25,93 @@ from typing import Any, Callable, Sequence
 
 from leanloop.lean.types import Category
 from rl.harness import RewardHarness, Stage
-from sft.evaluate import FAILURE, NO_PROGRAM, SUCCESS, StatementResult, pass_at_k_report
+from sft.evaluate import NO_PROGRAM, pass_at_k_report, per_statement
 from leanloop.prover.passk import mean_pass_at_k
 from leanloop.prover.statements import Statement
 
 
 @dataclass
-class EvaluationConfig:
-    enabled: bool = True
+class SamplingProtocol:
+    """``runs`` independent runs of ``attempts`` samples per statement at ``temperature``; pass@k for
+    each of ``ks``, averaged over the runs."""
+
+    name: str = "pass@k"
     attempts: int = 4
-    """Samples per statement (n of the estimator)."""
     ks: list[int] = field(default_factory=lambda: [1, 4])
-    max_new_tokens: int | None = None
-    """Default: the training generation limit."""
     temperature: float = 1.0
-    top_p: float = 1.0
-    prompts_per_batch: int = 4
+    runs: int = 1
 
     def __post_init__(self) -> None:
         if any(k < 1 or k > self.attempts for k in self.ks):
             raise ValueError(f"every k in {self.ks} must lie in [1, attempts={self.attempts}]")
+        if self.runs < 1:
+            raise ValueError(f"evaluation protocol {self.name!r} needs runs >= 1")
+
+
+@dataclass
+class EvaluationConfig:
+    enabled: bool = True
+    protocols: list[SamplingProtocol] = field(default_factory=lambda: [SamplingProtocol()])
+    max_new_tokens: int | None = None
+    """Default: the training generation limit (LLF evaluates with up to 32,768)."""
+    top_p: float = 1.0
+    timeout: float | None = None
+    """Per-proof Lean budget of the evaluation (LLF: 180 s); None: ``lean.timeout``. Never the
+    lean_matched reward timeout: every run is evaluated under the same budget."""
+    prompts_per_batch: int = 4
+
+    @property
+    def attempts(self) -> int:
+        """Samples per statement over all protocols and runs."""
+        return sum(p.attempts * p.runs for p in self.protocols)
 
 
 def evaluate_policy(model: Any, rollout: Any, render: Callable[[Statement], str], problems: Sequence[Statement],
                     harness: RewardHarness, verifier: Any, evaluator: Any | None,
                     config: EvaluationConfig, judge: Any | None = None) -> dict[str, Any]:
-    """Generate, verify, and tabulate pass@k (Lean) and the evaluator's estimate."""
+    """Generate, verify, and tabulate pass@k (Lean) per protocol, and the evaluator's estimate."""
+    records: list[dict] = []
+    tables: dict[str, dict[str, dict]] = {}
+    judge_counts: Counter = Counter()
+    for protocol in config.protocols:
+        runs = [sample_run(model, rollout, render, problems, harness, verifier, evaluator, config, protocol, run,
+                           judge, judge_counts)
+                for run in range(protocol.runs)]
+        for run in runs:
+            records += run
+        tables[protocol.name] = mean_over_runs([pass_at_k_report(per_statement(run), protocol.ks) for run in runs])
+    estimate: dict[str, list[int]] = {}
+    for r in records:
+        n_c = estimate.setdefault(r["name"], [0, 0])
+        if r["category"] in (NO_PROGRAM, Category.PRECHECK_REJECTED.value):
+            n_c[0] += 1  # deterministic failures count for the estimate too
+        elif r["evaluator_verdict"] is not None:
+            n_c[0] += 1
+            n_c[1] += bool(r["evaluator_verdict"])
+    ks = sorted({k for p in config.protocols for k in p.ks})
+    evaluator_table = {str(k): mean_pass_at_k([(n, c) for n, c in estimate.values() if n >= k], k) for k in ks}
+    results = per_statement(records)
+    categories = Counter(r["category"] for r in records)
+    return {"statements": len(results), "attempts": len(records), "categories": dict(categories),
+            "verified": sum(r.verified for r in results), "lean_pass_at_k": tables,
+            "evaluator_estimate_pass_at_k": evaluator_table if evaluator is not None else None,
+            "judge": dict(judge_counts) if judge is not None else None,
+            "per_statement": [r.__dict__ for r in results]}
+
+
+def sample_run(model: Any, rollout: Any, render: Callable[[Statement], str], problems: Sequence[Statement],
+               harness: RewardHarness, verifier: Any, evaluator: Any | None, config: EvaluationConfig,
+               protocol: SamplingProtocol, run: int, judge: Any | None = None,
+               judge_counts: Counter | None = None) -> list[dict]:
+    """One run of a protocol: ``attempts`` samples per statement, each verified; one record each."""
     sampler = copy.copy(rollout)  # same tokenizer, stop tokens and engine; evaluation's sampling settings
-    sampler.config = replace(rollout.config, temperature=config.temperature, top_p=config.top_p, min_new_tokens=0,
+    sampler.config = replace(rollout.config, temperature=protocol.temperature, top_p=config.top_p, min_new_tokens=0,
                              max_new_tokens=config.max_new_tokens or rollout.config.max_new_tokens)
     records: list[dict] = []
-    judge_counts: Counter = Counter()
     for start in range(0, len(problems), config.prompts_per_batch):
         chunk = list(problems[start:start + config.prompts_per_batch])
-        rollouts = sampler.generate(model, [render(p) for p in chunk], config.attempts)
-        candidates = [harness.build(chunk[i // config.attempts], text) for i, text in enumerate(rollouts.texts)]
+        rollouts = sampler.generate(model, [render(p) for p in chunk], protocol.attempts)
+        candidates = [harness.build(chunk[i // protocol.attempts], text) for i, text in enumerate(rollouts.texts)]
         ready = [c for c in candidates if c.stage is Stage.READY]
         outcomes = asyncio.run(verifier.check([c.request for c in ready])) if ready else []
         if judge is not None:
@@ -78,28 +131,19 @@ def evaluate_policy(model: Any, rollout: Any, render: Callable[[Statement], str]
                 outcome, prediction = by_id[id(c)]
                 category = outcome.category.value
                 verdict = prediction.verdict if prediction is not None else None
-            records.append({"name": c.problem.name, "category": category, "evaluator_verdict": verdict})
-    grouped: dict[str, Counter] = {}
-    estimate: dict[str, list[int]] = {}
-    for r in records:
-        grouped.setdefault(r["name"], Counter())[r["category"]] += 1
-        n_c = estimate.setdefault(r["name"], [0, 0])
-        if r["category"] in (NO_PROGRAM, Category.PRECHECK_REJECTED.value):
-            n_c[0] += 1  # deterministic failures count for the estimate too
-        elif r["evaluator_verdict"] is not None:
-            n_c[0] += 1
-            n_c[1] += bool(r["evaluator_verdict"])
-    results = []
-    for name, categories in grouped.items():
-        correct = sum(categories[c] for c in SUCCESS)
-        verified = correct + sum(categories[c] for c in FAILURE)
-        results.append(StatementResult(name, sum(categories.values()), verified, correct, dict(categories)))
-    table = pass_at_k_report(results, config.ks)
-    evaluator_table = {str(k): mean_pass_at_k([(n, c) for n, c in estimate.values() if n >= k], k)
-                       for k in config.ks}
-    categories = Counter(r["category"] for r in records)
-    return {"statements": len(results), "attempts": len(records), "categories": dict(categories),
-            "verified": sum(r.verified for r in results), "lean_pass_at_k": table,
-            "evaluator_estimate_pass_at_k": evaluator_table if evaluator is not None else None,
-            "judge": dict(judge_counts) if judge is not None else None,
-            "per_statement": [r.__dict__ for r in results]}
+            records.append({"name": c.problem.name, "category": category, "evaluator_verdict": verdict,
+                            "protocol": protocol.name, "run": run})
+    return records
+
+
+def mean_over_runs(tables: Sequence[dict[str, dict]]) -> dict[str, dict]:
+    """Each k's numbers averaged over the runs (None where a run has none); counts from the first run."""
+    out: dict[str, dict] = {}
+    for k, first in tables[0].items():
+        row = dict(first, runs=len(tables))
+        for key in ("pass_at_k", "verified_only_pass_at_k", "upper_bound"):
+            values = [t[k][key] for t in tables if t[k][key] is not None]
+            row[key] = sum(values) / len(values) if values else None
+        row["per_run"] = [t[k]["pass_at_k"] for t in tables]
+        out[k] = row
+    return out

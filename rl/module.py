@@ -208,6 +208,8 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
     def setup(self, stage: str) -> None:
         self.build_rewards()
         datamodule = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        if datamodule is not None:  # the configured buffer (curriculum.replay), off included
+            self.replay = ReplayBuffer(datamodule.curriculum_config.replay)
         limit = self.generation.max_prompt_length
         if datamodule is not None and limit:
             long = [s.name for s in datamodule.statements
@@ -381,14 +383,20 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
             from rl.evaluate import evaluate_policy
 
             self.results["evaluation"] = evaluate_policy(
-                self.model, self.rollout, self.render, datamodule.eval_statements, self.harness, self.verifier,
-                self.evaluator, self.evaluation,
+                self.model, self.rollout, self.render, datamodule.eval_statements, self.harness,
+                self.evaluation_verifier(), self.evaluator, self.evaluation,
                 judge=self.judge_audit.judge if getattr(self, "judge_audit", None) is not None else None)
         if self.refresher is not None and any(r["losses"] for r in self.refreshes) and self.run_dir is not None:
             self.refresher.save(self.run_dir / "evaluator_refreshed")
         if self.run_dir is not None:
             datamodule.curriculum.write(self.run_dir / "curriculum.json")
             write_report(self, datamodule)
+
+    def evaluation_verifier(self) -> Verifier:
+        """Lean for pass@k under the evaluation budget (``evaluation.timeout``, else ``lean.timeout``),
+        never the reward's matched timeout: every protocol is evaluated the same way."""
+        timeout = self.evaluation.timeout or self.lean.timeout
+        return Verifier(self.backend, self.harness.policy, self.lean.workers, timeout)
 
     def export(self, final_dir: Path) -> None:
         self.export_info = export_policy(self._policy, self.tokenizer, final_dir)

@@ -135,18 +135,22 @@ def write_report(module: Any, datamodule: Any) -> Path:
     evaluation = module.results.get("evaluation")
     if evaluation:
         lines += ["## pass@k (unbiased estimator, hardened harness, Lean verdicts only)", "",
-                  f"{evaluation['statements']} statements x {module.evaluation.attempts} attempts; categories "
-                  f"{evaluation['categories']}; {evaluation['verified']} of {evaluation['attempts']} attempts verified "
-                  "(valid / invalid / precheck_rejected / no_program). Unverified attempts are not guessed.", "",
-                  "| k | pass@k | statements estimated | left out | lower bound | upper bound |", "|---|---|---|---|---|---|"]
-        for k, row in evaluation["lean_pass_at_k"].items():
-            lines.append(f"| {k} | {_fmt(row['pass_at_k'])} | {row['statements_estimated']} | {row['statements_left_out']} "
-                         f"| {_fmt(row['lower_bound'])} | {_fmt(row['upper_bound'])} |")
+                  f"{evaluation['statements']} statements; categories {evaluation['categories']}; "
+                  f"{evaluation['verified']} of {evaluation['attempts']} attempts verified (valid / invalid / "
+                  "precheck_rejected / no_program). Unverified attempts (timeouts included) count as failures "
+                  "(LLF Eq. 10), never as guessed passes.", "",
+                  "| protocol | k | pass@k | statements | verified only (statements) | if unverified had passed |",
+                  "|---|---|---|---|---|---|"]
+        for protocol, table in evaluation["lean_pass_at_k"].items():
+            for k, row in table.items():
+                lines.append(f"| {protocol} | {k} | {_fmt(row['pass_at_k'])} | {row['statements']} | "
+                             f"{_fmt(row['verified_only_pass_at_k'])} ({row['statements_estimated']}) | "
+                             f"{_fmt(row['upper_bound'])} |")
         judged = evaluation.get("judge")
         if judged is not None:
             lines += ["", f"Every attempt the REPL fast path accepted was re-checked by the judge (comparator), whose "
                       f"verdict is the one counted above: {judged.get('agreed', 0)} agreed, {judged.get('disagreed', 0)} "
-                      f"disagreed, {judged.get('undecided', 0)} without a judge verdict (left unverified).", ""]
+                      f"disagreed, {judged.get('undecided', 0)} without a judge verdict (counted as failures).", ""]
         estimate = evaluation.get("evaluator_estimate_pass_at_k")
         if estimate:
             lines += ["", "Evaluator-judged estimate (what the reward saw; NOT a Lean result): "

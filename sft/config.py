@@ -17,6 +17,20 @@ from leanloop.prover.prompt import PromptConfig
 
 
 @dataclass
+class PassRateFilter:
+    """Keep the statements whose pass rate over sampled attempts lies in (``low``, ``high``] (LLF
+    Section 6: 0 < p <= 0.75: never solved teaches nothing, almost always solved little)."""
+
+    attempts: str
+    """An sft_eval run (``artifacts://sft_eval/<run>``) of the starting prover on these statements:
+    p = valid attempts / attempts (unverified ones are failures, as in pass@k)."""
+    low: float = 0.0
+    """Exclusive lower bound."""
+    high: float = 0.75
+    """Inclusive upper bound."""
+
+
+@dataclass
 class StatementsConfig:
     """Which statements to sample: a statement JSONL and optional filters."""
 
@@ -32,6 +46,8 @@ class StatementsConfig:
     corpus_splits: list[str] | None = None
     limit: int | None = None
     """The first N statements after filtering (smoke runs)."""
+    pass_rate: PassRateFilter | None = None
+    """Offline pass-rate filter from sampled attempts (RL training statements)."""
 
 
 @dataclass

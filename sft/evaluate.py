@@ -1,16 +1,15 @@
 """pass@k of a sample run, verified through the Verifier under the hardened ``rl`` policy profile.
 
-    python -m sft.evaluate --config configs/sft/evaluate/default.yaml [--samples artifacts/sample/x]
+    python -m sft.evaluate --config configs/sft/eval/default.yaml [--samples artifacts/sample/x]
 
 Every attempt gets one category: the Verifier's (valid, invalid, precheck_rejected, timeout,
 infra_error, unavailable, input_error) or ``no_program`` when nothing could be extracted from the
-completion. Only labelled attempts count as verified: valid is a success; invalid,
-precheck_rejected and no_program are failures (the last two decided without Lean, deterministically).
-timeout, infra_error, unavailable and input_error are NOT verified and never guessed: pass@k
-(unbiased estimator, :mod:`leanloop.prover.passk`) is computed per statement over its verified attempts only,
-for the statements with at least k of them; the report says how many attempts and statements were
-left out and why, and gives the range pass@k could take if the unverified attempts were all
-failures or all successes (bounds, not estimates).
+completion. Only valid is a success. pass@k (unbiased estimator, :mod:`leanloop.prover.passk`) counts every
+other attempt as a failure, the unverified ones (timeout, infra_error, unavailable, input_error)
+included, over every statement (LLF Eq. 10 divides by all problems: a proof Lean did not confirm
+is not a proof). Unverified attempts are never guessed as passes; the report says how many there
+were and why, and gives beside it the estimate over verified attempts only and the upper bound if
+every unverified attempt had passed (diagnostics, not the metric).
 
 Outputs in ``artifacts/sft_eval/<run>/``: report.md, passk.png, results.json (per statement),
 outcomes.jsonl (per attempt), config.yaml, manifest.json.
@@ -109,17 +108,20 @@ def per_statement(records: list[dict]) -> list[StatementResult]:
 
 
 def pass_at_k_report(results: list[StatementResult], ks: list[int]) -> dict[str, dict]:
-    """Per k: the estimate over statements with >= k verified attempts, how many were left out,
-    and the all-fail / all-pass bounds over every statement with >= k attempts."""
+    """Per k: ``pass_at_k`` over every statement with >= k attempts, unverified attempts counted as
+    failures (LLF Eq. 10); beside it, diagnostics: the estimate over statements with >= k verified
+    attempts (``verified_only_pass_at_k``, how many statements that leaves out) and the upper bound
+    if every unverified attempt had passed."""
     table = {}
     for k in ks:
         estimable = [(r.verified, r.correct) for r in results if r.verified >= k]
         sized = [r for r in results if r.attempts >= k]
         table[str(k)] = {
-            "pass_at_k": mean_pass_at_k(estimable, k),
+            "pass_at_k": mean_pass_at_k([(r.attempts, r.correct) for r in sized], k),
+            "statements": len(sized),
+            "verified_only_pass_at_k": mean_pass_at_k(estimable, k),
             "statements_estimated": len(estimable),
             "statements_left_out": len(results) - len(estimable),
-            "lower_bound": mean_pass_at_k([(r.attempts, r.correct) for r in sized], k),
             "upper_bound": mean_pass_at_k([(r.attempts, r.correct + r.unverified) for r in sized], k),
         }
     return table
@@ -150,30 +152,31 @@ def _markdown(config: EvaluateConfig, sample_manifest: dict, records: list[dict]
     ]
     for category, count in sorted(categories.items(), key=lambda item: -item[1]):
         role = ("success" if category in SUCCESS else "failure" if category in FAILURE
-                else "not verified (left out)")
+                else "not verified (a failure in pass@k)")
         lines.append(f"| {category} | {count} | {role} |")
     lines += [
         "",
         f"**{sum(unverified.values())} of {len(records)} attempts have no Lean verdict** "
-        f"({', '.join(f'{n} {c}' for c, n in sorted(unverified.items())) or 'none'}); they are "
-        "left out of pass@k, never guessed. "
+        f"({', '.join(f'{n} {c}' for c, n in sorted(unverified.items())) or 'none'}); they count as "
+        "failures in pass@k (LLF Eq. 10), never as guessed passes. "
         f"Statements fully verified: {fully}; with no verified attempt: {none}.",
         "",
-        "## pass@k (unbiased estimator, over verified attempts)",
+        "## pass@k (unbiased estimator, every statement, unverified attempts are failures)",
         "",
-        "| k | pass@k | statements estimated | left out (< k verified) "
-        "| all statements, if unverified were all fail / all pass |",
+        "| k | pass@k | statements | diagnostic: over verified attempts only (statements) "
+        "| diagnostic: if unverified had all passed |",
         "|---|---|---|---|---|",
     ]
+
+    def cell(value) -> str:
+        return "n/a" if value is None else f"{value:.4f}"
+
     for k, row in table.items():
-        estimate = "n/a" if row["pass_at_k"] is None else f"{row['pass_at_k']:.4f}"
-        low = "n/a" if row["lower_bound"] is None else f"{row['lower_bound']:.4f}"
-        high = "n/a" if row["upper_bound"] is None else f"{row['upper_bound']:.4f}"
-        lines.append(f"| {k} | {estimate} | {row['statements_estimated']} | "
-                     f"{row['statements_left_out']} | [{low}, {high}] |")
-    lines += ["", "pass@k averages over the statements with at least k verified attempts, which may be a "
-              "biased subset (e.g. replay recordings exist mostly for some programs); the last column "
-              "bounds pass@k over all statements without assuming anything about unverified attempts."]
+        lines.append(f"| {k} | {cell(row['pass_at_k'])} | {row['statements']} | "
+                     f"{cell(row['verified_only_pass_at_k'])} ({row['statements_estimated']}) | "
+                     f"{cell(row['upper_bound'])} |")
+    lines += ["", "The diagnostics are not the metric: the verified-only estimate averages over a possibly "
+              "biased subset (e.g. replay recordings exist mostly for some programs)."]
     if reasons:
         lines += ["", "## Most common reasons (first reason per unsuccessful attempt)", ""]
         lines += [f"- {reason}: {count}" for reason, count in reasons.most_common(10)]
@@ -188,14 +191,15 @@ def _plot(table: dict, path: Path) -> None:
 
     ks = [int(k) for k in table]
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    values = [table[str(k)]["pass_at_k"] for k in ks]
-    known = [(k, v) for k, v in zip(ks, values) if v is not None]
-    if known:
-        ax.plot([k for k, _ in known], [v for _, v in known], "o-", label="pass@k (verified)")
-    low = [table[str(k)]["lower_bound"] for k in ks]
+    for key, style, label in (("pass_at_k", "o-", "pass@k (unverified = failure)"),
+                              ("verified_only_pass_at_k", "x:", "diagnostic: verified attempts only")):
+        known = [(k, table[str(k)][key]) for k in ks if table[str(k)][key] is not None]
+        if known:
+            ax.plot([k for k, _ in known], [v for _, v in known], style, label=label)
+    low = [table[str(k)]["pass_at_k"] for k in ks]
     high = [table[str(k)]["upper_bound"] for k in ks]
     if all(v is not None for v in low + high):
-        ax.fill_between(ks, low, high, alpha=0.2, label="bounds (unverified all fail / pass)")
+        ax.fill_between(ks, low, high, alpha=0.2, label="up to: unverified all pass")
     ax.set_xlabel("k")
     ax.set_ylabel("pass@k")
     ax.set_ylim(0, 1)

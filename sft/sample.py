@@ -63,6 +63,11 @@ def load_statement_set(config: StatementsConfig) -> list[Statement]:
         wanted = set(config.corpus_splits)
         in_corpus = {n for n, split in corpus_splits(config.corpus).items() if split in wanted}
         names = in_corpus if names is None else names & in_corpus
+    if config.pass_rate is not None:
+        from sft.pass_rate import within_pass_rate
+
+        kept = within_pass_rate(config.pass_rate)
+        names = kept if names is None else names & kept
     chosen = [s for s in statements.statements
               if (names is None or s.name in names)
               and (not config.splits or s.split in set(config.splits))]
@@ -70,7 +75,8 @@ def load_statement_set(config: StatementsConfig) -> list[Statement]:
         chosen = chosen[: config.limit]
     if not chosen:
         raise ValueError(f"no statement of {config.path} passes the filters (splits={config.splits}, "
-                         f"names={config.names}, corpus={config.corpus} {config.corpus_splits})")
+                         f"names={config.names}, corpus={config.corpus} {config.corpus_splits}, "
+                         f"pass_rate={config.pass_rate})")
     return chosen
 
 

@@ -35,6 +35,11 @@ class GRPOUpdate:
     """Mixin: ``grpo_update(rollouts, rewards)`` for a manual-optimization LightningModule (see the
     module docstring for the attributes it reads)."""
 
+    def reference_adapter(self):
+        """The policy as its own KL reference (``self.reference`` None): its adapters switched off. A
+        policy that continues trained adapters switches to a frozen copy of them instead."""
+        return self.model.disable_adapter()
+
     def _completion_logps(self, model, input_ids, attention_mask, width, rows, *, entropy=False):
         return completion_logps(model, input_ids[rows], attention_mask[rows], width, self.generation.temperature,
                                 compute_entropy=entropy)
@@ -75,7 +80,7 @@ class GRPOUpdate:
                     if self.reference is not None:
                         ref[c] = self._completion_logps(self.reference, input_ids, attention, width, c)[0].float()
                     else:
-                        with self.model.disable_adapter():
+                        with self.reference_adapter():
                             ref[c] = self._completion_logps(self.model, input_ids, attention, width, c)[0].float()
         opt = self.optimizers()
         scheduler = self.lr_schedulers()

@@ -3,7 +3,8 @@ only ``k`` candidates per problem may be sent to Lean.
 
 Candidates are pooled by (benchmark, run, problem). Within a pool the evaluator ranks candidates by
 verdict (accepted first), then by score (highest first); Lean compiles the top ``k``; the pool is
-covered when one of them is valid. Candidates the ranking cannot tell apart (same verdict and
+covered when one of them is valid. Coverage is averaged over the pools that hold a valid candidate
+(LLF App. G): a pool no order can cover says nothing about the ranking. Candidates the ranking cannot tell apart (same verdict and
 score) are taken in random order, and the coverage reported is its exact expectation. The
 baseline is random order, whose expected coverage is exact too: a pool of ``n`` candidates with
 ``v`` valid is covered by ``k`` random draws with probability ``1 - C(n-v, k) / C(n, k)``
@@ -91,9 +92,13 @@ def ranked_pool_coverage(pool: Pool, k: int) -> float:
 
 
 def coverage_at_budget(pools: Sequence[Pool], k: int, order: str = "ranked") -> float:
-    """Mean coverage over pools at budget ``k`` (``order``: ``ranked``, ``random`` or ``oracle``)."""
+    """Mean coverage at budget ``k`` over the pools that hold a valid candidate (LLF App. G; NaN when
+    none does), ``order``: ``ranked``, ``random`` or ``oracle``."""
     if not pools:
         raise ValueError("no pools: nothing to replay")
+    pools = [pool for pool in pools if pool.n_valid > 0]
+    if not pools:
+        return float("nan")
     if order == "ranked":
         values = [ranked_pool_coverage(pool, k) for pool in pools]
     elif order == "random":
@@ -106,11 +111,13 @@ def coverage_at_budget(pools: Sequence[Pool], k: int, order: str = "ranked") -> 
 
 
 def budget_curve(pools: Sequence[Pool], budgets: Sequence[int] | None = None) -> dict[str, list[float]]:
-    """Coverage at each budget for the ranking, random order and the oracle (any valid candidate).
-    Budgets default to 1 .. the largest pool."""
+    """Coverage at each budget for the ranking, random order and the oracle (any valid candidate),
+    over the ``solvable_pools`` of ``pools``. Budgets default to 1 .. the largest pool."""
     budgets = list(budgets) if budgets is not None else list(range(1, max(pool.size for pool in pools) + 1))
     return {
         "k": [int(k) for k in budgets],
+        "pools": len(pools),
+        "solvable_pools": sum(pool.n_valid > 0 for pool in pools),
         "ranked": [coverage_at_budget(pools, k, "ranked") for k in budgets],
         "random": [coverage_at_budget(pools, k, "random") for k in budgets],
         "oracle": [coverage_at_budget(pools, k, "oracle") for k in budgets],

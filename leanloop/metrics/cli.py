@@ -84,7 +84,8 @@ def _report(args: argparse.Namespace) -> int:
 
     try:
         path = build_report(args.predictions, args.out, threshold=args.threshold, n_resamples=args.resamples,
-                            seed=args.seed, target_fpr=args.target_fpr, target_recall=args.target_recall)
+                            seed=args.seed, target_fpr=args.target_fpr, target_recall=args.target_recall,
+                            match_to=args.match_to)
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -119,7 +120,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     report = subparsers.add_parser("report", help="Markdown report with plots from a predictions file")
     report.add_argument("predictions", metavar="PREDICTIONS.jsonl")
     report.add_argument("--out", required=True, metavar="DIR", help="folder for report.md and the PNG plots")
-    report.add_argument("--target-fpr", type=float, default=0.05, help="matched-FPR threshold target")
-    report.add_argument("--target-recall", type=float, default=0.9, help="matched-recall threshold target")
+    report.add_argument("--target-fpr", type=float, default=None,
+                        help="matched-FPR threshold target (default: the --match-to evaluator's validation FPR)")
+    report.add_argument("--target-recall", type=float, default=None,
+                        help="matched-recall threshold target (default: the --match-to evaluator's validation recall)")
+    report.add_argument("--match-to", default="cascade", help="evaluator whose validation rates set the matched targets")
     _bootstrap_options(report)
     report.set_defaults(func=_report)

@@ -12,9 +12,9 @@ All four are computed per program and then averaged over programs:
   do not, else 0.
 
 Multiset F1 is ``2|R ∩ P| / (|R| + |P|)`` with multiset intersection; by convention it is 1 when
-both sides are empty and 0 when exactly one is. A block's content is its payload lines with
-indentation removed and blank lines dropped (indentation follows the source line, which the
-anchor already accounts for). Rows whose reference is missing or blank are excluded.
+both sides are empty and 0 when exactly one is. A block's content is its payload stripped with
+every internal whitespace run (line breaks included) replaced by one space (LLF App. D), so a
+reflowed block matches; indentation follows the source line, which the anchor accounts for. Rows whose reference is missing or blank are excluded.
 """
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ Rows with no label (Lean timed out, crashed, or gave no recorded answer) are cou
 
 from __future__ import annotations
 
+import itertools
+
 import json
 import math
 from dataclasses import dataclass, field
@@ -192,11 +194,32 @@ def _plots(out_dir: Path, evaluators: list[Predictions], feedback: dict[str, dic
     return written
 
 
-def _thresholds(ev: Predictions, validation: np.ndarray, target_fpr: float, target_recall: float) -> list[list[Any]]:
-    """Thresholds chosen on validation rows, applied to the other rows."""
+def _validation_rows(ev: Predictions) -> np.ndarray:
+    return np.asarray([str(r.get("split", "")).lower() in VALIDATION_SPLITS for r in ev.rows])
+
+
+def matched_targets(evaluators: Sequence[Predictions], match_to: str | None, threshold: float
+                    ) -> tuple[float | None, float | None]:
+    """(FPR, recall) of evaluator ``match_to`` on its validation rows, at its own verdicts (LLF
+    matches every evaluator's threshold to the cascade's validation rates); (None, None) when that
+    evaluator is absent or has no validation rows."""
+    reference = next((ev for ev in evaluators if ev.name == match_to), None)
+    if reference is None or not _validation_rows(reference).any():
+        return None, None
+    val = reference.subset(_validation_rows(reference))
+    m = verdict_metrics(val.labels, val.scores, val.predictions, threshold)
+    return m["fpr"], m["tpr"]
+
+
+def _thresholds(ev: Predictions, validation: np.ndarray, target_fpr: float | None,
+                target_recall: float | None) -> list[list[Any]]:
+    """Thresholds chosen on validation rows, applied to the other rows (a matched criterion without a
+    target is left out)."""
     val, test = ev.subset(validation), ev.subset(~validation)
     out = []
     for criterion, target in (("mcc", None), ("fpr", target_fpr), ("recall", target_recall)):
+        if criterion != "mcc" and target is None:
+            continue
         try:
             choice = select_threshold(val.labels, val.scores, criterion, target)
         except ValueError as exc:
@@ -208,9 +231,10 @@ def _thresholds(ev: Predictions, validation: np.ndarray, target_fpr: float, targ
 
 
 def build_report(predictions_path: str | Path, out_dir: str | Path, threshold: float = 0.5,
-                 n_resamples: int = N_RESAMPLES, seed: int = SEED, target_fpr: float = 0.05,
-                 target_recall: float = 0.9) -> Path:
-    """Write ``report.md`` and its PNG plots to ``out_dir``; returns the report's path."""
+                 n_resamples: int = N_RESAMPLES, seed: int = SEED, target_fpr: float | None = None,
+                 target_recall: float | None = None, match_to: str | None = "cascade") -> Path:
+    """Write ``report.md`` and its PNG plots to ``out_dir``; returns the report's path. The matched-FPR
+    and matched-recall targets default to evaluator ``match_to``'s validation rates (LLF)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows, unlabelled = read_predictions(predictions_path)
@@ -221,10 +245,13 @@ def build_report(predictions_path: str | Path, out_dir: str | Path, threshold: f
               f"{evaluators[0].labels.mean():.1%} valid. Intervals: grouped bootstrap over problems, "
               f"{n_resamples} resamples, seed {seed}, 95% percentile.", ""]
 
+    matched_fpr, matched_recall = matched_targets(evaluators, match_to, threshold)
+    target_fpr = matched_fpr if target_fpr is None else target_fpr
+    target_recall = matched_recall if target_recall is None else target_recall
     reported: list[Predictions] = []
     threshold_rows: list[list[Any]] = []
     for ev in evaluators:
-        validation = np.asarray([str(r.get("split", "")).lower() in VALIDATION_SPLITS for r in ev.rows])
+        validation = _validation_rows(ev)
         if validation.any() and (~validation).any():
             threshold_rows += [[ev.name, *row] for row in _thresholds(ev, validation, target_fpr, target_recall)]
             ev = ev.subset(~validation)
@@ -260,15 +287,18 @@ def build_report(predictions_path: str | Path, out_dir: str | Path, threshold: f
 
     if threshold_rows:
         lines += ["## Thresholds chosen on validation rows (0.01 grid; midpoints of the observed scores where "
-                  "they all lie in one grid cell), applied to the rest", ""]
+                  "they all lie in one grid cell), applied to the rest", "",
+                  f"Matched targets: FPR {_fmt(target_fpr)}, recall {_fmt(target_recall)} "
+                  + (f"(`{match_to}`'s validation rates)" if (target_fpr, target_recall) == (matched_fpr, matched_recall)
+                     and matched_fpr is not None else "(given)"), ""]
         lines += _table(["evaluator", "criterion", "target", "threshold", "accuracy", "MCC", "recall", "FPR"],
                         threshold_rows)
 
     if len(reported) > 1:
-        lines += [f"## Paired differences against `{reported[0].name}` (same resamples)", ""]
-        base = reported[0]
+        lines += ["## Paired differences between every two evaluators (same resamples)", ""]
         paired_rows = []
-        for other in reported[1:]:
+        for i, j in itertools.combinations(range(len(reported)), 2):
+            base, other = reported[i], reported[j]
             a, b = _align(base, other)
             diff = paired_bootstrap(a.labels, a.groups, b.scores, a.scores, b.predictions, a.predictions, threshold,
                                     n_resamples=n_resamples, seed=seed)

@@ -66,8 +66,10 @@ class FeedbackBlock:
 
     @property
     def key(self) -> str:
-        """Content identity used by the block metrics."""
-        return "\n".join(self.lines)
+        """Content identity used by the block metrics (LLF App. D): the payload stripped and every
+        internal whitespace run, line breaks included, replaced by one space, so a reflowed block
+        matches."""
+        return " ".join(self.body.split())
 
     @property
     def has_state(self) -> bool:

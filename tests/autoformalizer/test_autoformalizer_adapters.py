@@ -108,3 +108,56 @@ def test_configs_parse_and_build_the_embedded_policy():
     model, tokenizer = build_policy(policy)
     assert trainable_report(model).method == "QLoRA"
     assert tokenizer.convert_tokens_to_ids("<|im_end|>") == 151_645
+
+
+def test_stage_two_continues_the_stage_one_adapters_with_a_frozen_reference_copy(artifacts):
+    """The design's Stage 2 trains Stage 1's adapters further (it used to merge them, re-quantize and
+    start fresh adapters); the KL reference is a frozen copy of them, i.e. the Stage-1 policy exactly,
+    not the raw base the switched-off adapters would give. ``stage1: merge`` keeps the old start."""
+    from dataclasses import replace
+
+    from autoformalizer.adapters import REFERENCE_ADAPTER
+    from autoformalizer.config import PolicyConfig
+    from autoformalizer.policy import build_policy, export_policy, policy_identity
+    from leanloop.artifacts import Manifest
+
+    stage1 = PolicyConfig(quant=QuantConfig(enabled=False, compute_dtype="float32"))
+    stage1.arch.num_hidden_layers = 1
+    model, tokenizer = build_policy(stage1)
+    with torch.no_grad():  # a trained Stage-1 adapter: lora_B away from its zero init
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.05, generator=torch.Generator().manual_seed(len(name)))
+    ids = torch.tensor([[151643, 785, 3838, 220, 17]])
+    model.eval()  # no adapter dropout in the comparisons
+    with torch.no_grad():
+        stage1_logits = model(input_ids=ids).logits
+    run = artifacts / "autoformalizer" / "s1"
+    export_policy(model, tokenizer, stage1, run / "final")
+    Manifest(stage="autoformalizer", run="s1", extra={"model": policy_identity(model, tokenizer, stage1)}).write(run)
+
+    stage2 = replace(stage1, name="artifacts://autoformalizer/s1")
+    continued, _ = build_policy(stage2)
+    continued.eval()
+    assert set(continued.peft_config) == {"default", REFERENCE_ADAPTER}
+    with torch.no_grad():
+        assert torch.allclose(continued(input_ids=ids).logits, stage1_logits, atol=1e-5)  # starts AS Stage 1
+    trainable = {n for n, p in continued.named_parameters() if p.requires_grad}
+    assert trainable and all(".default." in n for n in trainable)  # the reference copy is frozen
+    # one optimizer step moves the policy; the reference adapter stays the Stage-1 policy
+    opt = torch.optim.SGD([p for p in continued.parameters() if p.requires_grad], lr=1.0)
+    continued(input_ids=ids).logits.logsumexp(-1).sum().backward()
+    opt.step()
+    continued.set_adapter(REFERENCE_ADAPTER)
+    with torch.no_grad():
+        assert torch.allclose(continued(input_ids=ids).logits, stage1_logits, atol=1e-5)
+    continued.set_adapter("default")
+    with torch.no_grad():
+        assert not torch.allclose(continued(input_ids=ids).logits, stage1_logits, atol=1e-3)
+    assert {n for n, p in continued.named_parameters() if p.requires_grad} == trainable
+
+    merged, _ = build_policy(replace(stage2, stage1="merge"))  # the old start: fresh adapters on the merge
+    merged.eval()
+    assert set(merged.peft_config) == {"default"}
+    with torch.no_grad():
+        assert torch.allclose(merged(input_ids=ids).logits, stage1_logits, atol=1e-4)

@@ -15,6 +15,7 @@ from autoformalizer.metrics import (
     classify_error,
     compile_at_k,
     error_breakdown,
+    failure_modes,
     faithfulness_code,
     goal_exact_match,
     mean_iters_solved,
@@ -87,5 +88,44 @@ def test_resource_monitor_and_report(tmp_path, rl_lean_errors):
     path = write_report(report, tmp_path)
     text = path.read_text()
     assert (tmp_path / "compile_at_k.png").stat().st_size > 1000 and (tmp_path / "error_breakdown.png").is_file()
-    assert "| compile@2 | 1.000 |" in text and "| pass@1 | n/a |" in text and "no statement had a Lean verdict" in text
+    assert "| compile@2 | 1.000 |" in text and "| pass@1 (unbiased, first turn) | n/a |" in text and "no statement had a Lean verdict" in text
     assert json.loads((tmp_path / "metrics.json").read_text())["well_formed"] == 0.5
+
+
+def test_error_breakdown_is_one_failure_mode_per_unsolved_problem(rl_lean_errors):
+    """The design's breakdown: why each unsolved problem ended unsolved (its last attempt's first
+    error), not every error message of every turn (a problem with five failing turns of ten errors
+    each weighed fifty times more than one that failed once)."""
+    from autoformalizer.typecheck import CheckStatus, StatementCheck
+    from leanloop.lean.types import LeanMessage
+
+    def text(message) -> str:
+        return message["data"] if isinstance(message, dict) else str(message)
+
+    def failed(messages) -> StatementCheck:
+        return StatementCheck(CheckStatus.FAILED, "theorem t : True := by sorry",
+                              messages=[LeanMessage("error", text(m)) for m in messages])
+
+    errors = list(rl_lean_errors)[:12]
+    last = [failed(errors[:10]), failed(errors[10:12]), None, StatementCheck(CheckStatus.REJECTED, "theorem t : True := by native_decide")]
+    modes = failure_modes(last)
+    assert sum(modes.values()) == 4 and modes["malformed"] == 1 and modes["rejected"] == 1
+    assert modes[classify_error(text(errors[0]))] >= 1
+    assert sum(error_breakdown(errors).values()) == 12  # the old count: every message
+
+
+def test_tokens_per_second_leaves_lean_time_out():
+    import time as clock
+
+    from autoformalizer.evaluate import LeanClock
+
+    class SlowChecker:
+        def check_many(self, statements, headers):
+            clock.sleep(0.05)
+            return ["checked"] * len(statements)
+
+    lean = LeanClock(SlowChecker())
+    began = clock.perf_counter()
+    assert lean.check_many(["a", "b"], [None, None]) == ["checked", "checked"]
+    lean.check_many(["c"], [None])
+    assert lean.seconds >= 0.1 and lean.seconds == pytest.approx(clock.perf_counter() - began, abs=0.02)

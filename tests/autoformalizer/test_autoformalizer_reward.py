@@ -111,3 +111,24 @@ def test_the_program_compiles_the_statement_with_sorry_under_the_harness_header(
     assert statement_program(kept, header) == header + kept  # already `by sorry`: verbatim
     assert statement_program("/-- doc -/\ntheorem t : True", "") == "theorem t : True := by sorry"
     assert CheckStatus.REJECTED.value == "rejected"
+
+
+def test_typecheck_tier_is_no_error_and_the_strict_warning_rule_is_an_option(replay_backend):
+    """The design's tier: a statement type-checks when Lean reports no error. A real recording whose
+    only messages are linter warnings used to drop to 0.1 ("only the sorry warning allowed"); that
+    rule stays as warnings="only_sorry"."""
+    from autoformalizer.typecheck import StatementChecker, interpret
+    from leanloop.lean.policy.harness import verbatim
+    from leanloop.lean.types import ResponseStatus, VerifyRequest
+
+    program, response = next(
+        (p, rs[0].response) for p, rs in replay_backend.index
+        if rs[0].response.status is ResponseStatus.OK and "theorem" in p and rs[0].response.messages
+        and all(m.severity == "warning" and "sorry" not in m.data for m in rs[0].response.messages))
+    request = VerifyRequest(program=program)
+    design = StatementChecker(replay_backend, header="", heartbeats=None).verifier.policy
+    strict = StatementChecker(replay_backend, header="", heartbeats=None, warnings="only_sorry").verifier.policy
+    assert interpret(program, design.judge(request, verbatim(program), response)).passed
+    assert not interpret(program, strict.judge(request, verbatim(program), response)).passed
+    with pytest.raises(ValueError, match="warnings"):
+        StatementChecker(replay_backend, warnings="none")

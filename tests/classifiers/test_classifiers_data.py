@@ -37,3 +37,18 @@ def test_order_is_seeded_and_changes_every_epoch():
     assert a.batches() == b.batches()
     b.set_epoch(1)
     assert a.batches() != b.batches()
+
+
+def test_unlabelled_categories_never_train_as_false(tmp_path):
+    """LLF Section 3: candidates rejected before compilation, timeouts and infrastructure errors are
+    not in the labelled corpus. A corpus built before the rule gave precheck_rejected rows label False;
+    the classifiers still leave them (and any other unlabelled category) out."""
+    from classifiers.corpus import _split_rows
+
+    rows = [{"program": f"theorem t{i} : True := trivial", "name": f"t{i}", "split": "train", "category": category,
+             "label": label}
+            for i, (category, label) in enumerate([("valid", True), ("invalid", False), ("precheck_rejected", False),
+                                                   ("timeout", None), ("infra_error", None), ("precheck_rejected", None)])]
+    corpus = _split_rows(tmp_path, rows, None)
+    assert corpus.splits["train"].labels == [True, False]
+    assert corpus.counts["train/precheck_rejected"] == 2 and corpus.counts["train/labelled"] == 2

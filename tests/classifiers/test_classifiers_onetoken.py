@@ -76,3 +76,32 @@ def test_multi_token_verdict_word_is_refused(tiny_qwen):
     spec.true_token = " theorem_is_valid_indeed"
     with pytest.raises(ValueError, match="single-token"):
         ClassifierEvaluator(spec, model, tokenizer)
+
+
+def test_packed_rows_give_each_program_its_own_verdict_logits(real_programs):
+    """LLF packs the one-token training programs into 32,768-token rows: a program in a packed row
+    must score exactly as alone (no attention across programs, positions from 0), at its own verdict
+    position. Scaled down on the tiny Qwen3 with the real vocabulary."""
+    import torch
+
+    from classifiers.data import PackedBatches
+    from classifiers.module import OneTokenClassifier
+    from classifiers.config import InputConfig
+    from classifiers.scoring import onetoken_logits
+
+    module = OneTokenClassifier(inputs=InputConfig(max_length=96, pack_tokens=256))
+    module.model.eval()
+    programs = [p for _, p, _ in real_programs][:3]
+    encoded = [module.encode(p) for p in programs]
+    items = [{"input_ids": ids, "label": bool(i % 2), "index": i} for i, ids in enumerate(encoded)]
+    packed = module.train_collate(items)
+    assert packed["input_ids"].shape == (1, sum(len(e) for e in encoded)) and "attention_mask" not in packed
+    with torch.no_grad():
+        together = onetoken_logits(module.model, packed)
+        alone = torch.cat([onetoken_logits(module.model, module.collate([item])) for item in items])
+    assert together.shape == alone.shape == (3, alone.shape[-1])
+    assert torch.allclose(together, alone, atol=1e-4)
+    assert packed["labels"].tolist() == [0, 1, 0]
+    packs = PackedBatches([len(e) for e in encoded] * 4, capacity=256, seed=1)
+    drawn = [i for pack in packs for i in pack]
+    assert sorted(drawn) == list(range(12)) and all(sum(len(encoded[i % 3]) for i in p) <= 256 for p in packs.packs)

@@ -75,3 +75,21 @@ def test_onetoken_input_is_head_tail_then_suffix(long_program):
     assert inputs.encode(long_program) == content[:head] + content[-tail:] + suffix
     # both verdict words are single tokens of the real Qwen vocabulary
     assert tokenizer.decode([inputs.true_id]) == " true" and tokenizer.decode([inputs.false_id]) == " false"
+
+
+def test_program_tokens_keep_the_paper_head_and_tail_with_the_suffix_on_top(long_program):
+    """LLF Section 4.1 keeps 2,048 + 6,144 PROGRAM tokens; the suffix comes on top (without
+    program_tokens it eats into the budget: 2,047 + 6,143 and less). Scaled down: 16 + 48 of 64."""
+    from leanloop.training.models import load_tokenizer
+
+    tokenizer = load_tokenizer("qwen3")
+    content = tokenizer(long_program.rstrip(), add_special_tokens=False)["input_ids"]
+    plain = OneTokenInputs(tokenizer, max_length=64)
+    paper = OneTokenInputs(tokenizer, max_length=64 + len(plain.suffix_ids), program_tokens=64)
+    assert plain.budget < 64 and paper.budget == 64
+    assert paper.encode(long_program) == content[:16] + content[-48:] + plain.suffix_ids
+    assert head_tail_sizes(8192) == (2048, 6144)
+    with pytest.raises(ValueError, match="must fit in max_length"):
+        OneTokenInputs(tokenizer, max_length=64, program_tokens=64)
+    encoder = EncoderInputs(load_tokenizer("minilm"), max_length=66, program_tokens=64)
+    assert len(encoder.encode(long_program)) == 66

@@ -22,7 +22,7 @@ from leanloop.lean.policy import reasons as R
 from data.reconcile import reconcile
 from data.sources import item_id, load_candidates
 from leanloop.lean.recordings import normalize_program
-from leanloop.lean.types import LeanBackend, LeanResponse
+from leanloop.lean.types import LeanBackend, LeanResponse, ResponseStatus
 from leanloop.paths import REPO_ROOT
 
 RL_LEAN = "candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz"
@@ -224,6 +224,8 @@ def test_bad_input_rows(tmp_path, monkeypatch, backend, rl_rows, shared_data, ca
     assert rows[1]["category"] == "valid" and rows[1]["duplicates"] == 1
     assert rows[8]["category"] == "invalid" and rows[8]["program"] == normalize_program(failing["code"])
     assert rows[10]["category"] == "precheck_rejected" and R.code_of(rows[10]["reasons"][0]) == R.TOO_LONG
+    assert rows[10]["label"] is None  # LLF Section 3: rejected before compilation = not labelled (was False)
+    assert (rows[1]["label"], rows[8]["label"]) == (True, False)
     assert result.counts["input_rows"] == 12 and result.counts["duplicates"] == 1
     assert result.counts["input_errors"] == 8
     assert "12 input rows" in printed and "8 input errors" in printed and "1 duplicates" in printed
@@ -266,3 +268,35 @@ def test_full_reference_trace_where_lean_gave_tactic_records(tmp_path, monkeypat
     assert len(row["tactics"]) == len(response.tactics)
     assert response.tactics[0].goals.splitlines()[-1] in row["reference_trace"]
     assert row["lean_version"] == response.lean_version
+
+
+class SlowFirstTime(Counting):
+    """Real replay answers, except that the first attempt at each program times out (as a loaded
+    Lean pool can): the second attempt gets the recorded answer."""
+
+    async def run(self, program: str, timeout: float | None = None) -> LeanResponse:
+        first = program not in self.asked
+        self.asked.append(program)
+        if first:
+            return LeanResponse(ResponseStatus.TIMEOUT, detail="timed out (first attempt)")
+        return await self.inner.run(program, timeout)
+
+
+def test_timeout_retry_gives_a_timed_out_candidate_another_attempt(tmp_path, monkeypatch, backend):
+    """LLF's pool comparison retries a timeout once (data.timeout_retries: 1); off, the timeout stays."""
+    monkeypatch.setenv("LEANLOOP_ARTIFACTS", str(tmp_path / "artifacts"))
+    outcomes = {}
+    for retries in (0, 1):
+        config = parse_config(["--config", str(REPO_ROOT / "configs/data/debug.yaml"), "--run", f"retry{retries}",
+                               "--timeout_retries", str(retries)])
+        slow = SlowFirstTime(backend)
+        corpus = load_corpus(build(config, backend=slow, progress=False, quiet=True).run_dir)
+        outcomes[retries] = Counter(r["category"] for r in corpus)
+        asked = Counter(slow.asked)
+        assert set(asked.values()) == ({1} if retries == 0 else {2})
+    config = parse_config(["--config", str(REPO_ROOT / "configs/data/debug.yaml"), "--run", "plain"])
+    plain = Counter(r["category"] for r in load_corpus(build(config, backend=backend, progress=False, quiet=True).run_dir))
+    assert set(outcomes[0]) <= {"timeout", "input_error", "precheck_rejected"} and outcomes[0]["timeout"] > plain["timeout"]
+    assert outcomes[1] == plain and plain["valid"] + plain["invalid"] > 0  # the second attempt got the answers
+    assert fingerprint(parse_config(["--config", str(REPO_ROOT / "configs/data/debug.yaml")]), "h") != fingerprint(
+        parse_config(["--config", str(REPO_ROOT / "configs/data/debug.yaml"), "--timeout_retries", "1"]), "h")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from classifiers.evaluator import ClassifierEvaluator, ClassifierSpec
@@ -88,6 +90,20 @@ def test_time_accounting_and_residency(two_classifiers, qwen_tokenizer, programs
         assert sequential.loaded == {}  # one model at a time: both released after the batch
     assert sequential.total_timing.total_s == pytest.approx(sum(t.total_s for t in calls))
     assert sequential.total_timing.programs == 2 * len(programs)
+
+    # one call over many batches: one load of each model and one transition, not one per batch
+    whole = cascade("sequential")
+    loads = Counter()
+    whole.loaders = {role: (lambda role=role, load=load: (loads.update([role]), load())[1])
+                     for role, load in whole.loaders.items()}
+    batched = whole.score(programs, batch_size=2)
+    assert len(programs) > 2 and loads == {"gate": 1, "feedback": 1}
+    assert [p.verdict for p in batched] == [p.verdict for p in predictions]
+    # per-candidate cost terms (LLF Eq. 13): the load share is the same for all, stage two only for positives
+    assert all(set(p.cost) == {"gate_s", "load_s", "feedback_s"} for p in batched)
+    assert len({p.cost["load_s"] for p in batched}) == 1
+    assert all(p.cost["feedback_s"] == 0.0 for p in batched if p.reason.startswith("gate rejected"))
+    assert sum(p.cost["load_s"] for p in batched) == pytest.approx(whole.last_timing.load_s)
 
     together = cascade("together")
     together.score(programs)

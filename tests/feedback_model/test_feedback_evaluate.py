@@ -9,7 +9,7 @@ from feedback_model.config import TraceFormat
 from feedback_model.evaluate import EVALUATORS, evaluate, parse_config
 
 
-def test_cascade_eval_report_is_consistent_across_the_five_evaluators(artifacts, feedback_corpus, saved_gate,
+def test_cascade_eval_report_is_consistent_across_the_six_evaluators(artifacts, feedback_corpus, saved_gate,
                                                                       saved_feedback_model, qwen_tokenizer):
     (artifacts / "data").mkdir(parents=True)
     (artifacts / "data" / "debug").symlink_to(feedback_corpus / "data" / "debug")
@@ -17,7 +17,7 @@ def test_cascade_eval_report_is_consistent_across_the_five_evaluators(artifacts,
             "--feedback", str(saved_feedback_model), "--cascade.gate", str(saved_gate),
             "--cascade.residency", "sequential", "--generation.max_input_tokens", "400",
             "--generation.max_new_tokens", "4", "--self_consistency.samples", "2",
-            "--self_consistency.min_valid", "1", "--sample_programs", "4", "--feedback_per_label", "2",
+            "--self_consistency.min_valid", "1", "--sample_programs", "4", "--feedback_per_prover_label", "2",
             "--n_resamples", "20", "--batch_programs", "null"]
     report = evaluate(parse_config(args))
     out = report.parent
@@ -56,9 +56,10 @@ def test_cascade_eval_report_is_consistent_across_the_five_evaluators(artifacts,
         if length > 400:
             assert greedy["unscored"].startswith("input_too_long") and greedy["prediction"] is False
 
-    # feedback quality on a sample balanced by label
+    # feedback quality on a sample of at most 2 per prover x label
     sample = [r for r in by_evaluator["feedback greedy"].values() if "reference_trace" in r]
-    assert sample and Counter(r["label"] for r in sample)[True] == Counter(r["label"] for r in sample)[False]
+    prover = {r["id"]: r.get("prover") or "" for r in rows}
+    assert sample and max(Counter((prover[r["id"]], r["label"]) for r in sample).values()) <= 2
 
     text = report.read_text()
     for name in EVALUATORS:
@@ -69,7 +70,13 @@ def test_cascade_eval_report_is_consistent_across_the_five_evaluators(artifacts,
             assert f"| {name} | input_too_long | {too_long} |" in text
     assert sum(bool(r["unscored"]) for r in by_evaluator["cascade"].values()) == sum(
         bool(by_evaluator["feedback greedy"][i]["unscored"]) for i in ids if by_evaluator["one-token"][i]["prediction"])
-    assert text.count("– (hard verdict)") == 2  # greedy feedback and greedy cascade
+    assert text.count("– (hard verdict)") == 3  # greedy feedback and the two greedy cascades
+    # LLF's separate row: the cascade behind the gate's calibrated threshold accepts only what the
+    # feedback model accepts, and the gate at 0.5 is the main row's
+    calibrated = by_evaluator["cascade (calibrated gate)"]
+    assert all(greedy_accepts for i in ids for greedy_accepts in [by_evaluator["feedback greedy"][i]["prediction"]]
+               if calibrated[i]["prediction"])
+    assert "(threshold 0.5: set in the config)" in text
     judged = [r for r in by_evaluator["feedback greedy"].values() if r["unscored"] is None]
     cut = sum(r["truncated"] for r in judged)
     assert cut == len(judged) > 0  # 4 new tokens: no trace ends, and the report says so

@@ -49,6 +49,10 @@ def test_exact_expectations_match_enumeration(pool_data, k):
 def test_curve_is_monotone_and_bounded_by_the_oracle(pools_data):
     pools = [_pool(*data) for data in pools_data]
     curve = budget_curve(pools)
+    if curve["solvable_pools"] == 0:
+        assert all(np.isnan(curve[name]).all() for name in ("ranked", "random", "oracle"))
+        return
+    assert curve["oracle"] == [1.0] * len(curve["k"])  # averaged over pools with a valid candidate
     for name in ("ranked", "random", "oracle"):
         assert all(a <= b + 1e-12 for a, b in zip(curve[name], curve[name][1:]))
     assert all(r <= o + 1e-12 and x <= o + 1e-12 for r, x, o in zip(curve["ranked"], curve["random"], curve["oracle"]))
@@ -62,6 +66,16 @@ def test_perfect_ranking_reaches_the_oracle_at_one():
     assert coverage_at_budget(pools, 1, "random") == pytest.approx(1 / 3)  # each pool: 1 valid of 3
 
 
+def test_coverage_averages_over_pools_with_a_valid_candidate():
+    """LLF App. G: a pool with no valid candidate is left out (it used to count as uncovered)."""
+    pools = build_pools([1, 0, 0, 0, 0, 0], [0.9, 0.2, 0.1, 0.3, 0.8, 0.7], ["a", "a", "a", "b", "b", "b"])
+    assert coverage_at_budget(pools, 1) == 1.0 and coverage_at_budget(pools, 3, "oracle") == 1.0
+    assert coverage_at_budget(pools, 1, "random") == pytest.approx(1 / 3)
+    curve = budget_curve(pools, [1])
+    assert (curve["pools"], curve["solvable_pools"]) == (2, 1)
+    assert np.isnan(coverage_at_budget(pools[1:], 1))
+
+
 def test_pools_by_benchmark_run_problem(shared_data):
     """The real RL-Lean candidates: 9 rounds of 244 miniF2F problems pooled per problem."""
     from bench.traces import rl_lean_predictions
@@ -73,10 +87,9 @@ def test_pools_by_benchmark_run_problem(shared_data):
     per_round = build_pools([r["label"] for r in rows], [r["score"] for r in rows], [r["group"] for r in rows],
                             runs=[r["round"] for r in rows])
     assert max(p.size for p in per_round) == 1 and len(per_round) == len(rows)
-    solvable = sum(p.n_valid > 0 for p in pools) / len(pools)
     curve = budget_curve(pools, [1, 9])
-    assert curve["oracle"] == [pytest.approx(solvable)] * 2
-    assert curve["random"][1] == pytest.approx(solvable)
+    assert curve["solvable_pools"] == sum(p.n_valid > 0 for p in pools) < len(pools)
+    assert curve["oracle"] == [1.0, 1.0] and curve["random"][1] == pytest.approx(1.0)
 
 
 def test_bad_input():

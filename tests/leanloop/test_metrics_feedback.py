@@ -79,11 +79,21 @@ def test_anchor_counts_source_lines_only():
     left = "theorem t : p := by\n\n" + block + "\n  exact h\n" + block
     right = "theorem t : p := by\n" + block + "\n\n  exact h\n\n" + block
     # Blank lines and earlier blocks do not move the anchor; only non-empty source lines do.
-    assert anchored_block_keys(left) == anchored_block_keys(right) == [(1, "-- proof state:\n⊢ p"),
-                                                                       (2, "-- proof state:\n⊢ p")]
+    assert anchored_block_keys(left) == anchored_block_keys(right) == [(1, "-- proof state: ⊢ p"),
+                                                                       (2, "-- proof state: ⊢ p")]
     moved = "theorem t : p := by\n  exact h\n" + block + "\n" + block
     assert feedback_scores(left, moved).block_f1 == 1.0
     assert feedback_scores(left, moved).anchored_block_f1 == 0.5
+
+
+def test_block_content_collapses_every_whitespace_run():
+    """LLF App. D: each block is stripped and every internal whitespace run becomes one space, so a
+    block reflowed over other line breaks (or indented differently) still matches."""
+    reference = "theorem t : p := by\n/- <feedback>\n-- proof state:\nh : a  = b\n⊢ p\n</feedback> -/\n  exact h"
+    reflowed = "theorem t : p := by\n/- <feedback>\n  -- proof state: h : a = b\n\t⊢   p\n</feedback> -/\n  exact h"
+    assert block_keys(reference) == block_keys(reflowed) == ["-- proof state: h : a = b ⊢ p"]
+    assert feedback_scores(reference, reflowed).block_f1 == 1.0
+    assert feedback_scores(reference, reflowed).anchored_block_f1 == 1.0
 
 
 def test_tokens_are_unicode_and_case_sensitive():

@@ -42,7 +42,7 @@ def test_report_tables_and_plots(predictions, tmp_path):
     report = build_report(path, tmp_path / "out", n_resamples=300)
     text = report.read_text()
     for heading in ("## Verdict metrics", "### Per class", "### Precision of accepted programs at valid fraction π",
-                    "## Thresholds chosen on validation rows", "## Paired differences against `pass_rate`",
+                    "## Thresholds chosen on validation rows", "## Paired differences between every two evaluators",
                     "## Feedback metrics", "## Budgeted compilation replay", "## Plots"):
         assert heading in text
     for name in ("roc.png", "pr.png", "reliability.png", "score_hist.png", "feedback_metrics.png", "budget_coverage.png"):
@@ -88,3 +88,28 @@ def test_bad_predictions_file(tmp_path):
     bad.write_text("not json\n")
     with pytest.raises(ValueError, match="not JSON"):
         read_predictions(bad)
+
+
+def test_matched_targets_are_the_cascades_validation_rates_and_every_pair_is_compared(predictions, tmp_path):
+    """LLF matches each evaluator's FPR / recall to the cascade's validation rates (not fixed 0.05 / 0.9)
+    and gives paired intervals for every comparison, not only against the first evaluator."""
+    from leanloop.metrics.report import matched_targets, split_by_evaluator
+
+    path, rows = predictions
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    cascade = [{**r, "evaluator": "cascade", "prediction": r["score"] >= 0.5} for r in records
+               if r["evaluator"] == "pass_rate"]
+    extended = tmp_path / "with_cascade.jsonl"
+    extended.write_text("".join(json.dumps(r) + "\n" for r in records + cascade))
+    labelled, _ = read_predictions(extended)
+    fpr, recall = matched_targets(split_by_evaluator(labelled), "cascade", 0.5)
+    val = [r for r in cascade if r["split"] == "validation" and r["label"] is not None]
+    negatives = [r for r in val if not r["label"]]
+    positives = [r for r in val if r["label"]]
+    assert fpr == pytest.approx(sum(r["prediction"] for r in negatives) / len(negatives))
+    assert recall == pytest.approx(sum(r["prediction"] for r in positives) / len(positives))
+    assert (fpr, recall) != (0.05, 0.9)
+    text = build_report(extended, tmp_path / "out", n_resamples=50).read_text()
+    assert f"Matched targets: FPR {fpr:.3f}, recall {recall:.3f} (`cascade`'s validation rates)" in text
+    for pair in ("copy_baseline − pass_rate", "cascade − pass_rate", "cascade − copy_baseline"):
+        assert f"| {pair} |" in text

@@ -50,7 +50,7 @@ def test_every_stage_is_discovered():
     assert EXPECTED_STAGES <= stages
     if (REPO_ROOT / "autoformalizer" / "train.py").is_file():
         assert "autoformalizer" in stages
-    assert ("pretrain", REPO_ROOT / "configs/pretrain/qwen3_8b.yaml") in STAGE_CONFIGS
+    assert ("pretrain", REPO_ROOT / "configs/pretrain/paper.yaml") in STAGE_CONFIGS
     assert {stage for stage, _ in STAGE_CONFIGS} == stages  # every stage has configs, all parsed
     assert EXPECTED_STAGES <= set(DEBUG_CONFIGS)  # and each issue's stage has a debug.yaml
 

@@ -8,7 +8,8 @@ import random
 import pytest
 
 from rl.curriculum import (
-    ACTIVE, ALWAYS_SOLVED, DROPPED, NEVER_SOLVED, Curriculum, CurriculumConfig, ReplayBuffer, ReplayConfig, StoredProof,
+    ACTIVE, ALWAYS_SOLVED, DROPPED, NEVER_SOLVED, TRIVIAL, Curriculum, CurriculumConfig, ReplayBuffer, ReplayConfig,
+    StoredProof,
 )
 
 
@@ -40,7 +41,23 @@ def test_retire_keep_and_readmit():
     transitions = [(t.name, t.before, t.after) for t in c.transitions]
     assert ("hard", NEVER_SOLVED, ACTIVE) in transitions and transitions.count(("hard", ACTIVE, NEVER_SOLVED)) == 2
     assert c.counts() == {"curriculum/active": 2.0, "curriculum/always_solved": 0.0, "curriculum/never_solved": 1.0,
-                          "curriculum/dropped": 1.0}
+                          "curriculum/trivial": 0.0, "curriculum/dropped": 1.0}
+
+
+def test_trivial_statements_are_never_readmitted():
+    """The filters' trivial statements teach nothing: re-admission (which used to bring them back at
+    readmit_after_steps, "step 50 -> active, re-admitted") and an exhausted curriculum leave them out."""
+    c = Curriculum(["easy", "t"], CurriculumConfig(retire_after=1, readmit_after_steps=0, readmission_budget=5))
+    c.set_status("t", TRIVIAL, 0, "trivial (filters)")
+    assert c.readmit(50) == [] and c.states["t"].status == TRIVIAL
+    c.record("easy", 1, 1, 1)
+    names, exhausted = c.sample(3, step=1)  # readmits easy (budget left), never t
+    assert "t" not in names and not exhausted
+    c.config.readmission_budget = 0
+    c.record("easy", 1, 1, 2)
+    names, exhausted = c.sample(3, step=3)
+    assert exhausted and set(names) == {"easy"}
+    assert c.counts()["curriculum/trivial"] == 1.0
 
 
 def test_exhausted_curriculum_samples_everything_but_dropped():

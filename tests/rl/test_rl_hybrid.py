@@ -132,6 +132,12 @@ def test_lean_protocols_wait_and_count_timeouts_as_failures(replay, classifier, 
     assert report.categories == {"invalid": 4}
     assert (report.evaluator_accepted, report.evaluator_accepted_invalid, report.evaluator_accepted_valid) == (4, 4, 0)
     assert [r.index for r in rechecks] == [4, 5, 6, 7]
+    assert (report.resolved, report.valid_share, report.evaluator_recall) == (4, 0.0, None)  # no valid: recall undefined
+    # LLF App. E rechecks every timeout: a cap (the old default took the first 64 / 128) is opt-in
+    capped, _ = TimeoutAudit(Verifier(timed(replay, batch, 0.4), "rl", 16, 5.0), AuditConfig(max_items=2)).run(
+        1, batch, matched)
+    assert (capped.unfinished, capped.rechecked) == (4, 2)
+    assert AuditConfig(max_items=None).max_items is None
 
     monitor = DriftMonitor(DriftConfig(every_n_steps=1, min_pairs=4, fpr_alarm=0.2))
     assert monitor.observe_step(matched) == 4  # the four Lean verdicts the shadow evaluator also judged

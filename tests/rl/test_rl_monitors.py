@@ -22,6 +22,9 @@ def test_agreement_statistics():
     report = monitor.report(3)
     assert report.pairs == 5 and not report.alarm  # under min_pairs: no alarm on 5 pairs
     assert monitor.pairs == [] and monitor.history == [report]
+    # LLF reports drift at fixed steps (25, 125, 250), each over every pair labelled since the last
+    fixed = DriftMonitor(DriftConfig(steps=[25, 125, 250], every_n_steps=5))
+    assert [s for s in range(1, 300) if fixed.due(s)] == [25, 125, 250]
 
 
 def test_refresh_fits_lean_labels_and_remeasures_on_held_out_theorems(tiny_onetoken, rl_rows):

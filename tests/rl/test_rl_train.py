@@ -149,3 +149,28 @@ def test_qlora_policy_trains_adapters_over_nf4_and_exports_a_merged_model(tmp_pa
     assert info["adapter"] == "qlora" and (tmp_path / "adapter" / "adapter_config.json").is_file()
     merged = AutoModelForCausalLM.from_pretrained(tmp_path)
     assert not any(isinstance(m, bnb.nn.Linear4bit) for m in merged.modules())
+
+
+def test_evaluation_protocols_budget_and_configured_replay(artifacts):
+    """LLF Section 6: each evaluation protocol is sampled at its own temperature over its runs, under
+    the evaluation timeout (not the lean_matched reward timeout), and curriculum.replay is the buffer
+    the module uses (it used to build ReplayBuffer() with defaults, ignoring the config)."""
+    from rl.train import run
+
+    result = run(["--config", "configs/rl/debug.yaml", "--config", "configs/rl/reward_lean_matched.yaml",
+                  "--run", "protocols", "--trainer.fast_dev_run", "true",
+                  "--data.curriculum.replay.enabled", "false", "--data.curriculum.replay.capacity_per_statement", "7",
+                  "--model.evaluation.timeout", "180",
+                  "--model.evaluation.protocols",
+                  '[{"name": "pass@1", "attempts": 1, "ks": [1], "temperature": 0.3, "runs": 3},'
+                  ' {"name": "pass@2", "attempts": 2, "ks": [1, 2], "temperature": 0.7, "runs": 1}]'])
+    module = result.model
+    assert module.replay.config.enabled is False and module.replay.config.capacity_per_statement == 7
+    assert module.verifier.timeout == 13.0 and module.evaluation_verifier().timeout == 180.0
+    evaluation = result.manifest["counts"]["evaluation"]
+    assert evaluation["attempts"] == 2 * (1 * 3 + 2 * 1)  # 2 statements x (3 runs of 1 + 1 run of 2)
+    tables = evaluation["lean_pass_at_k"]
+    assert set(tables) == {"pass@1", "pass@2"} and set(tables["pass@2"]) == {"1", "2"}
+    assert tables["pass@1"]["1"]["runs"] == 3 and len(tables["pass@1"]["1"]["per_run"]) == 3
+    # nothing is valid under replay + the rl profile, and unverified attempts are failures: pass@k is 0, not n/a
+    assert all(row["pass_at_k"] == 0.0 for table in tables.values() for row in table.values())

@@ -78,7 +78,7 @@ def _evaluate(profile: str, ks=(1, 2, K)) -> dict:
             "outcomes": [json.loads(line) for line in (out / "outcomes.jsonl").open()]}
 
 
-def test_pass_at_k_over_verified_attempts_only(attempts, artifacts):
+def test_pass_at_k_counts_unverified_attempts_as_failures(attempts, artifacts):
     names = list(attempts)
     _, verdicts = _sample_run(attempts, novel_name=names[0], empty_name=names[1])
 
@@ -95,16 +95,20 @@ def test_pass_at_k_over_verified_attempts_only(attempts, artifacts):
                   for verdict in verdicts.values()]
         estimable = [(n, c) for n, c in counts if n >= k]
         row = collection["results"]["pass_at_k"][str(k)]
+        # LLF Eq. 10: every statement, an unverified attempt (the unrecorded proof) is a failure
+        failures = [pass_at_k(len(v), sum(x is True for x in v), k) for v in verdicts.values()]
+        assert row["statements"] == len(verdicts)
+        assert row["pass_at_k"] == pytest.approx(sum(failures) / len(failures))
+        # diagnostics beside it: verified attempts only, and the all-pass upper bound
         assert row["statements_estimated"] == len(estimable)
         assert row["statements_left_out"] == len(counts) - len(estimable)
-        assert row["pass_at_k"] == pytest.approx(sum(pass_at_k(n, c, k) for n, c in estimable)
-                                                 / len(estimable))
-        # bounds over all statements: unverified attempts all failing / all succeeding
-        low = [pass_at_k(len(v), sum(x is True for x in v), k) for v in verdicts.values()]
+        assert row["verified_only_pass_at_k"] == pytest.approx(sum(pass_at_k(n, c, k) for n, c in estimable)
+                                                               / len(estimable))
         high = [pass_at_k(len(v), sum(x is True or x is None for x in v), k) for v in verdicts.values()]
-        assert row["lower_bound"] == pytest.approx(sum(low) / len(low))
         assert row["upper_bound"] == pytest.approx(sum(high) / len(high))
+    assert row["statements"] > row["statements_estimated"]  # at k = K the unrecorded proof no longer hides a statement
     assert "1 of 12 attempts have no Lean verdict" in collection["report"]
+    assert "they count as failures in pass@k" in collection["report"]
 
     # rl profile: a clean recording has no reply for the harness trailer (statement + axioms check),
     # so recorded passes are unavailable too; recorded failures stay invalid. Nothing is guessed.

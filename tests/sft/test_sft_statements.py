@@ -64,3 +64,23 @@ def test_bad_statements_fail_clearly():
     program = "import Mathlib\n/-- a := b -/\ntheorem t (h : 1 = 1 -- x := y\n) : True := by\n  trivial"
     prompt, proof = split_program(program, "t")
     assert prompt.endswith(") : True := by") and proof == "\n  trivial"
+
+
+def test_offline_pass_rate_filter_keeps_zero_exclusive_to_three_quarters(shared_data, artifacts):
+    """LLF Section 6's RL problems: 0 < p <= 0.75 from sampled attempts (an sft_eval run's results)."""
+    from sft.config import PassRateFilter, StatementsConfig
+    from sft.sample import load_statement_set
+
+    path = "shared://statements/minif2f_goedel_prover_v2_repaired.jsonl"
+    names = [s.name for s in read_statements(path).statements[:5]]
+    correct = dict(zip(names, [0, 1, 3, 4, 2]))  # of 4 attempts: p = 0, .25, .75, 1, .5
+    run = artifacts / "sft_eval" / "probe"
+    run.mkdir(parents=True)
+    (run / "results.json").write_text(json.dumps({"statements": [
+        {"name": n, "attempts": 4, "verified": 4, "correct": c, "categories": {}} for n, c in correct.items()]}))
+    chosen = load_statement_set(StatementsConfig(path=path, pass_rate=PassRateFilter("artifacts://sft_eval/probe")))
+    assert [s.name for s in chosen] == [names[1], names[2], names[4]]  # not p = 0, not p = 1, not unmeasured
+    with pytest.raises(ValueError, match="low < high"):
+        load_statement_set(StatementsConfig(path=path, pass_rate=PassRateFilter("artifacts://sft_eval/probe", 0.8, 0.5)))
+    with pytest.raises(FileNotFoundError, match="finished sft_eval run"):
+        load_statement_set(StatementsConfig(path=path, pass_rate=PassRateFilter("artifacts://sft_eval/missing")))

@@ -52,7 +52,7 @@ def _assert_kept(written: dict, resolved: dict, where: str) -> None:
             assert resolved[key] == value, f"{where}:{key}"
 
 
-TOOLS = {"sample": SampleConfig, "evaluate": EvaluateConfig, "flywheel": FlywheelConfig}
+TOOLS = {"sample": SampleConfig, "eval": EvaluateConfig, "flywheel": FlywheelConfig}
 
 
 @pytest.mark.parametrize("path", sorted(CONFIGS.glob("*/*.yaml")),

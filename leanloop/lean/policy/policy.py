@@ -3,14 +3,20 @@
 ``data/`` (labels), ``rl/`` (rewards) and ``autoformalizer/`` (compile checks) all call this
 object; nothing re-implements a check. Two profiles:
 
-``collection`` — exactly the seed's procedure (Learning Lean Feedback, App. B), so corpus labels
-    match the recorded ones. Prechecks: length <= 262,144 characters; a theorem is declared;
+``collection`` — the seed's recorded procedure, verbatim (what the shipped recordings answer), so
+    corpus labels match the recorded ones. Prechecks: length <= 262,144 characters; a theorem is declared;
     no ``sorry admit axiom constant opaque unsafe`` outside comments/strings; the import block
     equals the benchmark header's and no import comes later. Lean compiles the program verbatim
     (so replay recordings, keyed by program text, answer it). VALID iff Lean answered, reported
     no error and no "declaration uses 'sorry'" warning. No trailer, no axiom or statement check:
     a program that proves a different statement, or hides an error with ``#guard_msgs``, passes
     here as it passed in the seed; use ``rl`` where that matters.
+
+``collection_llf`` — LLF's collection exactly (Section 3, App. B): the collection prechecks, then
+    the candidate compiled with the harness's maxHeartbeats 800,000 and the trusted statement's
+    signature check ("proofs of the wrong statement are invalid"); the axioms the collection text
+    rules let through (native_decide's) are allowed. Needs a real Lean backend: replay recordings
+    never include the harness lines, so there it can only reject. configs/data/paper.yaml uses it.
 
 ``rl`` — hardened for a policy that is optimised against it (RL environments guide). Everything
     above, plus the rl prechecks in ``prechecks.rl_reasons`` (native_decide, compiler overrides,
@@ -67,6 +73,13 @@ HARNESS_HEARTBEATS = 800_000
 BENCHMARK_HEADER = ("import Mathlib\nimport Aesop\n\nset_option maxHeartbeats 0\n\n"
                     "open BigOperators Real Nat Topology Rat\n\n")
 
+# native_decide's axioms (and newer Lean's per-use X._native.native_decide.ax_N): the seed's collection
+# list allows native_decide, so LLF's collection does too
+NATIVE_AXIOMS = frozenset({"Lean.ofReduceBool", "Lean.trustCompiler"})
+
+
+def is_native_axiom(axiom: str) -> bool:
+    return axiom in NATIVE_AXIOMS or "._native." in axiom
 _SORRY_WARNING = re.compile(r"declaration uses ['`]sorry['`]")
 
 
@@ -80,16 +93,19 @@ class Profile:
     allowed_axioms: frozenset[str] = ALLOWED_AXIOMS
     allow_sorry: bool = False  # `sorry` allowed in the text and its warning allowed from Lean
     only_sorry_warning: bool = False  # any warning other than the sorry warning makes it INVALID
+    allow_native_decide: bool = False  # native_decide's axioms pass the trailer's axiom check
 
 
 COLLECTION = Profile("collection", hardened=False, heartbeats=None, statement_check=False)
 RL = Profile("rl", hardened=True, heartbeats=HARNESS_HEARTBEATS, statement_check=True)
+COLLECTION_LLF = Profile("collection_llf", hardened=False, heartbeats=HARNESS_HEARTBEATS, statement_check=True,
+                         allow_native_decide=True)
 # Does a formal statement type-check (the autoformalizer's compile reward)? `:= by sorry` is the
 # expected proof: sorry and its warning are allowed, errors are not; the rl text rules still apply
 # (an autoformalization policy is optimised against this check too).
 STATEMENT = Profile("statement", hardened=True, heartbeats=HARNESS_HEARTBEATS, statement_check=False,
                     allow_sorry=True, only_sorry_warning=True)
-PROFILES: dict[str, Profile] = {p.name: p for p in (COLLECTION, RL, STATEMENT)}
+PROFILES: dict[str, Profile] = {p.name: p for p in (COLLECTION, COLLECTION_LLF, RL, STATEMENT)}
 
 
 @dataclass(frozen=True)
@@ -352,7 +368,8 @@ class AcceptancePolicy:
             base.reasons = [R.reason(R.TRAILER_REPLY_MISSING, f"{len(replies)} `#print axioms` replies on trailer "
                                      f"line {submission.axioms_line}; acceptance requires exactly one")]
             return base
-        bad = [a for a in replies[0].axioms if a not in self.profile.allowed_axioms]
+        bad = [a for a in replies[0].axioms if a not in self.profile.allowed_axioms
+               and not (self.profile.allow_native_decide and is_native_axiom(a))]
         if bad:
             base.category = Category.INVALID
             base.first_error = None

@@ -232,6 +232,17 @@ def test_every_minif2f_statement_becomes_a_signature(statements):
         assert " ".join(rebuilt.split()) in " ".join(row["formal_statement"].split())
 
 
+def replies_by_kind(axiom_replies) -> dict[str, tuple[str, str]]:
+    """The first real ``#print axioms`` reply of each kind: clean, sorry, native (native_decide), compiler."""
+    replies = {}
+    for target, output in axiom_replies:
+        reply = parse_axioms_reply(output)
+        kind = ("clean" if not reply.disallowed else "sorry" if "sorryAx" in reply.axioms else
+                "native" if any("._native." in a for a in reply.axioms) else "compiler")
+        replies.setdefault(kind, (target, output))
+    return replies
+
+
 def _rl_setup(accepted, statements, replay):
     name = accepted["name"]
     request = VerifyRequest(program=accepted["code"], name=name, statement=statements[name]["formal_statement"],
@@ -266,12 +277,7 @@ def test_trailer_judgement_reads_only_trailer_lines(accepted, statements, replay
     assert submission.program.startswith(statements[accepted["name"]]["header"].rstrip())
     assert f"@_root_.{accepted['name']}" in submission.program.splitlines()[submission.check_line - 1]
     assert submission.program.splitlines()[submission.axioms_line - 1].startswith("#print axioms")
-    replies = {}
-    for target, output in axiom_replies:
-        reply = parse_axioms_reply(output)
-        kind = ("clean" if not reply.disallowed else "sorry" if "sorryAx" in reply.axioms else
-                "native" if any("._native." in a for a in reply.axioms) else "compiler")
-        replies.setdefault(kind, (target, output))
+    replies = replies_by_kind(axiom_replies)
     assert set(replies) == {"clean", "sorry", "native", "compiler"}
 
     def judge(message_line: int, kind: str) -> tuple:
@@ -399,3 +405,40 @@ def test_statement_profile_without_header_puts_the_harness_line_before_the_theor
     with_imports = "import Mathlib\nimport Aesop\n" + program
     composed = policy.prepare(VerifyRequest(program=with_imports))
     assert composed.program == "import Mathlib\nimport Aesop\nset_option maxHeartbeats 800000\n" + program
+
+
+def test_collection_llf_compiles_with_800000_heartbeats_and_checks_the_statement(accepted, statements, replay,
+                                                                                 axiom_replies):
+    """LLF's collection (Section 3, App. B): the collection prechecks, the candidate compiled with the
+    harness's 800,000 heartbeats and the trusted statement's signature check; native_decide's axioms
+    pass (the seed's collection list allows it), sorryAx does not. Real recorded Lean output only."""
+    request = VerifyRequest(program=accepted["code"], name=accepted["name"],
+                            statement=statements[accepted["name"]]["formal_statement"],
+                            header=statements[accepted["name"]]["header"])
+    verbatim_submission = AcceptancePolicy("collection").prepare(request)
+    assert not verbatim_submission.composed  # the recorded (verbatim) collection
+    policy = AcceptancePolicy("collection_llf")
+    submission = policy.prepare(request)
+    assert submission.program.splitlines()[submission.header_lines] == "set_option maxHeartbeats 800000"
+    recorded = replay.answer(accepted["code"])
+    shift = submission.block_lines
+    moved = [LeanMessage(m.severity, m.data, None if m.pos is None else Position(
+        m.pos.line + (shift if m.pos.line > submission.header_lines else 0), m.pos.column)) for m in recorded.messages]
+    replies = replies_by_kind(axiom_replies)
+
+    def judge(active: AcceptancePolicy, kind: str | None, extra=()):
+        sub = replace(submission, check_name=replies[kind][0]) if kind else submission
+        line = sub.axioms_line
+        reply = [LeanMessage("info", replies[kind][1], Position(line, 0), Position(line, 13))] if kind else []
+        return active.judge(request, sub, LeanResponse(ResponseStatus.OK, messages=[*moved, *reply, *extra]), "test")
+
+    assert judge(policy, "clean").category is Category.VALID
+    assert judge(policy, "native").category is Category.VALID
+    assert judge(AcceptancePolicy("rl"), "native").category is Category.INVALID
+    assert judge(policy, "sorry").category is Category.INVALID
+    # a proof of another statement: the check theorem fails on the trailer line
+    error = LeanMessage("error", "type mismatch", Position(submission.trailer_line, 0), Position(submission.trailer_line, 5))
+    wrong = judge(policy, None, [error])
+    assert wrong.category is Category.INVALID and codes(wrong.reasons) == {R.STATEMENT_MISMATCH}
+    assert policy.prepare(VerifyRequest(program=accepted["code"], name=accepted["name"])).category \
+        is Category.INPUT_ERROR  # it needs the trusted statement, like rl
