@@ -79,7 +79,7 @@ def test_quoted_pass_at_k_counts_the_judges_verdict(audit, shared_data):
     from types import SimpleNamespace
 
     from leanloop.lean.types import Category, Outcome
-    from rl.evaluate import EvaluationConfig, evaluate_policy
+    from rl.evaluate import EvaluationConfig, SamplingProtocol, evaluate_policy
     from rl.harness import RewardHarness
     from leanloop.grpo.rollout import GenerationConfig
     from leanloop.prover.statements import Statement
@@ -100,6 +100,7 @@ def test_quoted_pass_at_k_counts_the_judges_verdict(audit, shared_data):
             return [Outcome(Category.VALID, backend="fast path (assumed)") for _ in requests]
 
     result = evaluate_policy(None, Rollout(), lambda p: p.prompt, [statement], RewardHarness("rl", "continuation"),
-                             FastPathAcceptsAll(), None, EvaluationConfig(attempts=2, ks=[1, 2]), judge=audit.judge)
+                             FastPathAcceptsAll(), None, EvaluationConfig(protocols=[SamplingProtocol(attempts=2, ks=[1, 2])]),
+                             judge=audit.judge)
     assert result["judge"] == {"agreed": 1, "undecided": 1}
     assert result["categories"] == {"valid": 1, "unavailable": 1} and result["verified"] == 1
