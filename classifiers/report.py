@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from classifiers.corpus import resolve_run
 from classifiers.evaluation import MAJORITY, PREDICTIONS, TFIDF, read_predictions, write_report
-from leanloop.artifacts import Manifest, read_manifest
+from leanloop.artifacts import Manifest, read_manifest, resolve_path, resolve_run
 
 
 @dataclass
@@ -79,8 +78,8 @@ def combine(runs: list[Path]) -> list[dict[str, Any]]:
 
 
 def main(config: ReportConfig) -> Path:
-    runs = [resolve_run(r) for r in config.runs]
-    out = resolve_run(config.out)
+    runs = [resolve_run(r, "classifiers") for r in config.runs]
+    out = resolve_path(config.out)
     rows = combine(runs)
     report = write_report(rows, out, config.n_resamples, title="Verdict classifiers vs baselines")
     manifest = Manifest(stage="classifiers", run=out.name, counts={"rows": len(rows)},

@@ -26,7 +26,7 @@ import yaml
 
 from cluster.command import CommandError, StageRun, check_override_key, entry_module
 from leanloop.artifacts import MANIFEST
-from leanloop.paths import REPO_ROOT
+from leanloop.paths import REPO_ROOT, repo_file
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 MAX_RUN_NAME = 120
@@ -148,11 +148,10 @@ def validate(sweep: SweepConfig) -> None:
 
 def existing_file(path: str | Path, what: str) -> Path:
     """``path`` as given or from the repository root (how the stages read config files)."""
-    path = Path(path)
-    for candidate in (path, REPO_ROOT / path):
-        if candidate.is_file():
-            return candidate
-    raise SweepError(f"{what} {path} not found (relative paths start at the repository root {REPO_ROOT})")
+    try:
+        return repo_file(path, what)
+    except FileNotFoundError as error:
+        raise SweepError(str(error)) from None
 
 
 # -- names ------------------------------------------------------------------------------------

@@ -120,9 +120,10 @@ def timed_load(loader: Callable[[], Any]) -> tuple[Any, float]:
 def evaluate_all(config: CascadeEvalConfig, programs: list[str]) -> dict[str, dict[str, Any]]:
     from feedback_model.cascade import build_cascade, load_gate
     from feedback_model.consistency import SelfConsistencyEvaluator
-    from feedback_model.evaluator import FeedbackEvaluator, resolve_final
+    from feedback_model.evaluator import FeedbackEvaluator
+    from leanloop.artifacts import resolve_model
 
-    gate_dir = resolve_final(config.cascade.gate, "classifiers")
+    gate_dir = resolve_model(config.cascade.gate, "classifiers")
     generation, consistency = config.generation, config.self_consistency
     device = generation.device if generation.backend == "transformers" else "cuda"
     results: dict[str, dict[str, Any]] = {}
@@ -386,8 +387,7 @@ def write_report(out: Path, config: CascadeEvalConfig, rows: list[dict[str, Any]
 def evaluate(config: CascadeEvalConfig) -> Path:
     import yaml
 
-    from feedback_model.pairs import corpus_folder
-    from feedback_model.evaluator import resolve_final
+    from leanloop.artifacts import resolve_model, resolve_run
 
     if config.threads:
         import torch
@@ -421,9 +421,9 @@ def evaluate(config: CascadeEvalConfig) -> Path:
                         metrics={name: {k: s["metrics"][k] for k in ("accuracy", "f1", "mcc", "auroc", "tpr", "fpr")}
                                  | {"candidates_per_s": s["candidates_per_s"]} for name, s in body["evaluators"].items()},
                         extra={"config_file": "config.yaml"})
-    manifest.add_input("corpus", corpus_folder(config.corpus))
-    manifest.add_input("feedback_model", resolve_final(config.feedback, "feedback_model").parent)
-    manifest.add_input("gate", resolve_final(config.cascade.gate, "classifiers").parent)
+    manifest.add_input("corpus", resolve_run(config.corpus, "data"))
+    manifest.add_input("feedback_model", resolve_model(config.feedback, "feedback_model").parent)
+    manifest.add_input("gate", resolve_model(config.cascade.gate, "classifiers").parent)
     manifest.write(out)
     print(f"[cascade-eval] report: {out / 'report.md'}")
     return out / "report.md"

@@ -15,9 +15,7 @@ For large corpora (paper: Mathlib + Lean Pool, ~130M tokens) build once and reus
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -25,42 +23,14 @@ from typing import Any
 
 from tqdm import tqdm
 
-from leanloop.artifacts import Manifest, read_manifest
+from leanloop.artifacts import Manifest, resolve_artifact, resolve_run
+from leanloop.corpus import held_out_names
+from leanloop.jsonl import JsonlError, numbered_jsonl
 from leanloop.paths import artifacts_root, resolve_shared
 from pretrain.config import CorpusBuild, CorpusConfig
 
 DOCUMENTS = "documents.parquet"
 CORPUS_STAGE = "pretrain_corpus"
-
-
-def resolve_artifact(ref: str) -> Path:
-    """``artifacts://<stage>/<run>`` -> the run folder; ``shared://`` and paths as given."""
-    if ref.startswith("artifacts://"):
-        return artifacts_root() / ref[len("artifacts://"):]
-    return resolve_shared(ref)
-
-
-def _open_text(path: Path):
-    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
-
-
-def holdout_names(ref: str) -> set[str]:
-    """Theorem names in the validation/test splits of a data-stage corpus."""
-    import pyarrow.parquet as pq
-
-    folder = resolve_artifact(ref)
-    read_manifest(folder, stage="data")
-    files = sorted(folder.rglob("*.parquet"))
-    if not files:
-        raise FileNotFoundError(f"holdout corpus {folder} has no parquet files")
-    names: set[str] = set()
-    for file in files:
-        columns = pq.read_schema(file).names
-        if not {"name", "split"} <= set(columns):
-            raise ValueError(f"{file} lacks the `name`/`split` columns needed for `holdout` (has {columns})")
-        table = pq.read_table(file, columns=["name", "split"]).to_pydict()
-        names.update(n for n, s in zip(table["name"], table["split"]) if s != "train" and n)
-    return names
 
 
 def collect_documents(config: CorpusConfig) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -71,7 +41,7 @@ def collect_documents(config: CorpusConfig) -> tuple[list[dict[str, Any]], dict[
     per_source: dict[str, int] = {}
     seen: set[str] = set()
     documents: list[dict[str, Any]] = []
-    held_out = holdout_names(config.holdout) if config.holdout else set()
+    held_out = held_out_names(config.holdout) if config.holdout else set()
     extensions = tuple(config.extensions)
 
     def add(text: str, source: str, name: str | None) -> None:
@@ -106,34 +76,29 @@ def collect_documents(config: CorpusConfig) -> tuple[list[dict[str, Any]], dict[
         if not path.is_file():
             raise FileNotFoundError(f"corpus jsonl entry {source.path!r} does not exist ({path})")
         rows = 0
-        with _open_text(path) as handle:
-            for line_no, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                rows += 1
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    counts["malformed_json"] += 1
-                    print(f"[corpus] {path}:{line_no}: malformed JSON, skipped", file=sys.stderr)
-                    continue
-                values = []
-                for key in source.fields:
-                    optional = key.endswith("?")
-                    value = row.get(key.rstrip("?"))
-                    if isinstance(value, str) and value.strip():
-                        values.append(value)
-                    elif not optional:
-                        values = None
-                        break
-                if not values:
-                    counts["missing_field"] += 1
-                    continue
-                name = row.get(source.name_field) if source.name_field else None
-                if name and name in held_out:
-                    counts["held_out"] += 1
-                    continue
-                add("\n\n".join(v.strip("\n") for v in values) + "\n", source.path, name)
+        for line_no, row in numbered_jsonl(path, strict=False):
+            rows += 1
+            if isinstance(row, JsonlError):
+                counts["malformed_json"] += 1
+                print(f"[corpus] {path}:{line_no}: malformed JSON, skipped", file=sys.stderr)
+                continue
+            values = []
+            for key in source.fields:
+                optional = key.endswith("?")
+                value = row.get(key.rstrip("?"))
+                if isinstance(value, str) and value.strip():
+                    values.append(value)
+                elif not optional:
+                    values = None
+                    break
+            if not values:
+                counts["missing_field"] += 1
+                continue
+            name = row.get(source.name_field) if source.name_field else None
+            if name and name in held_out:
+                counts["held_out"] += 1
+                continue
+            add("\n\n".join(v.strip("\n") for v in values) + "\n", source.path, name)
         per_source[source.path] = rows
     if config.max_documents is not None:
         counts["over_max_documents"] = max(0, len(documents) - config.max_documents)
@@ -148,8 +113,8 @@ def collect_documents(config: CorpusConfig) -> tuple[list[dict[str, Any]], dict[
 def load_prebuilt(ref: str, max_documents: int | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     import pyarrow.parquet as pq
 
-    folder = resolve_artifact(ref)
-    manifest = read_manifest(folder, stage=CORPUS_STAGE)
+    found = resolve_artifact(ref, CORPUS_STAGE, require_run=True)
+    folder, manifest = found.run, found.manifest
     documents = pq.read_table(folder / DOCUMENTS).to_pylist()
     if max_documents is not None:
         documents = documents[:max_documents]
@@ -182,7 +147,7 @@ def build(config: CorpusBuild) -> Path:
     for source in corpus.jsonl:
         manifest.add_input(f"jsonl:{source.path}", resolve_shared(source.path))
     if corpus.holdout:
-        manifest.add_input("holdout", resolve_artifact(corpus.holdout))
+        manifest.add_input("holdout", resolve_run(corpus.holdout, "data"))
     manifest.write(out)
     print(f"[corpus] {counts['documents']} documents, {counts['characters']:,} characters -> {out}")
     return out

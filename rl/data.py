@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader, IterableDataset
 from rl.config import CurriculumConfig, FilterConfig, LeanConfig, StatementsConfig
 from rl.curriculum import ALWAYS_SOLVED, DROPPED, Curriculum
 from rl.filters import StatementFilters, summarize
-from sft.sample import load_statement_set
+from leanloop.prover.statements import load_statement_set
 from leanloop.prover.statements import Statement
 
 FILTERS_FILE = "filters.jsonl"
@@ -129,9 +129,9 @@ class RLData(L.LightningDataModule):
                 continue
             out[f"{role}statements"] = resolve_shared(config.path)
             if config.corpus:
-                from sft.corpus import run_folder
+                from leanloop.artifacts import resolve_run
 
-                out[f"{role}corpus"] = run_folder(config.corpus)
+                out[f"{role}corpus"] = resolve_run(config.corpus, "data")
         return out
 
     def manifest_counts(self) -> dict[str, Any]:

@@ -25,7 +25,6 @@ import time
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import lightning as L
@@ -132,9 +131,9 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
 
     # -- set-up -----------------------------------------------------------------------------------
     def _resolve_prompt(self) -> PromptConfig:
-        from sft.sample import resolve_prompt
+        from leanloop.prover.prompt import trained_prompt
 
-        return resolve_prompt(SimpleNamespace(model=self.base, prompt=self.policy_config.prompt))
+        return trained_prompt(self.base, self.policy_config.prompt)
 
     def _backend(self):
         from leanloop.lean.backends import make_backend

@@ -14,24 +14,7 @@ from leanloop.lean.backends import BackendConfig
 from leanloop.training.models import ModelSpec
 from sft.generation import SamplingConfig
 from leanloop.prover.prompt import PromptConfig
-
-
-@dataclass
-class StatementsConfig:
-    """Which statements to sample: a statement JSONL and optional filters."""
-
-    path: str = "shared://statements/minif2f_goedel_prover_v2_repaired.jsonl"
-    """A shipped set (``shared://statements/<file>``) or any JSONL of the same shape."""
-    splits: list[str] | None = None
-    """Keep rows of these splits of the statement set (its own ``split`` field)."""
-    names: list[str] | None = None
-    """Keep only these statement names."""
-    corpus: str | None = None
-    """A labelled corpus run (``artifacts/data/<run>``); with ``corpus_splits``, keep only the
-    statements the corpus puts in those splits (e.g. ``[test]`` for a theorem-disjoint evaluation)."""
-    corpus_splits: list[str] | None = None
-    limit: int | None = None
-    """The first N statements after filtering (smoke runs)."""
+from leanloop.prover.statements import StatementsConfig
 
 
 @dataclass

@@ -36,7 +36,8 @@ from leanloop.training.packing import (
     needs_flattening,
     pack_examples,
 )
-from sft.corpus import read_corpus, run_folder
+from leanloop.artifacts import resolve_run
+from leanloop.corpus import read_corpus
 from sft.examples import SplitError, split_program, target_theorem
 from leanloop.prover.prompt import PromptConfig, render_prompt, render_target
 
@@ -230,7 +231,7 @@ class ProverSFTData(L.LightningDataModule):
     def manifest_inputs(self) -> dict[str, Path]:
         inputs = {f"proofs:{s.path}": resolve_shared(s.path) for s in self.extra_proofs}
         if self.corpus is not None:
-            inputs["corpus"] = run_folder(self.corpus)
+            inputs["corpus"] = resolve_run(self.corpus, "data")
         return inputs
 
     def manifest_counts(self) -> dict[str, Any]:

@@ -28,34 +28,15 @@ from leanloop.lean.types import Category, Outcome, VerifyRequest
 from leanloop.artifacts import Manifest, read_manifest
 from leanloop.paths import artifacts_root
 from sft.config import EvaluateConfig, VerifierConfig, parse_config
-from sft.corpus import run_folder
-from leanloop.prover.passk import mean_pass_at_k
+from leanloop.artifacts import resolve_artifact, resolve_run
+from leanloop.jsonl import read_jsonl
+from leanloop.prover.passk import FAILURE, NO_PROGRAM, SUCCESS, StatementResult, pass_at_k_report, per_statement, mean_pass_at_k
 
 STAGE = "sft_eval"
-NO_PROGRAM = "no_program"
-SUCCESS = {Category.VALID.value}
-FAILURE = {Category.INVALID.value, Category.PRECHECK_REJECTED.value, NO_PROGRAM}
-
-
-@dataclass
-class StatementResult:
-    name: str
-    attempts: int
-    verified: int
-    correct: int
-    categories: dict[str, int]
-
-    @property
-    def unverified(self) -> int:
-        return self.attempts - self.verified
-
-
 def read_samples(folder: Path) -> tuple[dict, list[dict]]:
     manifest = read_manifest(folder, stage="sample")
     path = folder / manifest.get("candidates", "final/candidates.jsonl")
-    with open(path, encoding="utf-8") as handle:
-        rows = [json.loads(line) for line in handle if line.strip()]
-    return manifest, rows
+    return manifest, list(read_jsonl(path))
 
 
 def make_verifier(config: VerifierConfig):
@@ -93,36 +74,6 @@ def verify_rows(rows: list[dict], verifier) -> list[dict]:
                           first_error=outcome.first_error)
         records.append(record)
     return records
-
-
-def per_statement(records: list[dict]) -> list[StatementResult]:
-    grouped: dict[str, Counter] = {}
-    for record in records:
-        grouped.setdefault(record["name"], Counter())[record["category"]] += 1
-    results = []
-    for name, categories in grouped.items():
-        correct = sum(categories[c] for c in SUCCESS)
-        verified = correct + sum(categories[c] for c in FAILURE)
-        results.append(StatementResult(name, sum(categories.values()), verified, correct,
-                                       dict(categories)))
-    return results
-
-
-def pass_at_k_report(results: list[StatementResult], ks: list[int]) -> dict[str, dict]:
-    """Per k: the estimate over statements with >= k verified attempts, how many were left out,
-    and the all-fail / all-pass bounds over every statement with >= k attempts."""
-    table = {}
-    for k in ks:
-        estimable = [(r.verified, r.correct) for r in results if r.verified >= k]
-        sized = [r for r in results if r.attempts >= k]
-        table[str(k)] = {
-            "pass_at_k": mean_pass_at_k(estimable, k),
-            "statements_estimated": len(estimable),
-            "statements_left_out": len(results) - len(estimable),
-            "lower_bound": mean_pass_at_k([(r.attempts, r.correct) for r in sized], k),
-            "upper_bound": mean_pass_at_k([(r.attempts, r.correct + r.unverified) for r in sized], k),
-        }
-    return table
 
 
 def _markdown(config: EvaluateConfig, sample_manifest: dict, records: list[dict],
@@ -209,7 +160,7 @@ def _plot(table: dict, path: Path) -> None:
 def check_theorem_disjoint(sft_run: str, names: set[str]) -> list[str]:
     """Refuse to evaluate a prover on theorems it was fine-tuned on; return caveats about what the
     SFT run's base model saw (a pretrain run without a holdout may have read the proofs)."""
-    manifest = read_manifest(run_folder(sft_run), stage="sft")
+    manifest = resolve_artifact(sft_run, "sft").manifest
     trained = set(manifest.get("counts", {}).get("train_theorems", []))
     overlap = sorted(names & trained)
     if overlap:
@@ -228,7 +179,7 @@ def check_theorem_disjoint(sft_run: str, names: set[str]) -> list[str]:
 
 
 def evaluate(config: EvaluateConfig) -> Path:
-    folder = run_folder(config.samples)
+    folder = resolve_run(config.samples, "sample")
     sample_manifest, rows = read_samples(folder)
     k_sampled = int(sample_manifest.get("sampling", {}).get("k", 0))
     too_big = [k for k in config.ks if k > k_sampled or k < 1]
@@ -257,7 +208,7 @@ def evaluate(config: EvaluateConfig) -> Path:
     manifest = Manifest(stage=STAGE, run=config.run)
     manifest.add_input("samples", folder)
     if config.sft is not None:
-        manifest.add_input("sft", run_folder(config.sft))
+        manifest.add_input("sft", resolve_run(config.sft, "sft"))
     manifest.counts = {"statements": len(results), "attempts": len(records),
                        "by_category": dict(categories),
                        "verified": sum(r.verified for r in results),

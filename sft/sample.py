@@ -29,10 +29,10 @@ from pathlib import Path
 from leanloop.artifacts import Manifest, content_hash, describe_input, read_manifest
 from leanloop.paths import artifacts_root, resolve_shared
 from leanloop.training.models import ModelSpec
-from sft.config import SampleConfig, StatementsConfig, parse_config
+from sft.config import SampleConfig, parse_config
 from leanloop.prover.extract import extract_program
 from sft.generation import Attempt, SamplingConfig
-from leanloop.prover.prompt import PromptConfig, render_prompt, stop_token
+from leanloop.prover.prompt import PromptConfig, render_prompt, stop_token, trained_prompt
 from sft.shards import (
     ShardError,
     ShardFile,
@@ -41,7 +41,7 @@ from sft.shards import (
     shard_from_env,
     sharded_by_environment,
 )
-from leanloop.prover.statements import Statement, read_statements
+from leanloop.prover.statements import Statement, load_statement_set  # noqa: F401 (load_statement_set: tests)
 
 STAGE = "sample"
 CANDIDATES = "candidates.jsonl"
@@ -49,29 +49,6 @@ CANDIDATES = "candidates.jsonl"
 
 def sample_dir(run: str) -> Path:
     return artifacts_root() / STAGE / run
-
-
-def load_statement_set(config: StatementsConfig) -> list[Statement]:
-    """The statements to sample, after the split / name / corpus filters, in file order."""
-    statements = read_statements(config.path)
-    names = set(config.names) if config.names else None
-    if config.corpus is not None:
-        from sft.corpus import corpus_splits
-
-        if not config.corpus_splits:
-            raise ValueError("statements.corpus needs statements.corpus_splits (e.g. [test])")
-        wanted = set(config.corpus_splits)
-        in_corpus = {n for n, split in corpus_splits(config.corpus).items() if split in wanted}
-        names = in_corpus if names is None else names & in_corpus
-    chosen = [s for s in statements.statements
-              if (names is None or s.name in names)
-              and (not config.splits or s.split in set(config.splits))]
-    if config.limit:
-        chosen = chosen[: config.limit]
-    if not chosen:
-        raise ValueError(f"no statement of {config.path} passes the filters (splits={config.splits}, "
-                         f"names={config.names}, corpus={config.corpus} {config.corpus_splits})")
-    return chosen
 
 
 def prover_identity(spec: ModelSpec) -> dict[str, str | None]:
@@ -84,21 +61,6 @@ def prover_identity(spec: ModelSpec) -> dict[str, str | None]:
     location = spec.weights_location()
     config = Path(location) / "config.json"
     return {"path": location, "hash": content_hash(config) if config.is_file() else None}
-
-
-def resolve_prompt(config: SampleConfig) -> PromptConfig:
-    """The prompt format to sample with: the one the sft run recorded, unless the config names one."""
-    run = config.model.run_dir()
-    trained = None
-    if run is not None:
-        recorded = read_manifest(run).get("model", {}).get("prompt")
-        trained = PromptConfig(**recorded) if recorded else None
-    if config.prompt is None:
-        return trained or PromptConfig()
-    if trained is not None and asdict(trained) != asdict(config.prompt):
-        raise ValueError(f"prompt {asdict(config.prompt)} differs from the one {run} was trained "
-                         f"with ({asdict(trained)}); leave `prompt` unset to use the trained one")
-    return config.prompt
 
 
 def prover_name(identity: dict[str, str | None]) -> str:
@@ -162,7 +124,7 @@ def _check_fingerprint(folder: Path, fingerprint: dict) -> None:
 
 def make_generator(config: SampleConfig):
     """The configured generator and the tokenizer prompts are rendered with."""
-    prompt = config.prompt or resolve_prompt(config)
+    prompt = config.prompt or trained_prompt(config.model, config.prompt)
     if config.generation.backend == "vllm":
         from leanloop.training.models import load_tokenizer
         from sft.generation import VLLMGenerator
@@ -234,9 +196,9 @@ def merge(config: SampleConfig, statements: list[Statement], count: int, folder:
     if config.model.run_dir() is not None:
         manifest.add_input("prover", config.model.run_dir())
     if config.statements.corpus is not None:
-        from sft.corpus import run_folder
+        from leanloop.artifacts import resolve_run
 
-        manifest.add_input("corpus", run_folder(config.statements.corpus))
+        manifest.add_input("corpus", resolve_run(config.statements.corpus, "data"))
     manifest.counts = {
         "statements": len(statements), "attempts": len(rows),
         "extracted": sum(row["program"] is not None for row in rows),
@@ -283,7 +245,7 @@ def run(config: SampleConfig, generator: tuple | None = None) -> Path | None:
     folder = sample_dir(config.run)
     statements = load_statement_set(config.statements)
     prover = prover_identity(config.model)
-    config.prompt = resolve_prompt(config)
+    config.prompt = trained_prompt(config.model, config.prompt)
     _check_fingerprint(folder, _fingerprint(config, prover, [s.name for s in statements]))
     if (config.shard.processes > 1 and config.shard.index is None
             and not sharded_by_environment() and not config.merge_only):

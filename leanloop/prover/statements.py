@@ -174,3 +174,44 @@ def read_statements(path: str | Path) -> StatementSet:
         raise StatementError(f"{path}: no readable statements ({len(skipped)} rows skipped: "
                              f"{skipped[:1]})")
     return StatementSet(statements, skipped)
+
+
+@dataclass
+class StatementsConfig:
+    """Which statements to sample: a statement JSONL and optional filters."""
+
+    path: str = "shared://statements/minif2f_goedel_prover_v2_repaired.jsonl"
+    """A shipped set (``shared://statements/<file>``) or any JSONL of the same shape."""
+    splits: list[str] | None = None
+    """Keep rows of these splits of the statement set (its own ``split`` field)."""
+    names: list[str] | None = None
+    """Keep only these statement names."""
+    corpus: str | None = None
+    """A labelled corpus run (``artifacts/data/<run>``); with ``corpus_splits``, keep only the
+    statements the corpus puts in those splits (e.g. ``[test]`` for a theorem-disjoint evaluation)."""
+    corpus_splits: list[str] | None = None
+    limit: int | None = None
+    """The first N statements after filtering (smoke runs)."""
+
+
+def load_statement_set(config: StatementsConfig) -> list[Statement]:
+    """The statements to sample, after the split / name / corpus filters, in file order."""
+    statements = read_statements(config.path)
+    names = set(config.names) if config.names else None
+    if config.corpus is not None:
+        from leanloop.corpus import corpus_splits
+
+        if not config.corpus_splits:
+            raise ValueError("statements.corpus needs statements.corpus_splits (e.g. [test])")
+        wanted = set(config.corpus_splits)
+        in_corpus = {n for n, split in corpus_splits(config.corpus).items() if split in wanted}
+        names = in_corpus if names is None else names & in_corpus
+    chosen = [s for s in statements.statements
+              if (names is None or s.name in names)
+              and (not config.splits or s.split in set(config.splits))]
+    if config.limit:
+        chosen = chosen[: config.limit]
+    if not chosen:
+        raise ValueError(f"no statement of {config.path} passes the filters (splits={config.splits}, "
+                         f"names={config.names}, corpus={config.corpus} {config.corpus_splits})")
+    return chosen

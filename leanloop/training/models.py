@@ -23,9 +23,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from leanloop.paths import artifacts_root, resolve_shared
-
-ARTIFACTS_SCHEME = "artifacts://"
+from leanloop.artifacts import FINAL, locate_run
+from leanloop.paths import resolve_shared
 
 # Real checkpoints named by the paper configs (hub ids; on a cluster point `path` at a local copy).
 CHECKPOINTS = {
@@ -125,14 +124,7 @@ class ModelSpec:
         """The previous stage's run folder when ``path`` names one, else None."""
         if self.path is None:
             return None
-        if self.path.startswith(ARTIFACTS_SCHEME):
-            return artifacts_root() / self.path[len(ARTIFACTS_SCHEME):]
-        local = resolve_shared(self.path)
-        if (local / "manifest.json").is_file() and (local / "final").is_dir():
-            return local
-        if local.name == "final" and (local.parent / "manifest.json").is_file():
-            return local.parent
-        return None
+        return locate_run(self.path)
 
     def weights_location(self) -> str:
         """What ``from_pretrained`` is given: a folder or a hub id."""
@@ -140,7 +132,7 @@ class ModelSpec:
             raise ValueError("a preset has no weights to load")
         run = self.run_dir()
         if run is not None:
-            return str(run / "final")
+            return str(run / FINAL)
         if self.path == "minilm":
             return str(minilm_path())
         local = resolve_shared(self.path)
