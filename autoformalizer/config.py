@@ -16,7 +16,7 @@ from leanloop.lean.backends import BackendConfig
 
 from autoformalizer.adapters import AdapterConfig
 from autoformalizer.data import PairsConfig
-from autoformalizer.moe import MoEArchConfig
+from leanloop.training.moe import MoEArchConfig
 from autoformalizer.quantize import QuantConfig
 from autoformalizer.retrieval import RetrievalConfig
 from autoformalizer.reward import RewardConfig

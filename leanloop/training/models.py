@@ -58,9 +58,9 @@ def _qwen3_tiny(**overrides: Any):
 
 
 def _qwen3_moe_tiny(**overrides: Any):
-    # The project's one tiny Qwen3-MoE is the autoformalizer's (autoformalizer.moe.MoEArchConfig: real
+    # The project's one tiny Qwen3-MoE is the autoformalizer's (leanloop.training.moe.MoEArchConfig: real
     # Qwen vocabulary, 2 layers, 8 experts top-2); this preset is its stock (fused) transformers form.
-    from autoformalizer.moe import MoEArchConfig
+    from leanloop.training.moe import MoEArchConfig
 
     return MoEArchConfig().to_config(unfused=False, **overrides)
 
