@@ -25,6 +25,7 @@ from typing import Any, Literal
 import yaml
 
 from cluster.command import CommandError, StageRun, check_override_key, entry_module
+from cluster.names import short_keys
 from leanloop.artifacts import MANIFEST
 from leanloop.paths import REPO_ROOT, repo_file
 
@@ -155,20 +156,6 @@ def existing_file(path: str | Path, what: str) -> Path:
 
 
 # -- names ------------------------------------------------------------------------------------
-
-def short_keys(keys: list[str]) -> dict[str, str]:
-    """Shortest unique dotted suffix of each key: model.optim.lr -> lr (optim.lr if 'lr' repeats)."""
-    short: dict[str, str] = {}
-    for key in keys:
-        parts = key.split(".")
-        for size in range(1, len(parts) + 1):
-            candidate = ".".join(parts[-size:])
-            clashes = [k for k in keys if k != key and (k == candidate or k.endswith("." + candidate))]
-            if not clashes:
-                break
-        short[key] = candidate
-    return short
-
 
 def format_value(value: Any) -> str:
     """A value as it appears in a run name: exact (repr of floats), filesystem-safe."""

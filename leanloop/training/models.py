@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from leanloop.artifacts import FINAL, locate_run
+from leanloop.training.inputs import check_model_run, check_tokenizer_fits, checkpoint_name
 from leanloop.paths import resolve_shared
 
 # Real checkpoints named by the paper configs (hub ids; on a cluster point `path` at a local copy).
@@ -161,14 +162,6 @@ class ModelSpec:
         return checkpoint_name(self.path)
 
 
-def checkpoint_name(path_or_id: str) -> str:
-    """A checkpoint's name independent of where it lies: ``/models/Qwen3-8B-Base`` and the hub id
-    ``Qwen/Qwen3-8B-Base`` are the same base model."""
-    if path_or_id == "minilm":
-        return "all-MiniLM-L6-v2"
-    return Path(str(path_or_id).rstrip("/")).name
-
-
 def load_tokenizer(spec_or_name: ModelSpec | str):
     """The tokenizer a spec (or a tokenizer name) names.
 
@@ -211,8 +204,6 @@ def load_model(spec: ModelSpec, auto_class: Any = None, tokenizer: Any = None, *
     """
     import torch
     from transformers import AutoModelForCausalLM
-
-    from leanloop.training.inputs import check_model_run, check_tokenizer_fits
 
     auto_class = auto_class or AutoModelForCausalLM
     dtype = getattr(torch, spec.dtype)
