@@ -36,8 +36,8 @@ class RunExistsError(SystemExit):
     """A finished run with another config holds the folder and ``--overwrite`` was not given."""
 
 
-def parse_config(cls: type[C], argv: list[str] | None = None, *, prog: str | None = None,
-                 description: str | None = None, overwrite: bool = False) -> tuple[C, str]:
+def parse_config(cls: type[C], argv: list[str] | None = None, prog: str | None = None,
+                 description: str | None = None, *, overwrite: bool = False) -> tuple[C, str]:
     """``--config a.yaml --config b.yaml --x.y value`` -> (an instance of dataclass ``cls``, the
     resolved config as YAML). With ``overwrite`` the parser also takes ``--overwrite``, returned as
     the instance's ``overwrite`` attribute."""

@@ -101,18 +101,3 @@ class FlywheelConfig:
     sample_args: list[str] = field(default_factory=list)
     """Extra dotted overrides passed to each round's sft / sample entry point."""
 
-
-def parse_config(cls: type, argv: list[str] | None, prog: str, description: str):
-    """``--config a.yaml --config b.yaml --x.y value`` -> an instance of dataclass ``cls`` (later
-    files and flags override earlier ones), plus the resolved YAML to store beside the outputs."""
-    from jsonargparse import ActionConfigFile, ArgumentParser
-
-    parser = ArgumentParser(prog=prog, description=description)
-    parser.add_argument("--config", action=ActionConfigFile, help="YAML config (repeatable, layered)")
-    parser.add_class_arguments(cls, as_group=False)
-    namespace = parser.parse_args(argv)
-    resolved = namespace.clone()
-    del resolved["config"]
-    instance = parser.instantiate(namespace)
-    del instance["config"]
-    return cls(**vars(instance)), parser.dump(resolved)

@@ -26,10 +26,10 @@ from pathlib import Path
 
 from leanloop.lean.types import Category, Outcome, VerifyRequest
 from leanloop.artifacts import Manifest, read_manifest
-from leanloop.paths import artifacts_root
-from sft.config import EvaluateConfig, VerifierConfig, parse_config
+from leanloop.tool import parse_config, run_parsed_tool
+from sft.config import EvaluateConfig, VerifierConfig
 from leanloop.artifacts import resolve_artifact, resolve_run
-from leanloop.jsonl import read_jsonl
+from leanloop.jsonl import read_jsonl, write_jsonl
 from leanloop.prover.passk import FAILURE, NO_PROGRAM, SUCCESS, StatementResult, pass_at_k_report, per_statement, mean_pass_at_k
 
 STAGE = "sft_eval"
@@ -178,7 +178,17 @@ def check_theorem_disjoint(sft_run: str, names: set[str]) -> list[str]:
     return caveats
 
 
-def evaluate(config: EvaluateConfig) -> Path:
+def evaluate(config: EvaluateConfig, *, resolved: str | None = None, overwrite: bool = True) -> Path:
+    """Verify a sample run's attempts and write pass@k to ``artifacts/sft_eval/<run>/`` (leanloop.tool's
+    contract: the old manifest goes first, the new one is written last; with ``overwrite`` off a run
+    finished with this config is skipped and one with another config refused)."""
+    import yaml
+
+    resolved = resolved or yaml.safe_dump(asdict(config), sort_keys=False)
+    return run_parsed_tool(STAGE, config, resolved, _evaluate, run=config.run, overwrite=overwrite).run_dir
+
+
+def _evaluate(config: EvaluateConfig, out: Path) -> Manifest:
     folder = resolve_run(config.samples, "sample")
     sample_manifest, rows = read_samples(folder)
     k_sampled = int(sample_manifest.get("sampling", {}).get("k", 0))
@@ -191,19 +201,12 @@ def evaluate(config: EvaluateConfig) -> Path:
     results = per_statement(records)
     table = pass_at_k_report(results, sorted(set(config.ks)))
 
-    out = artifacts_root() / STAGE / config.run
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "outcomes.jsonl", "w", encoding="utf-8") as handle:
-        for record in records:
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    write_jsonl(out / "outcomes.jsonl", records)
     (out / "results.json").write_text(json.dumps(
         {"pass_at_k": table, "statements": [asdict(r) for r in results]}, indent=1))
     (out / "report.md").write_text(_markdown(config, sample_manifest, records, results, table,
                                              caveats))
     _plot(table, out / "passk.png")
-    import yaml
-
-    (out / "config.yaml").write_text(yaml.safe_dump(asdict(config), sort_keys=False))
     categories = Counter(r["category"] for r in records)
     manifest = Manifest(stage=STAGE, run=config.run)
     manifest.add_input("samples", folder)
@@ -215,13 +218,13 @@ def evaluate(config: EvaluateConfig) -> Path:
                        "unverified": sum(r.unverified for r in results)}
     manifest.metrics = {f"pass@{k}": row["pass_at_k"] for k, row in table.items()}
     manifest.extra = {"pass_at_k": table, "verifier": asdict(config.verifier), "caveats": caveats}
-    manifest.write(out)
-    return out
+    return manifest
 
 
 def main(argv: list[str] | None = None) -> int:
-    config, _ = parse_config(EvaluateConfig, argv, "sft.evaluate", __doc__.splitlines()[0])
-    out = evaluate(config)
+    config, resolved = parse_config(EvaluateConfig, argv, prog="sft.evaluate", description=__doc__.splitlines()[0],
+                                    overwrite=True)
+    out = evaluate(config, resolved=resolved, overwrite=config.overwrite)
     print((out / "report.md").read_text())
     return 0
 

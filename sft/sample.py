@@ -26,10 +26,11 @@ from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
-from leanloop.artifacts import Manifest, content_hash, describe_input, read_manifest
+from leanloop.artifacts import MANIFEST, Manifest, content_hash, describe_input, read_manifest
 from leanloop.paths import artifacts_root, resolve_shared
 from leanloop.training.models import ModelSpec
-from sft.config import SampleConfig, parse_config
+from leanloop.tool import CONFIG_FILE, comparable_config, parse_config
+from sft.config import SampleConfig
 from leanloop.prover.extract import extract_program
 from sft.generation import Attempt, SamplingConfig
 from leanloop.prover.prompt import PromptConfig, render_prompt, stop_token, trained_prompt
@@ -211,12 +212,22 @@ def merge(config: SampleConfig, statements: list[Statement], count: int, folder:
     manifest.extra = {"prover": prover, "sampling": config.sampling.record(),
                       "prompt": asdict(config.prompt), "generation": config.generation.backend,
                       "candidates": f"final/{CANDIDATES}"}
-    import yaml
-
-    (folder / "config.yaml").write_text(yaml.safe_dump(asdict(config), sort_keys=False,
-                                                       allow_unicode=True))
+    (folder / CONFIG_FILE).write_text(_config_text(config))
     manifest.write(folder)
     return target
+
+
+def _config_text(config: SampleConfig) -> str:
+    """The run's config as config.yaml holds it (what a rerun is compared with); the shard a process
+    ran does not change what the merged run holds."""
+    import yaml
+
+    return yaml.safe_dump({k: v for k, v in asdict(config).items() if k not in ("shard", "merge_only")},
+                          sort_keys=False, allow_unicode=True)
+
+
+def _read(path: Path) -> str | None:
+    return path.read_text() if path.is_file() else None
 
 
 def _run_processes(config: SampleConfig, count: int, folder: Path) -> None:
@@ -247,6 +258,13 @@ def run(config: SampleConfig, generator: tuple | None = None) -> Path | None:
     prover = prover_identity(config.model)
     config.prompt = trained_prompt(config.model, config.prompt)
     _check_fingerprint(folder, _fingerprint(config, prover, [s.name for s in statements]))
+    # leanloop.tool's rule: a run finished with this config is skipped; otherwise its old manifest
+    # goes before any output is rewritten (the fingerprint above refuses another sampling setup)
+    if (folder / MANIFEST).is_file() and comparable_config(_read(folder / CONFIG_FILE)) == \
+            comparable_config(_config_text(config)):
+        print(f"[sample] {folder} already finished with this config; skipping", file=sys.stderr)
+        return folder / "final" / CANDIDATES
+    (folder / MANIFEST).unlink(missing_ok=True)
     if (config.shard.processes > 1 and config.shard.index is None
             and not sharded_by_environment() and not config.merge_only):
         count = config.shard.count or config.shard.processes

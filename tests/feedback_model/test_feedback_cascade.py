@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from classifiers.evaluator import ClassifierEvaluator, ClassifierSpec
@@ -149,11 +151,12 @@ def test_rl_manifest_names_the_feedback_run_and_the_gate_run(saved_gate, saved_f
     from rl.module import GRPOModule
 
     runs = {}
-    for role, final in (("feedback", saved_feedback_model), ("gate", saved_gate)):
+    for role, final, stage in (("feedback", saved_feedback_model, "feedback_model"),
+                               ("gate", saved_gate, "classifiers")):
         run = tmp_path / role
         run.mkdir()
         (run / "final").symlink_to(final, target_is_directory=True)
-        (run / "manifest.json").write_text("{}")
+        (run / "manifest.json").write_text(json.dumps({"stage": stage}))
         runs[role] = run
     options = {"mode": "cascade", "cascade": {"gate": str(runs["gate"] / "final")}}
     _, info = build_evaluator(EvaluatorConfig(kind="factory", factory="feedback_model.factory:evaluator",
