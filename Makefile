@@ -131,7 +131,7 @@ feedback: setup ## feedback-trace SFT: program -> annotated program (CONFIG=conf
 	$(call stage,feedback_model.train,configs/feedback_model/default.yaml)
 
 cascade-eval: setup ## Table 3: one-token, feedback greedy / self-consistency, cascade (+SC) (CONFIG=configs/feedback_model/eval/X.yaml, RUN=name, ARGS=overrides)
-	$(call stage,feedback_model.evaluate,configs/feedback_model/eval/default.yaml)
+	$(call stage,feedback_model.cascade_eval,configs/feedback_model/eval/default.yaml)
 
 bench-feedback: setup ## speculative copy-drafting vs plain greedy traces: speedup, verdict agreement, programs/s (ARGS=...)
 	$(PY) -m bench.feedback $(ARGS)

@@ -61,7 +61,7 @@ def measure_evaluator(config: BenchConfig) -> dict:
 
     from rl.config import EvaluatorConfig
     from leanloop.artifacts import ManifestError, resolve_artifact
-    from rl.evaluators import build_evaluator
+    from rl.reward_evaluator import build_evaluator
 
     kind = "untrained_onetoken"
     if config.evaluator:
@@ -143,7 +143,7 @@ def trl_step(config: BenchConfig, root: Path) -> dict:
 
     from leanloop.training.models import ModelSpec, load_model, load_tokenizer
     from rl.config import EvaluatorConfig
-    from rl.evaluators import build_evaluator
+    from rl.reward_evaluator import build_evaluator
     from rl.harness import RewardHarness, Stage
     from leanloop.prover.prompt import PromptConfig, render_prompt
 

@@ -5,7 +5,7 @@ The two default verdict classifiers (``configs/classifiers/encoder_default.yaml`
 thread each (the 2-core budget: ~10 minutes for both instead of ~20). Each process's output goes to
 ``artifacts/classifiers/<run>.log`` (``tail -f`` it for progress); a failed run's log tail is printed.
 When both finished, one report beside the majority and TF-IDF baselines is written to
-``artifacts/classifiers/<prefix>default_report`` (:mod:`classifiers.report`). Extra arguments are
+``artifacts/classifiers/<prefix>default_report`` (:mod:`classifiers.combined_report`). Extra arguments are
 dotted overrides passed to both runs (``--trainer.max_steps 10``).
 """
 
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     args, overrides = parser.parse_known_args(argv)
     if train_side_by_side(args.prefix, overrides, artifacts_root() / "classifiers"):
         return 1
-    from classifiers.report import ReportConfig, main as report
+    from classifiers.combined_report import ReportConfig, main as report
 
     runs, out = run_names(args.prefix)
     report(ReportConfig(runs=[f"artifacts://classifiers/{run}" for run in runs], out=f"artifacts://classifiers/{out}"))

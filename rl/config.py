@@ -18,7 +18,7 @@ from leanloop.training.optim import OptimConfig
 from rl.audit import AuditConfig
 from rl.curriculum import CurriculumConfig, ReplayConfig
 from rl.drift import DriftConfig
-from rl.evaluate import EvaluationConfig
+from rl.passk_eval import EvaluationConfig
 from rl.filters import FilterConfig
 from leanloop.grpo.objective import GRPOConfig
 from rl.refresh import RefreshConfig

@@ -149,7 +149,7 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         """Lean verifiers (reward, matched, audit), the evaluator, the scorer and the monitors."""
         if self.scorer is not None:
             return
-        from rl.evaluators import build_evaluator
+        from rl.reward_evaluator import build_evaluator
 
         self.evaluator, self.evaluator_info = build_evaluator(self.evaluator_config)
         backend = self._backend()
@@ -344,7 +344,7 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
             report = self.drift_monitor.report(int(self.global_step))
             self._append(DRIFT_FILE, report.to_dict())
         if self.evaluation.enabled and datamodule.eval_statements:
-            from rl.evaluate import evaluate_policy
+            from rl.passk_eval import evaluate_policy
 
             self.results["evaluation"] = evaluate_policy(
                 self.model, self.rollout, self.render, datamodule.eval_statements, self.harness, self.verifier,

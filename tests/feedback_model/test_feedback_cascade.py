@@ -110,7 +110,7 @@ def test_rl_builds_the_cascade_from_saved_runs_through_the_factory(saved_gate, s
     from feedback_model.factory import evaluator as factory
     from leanloop.evaluator import Evaluator, deadline_in
     from rl.config import EvaluatorConfig
-    from rl.evaluators import build_evaluator
+    from rl.reward_evaluator import build_evaluator
 
     labelled = sorted((r for r in corpus_rows if r["label"] is not None), key=lambda r: len(r["program"]))
     programs = [labelled[0]["program"], labelled[-1]["program"]]
@@ -147,7 +147,7 @@ def test_rl_manifest_names_the_feedback_run_and_the_gate_run(saved_gate, saved_f
     from types import SimpleNamespace
 
     from rl.config import EvaluatorConfig
-    from rl.evaluators import build_evaluator
+    from rl.reward_evaluator import build_evaluator
     from rl.module import GRPOModule
 
     runs = {}

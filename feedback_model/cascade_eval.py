@@ -1,4 +1,4 @@
-"""``python -m feedback_model.evaluate --config configs/feedback_model/eval/default.yaml`` (``make cascade-eval``)
+"""``python -m feedback_model.cascade_eval --config configs/feedback_model/eval/default.yaml`` (``make cascade-eval``)
 
 The seed's Table 3 on one theorem-disjoint split of the labelled corpus, for five evaluators scored on
 the same programs: the one-token classifier (the gate alone), the feedback model greedy, the feedback
@@ -50,7 +50,7 @@ BUDGETS = (1, 2, 4, 8)
 def parse_config(argv: list[str] | None = None) -> CascadeEvalConfig:
     from jsonargparse import ActionConfigFile, ArgumentParser
 
-    parser = ArgumentParser(prog="python -m feedback_model.evaluate", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m feedback_model.cascade_eval", description=__doc__.splitlines()[0])
     parser.add_argument("--config", action=ActionConfigFile, help="YAML config (repeatable, layered)")
     parser.add_class_arguments(CascadeEvalConfig, as_group=False)
     namespace = parser.parse_args(argv)

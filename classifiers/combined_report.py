@@ -1,6 +1,6 @@
 """One report over several finished classifier runs (``make classifiers`` ends with it).
 
-    python -m classifiers.report --runs '[artifacts://classifiers/encoder_default, artifacts://classifiers/onetoken_default]' \\
+    python -m classifiers.combined_report --runs '[artifacts://classifiers/encoder_default, artifacts://classifiers/onetoken_default]' \\
         --out artifacts://classifiers/default_report
 
 Reads each run's ``predictions.jsonl`` (written when it trained; validation and test scores with
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from classifiers.evaluation import MAJORITY, PREDICTIONS, TFIDF, read_predictions, write_report
+from classifiers.run_report import MAJORITY, PREDICTIONS, TFIDF, read_predictions, write_report
 from leanloop.artifacts import Manifest, read_manifest, resolve_path, resolve_run
 
 
