@@ -162,13 +162,9 @@ class AutoformalizerConfig:
 def parse_config(argv: list[str] | None = None, prog: str = "autoformalizer") -> AutoformalizerConfig:
     """``--config A.yaml --config B.yaml`` (layered, later wins) plus dotted overrides
     (``--policy.adapters.use_dora true``), as every stage entry point reads its config."""
-    from jsonargparse import ActionConfigFile, ArgumentParser
+    from leanloop.tool import parse_config as parse_tool_config
 
-    parser = ArgumentParser(prog=prog, exit_on_error=False)
-    parser.add_argument("--config", action=ActionConfigFile, help="YAML config (repeatable, layered)")
-    parser.add_class_arguments(AutoformalizerConfig, as_group=False)
-    instance = parser.instantiate_classes(parser.parse_args(argv))
-    return AutoformalizerConfig(**{k: v for k, v in vars(instance).items() if k != "config"})
+    return parse_tool_config(AutoformalizerConfig, argv, prog=prog)[0]
 
 
 def load_config(*paths: str, overrides: list[str] | None = None) -> AutoformalizerConfig:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import sys
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,8 @@ from tqdm import tqdm
 from leanloop.artifacts import Manifest, resolve_artifact, resolve_run
 from leanloop.corpus import held_out_names
 from leanloop.jsonl import JsonlError, numbered_jsonl
-from leanloop.paths import artifacts_root, resolve_shared
+from leanloop.paths import resolve_shared
+from leanloop.tool import parse_config, run_parsed_tool
 from pretrain.config import CorpusBuild, CorpusConfig
 
 DOCUMENTS = "documents.parquet"
@@ -129,16 +131,22 @@ def is_validation(text: str, fraction: float) -> bool:
     return bucket < fraction
 
 
-def build(config: CorpusBuild) -> Path:
-    """Write ``artifacts/pretrain_corpus/<run>/documents.parquet`` and its manifest."""
+def build(config: CorpusBuild, *, resolved: str | None = None, overwrite: bool = True) -> Path:
+    """Write ``artifacts/pretrain_corpus/<run>/documents.parquet`` and its manifest (leanloop.tool's
+    contract: old manifest first, new one last; with ``overwrite`` off a corpus built from this config
+    is reused and one from another config refused)."""
+    import yaml
+
+    resolved = resolved or yaml.safe_dump(asdict(config), sort_keys=False, allow_unicode=True)
+    return run_parsed_tool(CORPUS_STAGE, config, resolved, _build, run=config.run, overwrite=overwrite).run_dir
+
+
+def _build(config: CorpusBuild, out: Path) -> Manifest:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     corpus = config.corpus
     documents, counts = collect_documents(corpus)
-    out = artifacts_root() / CORPUS_STAGE / config.run
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "manifest.json").unlink(missing_ok=True)
     pq.write_table(pa.Table.from_pylist(documents, schema=pa.schema(
         [("text", pa.string()), ("source", pa.string()), ("name", pa.string())])), out / DOCUMENTS)
     manifest = Manifest(stage=CORPUS_STAGE, run=config.run, counts=counts)
@@ -148,21 +156,15 @@ def build(config: CorpusBuild) -> Path:
         manifest.add_input(f"jsonl:{source.path}", resolve_shared(source.path))
     if corpus.holdout:
         manifest.add_input("holdout", resolve_run(corpus.holdout, "data"))
-    manifest.write(out)
     print(f"[corpus] {counts['documents']} documents, {counts['characters']:,} characters -> {out}")
-    return out
+    return manifest
 
 
 def main(argv: list[str] | None = None) -> Path:
     """``python -m pretrain.corpus --config configs/pretrain/corpus/X.yaml [--run NAME]``"""
-    from jsonargparse import ActionConfigFile, ArgumentParser
-
-    parser = ArgumentParser(description="build a pretraining corpus (documents.parquet + manifest.json)")
-    parser.add_argument("--config", action=ActionConfigFile)
-    parser.add_class_arguments(CorpusBuild)
-    args = parser.parse_args(argv)
-    init = parser.instantiate(args)
-    return build(CorpusBuild(corpus=init.corpus, run=init.run))
+    config, resolved = parse_config(CorpusBuild, argv, prog="python -m pretrain.corpus", overwrite=True,
+                                    description="build a pretraining corpus (documents.parquet + manifest.json)")
+    return build(config, resolved=resolved, overwrite=config.overwrite)
 
 
 if __name__ == "__main__":
