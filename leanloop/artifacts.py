@@ -41,6 +41,14 @@ class ManifestError(RuntimeError):
     """An input artifact is missing, unfinished, or does not match what the stage expects."""
 
 
+class ArtifactNotFoundError(ManifestError, FileNotFoundError):
+    """A reference names a run folder that does not exist at all (its stage never ran)."""
+
+
+# make targets whose name is not the stage's (the others are the stage name, '_' -> '-')
+MAKE_TARGETS = {"feedback_model": "feedback", "autoformalizer": "autoformalizer-sft"}
+
+
 def content_hash(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     """sha256 of a file, or of a folder's files (relative names and contents, sorted)."""
     path = Path(path)
@@ -197,6 +205,11 @@ def resolve_artifact(ref: str | os.PathLike, stage: str | None = None, *, requir
     if stage is not None and text and "/" not in text and os.sep not in text and not Path(text).exists():
         text = f"{ARTIFACTS_SCHEME}{stage}/{text}"
     run = locate_run(text)
+    if run is not None and not run.exists():
+        named = stage or (run.parent.name if text.startswith(ARTIFACTS_SCHEME) else None)
+        hint = f" (`make {MAKE_TARGETS.get(named, named.replace('_', '-'))}`)" if named else ""
+        raise ArtifactNotFoundError(f"{ref} -> {run} does not exist: run the stage that makes it first{hint}, "
+                                    "or point the config at a finished run")
     if run is not None:
         return Artifact(outputs=run / FINAL, run=run, manifest=read_manifest(run, stage=stage))
     folder = resolve_path(text)

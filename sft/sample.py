@@ -260,8 +260,8 @@ def run(config: SampleConfig, generator: tuple | None = None) -> Path | None:
     _check_fingerprint(folder, _fingerprint(config, prover, [s.name for s in statements]))
     # leanloop.tool's rule: a run finished with this config is skipped; otherwise its old manifest
     # goes before any output is rewritten (the fingerprint above refuses another sampling setup)
-    if (folder / MANIFEST).is_file() and comparable_config(_read(folder / CONFIG_FILE)) == \
-            comparable_config(_config_text(config)):
+    if (folder / MANIFEST).is_file() and (folder / "final" / CANDIDATES).is_file() and \
+            comparable_config(_read(folder / CONFIG_FILE)) == comparable_config(_config_text(config)):
         print(f"[sample] {folder} already finished with this config; skipping", file=sys.stderr)
         return folder / "final" / CANDIDATES
     (folder / MANIFEST).unlink(missing_ok=True)

@@ -128,3 +128,12 @@ def test_parse_config_layers_files_and_dotted_overrides(tmp_path):
     two.write_text("run: r2\n")
     config, resolved = parse_config(EchoConfig, ["--config", str(one), "--config", str(two), "--words", "[y, z]"])
     assert config == EchoConfig(run="r2", words=["y", "z"]) and "run: r2" in resolved and "config" not in resolved
+
+
+def test_a_run_that_never_ran_names_its_make_target(artifacts):
+    from leanloop.artifacts import ArtifactNotFoundError
+
+    with pytest.raises(ArtifactNotFoundError, match="`make feedback`"):
+        resolve_model("artifacts://feedback_model/default")
+    with pytest.raises(FileNotFoundError, match="`make data`"):  # also a FileNotFoundError
+        resolve_run("never_built", "data")
