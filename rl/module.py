@@ -19,7 +19,6 @@ prechecks (plus recorded Lean rejections from the replay backend).
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections import Counter
@@ -29,6 +28,7 @@ from typing import Any
 
 import lightning as L
 
+from leanloop.jsonl import append_jsonl
 from leanloop.lean.policy import AcceptancePolicy
 from leanloop.lean.verifier import Verifier
 from leanloop.training.inputs import model_identity
@@ -326,7 +326,7 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
             return
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with open(self.run_dir / name, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(row, default=str) + "\n")
+            append_jsonl(handle, row)
 
     # -- after fit: evaluation and report --------------------------------------------------------
     def on_fit_start(self) -> None:

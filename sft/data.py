@@ -16,8 +16,6 @@ too long for ``max_length``.
 
 from __future__ import annotations
 
-import gzip
-import json
 import random
 from collections import Counter
 from dataclasses import dataclass
@@ -27,6 +25,7 @@ from typing import Any
 import lightning as L
 from torch.utils.data import DataLoader
 
+from leanloop.jsonl import numbered_jsonl
 from leanloop.paths import resolve_shared
 from leanloop.training.models import ModelSpec, load_tokenizer
 from leanloop.training.packing import (
@@ -64,21 +63,16 @@ def read_proof_source(source: ProofSource, counts: Counter) -> list[Proof]:
     path = resolve_shared(source.path)
     if not path.is_file():
         raise FileNotFoundError(f"proof source {source.path} not found at {path}")
-    opener = gzip.open if path.suffix == ".gz" else open
     proofs = []
-    with opener(path, "rt", encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            if source.valid_field is not None and row.get(source.valid_field) is not True:
-                counts["extra_not_valid"] += 1
-                continue
-            program, name = row.get(source.program_field), row.get(source.name_field)
-            if not isinstance(program, str) or not isinstance(name, str):
-                raise ValueError(f"{path}:{number}: needs text fields `{source.program_field}` and "
-                                 f"`{source.name_field}` (set program_field / name_field)")
-            proofs.append(Proof(name, program, source.path))
+    for number, row in numbered_jsonl(path):
+        if source.valid_field is not None and row.get(source.valid_field) is not True:
+            counts["extra_not_valid"] += 1
+            continue
+        program, name = row.get(source.program_field), row.get(source.name_field)
+        if not isinstance(program, str) or not isinstance(name, str):
+            raise ValueError(f"{path}:{number}: needs text fields `{source.program_field}` and "
+                             f"`{source.name_field}` (set program_field / name_field)")
+        proofs.append(Proof(name, program, source.path))
     return proofs
 
 

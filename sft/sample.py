@@ -29,6 +29,7 @@ from pathlib import Path
 from leanloop.artifacts import MANIFEST, Manifest, content_hash, describe_input, read_manifest
 from leanloop.paths import artifacts_root, resolve_shared
 from leanloop.training.models import ModelSpec
+from leanloop.jsonl import write_jsonl
 from leanloop.tool import CONFIG_FILE, comparable_config, parse_config
 from sft.config import SampleConfig
 from leanloop.prover.extract import extract_program
@@ -186,11 +187,7 @@ def merge(config: SampleConfig, statements: list[Statement], count: int, folder:
     rows = merge_shards(folder / "shards", count, [s.name for s in statements], config.sampling.k)
     final = folder / "final"
     final.mkdir(parents=True, exist_ok=True)
-    target = final / CANDIDATES
-    tmp = target.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows),
-                   encoding="utf-8")
-    os.replace(tmp, target)
+    target = write_jsonl(final / CANDIDATES, rows)
     failures = Counter(row["extraction_reason"] for row in rows if row["program"] is None)
     manifest = Manifest(stage=STAGE, run=config.run, seed=config.sampling.seed)
     manifest.add_input("statements", resolve_shared(config.statements.path))
