@@ -28,7 +28,7 @@ from leanloop.lean.types import Category, Outcome, VerifyRequest
 from leanloop.artifacts import Manifest, read_manifest
 from leanloop.tool import parse_config, run_parsed_tool
 from sft.config import EvaluateConfig, VerifierConfig
-from leanloop.artifacts import resolve_artifact, resolve_run
+from leanloop.artifacts import MANIFEST, locate_run, resolve_artifact, resolve_run
 from leanloop.jsonl import read_jsonl, write_jsonl
 from leanloop.prover.passk import FAILURE, NO_PROGRAM, SUCCESS, StatementResult, pass_at_k_report, per_statement, mean_pass_at_k
 
@@ -169,8 +169,9 @@ def check_theorem_disjoint(sft_run: str, names: set[str]) -> list[str]:
                          "(statements.corpus_splits: [test]) instead")
     caveats = []
     base = manifest.get("inputs", {}).get("base_model", {}).get("path")
-    if base and (Path(base) / "manifest.json").is_file():
-        pretrain = read_manifest(base)
+    base_run = locate_run(base) if base else None
+    if base_run is not None and (base_run / MANIFEST).is_file():
+        pretrain = read_manifest(base_run)
         if pretrain.get("stage") == "pretrain" and "holdout" not in pretrain.get("inputs", {}):
             caveats.append(f"the SFT run's base model ({base}) was pretrained without a holdout "
                            "corpus (data.corpus.holdout): its pretraining text may include proofs "
