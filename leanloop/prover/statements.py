@@ -10,13 +10,12 @@ prover continues.
 
 from __future__ import annotations
 
-import gzip
-import json
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from leanloop.jsonl import JsonlError, numbered_jsonl
 from leanloop.paths import resolve_shared
 
 # Header lines: what a benchmark fixes before any declaration (imports, options, namespaces).
@@ -112,22 +111,14 @@ def statement_from_row(row: dict, source: str = "") -> Statement:
                      informal=_informal(row), source=source)
 
 
-def _open(path: Path):
-    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
-
-
 def _rows(path: Path) -> Iterator[tuple[int, dict]]:
-    with _open(path) as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise StatementError(f"{path}:{number}: not JSON ({error})") from error
+    try:
+        for number, row in numbered_jsonl(path):
             if not isinstance(row, dict):
                 raise StatementError(f"{path}:{number}: expected a JSON object per line")
             yield number, row
+    except JsonlError as error:
+        raise StatementError(str(error)) from error
 
 
 @dataclass
