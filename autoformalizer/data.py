@@ -22,7 +22,6 @@ other split, same statement as a test pair, over the cap, too long for ``max_len
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import re
 from collections import Counter
@@ -36,6 +35,7 @@ from torch.utils.data import DataLoader, IterableDataset
 from autoformalizer.config import PairSource, PairsConfig, PolicyConfig  # noqa: F401 (PairSource: readers of this module)
 from autoformalizer.prompts import formalize_prompt
 from autoformalizer.statements import canonicalize, find_declaration, well_formed
+from leanloop.jsonl import numbered_jsonl
 from leanloop.paths import resolve_shared
 from leanloop.training.packing import PackedCollator, TooLongError, completion_example, pack_examples
 
@@ -88,13 +88,7 @@ def _in_val(name: str, fraction: float) -> bool:
 
 
 def _rows(path: Path) -> Iterator[tuple[int, dict]]:
-    import gzip
-
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if line.strip():
-                yield number, json.loads(line)
+    return numbered_jsonl(path)
 
 
 def load_pairs(config: PairsConfig) -> tuple[dict[str, list[Pair]], Counter]:
