@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from leanloop.paths import artifacts_root
+from leanloop.paths import REPO_ROOT, artifacts_root
 
 DEFAULTS = ("encoder_default", "onetoken_default")
 REPORT = "default_report"
@@ -41,8 +41,8 @@ def train_side_by_side(prefix: str | None, overrides: list[str], logs: Path) -> 
     for config, run in zip(DEFAULTS, runs):
         with open(logs / f"{run}.log", "w") as log:
             processes[run] = subprocess.Popen(
-                [sys.executable, "-m", "classifiers.train", "--config", f"configs/classifiers/{config}.yaml",
-                 *(["--run", run] if prefix else []), *overrides], stdout=log, stderr=subprocess.STDOUT, env=env)
+                [sys.executable, "-m", "classifiers.train", "--config", str(REPO_ROOT / "configs/classifiers" / f"{config}.yaml"),
+                 *(["--run", run] if prefix else []), *overrides], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT)
     failed = [run for run, process in processes.items() if process.wait() != 0]
     for run in failed:
         tail = (logs / f"{run}.log").read_text(errors="replace").splitlines()[-30:]
