@@ -293,6 +293,9 @@ def main(argv: list[str] | None = None) -> int:
         print("data.build: the config names no sources (e.g. --config configs/data/default.yaml)", file=sys.stderr)
         return 2
 
+    if config.overwrite:  # replacing a run replaces its journal too (it holds the old config's verdicts)
+        config.fresh = True
+
     def work(config: DataConfig, run_dir: Path) -> tuple[Manifest, BuildResult]:
         result, manifest = _build(config, run_dir)
         return manifest, result
