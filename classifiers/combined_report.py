@@ -92,10 +92,6 @@ def main(config: ReportConfig) -> Path:
 
 
 if __name__ == "__main__":
-    from jsonargparse import ArgumentParser
+    from leanloop.tool import parse_config
 
-    parser = ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", action="config")
-    parser.add_class_arguments(ReportConfig, nested_key=None, as_positional=False)
-    args = parser.parse_args()
-    main(ReportConfig(**{k: v for k, v in vars(args).items() if k in ReportConfig.__dataclass_fields__}))
+    main(parse_config(ReportConfig, prog="python -m classifiers.combined_report", description=__doc__.splitlines()[0])[0])
