@@ -65,12 +65,14 @@ def layering_violations(root: Path = REPO_ROOT) -> list[str]:
         home = name.split(".")[0]
         for target, line, _ in imports_of(name, file, modules):
             top = target.split(".")[0]
-            if top == home or top not in STAGES:
+            if top == home or top == SHARED or home in TOOLS:
                 continue
             where = f"{file.relative_to(root)}:{line} imports {target}"
             if home == SHARED:
-                bad.append(f"{where} (the shared package imports no stage)")
-            elif home in STAGES and target != f"{top}.{PUBLIC}" and not target.startswith(f"{top}.{PUBLIC}."):
+                bad.append(f"{where} (the shared package imports no stage or benchmark)")
+            elif top in TOOLS:
+                bad.append(f"{where} (benchmarks drive stages, never the other way)")
+            elif target != f"{top}.{PUBLIC}" and not target.startswith(f"{top}.{PUBLIC}."):
                 bad.append(f"{where} (a stage imports another stage only through {top}.{PUBLIC})")
     return bad
 
@@ -127,7 +129,8 @@ def test_no_import_cycles_among_project_modules():
 def test_the_checks_catch_what_they_forbid(tmp_path):
     """Both checks on a tiny fake repository that breaks every rule once."""
     for path, text in {
-        "leanloop/__init__.py": "", "leanloop/util.py": "import sft.train\n",
+        "leanloop/__init__.py": "", "leanloop/util.py": "import sft.train\nimport bench.x\n",
+        "bench/__init__.py": "", "bench/x.py": "import rl.module\n",
         "sft/__init__.py": "", "sft/train.py": "from rl import module\nfrom rl.evaluator import Loader\n",
         "sft/a.py": "from sft import b\n", "sft/b.py": "from . import a\n",
         "rl/__init__.py": "", "rl/module.py": "def f():\n    import sft.a\n", "rl/evaluator.py": "",
@@ -138,6 +141,8 @@ def test_the_checks_catch_what_they_forbid(tmp_path):
         (tmp_path / path).write_text(text)
     bad = layering_violations(tmp_path)
     assert any("leanloop/util.py:1 imports sft.train" in b for b in bad)
+    assert any("leanloop/util.py:2 imports bench.x" in b for b in bad)
+    assert not any(b.startswith("bench/") for b in bad)  # a benchmark may drive any stage
     assert any("sft/train.py:1 imports rl.module" in b for b in bad)
     assert not any("imports rl.evaluator" in b for b in bad)  # the public loader is allowed
     assert any("rl/module.py:2 imports sft.a" in b for b in bad)  # deferred imports are still imports
