@@ -29,7 +29,7 @@ import torch
 
 from autoformalizer.adapters import AdapterConfig, apply_adapters, continue_adapters, trainable_report
 from autoformalizer.config import PolicyConfig
-from autoformalizer.moe import UnfusedQwen3MoeForCausalLM, tiny_qwen3_moe
+from leanloop.training.moe import UnfusedQwen3MoeForCausalLM, tiny_qwen3_moe
 from autoformalizer.quantize import QuantConfig, load_unfused_nf4, quantize_nf4_
 from leanloop.training.packed_nf4 import allow_packed_cpu_kernel
 

@@ -12,18 +12,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from data.config import BackendConfig
+from leanloop.lean.backends import BackendConfig
 from leanloop.training.models import ModelSpec
 from leanloop.training.optim import OptimConfig
 from rl.audit import AuditConfig
 from rl.curriculum import CurriculumConfig, ReplayConfig
 from rl.drift import DriftConfig
-from rl.evaluate import EvaluationConfig
+from rl.passk_eval import EvaluationConfig
 from rl.filters import FilterConfig
 from leanloop.grpo.objective import GRPOConfig
 from rl.refresh import RefreshConfig
 from leanloop.grpo.rollout import GenerationConfig
-from sft.config import StatementsConfig
+from leanloop.prover.statements import StatementsConfig
 from leanloop.prover.prompt import PromptConfig
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -59,10 +59,9 @@ class PolicyConfig:
 
 @dataclass
 class LeanConfig:
-    backend: BackendConfig = field(default_factory=lambda: BackendConfig(
-        kind="replay", options={"sources": ["rl_lean", "kimina_match"]}))
-    """The Lean backend, as in the data stage: replay (recorded Lean output), local (lean-interact
-    pool; ``options.workers``) or kimina (``options.url``)."""
+    backend: BackendConfig = field(default_factory=BackendConfig)
+    """The Lean backend, as in every stage: replay (recorded Lean output), local (lean-interact
+    pool; ``local.workers``) or kimina (``kimina.url``)."""
     workers: int = 8
     """Lean checks in flight at once (the Verifier's pool; match the backend's workers)."""
     timeout: float = 60.0

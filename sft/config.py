@@ -10,44 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from data.config import BackendConfig
+from leanloop.lean.backends import BackendConfig
 from leanloop.training.models import ModelSpec
 from sft.generation import SamplingConfig
 from leanloop.prover.prompt import PromptConfig
-
-
-@dataclass
-class PassRateFilter:
-    """Keep the statements whose pass rate over sampled attempts lies in (``low``, ``high``] (LLF
-    Section 6: 0 < p <= 0.75: never solved teaches nothing, almost always solved little)."""
-
-    attempts: str
-    """An sft_eval run (``artifacts://sft_eval/<run>``) of the starting prover on these statements:
-    p = valid attempts / attempts (unverified ones are failures, as in pass@k)."""
-    low: float = 0.0
-    """Exclusive lower bound."""
-    high: float = 0.75
-    """Inclusive upper bound."""
-
-
-@dataclass
-class StatementsConfig:
-    """Which statements to sample: a statement JSONL and optional filters."""
-
-    path: str = "shared://statements/minif2f_goedel_prover_v2_repaired.jsonl"
-    """A shipped set (``shared://statements/<file>``) or any JSONL of the same shape."""
-    splits: list[str] | None = None
-    """Keep rows of these splits of the statement set (its own ``split`` field)."""
-    names: list[str] | None = None
-    """Keep only these statement names."""
-    corpus: str | None = None
-    """A labelled corpus run (``artifacts/data/<run>``); with ``corpus_splits``, keep only the
-    statements the corpus puts in those splits (e.g. ``[test]`` for a theorem-disjoint evaluation)."""
-    corpus_splits: list[str] | None = None
-    limit: int | None = None
-    """The first N statements after filtering (smoke runs)."""
-    pass_rate: PassRateFilter | None = None
-    """Offline pass-rate filter from sampled attempts (RL training statements)."""
+from leanloop.prover.statements import StatementsConfig
 
 
 @dataclass
@@ -99,7 +66,7 @@ class SampleConfig:
 @dataclass
 class VerifierConfig:
     backend: BackendConfig = field(default_factory=BackendConfig)
-    """The Lean backend, as in the data stage's configs (replay / local / kimina + options)."""
+    """The Lean backend, as in every stage (``kind`` plus that kind's ``replay`` / ``local`` / ``kimina`` options)."""
     profile: str = "rl"
     """Acceptance policy profile; pass@k is reported under the hardened ``rl`` profile."""
     timeout: float = 60.0
@@ -134,18 +101,3 @@ class FlywheelConfig:
     sample_args: list[str] = field(default_factory=list)
     """Extra dotted overrides passed to each round's sft / sample entry point."""
 
-
-def parse_config(cls: type, argv: list[str] | None, prog: str, description: str):
-    """``--config a.yaml --config b.yaml --x.y value`` -> an instance of dataclass ``cls`` (later
-    files and flags override earlier ones), plus the resolved YAML to store beside the outputs."""
-    from jsonargparse import ActionConfigFile, ArgumentParser
-
-    parser = ArgumentParser(prog=prog, description=description)
-    parser.add_argument("--config", action=ActionConfigFile, help="YAML config (repeatable, layered)")
-    parser.add_class_arguments(cls, as_group=False)
-    namespace = parser.parse_args(argv)
-    resolved = namespace.clone()
-    del resolved["config"]
-    instance = parser.instantiate(namespace)
-    del instance["config"]
-    return cls(**vars(instance)), parser.dump(resolved)

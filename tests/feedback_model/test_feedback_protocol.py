@@ -7,7 +7,8 @@ from collections import Counter
 import pytest
 
 from feedback_model.config import CascadeConfig, CascadeEvalConfig
-from feedback_model.evaluate import EVALUATORS, balanced_sample, bootstrap_group, budget_table
+from feedback_model.cascade_eval import balanced_sample
+from feedback_model.cascade_report import EVALUATORS, bootstrap_group, budget_table
 
 
 def _row(i: int, prover: str, label: bool) -> dict:

@@ -68,14 +68,16 @@ def test_bad_statements_fail_clearly():
 
 def test_offline_pass_rate_filter_keeps_zero_exclusive_to_three_quarters(shared_data, artifacts):
     """LLF Section 6's RL problems: 0 < p <= 0.75 from sampled attempts (an sft_eval run's results)."""
-    from sft.config import PassRateFilter, StatementsConfig
-    from sft.sample import load_statement_set
+    from leanloop.artifacts import Manifest
+    from leanloop.prover.pass_rate import PassRateFilter
+    from leanloop.prover.statements import StatementsConfig, load_statement_set
 
     path = "shared://statements/minif2f_goedel_prover_v2_repaired.jsonl"
     names = [s.name for s in read_statements(path).statements[:5]]
     correct = dict(zip(names, [0, 1, 3, 4, 2]))  # of 4 attempts: p = 0, .25, .75, 1, .5
     run = artifacts / "sft_eval" / "probe"
     run.mkdir(parents=True)
+    Manifest(stage="sft_eval", run="probe").write(run)
     (run / "results.json").write_text(json.dumps({"statements": [
         {"name": n, "attempts": 4, "verified": 4, "correct": c, "categories": {}} for n, c in correct.items()]}))
     chosen = load_statement_set(StatementsConfig(path=path, pass_rate=PassRateFilter("artifacts://sft_eval/probe")))

@@ -25,8 +25,7 @@ from typing import Any, Callable, Sequence
 
 from leanloop.lean.types import Category
 from rl.harness import RewardHarness, Stage
-from sft.evaluate import NO_PROGRAM, pass_at_k_report, per_statement
-from leanloop.prover.passk import mean_pass_at_k
+from leanloop.prover.passk import NO_PROGRAM, mean_pass_at_k, pass_at_k_report, per_statement
 from leanloop.prover.statements import Statement
 
 

@@ -1,5 +1,6 @@
 """The offline pass-rate filter (LLF Section 6): RL trains on the statements the starting prover
-solves sometimes, 0 < p <= 0.75, with p measured from sampled attempts verified by ``sft.evaluate``.
+solves sometimes, 0 < p <= 0.75, with p measured from sampled attempts verified by ``sft.evaluate``
+(an ``sft_eval`` run's ``results.json``).
 
 Statements the evaluation never saw have no pass rate and are left out (an unmeasured statement is
 not evidence of a useful one)."""
@@ -7,15 +8,28 @@ not evidence of a useful one)."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
-from sft.config import PassRateFilter
-from sft.corpus import run_folder
+from leanloop.artifacts import resolve_run
+
+
+@dataclass
+class PassRateFilter:
+    """Keep the statements whose pass rate over sampled attempts lies in (``low``, ``high``] (LLF
+    Section 6: 0 < p <= 0.75: never solved teaches nothing, almost always solved little)."""
+
+    attempts: str
+    """An sft_eval run (``artifacts://sft_eval/<run>``) of the starting prover on these statements:
+    p = valid attempts / attempts (unverified ones are failures, as in pass@k)."""
+    low: float = 0.0
+    """Exclusive lower bound."""
+    high: float = 0.75
+    """Inclusive upper bound."""
 
 
 def pass_rates(attempts: str) -> dict[str, float]:
-    """name -> valid attempts / attempts, from an sft_eval run's ``results.json``."""
-    folder = run_folder(attempts)
-    path = folder / "results.json"
+    """name -> valid attempts / attempts, from a finished sft_eval run's ``results.json``."""
+    path = resolve_run(attempts, "sft_eval") / "results.json"
     if not path.is_file():
         raise FileNotFoundError(f"{attempts}: no results.json (the pass-rate filter needs a finished sft_eval run: "
                                 "make sample then make sft-eval on the training statements)")
