@@ -100,7 +100,7 @@ def stage1_start(config: PolicyConfig) -> tuple[Path, PolicyConfig] | None:
     if not saved.is_file():
         raise FileNotFoundError(f"{saved} not found: {config.name} predates continued adapters (its export "
                                 "did not record its base); retrain Stage 1 or set policy.stage1: merge")
-    from autoformalizer.moe import MoEArchConfig
+    from leanloop.training.moe import MoEArchConfig
 
     values = json.loads(saved.read_text())
     base = PolicyConfig(**{**values, "arch": MoEArchConfig(**values["arch"]), "quant": QuantConfig(**values["quant"]),

@@ -24,7 +24,7 @@ def positive(*values: float) -> bool:
 
 
 def test_bench_autoformalizer_smoke(capsys):
-    from autoformalizer.moe import meta_model
+    from leanloop.training.moe import meta_model
     from bench.autoformalizer import BENCH_ARCH, main
 
     meta_model(BENCH_ARCH)  # the full bench's model builds (its pad id lies inside its vocabulary)

@@ -98,7 +98,7 @@ def test_stages_decide_per_call_site_training_policies_never_take_the_kernel(cap
 
 
 def test_quantizing_in_memory_leaves_the_kernel_off_and_the_mode_as_it_was(capability):
-    from autoformalizer.moe import tiny_qwen3_moe
+    from leanloop.training.moe import tiny_qwen3_moe
     from autoformalizer.quantize import QuantConfig, quantize_nf4_
 
     capability(True)
@@ -122,7 +122,7 @@ def test_the_rl_qlora_policy_never_takes_the_kernel(capability):
 @pytest.mark.skipif(not HAS_KERNEL, reason="running the packed kernel needs a CPU with AVX512-BF16 "
                                            "(bitsandbytes registers it only there); its decisions are tested above")
 def test_the_packed_kernel_stays_close_to_the_grad_mode_forward_and_cannot_be_undone():
-    from autoformalizer.moe import tiny_qwen3_moe
+    from leanloop.training.moe import tiny_qwen3_moe
     from autoformalizer.quantize import QuantConfig, quantize_nf4_
 
     model = quantize_nf4_(tiny_qwen3_moe(seed=1), QuantConfig()).eval()

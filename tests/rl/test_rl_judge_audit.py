@@ -74,12 +74,12 @@ def test_share_selects_a_reproducible_fraction(audit, shared_data):
 
 
 def test_quoted_pass_at_k_counts_the_judges_verdict(audit, shared_data):
-    """rl.evaluate with a judge: attempts the fast path accepted are re-checked and the judge's
+    """rl.passk_eval with a judge: attempts the fast path accepted are re-checked and the judge's
     verdict is counted; a judge without an answer leaves the attempt unverified."""
     from types import SimpleNamespace
 
     from leanloop.lean.types import Category, Outcome
-    from rl.evaluate import EvaluationConfig, SamplingProtocol, evaluate_policy
+    from rl.passk_eval import EvaluationConfig, SamplingProtocol, evaluate_policy
     from rl.harness import RewardHarness
     from leanloop.grpo.rollout import GenerationConfig
     from leanloop.prover.statements import Statement

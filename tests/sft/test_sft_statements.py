@@ -84,5 +84,5 @@ def test_offline_pass_rate_filter_keeps_zero_exclusive_to_three_quarters(shared_
     assert [s.name for s in chosen] == [names[1], names[2], names[4]]  # not p = 0, not p = 1, not unmeasured
     with pytest.raises(ValueError, match="low < high"):
         load_statement_set(StatementsConfig(path=path, pass_rate=PassRateFilter("artifacts://sft_eval/probe", 0.8, 0.5)))
-    with pytest.raises(FileNotFoundError, match="finished sft_eval run"):
+    with pytest.raises(FileNotFoundError, match="sft-eval"):
         load_statement_set(StatementsConfig(path=path, pass_rate=PassRateFilter("artifacts://sft_eval/missing")))
