@@ -121,11 +121,14 @@ class ReplayEnv(ProofEnv):
         super().__init__()
         self.roots = dict(roots)
         self.table: dict[tuple[str, str], tuple[str, ...]] = {}
-        self.known_states: set[str] = set()
+        self.by_state: dict[str, list[str]] = {}
         for row in transitions:
             state_key = node_exact_key(tuple(parse_state(row["state"])))
-            self.table.setdefault((state_key, normalize_tactic(row["tactic"])), tuple(row["result"]))
-            self.known_states.add(state_key)
+            key = (state_key, normalize_tactic(row["tactic"]))
+            if key not in self.table:
+                self.table[key] = tuple(row["result"])
+                self.by_state.setdefault(state_key, []).append(row["tactic"])
+        self.known_states = set(self.by_state)
 
     @classmethod
     def from_run(cls, run_dir: str | Path) -> "ReplayEnv":
@@ -144,6 +147,10 @@ class ReplayEnv(ProofEnv):
             frame = pd.read_parquet(run_dir / f"{split}.parquet", columns=["name", "statement_goal"])
             roots.update(zip(frame["name"], frame["statement_goal"]))
         return cls(transitions, roots)
+
+    def recorded_tactics(self, state_text: str) -> list[str]:
+        """The tactics recorded at this goal (what an oracle policy proposes)."""
+        return list(self.by_state.get(node_exact_key(tuple(parse_state(state_text))), []))
 
     def _start(self, theorem: str) -> EnvResult:
         text = self.roots.get(theorem, theorem)
