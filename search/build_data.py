@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +19,8 @@ from typing import Any
 from tqdm import tqdm
 
 from leanloop.artifacts import Manifest
-from leanloop.paths import artifacts_root, resolve_shared
-from search.tool import parse_tool_config
+from leanloop.paths import resolve_shared
+from leanloop.tool import run_tool
 from search.trees import TREE_SCHEMA_VERSION, build_tree
 
 SPLITS = ("train", "validation", "test")
@@ -64,11 +63,9 @@ def read_steps(path: str) -> dict[tuple[str, str], list[dict[str, Any]]]:
     return by_theorem
 
 
-def build(config: SearchDataConfig) -> Path:
+def build(config: SearchDataConfig, out: Path) -> Manifest:
     import pandas as pd
 
-    out = artifacts_root() / "search_data" / config.run
-    out.mkdir(parents=True, exist_ok=True)
     by_theorem = read_steps(config.steps)
     rows: list[dict[str, Any]] = []
     transitions: dict[tuple[str, str], dict[str, Any]] = {}
@@ -112,17 +109,16 @@ def build(config: SearchDataConfig) -> Path:
         "config": vars(config),
     })
     manifest.add_input("steps", resolve_shared(config.steps))
-    manifest.write(out)
     print(f"[search-data] {len(rows)} trees of {len(by_theorem)} theorems "
           f"({', '.join(s + ' ' + str(counts['trees_' + s]) for s in SPLITS)}); dropped {dict(drops)}; "
           f"{len(transitions)} transitions -> {out}")
-    return out
+    return manifest
 
 
-def main(argv: list[str] | None = None) -> int:
-    build(parse_tool_config(SearchDataConfig, argv, "python -m search.build_data"))
-    return 0
+def main(argv: list[str] | None = None) -> Path:
+    return run_tool("search_data", SearchDataConfig, build, argv, prog="python -m search.build_data",
+                    description=__doc__.splitlines()[0]).run_dir
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
