@@ -98,7 +98,7 @@ class ModelPolicy:
     @torch.no_grad()
     def _last_logits(self, rows: list[list[int]]) -> torch.Tensor:
         ids, mask = _left_pad(rows, self.eos)
-        return self.model(input_ids=ids, attention_mask=mask).logits[:, -1, :].float()
+        return self.model(input_ids=ids, attention_mask=mask, logits_to_keep=1).logits[:, -1, :].float()
 
     @torch.no_grad()
     def critic(self, states: Sequence[str]) -> list[float]:
