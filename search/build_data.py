@@ -12,13 +12,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
 from leanloop.artifacts import Manifest
+from leanloop.lean.local import LocalBackendConfig
 from leanloop.paths import resolve_shared
 from leanloop.tool import run_tool
 from search.trees import TREE_SCHEMA_VERSION, build_tree
@@ -30,12 +31,18 @@ SPLITS = ("train", "validation", "test")
 class SearchDataConfig:
     """Build proof trees from traced (state, tactic, state) steps."""
 
-    steps: str = "shared://tactic_states/steps.derived.jsonl"
+    steps: str | None = "shared://tactic_states/steps.derived.jsonl"
     """LeanDojo-traced steps: one JSON row per step (full_name, file_path, tactic_idx, tactic,
     state_before, state_after, url, commit, thm_start, thm_end)."""
     validation_fraction: float = 0.05
     test_fraction: float = 0.10
     """Theorems go to a split by a hash of (file, name): stable across runs and machines."""
+    lean_files: list[str] = field(default_factory=list)
+    """Lean files whose tactic proofs are re-executed with ``lean`` (the REPL in proof-state mode,
+    ``search.extract``): those trees are ``verified: true``. Needs a Lean toolchain."""
+    lean: LocalBackendConfig = field(default_factory=LocalBackendConfig)
+    lean_header: str = ""
+    """Import lines the files' theorems need (e.g. ``import Mathlib``)."""
     run: str = "default"
     """Output: artifacts/search_data/<run>/."""
 
@@ -66,7 +73,7 @@ def read_steps(path: str) -> dict[tuple[str, str], list[dict[str, Any]]]:
 def build(config: SearchDataConfig, out: Path) -> Manifest:
     import pandas as pd
 
-    by_theorem = read_steps(config.steps)
+    by_theorem = read_steps(config.steps) if config.steps else {}
     rows: list[dict[str, Any]] = []
     transitions: dict[tuple[str, str], dict[str, Any]] = {}
     drops: Counter = Counter()
@@ -92,6 +99,8 @@ def build(config: SearchDataConfig, out: Path) -> Manifest:
             "statement_goal": result.tree.state, "size": result.tree.size, "depth": result.tree.depth,
             "verified": False,
         })
+    if config.lean_files:
+        rows += extract_lean_files(config, transitions, drops)
     frame = pd.DataFrame(rows)
     counts: dict[str, Any] = {"theorems": len(by_theorem), "trees": len(rows), "dropped": dict(drops),
                               "nested_by_steps_skipped": nested, "transitions": len(transitions),
@@ -103,16 +112,51 @@ def build(config: SearchDataConfig, out: Path) -> Manifest:
         counts[f"steps_{split}"] = int(part["size"].sum()) if len(part) else 0
     pd.DataFrame(list(transitions.values())).to_parquet(out / "transitions.parquet", index=False)
     manifest = Manifest(stage="search_data", run=config.run, counts=counts, extra={
-        "tree_schema_version": TREE_SCHEMA_VERSION, "verified": False,
+        "tree_schema_version": TREE_SCHEMA_VERSION, "verified": bool(config.lean_files) and not config.steps,
         "verified_note": "trees rebuilt from traced steps without Lean; not re-executed",
         "files": {s: f"{s}.parquet" for s in SPLITS} | {"transitions": "transitions.parquet"},
         "config": vars(config),
     })
-    manifest.add_input("steps", resolve_shared(config.steps))
+    if config.steps:
+        manifest.add_input("steps", resolve_shared(config.steps))
+    for index, path in enumerate(config.lean_files):
+        manifest.add_input(f"lean_file_{index}", resolve_shared(path))
     print(f"[search-data] {len(rows)} trees of {len(by_theorem)} theorems "
           f"({', '.join(s + ' ' + str(counts['trees_' + s]) for s in SPLITS)}); dropped {dict(drops)}; "
           f"{len(transitions)} transitions -> {out}")
     return manifest
+
+
+def extract_lean_files(config: SearchDataConfig, transitions: dict, drops: Counter) -> list[dict[str, Any]]:
+    """Verified trees from Lean files (re-executed in proof-state mode)."""
+    from search.extract import extract_file
+    from search.repl_env import ReplEnv
+    from search.trees import Transition
+
+    env = ReplEnv(config.lean)
+    rows = []
+    try:
+        for path in config.lean_files:
+            source = resolve_shared(path)
+            for item in tqdm(extract_file(env, source.read_text(encoding="utf-8"), config.lean_header),
+                             desc=source.name, unit="theorem"):
+                if item.tree is None:
+                    drops["lean_extraction_failed"] += 1
+                    continue
+                split = theorem_split(str(path), item.name, config.validation_fraction, config.test_fraction)
+                for node in item.tree.nodes():
+                    if node.tactic is not None:
+                        t = Transition(node.state, node.tactic, tuple(c.state for c in node.children))
+                        transitions.setdefault(t.key, {"state": t.state, "tactic": t.tactic, "result": list(t.result),
+                                                       "theorem": item.name, "split": split})
+                rows.append({"split": split, "file_path": str(path), "url": None, "commit": None,
+                             "imports": config.lean_header or None, "open_namespaces": None, "name": item.name,
+                             "start": [], "end": [], "tree": json.dumps(item.tree.to_dict(), ensure_ascii=False),
+                             "statement_goal": item.tree.state, "size": item.tree.size, "depth": item.tree.depth,
+                             "verified": True})
+    finally:
+        env.close()
+    return rows
 
 
 def main(argv: list[str] | None = None) -> Path:
