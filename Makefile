@@ -33,6 +33,7 @@ demo: setup ## the main job on the embedded default: every stage end to end, on 
 	$(MAKE) feedback
 	$(MAKE) cascade-eval
 	$(MAKE) rl
+	$(MAKE) search-demo
 # >>> demo chain (stages append their target to the demo recipe above as they land)
 
 # --- data stage (issue: foundation) ---
@@ -188,3 +189,30 @@ bench-autoformalizer: setup ## unfused-MoE policy: bf16 vs NF4 memory, QLoRA vs 
 
 autoformalizer-retrieval: setup ## System B recall@8 on the shipped statements (CONFIG=configs/autoformalizer/eval/X.yaml)
 	$(PY) -m autoformalizer.evaluate_retrieval --config $(or $(CONFIG),configs/autoformalizer/eval/default.yaml)
+
+# --- search stage (NanoProof: LeanTree proof trees, AND-OR MCTS over goals, actor-critic) ---
+# make search-data -> artifacts/search_data/default (trees from the LeanDojo steps), search-train ->
+# artifacts/search/default (from artifacts://pretrain/default: run make pretrain first), search-rl ->
+# artifacts/search_rl/default (+ artifacts/search/default-roundK), search-eval ->
+# artifacts/search_eval/default/report.md. search-demo is the short chain `make demo` runs.
+.PHONY: search-data search-train search-rl search-eval search-demo bench-search
+search-data: setup ## LeanTree-format proof trees from traced steps (or Lean files), split by theorem (CONFIG=configs/search_data/X.yaml, ARGS=overrides)
+	$(PY) -m search.build_data --config $(or $(CONFIG),configs/search_data/default.yaml) $(ARGS)
+
+search-train: setup ## supervised actor-critic on tree steps (CONFIG=configs/search/X.yaml [more.yaml], RUN=name, ARGS=overrides)
+	$(PY) -m search.train $(foreach c,$(or $(CONFIG),configs/search/default.yaml),--config $(c)) \
+		$(if $(RUN),--run $(RUN)) $(ARGS)
+
+search-rl: setup ## self-improvement: search -> simplified proofs -> replay buffer -> train, in rounds (CONFIG=configs/search/rl/X.yaml, ARGS=overrides)
+	$(PY) -m search.rl --config $(or $(CONFIG),configs/search/rl/default.yaml) $(ARGS)
+
+search-eval: setup ## pass@k at a search budget vs sampling without search, report + plot (CONFIG=configs/search/eval/X.yaml, ARGS=overrides)
+	$(PY) -m search.evaluate --config $(or $(CONFIG),configs/search/eval/default.yaml) $(ARGS)
+
+search-demo: setup ## the search part of make demo (~1-2 CPU minutes): trees, a short training run, a small evaluation
+	$(MAKE) search-data
+	$(PY) -m search.train --config configs/search/demo.yaml
+	$(PY) -m search.evaluate --config configs/search/eval/demo.yaml
+
+bench-search: setup ## expansions/s and env calls/s vs the replay environment, model vs env time, batched vs one-at-a-time searches (ARGS=--smoke)
+	$(PY) -m bench.search $(ARGS)
