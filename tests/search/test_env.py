@@ -10,13 +10,6 @@ from search.env import EnvStatus, ReplayEnv
 from search.goals import parse_state
 from search.http_env import EnvPool, HttpEnv, HttpEnvConfig, serve
 
-HEAD = "v4.33.0-rc2"
-
-
-@pytest.fixture(scope="module")
-def replay(search_data):
-    return ReplayEnv.from_run(search_data)
-
 
 def test_replay_answers_recorded_steps_and_nothing_else(search_data, replay):
     row = pd.read_parquet(search_data / "transitions.parquet").iloc[0]
@@ -50,36 +43,21 @@ def test_http_pool_gives_the_same_answers(search_data, replay):
     assert dead.start("x").status is EnvStatus.INFRA_ERROR
 
 
-@pytest.fixture(scope="module")
-def repl_env(tmp_path_factory, shared_data):
-    from leanloop.lean.local import standin_config
-    from leanloop.lean.standins.repl import prepare_repl_dir
-    from search.repl_env import ReplEnv
-
-    # lean-interact (this pin) reads `proofStatus`, which only the HEAD REPL's recordings carry
-    root = prepare_repl_dir(tmp_path_factory.mktemp("repl"), [shared_data / "lean_repl" / "repl_io_pairs.jsonl"],
-                            lean_version=HEAD)
-    # the recorded commands were sent without lean-interact's `Elab.async` option
-    env = ReplEnv(standin_config(root, lean_version=HEAD), timeout=30, parallel_elaboration=False)
-    yield env
-    env.close()
-
-
-def test_repl_proof_state_mode_through_lean_interact(repl_env):
+def test_repl_proof_state_mode_through_lean_interact(standin_env):
     # the recorded HEAD `assumption_proof` session
-    start = repl_env.start("theorem aa (x : Nat) (h1 : x  = 2) : x = 2")
+    start = standin_env.start("theorem aa (x : Nat) (h1 : x  = 2) : x = 2")
     assert start.ok and start.goals[0].text == "x : Nat\nh1 : x = 2\n⊢ x = 2"
-    done = repl_env.apply(start.goals[0], "assumption")
-    assert done.closed and repl_env.calls == 1
+    done = standin_env.apply(start.goals[0], "assumption")
+    assert done.closed and standin_env.calls == 1
     # a step nobody recorded is unavailable (the stand-in refuses), never a verdict
-    assert repl_env.apply(start.goals[0], "exact h1").status is EnvStatus.UNAVAILABLE
+    assert standin_env.apply(start.goals[0], "exact h1").status is EnvStatus.UNAVAILABLE
 
 
-def test_repl_splits_goals_and_reports_lean_errors(repl_env):
-    start = repl_env.start("theorem foo (x : Int) : x = x")
-    split = repl_env.apply(start.goals[0], "by_cases h : x < 0")
+def test_repl_splits_goals_and_reports_lean_errors(standin_env):
+    start = standin_env.start("theorem foo (x : Int) : x = x")
+    split = standin_env.apply(start.goals[0], "by_cases h : x < 0")
     assert split.ok and [g.goals[0].case for g in split.goals] == ["pos", "neg"]
     assert [g.goals[0].hypotheses[-1].type for g in split.goals] == ["x < 0", "¬x < 0"]
-    wrong = repl_env.start("theorem my_theorem (x : Nat) : x = x")
-    error = repl_env.apply(wrong.goals[0], "exact my_fake_premise")
+    wrong = standin_env.start("theorem my_theorem (x : Nat) : x = x")
+    error = standin_env.apply(wrong.goals[0], "exact my_fake_premise")
     assert error.status is EnvStatus.ERROR and "my_fake_premise" in error.error

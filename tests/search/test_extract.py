@@ -8,8 +8,6 @@ import pytest
 from search.env import EnvStatus
 from search.extract import ExtractionError, extract_file, parse_script, split_declarations
 
-HEAD = "v4.33.0-rc2"
-
 
 def test_scripts_parse_into_blocks_and_unsupported_forms_are_refused():
     script = parse_script("\n  constructor\n  · exact hp\n  · simp at hq\n    exact hq\n")
@@ -18,19 +16,6 @@ def test_scripts_parse_into_blocks_and_unsupported_forms_are_refused():
     with pytest.raises(ExtractionError):
         parse_script("\n  cases h <;> simp")
     assert [d[0] for d in split_declarations("theorem a : True := by\n  trivial\n\nlemma b : 1 = 1 := rfl\n")] == ["a"]
-
-
-@pytest.fixture(scope="module")
-def standin_env(tmp_path_factory, shared_data):
-    from leanloop.lean.local import standin_config
-    from leanloop.lean.standins.repl import prepare_repl_dir
-    from search.repl_env import ReplEnv
-
-    root = prepare_repl_dir(tmp_path_factory.mktemp("repl"), [shared_data / "lean_repl" / "repl_io_pairs.jsonl"],
-                            lean_version=HEAD)
-    env = ReplEnv(standin_config(root, lean_version=HEAD), timeout=30, parallel_elaboration=False)
-    yield env
-    env.close()
 
 
 def test_extraction_through_the_standin_repl(standin_env):

@@ -15,11 +15,6 @@ from search.mcts import Proposal, SearchBatch, start_searches
 from search.policy import OraclePolicy
 
 
-@pytest.fixture(scope="module")
-def replay(search_data):
-    return ReplayEnv.from_run(search_data)
-
-
 def test_oracle_policy_solves_every_replayable_held_out_theorem(search_data, replay):
     test = pd.read_parquet(search_data / "test.parquet")
     assert len(test) > 100
