@@ -34,7 +34,6 @@ from search.env import EnvGoal, ProofEnv, ReplayEnv
 from search.mcts import Search, SearchBatch, start_searches
 from search.program import FoundProof, verify_found
 from search.simplify import SimplifyStats, simplify
-from search.trees import TreeNode
 
 
 @dataclass

@@ -4,7 +4,6 @@ client in proof-state mode against the stand-in REPL replaying recorded REPL ses
 from __future__ import annotations
 
 import pandas as pd
-import pytest
 
 from search.env import EnvStatus, ReplayEnv
 from search.goals import parse_state

@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 
 import pandas as pd
-import pytest
 
 from search.config import SearchConfig
-from search.env import EnvGoal, EnvResult, EnvStatus, ProofEnv, ReplayEnv
+from search.env import EnvGoal, EnvResult, EnvStatus, ProofEnv
 from search.goals import parse_state
 from search.mcts import Proposal, SearchBatch, start_searches
 from search.policy import OraclePolicy
