@@ -19,18 +19,21 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from tqdm import tqdm
 
 from leanloop.artifacts import Manifest, resolve_model, resolve_run
 from leanloop.jsonl import write_jsonl
+from leanloop.paths import resolve_shared
 from leanloop.lean.backends import BackendConfig
+from leanloop.lean.local import LocalBackendConfig
 from leanloop.lean.verifier import Verifier
 from leanloop.tool import run_tool
 from search.config import SearchConfig
 from search.env import EnvGoal, ProofEnv, ReplayEnv
+from search.http_env import HttpEnvConfig
 from search.mcts import Search, SearchBatch, start_searches
 from search.program import FoundProof, verify_found
 from search.simplify import SimplifyStats, simplify
@@ -43,6 +46,17 @@ class SearchEvalConfig:
     model: str = "artifacts://search/default"
     """A search-stage run (or any HF causal LM folder)."""
     trees: str = "artifacts://search_data/default"
+    """Replay environment: the search-data run whose recorded transitions answer, and whose
+    ``split`` theorems are searched."""
+    environment: Literal["replay", "repl", "http"] = "replay"
+    """``repl`` (lean-interact on this machine, options ``lean``) or ``http`` (a pool started with
+    ``python -m search.http_env``, options ``http``) search ``statements`` with Lean instead."""
+    statements: str | None = None
+    """With Lean: a statement JSONL (``shared://statements/minif2f_goedel_prover_v2_repaired.jsonl``);
+    found proofs are then checked as whole programs against these trusted statements."""
+    statement_splits: list[str] = field(default_factory=list)
+    lean: LocalBackendConfig = field(default_factory=LocalBackendConfig)
+    http: HttpEnvConfig = field(default_factory=HttpEnvConfig)
     split: str = "test"
     limit: int | None = None
     """Evaluate the first N theorems of the split (by name order); None: all."""
@@ -110,13 +124,18 @@ def evaluate(config: SearchEvalConfig, out: Path) -> tuple[Manifest, dict[str, A
 
     set_torch_threads(config.threads)
     torch.manual_seed(config.seed)
-    trees_run = resolve_run(config.trees, "search_data")
     model_dir = resolve_model(config.model)
-    env = ReplayEnv.from_run(trees_run)
-    frame = pd.read_parquet(trees_run / f"{config.split}.parquet").sort_values("name")
-    if config.limit is not None:
-        frame = frame.head(config.limit)
-    names = list(frame["name"])
+    trees_run = None
+    statements: dict[str, Any] = {}  # theorem text started in the environment -> its Statement
+    if config.environment == "replay":
+        trees_run = resolve_run(config.trees, "search_data")
+        env: ProofEnv = ReplayEnv.from_run(trees_run)
+        frame = pd.read_parquet(trees_run / f"{config.split}.parquet").sort_values("name")
+        if config.limit is not None:
+            frame = frame.head(config.limit)
+        names = list(frame["name"])
+    else:
+        env, names, statements = _lean_environment(config)
     budget = max(config.budgets)
     rows: list[dict[str, Any]] = []
     simplify_stats = SimplifyStats()
@@ -126,12 +145,14 @@ def evaluate(config: SearchEvalConfig, out: Path) -> tuple[Manifest, dict[str, A
                                              first_token_cap=config.search.first_token_cap, seed=config.seed + attempt)
         searches, failed = start_searches(names, env, config.search)
         for name, why in failed.items():
-            rows.append({"theorem": name, "attempt": attempt, "started": False, "why": why})
+            shown = statements[name].name if name in statements else name
+            rows.append({"theorem": shown, "attempt": attempt, "started": False, "why": why})
         progress = tqdm(total=len(searches), desc=f"search attempt {attempt + 1}/{config.attempts}", unit="theorem")
         for start in range(0, len(searches), config.parallel):
             chunk = searches[start:start + config.parallel]
             SearchBatch(chunk, policy, config.search).run(budget)
-            chunk_rows = [_row(search, attempt, env, simplify_stats, found) for search in chunk]
+            chunk_rows = [_row(search, attempt, env, simplify_stats, found, statements.get(search.name))
+                          for search in chunk]
             if config.baseline:  # the same model, the same environment calls, no search
                 outcomes = sample_without_search(policy, env, [s.root.goal for s in chunk],
                                                  [max(s.stats.env_calls, 1) for s in chunk],
@@ -149,30 +170,64 @@ def evaluate(config: SearchEvalConfig, out: Path) -> tuple[Manifest, dict[str, A
                 row["verdict"] = outcome.category.value
                 row["verdict_reason"] = outcome.reasons[0] if outcome.reasons else ""
                 break
+    oracle_solved = None
+    if isinstance(env, ReplayEnv):  # the ceiling of this environment: the recorded tactics, same budget
+        from search.policy import OraclePolicy
+
+        reference, _ = start_searches(names, env, config.search)
+        SearchBatch(reference, OraclePolicy(env), config.search).run(budget)
+        oracle_solved = sum(s.solved for s in reference)
+    env.close()
     write_jsonl(out / "results.jsonl", rows)
     metrics = summarize(rows, config, simplify_stats)
+    metrics["oracle_solved"] = oracle_solved
     report_path = write_report(out, metrics, config)
+    environment = ("replay of recorded LeanDojo steps (no Lean)" if config.environment == "replay"
+                   else f"Lean ({config.environment}) on {config.statements}")
     manifest = Manifest(stage="search_eval", run=config.run, seed=config.seed, counts={"theorems": len(names)},
-                        metrics=metrics, extra={"environment": "replay of recorded LeanDojo steps (no Lean)",
-                                                "report": report_path.name})
-    manifest.add_input("trees", trees_run)
+                        metrics=metrics, extra={"environment": environment, "report": report_path.name})
+    if trees_run is not None:
+        manifest.add_input("trees", trees_run)
+    if config.statements:
+        manifest.add_input("statements", resolve_shared(config.statements))
     manifest.add_input("model", model_dir.parent if (model_dir.parent / "manifest.json").is_file() else model_dir)
     print(f"[search-eval] solved {metrics['solved']}/{metrics['theorems']} at budget {budget} "
           f"(no search: {metrics.get('baseline_solved')}) -> {report_path}")
     return manifest, metrics
 
 
-def _row(search: Search, attempt: int, env: ReplayEnv, simplify_stats: SimplifyStats,
-         found: list[FoundProof]) -> dict[str, Any]:
+def _lean_environment(config: SearchEvalConfig) -> tuple[ProofEnv, list[str], dict[str, Any]]:
+    from leanloop.prover.statements import read_statements
+
+    if not config.statements:
+        raise SystemExit(f"search-eval: environment {config.environment!r} needs `statements` (a statement JSONL)")
+    chosen = read_statements(config.statements).select(splits=config.statement_splits or None, limit=config.limit)
+    by_text = {s.header + s.statement: s for s in chosen.statements}
+    if config.environment == "repl":
+        from search.repl_env import ReplEnv
+
+        env: ProofEnv = ReplEnv(config.lean, timeout=config.search.tactic_timeout)
+    else:
+        from search.http_env import HttpEnv
+
+        env = HttpEnv(config.http)
+    return env, list(by_text), by_text
+
+
+def _row(search: Search, attempt: int, env: ProofEnv, simplify_stats: SimplifyStats,
+         found: list[FoundProof], statement: Any = None) -> dict[str, Any]:
     stats = search.stats
-    row: dict[str, Any] = {"theorem": search.name, "attempt": attempt, "started": True, "solved": search.solved,
+    row: dict[str, Any] = {"theorem": statement.name if statement else search.name, "attempt": attempt, "started": True, "solved": search.solved,
                            **asdict(stats), "proof": None}
     if search.solved:
         proof = search.proof()
         simple = simplify(proof, env, simplify_stats, live={k: n.goal for k, n in search.table.items()})
         row.update(proof=simple.to_dict(), proof_depth=simple.depth, proof_size_before=proof.size,
                    proof_size=simple.size)
-        found.append(FoundProof(search.name, simple))  # traced steps: no statement text
+        if statement is not None:  # a trusted statement: the proof is checked as a whole program
+            found.append(FoundProof(statement.name, simple, statement.statement, statement.header, statement.context))
+        else:  # traced steps: no statement text
+            found.append(FoundProof(search.name, simple))
     return row
 
 
@@ -232,6 +287,8 @@ def write_report(out: Path, metrics: dict[str, Any], config: SearchEvalConfig) -
     solved = [metrics["solved_vs_budget"][str(b)] for b in budgets]
     fig, ax = plt.subplots(figsize=(5, 3.5))
     ax.plot(budgets, solved, marker="o", label="AND-OR MCTS")
+    if metrics.get("oracle_solved") is not None:
+        ax.axhline(metrics["oracle_solved"], color="green", linestyle=":", label="recorded tactics (ceiling)")
     if config.baseline:
         ax.axhline(metrics["baseline_solved"], color="gray", linestyle="--",
                    label="sampling without search (same env calls)")
@@ -248,24 +305,29 @@ def write_report(out: Path, metrics: dict[str, Any], config: SearchEvalConfig) -
 
     lines = [
         f"# Search evaluation: {config.run}", "",
-        f"Environment: **replay of recorded LeanDojo steps, no Lean** ({config.split} split of `{config.trees}`). "
-        "A tactic nobody recorded at a goal is `unavailable`, so these numbers count proofs made of recorded "
-        "steps only: a lower bound on what the model would prove with Lean.", "",
+        (f"Environment: **replay of recorded LeanDojo steps, no Lean** ({config.split} split of `{config.trees}`). "
+         "A tactic nobody recorded at a goal is `unavailable`, so these numbers count proofs made of recorded "
+         "steps only: a lower bound on what the model would prove with Lean." if config.environment == "replay"
+         else f"Environment: **Lean** ({config.environment}) on `{config.statements}`."), "",
         f"Model: `{config.model}`; {config.attempts} attempt(s) per theorem; budget {metrics['budget']} iterations, "
         f"{config.search.samples_per_expansion} tactics sampled per expansion.", "",
         "| metric | value |", "|---|---|",
     ]
-    for key in ("theorems", "solved", f"pass@{config.attempts}", "baseline_solved", "iterations_per_solved",
+    for key in ("theorems", "solved", f"pass@{config.attempts}", "baseline_solved", "oracle_solved", "iterations_per_solved",
                 "env_calls_per_solved", "env_calls_per_theorem", "baseline_env_calls_per_theorem", "cycle_rejections",
                 "unavailable_tactics", "duplicate_tactics", "simplification_rate", "edges_removed_by_simplification",
                 "verified_valid", "model_time_share", "not_started"):
         if key in metrics:
             lines.append(f"| {key} | {fmt(metrics[key])} |")
+    if metrics.get("oracle_solved") is not None:
+        lines += ["", "`oracle_solved`: the recorded tactics offered as the policy at the same budget: the most this "
+                  "environment can confirm."]
     lines += ["", "Solved vs budget: " + ", ".join(f"{b}: {s}" for b, s in zip(budgets, solved)), "",
               "Whole-program verdicts of the found proofs (Verifier, `rl` profile): "
               + (", ".join(f"{k} {v}" for k, v in metrics["verdicts"].items()) or "none found") + ". "
-              "The traced steps carry no program text, so a found proof cannot be written as a program here: "
-              "`unavailable`, never counted as verified.", "", "![solved vs budget](solved_vs_budget.png)", ""]
+              + ("The traced steps carry no program text, so a found proof cannot be written as a program here: "
+                 "`unavailable`, never counted as verified." if config.environment == "replay" else
+                 "Only `valid` counts as proved."), "", "![solved vs budget](solved_vs_budget.png)", ""]
     path = out / "report.md"
     path.write_text("\n".join(lines))
     return path

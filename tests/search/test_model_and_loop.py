@@ -94,5 +94,6 @@ def test_rl_round_chains_manifests_and_eval_writes_a_report(search_data, artifac
     metrics = report.manifest["metrics"]
     assert metrics["theorems"] == 2 and set(metrics["solved_vs_budget"]) == {"1", "2"}
     assert metrics["baseline_env_calls_per_theorem"] <= metrics["env_calls_per_theorem"]
+    assert metrics["oracle_solved"] >= metrics["solved"] and metrics["oracle_solved"] >= 1
     assert (report.run_dir / "solved_vs_budget.png").stat().st_size > 1000
     assert "no Lean" in (report.run_dir / "report.md").read_text()
