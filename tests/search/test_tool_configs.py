@@ -21,14 +21,17 @@ CONFIGS += [(SearchDataConfig, p) for p in sorted((REPO_ROOT / "configs/search_d
 def test_tool_config_parses(cls, path):
     config, resolved = parse_config(cls, ["--config", str(path)])
     written = yaml.safe_load(path.read_text())
-    for key, value in written.items():
-        got = getattr(config, key)
-        if isinstance(value, dict):  # a typed section: every written field as written
-            for sub, sub_value in value.items():
-                assert getattr(got, sub) == sub_value, f"{path.name}: {key}.{sub}"
-        else:
-            assert got == value, f"{path.name}: {key}"
+    _same(written, config, path.name)
     assert len(CONFIGS) >= 5
+
+
+def _same(written, parsed, where):
+    """Every written value as written; a typed section (a dataclass) field by field, recursively."""
+    if isinstance(written, dict):
+        for key, value in written.items():
+            _same(value, getattr(parsed, key), f"{where}: {key}")
+    else:
+        assert parsed == written, where
 
 
 def test_unknown_key_is_rejected(tmp_path):
