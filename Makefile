@@ -41,6 +41,7 @@ demo: setup ## the main job on the embedded default: every stage end to end, on 
 	$(MAKE) feedback
 	$(MAKE) cascade-eval
 	$(MAKE) rl
+	$(MAKE) search-demo
 # >>> demo chain (stages append their target to the demo recipe above as they land)
 
 # --- the real Kimina Lean Server for the tests: its own venv (Python >= 3.12, pinned FastAPI) ---
@@ -193,3 +194,29 @@ gpu-check: setup ## every GPU-only path once at tiny scale, CPU equivalents with
 # -- paper protocols (docs/paper_protocols.yaml; tests/test_paper_protocols.py checks every paper config) --
 protocols: setup ## render docs/paper_protocols.md from docs/paper_protocols.yaml (the test fails when it is stale)
 	$(PY) docs/protocols.py
+
+# --- search stage (NanoProof: LeanTree proof trees, AND-OR MCTS over goals, actor-critic) ---
+# make search-data -> artifacts/search_data/default (trees from the LeanDojo steps), search-train ->
+# artifacts/search/default (from artifacts://pretrain/default: run make pretrain first), search-rl ->
+# artifacts/search_rl/default (+ artifacts/search/default-roundK), search-eval ->
+# artifacts/search_eval/default/report.md. search-demo is the short chain `make demo` runs.
+.PHONY: search-data search-train search-rl search-eval search-demo bench-search
+search-data: setup ## LeanTree-format proof trees from traced steps (or Lean files), split by theorem (CONFIG=configs/search_data/X.yaml, RUN=name, ARGS=overrides)
+	$(call stage,search.build_data,configs/search_data/default.yaml)
+
+search-train: setup ## supervised actor-critic on tree steps (CONFIG=configs/search/X.yaml [more.yaml], RUN=name, ARGS=overrides)
+	$(call stage,search.train,configs/search/default.yaml)
+
+search-rl: setup ## self-improvement: search -> simplified proofs -> replay buffer -> train, in rounds (CONFIG=configs/search/rl/X.yaml, RUN=name, ARGS=overrides)
+	$(call stage,search.rl,configs/search/rl/default.yaml)
+
+search-eval: setup ## pass@k at a search budget vs sampling without search, report + plot (CONFIG=configs/search/eval/X.yaml, RUN=name, ARGS=overrides)
+	$(call stage,search.evaluate,configs/search/eval/default.yaml)
+
+search-demo: setup ## the search part of make demo (~1-2 CPU minutes): trees, a short training run, a small evaluation
+	$(MAKE) search-data
+	$(PY) -m search.train --config configs/search/demo.yaml
+	$(PY) -m search.evaluate --config configs/search/eval/demo.yaml
+
+bench-search: setup ## expansions/s and env calls/s vs the replay environment, model vs env time, batched vs one-at-a-time searches (ARGS=--smoke)
+	$(PY) -m bench.search $(ARGS)

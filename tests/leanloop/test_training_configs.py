@@ -22,9 +22,9 @@ import yaml
 
 from leanloop.paths import REPO_ROOT
 
-NOT_LIGHTNING = {"data", "sweeps", "strategy"}
+NOT_LIGHTNING = {"data", "sweeps", "strategy", "search_data"}
 # the Lightning stages of the issues; a stage is discovered by configs/<stage>/ + <stage>/train.py
-EXPECTED_STAGES = {"pretrain", "classifiers", "sft", "feedback_model", "rl"}
+EXPECTED_STAGES = {"pretrain", "classifiers", "sft", "feedback_model", "rl", "search"}
 
 
 def _stages() -> list[str]:
@@ -256,6 +256,10 @@ def _build_upstream(config_path, built: set) -> None:
             from data.build import build, parse_config
 
             build(parse_config(["--config", str(upstream)]), progress=False)
+        elif stage == "search_data":
+            from search.build_data import main as build_search_data
+
+            build_search_data(["--config", str(upstream)])
         else:
             _stage_run(stage)(["--config", str(upstream), "--trainer.fast_dev_run", "true"])
 

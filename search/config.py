@@ -1,0 +1,40 @@
+"""Typed configuration of the search stage. Numbers the NanoProof paper gives cite its section;
+"not given" marks the ones it does not (there the public reference code's default is named, or
+ours is a CPU-sized choice)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class SearchConfig:
+    """AND-OR MCTS (NanoProof Section 3)."""
+
+    simulations: int = 64
+    """Search budget in iterations (one expansion each). Paper: pass@k reported at a budget of
+    iterations (Section 5); the per-attempt number for the embedded default is ours (CPU)."""
+    samples_per_expansion: int = 8
+    """Tactics sampled per expansion (Section 3.7 samples several and dedupes; the count: not given)."""
+    first_token_cap: int = 2
+    """At most this many sampled tactics may open with the same first token (Section 3.7; value not given)."""
+    pb_c_base: float = 3200.0
+    """PUCT exploration base (not given in the paper; the reference code's default)."""
+    pb_c_init: float = 1.25
+    """PUCT exploration constant (not given; AlphaZero's 1.25 — the reference code uses 0.001 with
+    its own prior scale)."""
+    value_discount: float = 0.99
+    """Values are negative remaining tactics; the selection maps a value v to discount**(-v) in (0, 1]
+    (not given in the paper; the reference code's default)."""
+    prior_temperature: float = 1.0
+    """Softmax temperature over the sampled tactics' log-probabilities (not given)."""
+    no_tactic_value: float = -40.0
+    """Value of a goal where no sampled tactic applied (not given; the reference code's default)."""
+    widening_c: float = 0.5
+    widening_alpha: float = 0.5
+    """Progressive widening: re-sample tactics at an OR node while its expansions <=
+    widening_c * visits**widening_alpha (Section 3; constants not given)."""
+    tactic_timeout: float = 10.0
+    """Seconds per tactic application (not given)."""
+    max_depth: int = 64
+    """Selection stops descending below this depth (guards long transposition chains; ours)."""

@@ -1,0 +1,166 @@
+"""Lean goals as pretty-printed by Lean (and LeanDojo / the REPL), split and compared.
+
+A proof state prints as goals separated by blank lines; each goal is an optional ``case tag`` line,
+hypothesis lines ``a b : T`` (a type may continue on indented lines) and a ``⊢ target``. Search
+works on one goal at a time (NanoProof Section 3: the state is factorized), except that goals
+sharing a metavariable ``?m`` stay together (NanoProof App. A, Section 4.3): a tactic on one of them
+can assign the metavariable under the other.
+
+Two keys per goal:
+- ``exact_key``: the text with whitespace collapsed and no case tag. Tactics name hypotheses, so
+  the replay environment and transpositions (the same goal reached twice) use this one;
+- ``cycle_key``: equal also up to hypothesis reordering and renaming (NanoProof Section 3.6), used
+  to reject a tactic that leads back to a goal on its own path.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+NO_GOALS = "no goals"
+TURNSTILE = "⊢"
+# a Lean identifier as printed in goals: letters (unicode too), digits, _ ' ! ? . and the
+# inaccessible-name dagger ✝ with its superscript index
+_IDENT = r"[^\W\d][\w'!?✝⁰¹²³⁴⁵⁶⁷⁸⁹.]*"
+_METAVAR = re.compile(r"\?[\w'.✝]+")
+
+
+def _collapse(text: str) -> str:
+    return " ".join(text.split())
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    names: tuple[str, ...]
+    type: str
+
+
+@dataclass(frozen=True)
+class Goal:
+    hypotheses: tuple[Hypothesis, ...]
+    target: str
+    case: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The goal as Lean prints it."""
+        lines = [f"case {self.case}"] if self.case else []
+        lines += [f"{' '.join(h.names)} : {h.type}" for h in self.hypotheses]
+        lines.append(f"{TURNSTILE} {self.target}")
+        return "\n".join(lines)
+
+    @property
+    def exact_key(self) -> str:
+        body = [f"{' '.join(h.names)} : {h.type}" for h in self.hypotheses] + [f"{TURNSTILE} {self.target}"]
+        return _collapse("\n".join(body))
+
+    @property
+    def cycle_key(self) -> str:
+        """Equal for goals that differ only in hypothesis order, hypothesis names and whitespace.
+
+        Names are replaced by positional placeholders after sorting the hypotheses by their type
+        with every hypothesis name masked, so the order they were printed in does not matter."""
+        names = [name for h in self.hypotheses for name in h.names]
+        if not names:
+            return _collapse(self.target)
+        pattern = re.compile(r"(?<![\w'.✝])(" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+                             + r")(?![\w'✝])")
+
+        def masked(text: str) -> str:
+            return _collapse(pattern.sub("_", text))
+
+        flat = [(name, h.type) for h in self.hypotheses for name in h.names]
+        # stable for equal masked types: ties keep printed order (a renaming cannot break a tie
+        # between identical masked types anyway)
+        order = sorted(range(len(flat)), key=lambda i: masked(flat[i][1]))
+        rename = {flat[i][0]: f"#{rank}" for rank, i in enumerate(order)}
+
+        def renamed(text: str) -> str:
+            return _collapse(pattern.sub(lambda m: rename[m.group(1)], text))
+
+        hyps = sorted(renamed(t) for _, t in flat)
+        return " ; ".join(hyps) + f" {TURNSTILE} " + renamed(self.target)
+
+    @property
+    def metavariables(self) -> frozenset[str]:
+        return frozenset(_METAVAR.findall(self.text))
+
+
+def parse_goal(text: str) -> Goal:
+    """One goal block (no blank lines). Raises ValueError when there is no ``⊢`` line."""
+    lines = text.strip("\n").split("\n")
+    case = None
+    if lines and lines[0].startswith("case "):
+        case = lines[0][len("case "):].strip()
+        lines = lines[1:]
+    entries: list[str] = []
+    target_start = None
+    for index, line in enumerate(lines):
+        if line.startswith(TURNSTILE):
+            target_start = index
+            break
+        if line.startswith((" ", "\t")) and entries:  # a long type continues on indented lines
+            entries[-1] += "\n" + line
+        else:
+            entries.append(line)
+    if target_start is None:
+        raise ValueError(f"not a Lean goal (no '{TURNSTILE}' line): {text[:200]!r}")
+    target = "\n".join(lines[target_start:])[len(TURNSTILE):].strip()
+    hypotheses = []
+    for entry in entries:
+        match = re.match(r"(.*?) :(?:\s|$)", entry, flags=re.S)
+        names, sep, type_ = (match.group(1), True, entry[match.end():]) if match else ("", False, "")
+        if not sep:
+            raise ValueError(f"not a hypothesis line (no ' : '): {entry[:200]!r}")
+        hypotheses.append(Hypothesis(tuple(names.split()), type_.strip()))
+    return Goal(tuple(hypotheses), target, case)
+
+
+def parse_state(text: str) -> list[Goal]:
+    """A printed proof state: ``no goals`` (or empty) is the empty list."""
+    text = text.strip()
+    if not text or text == NO_GOALS:
+        return []
+    return [parse_goal(block) for block in re.split(r"\n\s*\n", text) if block.strip()]
+
+
+def group_by_metavariables(goals: list[Goal]) -> list[tuple[Goal, ...]]:
+    """Factorize a state: one group per goal, except that goals sharing a metavariable are one
+    group (in their printed order; the group sits where its first goal was)."""
+    parent = list(range(len(goals)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: dict[str, int] = {}
+    for index, goal in enumerate(goals):
+        for mvar in goal.metavariables:
+            if mvar in owner:
+                parent[find(index)] = find(owner[mvar])
+            else:
+                owner[mvar] = index
+    groups: dict[int, list[Goal]] = {}
+    for index, goal in enumerate(goals):
+        groups.setdefault(find(index), []).append(goal)
+    return [tuple(group) for _, group in sorted(groups.items())]
+
+
+def node_exact_key(goals: tuple[Goal, ...]) -> str:
+    return " ⊓ ".join(g.exact_key for g in goals)
+
+
+def node_cycle_key(goals: tuple[Goal, ...]) -> str:
+    return " ⊓ ".join(g.cycle_key for g in goals)
+
+
+def node_text(goals: tuple[Goal, ...]) -> str:
+    return "\n\n".join(g.text for g in goals)
+
+
+def normalize_tactic(tactic: str) -> str:
+    """Whitespace-insensitive tactic identity (dedupe, replay lookup)."""
+    return _collapse(tactic)

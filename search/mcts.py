@@ -1,0 +1,310 @@
+"""AND-OR Monte Carlo tree search over factorized Lean goals (NanoProof Section 3).
+
+- OR node (``GoalNode``): one goal (or goals sharing a metavariable); its edges are tactics. AND
+  node (``TacticEdge``): a tactic and the goals it produced; all must be proved. An edge with no
+  goals closed its goal.
+- Selection: PUCT at OR nodes over the policy's priors and the edges' values; at AND nodes the
+  unsolved child with the lowest value (the hardest goal decides the proof). Progressive widening
+  re-samples tactics at an OR node while its expansions <= c * visits**alpha.
+- Expansion: the policy samples tactics (diverse, deduped) and the critic values the goal; every
+  tactic is run in the environment at once; failures are dropped and counted; a tactic whose new
+  goal equals a goal on its own path, up to hypothesis order/names and whitespace, is a cycle
+  (Section 3.6): dropped and counted.
+- Values are negative remaining tactics: the critic's estimate at a new leaf, -1 per tactic on the
+  way up, an AND node takes its hardest child's value, and a proved goal is worth minus its proof's
+  depth (shorter is better).
+- Transpositions: one node per distinct goal text in a search (``table``).
+- Any-time: ``SearchBatch.run`` keeps adding iterations while the budget lasts; ``proof()`` is the
+  shallowest proof found so far.
+- Batching: ``SearchBatch`` advances many searches in lock step, one policy call for all their
+  leaves and one ``apply_many`` for all their tactics per round.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+from search.config import SearchConfig
+from search.env import EnvGoal, EnvResult, EnvStatus, ProofEnv
+from search.goals import node_cycle_key
+from search.sampling import dedupe
+from search.trees import TreeNode
+
+
+@dataclass
+class Proposal:
+    """A policy's answer for one goal: tactics with log-probabilities, and the critic's expected
+    number of tactics left to finish the proof (>= 0)."""
+
+    tactics: list[tuple[str, float]]
+    distance: float
+
+
+class Policy(Protocol):
+    def propose(self, states: Sequence[str], samples: int) -> list[Proposal]:
+        """One ``Proposal`` per goal text (a batch: one model call for all)."""
+
+
+@dataclass(eq=False)
+class GoalNode:
+    goal: EnvGoal
+    edges: list["TacticEdge"] = field(default_factory=list)
+    visits: int = 0
+    value_sum: float = 0.0
+    expansions: int = 0
+    tried: set[str] = field(default_factory=set)
+    solved_depth: int | None = None
+
+    def __post_init__(self) -> None:
+        self.key = self.goal.key
+        self.cycle_key = node_cycle_key(self.goal.goals)
+
+    @property
+    def value(self) -> float:
+        if self.solved_depth is not None:
+            return -float(self.solved_depth)
+        return self.value_sum / self.visits if self.visits else 0.0
+
+    def refresh_solved(self) -> None:
+        depths = [e.solved_depth for e in self.edges if e.solved_depth is not None]
+        if depths:
+            self.solved_depth = min(depths)
+
+
+@dataclass(eq=False)
+class TacticEdge:
+    tactic: str
+    prior: float
+    children: list[GoalNode]
+    visits: int = 0
+    value_sum: float = 0.0
+
+    @property
+    def solved_depth(self) -> int | None:
+        depths = [c.solved_depth for c in self.children]
+        if any(d is None for d in depths):
+            return None
+        return 1 + max(depths, default=0)
+
+    @property
+    def value(self) -> float:
+        depth = self.solved_depth
+        if depth is not None:
+            return -float(depth)
+        return self.value_sum / self.visits if self.visits else 0.0
+
+
+@dataclass
+class SearchStats:
+    iterations: int = 0
+    expansions: int = 0
+    env_calls: int = 0
+    tactics_sampled: int = 0
+    duplicates: int = 0
+    cycles: int = 0
+    errors: int = 0
+    unavailable: int = 0
+    timeouts: int = 0
+    infra_errors: int = 0
+    model_s: float = 0.0
+    env_s: float = 0.0
+    solved_at_iteration: int | None = None
+    env_calls_to_solve: int | None = None
+
+
+class Search:
+    """One theorem's search tree."""
+
+    def __init__(self, name: str, root: EnvGoal, env: ProofEnv, config: SearchConfig) -> None:
+        self.name = name
+        self.env = env
+        self.config = config
+        self.root = GoalNode(root)
+        self.table: dict[str, GoalNode] = {self.root.key: self.root}
+        self.stats = SearchStats()
+
+    @property
+    def solved(self) -> bool:
+        return self.root.solved_depth is not None
+
+    def done(self, budget: int) -> bool:
+        return self.solved or self.stats.iterations >= budget
+
+    # -- selection ------------------------------------------------------------------------------
+    def _widen(self, node: GoalNode) -> bool:
+        c = self.config
+        return node.expansions == 0 or node.expansions <= c.widening_c * node.visits ** c.widening_alpha - 1
+
+    def _puct(self, parent: GoalNode, edge: TacticEdge, prior_sum: float) -> float:
+        c = self.config
+        explore = (math.log((parent.visits + c.pb_c_base + 1) / c.pb_c_base) + c.pb_c_init)
+        explore *= math.sqrt(parent.visits) / (edge.visits + 1) * edge.prior / max(prior_sum, 1e-12)
+        exploit = c.value_discount ** (-edge.value) if (edge.visits or edge.solved_depth is not None) else 0.0
+        return exploit + explore
+
+    def select(self) -> list | None:
+        """The path root -> leaf to expand (GoalNode, TacticEdge, GoalNode, ...), or None when every
+        way down loops back onto the path (transpositions) this round."""
+        node, path, on_path = self.root, [self.root], {self.root.key}
+        while len(path) < 2 * self.config.max_depth:
+            if self._widen(node) or not node.edges:
+                return path
+            prior_sum = sum(e.prior for e in node.edges)
+            edges = [e for e in node.edges if not any(ch.key in on_path for ch in e.children)]
+            if not edges:
+                return path if node.visits < 2 else None
+            edge = max(edges, key=lambda e: self._puct(node, e, prior_sum))
+            open_children = [ch for ch in edge.children if ch.solved_depth is None]
+            if not open_children:  # solved below: only reached when its parent's state is stale
+                node.refresh_solved()
+                return None
+            child = min(open_children, key=lambda ch: (ch.visits > 0, ch.value))
+            path += [edge, child]
+            on_path.add(child.key)
+            node = child
+        return path
+
+    # -- expansion and backpropagation ------------------------------------------------------------
+    def candidates(self, leaf: GoalNode, proposal: Proposal) -> list[tuple[str, float]]:
+        """The proposal's tactics not yet tried at this goal, deduped."""
+        unique = dedupe(proposal.tactics)
+        self.stats.tactics_sampled += len(proposal.tactics)
+        self.stats.duplicates += len(proposal.tactics) - len(unique)
+        fresh = [(t, lp) for t, lp in unique if " ".join(t.split()) not in leaf.tried]
+        self.stats.duplicates += len(unique) - len(fresh)
+        return fresh
+
+    def expand(self, path: list, proposal: Proposal, tried: list[tuple[str, float]],
+               results: Sequence[EnvResult]) -> None:
+        leaf: GoalNode = path[-1]
+        leaf.expansions += 1
+        self.stats.expansions += 1
+        self.stats.env_calls += len(results)
+        path_keys = {n.cycle_key for n in path if isinstance(n, GoalNode)}
+        temperature = max(self.config.prior_temperature, 1e-6)
+        weights = [math.exp(lp / temperature) for _, lp in tried] if tried else []
+        total = sum(weights) or 1.0
+        for (tactic, _), weight, result in zip(tried, weights, results):
+            leaf.tried.add(" ".join(tactic.split()))
+            if result.status is not EnvStatus.OK:
+                self._count_failure(result.status)
+                continue
+            if any(node_cycle_key(g.goals) in path_keys for g in result.goals):
+                self.stats.cycles += 1
+                continue
+            children = [self.table.setdefault(g.key, GoalNode(g)) for g in result.goals]
+            leaf.edges.append(TacticEdge(tactic, weight / total, children))
+        leaf.refresh_solved()
+        if leaf.solved_depth is not None:
+            value = -float(leaf.solved_depth)
+        elif not leaf.edges:
+            value = self.config.no_tactic_value
+        else:
+            value = -float(proposal.distance)
+        self.backpropagate(path, value)
+
+    def _count_failure(self, status: EnvStatus) -> None:
+        if status is EnvStatus.UNAVAILABLE:
+            self.stats.unavailable += 1
+        elif status is EnvStatus.TIMEOUT:
+            self.stats.timeouts += 1
+        elif status is EnvStatus.INFRA_ERROR:
+            self.stats.infra_errors += 1
+        else:
+            self.stats.errors += 1
+
+    def backpropagate(self, path: list, value: float) -> None:
+        for index in range(len(path) - 1, -1, -1):
+            node = path[index]
+            if isinstance(node, GoalNode):
+                node.refresh_solved()
+            node.visits += 1
+            node.value_sum += value
+            if index == 0:
+                break
+            parent = path[index - 1]
+            if isinstance(parent, TacticEdge):
+                visited = [ch.value for ch in parent.children if ch.visits and ch.solved_depth is None]
+                value = min(visited) if visited else value
+            else:
+                value = -1.0 + value
+        self.stats.iterations += 1
+        if self.solved and self.stats.solved_at_iteration is None:
+            self.stats.solved_at_iteration = self.stats.iterations
+            self.stats.env_calls_to_solve = self.stats.env_calls
+
+    # -- result ---------------------------------------------------------------------------------
+    def proof(self) -> TreeNode | None:
+        """The shallowest proof found (a LeanTree-format tree), or None."""
+        if not self.solved:
+            return None
+
+        def build(node: GoalNode) -> TreeNode:
+            edge = min((e for e in node.edges if e.solved_depth is not None), key=lambda e: e.solved_depth)
+            return TreeNode(node.goal.goals, edge.tactic, [build(ch) for ch in edge.children])
+
+        return build(self.root).measure()
+
+
+class SearchBatch:
+    """Many searches advanced together: per round, each unfinished search selects one leaf; one
+    policy call proposes tactics for all leaves; one ``apply_many`` runs all their tactics."""
+
+    def __init__(self, searches: Sequence[Search], policy: Policy, config: SearchConfig) -> None:
+        self.searches = list(searches)
+        self.policy = policy
+        self.config = config
+        self.rounds = 0
+
+    def run(self, budget: int | None = None) -> list[Search]:
+        budget = budget or self.config.simulations
+        stalled: dict[int, int] = {}
+        while True:
+            active = [s for s in self.searches if not s.done(budget) and stalled.get(id(s), 0) < 3]
+            if not active:
+                return self.searches
+            selected = []
+            for search in active:
+                path = search.select()
+                if path is None:  # every way down loops this round: counts as a spent iteration
+                    search.stats.iterations += 1
+                    stalled[id(search)] = stalled.get(id(search), 0) + 1
+                    continue
+                stalled[id(search)] = 0
+                selected.append((search, path))
+            if not selected:
+                continue
+            started = time.perf_counter()
+            proposals = self.policy.propose([path[-1].goal.text for _, path in selected],
+                                            self.config.samples_per_expansion)
+            model_s = (time.perf_counter() - started) / len(selected)
+            jobs = []
+            for (search, path), proposal in zip(selected, proposals):
+                search.stats.model_s += model_s
+                jobs.append(search.candidates(path[-1], proposal))
+            items = [(path[-1].goal, tactic) for (search, path), tried in zip(selected, jobs) for tactic, _ in tried]
+            env = self.searches[0].env
+            started = time.perf_counter()
+            results = env.apply_many(items, timeout=self.config.tactic_timeout) if items else []
+            env_s = (time.perf_counter() - started) / max(len(selected), 1)
+            offset = 0
+            for (search, path), proposal, tried in zip(selected, proposals, jobs):
+                search.stats.env_s += env_s
+                search.expand(path, proposal, tried, results[offset:offset + len(tried)])
+                offset += len(tried)
+            self.rounds += 1
+
+
+def start_searches(theorems: Sequence[str], env: ProofEnv, config: SearchConfig) -> tuple[list[Search], dict[str, str]]:
+    """A search per theorem that the environment can start; the others with their reason."""
+    searches, failed = [], {}
+    for theorem in theorems:
+        started = env.start(theorem)
+        if started.ok and len(started.goals) == 1:
+            searches.append(Search(theorem, started.goals[0], env, config))
+        else:
+            failed[theorem] = started.status.value if not started.ok else "not one goal"
+    return searches, failed

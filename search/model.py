@@ -1,0 +1,158 @@
+"""One causal transformer as actor and critic (NanoProof Sections 3.2-3.3).
+
+A training sequence is ``prompt · value token · tactic · eos``, tokenized piecewise (the same pieces
+at training and inference): the prompt is ``[GOAL]\\n<goal>\\n[PROOFSTEP]``; the value token is one
+of ten digit tokens of the shared vocabulary naming a bucket of the distance to the proof's end
+(the node's ``depth`` in its tree: tactics left on the longest branch). There is no value head:
+the critic is the next-token distribution right after the prompt, read over the ten digit tokens.
+
+At inference the prompt's forward pass gives the value (expected distance under that
+distribution); the tactics are then generated after the most likely value token, their first tokens
+drawn by Gumbel-top-k with a per-first-token cap (Section 3.7), their continuations sampled, all
+goals of a batch and all their samples in one ``generate`` call.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import torch
+
+from search.mcts import Proposal
+from search.sampling import dedupe, first_token_plan
+
+PROMPT = "[GOAL]\n{state}\n[PROOFSTEP]"
+# bucket k holds distances d with BUCKET_BOUNDS[k-1] < d <= BUCKET_BOUNDS[k]; the last is open-ended
+BUCKET_BOUNDS = (1, 2, 3, 4, 5, 6, 8, 12, 16, math.inf)
+BUCKET_MIDPOINTS = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.5, 10.5, 14.5, 20.0)
+
+
+def value_bucket(distance: int) -> int:
+    return next(k for k, bound in enumerate(BUCKET_BOUNDS) if distance <= bound)
+
+
+def value_token_ids(tokenizer: Any) -> list[int]:
+    """The ten digit tokens ``0``..``9`` of the vocabulary (each must be a single token)."""
+    ids = []
+    for digit in range(10):
+        pieces = tokenizer(str(digit), add_special_tokens=False)["input_ids"]
+        if len(pieces) != 1:
+            raise ValueError(f"the tokenizer splits the digit {digit} into {pieces}: value buckets need single tokens")
+        ids.append(pieces[0])
+    return ids
+
+
+def eos_id(tokenizer: Any) -> int:
+    return tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.pad_token_id
+
+
+def encode_step(tokenizer: Any, state: str, tactic: str, depth: int, max_length: int) -> dict[str, Any] | None:
+    """Token ids and labels (prompt masked) of one tree edge, or None when it does not fit."""
+    prompt = tokenizer(PROMPT.format(state=state), add_special_tokens=False)["input_ids"]
+    value = value_token_ids(tokenizer)[value_bucket(max(depth, 1))]
+    body = tokenizer(" " + tactic, add_special_tokens=False)["input_ids"] + [eos_id(tokenizer)]
+    ids = prompt + [value] + body
+    if len(ids) > max_length:
+        return None
+    return {"input_ids": ids, "labels": [-100] * len(prompt) + [value] + body, "value_pos": len(prompt) - 1,
+            "value_label": value_bucket(max(depth, 1))}
+
+
+def _left_pad(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids[i, width - len(row):] = torch.tensor(row)
+        mask[i, width - len(row):] = 1
+    return ids, mask
+
+
+class ModelPolicy:
+    """The search's policy and critic from one causal LM (transformers) and its tokenizer."""
+
+    def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int = 64, first_token_cap: int = 2,
+                 temperature: float = 1.0, max_prompt_tokens: int = 1024, seed: int = 0) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.max_new_tokens = max_new_tokens
+        self.first_token_cap = first_token_cap
+        self.temperature = temperature
+        self.max_prompt_tokens = max_prompt_tokens
+        self.values = value_token_ids(tokenizer)
+        self.eos = eos_id(tokenizer)
+        self.generator = torch.Generator().manual_seed(seed)
+        self.calls = 0
+
+    @classmethod
+    def from_pretrained(cls, path: str, **options: Any) -> "ModelPolicy":
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        return cls(AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path), **options)
+
+    def _prompt(self, state: str) -> list[int]:
+        ids = self.tokenizer(PROMPT.format(state=state), add_special_tokens=False)["input_ids"]
+        return ids[-self.max_prompt_tokens:]  # a very long goal keeps its end (the target)
+
+    @torch.no_grad()
+    def _last_logits(self, rows: list[list[int]]) -> torch.Tensor:
+        ids, mask = _left_pad(rows, self.eos)
+        return self.model(input_ids=ids, attention_mask=mask, logits_to_keep=1).logits[:, -1, :].float()
+
+    @torch.no_grad()
+    def critic(self, states: Sequence[str]) -> list[float]:
+        """Expected tactics to the end of the proof, per goal."""
+        logits = self._last_logits([self._prompt(s) for s in states])
+        probs = torch.softmax(logits[:, self.values], dim=-1)
+        return (probs @ torch.tensor(BUCKET_MIDPOINTS)).tolist()
+
+    @torch.no_grad()
+    def propose(self, states: Sequence[str], samples: int) -> list[Proposal]:
+        self.calls += 1
+        prompts = [self._prompt(s) for s in states]
+        value_logits = self._last_logits(prompts)[:, self.values]
+        probs = torch.softmax(value_logits, dim=-1)
+        distances = (probs @ torch.tensor(BUCKET_MIDPOINTS)).tolist()
+        conditioned = [p + [self.values[int(k)]] for p, k in zip(prompts, probs.argmax(-1))]
+        first_logits = torch.log_softmax(self._last_logits(conditioned) / max(self.temperature, 1e-6), dim=-1)
+        first_logits[:, self.eos] = -math.inf  # an empty tactic is no tactic
+        rows, owners, first_lp = [], [], []
+        for index, (prefix, logits) in enumerate(zip(conditioned, first_logits)):
+            for token in first_token_plan(logits, samples, self.first_token_cap, self.generator):
+                rows.append(prefix + [token])
+                owners.append(index)
+                first_lp.append(float(logits[token]))
+        texts, scores = self._continue(rows)
+        out = [Proposal([], d) for d in distances]
+        for owner, text, score, lp in zip(owners, texts, scores, first_lp):
+            out[owner].tactics.append((text, lp + score))
+        for proposal in out:
+            proposal.tactics = dedupe(proposal.tactics)
+        return out
+
+    def _continue(self, rows: list[list[int]]) -> tuple[list[str], list[float]]:
+        """Sampled continuations of each row (its last token is the tactic's first), decoded from
+        the first token, with the continuation's log-probability."""
+        if not rows:
+            return [], []
+        ids, mask = _left_pad(rows, self.eos)
+        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=self.generator))
+        torch.manual_seed(seed)  # generate() samples from the global generator
+        out = self.model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=self.temperature,
+                                  top_k=0, max_new_tokens=self.max_new_tokens, eos_token_id=self.eos,
+                                  pad_token_id=self.eos, output_scores=True, return_dict_in_generate=True)
+        new = out.sequences[:, ids.shape[1]:]
+        step_lp = self.model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)
+        texts, scores = [], []
+        for row, tokens, lps in zip(rows, new, step_lp):
+            keep = []
+            total = 0.0
+            for token, lp in zip(tokens.tolist(), lps.tolist()):
+                if token == self.eos:
+                    break
+                keep.append(token)
+                total += lp
+            texts.append(self.tokenizer.decode([row[-1]] + keep, skip_special_tokens=True).strip())
+            scores.append(total)
+        return texts, scores

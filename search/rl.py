@@ -1,0 +1,119 @@
+"""``python -m search.rl --config configs/search/rl/default.yaml`` (``make search-rl``): the
+self-improvement loop (NanoProof Section 3.4).
+
+Each round: search on a sample of training theorems with the current model (replay environment
+without Lean), simplify every found proof (Section 3.5: only simplified proofs enter the buffer),
+add its steps (goal, tactic, distance to the end) to the replay buffer, then train the next model
+on the buffer mixed with the supervised tree steps, starting from the current model. Every round is
+a search-stage training run (``artifacts/search/<run>-round<k>/``) whose manifest names the round
+before it as its base model and the buffers it read, so the chain is recorded end to end; this
+tool's own manifest (``artifacts/search_rl/<run>/``) lists the rounds and their search results.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from leanloop.artifacts import ARTIFACTS_SCHEME, Manifest, resolve_model, resolve_run
+from leanloop.jsonl import write_jsonl
+from leanloop.tool import run_tool
+from search.config import SearchConfig
+from search.env import ReplayEnv
+from search.mcts import SearchBatch, start_searches
+from search.simplify import SimplifyStats, simplify
+from search.trees import tree_steps
+
+
+@dataclass
+class SearchRLConfig:
+    """Self-improvement: search -> simplified proofs -> replay buffer -> train, for some rounds."""
+
+    model: str = "artifacts://search/default"
+    """The model of round 0 (a search-stage run)."""
+    trees: str = "artifacts://search_data/default"
+    rounds: int = 2
+    theorems_per_round: int = 32
+    """Training theorems searched per round (a fresh random sample each round)."""
+    budget: int = 8
+    search: SearchConfig = field(default_factory=SearchConfig)
+    parallel: int = 16
+    max_new_tokens: int = 32
+    train_config: str = "configs/search/rl_round.yaml"
+    """The search-stage training config of each round (its model.base and replay buffers are set here)."""
+    train_args: list[str] = field(default_factory=list)
+    """Extra overrides for each round's training run (``["--trainer.max_steps", "20"]``)."""
+    threads: int | None = 1
+    seed: int = 0
+    run: str = "default"
+
+
+def proof_steps(tree) -> list[dict[str, Any]]:
+    return [{"state": node.state, "tactic": tactic, "depth": node.depth} for node, tactic in tree_steps(tree)]
+
+
+def self_improve(config: SearchRLConfig, out: Path) -> Manifest:
+    import pandas as pd
+
+    from leanloop.training.module import set_torch_threads
+    from search.model import ModelPolicy
+    from search.train import run as train_round
+
+    set_torch_threads(config.threads)
+    trees_run = resolve_run(config.trees, "search_data")
+    env = ReplayEnv.from_run(trees_run)
+    names = sorted(pd.read_parquet(trees_run / "train.parquet", columns=["name"])["name"])
+    rng = random.Random(config.seed)
+    current = config.model
+    buffers: list[str] = []
+    rounds: list[dict[str, Any]] = []
+    manifest = Manifest(stage="search_rl", run=config.run, seed=config.seed)
+    manifest.add_input("trees", trees_run)
+    manifest.add_input("model_round_0", resolve_model(current).parent)
+    for round_index in range(1, config.rounds + 1):
+        policy = ModelPolicy.from_pretrained(str(resolve_model(current)), max_new_tokens=config.max_new_tokens,
+                                             first_token_cap=config.search.first_token_cap,
+                                             seed=config.seed + round_index)
+        sample = rng.sample(names, min(config.theorems_per_round, len(names)))
+        searches, failed = start_searches(sample, env, config.search)
+        for start in tqdm(range(0, len(searches), config.parallel), desc=f"round {round_index} search", unit="batch"):
+            SearchBatch(searches[start:start + config.parallel], policy, config.search).run(config.budget)
+        stats = SimplifyStats()
+        steps: list[dict[str, Any]] = []
+        for search in searches:
+            if search.solved:
+                simple = simplify(search.proof(), env, stats, live={k: n.goal for k, n in search.table.items()})
+                steps += [{**step, "theorem": search.name, "round": round_index} for step in proof_steps(simple)]
+        buffer = out / f"replay_round{round_index}.jsonl"
+        write_jsonl(buffer, steps)
+        buffers.append(str(buffer))
+        run_name = f"{config.run}-round{round_index}"
+        result = train_round(["--config", config.train_config, "--model.base.name", current,
+                              "--data.trees", config.trees, "--data.replay_buffers", json.dumps(buffers),
+                              "--run", run_name, "--overwrite", "true", *config.train_args])
+        rounds.append({"round": round_index, "searched": len(searches), "not_started": len(failed),
+                       "solved": sum(s.solved for s in searches), "replay_steps": len(steps),
+                       "simplified": stats.simplified, "edges_removed": stats.edges_removed,
+                       "cycles": sum(s.stats.cycles for s in searches), "model": current,
+                       "trained": f"{ARTIFACTS_SCHEME}search/{run_name}"})
+        manifest.add_input(f"model_round_{round_index}", result.run_dir)
+        print(f"[search-rl] round {round_index}: solved {rounds[-1]['solved']}/{len(searches)}, "
+              f"{len(steps)} replay steps -> {result.run_dir}")
+        current = f"{ARTIFACTS_SCHEME}search/{run_name}"
+    manifest.counts = {"rounds": len(rounds), "replay_steps": sum(r["replay_steps"] for r in rounds)}
+    manifest.metrics = {"rounds": rounds, "final_model": current}
+    return manifest
+
+
+def main(argv: list[str] | None = None):
+    return run_tool("search_rl", SearchRLConfig, self_improve, argv, prog="python -m search.rl",
+                    description=__doc__.splitlines()[0])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""The proof environment: replay of recorded transitions, the HTTP pool, and lean-interact's real
+client in proof-state mode against the stand-in REPL replaying recorded REPL sessions."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from search.env import EnvStatus, ReplayEnv
+from search.goals import parse_state
+from search.http_env import EnvPool, HttpEnv, HttpEnvConfig, serve
+
+
+def test_replay_answers_recorded_steps_and_nothing_else(search_data, replay):
+    row = pd.read_parquet(search_data / "transitions.parquet").iloc[0]
+    goal = replay.start(row["state"]).goals[0]
+    answer = replay.apply(goal, row["tactic"])
+    assert answer.ok and [g.text for g in answer.goals] == [
+        "\n\n".join(g.text for g in parse_state(t)) for t in row["result"]]
+    # whitespace in the tactic does not matter; a different tactic is unavailable, not an error
+    assert replay.apply(goal, "  " + row["tactic"].replace(" ", "  ") + " ").ok
+    other = replay.apply(goal, "exact foo_bar_baz")
+    assert other.status is EnvStatus.UNAVAILABLE and not other.goals
+    assert replay.start("theorem_nobody_recorded").status is EnvStatus.UNAVAILABLE
+    assert replay.calls == 3
+
+
+def test_http_pool_gives_the_same_answers(search_data, replay):
+    rows = pd.read_parquet(search_data / "transitions.parquet").head(6).to_dict("records")
+    server = serve(EnvPool([ReplayEnv.from_run(search_data), ReplayEnv.from_run(search_data)]))
+    try:
+        client = HttpEnv(HttpEnvConfig(url=f"http://127.0.0.1:{server.server_address[1]}"))
+        starts = [client.start(r["state"]) for r in rows]
+        answers = client.apply_many([(s.goals[0], r["tactic"]) for s, r in zip(starts, rows)])
+        direct = [replay.apply(replay.start(r["state"]).goals[0], r["tactic"]) for r in rows]
+        assert [[g.text for g in a.goals] for a in answers] == [[g.text for g in d.goals] for d in direct]
+        assert all(a.ok for a in answers)
+        assert client.apply(starts[0].goals[0], "exact nonsense").status is EnvStatus.UNAVAILABLE
+        client.close()
+    finally:
+        server.shutdown()
+    dead = HttpEnv(HttpEnvConfig(url="http://127.0.0.1:9", retries=0))
+    assert dead.start("x").status is EnvStatus.INFRA_ERROR
+
+
+def test_repl_proof_state_mode_through_lean_interact(standin_env):
+    # the recorded HEAD `assumption_proof` session
+    start = standin_env.start("theorem aa (x : Nat) (h1 : x  = 2) : x = 2")
+    assert start.ok and start.goals[0].text == "x : Nat\nh1 : x = 2\n⊢ x = 2"
+    done = standin_env.apply(start.goals[0], "assumption")
+    assert done.closed and standin_env.calls == 1
+    # a step nobody recorded is unavailable (the stand-in refuses), never a verdict
+    assert standin_env.apply(start.goals[0], "exact h1").status is EnvStatus.UNAVAILABLE
+
+
+def test_repl_splits_goals_and_reports_lean_errors(standin_env):
+    start = standin_env.start("theorem foo (x : Int) : x = x")
+    split = standin_env.apply(start.goals[0], "by_cases h : x < 0")
+    assert split.ok and [g.goals[0].case for g in split.goals] == ["pos", "neg"]
+    assert [g.goals[0].hypotheses[-1].type for g in split.goals] == ["x < 0", "¬x < 0"]
+    wrong = standin_env.start("theorem my_theorem (x : Nat) : x = x")
+    error = standin_env.apply(wrong.goals[0], "exact my_fake_premise")
+    assert error.status is EnvStatus.ERROR and "my_fake_premise" in error.error

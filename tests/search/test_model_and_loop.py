@@ -1,0 +1,99 @@
+"""The actor-critic on a tiny Qwen3 (real Qwen vocabulary), the replay buffer's way into training,
+and the search-rl / search-eval entry points on the debug model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from leanloop.jsonl import write_jsonl
+from leanloop.training.models import ModelSpec, load_model, load_tokenizer
+from search.config import SearchConfig
+from search.env import ReplayEnv
+from search.mcts import SearchBatch, start_searches
+from search.model import BUCKET_BOUNDS, ModelPolicy, encode_step, value_bucket, value_token_ids
+from search.policy import OraclePolicy
+from search.rl import proof_steps
+from search.simplify import simplify
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    spec = ModelSpec("qwen3-tiny")
+    tokenizer = load_tokenizer(spec)
+    torch.manual_seed(0)
+    return load_model(spec, tokenizer=tokenizer), tokenizer
+
+
+def test_value_is_a_token_of_the_shared_vocabulary(tiny):
+    _, tokenizer = tiny
+    assert [value_bucket(d) for d in (1, 2, 6, 7, 8, 9, 16, 17, 100)] == [0, 1, 5, 6, 6, 7, 8, 9, 9]
+    assert len(BUCKET_BOUNDS) == 10
+    example = encode_step(tokenizer, "⊢ True", "trivial", depth=7, max_length=128)
+    ids, labels = example["input_ids"], example["labels"]
+    position = example["value_pos"] + 1
+    assert ids[position] == value_token_ids(tokenizer)[6] == labels[position]  # bucket of distance 7
+    assert all(label == -100 for label in labels[:position])  # the prompt carries no loss
+    assert tokenizer.decode(ids[position + 1:-1]).strip() == "trivial"
+    assert encode_step(tokenizer, "⊢ True", "trivial", 1, max_length=5) is None
+
+
+def test_policy_samples_capped_distinct_tactics_and_a_value(tiny):
+    model, tokenizer = tiny
+    policy = ModelPolicy(model, tokenizer, max_new_tokens=6, first_token_cap=1, seed=0)
+    proposals = policy.propose(["x : ℕ\n⊢ x = x", "⊢ True"], samples=4)
+    assert len(proposals) == 2 and policy.calls == 1
+    for proposal in proposals:
+        assert 1.0 <= proposal.distance <= 20.0
+        texts = [t for t, _ in proposal.tactics]
+        assert 1 <= len(texts) <= 4 and len(set(texts)) == len(texts)
+        assert all(lp <= 0 for _, lp in proposal.tactics)
+        # cap 1: every sampled tactic opened with a different first token
+        firsts = [tokenizer(t, add_special_tokens=False)["input_ids"][:1] for t in texts]
+        assert len({tuple(f) for f in firsts}) == len(firsts)
+
+
+def test_simplified_found_proofs_feed_the_training_data(search_data, tmp_path, artifacts):
+    env = ReplayEnv.from_run(search_data)
+    import pandas as pd
+
+    names = list(pd.read_parquet(search_data / "test.parquet")["name"][:6])
+    config = SearchConfig(simulations=50)
+    searches, _ = start_searches(names, env, config)
+    SearchBatch(searches, OraclePolicy(env), config).run()
+    steps = [s for search in searches for s in proof_steps(simplify(search.proof(), env))]
+    assert steps and all(s["depth"] >= 1 for s in steps)
+    buffer = write_jsonl(tmp_path / "buffer.jsonl", steps)
+    from search.data import SearchData
+
+    data = SearchData(trees=str(search_data), replay_buffers=[str(buffer)], replay_repeats=3,
+                      max_train_examples=5, max_val_examples=2, max_length=256)
+    data.setup()
+    assert data.counts["replay_steps"] == len(steps)
+    assert data.counts["train_examples"] + data.counts["train_too_long"] == 5 + 3 * len(steps)
+
+
+def test_rl_round_chains_manifests_and_eval_writes_a_report(search_data, artifacts, monkeypatch):
+    import shutil
+
+    from search import evaluate, rl
+    from search.train import run as train
+
+    shutil.copytree(search_data, artifacts / "search_data" / "default")
+    train(["--config", "configs/search/debug.yaml", "--trainer.fast_dev_run", "true"])
+    result = rl.main(["--config", "configs/search/rl/debug.yaml"])
+    round_run = artifacts / "search" / "debug-round1"
+    round_manifest = json.loads((round_run / "manifest.json").read_text())
+    assert round_manifest["inputs"]["base_model"]["path"].endswith("search/debug")
+    assert "replay_buffer_0" in round_manifest["inputs"]
+    assert result.manifest["metrics"]["final_model"] == "artifacts://search/debug-round1"
+    report = evaluate.main(["--config", "configs/search/eval/demo.yaml", "--model", "artifacts://search/debug",
+                            "--limit", "2", "--budgets", "[1, 2]", "--max_new_tokens", "4", "--run", "t"])
+    metrics = report.manifest["metrics"]
+    assert metrics["theorems"] == 2 and set(metrics["solved_vs_budget"]) == {"1", "2"}
+    assert metrics["baseline_env_calls_per_theorem"] <= metrics["env_calls_per_theorem"]
+    assert metrics["oracle_solved"] >= metrics["solved"] and metrics["oracle_solved"] >= 1
+    assert (report.run_dir / "solved_vs_budget.png").stat().st_size > 1000
+    assert "no Lean" in (report.run_dir / "report.md").read_text()

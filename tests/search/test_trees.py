@@ -1,0 +1,66 @@
+"""Goal parsing, cycle keys, metavariable groups, and the LeanTree trees built from the real
+LeanDojo steps (make search-data)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from leanloop.artifacts import read_manifest
+from search.goals import group_by_metavariables, parse_goal, parse_state
+from search.trees import DropReason, TreeNode, build_tree
+
+
+def test_cycle_key_ignores_hypothesis_order_names_and_whitespace():
+    a = parse_goal("x y : ℕ\nh : x < y\nh2 : 0 < x\n⊢ x + 1 ≤ y")
+    b = parse_goal("x y : ℕ\nhpos : 0 < x\nhlt : x   <  y\n⊢ x + 1 ≤ y")
+    c = parse_goal("x y : ℕ\nh : y < x\nh2 : 0 < x\n⊢ x + 1 ≤ y")  # a different hypothesis
+    assert a.cycle_key == b.cycle_key and a.exact_key != b.exact_key
+    assert a.cycle_key != c.cycle_key
+    # the variables themselves may be renamed too
+    d = parse_goal("m n : ℕ\nh : m < n\nh2 : 0 < m\n⊢ m + 1 ≤ n")
+    assert d.cycle_key == a.cycle_key
+
+
+def test_states_split_into_goals_and_metavariables_group_them():
+    goals = parse_state("case h\nx : ℕ\n⊢ x = ?a\n\ncase a\n⊢ ℕ\n\ncase b\nh : x\n  = 2\n⊢ 0 < ?a")
+    assert [g.case for g in goals] == ["h", "a", "b"] and goals[2].hypotheses[0].type == "x\n  = 2"
+    assert [len(g) for g in group_by_metavariables(goals)] == [2, 1]
+    assert parse_state("no goals") == []
+
+
+def test_tree_from_steps_matches_tactics_to_the_goal_they_changed():
+    steps = [
+        {"tactic_idx": 0, "tactic": "constructor", "state_before": "⊢ P ∧ Q",
+         "state_after": "case left\n⊢ P\n\ncase right\n⊢ Q"},
+        {"tactic_idx": 1, "tactic": "exact hp", "state_before": "case left\n⊢ P\n\ncase right\n⊢ Q",
+         "state_after": "case right\n⊢ Q"},
+        {"tactic_idx": 2, "tactic": "exact hq", "state_before": "case right\n⊢ Q", "state_after": "no goals"},
+    ]
+    result = build_tree(steps)
+    tree = result.tree
+    assert result.drop is None and (tree.size, tree.depth) == (3, 2)
+    assert [c.tactic for c in tree.children] == ["exact hp", "exact hq"]
+    assert TreeNode.from_dict(json.loads(json.dumps(tree.to_dict()))).to_dict() == tree.to_dict()
+    assert build_tree(steps[:2]).drop is DropReason.UNSOLVED_GOALS_LEFT
+    swapped = [steps[0], {**steps[1], "state_after": "case wrong\n⊢ R"}]
+    assert build_tree(swapped).drop is DropReason.TACTIC_CHANGED_SEVERAL_GOALS
+
+
+def test_search_data_run(search_data):
+    manifest = read_manifest(search_data, stage="search_data")
+    counts = manifest["counts"]
+    assert counts["theorems"] == counts["trees"] + sum(counts["dropped"].values())
+    assert counts["steps"] == 5895 and counts["trees"] > 1500 and counts["dropped"]["sorry"] == 18
+    assert manifest["verified"] is False and manifest["inputs"]["steps"]["hash"].startswith("sha256:")
+    splits = {s: pd.read_parquet(search_data / f"{s}.parquet") for s in ("train", "validation", "test")}
+    names = [set(zip(f["file_path"], f["name"])) for f in splits.values()]
+    assert not (names[0] & names[1] or names[0] & names[2] or names[1] & names[2])  # split by theorem
+    row = splits["train"].iloc[0]
+    tree = TreeNode.from_dict(json.loads(row["tree"]))
+    assert not row["verified"] and tree.closed and tree.size == row["size"]
+    # every node's size/depth are consistent with its children
+    for node in tree.nodes():
+        assert node.size == 1 + sum(c.size for c in node.children)
+        assert node.depth == 1 + max((c.depth for c in node.children), default=0)
