@@ -31,9 +31,9 @@ from leanloop.paths import artifacts_root, resolve_shared
 from leanloop.training.models import ModelSpec
 from sft.config import SampleConfig, StatementsConfig, parse_config
 from leanloop.prover.extract import extract_program
-from sft.generation import Attempt, SamplingConfig
+from leanloop.prover.generation import Attempt, SamplingConfig
 from leanloop.prover.prompt import PromptConfig, render_prompt, stop_token
-from sft.shards import (
+from leanloop.prover.shards import (
     ShardError,
     ShardFile,
     ShardSpec,
@@ -165,7 +165,7 @@ def make_generator(config: SampleConfig):
     prompt = config.prompt or resolve_prompt(config)
     if config.generation.backend == "vllm":
         from leanloop.training.models import load_tokenizer
-        from sft.generation import VLLMGenerator
+        from leanloop.prover.generation import VLLMGenerator
 
         tokenizer = load_tokenizer(config.model)
         stops = [stop_token(prompt, tokenizer)]
@@ -175,7 +175,7 @@ def make_generator(config: SampleConfig):
     import torch
 
     from leanloop.training.models import load_model, load_tokenizer
-    from sft.generation import TransformersGenerator
+    from leanloop.prover.generation import TransformersGenerator
 
     if config.generation.threads:
         torch.set_num_threads(config.generation.threads)

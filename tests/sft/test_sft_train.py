@@ -13,7 +13,7 @@ from leanloop.artifacts import describe_input
 from leanloop.paths import REPO_ROOT
 from leanloop.training.models import ModelSpec
 from sft.config import EvaluateConfig, FlywheelConfig, SampleConfig, StatementsConfig, parse_config
-from sft.generation import SamplingConfig
+from leanloop.prover.generation import SamplingConfig
 from leanloop.prover.prompt import PromptConfig
 from sft.sample import run as sample
 from sft.train import run as train
