@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from leanloop.lean.backends import BackendSettings
+from leanloop.lean.backends import BackendConfig
 
 from autoformalizer.adapters import AdapterConfig
 from autoformalizer.data import PairsConfig
@@ -62,7 +62,7 @@ class LeanCheckConfig:
     heartbeats: int | None = 800_000
     timeout: float = 60.0
     concurrency: int = 8
-    backend: BackendSettings = field(default_factory=BackendSettings)
+    backend: BackendConfig = field(default_factory=BackendConfig)
 
     def checker(self):
         from autoformalizer.typecheck import StatementChecker

@@ -24,25 +24,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from data.config import BackendConfig, DataConfig
+from data.config import DataConfig
 from data.corpus import SPLITS, split_of, write_corpus
 from data.journal import JOURNAL, Journal, outcome_to_dict
 from leanloop.lean.policy import BENCHMARK_HEADER, AcceptancePolicy
 from data.reconcile import format_reconciliation, reconcile
 from data.sources import CandidateSet, load_candidates
+from leanloop.lean.backends import make_backend
 from leanloop.lean.types import Category, LeanBackend, LeanResponse, Outcome, VerifyRequest
 from leanloop.artifacts import Manifest, content_hash
 from leanloop.paths import artifacts_root, resolve_shared
 
 STAGE = "data"
-
-
-def make_backend(config: BackendConfig) -> LeanBackend:
-    """The configured backend (``leanloop.lean.backends``; imported here because the local and
-    kimina clients are only needed when a build actually uses them)."""
-    from leanloop.lean.backends import make_backend as factory
-
-    return factory(config.kind, **config.options)
 
 
 class VersionTap(LeanBackend):
@@ -77,7 +70,7 @@ class BuildResult:
 def fingerprint(config: DataConfig, header: str) -> str:
     """What decides an outcome (the journal refuses to resume under a different one)."""
     statements = {p: content_hash(resolve_shared(p)) for p in config.statements}
-    body = {"profile": config.profile, "backend": asdict(config.backend), "timeout": config.timeout,
+    body = {"profile": config.profile, "backend": {"kind": config.backend.kind, "options": asdict(config.backend.options)}, "timeout": config.timeout,
             "header": header, "statements": statements, "policy_version": 1}
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -244,7 +237,7 @@ def build(config: DataConfig, *, backend: LeanBackend | None = None, progress: b
                         "programs_per_s": round(verified_now / seconds, 2) if seconds > 0 else None}
     manifest.extra = {
         "config": asdict(config),
-        "backend": {"kind": config.backend.kind, "name": backend_name, "options": config.backend.options},
+        "backend": {"kind": config.backend.kind, "name": backend_name, "options": asdict(config.backend.options)},
         "policy": {"profile": policy.name, "heartbeats": policy.profile.heartbeats,
                    "max_chars": policy.profile.max_chars, "header": header},
         "lean_versions": {str(k): v for k, v in versions.most_common()},

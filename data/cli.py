@@ -84,8 +84,7 @@ def _options(pairs: list[str]) -> dict:
 
 
 def verify_command(args: argparse.Namespace) -> int:
-    from data.build import make_backend
-    from data.config import BackendConfig
+    from leanloop.lean.backends import make_backend
     from leanloop.lean.policy import BENCHMARK_HEADER, AcceptancePolicy
     from leanloop.lean.types import Category, Outcome, VerifyRequest
     from leanloop.lean.verifier import Verifier
@@ -109,7 +108,7 @@ def verify_command(args: argparse.Namespace) -> int:
     if args.sources:
         options["sources"] = args.sources
     try:
-        backend = make_backend(BackendConfig(kind=args.backend, options=options))
+        backend = make_backend(args.backend, **options)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
         return _fail(f"cannot start the {args.backend} backend: {exc}")
     name = _target_name(program, args.name)

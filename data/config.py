@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+
+from leanloop.lean.backends import BackendConfig
 
 
 @dataclass
@@ -37,14 +38,6 @@ class SourceConfig:
     """Row field that is non-empty when the recorded check failed for system reasons (timeouts)."""
     limit: int | None = None
     """Read only the first N rows (debug configs)."""
-
-
-@dataclass
-class BackendConfig:
-    kind: str = "replay"
-    """``replay`` (recorded real Lean output), ``local`` (lean-interact) or ``kimina`` (server)."""
-    options: dict[str, Any] = field(default_factory=dict)
-    """Keyword arguments of the backend (e.g. replay ``sources``, local ``project_dir``, kimina ``url``)."""
 
 
 @dataclass

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from data.config import BackendConfig
+from leanloop.lean.backends import BackendConfig
 from leanloop.training.models import ModelSpec
 from leanloop.training.optim import OptimConfig
 from rl.audit import AuditConfig
@@ -59,10 +59,9 @@ class PolicyConfig:
 
 @dataclass
 class LeanConfig:
-    backend: BackendConfig = field(default_factory=lambda: BackendConfig(
-        kind="replay", options={"sources": ["rl_lean", "kimina_match"]}))
-    """The Lean backend, as in the data stage: replay (recorded Lean output), local (lean-interact
-    pool; ``options.workers``) or kimina (``options.url``)."""
+    backend: BackendConfig = field(default_factory=BackendConfig)
+    """The Lean backend, as in every stage: replay (recorded Lean output), local (lean-interact
+    pool; ``local.workers``) or kimina (``kimina.url``)."""
     workers: int = 8
     """Lean checks in flight at once (the Verifier's pool; match the backend's workers)."""
     timeout: float = 60.0

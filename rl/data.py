@@ -85,7 +85,7 @@ class RLData(L.LightningDataModule):
         self.by_name = {s.name: s for s in self.statements}
         self.curriculum = Curriculum(self.by_name, self.curriculum_config, seed=self.seed)
         if self.filter_config.enabled:
-            from data.build import make_backend
+            from leanloop.lean.backends import make_backend
 
             filters = StatementFilters(make_backend(self.lean.backend), self.filter_config, self.lean.workers)
             self.filter_records = filters.run(self.statements)

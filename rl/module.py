@@ -137,7 +137,7 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         return resolve_prompt(SimpleNamespace(model=self.base, prompt=self.policy_config.prompt))
 
     def _backend(self):
-        from data.build import make_backend
+        from leanloop.lean.backends import make_backend
 
         backend = make_backend(self.lean.backend)
         if self.lean.latency == "recorded":

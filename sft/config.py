@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from data.config import BackendConfig
+from leanloop.lean.backends import BackendConfig
 from leanloop.training.models import ModelSpec
 from leanloop.prover.generation import SamplingConfig
 from leanloop.prover.prompt import PromptConfig
@@ -83,7 +83,7 @@ class SampleConfig:
 @dataclass
 class VerifierConfig:
     backend: BackendConfig = field(default_factory=BackendConfig)
-    """The Lean backend, as in the data stage's configs (replay / local / kimina + options)."""
+    """The Lean backend, as in every stage (``kind`` plus that kind's ``replay`` / ``local`` / ``kimina`` options)."""
     profile: str = "rl"
     """Acceptance policy profile; pass@k is reported under the hardened ``rl`` profile."""
     timeout: float = 60.0

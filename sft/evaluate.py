@@ -62,7 +62,7 @@ def make_verifier(config: VerifierConfig):
     from leanloop.lean.backends import make_backend
     from leanloop.lean.verifier import Verifier
 
-    backend = make_backend(config.backend.kind, **config.backend.options)
+    backend = make_backend(config.backend)
     return Verifier(backend, config.profile, concurrency=config.concurrency,
                     timeout=config.timeout)
 

@@ -15,7 +15,7 @@ from leanloop.lean.local import LocalBackend, LocalBackendConfig
 from leanloop.lean.replay import ReplayBackend, ReplayBackendConfig
 from leanloop.lean.types import LeanBackend
 
-BackendConfig = Union[LocalBackendConfig, KiminaBackendConfig, ReplayBackendConfig]
+BackendOptions = Union[LocalBackendConfig, KiminaBackendConfig, ReplayBackendConfig]
 BACKEND_CONFIGS: dict[str, type] = {
     "local": LocalBackendConfig,
     "kimina": KiminaBackendConfig,
@@ -23,8 +23,8 @@ BACKEND_CONFIGS: dict[str, type] = {
 }
 
 
-def backend_from_config(config: BackendConfig) -> LeanBackend:
-    """The backend an options dataclass describes (e.g. one jsonargparse built from a YAML file)."""
+def backend_from_config(config: BackendOptions) -> LeanBackend:
+    """The backend one kind's options dataclass describes."""
     if isinstance(config, LocalBackendConfig):
         return LocalBackend(config)
     if isinstance(config, KiminaBackendConfig):
@@ -36,8 +36,9 @@ def backend_from_config(config: BackendConfig) -> LeanBackend:
 
 
 @dataclass
-class BackendSettings:
-    """A config section choosing the backend, with every kind's options at hand::
+class BackendConfig:
+    """The config section choosing the Lean backend, the same in every stage, with every kind's
+    typed options at hand (only the chosen kind's are used)::
 
         backend:
           kind: kimina
@@ -45,17 +46,34 @@ class BackendSettings:
     """
 
     kind: Literal["local", "kimina", "replay"] = "replay"
+    """``replay`` (recorded real Lean output), ``local`` (lean-interact) or ``kimina`` (server)."""
     local: LocalBackendConfig = field(default_factory=LocalBackendConfig)
     kimina: KiminaBackendConfig = field(default_factory=KiminaBackendConfig)
     replay: ReplayBackendConfig = field(default_factory=ReplayBackendConfig)
 
+    @property
+    def options(self) -> BackendOptions:
+        """The chosen kind's options."""
+        return getattr(self, self.kind)
+
     def build(self) -> LeanBackend:
-        return backend_from_config(getattr(self, self.kind))
+        return backend_from_config(self.options)
 
 
-def make_backend(kind: str, **options: Any) -> LeanBackend:
-    """``make_backend("replay")``, ``make_backend("local", workers=8, timeout=60)``,
-    ``make_backend("kimina", url="http://lean:12332")``. Creating one starts nothing."""
+def make_backend(config: BackendConfig | BackendOptions | str, **options: Any) -> LeanBackend:
+    """The one backend factory. ``make_backend(section)`` for a config's ``backend:`` section,
+    ``make_backend(LocalBackendConfig(...))`` for one kind's options, or by name with keyword
+    options: ``make_backend("local", workers=8, timeout=60)``, ``make_backend("kimina",
+    url="http://lean:12332")``. Creating one starts nothing."""
+    if isinstance(config, BackendConfig):
+        if options:
+            raise TypeError("give either a BackendConfig or keyword options, not both")
+        return config.build()
+    if not isinstance(config, str):
+        if options:
+            raise TypeError(f"give either a {type(config).__name__} or keyword options, not both")
+        return backend_from_config(config)
+    kind = config
     if kind not in BACKEND_CONFIGS:
         raise ValueError(f"unknown Lean backend {kind!r}; choose one of {', '.join(BACKEND_CONFIGS)}")
     config_type = BACKEND_CONFIGS[kind]
@@ -67,5 +85,5 @@ def make_backend(kind: str, **options: Any) -> LeanBackend:
     return backend_from_config(config_type(**options))
 
 
-__all__ = ["BACKEND_CONFIGS", "BackendConfig", "BackendSettings", "backend_from_config", "make_backend",
+__all__ = ["BACKEND_CONFIGS", "BackendConfig", "BackendOptions", "backend_from_config", "make_backend",
            "KiminaBackendConfig", "LocalBackendConfig", "ReplayBackendConfig"]

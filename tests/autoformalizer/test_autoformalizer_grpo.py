@@ -16,7 +16,7 @@ from autoformalizer.config import LeanCheckConfig, PolicyConfig
 from autoformalizer.data import END_OF_TURN, Pair
 from autoformalizer.grpo import AutoformalizerGRPOModule
 from autoformalizer.reward import GatedReward, RewardConfig, training_value
-from leanloop.lean.backends import BackendSettings
+from leanloop.lean.backends import BackendConfig
 from leanloop.lean.replay import ReplayBackendConfig
 from leanloop.paths import REPO_ROOT
 from leanloop.grpo.objective import GRPOConfig, completion_logps
@@ -37,7 +37,7 @@ PROBLEM = Pair("t", "If x is a natural number equal to 2, then x equals 2.", REF
 def recorded_lean() -> LeanCheckConfig:
     """The replay backend over the REPL recordings; programs compiled verbatim (no header, no
     heartbeat line) so that the recorded programs are exactly what Lean saw."""
-    return LeanCheckConfig(header="", heartbeats=None, problem_header=False, backend=BackendSettings(
+    return LeanCheckConfig(header="", heartbeats=None, problem_header=False, backend=BackendConfig(
         kind="replay", replay=ReplayBackendConfig(sources=["repl_io", "repl_all_versions"])))
 
 

@@ -13,7 +13,8 @@ from dataclasses import replace
 
 import pytest
 
-from data.build import build, fingerprint, make_backend, parse_config, verify
+from data.build import build, fingerprint, parse_config, verify
+from leanloop.lean.backends import make_backend
 from data.config import SourceConfig
 from data.corpus import SPLITS, load_corpus, split_of
 from data.journal import JOURNAL, Journal, JournalMismatch

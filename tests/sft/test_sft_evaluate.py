@@ -9,7 +9,7 @@ from collections import defaultdict
 
 import pytest
 
-from data.config import BackendConfig
+from leanloop.lean.backends import BackendConfig, ReplayBackendConfig
 from leanloop.artifacts import Manifest
 from leanloop.training.models import ModelSpec
 from sft.config import EvaluateConfig, SampleConfig, StatementsConfig, VerifierConfig
@@ -71,7 +71,7 @@ def _sample_run(attempts, novel_name, empty_name) -> tuple[SampleConfig, dict]:
 def _evaluate(profile: str, ks=(1, 2, K)) -> dict:
     out = evaluate(EvaluateConfig(
         samples=str(sample_dir("rl_lean")), run=profile, ks=list(ks),
-        verifier=VerifierConfig(backend=BackendConfig(kind="replay", options={"sources": ["rl_lean"]}),
+        verifier=VerifierConfig(backend=BackendConfig(kind="replay", replay=ReplayBackendConfig(sources=["rl_lean"])),
                                 profile=profile)))
     return {"results": json.loads((out / "results.json").read_text()),
             "report": (out / "report.md").read_text(),
@@ -139,5 +139,5 @@ def test_evaluation_refuses_theorems_the_prover_trained_on(attempts, artifacts):
     out = evaluate(EvaluateConfig(samples=str(sample_dir("rl_lean")), ks=[1], run="caveat",
                                   sft=str(artifacts / "sft" / "clean"),
                                   verifier=VerifierConfig(backend=BackendConfig(
-                                      kind="replay", options={"sources": ["rl_lean"]}))))
+                                      kind="replay", replay=ReplayBackendConfig(sources=["rl_lean"])))))
     assert "pretrained without a holdout" in (out / "report.md").read_text()

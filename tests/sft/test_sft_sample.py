@@ -8,7 +8,8 @@ import json
 import pytest
 
 from data.build import build, parse_config
-from data.config import BackendConfig, DataConfig, SourceConfig
+from data.config import DataConfig, SourceConfig
+from leanloop.lean.backends import BackendConfig, ReplayBackendConfig
 from data.sources import load_candidates
 from leanloop.lean.recordings import normalize_program
 from leanloop.lean.replay import ReplayBackend
@@ -63,7 +64,7 @@ def test_samples_are_candidates_make_data_labels(tiny_prover, tiny_generator, ar
     data = parse_config(["--config", str(REPO_ROOT / "configs/data/sft_samples.yaml"),
                          "--run", "labelled"])
     data.sources[0].path = str(target)
-    data.backend = BackendConfig(kind="replay", options={"sources": ["rl_lean"]})
+    data.backend = BackendConfig(kind="replay", replay=ReplayBackendConfig(sources=["rl_lean"]))
     result = build(data, progress=False, quiet=True)
     backend = ReplayBackend(["rl_lean"])
     expected_unavailable = sum(not backend.lookup(p) for p in programs)

@@ -9,7 +9,7 @@ import warnings
 import pytest
 from jsonargparse import ArgumentParser
 
-from leanloop.lean.backends import BackendSettings, backend_from_config, make_backend
+from leanloop.lean.backends import BackendConfig, backend_from_config, make_backend
 from leanloop.lean.kimina import KiminaBackend
 from leanloop.lean.local import LocalBackend
 from leanloop.lean.replay import ReplayBackend
@@ -46,7 +46,7 @@ def test_yaml_section_selects_and_configures_the_backend(tmp_path):
                       "  local:\n    workers: 16\n", encoding="utf-8")
     parser = ArgumentParser()
     parser.add_argument("--config", action="config")
-    parser.add_class_arguments(BackendSettings, "backend")
+    parser.add_class_arguments(BackendConfig, "backend")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         settings = parser.instantiate(parser.parse_args(["--config", str(config), "--backend.kimina.timeout", "20"]))
