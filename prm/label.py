@@ -139,6 +139,8 @@ def write_report(folder: Path, config: LabelConfig, records: list[ProofRecord], 
 
 
 def run(config: LabelConfig, resolved_yaml: str = "", progress: bool = True) -> Path:
+    if config.recorded is None and config.generated is None:
+        raise ValueError("nothing to label: set recorded (the embedded default) and/or generated")
     folder = artifacts_root() / DATA_STAGE / config.run
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.yaml").write_text(resolved_yaml, encoding="utf-8")
@@ -156,8 +158,6 @@ def run(config: LabelConfig, resolved_yaml: str = "", progress: bool = True) -> 
     if config.generated is not None:
         records += label_generated(config, counts, progress)
         manifest.inputs["generated"] = describe_input(resolve_run(config.generated, SAMPLES_STAGE) / "manifest.json")
-    if not records:
-        raise ValueError("nothing to label: set recorded (the embedded default) and/or generated")
     split_counts = write_splits(records, folder / "final")
     write_report(folder, config, records, counts)
     manifest.counts = {**summary(records), **dict(counts), **{f"split:{k}": v for k, v in split_counts.items()}}
