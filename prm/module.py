@@ -1,0 +1,85 @@
+"""The step verifier: SFT on Lean's step labels, then GRPO with the exact-agreement reward.
+
+``mode: sft``: next-token loss on the label answer (``1:+ 2:- ...``), prompt masked.
+``mode: grpo``: manual optimization; each training step samples ``grpo.num_generations`` answers per
+proof (:class:`leanloop.grpo.rollout.TransformersRollout`), scores each by exact agreement with
+Lean's labels (:func:`prm.step_labels.exact_agreement`) and runs the project's TRL-parity update
+(:meth:`leanloop.grpo.update.GRPOUpdate.grpo_update`) — one optimizer update per step, so
+``trainer.max_steps`` is the number of updates (the paper: 500). Validation in both modes: greedy
+answers on held-out proofs, ``val/exact`` (all labels right), ``val/first_error`` and ``val/parsed``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import torch
+
+from leanloop.grpo.objective import GRPOConfig
+from leanloop.grpo.rollout import GenerationConfig, TransformersRollout
+from leanloop.grpo.update import GRPOUpdate, finite_stats
+from leanloop.training.models import ModelSpec, load_model
+from leanloop.training.module import HFModule, set_torch_threads
+from leanloop.training.optim import OptimConfig
+from prm.predict import greedy_answers
+from prm.step_labels import END_OF_TURN, StepLabelReward, exact_agreement, first_error, parse_labels
+
+
+class PRMModule(GRPOUpdate, HFModule):
+    def __init__(
+        self,
+        base: ModelSpec | None = None,
+        optim: OptimConfig | None = None,
+        mode: Literal["sft", "grpo"] = "sft",
+        grpo: GRPOConfig | None = None,
+        generation: GenerationConfig | None = None,
+        val_max_new_tokens: int = 64,
+        threads: int | None = None,
+    ) -> None:
+        """``base``: the model (paper: Qwen3-4B; embedded default: tiny Qwen3, or the SFT run
+        ``artifacts://prm/<run>`` for GRPO). ``grpo`` / ``generation``: the update and its rollouts
+        (TRL's names). ``threads``: torch intra-op threads (None: torch's default)."""
+        set_torch_threads(threads)
+        super().__init__(base or ModelSpec(name="qwen3-tiny"), optim)
+        self.mode = mode
+        self.grpo = grpo or GRPOConfig(num_generations=4)
+        self.generation = generation or GenerationConfig(max_new_tokens=64)
+        self.val_max_new_tokens = val_max_new_tokens
+        self.reference = None
+        if mode == "grpo":
+            self.automatic_optimization = False
+            self.rollout = TransformersRollout(self.tokenizer, self.generation, [END_OF_TURN, self.tokenizer.eos_token])
+            if self.grpo.beta != 0.0:  # a frozen copy of the starting weights is the KL reference
+                self.reference = load_model(self.base, tokenizer=self.tokenizer).eval().requires_grad_(False)
+        self.save_hyperparameters()
+
+    def training_step(self, batch: Any, batch_idx: int):
+        if self.mode == "sft":
+            out = self.model(**batch)
+            trained = int((batch["labels"] != -100).sum())
+            self.log("train/loss", out.loss, prog_bar=True, batch_size=max(trained, 1))
+            return out.loss
+        rollouts = self.rollout.generate(self.model, [e.prompt for e in batch], self.grpo.num_generations)
+        rewards = []
+        for row, text in enumerate(rollouts.texts):
+            truth = batch[row // self.grpo.num_generations].labels
+            rewards.append(StepLabelReward(exact_agreement(text, truth), parse_labels(text, len(truth)) is not None))
+        stats = self.grpo_update(rollouts, rewards)
+        stats["reward/exact"] = sum(r.reward for r in rewards) / len(rewards)
+        stats["reward/parsed"] = sum(r.parsed for r in rewards) / len(rewards)
+        self.log_dict(finite_stats(stats), prog_bar=False, batch_size=len(batch))
+        self.log("reward", stats["reward/exact"], prog_bar=True, batch_size=len(batch))
+        return None
+
+    def validation_step(self, batch: list, batch_idx: int) -> None:
+        answers = greedy_answers(self.model, self.tokenizer, [e.prompt for e in batch], self.val_max_new_tokens,
+                                 batch_size=len(batch))
+        predicted = [parse_labels(a, len(e.labels)) for a, e in zip(answers, batch)]
+        n = len(batch)
+        self.log("val/exact", sum(p == e.labels for p, e in zip(predicted, batch)) / n, batch_size=n, prog_bar=True)
+        self.log("val/first_error", sum(p is not None and first_error(p) == first_error(e.labels)
+                                        for p, e in zip(predicted, batch)) / n, batch_size=n)
+        self.log("val/parsed", sum(p is not None for p in predicted) / n, batch_size=n)
+
+    def manifest_model(self) -> dict[str, Any]:
+        return {**super().manifest_model(), "mode": self.mode, "answer_format": "1:+ 2:- ... then " + END_OF_TURN}

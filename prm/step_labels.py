@@ -1,0 +1,60 @@
+"""What the step verifier reads and writes, and the GRPO reward on it.
+
+Input: the statement and its numbered prose steps (a user turn). Output: one label per step,
+``1:+ 2:+ 3:-`` (``+`` correct, ``-`` incorrect), then the end-of-turn token. The first ``-`` is the
+predicted first error. The GRPO reward is exact agreement: 1 when every predicted label equals
+Lean's, else 0 (an answer that does not parse, or labels the wrong number of steps, scores 0).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from leanloop.prover.prompt import CHATML_TEMPLATE
+
+END_OF_TURN = "<|im_end|>"
+INSTRUCTION = ("Check this proof step by step. Label every step + if it is correct, - if it is wrong "
+               "(a step that builds on a wrong step is wrong too). Answer as `1:+ 2:- ...`.")
+_LABEL = re.compile(r"(\d+)\s*:\s*([+-])")
+
+
+def verifier_prompt(statement: str, steps: Sequence[str], tokenizer: Any) -> str:
+    numbered = "\n".join(f"{i}. {' '.join(step.split())}" for i, step in enumerate(steps, 1))
+    content = f"{INSTRUCTION}\n\nTheorem:\n{statement.strip()}\n\nProof:\n{numbered}"
+    template = None if getattr(tokenizer, "chat_template", None) else CHATML_TEMPLATE
+    return tokenizer.apply_chat_template([{"role": "user", "content": content}], chat_template=template,
+                                         tokenize=False, add_generation_prompt=True)
+
+
+def render_labels(labels: Sequence[bool]) -> str:
+    return " ".join(f"{i}:{'+' if label else '-'}" for i, label in enumerate(labels, 1))
+
+
+def parse_labels(text: str, count: int) -> list[bool] | None:
+    """The labels of steps 1..count, or None unless the answer labels exactly those steps in order."""
+    found = _LABEL.findall(text.split(END_OF_TURN)[0])
+    if [int(n) for n, _ in found] != list(range(1, count + 1)):
+        return None
+    return [mark == "+" for _, mark in found]
+
+
+def first_error(labels: Sequence[bool] | None) -> int | None:
+    """Index of the first incorrect step; None when every step is correct (or no labels)."""
+    if labels is None:
+        return None
+    return next((i for i, label in enumerate(labels) if not label), None)
+
+
+def exact_agreement(text: str, truth: Sequence[bool]) -> float:
+    """The GRPO reward: 1.0 when the answer's labels equal Lean's exactly, else 0.0."""
+    return 1.0 if parse_labels(text, len(truth)) == list(truth) else 0.0
+
+
+@dataclass
+class StepLabelReward:
+    """A rollout's reward as :meth:`leanloop.grpo.update.GRPOUpdate.grpo_update` reads it."""
+
+    reward: float | None
+    parsed: bool
