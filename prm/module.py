@@ -55,10 +55,9 @@ class PRMModule(GRPOUpdate, HFModule):
 
     def training_step(self, batch: Any, batch_idx: int):
         if self.mode == "sft":
-            out = self.model(**batch)
-            trained = int((batch["labels"] != -100).sum())
-            self.log("train/loss", out.loss, prog_bar=True, batch_size=max(trained, 1))
-            return out.loss
+            loss, trained = self.answer_loss(batch)
+            self.log("train/loss", loss, prog_bar=True, batch_size=max(trained, 1))
+            return loss
         rollouts = self.rollout.generate(self.model, [e.prompt for e in batch], self.grpo.num_generations)
         rewards = []
         for row, text in enumerate(rollouts.texts):
@@ -70,6 +69,18 @@ class PRMModule(GRPOUpdate, HFModule):
         self.log_dict(finite_stats(stats), prog_bar=False, batch_size=len(batch))
         self.log("reward", stats["reward/exact"], prog_bar=True, batch_size=len(batch))
         return None
+
+    def answer_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
+        """Next-token loss on the answer tokens only. The answer is a few tokens after a long prompt, so
+        the LM head is applied to those positions alone (a full [B, T, vocab] logits tensor would be
+        gigabytes for Qwen's 151k vocabulary and most of a CPU step)."""
+        causal = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+        hidden = causal.base_model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                                   use_cache=False).last_hidden_state
+        targets = batch["labels"][:, 1:]
+        scored = targets != -100
+        logits = causal.get_output_embeddings()(hidden[:, :-1][scored])
+        return torch.nn.functional.cross_entropy(logits.float(), targets[scored]), int(scored.sum())
 
     def validation_step(self, batch: list, batch_idx: int) -> None:
         answers = greedy_answers(self.model, self.tokenizer, [e.prompt for e in batch], self.val_max_new_tokens,
