@@ -188,3 +188,32 @@ bench-autoformalizer: setup ## unfused-MoE policy: bf16 vs NF4 memory, QLoRA vs 
 
 autoformalizer-retrieval: setup ## System B recall@8 on the shipped statements (CONFIG=configs/autoformalizer/eval/X.yaml)
 	$(PY) -m autoformalizer.evaluate_retrieval --config $(or $(CONFIG),configs/autoformalizer/eval/default.yaml)
+
+# --- prm stage (LeanPRM: Lean-grounded step labels and a step verifier) ---
+# Embedded default on CPU: make prm-generate -> artifacts/prm_samples/default (paired proofs from a random
+# tiny Qwen3: noise, counted as format rejections); make prm-label -> artifacts/prm_data/default (recorded
+# RL-Lean programs: tactic-level labels from recorded Lean output); make prm-train -> artifacts/prm/default
+# (SFT) then artifacts/prm/grpo (GRPO, exact step-label reward); make prm-eval -> artifacts/prm_eval/default/report.md.
+.PHONY: prm prm-generate prm-label prm-train prm-eval
+prm: setup ## the prm stage end to end on the embedded default (generate, label, train, eval)
+	$(MAKE) prm-generate
+	$(MAKE) prm-label
+	$(MAKE) prm-train
+	$(MAKE) prm-eval
+
+prm-generate: setup ## sample paired prose+tactic proofs, resumable and sharded (CONFIG=configs/prm/generate/X.yaml, ARGS=overrides)
+	$(PY) -m prm.generate $(foreach c,$(or $(CONFIG),configs/prm/generate/default.yaml),--config $(c)) $(ARGS)
+
+prm-label: setup ## step labels from Lean -> parquet + manifest (CONFIG=configs/prm/label/X.yaml; generated.yaml labels prm-generate's proofs)
+	$(PY) -m prm.label $(foreach c,$(or $(CONFIG),configs/prm/label/default.yaml),--config $(c)) $(ARGS)
+
+prm-train: setup ## step verifier: SFT then GRPO (CONFIG="configs/prm/X.yaml" trains one run instead; RUN=name, ARGS=overrides)
+	@if [ -n "$(CONFIG)" ]; then \
+		$(PY) -m prm.train $(foreach c,$(CONFIG),--config $(c)) $(if $(RUN),--run $(RUN)) $(ARGS); \
+	else \
+		set -e; $(PY) -m prm.train --config configs/prm/default.yaml $(ARGS); \
+		$(PY) -m prm.train --config configs/prm/grpo.yaml $(ARGS); \
+	fi
+
+prm-eval: setup ## step-label accuracy, first error, F1, best-of-n, baselines -> report (CONFIG=configs/prm/eval/X.yaml, ARGS=overrides)
+	$(PY) -m prm.evaluate $(foreach c,$(or $(CONFIG),configs/prm/eval/default.yaml),--config $(c)) $(ARGS)

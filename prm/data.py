@@ -65,7 +65,8 @@ class PRMData(L.LightningDataModule):
     ) -> None:
         """``base`` and ``mode`` are linked from the model. ``dataset``: a prm-label run; null: the
         embedded default labels (``recorded``, split by theorem with ``splits``). Examples longer than
-        ``max_length`` tokens are dropped (counted), never truncated."""
+        ``max_length`` tokens are dropped (counted), never truncated: ``max_examples`` are taken, then the
+        ones that fit are kept."""
         super().__init__()
         self.base = base or ModelSpec(name="qwen3-tiny")
         self.mode = mode
@@ -98,8 +99,8 @@ class PRMData(L.LightningDataModule):
         train, counts = examples_from(records["train"], self.tokenizer, self.max_proof_steps)
         val, _ = examples_from(records["validation"], self.tokenizer, self.max_proof_steps)
         self.counts.update(counts)
-        train = self._fit(train, "train")[: self.max_examples or None]
-        val = self._fit(val, "validation")[: self.max_val_examples or None]
+        train = self._fit(train[: self.max_examples or None], "train")
+        val = self._fit(val[: self.max_val_examples or None], "validation")
         if not train:
             raise ValueError("no training example fits: raise data.max_length or check the dataset's labels")
         self.train = train if self.mode == "grpo" else [self._tokenize(e) for e in train]

@@ -1,6 +1,6 @@
 """The step verifier: SFT on Lean's step labels, then GRPO with the exact-agreement reward.
 
-``mode: sft``: next-token loss on the label answer (``1:+ 2:- ...``), prompt masked.
+``mode: sft``: next-token loss on the label answer (``+ + - ...``), prompt masked.
 ``mode: grpo``: manual optimization; each training step samples ``grpo.num_generations`` answers per
 proof (:class:`leanloop.grpo.rollout.TransformersRollout`), scores each by exact agreement with
 Lean's labels (:func:`prm.step_labels.exact_agreement`) and runs the project's TRL-parity update
@@ -93,4 +93,4 @@ class PRMModule(GRPOUpdate, HFModule):
         self.log("val/parsed", sum(p is not None for p in predicted) / n, batch_size=n)
 
     def manifest_model(self) -> dict[str, Any]:
-        return {**super().manifest_model(), "mode": self.mode, "answer_format": "1:+ 2:- ... then " + END_OF_TURN}
+        return {**super().manifest_model(), "mode": self.mode, "answer_format": "+ + - ... then " + END_OF_TURN}

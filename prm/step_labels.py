@@ -1,14 +1,15 @@
 """What the step verifier reads and writes, and the GRPO reward on it.
 
-Input: the statement and its numbered prose steps (a user turn). Output: one label per step,
-``1:+ 2:+ 3:-`` (``+`` correct, ``-`` incorrect), then the end-of-turn token. The first ``-`` is the
+Input: the statement and its numbered prose steps (a user turn). Output: one label per step in step
+order, ``+ + -`` (``+`` correct, ``-`` incorrect), then the end-of-turn token. (Numbered answers,
+``1:+ 2:+ 3:-``, were tried first: the tiny CPU model could not learn to count in 30 steps; the
+prompt's numbering already fixes the alignment.) The first ``-`` is the
 predicted first error. The GRPO reward is exact agreement: 1 when every predicted label equals
 Lean's, else 0 (an answer that does not parse, or labels the wrong number of steps, scores 0).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -16,8 +17,7 @@ from leanloop.prover.prompt import CHATML_TEMPLATE
 
 END_OF_TURN = "<|im_end|>"
 INSTRUCTION = ("Check this proof step by step. Label every step + if it is correct, - if it is wrong "
-               "(a step that builds on a wrong step is wrong too). Answer as `1:+ 2:- ...`.")
-_LABEL = re.compile(r"(\d+)\s*:\s*([+-])")
+               "(a step that builds on a wrong step is wrong too). Answer with one label per step, in order: `+ + -`.")
 
 
 def verifier_prompt(statement: str, steps: Sequence[str], tokenizer: Any) -> str:
@@ -29,15 +29,15 @@ def verifier_prompt(statement: str, steps: Sequence[str], tokenizer: Any) -> str
 
 
 def render_labels(labels: Sequence[bool]) -> str:
-    return " ".join(f"{i}:{'+' if label else '-'}" for i, label in enumerate(labels, 1))
+    return " ".join("+" if label else "-" for label in labels)
 
 
 def parse_labels(text: str, count: int) -> list[bool] | None:
-    """The labels of steps 1..count, or None unless the answer labels exactly those steps in order."""
-    found = _LABEL.findall(text.split(END_OF_TURN)[0])
-    if [int(n) for n, _ in found] != list(range(1, count + 1)):
+    """The labels of steps 1..count, or None unless the answer is exactly ``count`` labels."""
+    marks = text.split(END_OF_TURN)[0].split()
+    if len(marks) != count or any(m not in ("+", "-") for m in marks):
         return None
-    return [mark == "+" for _, mark in found]
+    return [m == "+" for m in marks]
 
 
 def first_error(labels: Sequence[bool] | None) -> int | None:

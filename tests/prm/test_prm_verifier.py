@@ -18,12 +18,13 @@ from prm.step_labels import END_OF_TURN, exact_agreement, first_error, parse_lab
 
 def test_answer_format_and_exact_agreement_reward():
     truth = [True, True, False, False]
-    assert render_labels(truth) == "1:+ 2:+ 3:- 4:-"
-    assert parse_labels("1:+ 2:+ 3:- 4:-" + END_OF_TURN + " 5:+", 4) == truth
-    assert exact_agreement("1:+ 2:+ 3:- 4:-", truth) == 1.0
-    assert exact_agreement("1:+ 2:- 3:- 4:-", truth) == 0.0  # one step wrong: no reward
-    assert exact_agreement("1:+ 2:+ 3:-", truth) == 0.0  # a step left unlabelled
-    assert exact_agreement("1:+ 3:+ 2:- 4:-", truth) == 0.0  # out of order
+    assert render_labels(truth) == "+ + - -"
+    assert parse_labels("+ + - -" + END_OF_TURN + " +", 4) == truth
+    assert exact_agreement("+ + - -", truth) == 1.0
+    assert exact_agreement("+ - - -", truth) == 0.0  # one step wrong: no reward
+    assert exact_agreement("+ + -", truth) == 0.0  # a step left unlabelled
+    assert exact_agreement("+ + - - +", truth) == 0.0  # one label too many
+    assert exact_agreement("+ + x -", truth) == 0.0  # not a label
     assert parse_labels("all correct", 2) is None
     assert first_error(truth) == 2 and first_error([True]) is None
 
@@ -47,7 +48,7 @@ def test_grpo_update_moves_towards_the_answer_that_agrees_with_lean(tmp_path):
                        generation=GenerationConfig(max_new_tokens=12), threads=1)
     tok = module.tokenizer
     example = VerifierExample("p", "t", "Check:\n1. a\n2. b\n", [True, False], False)
-    right, wrong = "1:+ 2:-" + END_OF_TURN, "1:+ 2:+" + END_OF_TURN
+    right, wrong = "+ -" + END_OF_TURN, "+ +" + END_OF_TURN
 
     def rollouts(model, prompts, g):  # the two answers stand in for sampled ones (the reward is under test)
         prompt = tok(prompts, add_special_tokens=False, return_tensors="pt")["input_ids"].repeat_interleave(g, 0)
