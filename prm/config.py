@@ -129,7 +129,6 @@ class EvalConfig:
     """The first N proofs of each set (smoke runs)."""
     max_steps: int = 24
     """Proofs are shown with at most this many steps (longer ones are cut, counted)."""
-    max_new_tokens: int = 96
     batch_size: int = 8
     classifier: str | None = None
     """A classifiers run (``artifacts://classifiers/<run>``) scored on proof prefixes as a baseline."""

@@ -82,7 +82,7 @@ def evaluate_set(name: str, records: list[ProofRecord], model: Any, tokenizer: A
     if not kept:
         return {"name": name, "skipped": skipped, "methods": {}, "best_of_n": {}, "rows": []}
     prompts = [verifier_prompt(r.statement, [s["prose"] for s in r.steps[:len(t)]], tokenizer) for r, t in zip(kept, truth)]
-    answers = greedy_answers(model, tokenizer, prompts, config.max_new_tokens, config.batch_size, progress=True)
+    answers = greedy_answers(model, tokenizer, prompts, [len(t) for t in truth], config.batch_size, progress=True)
     predictions = {"verifier": [parse_labels(a, len(t)) for a, t in zip(answers, truth)],
                    "always_correct": [[True] * len(t) for t in truth],
                    "first_error_at_random": random_first_error(truth, config.seed)}

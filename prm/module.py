@@ -1,8 +1,8 @@
 """The step verifier: SFT on Lean's step labels, then GRPO with the exact-agreement reward.
 
-``mode: sft``: next-token loss on the label answer (``+ + - ...``), prompt masked.
+``mode: sft``: next-token loss on the label answer (`` + + - ...``), prompt masked.
 ``mode: grpo``: manual optimization; each training step samples ``grpo.num_generations`` answers per
-proof (:class:`leanloop.grpo.rollout.TransformersRollout`), scores each by exact agreement with
+proof (:class:`leanloop.grpo.rollout.TransformersRollout` under the label grammar), scores each by exact agreement with
 Lean's labels (:func:`prm.step_labels.exact_agreement`) and runs the project's TRL-parity update
 (:meth:`leanloop.grpo.update.GRPOUpdate.grpo_update`) — one optimizer update per step, so
 ``trainer.max_steps`` is the number of updates (the paper: 500). Validation in both modes: greedy
@@ -22,7 +22,7 @@ from leanloop.training.models import ModelSpec, load_model
 from leanloop.training.module import HFModule, set_torch_threads
 from leanloop.training.optim import OptimConfig
 from prm.predict import greedy_answers
-from prm.step_labels import END_OF_TURN, StepLabelReward, exact_agreement, first_error, parse_labels
+from prm.step_labels import END_OF_TURN, LabelGrammar, StepLabelReward, exact_agreement, first_error, parse_labels
 
 
 class PRMModule(GRPOUpdate, HFModule):
@@ -33,7 +33,6 @@ class PRMModule(GRPOUpdate, HFModule):
         mode: Literal["sft", "grpo"] = "sft",
         grpo: GRPOConfig | None = None,
         generation: GenerationConfig | None = None,
-        val_max_new_tokens: int = 64,
         threads: int | None = None,
     ) -> None:
         """``base``: the model (paper: Qwen3-4B; embedded default: tiny Qwen3, or the SFT run
@@ -44,7 +43,6 @@ class PRMModule(GRPOUpdate, HFModule):
         self.mode = mode
         self.grpo = grpo or GRPOConfig(num_generations=4)
         self.generation = generation or GenerationConfig(max_new_tokens=64)
-        self.val_max_new_tokens = val_max_new_tokens
         self.reference = None
         if mode == "grpo":
             self.automatic_optimization = False
@@ -58,7 +56,17 @@ class PRMModule(GRPOUpdate, HFModule):
             loss, trained = self.answer_loss(batch)
             self.log("train/loss", loss, prog_bar=True, batch_size=max(trained, 1))
             return loss
-        rollouts = self.rollout.generate(self.model, [e.prompt for e in batch], self.grpo.num_generations)
+        from transformers import LogitsProcessorList
+
+        prompts = [e.prompt for e in batch]
+        width = self.rollout.encode_prompts(prompts, 1)[0].shape[1]
+        counts = [len(e.labels) for e in batch for _ in range(self.grpo.num_generations)]
+        if max(counts) + 1 > self.generation.max_new_tokens:
+            raise ValueError(f"generation.max_new_tokens {self.generation.max_new_tokens} cannot hold {max(counts)} "
+                             "labels + end of turn; raise it to data.max_proof_steps + 1")
+        grammar = LabelGrammar(self.tokenizer, width, counts)  # sampled answers label every step
+        rollouts = self.rollout.generate(self.model, prompts, self.grpo.num_generations,
+                                         logits_processor=LogitsProcessorList([grammar]))
         rewards = []
         for row, text in enumerate(rollouts.texts):
             truth = batch[row // self.grpo.num_generations].labels
@@ -83,7 +91,7 @@ class PRMModule(GRPOUpdate, HFModule):
         return torch.nn.functional.cross_entropy(logits.float(), targets[scored]), int(scored.sum())
 
     def validation_step(self, batch: list, batch_idx: int) -> None:
-        answers = greedy_answers(self.model, self.tokenizer, [e.prompt for e in batch], self.val_max_new_tokens,
+        answers = greedy_answers(self.model, self.tokenizer, [e.prompt for e in batch], [len(e.labels) for e in batch],
                                  batch_size=len(batch))
         predicted = [parse_labels(a, len(e.labels)) for a, e in zip(answers, batch)]
         n = len(batch)
@@ -93,4 +101,4 @@ class PRMModule(GRPOUpdate, HFModule):
         self.log("val/parsed", sum(p is not None for p in predicted) / n, batch_size=n)
 
     def manifest_model(self) -> dict[str, Any]:
-        return {**super().manifest_model(), "mode": self.mode, "answer_format": "+ + - ... then " + END_OF_TURN}
+        return {**super().manifest_model(), "mode": self.mode, "answer_format": "one ' +'/' -' token per step, then " + END_OF_TURN}

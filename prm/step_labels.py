@@ -1,9 +1,11 @@
 """What the step verifier reads and writes, and the GRPO reward on it.
 
 Input: the statement and its numbered prose steps (a user turn). Output: one label per step in step
-order, ``+ + -`` (``+`` correct, ``-`` incorrect), then the end-of-turn token. (Numbered answers,
-``1:+ 2:+ 3:-``, were tried first: the tiny CPU model could not learn to count in 30 steps; the
-prompt's numbering already fixes the alignment.) The first ``-`` is the
+order, `` + + -`` (``+`` correct, ``-`` incorrect; each label one token, `` +`` / `` -``), then the
+end-of-turn token. Answers are decoded under that grammar (:class:`LabelGrammar`: exactly one label
+token per step of the prompt, then end of turn), so every answer labels every step; free decoding
+was tried first and a tiny CPU model never learnt to stop after the last step (numbered answers,
+``1:+ 2:+``, fared no better). The first ``-`` is the
 predicted first error. The GRPO reward is exact agreement: 1 when every predicted label equals
 Lean's, else 0 (an answer that does not parse, or labels the wrong number of steps, scores 0).
 """
@@ -29,7 +31,7 @@ def verifier_prompt(statement: str, steps: Sequence[str], tokenizer: Any) -> str
 
 
 def render_labels(labels: Sequence[bool]) -> str:
-    return " ".join("+" if label else "-" for label in labels)
+    return "".join(" +" if label else " -" for label in labels)
 
 
 def parse_labels(text: str, count: int) -> list[bool] | None:
@@ -58,3 +60,28 @@ class StepLabelReward:
 
     reward: float | None
     parsed: bool
+
+
+class LabelGrammar:
+    """A ``transformers`` logits processor: row b may only produce `` +`` or `` -`` for its first
+    ``counts[b]`` new tokens, then the end-of-turn token (then padding)."""
+
+    def __init__(self, tokenizer: Any, prompt_length: int, counts: Sequence[int]):
+        ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in (" +", " -")]
+        if any(len(i) != 1 for i in ids):
+            raise ValueError("the tokenizer must encode ' +' and ' -' as one token each")
+        self.labels = [ids[0][0], ids[1][0]]
+        self.stop = tokenizer.convert_tokens_to_ids(END_OF_TURN)
+        self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop
+        self.prompt_length = prompt_length
+        self.counts = list(counts)
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        step = input_ids.shape[1] - self.prompt_length
+        allowed = torch.full_like(scores, float("-inf"))
+        for row, count in enumerate(self.counts):
+            keep = self.labels if step < count else [self.stop] if step == count else [self.pad]
+            allowed[row, keep] = scores[row, keep]
+        return allowed

@@ -37,7 +37,7 @@ def test_prm_eval_report(artifacts, tmp_path):
                                   "final_answer_correct": i % 2 == 0, "label": -1 if i % 2 == 0 else 1}
                                  for i in range(4)]))
     config = EvalConfig(model=ModelSpec(name="artifacts://prm/debug"), run="t", dataset="artifacts://prm_data/small",
-                        external=[ExternalSet("processbench", str(bench))], max_steps=4, max_new_tokens=6, limit=10,
+                        external=[ExternalSet("processbench", str(bench))], max_steps=4, limit=10,
                         batch_size=8, threads=1)
     folder = evaluate.run(config)
     metrics = json.loads((folder / "metrics.json").read_text())

@@ -18,8 +18,8 @@ from prm.step_labels import END_OF_TURN, exact_agreement, first_error, parse_lab
 
 def test_answer_format_and_exact_agreement_reward():
     truth = [True, True, False, False]
-    assert render_labels(truth) == "+ + - -"
-    assert parse_labels("+ + - -" + END_OF_TURN + " +", 4) == truth
+    assert render_labels(truth) == " + + - -"
+    assert parse_labels(" + + - -" + END_OF_TURN + " +", 4) == truth
     assert exact_agreement("+ + - -", truth) == 1.0
     assert exact_agreement("+ - - -", truth) == 0.0  # one step wrong: no reward
     assert exact_agreement("+ + -", truth) == 0.0  # a step left unlabelled
@@ -48,9 +48,9 @@ def test_grpo_update_moves_towards_the_answer_that_agrees_with_lean(tmp_path):
                        generation=GenerationConfig(max_new_tokens=12), threads=1)
     tok = module.tokenizer
     example = VerifierExample("p", "t", "Check:\n1. a\n2. b\n", [True, False], False)
-    right, wrong = "+ -" + END_OF_TURN, "+ +" + END_OF_TURN
+    right, wrong = " + -" + END_OF_TURN, " + +" + END_OF_TURN
 
-    def rollouts(model, prompts, g):  # the two answers stand in for sampled ones (the reward is under test)
+    def rollouts(model, prompts, g, **generate_args):  # the two answers stand in for sampled ones (the reward is under test)
         prompt = tok(prompts, add_special_tokens=False, return_tensors="pt")["input_ids"].repeat_interleave(g, 0)
         ids = [tok(t, add_special_tokens=False)["input_ids"] for t in (right, wrong)]
         width = max(map(len, ids))
@@ -74,3 +74,15 @@ def test_grpo_update_moves_towards_the_answer_that_agrees_with_lean(tmp_path):
     trainer.fit(module, datamodule=_Batches(example))
     assert trainer.callback_metrics["reward/exact"] == 0.5  # one of the two answers agrees with Lean
     assert logp_right() > before + 0.1
+
+
+def test_answers_are_decoded_under_the_label_grammar():
+    from leanloop.training.models import load_model, load_tokenizer
+    from prm.predict import greedy_answers
+
+    spec = ModelSpec(name="qwen3-tiny")
+    tokenizer = load_tokenizer(spec)
+    model = load_model(spec, tokenizer=tokenizer)  # random weights: only the grammar makes these parse
+    answers = greedy_answers(model, tokenizer, ["Proof:\n1. a\n2. b", "Proof:\n1. a\n2. b\n3. c\n4. d\n5. e"], [2, 5])
+    assert [len(parse_labels(a, n)) for a, n in zip(answers, [2, 5])] == [2, 5]
+    assert parse_labels(answers[0], 3) is None  # exactly as many labels as steps
