@@ -30,7 +30,11 @@ def test_step_metrics_and_best_of_n():
 def test_prm_eval_report(artifacts, tmp_path):
     from prm.train import run as train
 
+    from classifiers.train import run as train_classifier
+
     train(["--config", str(REPO_ROOT / "configs/prm/debug.yaml"), "--trainer.fast_dev_run", "true"])
+    train_classifier(["--config", str(REPO_ROOT / "configs/classifiers/debug_onetoken.yaml"),
+                      "--trainer.fast_dev_run", "true"])
     label.run(LabelConfig(run="small", recorded=RecordedConfig(limit=150)), progress=False)
     bench = tmp_path / "gsm8k.json"
     bench.write_text(json.dumps([{"id": f"gsm8k-{i}", "generator": "g", "problem": "p", "steps": ["a", "b"],
@@ -38,7 +42,7 @@ def test_prm_eval_report(artifacts, tmp_path):
                                  for i in range(4)]))
     config = EvalConfig(model=ModelSpec(name="artifacts://prm/debug"), run="t", dataset="artifacts://prm_data/small",
                         external=[ExternalSet("processbench", str(bench))], max_steps=4, limit=10,
-                        batch_size=8, threads=1)
+                        batch_size=8, threads=1, classifier="artifacts://classifiers/debug_onetoken")
     folder = evaluate.run(config)
     metrics = json.loads((folder / "metrics.json").read_text())
     (lean_set, bench_set) = metrics
@@ -46,7 +50,10 @@ def test_prm_eval_report(artifacts, tmp_path):
     truth = [t for t in truth if t][:10]
     assert metrics[lean_set]["methods"]["always_correct"]["exact"] == sum(all(t) for t in truth) / len(truth)
     assert metrics[bench_set]["methods"]["always_correct"]["exact"] == 0.5
-    assert set(metrics[lean_set]["methods"]) == {"verifier", "always_correct", "first_error_at_random"}
+    assert set(metrics[lean_set]["methods"]) == {"verifier", "always_correct", "first_error_at_random",
+                                                 "classifier_prefixes"}
+    assert metrics[lean_set]["methods"]["classifier_prefixes"]["parsed"] == 1.0  # every Lean proof has tactics
+    assert "classifier_prefixes" not in metrics[bench_set]["methods"]  # prose-only sets have no programs
     report = (folder / "report.md").read_text()
     assert "| verifier |" in report and "processbench: gsm8k.json" in report and "every Lean failure counts" in report
     assert (folder / "report.png").is_file() and (folder / "manifest.json").is_file()
