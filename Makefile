@@ -11,6 +11,14 @@ export DS_BUILD_OPS ?= 0
 STAMP := $(VENV)/.installed
 ART := artifacts
 
+# The recipe of every stage and tool target, written once: $(call stage,<python module>,<default
+# config(s)>) runs `python -m <module> --config X.yaml [--config Y.yaml] [--run NAME] [ARGS]`.
+# CONFIG= swaps the config (several files layer, later ones win), RUN= names the run folder
+# artifacts/<stage>/<RUN>/, ARGS= passes dotted overrides (ARGS="--trainer.max_steps 10").
+define stage
+$(PY) -m $(1) $(foreach c,$(or $(CONFIG),$(2)),--config $(c)) $(if $(RUN),--run $(RUN)) $(ARGS)
+endef
+
 .PHONY: help setup test demo
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
@@ -37,8 +45,8 @@ demo: setup ## the main job on the embedded default: every stage end to end, on 
 
 # --- data stage (issue: foundation) ---
 .PHONY: data bench-data
-data: setup ## label candidate proofs with Lean into a corpus (CONFIG=configs/data/X.yaml)
-	$(PY) -m data.build --config $(or $(CONFIG),configs/data/default.yaml)
+data: setup ## label candidate proofs with Lean into a corpus (CONFIG=configs/data/X.yaml, RUN=name, ARGS=overrides)
+	$(call stage,data.build,configs/data/default.yaml)
 
 bench-data: setup ## precheck / corpus / annotation / metric throughput
 	$(PY) -m bench.data
@@ -68,11 +76,10 @@ probe: setup ## check that ranks train in sync under a strategy (STRATEGY=ddp_cp
 # theorems of artifacts/data/default, so run make data first.
 .PHONY: pretrain pretrain-corpus bench-train
 pretrain: setup ## continued pretraining, CLM or MLM (CONFIG=configs/pretrain/X.yaml [more.yaml], RUN=name, ARGS=overrides)
-	$(PY) -m pretrain.train $(foreach c,$(or $(CONFIG),configs/pretrain/default.yaml),--config $(c)) \
-		$(if $(RUN),--run $(RUN)) $(ARGS)
+	$(call stage,pretrain.train,configs/pretrain/default.yaml)
 
-pretrain-corpus: setup ## build a pretraining corpus once (CORPUS=configs/pretrain/corpus/X.yaml) -> artifacts/pretrain_corpus/
-	$(PY) -m pretrain.corpus --config $(or $(CORPUS),configs/pretrain/corpus/shipped.yaml)
+pretrain-corpus: setup ## build a pretraining corpus once (CORPUS=configs/pretrain/corpus/X.yaml, RUN=name) -> artifacts/pretrain_corpus/
+	$(call stage,pretrain.corpus,$(or $(CORPUS),configs/pretrain/corpus/shipped.yaml))
 
 bench-train: setup ## packed vs padded batches (padding, tokens/s, identical loss) + classifier scoring throughput
 	$(PY) -m bench.train
@@ -80,39 +87,22 @@ bench-train: setup ## packed vs padded batches (padding, tokens/s, identical los
 
 # --- classifiers stage ---
 # Default: both verdict classifiers on artifacts/data/default (encoder: the shipped MiniLM; one-token:
-# tiny Qwen3 from artifacts/pretrain/default), then one report beside the majority and TF-IDF
-# baselines in artifacts/classifiers/default_report/. CONFIG=... trains just that config.
-# The two default runs are independent, so they train side by side on one core each (2-core CPU
-# budget: 10 minutes for both); their output goes to artifacts/classifiers/<run>.log.
-CLASSIFIER_LOGS = $${LEANLOOP_ARTIFACTS:-$(ART)}/classifiers
+# tiny Qwen3 from artifacts/pretrain/default), side by side on one core each (classifiers/train_defaults.py:
+# 2-core CPU budget, 10 minutes for both; logs in artifacts/classifiers/<run>.log), then one report beside
+# the majority and TF-IDF baselines in artifacts/classifiers/default_report/. CONFIG=... trains just that
+# config; RUN=x names the default pair's runs x_encoder_default, x_onetoken_default (report x_default_report).
 .PHONY: classifiers
 classifiers: setup ## encoder + one-token verdict classifiers and their report (CONFIG=configs/classifiers/X.yaml, RUN=name, ARGS=overrides)
-	@if [ -n "$(CONFIG)" ]; then \
-		$(PY) -m classifiers.train $(foreach c,$(CONFIG),--config $(c)) $(if $(RUN),--run $(RUN)) $(ARGS); \
-	else \
-		set -e; logs=$(CLASSIFIER_LOGS); mkdir -p $$logs; failed=; \
-		echo "[classifiers] training encoder_default and onetoken_default side by side (progress: tail -f $$logs/<run>.log)"; \
-		PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 $(PY) -m classifiers.train --config configs/classifiers/encoder_default.yaml $(ARGS) \
-			> $$logs/encoder_default.log 2>&1 & encoder=$$!; \
-		PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 $(PY) -m classifiers.train --config configs/classifiers/onetoken_default.yaml $(ARGS) \
-			> $$logs/onetoken_default.log 2>&1 & onetoken=$$!; \
-		wait $$encoder || failed="$$failed encoder_default"; \
-		wait $$onetoken || failed="$$failed onetoken_default"; \
-		for run in $$failed; do echo "[classifiers] $$run FAILED; end of $$logs/$$run.log:"; tail -n 30 $$logs/$$run.log; done; \
-		test -z "$$failed"; \
-		grep -aho '\[classifiers\] .*' $$logs/encoder_default.log $$logs/onetoken_default.log || true; \
-		$(PY) -m classifiers.report --out artifacts://classifiers/default_report \
-			--runs '[artifacts://classifiers/encoder_default, artifacts://classifiers/onetoken_default]'; \
-	fi
+	$(if $(CONFIG),$(call stage,classifiers.train,),$(PY) -m classifiers.train_defaults $(if $(RUN),--prefix $(RUN)) $(ARGS))
 
 # How a classifier recipe is judged: K folds of the config's data run (train + validation, grouped by
 # theorem; the test split is never read), the stage once per fold (as a sweep: finished folds are
 # skipped; ARGS="--executor submit --profile ..." for SLURM), TF-IDF fitted per fold beside it.
 # Summary: artifacts/sweeps/cv<K>_<config>/crossval.md, .json, .png.
 .PHONY: classifiers-cv
-classifiers-cv: setup ## theorem-grouped K-fold cross-validation of a classifier config vs TF-IDF (CONFIG=..., FOLDS=5, ARGS=...)
+classifiers-cv: setup ## theorem-grouped K-fold cross-validation of a classifier config vs TF-IDF (CONFIG=..., FOLDS=5, RUN=name, ARGS=...)
 	$(PY) -m classifiers.crossval $(foreach c,$(or $(CONFIG),configs/classifiers/encoder_default.yaml),--config $(c)) \
-		--folds $(or $(FOLDS),5) $(ARGS)
+		--folds $(or $(FOLDS),5) $(if $(RUN),--name $(RUN)) $(ARGS)
 
 # --- sft stage ---
 # make sft -> artifacts/sft/default/final (reads artifacts/pretrain/default + artifacts/data/default);
@@ -120,18 +110,17 @@ classifiers-cv: setup ## theorem-grouped K-fold cross-validation of a classifier
 # labels them; make sft-eval -> artifacts/sft_eval/default/report.md; make flywheel ROUNDS=n chains it all.
 .PHONY: sft sample sft-eval flywheel
 sft: setup ## prover SFT on valid proofs (CONFIG=configs/sft/X.yaml [more.yaml], RUN=name, ARGS=overrides)
-	$(PY) -m sft.train $(foreach c,$(or $(CONFIG),configs/sft/default.yaml),--config $(c)) \
-		$(if $(RUN),--run $(RUN)) $(ARGS)
+	$(call stage,sft.train,configs/sft/default.yaml)
 
-sample: setup ## k attempts per statement -> candidate JSONL for make data (CONFIG=configs/sft/sample/X.yaml, ARGS=overrides)
-	$(PY) -m sft.sample --config $(or $(CONFIG),configs/sft/sample/default.yaml) $(ARGS)
+sample: setup ## k attempts per statement -> candidate JSONL for make data (CONFIG=configs/sft/sample/X.yaml, RUN=name, ARGS=overrides)
+	$(call stage,sft.sample,configs/sft/sample/default.yaml)
 
-sft-eval: setup ## pass@k of a sample run through the Verifier, rl profile (CONFIG=configs/sft/evaluate/X.yaml)
-	$(PY) -m sft.evaluate --config $(or $(CONFIG),configs/sft/evaluate/default.yaml) $(ARGS)
+sft-eval: setup ## pass@k of a sample run through the Verifier, rl profile (CONFIG=configs/sft/evaluate/X.yaml, RUN=name, ARGS=overrides)
+	$(call stage,sft.evaluate,configs/sft/evaluate/default.yaml)
 
-flywheel: setup ## sft -> sample -> data -> sft for ROUNDS=n rounds (CONFIG=configs/sft/flywheel/X.yaml)
-	$(PY) -m sft.flywheel --config $(or $(CONFIG),configs/sft/flywheel/default.yaml) \
-		$(if $(ROUNDS),--rounds $(ROUNDS)) $(ARGS)
+flywheel: setup ## sft -> sample -> data -> sft for ROUNDS=n rounds (CONFIG=configs/sft/flywheel/X.yaml, RUN=run-name prefix)
+	$(PY) -m sft.flywheel $(foreach c,$(or $(CONFIG),configs/sft/flywheel/default.yaml),--config $(c)) \
+		$(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(RUN),--prefix $(RUN)) $(ARGS)
 
 # --- feedback_model stage ---
 # make feedback -> artifacts/feedback_model/default/final (reads artifacts/pretrain/default +
@@ -139,11 +128,10 @@ flywheel: setup ## sft -> sample -> data -> sft for ROUNDS=n rounds (CONFIG=conf
 # artifacts/classifiers/onetoken_default, the gate); make bench-feedback uses the trained default model.
 .PHONY: feedback cascade-eval bench-feedback
 feedback: setup ## feedback-trace SFT: program -> annotated program (CONFIG=configs/feedback_model/X.yaml [more.yaml], RUN=name, ARGS=overrides)
-	$(PY) -m feedback_model.train $(foreach c,$(or $(CONFIG),configs/feedback_model/default.yaml),--config $(c)) \
-		$(if $(RUN),--run $(RUN)) $(ARGS)
+	$(call stage,feedback_model.train,configs/feedback_model/default.yaml)
 
-cascade-eval: setup ## Table 3: one-token, feedback greedy / self-consistency, cascade (+SC) (CONFIG=configs/feedback_model/eval/X.yaml, ARGS=overrides)
-	$(PY) -m feedback_model.evaluate $(foreach c,$(or $(CONFIG),configs/feedback_model/eval/default.yaml),--config $(c)) $(ARGS)
+cascade-eval: setup ## Table 3: one-token, feedback greedy / self-consistency, cascade (+SC) (CONFIG=configs/feedback_model/eval/X.yaml, RUN=name, ARGS=overrides)
+	$(call stage,feedback_model.cascade_eval,configs/feedback_model/eval/default.yaml)
 
 bench-feedback: setup ## speculative copy-drafting vs plain greedy traces: speedup, verdict agreement, programs/s (ARGS=...)
 	$(PY) -m bench.feedback $(ARGS)
@@ -154,8 +142,7 @@ bench-feedback: setup ## speculative copy-drafting vs plain greedy traces: speed
 # Reward protocols layer: make rl CONFIG="configs/rl/default.yaml configs/rl/reward_lean.yaml".
 .PHONY: rl bench-rl
 rl: setup ## GRPO with hybrid Lean + evaluator rewards (CONFIG=configs/rl/X.yaml [more.yaml], RUN=name, ARGS=overrides)
-	$(PY) -m rl.train $(foreach c,$(or $(CONFIG),configs/rl/default.yaml),--config $(c)) \
-		$(if $(RUN),--run $(RUN)) $(ARGS)
+	$(call stage,rl.train,configs/rl/default.yaml)
 
 bench-rl: setup ## hybrid scheduler on a simulated clock (recorded Lean times) + GRPO step time vs TRL
 	$(PY) -m bench.rl $(ARGS)
@@ -173,21 +160,19 @@ autoformalizer: setup ## embedded default end to end on CPU: SFT -> GRPO -> eval
 	$(MAKE) autoformalizer-eval
 
 autoformalizer-sft: setup ## Stage 1 SFT: informal -> `theorem ... := by sorry` (CONFIG=configs/autoformalizer/X.yaml [more.yaml], RUN=name, ARGS=overrides)
-	$(PY) -m autoformalizer.train $(foreach c,$(or $(CONFIG),configs/autoformalizer/default.yaml),--config $(c)) \
-		$(if $(RUN),--run $(RUN)) $(ARGS)
+	$(call stage,autoformalizer.train,configs/autoformalizer/default.yaml)
 
 autoformalizer-grpo: setup ## Stage 2 GRPO with the gated compiler reward (CONFIG=configs/autoformalizer/grpo/X.yaml, RUN=name, ARGS=overrides)
-	$(PY) -m autoformalizer.train_grpo $(foreach c,$(or $(CONFIG),configs/autoformalizer/grpo/default.yaml),--config $(c)) \
-		$(if $(RUN),--run $(RUN)) $(ARGS)
+	$(call stage,autoformalizer.train_grpo,configs/autoformalizer/grpo/default.yaml)
 
-autoformalizer-eval: setup ## the nine metrics + report (CONFIG=configs/autoformalizer/eval/X.yaml [more.yaml], ARGS=overrides)
-	$(PY) -m autoformalizer.evaluate $(foreach c,$(or $(CONFIG),configs/autoformalizer/eval/default.yaml),--config $(c)) $(ARGS)
+autoformalizer-eval: setup ## the nine metrics + report (CONFIG=configs/autoformalizer/eval/X.yaml [more.yaml], RUN=name, ARGS=overrides)
+	$(call stage,autoformalizer.evaluate,configs/autoformalizer/eval/default.yaml)
 
 bench-autoformalizer: setup ## unfused-MoE policy: bf16 vs NF4 memory, QLoRA vs QDoRA tokens/s, fused vs unfused forward
 	$(PY) -m bench.autoformalizer
 
-autoformalizer-retrieval: setup ## System B recall@8 on the shipped statements (CONFIG=configs/autoformalizer/eval/X.yaml)
-	$(PY) -m autoformalizer.evaluate_retrieval --config $(or $(CONFIG),configs/autoformalizer/eval/default.yaml)
+autoformalizer-retrieval: setup ## System B recall@8 on the shipped statements (CONFIG=configs/autoformalizer/eval/X.yaml, RUN=name, ARGS=overrides)
+	$(call stage,autoformalizer.evaluate_retrieval,configs/autoformalizer/eval/default.yaml)
 
 # --- prm stage (LeanPRM: Lean-grounded step labels and a step verifier) ---
 # Embedded default on CPU: make prm-generate -> artifacts/prm_samples/default (paired proofs from a random
@@ -201,19 +186,19 @@ prm: setup ## the prm stage end to end on the embedded default (generate, label,
 	$(MAKE) prm-train
 	$(MAKE) prm-eval
 
-prm-generate: setup ## sample paired prose+tactic proofs, resumable and sharded (CONFIG=configs/prm/generate/X.yaml, ARGS=overrides)
-	$(PY) -m prm.generate $(foreach c,$(or $(CONFIG),configs/prm/generate/default.yaml),--config $(c)) $(ARGS)
+prm-generate: setup ## sample paired prose+tactic proofs, resumable and sharded (CONFIG=configs/prm/generate/X.yaml, RUN=name, ARGS=overrides)
+	$(call stage,prm.generate,configs/prm/generate/default.yaml)
 
 prm-label: setup ## step labels from Lean -> parquet + manifest (CONFIG=configs/prm/label/X.yaml; generated.yaml labels prm-generate's proofs)
-	$(PY) -m prm.label $(foreach c,$(or $(CONFIG),configs/prm/label/default.yaml),--config $(c)) $(ARGS)
+	$(call stage,prm.label,configs/prm/label/default.yaml)
 
 prm-train: setup ## step verifier: SFT then GRPO (CONFIG="configs/prm/X.yaml" trains one run instead; RUN=name, ARGS=overrides)
 	@if [ -n "$(CONFIG)" ]; then \
-		$(PY) -m prm.train $(foreach c,$(CONFIG),--config $(c)) $(if $(RUN),--run $(RUN)) $(ARGS); \
+		$(call stage,prm.train,); \
 	else \
 		set -e; $(PY) -m prm.train --config configs/prm/default.yaml $(ARGS); \
 		$(PY) -m prm.train --config configs/prm/grpo.yaml $(ARGS); \
 	fi
 
-prm-eval: setup ## step-label accuracy, first error, F1, best-of-n, baselines -> report (CONFIG=configs/prm/eval/X.yaml, ARGS=overrides)
-	$(PY) -m prm.evaluate $(foreach c,$(or $(CONFIG),configs/prm/eval/default.yaml),--config $(c)) $(ARGS)
+prm-eval: setup ## step-label accuracy, first error, F1, best-of-n, baselines -> report (CONFIG=configs/prm/eval/X.yaml, RUN=name, ARGS=overrides)
+	$(call stage,prm.evaluate,configs/prm/eval/default.yaml)

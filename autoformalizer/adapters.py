@@ -11,7 +11,7 @@ mapping sends to ``qwen2_moe`` (``qwen3_moe`` is one), rewrites the targets ``ga
 3-D parameters) and doubles rank/alpha for ``gate_up_proj``. On the unfused model those parameters
 do not exist and the expert ``nn.Linear`` modules would silently get no adapter (and DoRA does not
 support target_parameters at all). The unfused model therefore carries its own model type,
-``qwen3_moe_unfused`` (:mod:`autoformalizer.moe`), which has no conversion mapping, so PEFT keeps the
+``qwen3_moe_unfused`` (:mod:`leanloop.training.moe`), which has no conversion mapping, so PEFT keeps the
 explicit per-module targets below untouched. :func:`apply_adapters` then checks that every expected
 module was wrapped, so a future PEFT that remaps anyway fails loudly instead of training attention only.
 """
@@ -89,14 +89,14 @@ def apply_adapters(model: nn.Module, config: AdapterConfig | None = None):
     """Wrap the unfused (optionally NF4) model in a PEFT LoRA/DoRA model; returns the PeftModel."""
     from peft import get_peft_model, prepare_model_for_kbit_training
 
-    from autoformalizer.moe import UNFUSED_MODEL_TYPE
+    from leanloop.training.moe import UNFUSED_MODEL_TYPE
 
     config = config or AdapterConfig()
     model_type = getattr(getattr(model, "config", None), "model_type", None)
     if model_type != UNFUSED_MODEL_TYPE:
         raise ValueError(
             f"adapters need the unfused Qwen3-MoE (model_type {UNFUSED_MODEL_TYPE!r}), got {model_type!r}: "
-            "run autoformalizer.moe.unfuse_experts_(model) first (PEFT would otherwise remap the expert "
+            "run leanloop.training.moe.unfuse_experts_(model) first (PEFT would otherwise remap the expert "
             "targets onto fused parameters)")
     expected = expected_targets(model, config)
     if not any(".experts." in n for n in expected) and config.expert_targets:

@@ -11,16 +11,66 @@ jsonargparse here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from leanloop.lean.backends import BackendConfig
 
 from autoformalizer.adapters import AdapterConfig
-from autoformalizer.data import PairsConfig
-from autoformalizer.moe import MoEArchConfig
+from leanloop.training.moe import MoEArchConfig
 from autoformalizer.quantize import QuantConfig
 from autoformalizer.retrieval import RetrievalConfig
 from autoformalizer.reward import RewardConfig
 from autoformalizer.typecheck import DEFAULT_HEADER, ERROR_CHARS
+
+
+@dataclass
+class PairSource:
+    """A JSONL file of informal/formal pairs and its field names."""
+
+    path: str
+    """``shared://statements/<file>`` or any JSONL path."""
+    informal_field: str = "informal_prefix"
+    formal_field: str = "formal_statement"
+    name_field: str = "name"
+    split_field: str | None = "split"
+    """The row's upstream split; None: every row is ``train`` (Herald, Lean Workbook)."""
+    header_field: str | None = "header"
+    """The header the statement was written against (imports, opens); missing: taken from the
+    formal text's own leading import/open lines, if any."""
+    goal_field: str | None = "goal"
+    """The elaborated goal of the reference statement, where the source recorded it (DeepSeek's
+    miniF2F/ProofNet copies): what ``goal_exact_match`` compares with."""
+
+
+def _shared(name: str, **fields: Any) -> PairSource:
+    return PairSource(path=f"shared://statements/{name}", **fields)
+
+
+@dataclass
+class PairsConfig:
+    sources: list[PairSource] = field(default_factory=lambda: [
+        # the repaired miniF2F-test copy first: it wins over the DeepSeek copy of the same theorem
+        _shared("minif2f_goedel_prover_v2_repaired.jsonl", header_field=None),
+        _shared("minif2f_deepseek_prover_v1.5.jsonl"),
+        _shared("proofnet_deepseek_prover_v1.5.jsonl"),
+    ])
+    train_splits: list[str] = field(default_factory=lambda: ["valid"])
+    """Upstream splits trained on (SFT, GRPO); the paper's Herald / Lean Workbook rows are ``train``."""
+    test_splits: list[str] = field(default_factory=lambda: ["test"])
+    """Upstream splits held out for evaluation."""
+    val_fraction: float = 0.1
+    """Share of the train theorems (stable hash of the name) kept for the validation loss."""
+    max_train_pairs: int | None = None
+    """Cap on train pairs (the paper: 40,000), a seeded sample."""
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.sources:
+            raise ValueError("pairs.sources is empty: name at least one JSONL of informal/formal pairs")
+        if set(self.train_splits) & set(self.test_splits):
+            raise ValueError(f"train_splits {self.train_splits} and test_splits {self.test_splits} overlap")
+        if not 0.0 <= self.val_fraction < 1.0:
+            raise ValueError(f"val_fraction must lie in [0, 1), got {self.val_fraction}")
 
 
 @dataclass
@@ -112,13 +162,9 @@ class AutoformalizerConfig:
 def parse_config(argv: list[str] | None = None, prog: str = "autoformalizer") -> AutoformalizerConfig:
     """``--config A.yaml --config B.yaml`` (layered, later wins) plus dotted overrides
     (``--policy.adapters.use_dora true``), as every stage entry point reads its config."""
-    from jsonargparse import ActionConfigFile, ArgumentParser
+    from leanloop.tool import parse_config as parse_tool_config
 
-    parser = ArgumentParser(prog=prog, exit_on_error=False)
-    parser.add_argument("--config", action=ActionConfigFile, help="YAML config (repeatable, layered)")
-    parser.add_class_arguments(AutoformalizerConfig, as_group=False)
-    instance = parser.instantiate_classes(parser.parse_args(argv))
-    return AutoformalizerConfig(**{k: v for k, v in vars(instance).items() if k != "config"})
+    return parse_tool_config(AutoformalizerConfig, argv, prog=prog)[0]
 
 
 def load_config(*paths: str, overrides: list[str] | None = None) -> AutoformalizerConfig:

@@ -22,7 +22,6 @@ other split, same statement as a test pair, over the cap, too long for ``max_len
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import re
 from collections import Counter
@@ -33,64 +32,16 @@ from typing import Any, Iterator
 import lightning as L
 from torch.utils.data import DataLoader, IterableDataset
 
+from autoformalizer.config import PairSource, PairsConfig, PolicyConfig  # noqa: F401 (PairSource: readers of this module)
 from autoformalizer.prompts import formalize_prompt
 from autoformalizer.statements import canonicalize, find_declaration, well_formed
+from leanloop.jsonl import numbered_jsonl
 from leanloop.paths import resolve_shared
 from leanloop.training.packing import PackedCollator, TooLongError, completion_example, pack_examples
 
 END_OF_TURN = "<|im_end|>"  # the chat turn's end: what the policy learns to stop on
 _DOC_MARKERS = re.compile(r"^\s*/-[-!]?\s*|\s*-/\s*$", re.S)
 _HEADER = re.compile(r"\A(?:[ \t]*(?:import|open|set_option)\b[^\n]*\n|[ \t]*\n)+")
-
-
-@dataclass
-class PairSource:
-    """A JSONL file of informal/formal pairs and its field names."""
-
-    path: str
-    """``shared://statements/<file>`` or any JSONL path."""
-    informal_field: str = "informal_prefix"
-    formal_field: str = "formal_statement"
-    name_field: str = "name"
-    split_field: str | None = "split"
-    """The row's upstream split; None: every row is ``train`` (Herald, Lean Workbook)."""
-    header_field: str | None = "header"
-    """The header the statement was written against (imports, opens); missing: taken from the
-    formal text's own leading import/open lines, if any."""
-    goal_field: str | None = "goal"
-    """The elaborated goal of the reference statement, where the source recorded it (DeepSeek's
-    miniF2F/ProofNet copies): what ``goal_exact_match`` compares with."""
-
-
-def _shared(name: str, **fields: Any) -> PairSource:
-    return PairSource(path=f"shared://statements/{name}", **fields)
-
-
-@dataclass
-class PairsConfig:
-    sources: list[PairSource] = field(default_factory=lambda: [
-        # the repaired miniF2F-test copy first: it wins over the DeepSeek copy of the same theorem
-        _shared("minif2f_goedel_prover_v2_repaired.jsonl", header_field=None),
-        _shared("minif2f_deepseek_prover_v1.5.jsonl"),
-        _shared("proofnet_deepseek_prover_v1.5.jsonl"),
-    ])
-    train_splits: list[str] = field(default_factory=lambda: ["valid"])
-    """Upstream splits trained on (SFT, GRPO); the paper's Herald / Lean Workbook rows are ``train``."""
-    test_splits: list[str] = field(default_factory=lambda: ["test"])
-    """Upstream splits held out for evaluation."""
-    val_fraction: float = 0.1
-    """Share of the train theorems (stable hash of the name) kept for the validation loss."""
-    max_train_pairs: int | None = None
-    """Cap on train pairs (the paper: 40,000), a seeded sample."""
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if not self.sources:
-            raise ValueError("pairs.sources is empty: name at least one JSONL of informal/formal pairs")
-        if set(self.train_splits) & set(self.test_splits):
-            raise ValueError(f"train_splits {self.train_splits} and test_splits {self.test_splits} overlap")
-        if not 0.0 <= self.val_fraction < 1.0:
-            raise ValueError(f"val_fraction must lie in [0, 1), got {self.val_fraction}")
 
 
 @dataclass
@@ -137,13 +88,7 @@ def _in_val(name: str, fraction: float) -> bool:
 
 
 def _rows(path: Path) -> Iterator[tuple[int, dict]]:
-    import gzip
-
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if line.strip():
-                yield number, json.loads(line)
+    return numbered_jsonl(path)
 
 
 def load_pairs(config: PairsConfig) -> tuple[dict[str, list[Pair]], Counter]:
@@ -243,7 +188,6 @@ class AutoformalizerSFTData(L.LightningDataModule):
         self.val_rows: list = []
 
     def _tokenizer(self):
-        from autoformalizer.config import PolicyConfig
         from autoformalizer.policy import load_policy_tokenizer
 
         return load_policy_tokenizer(self.policy or PolicyConfig())

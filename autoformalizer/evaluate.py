@@ -19,7 +19,6 @@ Output, ``artifacts/autoformalizer_eval/<run>/``: ``report.md`` (+ ``compile_at_
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 import time
@@ -29,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from autoformalizer.config import AutoformalizerConfig, PolicyConfig, parse_config
+from autoformalizer.config import AutoformalizerConfig, PolicyConfig
 from autoformalizer.data import END_OF_TURN, Pair, load_pairs
 from autoformalizer.metrics import (
     VERDICT,
@@ -243,25 +242,31 @@ def missing_reasons(report: AutoformalizerReport, statuses: Counter, config: Aut
 
 
 def _write_attempts(run_dir: Path, attempts: list[dict]) -> None:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run_dir / ATTEMPTS_FILE, "w", encoding="utf-8") as handle:
-        for row in attempts:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    from leanloop.jsonl import write_jsonl
+
+    write_jsonl(run_dir / ATTEMPTS_FILE, attempts)
 
 
-def run(config: AutoformalizerConfig) -> tuple[Path, AutoformalizerReport]:
-    """Evaluate into ``artifacts/autoformalizer_eval/<run>/`` and write the report and manifest."""
+def run(config: AutoformalizerConfig, *, resolved: str | None = None,
+        overwrite: bool = True) -> tuple[Path, AutoformalizerReport | None]:
+    """Evaluate into ``artifacts/autoformalizer_eval/<run>/`` and write the report and manifest
+    (leanloop.tool's contract; with ``overwrite`` off a run finished with this config is skipped,
+    its report then None, and one with another config refused)."""
     import yaml
 
-    from leanloop.artifacts import MANIFEST, Manifest
-    from leanloop.paths import artifacts_root, resolve_shared
+    from leanloop.tool import run_parsed_tool
+
+    resolved = resolved or yaml.safe_dump(asdict(config), sort_keys=False, allow_unicode=True)
+    result = run_parsed_tool(STAGE, config, resolved, _run, run=config.run, overwrite=overwrite)
+    return result.run_dir, result.value
+
+
+def _run(config: AutoformalizerConfig, run_dir: Path):
+    from leanloop.artifacts import Manifest
+    from leanloop.paths import resolve_shared
 
     from autoformalizer.policy import policy_spec
 
-    run_dir = artifacts_root() / STAGE / config.run
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / MANIFEST).unlink(missing_ok=True)  # an unfinished evaluation has no manifest
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(asdict(config), sort_keys=False, allow_unicode=True))
     report = evaluate(config, run_dir)
     write_report(report, run_dir)
     manifest = Manifest(stage=STAGE, run=config.run, seed=config.evaluation.seed, counts=report.counts,
@@ -272,15 +277,17 @@ def run(config: AutoformalizerConfig) -> tuple[Path, AutoformalizerReport]:
         manifest.add_input("policy", policy_run)
     for source in config.pairs.sources:
         manifest.add_input(f"pairs:{source.path}", resolve_shared(source.path))
-    manifest.write(run_dir)
-    return run_dir, report
+    return manifest, report
 
 
 def main(argv: list[str] | None = None) -> int:
-    config = parse_config(argv, prog="python -m autoformalizer.evaluate")
-    run_dir, report = run(config)
+    from leanloop.tool import parse_config as parse_tool_config
+
+    config, resolved = parse_tool_config(AutoformalizerConfig, argv, prog="python -m autoformalizer.evaluate",
+                                         overwrite=True)
+    run_dir, report = run(config, resolved=resolved, overwrite=config.overwrite)
     print(f"[{STAGE}] {run_dir / 'report.md'}")
-    for name, reason in report.missing.items():
+    for name, reason in (report.missing if report is not None else {}).items():
         print(f"[{STAGE}] not computed: {name}: {reason}", file=sys.stderr)
     return 0
 

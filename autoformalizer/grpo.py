@@ -20,7 +20,6 @@ gate, reward and reason), ``report.md`` + ``rewards.png``, ``final/`` (merged po
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
@@ -36,6 +35,7 @@ from autoformalizer.data import END_OF_TURN
 from autoformalizer.module import PolicyRunHooks
 from autoformalizer.prompts import extract_statement
 from autoformalizer.reward import NO_VERDICT, GatedReward, RewardConfig, RewardResult, training_value
+from leanloop.jsonl import append_jsonl
 from leanloop.training.module import set_torch_threads
 from leanloop.training.optim import OptimConfig, configure_optimizers
 from leanloop.grpo.objective import GRPOConfig
@@ -194,7 +194,7 @@ class AutoformalizerGRPOModule(PolicyRunHooks, GRPOUpdate, L.LightningModule):
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with open(self.run_dir / name, "a", encoding="utf-8") as handle:
             for row in rows:
-                handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+                append_jsonl(handle, row)
 
     # -- after fit: report ----------------------------------------------------------------------
     def on_fit_start(self) -> None:

@@ -28,7 +28,7 @@ import torch
 
 from autoformalizer.adapters import apply_adapters, trainable_report
 from autoformalizer.config import PolicyConfig
-from autoformalizer.moe import UnfusedQwen3MoeForCausalLM, tiny_qwen3_moe
+from leanloop.training.moe import UnfusedQwen3MoeForCausalLM, tiny_qwen3_moe
 from autoformalizer.quantize import QuantConfig, load_unfused_nf4, quantize_nf4_
 
 TINY_PRESET = "qwen3-moe-tiny"

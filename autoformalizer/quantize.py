@@ -2,13 +2,13 @@
 
 Two ways in, one rule for what stays in full precision (:data:`KEEP_FULL_PRECISION`):
 - :func:`load_unfused_nf4`: a checkpoint on disk (the paper's Qwen/Qwen3-Coder-30B-A3B-Instruct,
-  or any save of :class:`~autoformalizer.moe.UnfusedQwen3MoeForCausalLM`). transformers reads the
+  or any save of :class:`~leanloop.training.moe.UnfusedQwen3MoeForCausalLM`). transformers reads the
   safetensors shards through host memory and bitsandbytes quantizes each ``nn.Linear`` as its
   tensors arrive, so neither the bf16 model (~61 GB) nor a fused expert tensor is ever resident on
   the accelerator. The published checkpoints store experts per projection, exactly the unfused
   module names, so they load without any key conversion.
 - :func:`quantize_nf4_`: a model already in memory (the tiny factory, or a fused model after
-  :func:`~autoformalizer.moe.unfuse_experts_`), converted in place one decoder layer at a time.
+  :func:`~leanloop.training.moe.unfuse_experts_`), converted in place one decoder layer at a time.
 
 Kept in full precision, and why:
 - the router (``mlp.gate``): top-k over router logits is a discrete choice; 4-bit noise flips which
@@ -131,7 +131,7 @@ def load_unfused_nf4(checkpoint: str | Path, config: QuantConfig | None = None,
     unfused model with NF4 experts and attention. transformers streams the shards through host
     memory and quantizes module by module; ``device_map="auto"`` fills the GPU with NF4 weights.
     """
-    from autoformalizer.moe import UnfusedQwen3MoeForCausalLM
+    from leanloop.training.moe import UnfusedQwen3MoeForCausalLM
 
     config = config or QuantConfig()
     return UnfusedQwen3MoeForCausalLM.from_pretrained(
@@ -255,7 +255,7 @@ def _layer_scaled(arch, fn) -> dict[str, int]:
     decoder layer of a Qwen3-MoE is identical, and 48 layers of 128 experts are 18k modules to build."""
     from dataclasses import replace
 
-    from autoformalizer.moe import meta_model
+    from leanloop.training.moe import meta_model
 
     one = fn(meta_model(replace(arch, num_hidden_layers=1)))
     two = fn(meta_model(replace(arch, num_hidden_layers=2)))
@@ -273,6 +273,6 @@ def memory_report(arch, name: str, config: QuantConfig | None = None) -> MemoryR
 
 def paper_memory_report(config: QuantConfig | None = None) -> MemoryReport:
     """bf16 vs NF4 bytes of Qwen3-Coder-30B-A3B (the seed reports ~60 GB -> ~16.7 GB)."""
-    from autoformalizer.moe import PAPER_ARCH, PAPER_MODEL_ID
+    from leanloop.training.moe import PAPER_ARCH, PAPER_MODEL_ID
 
     return memory_report(PAPER_ARCH, PAPER_MODEL_ID, config)

@@ -15,7 +15,6 @@ the targets are the indexed Mathlib names that the accepted proof and the refere
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ import numpy as np
 
 from autoformalizer.mathlib_index import Declaration, IndexConfig, MathlibIndex
 from leanloop.artifacts import content_hash
+from leanloop.jsonl import read_jsonl
 from leanloop.paths import resolve_shared
 
 
@@ -207,23 +207,17 @@ def recall_problems(index: MathlibIndex, shared: Path | None = None) -> list[Rec
     """miniF2F-test problems with an accepted Kimina-Prover proof: informal statement -> the
     indexed names the accepted proof and the reference statement use (problems with none dropped)."""
     shared = shared or resolve_shared("shared://")
-    statements = {}
-    with open(shared / "statements" / "minif2f_deepseek_prover_v1.5.jsonl", encoding="utf-8") as handle:
-        for line in handle:
-            row = json.loads(line)
-            statements[row["name"]] = row
+    statements = {row["name"]: row for row in read_jsonl(shared / "statements" / "minif2f_deepseek_prover_v1.5.jsonl")}
     problems = []
-    with open(shared / "candidates" / "kimina_prover_preview_minif2f_test_solved.jsonl", encoding="utf-8") as handle:
-        for line in handle:
-            row = json.loads(line)
-            ref = statements.get(row["name"])
-            if ref is None:
-                continue
-            header = ref.get("header") or ""
-            targets = used_names(row["correct_proof"], index) | used_names(header + ref["formal_statement"], index)
-            query = re.sub(r"^/-+|-/\s*$", "", ref["informal_prefix"].strip()).strip()
-            if targets:
-                problems.append(RecallProblem(row["name"], query, targets))
+    for row in read_jsonl(shared / "candidates" / "kimina_prover_preview_minif2f_test_solved.jsonl"):
+        ref = statements.get(row["name"])
+        if ref is None:
+            continue
+        header = ref.get("header") or ""
+        targets = used_names(row["correct_proof"], index) | used_names(header + ref["formal_statement"], index)
+        query = re.sub(r"^/-+|-/\s*$", "", ref["informal_prefix"].strip()).strip()
+        if targets:
+            problems.append(RecallProblem(row["name"], query, targets))
     return problems
 
 

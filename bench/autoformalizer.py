@@ -26,7 +26,7 @@ import time
 import torch
 
 from autoformalizer.adapters import AdapterConfig, apply_adapters
-from autoformalizer.moe import MoEArchConfig, tiny_qwen3_moe
+from leanloop.training.moe import MoEArchConfig, tiny_qwen3_moe
 from autoformalizer.quantize import QuantConfig, estimate_bytes, paper_memory_report, parameter_bytes, quantize_nf4_
 
 BENCH_ARCH = MoEArchConfig(

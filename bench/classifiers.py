@@ -47,6 +47,15 @@ def default_config(kind: str) -> tuple[dict, int, str]:
     return dict(init["base"]), int(init.get("inputs", {}).get("max_length", 512)), init.get("pooling", "cls")
 
 
+def _finished(ref: str) -> bool:
+    from leanloop.artifacts import ManifestError, resolve_run
+
+    try:
+        return resolve_run(ref) is not None
+    except (ManifestError, FileNotFoundError):
+        return False
+
+
 def evaluator(kind: str, batch_size: int):
     """The trained default run's evaluator if it exists, else the default config's architecture
     untrained (a base run that is not there yet: the preset it descends from)."""
@@ -58,7 +67,7 @@ def evaluator(kind: str, batch_size: int):
     if (final / "classifier.json").is_file():
         return ClassifierEvaluator.load(final, batch_size=batch_size), str(final)
     base, max_length, pooling = default_config(kind)
-    if base["name"].startswith("artifacts://") and not (ModelSpec(base["name"]).run_dir() / "manifest.json").is_file():
+    if base["name"].startswith("artifacts://") and not _finished(base["name"]):
         base = {"name": str(base.get("expect_base", "")).removeprefix("preset:") or "qwen3-tiny"}
     spec = ModelSpec(name=base["name"], overrides=dict(base.get("overrides", {})))
     if kind == "encoder":

@@ -57,10 +57,10 @@ def load_model(ref: str, device: str) -> tuple[Any, Any, Any, str]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from feedback_model.config import FeedbackModelCard, TraceFormat
-    from feedback_model.evaluator import resolve_final
+    from leanloop.artifacts import resolve_model
 
     try:
-        final = resolve_final(ref, "feedback_model")
+        final = resolve_model(ref, "feedback_model")
     except Exception as error:  # noqa: BLE001 - any reason the artifact is unusable is reported
         from leanloop.training.models import ModelSpec, load_model as build, load_tokenizer
 
@@ -276,12 +276,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                                                      args.ngram_size, "cuda")}
             show(f"GPU, transformers prompt lookup — {gpu_description}", results[key])
         try:
-            from feedback_model.evaluator import resolve_final
+            from leanloop.artifacts import resolve_model
             from feedback_model.speculative import import_vllm
 
             import_vllm()
             ref = args.paper_model or args.model
-            results["gpu:vllm"] = vllm_pairs(resolve_final(ref, "feedback_model"), tokenizer, programs,
+            results["gpu:vllm"] = vllm_pairs(resolve_model(ref, "feedback_model"), tokenizer, programs,
                                              args.max_new_tokens, args.draft_tokens, args.ngram_size, args.fp8)
             print(f"\n== GPU, vLLM n-gram speculation ({ref}{', FP8' if args.fp8 else ''}): "
                   f"speedup {results['gpu:vllm']['speedup']:.2f}x, verdict agreement "

@@ -60,14 +60,15 @@ def measure_evaluator(config: BenchConfig) -> dict:
     import gzip
 
     from rl.config import EvaluatorConfig
-    from rl.evaluators import build_evaluator, resolve_run
+    from leanloop.artifacts import ManifestError, resolve_artifact
+    from rl.reward_evaluator import build_evaluator
 
     kind = "untrained_onetoken"
     if config.evaluator:
         try:
-            resolve_run(config.evaluator)
+            resolve_artifact(config.evaluator, "classifiers")
             kind = "classifier"
-        except FileNotFoundError:
+        except (FileNotFoundError, ManifestError):
             print(f"[bench-rl] {config.evaluator} not found: timing an untrained tiny one-token classifier of the "
                   "same architecture instead", file=sys.stderr)
     evaluator, info = build_evaluator(EvaluatorConfig(kind=kind, path=config.evaluator if kind == "classifier" else None,
@@ -142,7 +143,7 @@ def trl_step(config: BenchConfig, root: Path) -> dict:
 
     from leanloop.training.models import ModelSpec, load_model, load_tokenizer
     from rl.config import EvaluatorConfig
-    from rl.evaluators import build_evaluator
+    from rl.reward_evaluator import build_evaluator
     from rl.harness import RewardHarness, Stage
     from leanloop.prover.prompt import PromptConfig, render_prompt
 

@@ -18,20 +18,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from leanloop.artifacts import read_manifest
-from leanloop.paths import artifacts_root, resolve_shared
+from leanloop.artifacts import resolve_run
+from leanloop.corpus import SPLITS as CORPUS_SPLITS, corpus_files, read_corpus  # noqa: F401 (corpus_files: crossval)
+from leanloop.jsonl import numbered_jsonl
+from leanloop.paths import resolve_shared
+
+CORPUS_VALID = CORPUS_SPLITS[1]
 
 SPLITS = ("train", "validation", "test")
-# The data stage may spell the validation split "valid" (or "val"/"dev"); one name here.
-SPLIT_ALIASES = {"valid": "validation", "val": "validation", "dev": "validation"}
+# The corpus's middle split (leanloop.corpus: "valid") is the classifiers' Lightning validation loop.
+SPLIT_ALIASES = {CORPUS_VALID: "validation"}
 COLUMNS = ("program", "name", "split", "category", "label")
-
-
-def resolve_run(path: str) -> Path:
-    """``artifacts://<stage>/<run>``, ``shared://...`` or a plain path, to a folder."""
-    if path.startswith("artifacts://"):
-        return artifacts_root() / path[len("artifacts://"):]
-    return resolve_shared(path)
 
 
 @dataclass
@@ -51,30 +48,11 @@ class Corpus:
     counts: dict[str, Any]  # rows per split and category, unlabelled ones included
 
 
-def corpus_files(run: Path) -> list[Path]:
-    final = run / "final"
-    files = sorted(final.rglob("*.parquet")) if final.is_dir() else []
-    if not files:
-        raise FileNotFoundError(f"{final} holds no parquet files: the data run did not finish exporting")
-    return files
-
-
 def load_corpus(path: str, max_rows_per_split: int | None = None) -> Corpus:
     """Labelled rows of a data-stage run, per split (``max_rows_per_split``: a deterministic prefix,
     for debug configs only)."""
-    import pyarrow.parquet as pq
-
-    run = resolve_run(path)
-    if not run.exists():
-        raise FileNotFoundError(
-            f"corpus {path} -> {run} does not exist: build it first "
-            "(`make data`, or `python -m data.build --config configs/data/<name>.yaml`)"
-        )
-    if run.name == "final" and (run.parent / "manifest.json").is_file():
-        run = run.parent
-    read_manifest(run, stage="data")  # a finished data run, or a clear error
-    table = pq.ParquetDataset([str(f) for f in corpus_files(run)]).read(columns=list(COLUMNS))
-    return _split_rows(run, table.to_pylist(), max_rows_per_split)
+    run = resolve_run(path, "data")  # a finished data run, or a clear error
+    return _split_rows(run, read_corpus(run, COLUMNS), max_rows_per_split)
 
 
 def _split_rows(run: Path, rows: list[dict[str, Any]], max_rows_per_split: int | None) -> Corpus:
@@ -139,30 +117,22 @@ def _dotted(record: dict[str, Any], path: str) -> Any:
 
 
 def load_jsonl_corpus(source: JsonlCorpus, max_rows_per_split: int | None = None) -> Corpus:
-    import gzip
-    import json
-
     path = resolve_shared(source.path)
     if not path.is_file():
         raise FileNotFoundError(f"labelled-programs file {path} not found (from `path: {source.path}`)")
-    opener = gzip.open if path.suffix == ".gz" else open
     rows, seen = [], set()
-    with opener(path, "rt", encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            record = json.loads(line)
-            missing = [f for f in (source.program_field, source.name_field) if not record.get(f)]
-            if missing:
-                raise ValueError(f"{path}:{number}: missing or empty {missing}")
-            program, label = record[source.program_field], record.get(source.label_field)
-            if source.no_label_if and _dotted(record, source.no_label_if):
-                label = None
-            if program in seen:
-                continue
-            seen.add(program)
-            name = str(record[source.name_field])
-            rows.append({"program": program, "name": name, "label": None if label is None else bool(label),
-                         "category": "recorded" if label is not None else "unlabelled",
-                         "split": theorem_split(name, source.validation_fraction, source.test_fraction)})
+    for number, record in numbered_jsonl(path):
+        missing = [f for f in (source.program_field, source.name_field) if not record.get(f)]
+        if missing:
+            raise ValueError(f"{path}:{number}: missing or empty {missing}")
+        program, label = record[source.program_field], record.get(source.label_field)
+        if source.no_label_if and _dotted(record, source.no_label_if):
+            label = None
+        if program in seen:
+            continue
+        seen.add(program)
+        name = str(record[source.name_field])
+        rows.append({"program": program, "name": name, "label": None if label is None else bool(label),
+                     "category": "recorded" if label is not None else "unlabelled",
+                     "split": theorem_split(name, source.validation_fraction, source.test_fraction)})
     return _split_rows(path, rows, max_rows_per_split)

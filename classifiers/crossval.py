@@ -9,9 +9,10 @@ config change is judged here, with the test split never read:
    data-stage run per fold (``artifacts/data/<corpus>_cv<K>_fold<i>/``): fold i's theorems become
    ``validation``, the other train + validation theorems ``train`` (scikit-learn's ``GroupKFold``,
    group = theorem name, so no theorem is on both sides); the test rows are left out;
-2. runs: the stage's own entry point once per fold, as a sweep (:mod:`cluster.sweep`: finished folds
-   are skipped, ``--executor submit`` sends them to SLURM); its summary lands in
-   ``artifacts/sweeps/<name>/``;
+2. runs: the stage's own entry point once per fold, as a sweep run through the sweep's own command
+   line (``python -m cluster.sweep --sweep <folder>/sweep.yaml``: finished folds are skipped,
+   ``--executor submit`` sends them to SLURM); the sweep file and its summary (``sweep_summary.csv``,
+   read back here) land in ``artifacts/sweeps/<name>/``;
 3. the baseline: TF-IDF + logistic regression (:class:`classifiers.baselines.TfidfBaseline`, the
    report's own) fitted on each fold's train split; ``crossval.md``, ``crossval.json`` and
    ``crossval.png`` put both validation AUROCs side by side per fold, with means and wins.
@@ -19,7 +20,9 @@ config change is judged here, with the test split never read:
 
 from __future__ import annotations
 
+import csv
 import json
+import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -27,8 +30,11 @@ from typing import Any, Literal
 
 import numpy as np
 
-from classifiers.corpus import SPLIT_ALIASES, corpus_files, load_corpus, resolve_run
-from leanloop.artifacts import MANIFEST, Manifest, ManifestError, describe_input, read_manifest
+from classifiers.corpus import SPLIT_ALIASES, corpus_files, load_corpus
+from leanloop.artifacts import (MANIFEST, Manifest, ManifestError, default_run_name, describe_input, read_manifest,
+                                resolve_path, resolve_run)
+from leanloop.corpus import canonical_split
+from leanloop.paths import REPO_ROOT, artifacts_root, repo_file
 
 POOLED = ("train", "validation")
 METRIC = "val/auroc"
@@ -44,8 +50,7 @@ def fold_runs(corpus: str, folds: int) -> list[str]:
         raise CrossValError(f"--folds must be at least 2, got {folds}")
     if not corpus.startswith("artifacts://data/"):
         raise CrossValError(f"cross-validation folds a data-stage run (artifacts://data/<run>); got {corpus!r}")
-    source = resolve_run(corpus)
-    read_manifest(source, stage="data")
+    source = resolve_run(corpus, "data")
     source_hash = describe_input(source)["hash"]
     names = [f"{source.name}_cv{folds}_fold{i}" for i in range(folds)]
     targets = [source.parent / name for name in names]
@@ -66,7 +71,7 @@ def _write_folds(source: Path, targets: list[Path], folds: int) -> None:
     from sklearn.model_selection import GroupKFold
 
     table = pa.concat_tables([pq.read_table(f) for f in corpus_files(source)])
-    splits = [SPLIT_ALIASES.get(s, s) for s in table.column("split").to_pylist()]
+    splits = [SPLIT_ALIASES.get(canonical_split(s), s) for s in table.column("split").to_pylist()]
     names = [name or "" for name in table.column("name").to_pylist()]  # as classifiers.corpus reads them
     # Every train/validation row takes part (unlabelled ones too: they stay counted, as in the
     # data run); the folds balance rows per theorem group.
@@ -110,11 +115,9 @@ def config_corpus(configs: list[str], overrides: dict[str, Any]) -> str:
     """``data.corpus`` as the layered configs and overrides set it (later wins)."""
     import yaml
 
-    from cluster.sweep import existing_file
-
     corpus = None
     for config in configs:
-        data = (yaml.safe_load(existing_file(config, "config file").read_text()) or {}).get("data") or {}
+        data = (yaml.safe_load(repo_file(config, "config file").read_text()) or {}).get("data") or {}
         corpus = data.get("corpus", corpus)
     corpus = overrides.get("data.corpus", corpus)
     if not corpus:
@@ -130,11 +133,9 @@ def check_request(folder: Path, configs: list[str], overrides: dict[str, Any], f
     rebuilt corpus under an old name would otherwise silently reuse the old fold runs)."""
     import hashlib
 
-    from cluster.sweep import existing_file
-
-    request = {"configs": {c: hashlib.sha256(existing_file(c, "config file").read_bytes()).hexdigest()
+    request = {"configs": {c: hashlib.sha256(repo_file(c, "config file").read_bytes()).hexdigest()
                            for c in configs},
-               "overrides": overrides, "folds": {f: describe_input(resolve_run(f))["hash"] for f in folds}}
+               "overrides": overrides, "folds": {f: describe_input(resolve_path(f))["hash"] for f in folds}}
     path = folder / "request.json"
     if path.is_file():
         previous = json.loads(path.read_text())
@@ -223,38 +224,66 @@ def build_parser():
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    from cluster.command import CommandError, default_run_name
-    from cluster.sweep import RunSpec, SweepConfig, SweepError, failure_status, run_sweep, validate
-    from cluster.sweep_report import metric_number, summarize as summarize_sweep, summary_dir
+def sweep_file(folder: Path, name: str, args: Any, folds: list[str]) -> Path:
+    """The folds as a sweep file of the cluster stage (its typed ``SweepConfig`` fields)."""
+    import yaml
 
+    sweep = {"name": name, "stage": "classifiers", "config": list(args.config), "metric": METRIC, "mode": "max",
+             "overrides": {k: v for k, v in args.overrides.items() if k not in ("data.corpus", "data.jsonl")},
+             "runs": [{"name": f"fold{i}", "overrides": {"data.corpus": path, "data.jsonl": None}}
+                      for i, path in enumerate(folds)],
+             "executor": args.executor, "profile": args.profile}
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "sweep.yaml"
+    path.write_text(yaml.safe_dump(sweep, sort_keys=False))
+    return path
+
+
+def run_sweep(path: Path) -> int:
+    """``python -m cluster.sweep --sweep path``, its output passed through; its exit status."""
+    process = subprocess.Popen([sys.executable, "-m", "cluster.sweep", "--sweep", str(path)], cwd=REPO_ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    assert process.stdout is not None
+    for line in process.stdout:
+        print(line, end="", flush=True)
+    return process.wait()
+
+
+def _number(value: str | None) -> float | None:
+    try:
+        return float(value) if value not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         corpus = args.corpus or config_corpus(args.config, args.overrides)
         folds = fold_runs(corpus, args.folds)
         name = args.name or f"cv{args.folds}_{default_run_name(args.config)}"
-        sweep = SweepConfig(
-            name=name, stage="classifiers", config=list(args.config), metric=METRIC, mode="max",
-            overrides={k: v for k, v in args.overrides.items() if k not in ("data.corpus", "data.jsonl")},
-            runs=[RunSpec(name=f"fold{i}", overrides={"data.corpus": path, "data.jsonl": None})
-                  for i, path in enumerate(folds)],
-            executor=args.executor, profile=args.profile)
-        validate(sweep)
-        check_request(summary_dir(sweep), args.config, args.overrides, folds)
-    except (CrossValError, CommandError, SweepError, ManifestError, FileNotFoundError) as error:
+        folder = artifacts_root() / "sweeps" / name  # where cluster.sweep writes the summary
+        check_request(folder, args.config, args.overrides, folds)
+    except (CrossValError, ValueError, ManifestError, FileNotFoundError) as error:
         print(f"crossval: {error}", file=sys.stderr)
         return 2
     print(f"[crossval] {len(folds)} theorem-grouped folds of {corpus}: {', '.join(folds)}", flush=True)
-    statuses = run_sweep(sweep)
+    status = run_sweep(sweep_file(folder, name, args, folds))
+    summary_csv = folder / "sweep_summary.csv"
+    if not summary_csv.is_file():
+        print(f"crossval: the sweep wrote no {summary_csv} (exit status {status})", file=sys.stderr)
+        return status or 1
     # the sweep summary has read every fold run's manifest: its rows carry val/auroc ("" if unfinished)
-    rows = summarize_sweep(sweep, statuses).rows
+    with open(summary_csv, newline="") as handle:
+        rows = list(csv.DictReader(handle))
     tfidf = tfidf_aurocs(folds)
-    results = [FoldResult(i, row["run"], metric_number(row.get(METRIC)), tfidf[i]) for i, row in enumerate(rows)]
-    folder = summary_dir(sweep)
+    results = [FoldResult(i, row["run"], _number(row.get(METRIC)), tfidf[i]) for i, row in enumerate(rows)]
     summary = summarize(folder, name, results)
     print(summary["table"])
     print(f"[crossval] {folder}/crossval.md, crossval.json, crossval.png")
-    return failure_status(statuses, prefix="crossval: ", noun="fold run")
+    if status:
+        print(f"crossval: the fold sweep exited with status {status}", file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 from tqdm.auto import tqdm
 
-from classifiers.corpus import Corpus, JsonlCorpus, load_corpus, load_jsonl_corpus, resolve_run
+from classifiers.corpus import Corpus, JsonlCorpus, load_corpus, load_jsonl_corpus
+from leanloop.artifacts import resolve_path, resolve_run
 
 EVAL_SPLITS = ("validation", "test")
 
@@ -147,8 +148,8 @@ class ClassifierData(L.LightningDataModule):
 
     def manifest_inputs(self) -> dict[str, Path]:
         if self.jsonl is not None:
-            return {"labelled_programs": resolve_run(self.jsonl.path)}
-        return {"corpus": resolve_run(self.corpus_path)}
+            return {"labelled_programs": resolve_path(self.jsonl.path)}
+        return {"corpus": resolve_run(self.corpus_path, "data")}
 
     def manifest_counts(self) -> dict[str, Any]:
         return {"corpus": self.corpus.counts} if self.corpus is not None else {}

@@ -24,9 +24,10 @@ from typing import Any, Literal, Sequence
 import torch
 
 from classifiers.scoring import (
-    EncoderInputs, OneTokenInputs, encoder_logits, encoder_scores, onetoken_logits, onetoken_scores,
-    prepare_pooling,
+    FALSE_TOKEN, ONETOKEN_SUFFIX, TRUE_TOKEN, EncoderInputs, OneTokenInputs, encoder_logits, encoder_scores,
+    onetoken_logits, onetoken_loss, onetoken_scores, prepare_pooling,
 )
+from classifiers.truncation import HEAD_FRACTION
 from leanloop.evaluator import UNSCORED, Prediction, deadline_passed
 
 CLASSIFIER_FILE = "classifier.json"
@@ -50,6 +51,14 @@ class ClassifierSpec:
         path = Path(folder) / CLASSIFIER_FILE
         path.write_text(json.dumps(asdict(self), indent=2) + "\n")
         return path
+
+    @classmethod
+    def onetoken(cls, max_length: int, threshold: float, threshold_source: str) -> "ClassifierSpec":
+        """The one-token format with the project's suffix, answer tokens and head/tail truncation
+        (for a model that was not trained as a classifier here, e.g. a debug evaluator)."""
+        return cls(kind="onetoken", max_length=max_length, head_fraction=HEAD_FRACTION, threshold=threshold,
+                   threshold_source=threshold_source, suffix=ONETOKEN_SUFFIX, true_token=TRUE_TOKEN,
+                   false_token=FALSE_TOKEN)
 
     @classmethod
     def read(cls, folder: str | Path) -> "ClassifierSpec":
@@ -127,6 +136,17 @@ class ClassifierEvaluator:
             for i, value in zip(chunk, values):
                 scores[i], times[i] = float(value), share
         return scores, times
+
+    def training_loss(self, programs: Sequence[str], labels: Sequence[bool]) -> torch.Tensor:
+        """The classifier's own training loss on labelled programs (with grad: for fine-tuning in place,
+        as the RL stage's evaluator refresh does)."""
+        encoded = [self.inputs.encode(p) for p in programs]
+        batch = {k: v.to(self.device) for k, v in self.inputs.collate(encoded).items()}
+        if self.spec.kind == "onetoken":
+            targets = torch.tensor([self.inputs.target(bool(label)) for label in labels], device=self.device)
+            return onetoken_loss(onetoken_logits(self.model, batch), targets)
+        targets = torch.tensor([int(label) for label in labels], device=self.device)
+        return torch.nn.functional.cross_entropy(encoder_logits(self.model, batch).float(), targets)
 
     def score(self, programs: Sequence[str], deadline: float | None = None) -> list[Prediction]:
         scores, times = self.raw_scores(programs, deadline)

@@ -39,7 +39,7 @@ def run(args: list[str] | None = None):
 
 
 def write_run_report(result):
-    from classifiers.evaluation import baseline_rows, rows_for, write_report
+    from classifiers.run_report import baseline_rows, rows_for, write_report
 
     module, corpus = result.model, result.datamodule.corpus
     if module.scored.get("validation") and not corpus.splits["test"]:

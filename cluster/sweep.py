@@ -25,8 +25,9 @@ from typing import Any, Literal
 import yaml
 
 from cluster.command import CommandError, StageRun, check_override_key, entry_module
+from cluster.names import short_keys
 from leanloop.artifacts import MANIFEST
-from leanloop.paths import REPO_ROOT
+from leanloop.paths import REPO_ROOT, repo_file
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 MAX_RUN_NAME = 120
@@ -148,28 +149,13 @@ def validate(sweep: SweepConfig) -> None:
 
 def existing_file(path: str | Path, what: str) -> Path:
     """``path`` as given or from the repository root (how the stages read config files)."""
-    path = Path(path)
-    for candidate in (path, REPO_ROOT / path):
-        if candidate.is_file():
-            return candidate
-    raise SweepError(f"{what} {path} not found (relative paths start at the repository root {REPO_ROOT})")
+    try:
+        return repo_file(path, what)
+    except FileNotFoundError as error:
+        raise SweepError(str(error)) from None
 
 
 # -- names ------------------------------------------------------------------------------------
-
-def short_keys(keys: list[str]) -> dict[str, str]:
-    """Shortest unique dotted suffix of each key: model.optim.lr -> lr (optim.lr if 'lr' repeats)."""
-    short: dict[str, str] = {}
-    for key in keys:
-        parts = key.split(".")
-        for size in range(1, len(parts) + 1):
-            candidate = ".".join(parts[-size:])
-            clashes = [k for k in keys if k != key and (k == candidate or k.endswith("." + candidate))]
-            if not clashes:
-                break
-        short[key] = candidate
-    return short
-
 
 def format_value(value: Any) -> str:
     """A value as it appears in a run name: exact (repr of floats), filesystem-safe."""

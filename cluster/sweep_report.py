@@ -13,11 +13,14 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cluster.sweep import RunStatus, SweepConfig, short_keys
+from cluster.names import short_keys
 from leanloop.artifacts import MANIFEST, Manifest, read_manifest
 from leanloop.paths import artifacts_root
+
+if TYPE_CHECKING:  # the sweep runs and then calls this report: types only, no import circle
+    from cluster.sweep import RunStatus, SweepConfig
 
 SUMMARY_CSV = "sweep_summary.csv"
 PREFERRED_METRICS = ("val/loss", "val_loss")

@@ -34,6 +34,7 @@ from leanloop.lean.backends import make_backend
 from leanloop.lean.types import Category, LeanBackend, LeanResponse, Outcome, VerifyRequest
 from leanloop.artifacts import Manifest, content_hash
 from leanloop.paths import artifacts_root, resolve_shared
+from leanloop.tool import parse_config as parse_tool_config, run_parsed_tool, start_run
 
 STAGE = "data"
 
@@ -206,11 +207,28 @@ def verify(config: DataConfig, items: CandidateSet, journal: Journal, *, backend
 
 
 def build(config: DataConfig, *, backend: LeanBackend | None = None, progress: bool = True,
-          on_item: Callable[[str, Outcome], None] | None = None, quiet: bool = False) -> BuildResult:
-    """Run the corpus build. ``backend`` overrides the configured one (tests); ``on_item(id, outcome)``
-    runs after each item is journaled."""
-    started = time.perf_counter()
+          on_item: Callable[[str, Outcome], None] | None = None, quiet: bool = False,
+          resolved: str | None = None) -> BuildResult:
+    """Run the corpus build (resuming the journal of an unfinished one). ``backend`` overrides the
+    configured one (tests); ``on_item(id, outcome)`` runs after each item is journaled; ``resolved``:
+    the config as parsed (written to config.yaml; default: the dataclass dumped). The run's old
+    manifest is removed before anything is written and the new one is written last
+    (leanloop.tool's contract); ``python -m data.build`` also skips a run finished with this config."""
+    import yaml
+
     run_dir = artifacts_root() / STAGE / config.run
+    start_run(run_dir, resolved or yaml.safe_dump(asdict(config), sort_keys=False, allow_unicode=True),
+              clear_final=False)  # final/ is replaced atomically by write_corpus
+    result, manifest = _build(config, run_dir, backend=backend, progress=progress, on_item=on_item)
+    manifest.write(run_dir)
+    if not quiet:
+        print(summary(result))
+    return result
+
+
+def _build(config: DataConfig, run_dir: Path, *, backend: LeanBackend | None = None, progress: bool = True,
+           on_item: Callable[[str, Outcome], None] | None = None) -> tuple[BuildResult, Manifest]:
+    started = time.perf_counter()
     header = config.header if config.header is not None else BENCHMARK_HEADER
     items = load_candidates(config, header)
     journal = Journal(run_dir / JOURNAL, fingerprint(config, header))
@@ -245,15 +263,7 @@ def build(config: DataConfig, *, backend: LeanBackend | None = None, progress: b
         "traces": dict(trace_stats) if config.traces and _trace_fn() is not None else
         {"note": "leanloop.traces is not installed: no reference_trace column values"},
     }
-    run_dir.mkdir(parents=True, exist_ok=True)
-    import yaml
-
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(asdict(config), sort_keys=False, allow_unicode=True))
-    manifest.write(run_dir)
-    result = BuildResult(run_dir, counts, reconciliation, verified_now, resumed, seconds, rows=len(rows))
-    if not quiet:
-        print(summary(result))
-    return result
+    return BuildResult(run_dir, counts, reconciliation, verified_now, resumed, seconds, rows=len(rows)), manifest
 
 
 def summary(result: BuildResult) -> str:
@@ -271,23 +281,30 @@ def summary(result: BuildResult) -> str:
 
 
 def parse_config(argv: list[str] | None = None) -> DataConfig:
-    from jsonargparse import ActionConfigFile, ArgumentParser
-
-    parser = ArgumentParser(prog="python -m data.build", description=__doc__.splitlines()[0])
-    parser.add_argument("--config", action=ActionConfigFile, help="YAML config (repeatable, layered)")
-    parser.add_class_arguments(DataConfig, as_group=False)
-    namespace = parser.parse_args(argv)
-    instance = parser.instantiate(namespace)
-    values = {k: v for k, v in vars(instance).items() if k != "config"}
-    return DataConfig(**values)
+    """The build's config from ``--config`` files and dotted overrides (programmatic callers)."""
+    return parse_tool_config(DataConfig, argv, prog="python -m data.build", description=__doc__.splitlines()[0])[0]
 
 
 def main(argv: list[str] | None = None) -> int:
-    config = parse_config(argv)
+    """``python -m data.build --config configs/data/X.yaml [--run NAME] [--overwrite true]``"""
+    config, resolved = parse_tool_config(DataConfig, argv, prog="python -m data.build",
+                                         description=__doc__.splitlines()[0], overwrite=True)
     if not config.sources:
         print("data.build: the config names no sources (e.g. --config configs/data/default.yaml)", file=sys.stderr)
         return 2
-    build(config)
+
+    if config.overwrite:  # replacing a run replaces its journal too (it holds the old config's verdicts)
+        config.fresh = True
+
+    def work(config: DataConfig, run_dir: Path) -> tuple[Manifest, BuildResult]:
+        result, manifest = _build(config, run_dir)
+        return manifest, result
+
+    # final/ is kept while the build runs: the journal resumes an unfinished build, write_corpus swaps final/
+    outcome = run_parsed_tool(STAGE, config, resolved, work, run=config.run, overwrite=config.overwrite,
+                              clear_final=False)
+    if outcome.value is not None:
+        print(summary(outcome.value))
     return 0
 
 

@@ -14,9 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from data.config import SplitConfig
-
-CORPUS_FILE = "corpus.parquet"
-SPLITS = ("train", "valid", "test")
+from leanloop.corpus import COLUMNS, CORPUS_FILE, SPLITS, arrow_schema, features  # noqa: F401 (the schema lives in leanloop.corpus)
 
 
 def split_of(name: str | None, splits: SplitConfig) -> str | None:
@@ -32,61 +30,6 @@ def split_of(name: str | None, splits: SplitConfig) -> str | None:
     if u < splits.train:
         return "train"
     return "valid" if u < splits.train + splits.valid else "test"
-
-
-def arrow_schema():
-    """The corpus schema in pyarrow terms (explicit, so empty lists and all-null columns keep their
-    types). Written with pyarrow directly: importing ``datasets`` costs seconds and the build needs
-    none of it; ``features()`` is the same schema for datasets users."""
-    import pyarrow as pa
-
-    position = pa.struct([("line", pa.int32()), ("column", pa.int32())])
-    message = pa.struct([("severity", pa.string()), ("data", pa.string()), ("pos", position),
-                         ("end_pos", position)])
-    tactic = pa.struct([("tactic", pa.string()), ("goals", pa.string()), ("pos", position),
-                        ("end_pos", position)])
-    types = {"label": pa.bool_(), "reasons": pa.list_(pa.string()), "messages": pa.list_(message),
-             "tactics": pa.list_(tactic), "source_row": pa.int64(), "verify_time": pa.float64(),
-             "duplicates": pa.int32()}
-    return pa.schema([(name, types.get(name, pa.string())) for name in COLUMNS])
-
-
-COLUMNS = ("id", "program", "name", "split", "category", "label", "first_error", "reasons", "messages", "tactics",
-           "reference_trace", "trace_kind", "source", "source_row", "origin", "prover", "header", "statement",
-           "verify_time", "lean_version", "duplicates", "recorded_verdict")
-
-
-def features():
-    """The corpus schema as ``datasets.Features``."""
-    from datasets import Features, List, Value
-
-    position = {"line": Value("int32"), "column": Value("int32")}
-    return Features({
-        "id": Value("string"),
-        "program": Value("string"),
-        "name": Value("string"),
-        "split": Value("string"),
-        "category": Value("string"),
-        "label": Value("bool"),
-        "first_error": Value("string"),
-        "reasons": List(Value("string")),
-        "messages": List({"severity": Value("string"), "data": Value("string"), "pos": position,
-                          "end_pos": position}),
-        "tactics": List({"tactic": Value("string"), "goals": Value("string"), "pos": position,
-                         "end_pos": position}),
-        "reference_trace": Value("string"),
-        "trace_kind": Value("string"),
-        "source": Value("string"),
-        "source_row": Value("int64"),
-        "origin": Value("string"),
-        "prover": Value("string"),
-        "header": Value("string"),
-        "statement": Value("string"),
-        "verify_time": Value("float64"),
-        "lean_version": Value("string"),
-        "duplicates": Value("int32"),
-        "recorded_verdict": Value("string"),
-    })
 
 
 def write_corpus(rows: list[dict[str, Any]], final_dir: Path) -> Path:
@@ -111,16 +54,7 @@ def load_corpus(run: str | Path, split: str | None = None):
     run folder, ``artifacts://data/<run>`` or a bare run name."""
     from datasets import Dataset
 
-    from leanloop.artifacts import read_manifest
-    from leanloop.paths import artifacts_root
+    from leanloop.corpus import corpus_files
 
-    text = str(run)
-    if text.startswith("artifacts://"):
-        folder = artifacts_root() / text[len("artifacts://"):]
-    elif os.sep in text or Path(text).exists():
-        folder = Path(text)
-    else:
-        folder = artifacts_root() / "data" / text
-    read_manifest(folder, stage="data")
-    dataset = Dataset.from_parquet(str(folder / "final" / CORPUS_FILE))
+    dataset = Dataset.from_parquet([str(f) for f in corpus_files(run)])
     return dataset.filter(lambda row: row["split"] == split) if split else dataset

@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any, Callable, Literal, Sequence
 
 from feedback_model.config import CascadeConfig, GenerationConfig, SelfConsistencyConfig
-from feedback_model.evaluator import FeedbackPrediction, resolve_final, unscored
+from feedback_model.evaluator import FeedbackPrediction, unscored
+from leanloop.artifacts import locate_run, resolve_model
 from leanloop.evaluator import Evaluator, Prediction, deadline_passed
 
 Loader = Callable[[], Evaluator]
@@ -103,7 +104,8 @@ class CascadeEvaluator:
         """What a caller records about this cascade (the RL stage's manifest: both runs are inputs)."""
         def run(role: str) -> str | None:
             folder = self.sources.get(role)
-            return str(folder.parent) if folder is not None and (folder.parent / "manifest.json").is_file() else None
+            found = locate_run(folder) if folder is not None else None
+            return str(found) if found is not None else None
 
         return {"evaluator": "CascadeEvaluator", "stage_two": self.stage_two, "residency": self.residency,
                 "threshold": self.threshold, "path": str(self.sources.get("feedback") or "") or None,
@@ -244,8 +246,8 @@ def build_cascade(config: CascadeConfig, feedback: str | Path, generation: Gener
     from feedback_model.consistency import SelfConsistencyEvaluator
     from feedback_model.evaluator import FeedbackEvaluator
 
-    gate_dir = resolve_final(config.gate, "classifiers")
-    feedback_dir = resolve_final(feedback, "feedback_model")
+    gate_dir = resolve_model(config.gate, "classifiers")
+    feedback_dir = resolve_model(feedback, "feedback_model")
     gate_device = generation.device if generation.backend == "transformers" else "cuda"
 
     def gate() -> Any:

@@ -1,7 +1,7 @@
 """Typed configuration of the feedback-model stage.
 
 Training (``python -m feedback_model.train``, LightningCLI) takes :class:`TraceFormat` in the model
-and data sections; the evaluators, ``python -m feedback_model.evaluate`` (``make cascade-eval``) and
+and data sections; the evaluators, ``python -m feedback_model.cascade_eval`` (``make cascade-eval``) and
 the benchmark take :class:`GenerationConfig`, :class:`SelfConsistencyConfig` and
 :class:`CascadeEvalConfig` (jsonargparse, configs under ``configs/feedback_model/eval/``).
 """
@@ -126,7 +126,7 @@ class CascadeConfig:
 
 @dataclass
 class CascadeEvalConfig:
-    """``python -m feedback_model.evaluate`` (``make cascade-eval``): the seed's Table 3 on one split."""
+    """``python -m feedback_model.cascade_eval`` (``make cascade-eval``): the seed's Table 3 on one split."""
 
     run: str = "default"
     """Output: artifacts/cascade_eval/<run>/."""

@@ -19,7 +19,8 @@ import lightning as L
 from torch.utils.data import DataLoader
 
 from feedback_model.config import TraceFormat
-from feedback_model.pairs import TracePair, corpus_folder, pair_examples, read_corpus, trace_pairs
+from feedback_model.pairs import TracePair, pair_examples, read_corpus, trace_pairs
+from leanloop.artifacts import resolve_run
 from leanloop.training.models import ModelSpec, load_tokenizer
 from leanloop.training.packing import PackedCollator, needs_flattening, pack_examples
 
@@ -127,7 +128,7 @@ class FeedbackData(L.LightningDataModule):
 
     # -- hooks read by run_stage --------------------------------------------------------------
     def manifest_inputs(self) -> dict[str, Path]:
-        return {"corpus": corpus_folder(self.corpus)}
+        return {"corpus": resolve_run(self.corpus, "data")}
 
     def manifest_counts(self) -> dict[str, Any]:
         return self.counts

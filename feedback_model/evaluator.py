@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 from feedback_model.config import FeedbackModelCard, GenerationConfig, TraceFormat
 from feedback_model.generate import GeneratedTrace, HFTraceGenerator, TraceGenerator
+from leanloop.artifacts import locate_run, resolve_model
 from leanloop.evaluator import Prediction
 from leanloop.traces import trace_verdict
 
@@ -43,23 +44,6 @@ class FeedbackPrediction(Prediction):
 
 def unscored(reason: str, time_s: float = 0.0) -> FeedbackPrediction:
     return FeedbackPrediction(verdict=None, score=None, trace=None, time_s=time_s, reason=reason)
-
-
-def resolve_final(ref: str | Path, stage: str) -> Path:
-    """A model folder from ``artifacts://<stage>/<run>``, a run folder (manifest checked) or a
-    ``final/`` folder."""
-    from leanloop.artifacts import read_manifest
-    from leanloop.paths import artifacts_root, resolve_shared
-
-    text = str(ref)
-    folder = artifacts_root() / text[len("artifacts://"):] if text.startswith("artifacts://") else resolve_shared(text)
-    if (folder / "manifest.json").is_file():
-        read_manifest(folder, stage=stage)
-        folder = folder / "final"
-    if not (folder / "config.json").is_file():
-        raise FileNotFoundError(f"{ref} -> {folder} holds no model (config.json); name a finished {stage} run "
-                                f"(artifacts://{stage}/<run>) or its final/ folder")
-    return folder
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
@@ -123,7 +107,7 @@ class TraceEvaluator:
             from feedback_model.speculative import import_vllm
 
             import_vllm()  # fail before loading anything when the optional extra is missing
-        final_dir = resolve_final(ref, "feedback_model")
+        final_dir = resolve_model(ref, "feedback_model")
         card = FeedbackModelCard.read(final_dir)
         tokenizer = folder_tokenizer(final_dir)
         evaluator = cls(load_generator(final_dir, tokenizer, generation), tokenizer, card.format, generation, **kwargs)
@@ -132,7 +116,7 @@ class TraceEvaluator:
 
     def describe(self) -> dict[str, Any]:
         """What a caller records about this evaluator (the RL stage's manifest and logs)."""
-        run = self.source.parent if self.source is not None and (self.source.parent / "manifest.json").is_file() else None
+        run = locate_run(self.source) if self.source is not None else None
         return {"evaluator": type(self).__name__, "path": str(self.source) if self.source else None,
                 "run": str(run) if run else None, "max_input_tokens": self.config.max_input_tokens,
                 "max_new_tokens": self.config.max_new_tokens, "draft_tokens": self.config.draft_tokens,

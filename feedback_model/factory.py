@@ -1,7 +1,7 @@
 """The feedback model's evaluators built from plain options: what the RL stage names in its config.
 
 ``rl/`` builds evaluators it does not know through ``evaluator.kind: factory``, calling
-``factory(path, **options)`` (:func:`rl.evaluators.build_evaluator`)::
+``factory(path, **options)`` (:func:`rl.reward_evaluator.build_evaluator`)::
 
     evaluator:
       kind: factory

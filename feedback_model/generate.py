@@ -27,7 +27,6 @@ from typing import Any, Protocol, Sequence
 import torch
 
 from feedback_model.config import GenerationConfig
-from feedback_model.speculative import prompt_lookup_kwargs
 
 
 @dataclass(frozen=True)
@@ -51,6 +50,13 @@ class TraceGenerator(Protocol):
         """Per prompt: ``samples`` traces (greedy when ``temperature == 0``), or None if not started
         before ``deadline`` (``time.monotonic()`` clock). ``seeds[i][j]`` seeds sample j of prompt i."""
         ...
+
+
+def prompt_lookup_kwargs(config: GenerationConfig) -> dict[str, int]:
+    """transformers ``generate`` arguments that turn prompt-lookup drafting on (empty: off)."""
+    if config.draft_tokens <= 0:
+        return {}
+    return {"prompt_lookup_num_tokens": config.draft_tokens, "max_matching_ngram_size": config.ngram_size}
 
 
 def sample_seeds(program: str, samples: int, seed: int) -> list[int]:

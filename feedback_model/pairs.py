@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from feedback_model.config import TraceFormat
-from leanloop.artifacts import read_manifest
-from leanloop.paths import artifacts_root, resolve_shared
+from leanloop.corpus import read_corpus as shared_read_corpus
 from leanloop.training.packing import TooLongError, completion_example
 
 CORPUS_COLUMNS = ("id", "program", "name", "split", "category", "label", "messages", "reference_trace", "trace_kind")
@@ -44,29 +43,9 @@ class TracePair:
     kind: str  # full | errors_only | valid_no_states
 
 
-def corpus_folder(ref: str | Path) -> Path:
-    """A data run folder from ``artifacts://data/<run>``, the folder, or its ``final/``."""
-    text = str(ref)
-    folder = artifacts_root() / text[len("artifacts://"):] if text.startswith("artifacts://") else resolve_shared(text)
-    if folder.name == "final" and (folder.parent / "manifest.json").is_file():
-        folder = folder.parent
-    return folder
-
-
 def read_corpus(ref: str | Path, columns: Sequence[str] = CORPUS_COLUMNS) -> list[dict[str, Any]]:
-    """Rows of a finished data-stage run (its manifest is checked first)."""
-    import pyarrow.parquet as pq
-
-    folder = corpus_folder(ref)
-    read_manifest(folder, stage="data")
-    files = sorted((folder / "final").rglob("*.parquet"))
-    if not files:
-        raise FileNotFoundError(f"{folder}/final holds no parquet files: not a finished corpus run")
-    schema = pq.read_schema(files[0]).names
-    missing = [c for c in columns if c not in schema]
-    if missing:
-        raise KeyError(f"corpus {folder} lacks columns {missing}; rebuild it with the data stage (`make data`)")
-    return [row for file in files for row in pq.read_table(file, columns=list(columns)).to_pylist()]
+    """The rows of a finished data-stage run that trace pairs are made from (leanloop.corpus)."""
+    return shared_read_corpus(ref, columns)
 
 
 def reference_trace(row: dict[str, Any]) -> tuple[str | None, str]:

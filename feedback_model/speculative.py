@@ -8,7 +8,7 @@ greedy output (tested token for token); under sampling each position is still dr
 distribution. No second model is involved.
 
 - CPU / plain transformers: prompt-lookup decoding (``generate(prompt_lookup_num_tokens=...)``),
-  used by :class:`feedback_model.generate.HFTraceGenerator`;
+  :func:`feedback_model.generate.prompt_lookup_kwargs`, used by its ``HFTraceGenerator``;
 - GPU: vLLM's n-gram speculative decoding (``speculative_config={"method": "ngram", ...}``), with an
   FP8 option, in :class:`VLLMTraceGenerator`. vLLM is in the optional ``gpu`` extra and imported only
   when this backend is chosen.
@@ -21,16 +21,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from feedback_model.config import GenerationConfig
+from feedback_model.generate import GeneratedTrace, split_completion
 
 VLLM_HINT = ("generation.backend: vllm needs vLLM from the optional `gpu` extra "
              "(`pip install -e '.[gpu]'` on a machine with a CUDA GPU); on CPU use backend: transformers")
-
-
-def prompt_lookup_kwargs(config: GenerationConfig) -> dict[str, int]:
-    """transformers ``generate`` arguments that turn prompt-lookup drafting on (empty: off)."""
-    if config.draft_tokens <= 0:
-        return {}
-    return {"prompt_lookup_num_tokens": config.draft_tokens, "max_matching_ngram_size": config.ngram_size}
 
 
 def vllm_speculative_config(config: GenerationConfig) -> dict[str, Any] | None:
@@ -73,8 +67,6 @@ class VLLMTraceGenerator:
                  deadline: float | None = None):
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
-
-        from feedback_model.generate import GeneratedTrace, split_completion
 
         if deadline is not None and time.monotonic() >= deadline:
             return [None] * len(prompts)

@@ -1,8 +1,14 @@
-"""The artifact contract: ``artifacts/<stage>/<run>/`` with ``config.yaml`` and ``manifest.json``.
+"""The artifact contract: ``artifacts/<stage>/<run>/`` with ``config.yaml``, ``manifest.json`` and
+the outputs under ``final/``.
 
 A manifest records what a run read (paths and content hashes of the input manifests or files),
 the code (git rev, dirty flag), library versions, the seed, counts and final metrics. A stage names
 its inputs explicitly and checks them with :func:`read_manifest`; nothing guesses "the latest run".
+
+Every reference a config gives (``artifacts://<stage>/<run>``, ``shared://...``, a run folder, its
+``final/`` folder, a plain folder) is read through :func:`resolve_artifact` (one rule for ``final/``
+and the manifest check), :func:`resolve_run` (a finished run is required) or :func:`resolve_model`
+(a model folder); :func:`resolve_path` only expands the two schemes.
 """
 
 from __future__ import annotations
@@ -19,10 +25,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from leanloop.paths import REPO_ROOT, artifacts_root
+from leanloop.paths import REPO_ROOT, artifacts_root, resolve_shared
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
+FINAL = "final"
+ARTIFACTS_SCHEME = "artifacts://"
 TRACKED_LIBRARIES = (
     "torch", "transformers", "tokenizers", "accelerate", "peft", "trl", "datasets", "lightning",
     "bitsandbytes", "deepspeed", "wandb", "lean-interact", "sentence-transformers", "bm25s",
@@ -31,6 +39,15 @@ TRACKED_LIBRARIES = (
 
 class ManifestError(RuntimeError):
     """An input artifact is missing, unfinished, or does not match what the stage expects."""
+
+
+class ArtifactNotFoundError(ManifestError, FileNotFoundError):
+    """A reference names a run folder that does not exist at all (its stage never ran)."""
+
+
+# make targets whose name is not the stage's (the others are the stage name, '_' -> '-')
+MAKE_TARGETS = {"feedback_model": "feedback", "autoformalizer": "autoformalizer-sft",
+                "prm": "prm-train", "prm_data": "prm-label", "prm_samples": "prm-generate"}
 
 
 def content_hash(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
@@ -145,3 +162,76 @@ def read_manifest(folder: str | os.PathLike, stage: str | None = None) -> dict[s
     if stage is not None and manifest.get("stage") != stage:
         raise ManifestError(f"{folder} is a '{manifest.get('stage')}' artifact, expected '{stage}'")
     return manifest
+
+
+# -- naming and reading artifacts: the one resolver ------------------------------------------------
+def resolve_path(ref: str | os.PathLike) -> Path:
+    """Expand a reference's scheme only: ``artifacts://<stage>/<run>`` -> ``<artifacts root>/<stage>/<run>``,
+    ``shared://x`` -> ``<shared data>/x``; anything else is a path as given. Checks nothing."""
+    text = str(ref)
+    if text.startswith(ARTIFACTS_SCHEME):
+        return artifacts_root() / text[len(ARTIFACTS_SCHEME):]
+    return resolve_shared(text)
+
+
+def locate_run(ref: str | os.PathLike) -> Path | None:
+    """The run folder a reference names, or None when it names no run (a plain folder, a hub id).
+    ``artifacts://`` always names a run (finished or not: :func:`read_manifest` says which); a folder
+    holding ``manifest.json`` is a run; a ``final/`` folder whose parent holds one is that run's."""
+    folder = resolve_path(ref)
+    if str(ref).startswith(ARTIFACTS_SCHEME) or (folder / MANIFEST).is_file():
+        return folder
+    if folder.name == FINAL and (folder.parent / MANIFEST).is_file():
+        return folder.parent
+    return None
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A resolved reference: where its outputs are, and the run (with its manifest) they belong to."""
+
+    outputs: Path
+    """``<run>/final`` for a run; the folder itself for a plain folder."""
+    run: Path | None = None
+    manifest: dict[str, Any] | None = None
+
+
+def resolve_artifact(ref: str | os.PathLike, stage: str | None = None, *, require_run: bool = False) -> Artifact:
+    """The one rule for an input reference: a run (``artifacts://<stage>/<run>``, a run folder or its
+    ``final/``) must be finished and, when ``stage`` is given, from that stage (its manifest is checked);
+    its outputs are ``<run>/final``. A bare name (``default``) with ``stage`` means
+    ``artifacts://<stage>/default``. A plain existing folder is its own outputs (refused with
+    ``require_run``); anything else is a clear error."""
+    text = str(ref)
+    if stage is not None and text and "/" not in text and os.sep not in text and not Path(text).exists():
+        text = f"{ARTIFACTS_SCHEME}{stage}/{text}"
+    run = locate_run(text)
+    if run is not None and not run.exists():
+        named = stage or (run.parent.name if text.startswith(ARTIFACTS_SCHEME) else None)
+        hint = f" (`make {MAKE_TARGETS.get(named, named.replace('_', '-'))}`)" if named else ""
+        raise ArtifactNotFoundError(f"{ref} -> {run} does not exist: run the stage that makes it first{hint}, "
+                                    "or point the config at a finished run")
+    if run is not None:
+        return Artifact(outputs=run / FINAL, run=run, manifest=read_manifest(run, stage=stage))
+    folder = resolve_path(text)
+    what = f"a finished {stage} run (artifacts://{stage}/<run>)" if stage else "a finished run (artifacts://<stage>/<run>)"
+    if require_run:
+        raise ManifestError(f"{ref} -> {folder} is not a run folder (no {MANIFEST}); name {what}")
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{ref} -> {folder} does not exist; name {what} or an existing folder")
+    return Artifact(outputs=folder)
+
+
+def resolve_run(ref: str | os.PathLike, stage: str | None = None) -> Path:
+    """The folder of a finished run (manifest checked, from ``stage`` when given)."""
+    return resolve_artifact(ref, stage, require_run=True).run  # type: ignore[return-value]
+
+
+def resolve_model(ref: str | os.PathLike, stage: str | None = None) -> Path:
+    """A Hugging Face model folder (holding ``config.json``): a finished run's ``final/`` or a plain folder."""
+    artifact = resolve_artifact(ref, stage)
+    if not (artifact.outputs / "config.json").is_file():
+        what = f"a finished {stage} run (artifacts://{stage}/<run>)" if stage else "a finished run"
+        raise FileNotFoundError(f"{ref} -> {artifact.outputs} holds no model (config.json); name {what} "
+                                "or its final/ folder")
+    return artifact.outputs

@@ -29,6 +29,15 @@ def artifacts_root() -> Path:
     return Path(env) if env else REPO_ROOT / "artifacts"
 
 
+def repo_file(path: str | os.PathLike, what: str = "file") -> Path:
+    """A file named as given or relative to the repository root (how stages read config files)."""
+    path = Path(path)
+    for candidate in (path, REPO_ROOT / path):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"{what} {path} not found (relative paths start at the repository root {REPO_ROOT})")
+
+
 def resolve_shared(path: str | os.PathLike) -> Path:
     """Resolve a config path: ``shared://x/y`` means ``<shared data>/x/y``; others are as given."""
     text = str(path)

@@ -15,52 +15,24 @@ For large corpora (paper: Mathlib + Lean Pool, ~130M tokens) build once and reus
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import json
 import sys
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
-from leanloop.artifacts import Manifest, read_manifest
-from leanloop.paths import artifacts_root, resolve_shared
+from leanloop.artifacts import Manifest, resolve_artifact, resolve_run
+from leanloop.corpus import held_out_names
+from leanloop.jsonl import JsonlError, numbered_jsonl
+from leanloop.paths import resolve_shared
+from leanloop.tool import parse_config, run_parsed_tool
 from pretrain.config import CorpusBuild, CorpusConfig
 
 DOCUMENTS = "documents.parquet"
 CORPUS_STAGE = "pretrain_corpus"
-
-
-def resolve_artifact(ref: str) -> Path:
-    """``artifacts://<stage>/<run>`` -> the run folder; ``shared://`` and paths as given."""
-    if ref.startswith("artifacts://"):
-        return artifacts_root() / ref[len("artifacts://"):]
-    return resolve_shared(ref)
-
-
-def _open_text(path: Path):
-    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
-
-
-def holdout_names(ref: str) -> set[str]:
-    """Theorem names in the validation/test splits of a data-stage corpus."""
-    import pyarrow.parquet as pq
-
-    folder = resolve_artifact(ref)
-    read_manifest(folder, stage="data")
-    files = sorted(folder.rglob("*.parquet"))
-    if not files:
-        raise FileNotFoundError(f"holdout corpus {folder} has no parquet files")
-    names: set[str] = set()
-    for file in files:
-        columns = pq.read_schema(file).names
-        if not {"name", "split"} <= set(columns):
-            raise ValueError(f"{file} lacks the `name`/`split` columns needed for `holdout` (has {columns})")
-        table = pq.read_table(file, columns=["name", "split"]).to_pydict()
-        names.update(n for n, s in zip(table["name"], table["split"]) if s != "train" and n)
-    return names
 
 
 def collect_documents(config: CorpusConfig) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -71,7 +43,7 @@ def collect_documents(config: CorpusConfig) -> tuple[list[dict[str, Any]], dict[
     per_source: dict[str, int] = {}
     seen: set[str] = set()
     documents: list[dict[str, Any]] = []
-    held_out = holdout_names(config.holdout) if config.holdout else set()
+    held_out = held_out_names(config.holdout) if config.holdout else set()
     extensions = tuple(config.extensions)
 
     def add(text: str, source: str, name: str | None) -> None:
@@ -106,34 +78,29 @@ def collect_documents(config: CorpusConfig) -> tuple[list[dict[str, Any]], dict[
         if not path.is_file():
             raise FileNotFoundError(f"corpus jsonl entry {source.path!r} does not exist ({path})")
         rows = 0
-        with _open_text(path) as handle:
-            for line_no, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                rows += 1
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    counts["malformed_json"] += 1
-                    print(f"[corpus] {path}:{line_no}: malformed JSON, skipped", file=sys.stderr)
-                    continue
-                values = []
-                for key in source.fields:
-                    optional = key.endswith("?")
-                    value = row.get(key.rstrip("?"))
-                    if isinstance(value, str) and value.strip():
-                        values.append(value)
-                    elif not optional:
-                        values = None
-                        break
-                if not values:
-                    counts["missing_field"] += 1
-                    continue
-                name = row.get(source.name_field) if source.name_field else None
-                if name and name in held_out:
-                    counts["held_out"] += 1
-                    continue
-                add("\n\n".join(v.strip("\n") for v in values) + "\n", source.path, name)
+        for line_no, row in numbered_jsonl(path, strict=False):
+            rows += 1
+            if isinstance(row, JsonlError):
+                counts["malformed_json"] += 1
+                print(f"[corpus] {path}:{line_no}: malformed JSON, skipped", file=sys.stderr)
+                continue
+            values = []
+            for key in source.fields:
+                optional = key.endswith("?")
+                value = row.get(key.rstrip("?"))
+                if isinstance(value, str) and value.strip():
+                    values.append(value)
+                elif not optional:
+                    values = None
+                    break
+            if not values:
+                counts["missing_field"] += 1
+                continue
+            name = row.get(source.name_field) if source.name_field else None
+            if name and name in held_out:
+                counts["held_out"] += 1
+                continue
+            add("\n\n".join(v.strip("\n") for v in values) + "\n", source.path, name)
         per_source[source.path] = rows
     if config.max_documents is not None:
         counts["over_max_documents"] = max(0, len(documents) - config.max_documents)
@@ -148,8 +115,8 @@ def collect_documents(config: CorpusConfig) -> tuple[list[dict[str, Any]], dict[
 def load_prebuilt(ref: str, max_documents: int | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     import pyarrow.parquet as pq
 
-    folder = resolve_artifact(ref)
-    manifest = read_manifest(folder, stage=CORPUS_STAGE)
+    found = resolve_artifact(ref, CORPUS_STAGE, require_run=True)
+    folder, manifest = found.run, found.manifest
     documents = pq.read_table(folder / DOCUMENTS).to_pylist()
     if max_documents is not None:
         documents = documents[:max_documents]
@@ -164,16 +131,22 @@ def is_validation(text: str, fraction: float) -> bool:
     return bucket < fraction
 
 
-def build(config: CorpusBuild) -> Path:
-    """Write ``artifacts/pretrain_corpus/<run>/documents.parquet`` and its manifest."""
+def build(config: CorpusBuild, *, resolved: str | None = None, overwrite: bool = True) -> Path:
+    """Write ``artifacts/pretrain_corpus/<run>/documents.parquet`` and its manifest (leanloop.tool's
+    contract: old manifest first, new one last; with ``overwrite`` off a corpus built from this config
+    is reused and one from another config refused)."""
+    import yaml
+
+    resolved = resolved or yaml.safe_dump(asdict(config), sort_keys=False, allow_unicode=True)
+    return run_parsed_tool(CORPUS_STAGE, config, resolved, _build, run=config.run, overwrite=overwrite).run_dir
+
+
+def _build(config: CorpusBuild, out: Path) -> Manifest:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     corpus = config.corpus
     documents, counts = collect_documents(corpus)
-    out = artifacts_root() / CORPUS_STAGE / config.run
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "manifest.json").unlink(missing_ok=True)
     pq.write_table(pa.Table.from_pylist(documents, schema=pa.schema(
         [("text", pa.string()), ("source", pa.string()), ("name", pa.string())])), out / DOCUMENTS)
     manifest = Manifest(stage=CORPUS_STAGE, run=config.run, counts=counts)
@@ -182,22 +155,16 @@ def build(config: CorpusBuild) -> Path:
     for source in corpus.jsonl:
         manifest.add_input(f"jsonl:{source.path}", resolve_shared(source.path))
     if corpus.holdout:
-        manifest.add_input("holdout", resolve_artifact(corpus.holdout))
-    manifest.write(out)
+        manifest.add_input("holdout", resolve_run(corpus.holdout, "data"))
     print(f"[corpus] {counts['documents']} documents, {counts['characters']:,} characters -> {out}")
-    return out
+    return manifest
 
 
 def main(argv: list[str] | None = None) -> Path:
     """``python -m pretrain.corpus --config configs/pretrain/corpus/X.yaml [--run NAME]``"""
-    from jsonargparse import ActionConfigFile, ArgumentParser
-
-    parser = ArgumentParser(description="build a pretraining corpus (documents.parquet + manifest.json)")
-    parser.add_argument("--config", action=ActionConfigFile)
-    parser.add_class_arguments(CorpusBuild)
-    args = parser.parse_args(argv)
-    init = parser.instantiate(args)
-    return build(CorpusBuild(corpus=init.corpus, run=init.run))
+    config, resolved = parse_config(CorpusBuild, argv, prog="python -m pretrain.corpus", overwrite=True,
+                                    description="build a pretraining corpus (documents.parquet + manifest.json)")
+    return build(config, resolved=resolved, overwrite=config.overwrite)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ from leanloop.training.models import ModelSpec, load_tokenizer
 from leanloop.training.packing import PackedCollator, lm_examples, needs_flattening, pack_examples
 from leanloop.paths import resolve_shared
 from pretrain.config import CorpusConfig
-from pretrain.corpus import collect_documents, is_validation, resolve_artifact
+from leanloop.artifacts import resolve_run
+from pretrain.corpus import CORPUS_STAGE, collect_documents, is_validation
 
 
 def mlm_examples(tokenizer: Any, text: str, max_length: int) -> list[dict[str, list[int]]]:
@@ -66,7 +67,7 @@ class PretrainData(L.LightningDataModule):
 
         key = (f"{self.objective}-{self.max_length}-{tokenizer_fingerprint(self._tokenizer())[7:19]}"
                f"-val{self.corpus.validation_fraction}-max{self.corpus.max_documents}")
-        return resolve_artifact(self.corpus.prebuilt) / "cache" / f"{key}.pt"
+        return resolve_run(self.corpus.prebuilt, CORPUS_STAGE) / "cache" / f"{key}.pt"
 
     def prepare_data(self) -> None:
         cache = self.cache_file()
@@ -147,11 +148,11 @@ class PretrainData(L.LightningDataModule):
     # -- hooks read by run_stage --------------------------------------------------------------
     def manifest_inputs(self) -> dict[str, Path]:
         if self.corpus.prebuilt:
-            return {"corpus": resolve_artifact(self.corpus.prebuilt)}
+            return {"corpus": resolve_run(self.corpus.prebuilt, CORPUS_STAGE)}
         inputs = {f"jsonl:{s.path}": resolve_shared(s.path) for s in self.corpus.jsonl}
         inputs.update({f"text_dir:{d}": resolve_shared(d) for d in self.corpus.text_dirs})
         if self.corpus.holdout:
-            inputs["holdout"] = resolve_artifact(self.corpus.holdout)
+            inputs["holdout"] = resolve_run(self.corpus.holdout, "data")
         return inputs
 
     def manifest_counts(self) -> dict[str, Any]:

@@ -134,18 +134,3 @@ class EvalConfig:
     """A classifiers run (``artifacts://classifiers/<run>``) scored on proof prefixes as a baseline."""
     seed: int = 0
     threads: int | None = None
-
-
-def parse_tool_config(cls: type, argv: list[str] | None, prog: str):
-    """``--config a.yaml --config b.yaml --x.y value`` -> (instance of ``cls``, resolved YAML)."""
-    from jsonargparse import ActionConfigFile, ArgumentParser
-
-    parser = ArgumentParser(prog=prog, description=(cls.__doc__ or prog).splitlines()[0])
-    parser.add_argument("--config", action=ActionConfigFile, help="YAML config (repeatable, layered)")
-    parser.add_class_arguments(cls, as_group=False)
-    namespace = parser.parse_args(argv)
-    resolved = namespace.clone()
-    del resolved["config"]
-    instance = parser.instantiate(namespace)
-    del instance["config"]
-    return cls(**vars(instance)), parser.dump(resolved)

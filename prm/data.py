@@ -20,7 +20,8 @@ from torch.utils.data import DataLoader
 
 from leanloop.training.models import ModelSpec, load_tokenizer
 from prm.config import RecordedConfig, SplitConfig
-from prm.dataset import DATA_STAGE, ProofRecord, read_split, resolve_run
+from leanloop.artifacts import resolve_run
+from prm.dataset import DATA_STAGE, ProofRecord, read_split
 from prm.labelling import training_prefix
 from prm.step_labels import END_OF_TURN, render_labels, verifier_prompt
 

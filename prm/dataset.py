@@ -16,9 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from leanloop.artifacts import read_manifest
-from leanloop.paths import artifacts_root, resolve_shared
-from leanloop.training.models import ARTIFACTS_SCHEME
+from leanloop.artifacts import resolve_run
 
 SPLITS = ("train", "validation", "test")
 DATA_STAGE = "prm_data"
@@ -54,13 +52,6 @@ def theorem_split(name: str, validation: float, test: float, seed: int = 0) -> s
     """Deterministic split of a theorem by the hash of its name."""
     unit = int.from_bytes(hashlib.sha256(f"{seed}\x00{name}".encode()).digest()[:8], "little") / 2 ** 64
     return "test" if unit < test else "validation" if unit < test + validation else "train"
-
-
-def resolve_run(path: str, stage: str | None = None) -> Path:
-    """``artifacts://<stage>/<run>`` or a folder; the run must be finished (its manifest exists)."""
-    folder = artifacts_root() / path[len(ARTIFACTS_SCHEME):] if path.startswith(ARTIFACTS_SCHEME) else resolve_shared(path)
-    read_manifest(folder, stage)
-    return folder
 
 
 def write_splits(records: Iterable[ProofRecord], final_dir: Path) -> dict[str, int]:

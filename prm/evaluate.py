@@ -17,11 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from leanloop.artifacts import Manifest, describe_input
-from leanloop.paths import artifacts_root, resolve_shared
+from leanloop.paths import resolve_shared
 from leanloop.training.models import load_model, load_tokenizer
 from leanloop.training.module import set_torch_threads
-from prm.config import EvalConfig, parse_tool_config
-from prm.dataset import DATA_STAGE, ProofRecord, read_split, resolve_run
+from leanloop.jsonl import write_jsonl
+from leanloop.tool import run_parsed_tool, run_tool
+from prm.config import EvalConfig
+from leanloop.artifacts import resolve_run
+from prm.dataset import DATA_STAGE, ProofRecord, read_split
 from prm.external import read_external
 from prm.labelling import propagate, training_prefix
 from prm.metrics import best_of_n, step_metrics
@@ -159,11 +162,8 @@ def write_report(folder: Path, config: EvalConfig, results: list[dict], data_man
     plt.close(fig)
 
 
-def run(config: EvalConfig, resolved_yaml: str = "") -> Path:
+def work(config: EvalConfig, folder: Path) -> Manifest:
     set_torch_threads(config.threads)
-    folder = artifacts_root() / EVAL_STAGE / config.run
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.yaml").write_text(resolved_yaml, encoding="utf-8")
     manifest = Manifest(stage=EVAL_STAGE, run=config.run, seed=config.seed)
     tokenizer = load_tokenizer(config.model)
     model = load_model(config.model, tokenizer=tokenizer).eval()
@@ -187,26 +187,26 @@ def run(config: EvalConfig, resolved_yaml: str = "") -> Path:
     if not sets:
         raise ValueError("nothing to evaluate: set dataset and/or external")
     results = [evaluate_set(name, records, model, tokenizer, config, classifier) for name, records in sets]
-    with open(folder / "predictions.jsonl", "w", encoding="utf-8") as handle:
-        for result in results:
-            for row in result["rows"]:
-                handle.write(json.dumps({"set": result["name"], **row}) + "\n")
+    write_jsonl(folder / "predictions.jsonl", ({"set": r["name"], **row} for r in results for row in r["rows"]))
     summary = {r["name"]: {"methods": r["methods"], "best_of_n": r["best_of_n"], "skipped": r["skipped"]} for r in results}
     (folder / "metrics.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
     write_report(folder, config, results, data_manifest)
     manifest.metrics = {f"{r['name']}/{m}/{k}": v for r in results for m, vals in r["methods"].items()
                         for k, v in vals.items() if k in ("exact", "first_error", "f1_incorrect")}
-    manifest.write(folder)
     print(f"[prm-eval] report: {folder / 'report.md'}")
     for r in results:
         if r["methods"]:
             print(f"[prm-eval] {r['name']}: " + ", ".join(f"{m} exact {_pct(v['exact'])}" for m, v in r["methods"].items()))
-    return folder
+    return manifest
+
+
+def run(config: EvalConfig, resolved_yaml: str = "") -> Path:
+    """Evaluate from code (tests, drivers): the same run folder rules as the command line."""
+    return run_parsed_tool(EVAL_STAGE, config, resolved_yaml, work, run=config.run).run_dir
 
 
 def main(argv: list[str] | None = None) -> None:
-    config, resolved = parse_tool_config(EvalConfig, argv, "prm.evaluate")
-    run(config, resolved)
+    run_tool(EVAL_STAGE, EvalConfig, work, argv, prog="python -m prm.evaluate")
 
 
 if __name__ == "__main__":

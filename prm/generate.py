@@ -14,7 +14,6 @@ format rejections instead of losing them.
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from pathlib import Path
 
@@ -22,7 +21,9 @@ from leanloop.artifacts import Manifest, describe_input
 from leanloop.paths import artifacts_root, resolve_shared
 from leanloop.prover.shards import ShardError, ShardFile, merge_shards, shard_from_env
 from leanloop.prover.statements import Statement, read_statements
-from prm.config import GenerateConfig, parse_tool_config
+from leanloop.jsonl import write_jsonl
+from leanloop.tool import parse_config
+from prm.config import GenerateConfig
 from prm.label import SAMPLES_FILE, SAMPLES_STAGE
 from prm.paired import PairedFormatError, parse_paired, render_paired_prompt
 
@@ -106,9 +107,7 @@ def run(config: GenerateConfig, resolved_yaml: str = "", progress: bool = True) 
         return folder
     final = folder / "final"
     final.mkdir(exist_ok=True)
-    tmp = final / f"{SAMPLES_FILE}.tmp{os.getpid()}"
-    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    os.replace(tmp, final / SAMPLES_FILE)
+    write_jsonl(final / SAMPLES_FILE, rows)
     parses = Counter("ok" if r["parse"].startswith("ok") else r["parse"] for r in rows)
     manifest = Manifest(stage=SAMPLES_STAGE, run=config.run, seed=config.sampling.seed,
                         counts={"statements": len(names), "completions": len(rows), "shards": spec.count,
@@ -123,7 +122,7 @@ def run(config: GenerateConfig, resolved_yaml: str = "", progress: bool = True) 
 
 
 def main(argv: list[str] | None = None) -> None:
-    config, resolved = parse_tool_config(GenerateConfig, argv, "prm.generate")
+    config, resolved = parse_config(GenerateConfig, argv, prog="python -m prm.generate")
     run(config, resolved)
 
 

@@ -14,12 +14,13 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from leanloop.artifacts import Manifest, describe_input
+from leanloop.artifacts import Manifest
 from leanloop.lean.backends import make_backend
 from leanloop.lean.verifier import Verifier
-from leanloop.paths import artifacts_root
-from prm.config import LabelConfig, parse_tool_config
-from prm.dataset import DATA_STAGE, ProofRecord, resolve_run, theorem_split, write_splits
+from leanloop.tool import run_parsed_tool, run_tool
+from prm.config import LabelConfig
+from leanloop.artifacts import resolve_run
+from prm.dataset import DATA_STAGE, ProofRecord, theorem_split, write_splits
 from prm.labelling import (
     IncrementalChecker, ModelJudge, ModelReviewer, PrefixChecker, RuleReviewer, as_dicts, label_paired_proof,
     training_prefix,
@@ -138,12 +139,10 @@ def write_report(folder: Path, config: LabelConfig, records: list[ProofRecord], 
     plt.close(fig)
 
 
-def run(config: LabelConfig, resolved_yaml: str = "", progress: bool = True) -> Path:
+def work(config: LabelConfig, folder: Path, progress: bool = True) -> Manifest:
+    """Label into ``folder`` (run_tool has written config.yaml); returns the manifest."""
     if config.recorded is None and config.generated is None:
         raise ValueError("nothing to label: set recorded (the embedded default) and/or generated")
-    folder = artifacts_root() / DATA_STAGE / config.run
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.yaml").write_text(resolved_yaml, encoding="utf-8")
     counts: Counter = Counter()
     records: list[ProofRecord] = []
     manifest = Manifest(stage=DATA_STAGE, run=config.run, seed=config.splits.seed)
@@ -157,21 +156,24 @@ def run(config: LabelConfig, resolved_yaml: str = "", progress: bool = True) -> 
         manifest.add_input("recorded", resolve_shared(config.recorded.path))
     if config.generated is not None:
         records += label_generated(config, counts, progress)
-        manifest.inputs["generated"] = describe_input(resolve_run(config.generated, SAMPLES_STAGE) / "manifest.json")
+        manifest.add_input("generated", resolve_run(config.generated, SAMPLES_STAGE))
     split_counts = write_splits(records, folder / "final")
     write_report(folder, config, records, counts)
     manifest.counts = {**summary(records), **dict(counts), **{f"split:{k}": v for k, v in split_counts.items()}}
     manifest.extra = {"reviewer": config.reviewer.kind, "judge": config.judge.kind, "profile": config.profile,
                       "label_kind": "tactic-level labels from recorded Lean output" if config.generated is None
                       else "step labels from Lean on generated paired proofs"}
-    manifest.write(folder)
     print(f"[prm-label] {summary(records)} -> {folder}")
-    return folder
+    return manifest
+
+
+def run(config: LabelConfig, resolved_yaml: str = "", progress: bool = True) -> Path:
+    """Label from code (tests, drivers): the same run folder rules as the command line."""
+    return run_parsed_tool(DATA_STAGE, config, resolved_yaml, lambda c, f: work(c, f, progress), run=config.run).run_dir
 
 
 def main(argv: list[str] | None = None) -> None:
-    config, resolved = parse_tool_config(LabelConfig, argv, "prm.label")
-    run(config, resolved)
+    run_tool(DATA_STAGE, LabelConfig, work, argv, prog="python -m prm.label")
 
 
 if __name__ == "__main__":

@@ -18,12 +18,12 @@ from leanloop.training.optim import OptimConfig
 from rl.audit import AuditConfig
 from rl.curriculum import CurriculumConfig, ReplayConfig
 from rl.drift import DriftConfig
-from rl.evaluate import EvaluationConfig
+from rl.passk_eval import EvaluationConfig
 from rl.filters import FilterConfig
 from leanloop.grpo.objective import GRPOConfig
 from rl.refresh import RefreshConfig
 from leanloop.grpo.rollout import GenerationConfig
-from sft.config import StatementsConfig
+from leanloop.prover.statements import StatementsConfig
 from leanloop.prover.prompt import PromptConfig
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]

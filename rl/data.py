@@ -10,7 +10,6 @@ error, not a warning.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -20,7 +19,8 @@ from torch.utils.data import DataLoader, IterableDataset
 from rl.config import CurriculumConfig, FilterConfig, LeanConfig, StatementsConfig
 from rl.curriculum import ALWAYS_SOLVED, DROPPED, Curriculum
 from rl.filters import StatementFilters, summarize
-from sft.sample import load_statement_set
+from leanloop.jsonl import write_jsonl
+from leanloop.prover.statements import load_statement_set
 from leanloop.prover.statements import Statement
 
 FILTERS_FILE = "filters.jsonl"
@@ -102,11 +102,7 @@ class RLData(L.LightningDataModule):
         trainer = getattr(self, "trainer", None)
         if trainer is None or not self.filter_records or not trainer.is_global_zero:
             return
-        path = Path(trainer.default_root_dir) / FILTERS_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "w", encoding="utf-8") as handle:
-            for record in self.filter_records:
-                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        write_jsonl(Path(trainer.default_root_dir) / FILTERS_FILE, self.filter_records)
 
     def drop(self, names: list[str], reason: str) -> None:
         for name in names:
@@ -129,9 +125,9 @@ class RLData(L.LightningDataModule):
                 continue
             out[f"{role}statements"] = resolve_shared(config.path)
             if config.corpus:
-                from sft.corpus import run_folder
+                from leanloop.artifacts import resolve_run
 
-                out[f"{role}corpus"] = run_folder(config.corpus)
+                out[f"{role}corpus"] = resolve_run(config.corpus, "data")
         return out
 
     def manifest_counts(self) -> dict[str, Any]:

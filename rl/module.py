@@ -19,17 +19,16 @@ prechecks (plus recorded Lean rejections from the replay backend).
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import lightning as L
 
+from leanloop.jsonl import append_jsonl
 from leanloop.lean.policy import AcceptancePolicy
 from leanloop.lean.verifier import Verifier
 from leanloop.training.inputs import model_identity
@@ -132,9 +131,9 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
 
     # -- set-up -----------------------------------------------------------------------------------
     def _resolve_prompt(self) -> PromptConfig:
-        from sft.sample import resolve_prompt
+        from leanloop.prover.prompt import trained_prompt
 
-        return resolve_prompt(SimpleNamespace(model=self.base, prompt=self.policy_config.prompt))
+        return trained_prompt(self.base, self.policy_config.prompt)
 
     def _backend(self):
         from leanloop.lean.backends import make_backend
@@ -150,7 +149,7 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         """Lean verifiers (reward, matched, audit), the evaluator, the scorer and the monitors."""
         if self.scorer is not None:
             return
-        from rl.evaluators import build_evaluator
+        from rl.reward_evaluator import build_evaluator
 
         self.evaluator, self.evaluator_info = build_evaluator(self.evaluator_config)
         backend = self._backend()
@@ -327,7 +326,7 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
             return
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with open(self.run_dir / name, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(row, default=str) + "\n")
+            append_jsonl(handle, row)
 
     # -- after fit: evaluation and report --------------------------------------------------------
     def on_fit_start(self) -> None:
@@ -345,7 +344,7 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
             report = self.drift_monitor.report(int(self.global_step))
             self._append(DRIFT_FILE, report.to_dict())
         if self.evaluation.enabled and datamodule.eval_statements:
-            from rl.evaluate import evaluate_policy
+            from rl.passk_eval import evaluate_policy
 
             self.results["evaluation"] = evaluate_policy(
                 self.model, self.rollout, self.render, datamodule.eval_statements, self.harness, self.verifier,

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from leanloop.artifacts import ManifestError, resolve_artifact
 from leanloop.training.models import ModelSpec, load_model
 from rl.config import AdapterConfig, PolicyConfig
 
@@ -30,10 +31,11 @@ def spec_exists(spec: ModelSpec) -> bool:
     if spec.preset is not None:
         return True
     run = spec.run_dir()
-    if spec.path.startswith("artifacts://"):
-        return run is not None and (run / "manifest.json").is_file() and (run / "final").is_dir()
-    if run is not None:
-        return True
+    if run is not None:  # a run exists once it finished (its manifest is what says so)
+        try:
+            return resolve_artifact(run).outputs.is_dir()
+        except (ManifestError, FileNotFoundError):
+            return False
     from leanloop.paths import resolve_shared
 
     local = resolve_shared(spec.path)

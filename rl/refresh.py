@@ -122,16 +122,7 @@ class EvaluatorRefresher:
         return accuracy, fpr
 
     def _loss(self, batch_items: list[Labelled]) -> torch.Tensor:
-        from classifiers.scoring import encoder_logits, onetoken_logits, onetoken_loss
-
-        ev = self.evaluator
-        encoded = [ev.inputs.encode(x.program) for x in batch_items]
-        batch = {k: v.to(ev.device) for k, v in ev.inputs.collate(encoded).items()}
-        labels = torch.tensor([int(x.label) for x in batch_items], device=ev.device)
-        if ev.spec.kind == "onetoken":
-            targets = torch.tensor([ev.inputs.target(bool(x.label)) for x in batch_items], device=ev.device)
-            return onetoken_loss(onetoken_logits(ev.model, batch), targets)
-        return torch.nn.functional.cross_entropy(encoder_logits(ev.model, batch).float(), labels)
+        return self.evaluator.training_loss([x.program for x in batch_items], [x.label for x in batch_items])
 
     def refresh(self, step: int, buffer: LabelBuffer) -> RefreshReport:
         c = self.config

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from leanloop.jsonl import read_jsonl
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
@@ -85,7 +86,7 @@ def write_report(module: Any, datamodule: Any) -> Path:
         plot = plot_steps(history, run / "rewards.png")
         if plot:
             lines += ["", f"![rewards]({plot.name})", ""]
-    drift = [json.loads(line) for line in open(run / "drift.jsonl")] if (run / "drift.jsonl").is_file() else []
+    drift = list(read_jsonl(run / "drift.jsonl")) if (run / "drift.jsonl").is_file() else []
     if drift:
         lines += ["## Drift monitor (evaluator vs Lean labels)", "", "| step | pairs | Lean valid | Lean invalid | accuracy | "
                   "FPR | FNR | Lean share | alarm |", "|---|---|---|---|---|---|---|---|---|"]

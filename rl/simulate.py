@@ -17,14 +17,14 @@ Step time = the rest of the step (generation + update, a parameter) + batch scor
 
 from __future__ import annotations
 
-import gzip
 import heapq
-import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+
+from leanloop.jsonl import read_jsonl
 
 
 @dataclass(frozen=True)
@@ -49,13 +49,12 @@ class PoolRun:
 def recorded_checks(path: Path) -> list[Check]:
     """Every RL-Lean compilation result: its recorded verify_time and verdict."""
     out = []
-    with gzip.open(path, "rt") as handle:
-        for row in map(json.loads, handle):
-            result = row["compilation_result"]
-            if result.get("system_errors") or result.get("verify_time") is None:
-                out.append(Check(math.inf, None))
-            else:
-                out.append(Check(float(result["verify_time"]), bool(row["verdict_pass"])))
+    for row in read_jsonl(path):
+        result = row["compilation_result"]
+        if result.get("system_errors") or result.get("verify_time") is None:
+            out.append(Check(math.inf, None))
+        else:
+            out.append(Check(float(result["verify_time"]), bool(row["verdict_pass"])))
     return out
 
 

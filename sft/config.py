@@ -14,24 +14,7 @@ from leanloop.lean.backends import BackendConfig
 from leanloop.training.models import ModelSpec
 from leanloop.prover.generation import SamplingConfig
 from leanloop.prover.prompt import PromptConfig
-
-
-@dataclass
-class StatementsConfig:
-    """Which statements to sample: a statement JSONL and optional filters."""
-
-    path: str = "shared://statements/minif2f_goedel_prover_v2_repaired.jsonl"
-    """A shipped set (``shared://statements/<file>``) or any JSONL of the same shape."""
-    splits: list[str] | None = None
-    """Keep rows of these splits of the statement set (its own ``split`` field)."""
-    names: list[str] | None = None
-    """Keep only these statement names."""
-    corpus: str | None = None
-    """A labelled corpus run (``artifacts/data/<run>``); with ``corpus_splits``, keep only the
-    statements the corpus puts in those splits (e.g. ``[test]`` for a theorem-disjoint evaluation)."""
-    corpus_splits: list[str] | None = None
-    limit: int | None = None
-    """The first N statements after filtering (smoke runs)."""
+from leanloop.prover.statements import StatementsConfig
 
 
 @dataclass
@@ -118,18 +101,3 @@ class FlywheelConfig:
     sample_args: list[str] = field(default_factory=list)
     """Extra dotted overrides passed to each round's sft / sample entry point."""
 
-
-def parse_config(cls: type, argv: list[str] | None, prog: str, description: str):
-    """``--config a.yaml --config b.yaml --x.y value`` -> an instance of dataclass ``cls`` (later
-    files and flags override earlier ones), plus the resolved YAML to store beside the outputs."""
-    from jsonargparse import ActionConfigFile, ArgumentParser
-
-    parser = ArgumentParser(prog=prog, description=description)
-    parser.add_argument("--config", action=ActionConfigFile, help="YAML config (repeatable, layered)")
-    parser.add_class_arguments(cls, as_group=False)
-    namespace = parser.parse_args(argv)
-    resolved = namespace.clone()
-    del resolved["config"]
-    instance = parser.instantiate(namespace)
-    del instance["config"]
-    return cls(**vars(instance)), parser.dump(resolved)

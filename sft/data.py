@@ -16,8 +16,6 @@ too long for ``max_length``.
 
 from __future__ import annotations
 
-import gzip
-import json
 import random
 from collections import Counter
 from dataclasses import dataclass
@@ -27,6 +25,7 @@ from typing import Any
 import lightning as L
 from torch.utils.data import DataLoader
 
+from leanloop.jsonl import numbered_jsonl
 from leanloop.paths import resolve_shared
 from leanloop.training.models import ModelSpec, load_tokenizer
 from leanloop.training.packing import (
@@ -36,7 +35,8 @@ from leanloop.training.packing import (
     needs_flattening,
     pack_examples,
 )
-from sft.corpus import read_corpus, run_folder
+from leanloop.artifacts import resolve_run
+from leanloop.corpus import read_corpus
 from sft.examples import SplitError, split_program, target_theorem
 from leanloop.prover.prompt import PromptConfig, render_prompt, render_target
 
@@ -63,21 +63,16 @@ def read_proof_source(source: ProofSource, counts: Counter) -> list[Proof]:
     path = resolve_shared(source.path)
     if not path.is_file():
         raise FileNotFoundError(f"proof source {source.path} not found at {path}")
-    opener = gzip.open if path.suffix == ".gz" else open
     proofs = []
-    with opener(path, "rt", encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            if source.valid_field is not None and row.get(source.valid_field) is not True:
-                counts["extra_not_valid"] += 1
-                continue
-            program, name = row.get(source.program_field), row.get(source.name_field)
-            if not isinstance(program, str) or not isinstance(name, str):
-                raise ValueError(f"{path}:{number}: needs text fields `{source.program_field}` and "
-                                 f"`{source.name_field}` (set program_field / name_field)")
-            proofs.append(Proof(name, program, source.path))
+    for number, row in numbered_jsonl(path):
+        if source.valid_field is not None and row.get(source.valid_field) is not True:
+            counts["extra_not_valid"] += 1
+            continue
+        program, name = row.get(source.program_field), row.get(source.name_field)
+        if not isinstance(program, str) or not isinstance(name, str):
+            raise ValueError(f"{path}:{number}: needs text fields `{source.program_field}` and "
+                             f"`{source.name_field}` (set program_field / name_field)")
+        proofs.append(Proof(name, program, source.path))
     return proofs
 
 
@@ -230,7 +225,7 @@ class ProverSFTData(L.LightningDataModule):
     def manifest_inputs(self) -> dict[str, Path]:
         inputs = {f"proofs:{s.path}": resolve_shared(s.path) for s in self.extra_proofs}
         if self.corpus is not None:
-            inputs["corpus"] = run_folder(self.corpus)
+            inputs["corpus"] = resolve_run(self.corpus, "data")
         return inputs
 
     def manifest_counts(self) -> dict[str, Any]:

@@ -26,36 +26,17 @@ from pathlib import Path
 
 from leanloop.lean.types import Category, Outcome, VerifyRequest
 from leanloop.artifacts import Manifest, read_manifest
-from leanloop.paths import artifacts_root
-from sft.config import EvaluateConfig, VerifierConfig, parse_config
-from sft.corpus import run_folder
-from leanloop.prover.passk import mean_pass_at_k
+from leanloop.tool import parse_config, run_parsed_tool
+from sft.config import EvaluateConfig, VerifierConfig
+from leanloop.artifacts import MANIFEST, locate_run, resolve_artifact, resolve_run
+from leanloop.jsonl import read_jsonl, write_jsonl
+from leanloop.prover.passk import FAILURE, NO_PROGRAM, SUCCESS, StatementResult, pass_at_k_report, per_statement, mean_pass_at_k
 
 STAGE = "sft_eval"
-NO_PROGRAM = "no_program"
-SUCCESS = {Category.VALID.value}
-FAILURE = {Category.INVALID.value, Category.PRECHECK_REJECTED.value, NO_PROGRAM}
-
-
-@dataclass
-class StatementResult:
-    name: str
-    attempts: int
-    verified: int
-    correct: int
-    categories: dict[str, int]
-
-    @property
-    def unverified(self) -> int:
-        return self.attempts - self.verified
-
-
 def read_samples(folder: Path) -> tuple[dict, list[dict]]:
     manifest = read_manifest(folder, stage="sample")
     path = folder / manifest.get("candidates", "final/candidates.jsonl")
-    with open(path, encoding="utf-8") as handle:
-        rows = [json.loads(line) for line in handle if line.strip()]
-    return manifest, rows
+    return manifest, list(read_jsonl(path))
 
 
 def make_verifier(config: VerifierConfig):
@@ -93,36 +74,6 @@ def verify_rows(rows: list[dict], verifier) -> list[dict]:
                           first_error=outcome.first_error)
         records.append(record)
     return records
-
-
-def per_statement(records: list[dict]) -> list[StatementResult]:
-    grouped: dict[str, Counter] = {}
-    for record in records:
-        grouped.setdefault(record["name"], Counter())[record["category"]] += 1
-    results = []
-    for name, categories in grouped.items():
-        correct = sum(categories[c] for c in SUCCESS)
-        verified = correct + sum(categories[c] for c in FAILURE)
-        results.append(StatementResult(name, sum(categories.values()), verified, correct,
-                                       dict(categories)))
-    return results
-
-
-def pass_at_k_report(results: list[StatementResult], ks: list[int]) -> dict[str, dict]:
-    """Per k: the estimate over statements with >= k verified attempts, how many were left out,
-    and the all-fail / all-pass bounds over every statement with >= k attempts."""
-    table = {}
-    for k in ks:
-        estimable = [(r.verified, r.correct) for r in results if r.verified >= k]
-        sized = [r for r in results if r.attempts >= k]
-        table[str(k)] = {
-            "pass_at_k": mean_pass_at_k(estimable, k),
-            "statements_estimated": len(estimable),
-            "statements_left_out": len(results) - len(estimable),
-            "lower_bound": mean_pass_at_k([(r.attempts, r.correct) for r in sized], k),
-            "upper_bound": mean_pass_at_k([(r.attempts, r.correct + r.unverified) for r in sized], k),
-        }
-    return table
 
 
 def _markdown(config: EvaluateConfig, sample_manifest: dict, records: list[dict],
@@ -209,7 +160,7 @@ def _plot(table: dict, path: Path) -> None:
 def check_theorem_disjoint(sft_run: str, names: set[str]) -> list[str]:
     """Refuse to evaluate a prover on theorems it was fine-tuned on; return caveats about what the
     SFT run's base model saw (a pretrain run without a holdout may have read the proofs)."""
-    manifest = read_manifest(run_folder(sft_run), stage="sft")
+    manifest = resolve_artifact(sft_run, "sft").manifest
     trained = set(manifest.get("counts", {}).get("train_theorems", []))
     overlap = sorted(names & trained)
     if overlap:
@@ -218,8 +169,9 @@ def check_theorem_disjoint(sft_run: str, names: set[str]) -> list[str]:
                          "(statements.corpus_splits: [test]) instead")
     caveats = []
     base = manifest.get("inputs", {}).get("base_model", {}).get("path")
-    if base and (Path(base) / "manifest.json").is_file():
-        pretrain = read_manifest(base)
+    base_run = locate_run(base) if base else None
+    if base_run is not None and (base_run / MANIFEST).is_file():
+        pretrain = read_manifest(base_run)
         if pretrain.get("stage") == "pretrain" and "holdout" not in pretrain.get("inputs", {}):
             caveats.append(f"the SFT run's base model ({base}) was pretrained without a holdout "
                            "corpus (data.corpus.holdout): its pretraining text may include proofs "
@@ -227,8 +179,18 @@ def check_theorem_disjoint(sft_run: str, names: set[str]) -> list[str]:
     return caveats
 
 
-def evaluate(config: EvaluateConfig) -> Path:
-    folder = run_folder(config.samples)
+def evaluate(config: EvaluateConfig, *, resolved: str | None = None, overwrite: bool = True) -> Path:
+    """Verify a sample run's attempts and write pass@k to ``artifacts/sft_eval/<run>/`` (leanloop.tool's
+    contract: the old manifest goes first, the new one is written last; with ``overwrite`` off a run
+    finished with this config is skipped and one with another config refused)."""
+    import yaml
+
+    resolved = resolved or yaml.safe_dump(asdict(config), sort_keys=False)
+    return run_parsed_tool(STAGE, config, resolved, _evaluate, run=config.run, overwrite=overwrite).run_dir
+
+
+def _evaluate(config: EvaluateConfig, out: Path) -> Manifest:
+    folder = resolve_run(config.samples, "sample")
     sample_manifest, rows = read_samples(folder)
     k_sampled = int(sample_manifest.get("sampling", {}).get("k", 0))
     too_big = [k for k in config.ks if k > k_sampled or k < 1]
@@ -240,37 +202,30 @@ def evaluate(config: EvaluateConfig) -> Path:
     results = per_statement(records)
     table = pass_at_k_report(results, sorted(set(config.ks)))
 
-    out = artifacts_root() / STAGE / config.run
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "outcomes.jsonl", "w", encoding="utf-8") as handle:
-        for record in records:
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    write_jsonl(out / "outcomes.jsonl", records)
     (out / "results.json").write_text(json.dumps(
         {"pass_at_k": table, "statements": [asdict(r) for r in results]}, indent=1))
     (out / "report.md").write_text(_markdown(config, sample_manifest, records, results, table,
                                              caveats))
     _plot(table, out / "passk.png")
-    import yaml
-
-    (out / "config.yaml").write_text(yaml.safe_dump(asdict(config), sort_keys=False))
     categories = Counter(r["category"] for r in records)
     manifest = Manifest(stage=STAGE, run=config.run)
     manifest.add_input("samples", folder)
     if config.sft is not None:
-        manifest.add_input("sft", run_folder(config.sft))
+        manifest.add_input("sft", resolve_run(config.sft, "sft"))
     manifest.counts = {"statements": len(results), "attempts": len(records),
                        "by_category": dict(categories),
                        "verified": sum(r.verified for r in results),
                        "unverified": sum(r.unverified for r in results)}
     manifest.metrics = {f"pass@{k}": row["pass_at_k"] for k, row in table.items()}
     manifest.extra = {"pass_at_k": table, "verifier": asdict(config.verifier), "caveats": caveats}
-    manifest.write(out)
-    return out
+    return manifest
 
 
 def main(argv: list[str] | None = None) -> int:
-    config, _ = parse_config(EvaluateConfig, argv, "sft.evaluate", __doc__.splitlines()[0])
-    out = evaluate(config)
+    config, resolved = parse_config(EvaluateConfig, argv, prog="sft.evaluate", description=__doc__.splitlines()[0],
+                                    overwrite=True)
+    out = evaluate(config, resolved=resolved, overwrite=config.overwrite)
     print((out / "report.md").read_text())
     return 0
 

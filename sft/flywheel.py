@@ -29,7 +29,8 @@ import yaml
 
 from leanloop.artifacts import Manifest
 from leanloop.paths import REPO_ROOT, artifacts_root
-from sft.config import FlywheelConfig, SampleConfig, parse_config
+from leanloop.tool import parse_config
+from sft.config import FlywheelConfig, SampleConfig
 from sft.sample import CANDIDATES
 
 STAGE = "flywheel"

@@ -26,13 +26,15 @@ from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
-from leanloop.artifacts import Manifest, content_hash, describe_input, read_manifest
+from leanloop.artifacts import MANIFEST, Manifest, content_hash, describe_input, read_manifest
 from leanloop.paths import artifacts_root, resolve_shared
 from leanloop.training.models import ModelSpec
-from sft.config import SampleConfig, StatementsConfig, parse_config
+from leanloop.jsonl import write_jsonl
+from leanloop.tool import CONFIG_FILE, comparable_config, parse_config
+from sft.config import SampleConfig
 from leanloop.prover.extract import extract_program
 from leanloop.prover.generation import Attempt, SamplingConfig
-from leanloop.prover.prompt import PromptConfig, render_prompt, stop_token
+from leanloop.prover.prompt import PromptConfig, render_prompt, stop_token, trained_prompt
 from leanloop.prover.shards import (
     ShardError,
     ShardFile,
@@ -41,7 +43,7 @@ from leanloop.prover.shards import (
     shard_from_env,
     sharded_by_environment,
 )
-from leanloop.prover.statements import Statement, read_statements
+from leanloop.prover.statements import Statement, load_statement_set  # noqa: F401 (load_statement_set: tests)
 
 STAGE = "sample"
 CANDIDATES = "candidates.jsonl"
@@ -49,29 +51,6 @@ CANDIDATES = "candidates.jsonl"
 
 def sample_dir(run: str) -> Path:
     return artifacts_root() / STAGE / run
-
-
-def load_statement_set(config: StatementsConfig) -> list[Statement]:
-    """The statements to sample, after the split / name / corpus filters, in file order."""
-    statements = read_statements(config.path)
-    names = set(config.names) if config.names else None
-    if config.corpus is not None:
-        from sft.corpus import corpus_splits
-
-        if not config.corpus_splits:
-            raise ValueError("statements.corpus needs statements.corpus_splits (e.g. [test])")
-        wanted = set(config.corpus_splits)
-        in_corpus = {n for n, split in corpus_splits(config.corpus).items() if split in wanted}
-        names = in_corpus if names is None else names & in_corpus
-    chosen = [s for s in statements.statements
-              if (names is None or s.name in names)
-              and (not config.splits or s.split in set(config.splits))]
-    if config.limit:
-        chosen = chosen[: config.limit]
-    if not chosen:
-        raise ValueError(f"no statement of {config.path} passes the filters (splits={config.splits}, "
-                         f"names={config.names}, corpus={config.corpus} {config.corpus_splits})")
-    return chosen
 
 
 def prover_identity(spec: ModelSpec) -> dict[str, str | None]:
@@ -84,21 +63,6 @@ def prover_identity(spec: ModelSpec) -> dict[str, str | None]:
     location = spec.weights_location()
     config = Path(location) / "config.json"
     return {"path": location, "hash": content_hash(config) if config.is_file() else None}
-
-
-def resolve_prompt(config: SampleConfig) -> PromptConfig:
-    """The prompt format to sample with: the one the sft run recorded, unless the config names one."""
-    run = config.model.run_dir()
-    trained = None
-    if run is not None:
-        recorded = read_manifest(run).get("model", {}).get("prompt")
-        trained = PromptConfig(**recorded) if recorded else None
-    if config.prompt is None:
-        return trained or PromptConfig()
-    if trained is not None and asdict(trained) != asdict(config.prompt):
-        raise ValueError(f"prompt {asdict(config.prompt)} differs from the one {run} was trained "
-                         f"with ({asdict(trained)}); leave `prompt` unset to use the trained one")
-    return config.prompt
 
 
 def prover_name(identity: dict[str, str | None]) -> str:
@@ -162,7 +126,7 @@ def _check_fingerprint(folder: Path, fingerprint: dict) -> None:
 
 def make_generator(config: SampleConfig):
     """The configured generator and the tokenizer prompts are rendered with."""
-    prompt = config.prompt or resolve_prompt(config)
+    prompt = config.prompt or trained_prompt(config.model, config.prompt)
     if config.generation.backend == "vllm":
         from leanloop.training.models import load_tokenizer
         from leanloop.prover.generation import VLLMGenerator
@@ -223,20 +187,16 @@ def merge(config: SampleConfig, statements: list[Statement], count: int, folder:
     rows = merge_shards(folder / "shards", count, [s.name for s in statements], config.sampling.k)
     final = folder / "final"
     final.mkdir(parents=True, exist_ok=True)
-    target = final / CANDIDATES
-    tmp = target.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows),
-                   encoding="utf-8")
-    os.replace(tmp, target)
+    target = write_jsonl(final / CANDIDATES, rows)
     failures = Counter(row["extraction_reason"] for row in rows if row["program"] is None)
     manifest = Manifest(stage=STAGE, run=config.run, seed=config.sampling.seed)
     manifest.add_input("statements", resolve_shared(config.statements.path))
     if config.model.run_dir() is not None:
         manifest.add_input("prover", config.model.run_dir())
     if config.statements.corpus is not None:
-        from sft.corpus import run_folder
+        from leanloop.artifacts import resolve_run
 
-        manifest.add_input("corpus", run_folder(config.statements.corpus))
+        manifest.add_input("corpus", resolve_run(config.statements.corpus, "data"))
     manifest.counts = {
         "statements": len(statements), "attempts": len(rows),
         "extracted": sum(row["program"] is not None for row in rows),
@@ -249,12 +209,22 @@ def merge(config: SampleConfig, statements: list[Statement], count: int, folder:
     manifest.extra = {"prover": prover, "sampling": config.sampling.record(),
                       "prompt": asdict(config.prompt), "generation": config.generation.backend,
                       "candidates": f"final/{CANDIDATES}"}
-    import yaml
-
-    (folder / "config.yaml").write_text(yaml.safe_dump(asdict(config), sort_keys=False,
-                                                       allow_unicode=True))
+    (folder / CONFIG_FILE).write_text(_config_text(config))
     manifest.write(folder)
     return target
+
+
+def _config_text(config: SampleConfig) -> str:
+    """The run's config as config.yaml holds it (what a rerun is compared with); the shard a process
+    ran does not change what the merged run holds."""
+    import yaml
+
+    return yaml.safe_dump({k: v for k, v in asdict(config).items() if k not in ("shard", "merge_only")},
+                          sort_keys=False, allow_unicode=True)
+
+
+def _read(path: Path) -> str | None:
+    return path.read_text() if path.is_file() else None
 
 
 def _run_processes(config: SampleConfig, count: int, folder: Path) -> None:
@@ -283,8 +253,15 @@ def run(config: SampleConfig, generator: tuple | None = None) -> Path | None:
     folder = sample_dir(config.run)
     statements = load_statement_set(config.statements)
     prover = prover_identity(config.model)
-    config.prompt = resolve_prompt(config)
+    config.prompt = trained_prompt(config.model, config.prompt)
     _check_fingerprint(folder, _fingerprint(config, prover, [s.name for s in statements]))
+    # leanloop.tool's rule: a run finished with this config is skipped; otherwise its old manifest
+    # goes before any output is rewritten (the fingerprint above refuses another sampling setup)
+    if (folder / MANIFEST).is_file() and (folder / "final" / CANDIDATES).is_file() and \
+            comparable_config(_read(folder / CONFIG_FILE)) == comparable_config(_config_text(config)):
+        print(f"[sample] {folder} already finished with this config; skipping", file=sys.stderr)
+        return folder / "final" / CANDIDATES
+    (folder / MANIFEST).unlink(missing_ok=True)
     if (config.shard.processes > 1 and config.shard.index is None
             and not sharded_by_environment() and not config.merge_only):
         count = config.shard.count or config.shard.processes

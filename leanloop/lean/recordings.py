@@ -25,8 +25,6 @@ all of them so callers can count or compare.
 
 from __future__ import annotations
 
-import gzip
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -38,6 +36,7 @@ from leanloop.lean.replies import (
     response_from_rl_lean,
 )
 from leanloop.lean.types import LeanResponse
+from leanloop.jsonl import numbered_jsonl
 from leanloop.paths import resolve_shared
 
 # Config-friendly names for the shipped recordings, in the default order of preference.
@@ -90,14 +89,7 @@ def resolve_source(source: str) -> Path:
 
 
 def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if line.strip():
-                try:
-                    yield number, json.loads(line)
-                except json.JSONDecodeError as error:
-                    raise ValueError(f"{path}:{number}: not JSON ({error}); recording files are JSONL") from error
+    return numbered_jsonl(path)  # a line that is not JSON raises JsonlError (a ValueError) naming file:line
 
 
 def _rl_lean(rows: Iterable[tuple[int, dict]], source: str) -> Iterator[Recording]:

@@ -41,7 +41,8 @@ def _read(path: str, what: str) -> str:
 
 def _feedback(args: argparse.Namespace) -> int:
     from leanloop.metrics.feedback import feedback_scores
-    from leanloop.traces.parse import source_preservation, strip_feedback, trace_verdict
+    from leanloop.traces.parse import strip_feedback, trace_verdict
+    from leanloop.traces.source import source_preservation
 
     reference, prediction = _read(args.reference, "reference"), _read(args.prediction, "prediction")
     if not reference.strip():

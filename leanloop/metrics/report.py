@@ -23,6 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from leanloop.jsonl import numbered_jsonl
 from leanloop.metrics.bootstrap import N_RESAMPLES, SEED, grouped_bootstrap, paired_bootstrap
 from leanloop.metrics.budget import budget_curve, build_pools
 from leanloop.metrics.feedback import FEEDBACK_METRICS, feedback_metrics
@@ -54,23 +55,16 @@ class Predictions:
 def read_predictions(path: str | Path) -> tuple[list[dict[str, Any]], int]:
     """Rows with a label, and how many rows had none."""
     rows, unlabelled = [], 0
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: not JSON ({exc})") from exc
-            if not isinstance(row, dict):
-                raise ValueError(f"{path}:{number}: expected a JSON object per line")
-            missing = [key for key in ("score", "group") if key not in row] + ([] if "label" in row else ["label"])
-            if missing:
-                raise ValueError(f"{path}:{number}: missing {', '.join(missing)} (rows need label, score, group)")
-            if row["label"] is None:
-                unlabelled += 1
-                continue
-            rows.append(row)
+    for number, row in numbered_jsonl(path):
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{number}: expected a JSON object per line")
+        missing = [key for key in ("score", "group") if key not in row] + ([] if "label" in row else ["label"])
+        if missing:
+            raise ValueError(f"{path}:{number}: missing {', '.join(missing)} (rows need label, score, group)")
+        if row["label"] is None:
+            unlabelled += 1
+            continue
+        rows.append(row)
     if not rows:
         raise ValueError(f"{path}: no rows with a label")
     return rows, unlabelled

@@ -58,3 +58,23 @@ def render_target(program: str, statement_prompt: str, config: PromptConfig) -> 
 def stop_token(config: PromptConfig, tokenizer: Any) -> str:
     """The token that ends an answer: EOS for raw text, the end-of-turn token for chat."""
     return tokenizer.eos_token if config.style == "raw" else config.end_of_turn
+
+
+def trained_prompt(spec: Any, configured: PromptConfig | None) -> PromptConfig:
+    """The prompt format to use with a prover (``spec``: a leanloop.training.models.ModelSpec): the one
+    its sft run recorded in its manifest, unless ``configured`` names one (which must then agree)."""
+    from dataclasses import asdict
+
+    from leanloop.artifacts import read_manifest
+
+    run = spec.run_dir()
+    trained = None
+    if run is not None:
+        recorded = read_manifest(run).get("model", {}).get("prompt")
+        trained = PromptConfig(**recorded) if recorded else None
+    if configured is None:
+        return trained or PromptConfig()
+    if trained is not None and asdict(trained) != asdict(configured):
+        raise ValueError(f"prompt {asdict(configured)} differs from the one {run} was trained "
+                         f"with ({asdict(trained)}); leave `prompt` unset to use the trained one")
+    return configured

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from leanloop.jsonl import dumps_line, write_jsonl
+
 
 class ShardError(RuntimeError):
     """Shards are missing, incomplete or inconsistent with the statement set."""
@@ -103,17 +105,14 @@ class ShardFile:
                 self._rewrite([row for group in self.done.values() for row in group])
 
     def _rewrite(self, rows: list[dict]) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows),
-                       encoding="utf-8")
-        os.replace(tmp, self.path)
+        write_jsonl(self.path, rows)
 
     def append(self, name: str, rows: list[dict]) -> None:
         if len(rows) != self.k:
             raise ShardError(f"statement '{name}' has {len(rows)} attempts, expected k={self.k}")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+            handle.write("".join(dumps_line(row) for row in rows))
             handle.flush()
             os.fsync(handle.fileno())
         self.done[name] = rows

@@ -10,13 +10,12 @@ prover continues.
 
 from __future__ import annotations
 
-import gzip
-import json
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from leanloop.jsonl import JsonlError, numbered_jsonl
 from leanloop.paths import resolve_shared
 
 # Header lines: what a benchmark fixes before any declaration (imports, options, namespaces).
@@ -112,22 +111,14 @@ def statement_from_row(row: dict, source: str = "") -> Statement:
                      informal=_informal(row), source=source)
 
 
-def _open(path: Path):
-    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
-
-
 def _rows(path: Path) -> Iterator[tuple[int, dict]]:
-    with _open(path) as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise StatementError(f"{path}:{number}: not JSON ({error})") from error
+    try:
+        for number, row in numbered_jsonl(path):
             if not isinstance(row, dict):
                 raise StatementError(f"{path}:{number}: expected a JSON object per line")
             yield number, row
+    except JsonlError as error:
+        raise StatementError(str(error)) from error
 
 
 @dataclass
@@ -174,3 +165,44 @@ def read_statements(path: str | Path) -> StatementSet:
         raise StatementError(f"{path}: no readable statements ({len(skipped)} rows skipped: "
                              f"{skipped[:1]})")
     return StatementSet(statements, skipped)
+
+
+@dataclass
+class StatementsConfig:
+    """Which statements to sample: a statement JSONL and optional filters."""
+
+    path: str = "shared://statements/minif2f_goedel_prover_v2_repaired.jsonl"
+    """A shipped set (``shared://statements/<file>``) or any JSONL of the same shape."""
+    splits: list[str] | None = None
+    """Keep rows of these splits of the statement set (its own ``split`` field)."""
+    names: list[str] | None = None
+    """Keep only these statement names."""
+    corpus: str | None = None
+    """A labelled corpus run (``artifacts/data/<run>``); with ``corpus_splits``, keep only the
+    statements the corpus puts in those splits (e.g. ``[test]`` for a theorem-disjoint evaluation)."""
+    corpus_splits: list[str] | None = None
+    limit: int | None = None
+    """The first N statements after filtering (smoke runs)."""
+
+
+def load_statement_set(config: StatementsConfig) -> list[Statement]:
+    """The statements to sample, after the split / name / corpus filters, in file order."""
+    statements = read_statements(config.path)
+    names = set(config.names) if config.names else None
+    if config.corpus is not None:
+        from leanloop.corpus import corpus_splits
+
+        if not config.corpus_splits:
+            raise ValueError("statements.corpus needs statements.corpus_splits (e.g. [test])")
+        wanted = set(config.corpus_splits)
+        in_corpus = {n for n, split in corpus_splits(config.corpus).items() if split in wanted}
+        names = in_corpus if names is None else names & in_corpus
+    chosen = [s for s in statements.statements
+              if (names is None or s.name in names)
+              and (not config.splits or s.split in set(config.splits))]
+    if config.limit:
+        chosen = chosen[: config.limit]
+    if not chosen:
+        raise ValueError(f"no statement of {config.path} passes the filters (splits={config.splits}, "
+                         f"names={config.names}, corpus={config.corpus} {config.corpus_splits})")
+    return chosen

@@ -229,33 +229,3 @@ def trace_verdict(trace: str, truncated: bool = False) -> Verdict:
     if ends_in_proof_state(trace):
         return Verdict(False, "ends_in_proof_state")
     return Verdict(True, "no_error")
-
-
-def _comparable_lines(text: str) -> list[str]:
-    lines = [line.rstrip() for line in text.split("\n")]
-    while lines and not lines[-1]:
-        lines.pop()
-    return lines
-
-
-def source_preservation(trace: str, program: str) -> str:
-    """How the trace's source (feedback removed) relates to the input program:
-
-    - ``full``: the same program;
-    - ``prefix``: a proper prefix of it, ending where the trace predicts an error (the annotator
-      stops after the first error-bearing block);
-    - ``changed``: anything else.
-
-    Both sides go through the annotator's normalization (old blocks removed, inline ``:= by tac``
-    split) and are compared line by line, ignoring trailing whitespace.
-    """
-    # Imported here: source.py builds on this module's block syntax.
-    from leanloop.traces.source import normalize_program
-
-    predicted = _comparable_lines(normalize_program(strip_feedback(strip_eos(trace))).text)
-    reference = _comparable_lines(normalize_program(program).text)
-    if predicted == reference:
-        return "full"
-    if ERROR_RE.search(trace) and len(predicted) < len(reference) and reference[: len(predicted)] == predicted:
-        return "prefix"
-    return "changed"

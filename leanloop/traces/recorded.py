@@ -20,12 +20,12 @@ text for a proof-state command (whose replies put messages at line 0).
 from __future__ import annotations
 
 import ast
-import gzip
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from leanloop.jsonl import read_jsonl
 from leanloop.lean.replies import results_program
 
 REPL_FOLDERS = {
@@ -114,38 +114,32 @@ def iter_repl_folder(folder: Path, lean_version: str) -> Iterator[RecordedReply]
 
 def iter_repl_bundles(all_versions: Path) -> Iterator[RecordedReply]:
     derived: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    with open(all_versions / "repl_io_pairs.derived.jsonl", encoding="utf-8") as handle:
-        for line in handle:
-            row = json.loads(line)
-            derived.setdefault((row["test"], row["commit"]), []).append(row)
-    with open(all_versions / "repl_test_bundles.jsonl", encoding="utf-8") as handle:
-        for line in handle:
-            bundle = json.loads(line)
-            version = bundle["lean_toolchain"].split(":")[-1]
-            key = (bundle["test"], bundle["commit"])
-            pairs: list[tuple[Any, Any, str | None]]
-            try:
-                requests = split_json_values(bundle["input_commands"])
-                replies = split_json_values(bundle["expected_out"])
-                if len(requests) != len(replies):
-                    raise ValueError("commands and replies do not pair up")
-                pairs = [(q, a, bundle.get("lean_file")) for q, a in zip(requests, replies)]
-            except ValueError:
-                pairs = [(row["request"], row["response"], row.get("file_text")) for row in derived.get(key, [])]
-            for index, (request, reply, file_text) in enumerate(pairs):
-                files = {request["path"]: file_text} if isinstance(request, dict) and file_text and "path" in request else {}
-                program = command_program(request, files, reply)
-                if program is not None and carries_feedback(reply):
-                    yield RecordedReply("all_versions", version, f"{bundle['test']}@{bundle['commit'][:8]}",
-                                        index, program, reply)
+    for row in read_jsonl(all_versions / "repl_io_pairs.derived.jsonl"):
+        derived.setdefault((row["test"], row["commit"]), []).append(row)
+    for bundle in read_jsonl(all_versions / "repl_test_bundles.jsonl"):
+        version = bundle["lean_toolchain"].split(":")[-1]
+        key = (bundle["test"], bundle["commit"])
+        pairs: list[tuple[Any, Any, str | None]]
+        try:
+            requests = split_json_values(bundle["input_commands"])
+            replies = split_json_values(bundle["expected_out"])
+            if len(requests) != len(replies):
+                raise ValueError("commands and replies do not pair up")
+            pairs = [(q, a, bundle.get("lean_file")) for q, a in zip(requests, replies)]
+        except ValueError:
+            pairs = [(row["request"], row["response"], row.get("file_text")) for row in derived.get(key, [])]
+        for index, (request, reply, file_text) in enumerate(pairs):
+            files = {request["path"]: file_text} if isinstance(request, dict) and file_text and "path" in request else {}
+            program = command_program(request, files, reply)
+            if program is not None and carries_feedback(reply):
+                yield RecordedReply("all_versions", version, f"{bundle['test']}@{bundle['commit'][:8]}",
+                                    index, program, reply)
 
 
 def iter_kimina_pairs(path: Path) -> Iterator[RecordedReply]:
-    with open(path, encoding="utf-8") as handle:
-        for index, line in enumerate(handle):
-            row = json.loads(line)
-            if carries_feedback(row["server_response"]):
-                yield RecordedReply("kimina_match", "v4.15.0", row["id"], index, row["code"], row["server_response"])
+    for index, row in enumerate(read_jsonl(path)):
+        if carries_feedback(row["server_response"]):
+            yield RecordedReply("kimina_match", "v4.15.0", row["id"], index, row["code"], row["server_response"])
 
 
 def iter_kimina_demo(folder: Path) -> Iterator[RecordedReply]:
@@ -163,12 +157,10 @@ def iter_kimina_demo(folder: Path) -> Iterator[RecordedReply]:
 
 def iter_rl_lean(path: Path) -> Iterator[RecordedReply]:
     """Every RL-Lean row (also the system errors: they test that nothing is annotated for them)."""
-    with gzip.open(path, "rt", encoding="utf-8") as handle:
-        for index, line in enumerate(handle):
-            row = json.loads(line)
-            yield RecordedReply("rl_lean", str(row.get("lean_version", "v4.9.0-rc1")), row["custom_id"], index,
-                                row["code"], row["compilation_result"],
-                                {"name": row["name"], "verdict_pass": row["verdict_pass"], "source": row["source"]})
+    for index, row in enumerate(read_jsonl(path)):
+        yield RecordedReply("rl_lean", str(row.get("lean_version", "v4.9.0-rc1")), row["custom_id"], index,
+                            row["code"], row["compilation_result"],
+                            {"name": row["name"], "verdict_pass": row["verdict_pass"], "source": row["source"]})
 
 
 def iter_recorded(shared: Path, sources: tuple[str, ...] = ("repl", "all_versions", "kimina_match", "kimina_demo",

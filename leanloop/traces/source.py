@@ -13,7 +13,7 @@ import itertools
 import re
 from dataclasses import dataclass
 
-from leanloop.traces.parse import feedback_spans
+from leanloop.traces.parse import ERROR_RE, feedback_spans, strip_eos, strip_feedback
 
 _DECLARATION = re.compile(
     r"^[ \t]*(?:@\[[^\]\n]*\][ \t]*)*"
@@ -201,3 +201,30 @@ def normalize_program(program: str) -> NormalizedProgram:
     stripped = _EditMap(program, _block_removals(program))
     split = _EditMap(stripped.text, _inline_proof_splits(stripped.text))
     return NormalizedProgram(program, split.text, (stripped, split))
+
+
+def _comparable_lines(text: str) -> list[str]:
+    lines = [line.rstrip() for line in text.split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def source_preservation(trace: str, program: str) -> str:
+    """How the trace's source (feedback removed) relates to the input program:
+
+    - ``full``: the same program;
+    - ``prefix``: a proper prefix of it, ending where the trace predicts an error (the annotator
+      stops after the first error-bearing block);
+    - ``changed``: anything else.
+
+    Both sides go through the annotator's normalization (old blocks removed, inline ``:= by tac``
+    split) and are compared line by line, ignoring trailing whitespace.
+    """
+    predicted = _comparable_lines(normalize_program(strip_feedback(strip_eos(trace))).text)
+    reference = _comparable_lines(normalize_program(program).text)
+    if predicted == reference:
+        return "full"
+    if ERROR_RE.search(trace) and len(predicted) < len(reference) and reference[: len(predicted)] == predicted:
+        return "prefix"
+    return "changed"

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import sys
 import warnings
 from collections.abc import Iterable
@@ -51,11 +50,10 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint  # noqa: E402
 from lightning.pytorch.cli import LightningCLI  # noqa: E402
 from lightning.pytorch.utilities.model_helpers import is_overridden  # noqa: E402
 
-from leanloop.artifacts import MANIFEST, Manifest, default_run_name  # noqa: E402
+from leanloop.artifacts import FINAL, MANIFEST, Manifest, default_run_name  # noqa: E402
+from leanloop.tool import CONFIG_FILE, finished_with_same_config, start_run  # noqa: E402
 from leanloop.paths import artifacts_root  # noqa: E402
 
-CONFIG_FILE = "config.yaml"
-FINAL = "final"
 
 
 def _restore_int_first_batch_limits() -> None:
@@ -160,24 +158,11 @@ class StageCLI(LightningCLI):
         if config.dry_run:
             self.skipped = True
             return
-        finished = (self.run_dir / MANIFEST).is_file()
-        # a debug (fast_dev_run) result may be replaced freely; a real run only deliberately
-        if finished and not config.overwrite and not _was_fast_dev_run(self.run_dir):
-            previous = (self.run_dir / CONFIG_FILE).read_text() if (self.run_dir / CONFIG_FILE).is_file() else None
-            if _comparable(previous) == _comparable(resolved):
-                print(f"[{self.stage}] {self.run_dir} already finished with this config; skipping "
-                      "(pass --overwrite true to retrain)", file=sys.stderr)
-                self.skipped = True
-                return
-            raise SystemExit(
-                f"[{self.stage}] {self.run_dir} already holds a finished run with a different config. "
-                "Choose another --run NAME, or pass --overwrite true to replace it."
-            )
+        if finished_with_same_config(self.run_dir, resolved, config.overwrite, self.stage):
+            self.skipped = True
+            return
         if _is_global_zero():
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            (self.run_dir / MANIFEST).unlink(missing_ok=True)  # an unfinished run has no manifest
-            shutil.rmtree(self.run_dir / FINAL, ignore_errors=True)
-            (self.run_dir / CONFIG_FILE).write_text(resolved)
+            start_run(self.run_dir, resolved)
 
     def instantiate_classes(self) -> None:
         if not self.skipped:
@@ -203,15 +188,6 @@ class StageCLI(LightningCLI):
         return self._instantiate_trainer(trainer_config, callbacks)
 
 
-def _was_fast_dev_run(run_dir: Path) -> bool:
-    import json
-
-    try:
-        return bool(json.loads((run_dir / MANIFEST).read_text()).get("fast_dev_run"))
-    except (OSError, ValueError):
-        return False
-
-
 def _is_global_zero() -> bool:
     return int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0") or 0)) == 0 and \
         int(os.environ.get("LOCAL_RANK", "0") or 0) == 0
@@ -222,18 +198,6 @@ def _run_name(config_files: Any) -> str:
         return default_run_name(config_files)
     except ValueError as error:
         raise SystemExit(str(error)) from None
-
-
-def _comparable(text: str | None) -> str | None:
-    """A config dump without the keys that do not change what is trained."""
-    if text is None:
-        return None
-    import yaml
-
-    data = yaml.safe_load(text) or {}
-    for key in ("overwrite", "config", "ckpt_path", "dry_run"):
-        data.pop(key, None)
-    return yaml.safe_dump(data, sort_keys=True)
 
 
 def _loggers(stage: str, run: str, run_dir: Path, log: Any) -> list:

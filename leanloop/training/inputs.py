@@ -88,8 +88,6 @@ def check_model_run(
             f"this stage expects {expect_vocab_size}"
         )
     if expect_base is not None:
-        from leanloop.training.models import checkpoint_name
-
         base = recorded.get("base")
         if checkpoint_name(str(base)).lower() != checkpoint_name(expect_base).lower():
             raise InputMismatchError(
@@ -98,6 +96,14 @@ def check_model_run(
                 f"'{expect_base}', or change `expect_base`."
             )
     return manifest
+
+
+def checkpoint_name(path_or_id: str) -> str:
+    """A checkpoint's name independent of where it lies: ``/models/Qwen3-8B-Base`` and the hub id
+    ``Qwen/Qwen3-8B-Base`` are the same base model."""
+    if path_or_id == "minilm":
+        return "all-MiniLM-L6-v2"
+    return Path(str(path_or_id).rstrip("/")).name
 
 
 def check_tokenizer_fits(tokenizer: Any, model: Any, where: Any = None) -> None:

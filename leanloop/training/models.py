@@ -23,9 +23,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from leanloop.paths import artifacts_root, resolve_shared
-
-ARTIFACTS_SCHEME = "artifacts://"
+from leanloop.artifacts import FINAL, locate_run
+from leanloop.training.inputs import check_model_run, check_tokenizer_fits, checkpoint_name
+from leanloop.paths import resolve_shared
 
 # Real checkpoints named by the paper configs (hub ids; on a cluster point `path` at a local copy).
 CHECKPOINTS = {
@@ -59,9 +59,9 @@ def _qwen3_tiny(**overrides: Any):
 
 
 def _qwen3_moe_tiny(**overrides: Any):
-    # The project's one tiny Qwen3-MoE is the autoformalizer's (autoformalizer.moe.MoEArchConfig: real
+    # The project's one tiny Qwen3-MoE is the autoformalizer's (leanloop.training.moe.MoEArchConfig: real
     # Qwen vocabulary, 2 layers, 8 experts top-2); this preset is its stock (fused) transformers form.
-    from autoformalizer.moe import MoEArchConfig
+    from leanloop.training.moe import MoEArchConfig
 
     return MoEArchConfig().to_config(unfused=False, **overrides)
 
@@ -125,14 +125,7 @@ class ModelSpec:
         """The previous stage's run folder when ``path`` names one, else None."""
         if self.path is None:
             return None
-        if self.path.startswith(ARTIFACTS_SCHEME):
-            return artifacts_root() / self.path[len(ARTIFACTS_SCHEME):]
-        local = resolve_shared(self.path)
-        if (local / "manifest.json").is_file() and (local / "final").is_dir():
-            return local
-        if local.name == "final" and (local.parent / "manifest.json").is_file():
-            return local.parent
-        return None
+        return locate_run(self.path)
 
     def weights_location(self) -> str:
         """What ``from_pretrained`` is given: a folder or a hub id."""
@@ -140,7 +133,7 @@ class ModelSpec:
             raise ValueError("a preset has no weights to load")
         run = self.run_dir()
         if run is not None:
-            return str(run / "final")
+            return str(run / FINAL)
         if self.path == "minilm":
             return str(minilm_path())
         local = resolve_shared(self.path)
@@ -167,14 +160,6 @@ class ModelSpec:
 
             return read_manifest(run).get("model", {}).get("base", str(run))
         return checkpoint_name(self.path)
-
-
-def checkpoint_name(path_or_id: str) -> str:
-    """A checkpoint's name independent of where it lies: ``/models/Qwen3-8B-Base`` and the hub id
-    ``Qwen/Qwen3-8B-Base`` are the same base model."""
-    if path_or_id == "minilm":
-        return "all-MiniLM-L6-v2"
-    return Path(str(path_or_id).rstrip("/")).name
 
 
 def load_tokenizer(spec_or_name: ModelSpec | str):
@@ -219,8 +204,6 @@ def load_model(spec: ModelSpec, auto_class: Any = None, tokenizer: Any = None, *
     """
     import torch
     from transformers import AutoModelForCausalLM
-
-    from leanloop.training.inputs import check_model_run, check_tokenizer_fits
 
     auto_class = auto_class or AutoModelForCausalLM
     dtype = getattr(torch, spec.dtype)

@@ -38,7 +38,7 @@ def recorded_checker(replay_backend):
 def saved_fused_checkpoint(tmp_path_factory):
     """The tiny stock (fused) model saved by transformers: it writes the published per-expert
     layout (``mlp.experts.<e>.gate_proj.weight``), the same as Qwen3-Coder-30B-A3B's shards."""
-    from autoformalizer.moe import tiny_qwen3_moe
+    from leanloop.training.moe import tiny_qwen3_moe
 
     folder = tmp_path_factory.mktemp("tiny_fused")
     tiny_qwen3_moe(seed=3, unfused=False).save_pretrained(folder)

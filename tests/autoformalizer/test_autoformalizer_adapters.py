@@ -9,7 +9,7 @@ import torch
 
 from autoformalizer.adapters import AdapterConfig, apply_adapters, trainable_report
 from autoformalizer.config import load_config
-from autoformalizer.moe import tiny_qwen3_moe
+from leanloop.training.moe import tiny_qwen3_moe
 from autoformalizer.quantize import QuantConfig, quantize_nf4_
 from leanloop.paths import REPO_ROOT
 from leanloop.tokenizer import QWEN3_VOCAB_SIZE

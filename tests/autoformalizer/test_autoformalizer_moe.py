@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from autoformalizer.moe import (
+from leanloop.training.moe import (
     UNFUSED_MODEL_TYPE,
     MoEArchConfig,
     UnfusedQwen3MoeExperts,

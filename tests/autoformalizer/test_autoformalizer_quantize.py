@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from autoformalizer.moe import tiny_qwen3_moe
+from leanloop.training.moe import tiny_qwen3_moe
 from autoformalizer.quantize import (
     QuantConfig,
     estimate_bytes,

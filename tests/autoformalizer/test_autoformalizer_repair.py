@@ -97,7 +97,7 @@ def test_repair_stops_without_a_verdict_and_caps_feedback(recorded_checker, reco
 def test_repair_with_a_real_tiny_model_runs_every_turn(recorded_checker):
     import torch
 
-    from autoformalizer.moe import tiny_qwen3_moe
+    from leanloop.training.moe import tiny_qwen3_moe
     from autoformalizer.policy import make_generate
     from leanloop.tokenizer import qwen3_tokenizer
 

@@ -9,7 +9,7 @@ import pytest
 from classifiers.baselines import TfidfBaseline, TfidfConfig, majority_scores
 from classifiers.config import EvaluationConfig
 from classifiers.corpus import JsonlCorpus, load_jsonl_corpus
-from classifiers.evaluation import MAJORITY, TFIDF, baseline_rows
+from classifiers.run_report import MAJORITY, TFIDF, baseline_rows
 from leanloop.metrics import auroc, select_threshold
 
 RL_LEAN = "shared://candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz"

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from classifiers.evaluation import MAJORITY, TFIDF, read_predictions
+from classifiers.run_report import MAJORITY, TFIDF, read_predictions
 from classifiers.evaluator import ClassifierEvaluator, ClassifierSpec
 
 
@@ -55,7 +55,7 @@ def test_run_report_has_both_baselines_on_the_same_rows(trained_runs):
 
 
 def test_combined_report_over_both_runs(trained_runs):
-    from classifiers.report import ReportConfig, main
+    from classifiers.combined_report import ReportConfig, main
 
     root = trained_runs["root"]
     runs = [str(trained_runs[kind].run_dir) for kind in ("encoder", "onetoken")]

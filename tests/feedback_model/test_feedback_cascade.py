@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from classifiers.evaluator import ClassifierEvaluator, ClassifierSpec
@@ -108,7 +110,7 @@ def test_rl_builds_the_cascade_from_saved_runs_through_the_factory(saved_gate, s
     from feedback_model.factory import evaluator as factory
     from leanloop.evaluator import Evaluator, deadline_in
     from rl.config import EvaluatorConfig
-    from rl.evaluators import build_evaluator
+    from rl.reward_evaluator import build_evaluator
 
     labelled = sorted((r for r in corpus_rows if r["label"] is not None), key=lambda r: len(r["program"]))
     programs = [labelled[0]["program"], labelled[-1]["program"]]
@@ -145,15 +147,16 @@ def test_rl_manifest_names_the_feedback_run_and_the_gate_run(saved_gate, saved_f
     from types import SimpleNamespace
 
     from rl.config import EvaluatorConfig
-    from rl.evaluators import build_evaluator
+    from rl.reward_evaluator import build_evaluator
     from rl.module import GRPOModule
 
     runs = {}
-    for role, final in (("feedback", saved_feedback_model), ("gate", saved_gate)):
+    for role, final, stage in (("feedback", saved_feedback_model, "feedback_model"),
+                               ("gate", saved_gate, "classifiers")):
         run = tmp_path / role
         run.mkdir()
         (run / "final").symlink_to(final, target_is_directory=True)
-        (run / "manifest.json").write_text("{}")
+        (run / "manifest.json").write_text(json.dumps({"stage": stage}))
         runs[role] = run
     options = {"mode": "cascade", "cascade": {"gate": str(runs["gate"] / "final")}}
     _, info = build_evaluator(EvaluatorConfig(kind="factory", factory="feedback_model.factory:evaluator",

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from leanloop.traces.annotate import annotate_reply
-from leanloop.traces.parse import (BLOCK_RE, extract_blocks, parse_payload, source_preservation, strip_eos,
+from leanloop.traces.source import source_preservation
+from leanloop.traces.parse import (BLOCK_RE, extract_blocks, parse_payload, strip_eos,
                                    strip_feedback, trace_verdict, validity_tag)
 
 

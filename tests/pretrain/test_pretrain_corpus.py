@@ -57,9 +57,9 @@ def test_holdout_leaves_out_evaluated_theorems(shared_data, artifacts):
     names = [r["name"] for r in _rows(shared_data, PROOFS)]
     held = set(names[:10])
     corpus_dir = artifacts / "data" / "toy"
-    corpus_dir.mkdir(parents=True)
+    (corpus_dir / "final").mkdir(parents=True)
     pq.write_table(pa.table({"name": names[:20], "split": ["test"] * 10 + ["train"] * 10}),
-                   corpus_dir / "part-0.parquet")
+                   corpus_dir / "final" / "part-0.parquet")
     Manifest(stage="data", run="toy").write(corpus_dir)
     documents, counts = collect_documents(CorpusConfig(jsonl=[JsonlSource(PROOFS, ["correct_proof"])],
                                                        holdout="artifacts://data/toy"))

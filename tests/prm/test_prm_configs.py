@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from leanloop.paths import REPO_ROOT
-from prm.config import EvalConfig, GenerateConfig, LabelConfig, parse_tool_config
+from leanloop.tool import parse_config
+from prm.config import EvalConfig, GenerateConfig, LabelConfig
 
 TOOLS = {"label": LabelConfig, "generate": GenerateConfig, "eval": EvalConfig}
 FILES = [(tool, path) for tool in TOOLS for path in sorted((REPO_ROOT / "configs" / "prm" / tool).glob("*.yaml"))]
@@ -29,7 +30,7 @@ def _survives(written, resolved, where):
 
 @pytest.mark.parametrize("tool,path", FILES, ids=[f"{t}/{p.name}" for t, p in FILES])
 def test_tool_config_parses(tool, path):
-    config, resolved = parse_tool_config(TOOLS[tool], ["--config", str(path)], "test")
+    config, resolved = parse_config(TOOLS[tool], ["--config", str(path)])
     assert isinstance(config, TOOLS[tool])
     written = yaml.safe_load(path.read_text())
     _survives(written, yaml.safe_load(resolved), path.name)

@@ -12,7 +12,8 @@ import yaml
 from leanloop.artifacts import describe_input
 from leanloop.paths import REPO_ROOT
 from leanloop.training.models import ModelSpec
-from sft.config import EvaluateConfig, FlywheelConfig, SampleConfig, StatementsConfig, parse_config
+from leanloop.tool import parse_config
+from sft.config import EvaluateConfig, FlywheelConfig, SampleConfig, StatementsConfig
 from leanloop.prover.generation import SamplingConfig
 from leanloop.prover.prompt import PromptConfig
 from sft.sample import run as sample

@@ -24,6 +24,7 @@ from typing import Any, Iterable
 from aiohttp import web
 
 from leanloop.lean.replies import NO_RECORDED_ANSWER
+from leanloop.jsonl import read_jsonl
 from leanloop.paths import resolve_shared
 
 DEFAULT_PAIRS = "shared://lean_repl/kimina_match_pairs.jsonl"
@@ -33,12 +34,9 @@ def recorded_results(paths: Iterable[str | Path]) -> dict[str, dict]:
     """program text (exactly as recorded) -> its recorded /verify result; first recording wins."""
     answers: dict[str, dict] = {}
     for path in paths:
-        with open(resolve_shared(path), encoding="utf-8") as handle:
-            for line in handle:
-                if line.strip():
-                    row = json.loads(line)
-                    for result in row["server_response"]["results"]:
-                        answers.setdefault(row["code"], result)
+        for row in read_jsonl(resolve_shared(path)):
+            for result in row["server_response"]["results"]:
+                answers.setdefault(row["code"], result)
     return answers
 
 

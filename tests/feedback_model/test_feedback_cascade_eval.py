@@ -6,7 +6,7 @@ import json
 from collections import Counter, defaultdict
 
 from feedback_model.config import TraceFormat
-from feedback_model.evaluate import EVALUATORS, evaluate, parse_config
+from feedback_model.cascade_eval import EVALUATORS, evaluate, parse_config
 
 
 def test_cascade_eval_report_is_consistent_across_the_five_evaluators(artifacts, feedback_corpus, saved_gate,
@@ -97,7 +97,7 @@ def test_every_eval_config_parses():
 def test_problems_are_sampled_whole_or_capped_per_problem(corpus_rows):
     from collections import Counter as Count
 
-    from feedback_model.evaluate import select_programs
+    from feedback_model.cascade_eval import select_programs
 
     test = [r for r in corpus_rows if r["split"] == "test" and r["label"] is not None]
     sizes = Count(r["name"] for r in test)

@@ -19,6 +19,7 @@ import numpy as np
 from classifiers.baselines import TfidfBaseline, majority_scores
 from classifiers.config import EvaluationConfig
 from classifiers.corpus import Corpus
+from leanloop.jsonl import read_jsonl, write_jsonl
 
 EVAL_SPLITS = ("validation", "test")
 TFIDF = "tfidf_logreg"
@@ -74,16 +75,11 @@ def baseline_rows(corpus: Corpus, config: EvaluationConfig,
 
 
 def write_predictions(rows: Iterable[dict[str, Any]], path: str | Path) -> Path:
-    path = Path(path)
-    with open(path, "w", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-    return path
+    return write_jsonl(path, rows)
 
 
 def read_predictions(path: str | Path) -> list[dict[str, Any]]:
-    with open(path, encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+    return list(read_jsonl(path))
 
 
 def order_evaluators(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -12,11 +12,9 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from leanloop.artifacts import read_manifest
-from leanloop.paths import artifacts_root, resolve_shared
+from leanloop.artifacts import resolve_artifact
 from rl.config import EvaluatorConfig
 
-ARTIFACTS = "artifacts://"
 
 
 def _device(name: str) -> str:
@@ -25,19 +23,6 @@ def _device(name: str) -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def resolve_run(path: str) -> tuple[Path, Path | None]:
-    """(final folder, run folder or None) for ``artifacts://<stage>/<run>``, a run folder or a final/ folder."""
-    folder = artifacts_root() / path[len(ARTIFACTS):] if path.startswith(ARTIFACTS) else resolve_shared(path)
-    if (folder / "manifest.json").is_file() and (folder / "final").is_dir():
-        return folder / "final", folder
-    if folder.name == "final" and (folder.parent / "manifest.json").is_file():
-        return folder, folder.parent
-    if folder.is_dir():
-        return folder, None
-    raise FileNotFoundError(f"evaluator {path!r}: {folder} does not exist. Train it first (`make classifiers` makes "
-                            "artifacts/classifiers/onetoken_default) or point evaluator.path at a finished run")
 
 
 def build_evaluator(config: EvaluatorConfig) -> tuple[Any | None, dict[str, Any]]:
@@ -50,9 +35,12 @@ def build_evaluator(config: EvaluatorConfig) -> tuple[Any | None, dict[str, Any]
 
         if not config.path:
             raise ValueError("evaluator.kind classifier needs evaluator.path (e.g. artifacts://classifiers/onetoken_default)")
-        final, run = resolve_run(config.path)
-        if run is not None:
-            read_manifest(run, stage="classifiers")
+        try:
+            found = resolve_artifact(config.path, "classifiers")
+        except FileNotFoundError as error:
+            raise FileNotFoundError(f"evaluator {config.path!r}: {error}. Train it first (`make classifiers` makes "
+                                    "artifacts/classifiers/onetoken_default)") from None
+        final, run = found.outputs, found.run
         evaluator = ClassifierEvaluator.load(final, batch_size=config.batch_size, device=device,
                                              threshold=config.threshold)
         return evaluator, {"kind": "classifier", "classifier": evaluator.spec.kind, "path": str(final),
@@ -70,16 +58,12 @@ def build_evaluator(config: EvaluatorConfig) -> tuple[Any | None, dict[str, Any]
                            "trained": True}
     if config.kind == "untrained_onetoken":
         from classifiers.evaluator import ClassifierEvaluator, ClassifierSpec
-        from classifiers.scoring import FALSE_TOKEN, ONETOKEN_SUFFIX, TRUE_TOKEN
-        from classifiers.truncation import HEAD_FRACTION
         from leanloop.training.models import load_model, load_tokenizer
 
         tokenizer = load_tokenizer(config.base)
         model = load_model(config.base, tokenizer=tokenizer)
-        spec = ClassifierSpec(kind="onetoken", max_length=config.max_length, head_fraction=HEAD_FRACTION,
-                              threshold=0.5 if config.threshold is None else config.threshold,
-                              threshold_source="untrained (random weights): debug only",
-                              suffix=ONETOKEN_SUFFIX, true_token=TRUE_TOKEN, false_token=FALSE_TOKEN)
+        spec = ClassifierSpec.onetoken(config.max_length, 0.5 if config.threshold is None else config.threshold,
+                                       "untrained (random weights): debug only")
         evaluator = ClassifierEvaluator(spec, model, tokenizer, batch_size=config.batch_size, device=device)
         return evaluator, {"kind": "untrained_onetoken", "base": config.base.name, "threshold": spec.threshold,
                            "trained": False}

@@ -2,7 +2,7 @@
 
 After training, each evaluation statement gets ``attempts`` sampled completions; each goes through
 the same harness as the rewards (trusted statement, ``rl`` policy) and Lean. As in
-:mod:`sft.evaluate` (whose categories and pass@k table are reused): valid is a success; invalid,
+:mod:`sft.evaluate` (categories and pass@k table from :mod:`leanloop.prover.passk`): valid is a success; invalid,
 precheck_rejected and no_program are failures; timeout / unavailable / infra_error / input_error
 are NOT verified and never guessed — pass@k is computed over verified attempts only, with the
 bounds the unverified attempts allow. The evaluator's verdicts give a separate, clearly labelled
@@ -19,8 +19,7 @@ from typing import Any, Callable, Sequence
 
 from leanloop.lean.types import Category
 from rl.harness import RewardHarness, Stage
-from sft.evaluate import FAILURE, NO_PROGRAM, SUCCESS, StatementResult, pass_at_k_report
-from leanloop.prover.passk import mean_pass_at_k
+from leanloop.prover.passk import FAILURE, NO_PROGRAM, SUCCESS, StatementResult, mean_pass_at_k, pass_at_k_report
 from leanloop.prover.statements import Statement
 
 

@@ -1,6 +1,6 @@
 """One report over several finished classifier runs (``make classifiers`` ends with it).
 
-    python -m classifiers.report --runs '[artifacts://classifiers/encoder_default, artifacts://classifiers/onetoken_default]' \\
+    python -m classifiers.combined_report --runs '[artifacts://classifiers/encoder_default, artifacts://classifiers/onetoken_default]' \\
         --out artifacts://classifiers/default_report
 
 Reads each run's ``predictions.jsonl`` (written when it trained; validation and test scores with
@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from classifiers.corpus import resolve_run
-from classifiers.evaluation import MAJORITY, PREDICTIONS, TFIDF, read_predictions, write_report
-from leanloop.artifacts import Manifest, read_manifest
+from classifiers.run_report import MAJORITY, PREDICTIONS, TFIDF, read_predictions, write_report
+from leanloop.artifacts import Manifest, read_manifest, resolve_path, resolve_run
 
 
 @dataclass
@@ -79,8 +78,8 @@ def combine(runs: list[Path]) -> list[dict[str, Any]]:
 
 
 def main(config: ReportConfig) -> Path:
-    runs = [resolve_run(r) for r in config.runs]
-    out = resolve_run(config.out)
+    runs = [resolve_run(r, "classifiers") for r in config.runs]
+    out = resolve_path(config.out)
     rows = combine(runs)
     report = write_report(rows, out, config.n_resamples, title="Verdict classifiers vs baselines")
     manifest = Manifest(stage="classifiers", run=out.name, counts={"rows": len(rows)},
@@ -93,10 +92,6 @@ def main(config: ReportConfig) -> Path:
 
 
 if __name__ == "__main__":
-    from jsonargparse import ArgumentParser
+    from leanloop.tool import parse_config
 
-    parser = ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", action="config")
-    parser.add_class_arguments(ReportConfig, nested_key=None, as_positional=False)
-    args = parser.parse_args()
-    main(ReportConfig(**{k: v for k, v in vars(args).items() if k in ReportConfig.__dataclass_fields__}))
+    main(parse_config(ReportConfig, prog="python -m classifiers.combined_report", description=__doc__.splitlines()[0])[0])

@@ -1,181 +1,24 @@
-"""``python -m feedback_model.evaluate --config configs/feedback_model/eval/default.yaml`` (``make cascade-eval``)
-
-The seed's Table 3 on one theorem-disjoint split of the labelled corpus, for five evaluators scored on
-the same programs: the one-token classifier (the gate alone), the feedback model greedy, the feedback
-model with self-consistency, the cascade, and the cascade with self-consistency in stage two. Written
-to ``artifacts/cascade_eval/<run>/``:
-
-- ``report.md``: accuracy, F1 (valid class), MCC and AUROC (only where the score is graded: a greedy
-  trace gives a hard verdict, so AUROC is not defined for it) with grouped-bootstrap 95% intervals,
-  valid recall and false-positive rate, unscored programs, throughput (candidates/s) and the time
-  accounting (gate / load-swap / traces / other); feedback-quality metrics (block F1, anchored block
-  F1, token F1, error agreement) on a sample balanced by label; the budgeted compilation replay;
-  plots (throughput, time breakdown, and the shared report's ROC / PR / reliability / histograms /
-  feedback metrics / budget curve under ``details/``);
-- ``predictions.jsonl`` (one row per program and evaluator), ``summary.json``, ``config.yaml``,
-  ``manifest.json`` (inputs: corpus, gate run, feedback run).
-
-Every evaluator runs for real; nothing is copied between configurations. A program an evaluator does
-not judge (over the feedback model's input limit, or past a deadline) counts as a rejection (verdict
-invalid, score 0) in the metrics and is listed with its reason, so all five are compared on the same
-rows.
-"""
+"""The cascade evaluation's report (``python -m feedback_model.cascade_eval``): Table 3 with grouped
+bootstrap intervals, feedback quality, the budgeted compilation replay, and the plots, written from the
+evaluation's prediction records (as :mod:`rl.report` is for the RL stage)."""
 
 from __future__ import annotations
 
 import json
-import random
-import sys
-import time
 from collections import Counter
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from feedback_model.config import CascadeEvalConfig
-from feedback_model.pairs import read_corpus, reference_trace
-from leanloop.artifacts import MANIFEST, Manifest
-from leanloop.paths import artifacts_root
 
-STAGE = "cascade_eval"
 EVALUATORS = ("one-token", "feedback greedy", "feedback self-consistency", "cascade", "cascade + self-consistency")
 GRADED = {"one-token", "feedback self-consistency", "cascade + self-consistency"}  # AUROC defined
 FEEDBACK_TRACES = ("feedback greedy", "feedback self-consistency")
 BUDGETS = (1, 2, 4, 8)
 
 
-def parse_config(argv: list[str] | None = None) -> CascadeEvalConfig:
-    from jsonargparse import ActionConfigFile, ArgumentParser
-
-    parser = ArgumentParser(prog="python -m feedback_model.evaluate", description=__doc__.splitlines()[0])
-    parser.add_argument("--config", action=ActionConfigFile, help="YAML config (repeatable, layered)")
-    parser.add_class_arguments(CascadeEvalConfig, as_group=False)
-    namespace = parser.parse_args(argv)
-    values = {k: v for k, v in vars(parser.instantiate_classes(namespace)).items() if k != "config"}
-    return CascadeEvalConfig(**values)
-
-
-# -- which programs ------------------------------------------------------------------------------
-def select_programs(rows: Sequence[dict[str, Any]], split: str, sample_programs: int | None,
-                    seed: int, max_per_problem: int | None = None) -> list[dict[str, Any]]:
-    """Labelled rows of ``split``; with ``sample_programs``, problems drawn at random until that many
-    programs are in, each with all its candidates (complete bootstrap groups and budget pools) or,
-    with ``max_per_problem``, a seeded random subset of that many (more problems for the same cost)."""
-    labelled = [r for r in rows if r["split"] == split and r["label"] is not None]
-    if not labelled:
-        raise ValueError(f"the corpus has no labelled programs in split {split!r}")
-    if (sample_programs is None or sample_programs >= len(labelled)) and max_per_problem is None:
-        return labelled
-    by_problem: dict[str, list[dict[str, Any]]] = {}
-    for row in labelled:
-        by_problem.setdefault(row["name"] or row["id"], []).append(row)
-    problems = sorted(by_problem)
-    rng = random.Random(seed)
-    rng.shuffle(problems)
-    chosen: list[dict[str, Any]] = []
-    for problem in problems:
-        if sample_programs is not None and len(chosen) >= sample_programs:
-            break
-        candidates = by_problem[problem]
-        if max_per_problem is not None and len(candidates) > max_per_problem:
-            keep = sorted(rng.sample(range(len(candidates)), max_per_problem))
-            candidates = [candidates[i] for i in keep]
-        chosen += candidates
-    return chosen
-
-
-def balanced_sample(rows: Sequence[dict[str, Any]], per_label: int, seed: int) -> dict[str, str]:
-    """id -> reference trace for up to ``per_label`` valid and as many invalid rows with a reference."""
-    rng = random.Random(seed)
-    out: dict[str, str] = {}
-    with_reference = [(row, reference_trace(row)[0]) for row in rows]
-    for label in (True, False):
-        pool = [(row, trace) for row, trace in with_reference if row["label"] is label and trace]
-        size = min(per_label, sum(1 for r, t in with_reference if r["label"] is (not label) and t), len(pool))
-        for row, trace in rng.sample(pool, size):
-            out[row["id"]] = trace
-    return out
-
-
-# -- running the evaluators ----------------------------------------------------------------------
-def run_batches(name: str, evaluator: Any, programs: list[str], batch: int | None) -> tuple[list[Any], float]:
-    """All predictions and the scoring wall time, in batches of ``batch`` programs."""
-    size = batch or len(programs)
-    predictions: list[Any] = []
-    began = time.perf_counter()
-    for start in tqdm(range(0, len(programs), size), desc=name, unit="batch", leave=False):
-        predictions += evaluator.score(programs[start:start + size])
-    return predictions, time.perf_counter() - began
-
-
-def timed_load(loader: Callable[[], Any]) -> tuple[Any, float]:
-    began = time.perf_counter()
-    evaluator = loader()
-    return evaluator, time.perf_counter() - began
-
-
-def evaluate_all(config: CascadeEvalConfig, programs: list[str]) -> dict[str, dict[str, Any]]:
-    from feedback_model.cascade import build_cascade, load_gate
-    from feedback_model.consistency import SelfConsistencyEvaluator
-    from feedback_model.evaluator import FeedbackEvaluator, resolve_final
-
-    gate_dir = resolve_final(config.cascade.gate, "classifiers")
-    generation, consistency = config.generation, config.self_consistency
-    device = generation.device if generation.backend == "transformers" else "cuda"
-    results: dict[str, dict[str, Any]] = {}
-    standalone = {
-        "one-token": lambda: load_gate(gate_dir, config.cascade, device),
-        "feedback greedy": lambda: FeedbackEvaluator.load(config.feedback, generation),
-        "feedback self-consistency": lambda: SelfConsistencyEvaluator.load(config.feedback, generation,
-                                                                            self_consistency=consistency),
-    }
-    for name, loader in standalone.items():
-        evaluator, load_s = timed_load(loader)
-        predictions, seconds = run_batches(name, evaluator, programs, config.batch_programs)
-        results[name] = {"predictions": predictions, "seconds": seconds, "load_s": load_s,
-                         "timing": {"gate_s": seconds if name == "one-token" else 0.0, "load_s": 0.0,
-                                    "traces_s": 0.0 if name == "one-token" else seconds, "other_s": 0.0}}
-        if name == "one-token":
-            results[name]["threshold"] = float(evaluator.threshold)
-            results[name]["threshold_source"] = evaluator.spec.threshold_source
-        del evaluator
-    for name, sc in (("cascade", None), ("cascade + self-consistency", consistency)):
-        cascade = build_cascade(config.cascade, config.feedback, generation, sc)
-        predictions, seconds = run_batches(name, cascade, programs, config.batch_programs)
-        timing = cascade.total_timing.to_dict()
-        results[name] = {"predictions": predictions, "seconds": seconds, "load_s": timing["load_s"],
-                         "timing": {k: timing[k] for k in ("gate_s", "load_s", "traces_s", "other_s")},
-                         "residency": cascade.residency, "gate_positive": timing["gate_positive"]}
-        cascade.close()
-    return results
-
-
-def prediction_rows(name: str, rows: list[dict[str, Any]], predictions: list[Any],
-                    references: dict[str, str]) -> list[dict[str, Any]]:
-    out = []
-    for row, prediction in zip(rows, predictions):
-        scored = prediction.verdict is not None
-        record = {
-            "evaluator": name, "id": row["id"], "label": bool(row["label"]), "group": row["name"] or row["id"],
-            "split": row["split"], "benchmark": row.get("source") or "", "run": "",
-            # an unjudged program is not accepted: verdict invalid, score 0 (its reason is kept)
-            "prediction": bool(prediction.verdict) if scored else False,
-            "score": float(prediction.score) if scored else 0.0,
-            "unscored": None if scored else getattr(prediction, "reason", "not scored"),
-            "reason": getattr(prediction, "reason", None), "truncated": getattr(prediction, "truncated", False),
-            "time_s": prediction.time_s,
-        }
-        if name in FEEDBACK_TRACES and row["id"] in references:
-            record["reference_trace"] = references[row["id"]]
-            record["trace"] = prediction.trace
-        out.append(record)
-    return out
-
-
-# -- the report ----------------------------------------------------------------------------------
 def _fmt(value: Any, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return "–"
@@ -381,58 +224,3 @@ def write_report(out: Path, config: CascadeEvalConfig, rows: list[dict[str, Any]
             "programs": len(rows), "valid": valid}
     (out / "summary.json").write_text(json.dumps(body, indent=2, default=float), encoding="utf-8")
     return body
-
-
-def evaluate(config: CascadeEvalConfig) -> Path:
-    import yaml
-
-    from feedback_model.pairs import corpus_folder
-    from feedback_model.evaluator import resolve_final
-
-    if config.threads:
-        import torch
-
-        torch.set_num_threads(config.threads)
-    out = artifacts_root() / STAGE / config.run
-    resolved = yaml.safe_dump({k: v for k, v in asdict(config).items() if k != "overwrite"}, sort_keys=True)
-    if (out / MANIFEST).is_file() and not config.overwrite:
-        if (out / "config.yaml").is_file() and (out / "config.yaml").read_text() == resolved:
-            print(f"[cascade-eval] {out} already finished with this config; skipping (--overwrite true to redo)")
-            return out / "report.md"
-        raise SystemExit(f"[cascade-eval] {out} holds a finished evaluation with a different config; "
-                         "choose another --run or pass --overwrite true")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / MANIFEST).unlink(missing_ok=True)
-    (out / "config.yaml").write_text(resolved)
-
-    rows = select_programs(read_corpus(config.corpus, ("id", "program", "name", "split", "category", "label",
-                                                       "messages", "reference_trace", "trace_kind", "source")),
-                           config.split, config.sample_programs, config.seed, config.max_per_problem)
-    references = balanced_sample(rows, config.feedback_per_label, config.seed)
-    print(f"[cascade-eval] {len(rows)} programs of split {config.split}; feedback-quality sample {len(references)}",
-          file=sys.stderr)
-    results = evaluate_all(config, [r["program"] for r in rows])
-    records = [record for name in EVALUATORS
-               for record in prediction_rows(name, rows, results[name]["predictions"], references)]
-    body = write_report(out, config, rows, records, results, references)
-
-    manifest = Manifest(stage=STAGE, run=config.run, seed=config.seed,
-                        counts={"programs": len(rows), "valid": body["valid"], "feedback_sample": len(references)},
-                        metrics={name: {k: s["metrics"][k] for k in ("accuracy", "f1", "mcc", "auroc", "tpr", "fpr")}
-                                 | {"candidates_per_s": s["candidates_per_s"]} for name, s in body["evaluators"].items()},
-                        extra={"config_file": "config.yaml"})
-    manifest.add_input("corpus", corpus_folder(config.corpus))
-    manifest.add_input("feedback_model", resolve_final(config.feedback, "feedback_model").parent)
-    manifest.add_input("gate", resolve_final(config.cascade.gate, "classifiers").parent)
-    manifest.write(out)
-    print(f"[cascade-eval] report: {out / 'report.md'}")
-    return out / "report.md"
-
-
-def main(argv: list[str] | None = None) -> int:
-    evaluate(parse_config(argv))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

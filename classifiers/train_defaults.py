@@ -1,0 +1,71 @@
+"""``python -m classifiers.train_defaults [--prefix NAME] [overrides...]`` (``make classifiers``)
+
+The two default verdict classifiers (``configs/classifiers/encoder_default.yaml``,
+``onetoken_default.yaml``) are independent runs, so they train side by side, one process and one CPU
+thread each (the 2-core budget: ~10 minutes for both instead of ~20). Each process's output goes to
+``artifacts/classifiers/<run>.log`` (``tail -f`` it for progress); a failed run's log tail is printed.
+When both finished, one report beside the majority and TF-IDF baselines is written to
+``artifacts/classifiers/<prefix>default_report`` (:mod:`classifiers.combined_report`). Extra arguments are
+dotted overrides passed to both runs (``--trainer.max_steps 10``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from leanloop.paths import REPO_ROOT, artifacts_root
+
+DEFAULTS = ("encoder_default", "onetoken_default")
+REPORT = "default_report"
+SUMMARY_PREFIX = "[classifiers] "
+
+
+def run_names(prefix: str | None) -> tuple[list[str], str]:
+    """The runs (one per default config) and the report's run: ``<prefix>_<config stem>``."""
+    tag = f"{prefix}_" if prefix else ""
+    return [tag + name for name in DEFAULTS], tag + REPORT
+
+
+def train_side_by_side(prefix: str | None, overrides: list[str], logs: Path) -> list[str]:
+    """Start both runs, wait for both; returns the failed runs' names (their log tails printed)."""
+    logs.mkdir(parents=True, exist_ok=True)
+    runs, _ = run_names(prefix)
+    print(f"[classifiers] training {' and '.join(runs)} side by side (progress: tail -f {logs}/<run>.log)",
+          flush=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    processes = {}
+    for config, run in zip(DEFAULTS, runs):
+        with open(logs / f"{run}.log", "w") as log:
+            processes[run] = subprocess.Popen(
+                [sys.executable, "-m", "classifiers.train", "--config", str(REPO_ROOT / "configs/classifiers" / f"{config}.yaml"),
+                 *(["--run", run] if prefix else []), *overrides], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT)
+    failed = [run for run, process in processes.items() if process.wait() != 0]
+    for run in failed:
+        tail = (logs / f"{run}.log").read_text(errors="replace").splitlines()[-30:]
+        print(f"[classifiers] {run} FAILED; end of {logs}/{run}.log:", *tail, sep="\n", file=sys.stderr)
+    for run in runs:  # each run's own summary lines
+        for line in (logs / f"{run}.log").read_text(errors="replace").splitlines():
+            if SUMMARY_PREFIX in line:
+                print(line[line.index(SUMMARY_PREFIX):])
+    return failed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m classifiers.train_defaults", description=__doc__.splitlines()[0])
+    parser.add_argument("--prefix", default=None, help="name the runs <prefix>_encoder_default, ... (default: none)")
+    args, overrides = parser.parse_known_args(argv)
+    if train_side_by_side(args.prefix, overrides, artifacts_root() / "classifiers"):
+        return 1
+    from classifiers.combined_report import ReportConfig, main as report
+
+    runs, out = run_names(args.prefix)
+    report(ReportConfig(runs=[f"artifacts://classifiers/{run}" for run in runs], out=f"artifacts://classifiers/{out}"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""One entry point for every non-training tool (corpus build, sampling, evaluations, reports):
+``run_tool`` is :func:`leanloop.training.cli.run_stage`'s contract without Lightning.
+
+1. :func:`parse_config`: ``--config a.yaml --config b.yaml`` (later wins) plus dotted overrides
+   (``--verifier.timeout 30``) into the tool's typed config dataclass, plus ``--overwrite``.
+2. :func:`open_run`: the run folder ``artifacts/<stage>/<run>/`` and the rule every stage shares: a
+   finished run (it has ``manifest.json``) with the same resolved config is skipped; one with another
+   config is an error unless ``--overwrite true``; a finished fast_dev_run result is replaced. Before
+   anything is written the old manifest is removed (a folder without one is an unfinished run, so no
+   output is ever rewritten under a manifest that still vouches for the old one) and the resolved
+   config is written to ``config.yaml``.
+3. The tool's work writes its outputs into the run folder and returns its :class:`Manifest`, which
+   ``run_tool`` writes last.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from leanloop.artifacts import FINAL, MANIFEST, Manifest, read_manifest, run_dir
+
+CONFIG_FILE = "config.yaml"
+# resolved-config keys that do not change what a run produces
+NOT_COMPARED = ("overwrite", "config", "ckpt_path", "dry_run")
+
+C = TypeVar("C")
+
+
+class RunExistsError(SystemExit):
+    """A finished run with another config holds the folder and ``--overwrite`` was not given."""
+
+
+def parse_config(cls: type[C], argv: list[str] | None = None, prog: str | None = None,
+                 description: str | None = None, *, overwrite: bool = False) -> tuple[C, str]:
+    """``--config a.yaml --config b.yaml --x.y value`` -> (an instance of dataclass ``cls``, the
+    resolved config as YAML). With ``overwrite`` the parser also takes ``--overwrite``, returned as
+    the instance's ``overwrite`` attribute."""
+    from jsonargparse import ActionConfigFile, ArgumentParser
+
+    parser = ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--config", action=ActionConfigFile, help="YAML config (repeatable, layered)")
+    if overwrite:
+        parser.add_argument("--overwrite", type=bool, default=False,
+                            help="replace a finished run that had a different config")
+    parser.add_class_arguments(cls, as_group=False)
+    namespace = parser.parse_args(argv)
+    resolved = namespace.clone()
+    del resolved["config"]
+    if overwrite:
+        del resolved["overwrite"]
+    instance = parser.instantiate_classes(namespace)
+    values = {k: v for k, v in vars(instance).items() if k not in ("config", "overwrite")}
+    config = cls(**values)
+    if overwrite:
+        object.__setattr__(config, "overwrite", bool(namespace.overwrite))
+    return config, parser.dump(resolved)
+
+
+def comparable_config(text: str | None) -> str | None:
+    """A resolved config without the keys that do not change what a run produces."""
+    if text is None:
+        return None
+    import yaml
+
+    data = yaml.safe_load(text) or {}
+    for key in NOT_COMPARED:
+        data.pop(key, None)
+    return yaml.safe_dump(data, sort_keys=True)
+
+
+def was_fast_dev_run(folder: Path) -> bool:
+    try:
+        return bool(json.loads((folder / MANIFEST).read_text()).get("fast_dev_run"))
+    except (OSError, ValueError):
+        return False
+
+
+def finished_with_same_config(folder: Path, resolved: str, overwrite: bool, stage: str) -> bool:
+    """The shared skip / overwrite decision: True when ``folder`` already holds a finished run of
+    this config (skip it); raises :class:`RunExistsError` when it holds one of another config and
+    ``overwrite`` is off; False when the run should (re)run."""
+    if not (folder / MANIFEST).is_file() or overwrite or was_fast_dev_run(folder):
+        return False
+    previous = (folder / CONFIG_FILE).read_text() if (folder / CONFIG_FILE).is_file() else None
+    if comparable_config(previous) == comparable_config(resolved):
+        print(f"[{stage}] {folder} already finished with this config; skipping "
+              "(pass --overwrite true to redo it)", file=sys.stderr)
+        return True
+    raise RunExistsError(f"[{stage}] {folder} already holds a finished run with a different config. "
+                         "Choose another --run NAME, or pass --overwrite true to replace it.")
+
+
+def start_run(folder: Path, resolved: str, clear_final: bool = True) -> None:
+    """Mark ``folder`` unfinished (manifest removed first), clear its old outputs, write the config."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MANIFEST).unlink(missing_ok=True)  # an unfinished run has no manifest
+    if clear_final:
+        shutil.rmtree(folder / FINAL, ignore_errors=True)
+    (folder / CONFIG_FILE).write_text(resolved)
+
+
+@dataclass
+class ToolResult:
+    """What ``run_tool`` returns."""
+
+    run_dir: Path
+    skipped: bool
+    config: Any
+    manifest: dict[str, Any] | None = None
+    value: Any = None
+    """What the work returned beside its manifest (a report, counts)."""
+
+
+def run_tool(stage: str, config_class: type[C], work: Callable[[C, Path], Manifest | tuple[Manifest, Any]],
+             argv: list[str] | None = None, *, prog: str | None = None, description: str | None = None,
+             run_of: Callable[[C], str] = lambda config: config.run,  # type: ignore[attr-defined]
+             clear_final: bool = True) -> ToolResult:
+    """Parse, open the run folder (skip / overwrite rule), run ``work(config, run_dir)``, write the
+    manifest it returns last. ``work`` may return ``(manifest, value)`` to hand a value back.
+    ``clear_final=False`` keeps ``final/`` of an unfinished run for tools that resume from it."""
+    config, resolved = parse_config(config_class, argv, prog=prog or f"python -m {stage}", description=description,
+                                    overwrite=True)
+    return run_parsed_tool(stage, config, resolved, work, overwrite=getattr(config, "overwrite", False),
+                           run=run_of(config), clear_final=clear_final)
+
+
+def run_parsed_tool(stage: str, config: C, resolved: str, work: Callable[[C, Path], Any], *, run: str,
+                    overwrite: bool = False, clear_final: bool = True) -> ToolResult:
+    """:func:`run_tool` for a config already parsed (a caller that built it in code)."""
+    folder = run_dir(stage, run)
+    if finished_with_same_config(folder, resolved, overwrite, stage):
+        return ToolResult(folder, skipped=True, config=config, manifest=read_manifest(folder))
+    start_run(folder, resolved, clear_final=clear_final)
+    returned = work(config, folder)
+    manifest, value = returned if isinstance(returned, tuple) else (returned, None)
+    if not isinstance(manifest, Manifest):
+        raise TypeError(f"{stage}: the tool's work must return its Manifest (got {type(manifest).__name__})")
+    manifest.write(folder)
+    return ToolResult(folder, skipped=False, config=config, manifest=read_manifest(folder), value=value)
+
+
+__all__ = ["CONFIG_FILE", "RunExistsError", "ToolResult", "comparable_config", "finished_with_same_config",
+           "parse_config", "run_parsed_tool", "run_tool", "start_run", "was_fast_dev_run"]
