@@ -24,6 +24,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
+from leanloop.jsonl import numbered_jsonl
 from leanloop.paths import resolve_shared
 from prm.dataset import ProofRecord
 
@@ -35,12 +36,8 @@ def _rows(path: str | Path) -> Iterator[dict[str, Any]]:
     if text.lstrip().startswith("["):
         yield from json.loads(text)
         return
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}:{number}: not JSON ({error})") from error
+    for _, row in numbered_jsonl(resolve_shared(path)):
+        yield row
 
 
 def _record(proof_id: str, problem: str, steps: list[str], labels: list[bool | None], proof_label: bool | None,

@@ -10,11 +10,11 @@ incremental or prefix checker, reviewed, judged: :mod:`prm.labelling`). Outputs:
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
 from leanloop.artifacts import Manifest
+from leanloop.jsonl import read_jsonl
 from leanloop.lean.backends import make_backend
 from leanloop.lean.verifier import Verifier
 from leanloop.tool import run_parsed_tool, run_tool
@@ -55,8 +55,7 @@ def _checker(config: LabelConfig, backend):
 
 def label_generated(config: LabelConfig, counts: Counter, progress: bool = True) -> list[ProofRecord]:
     folder = resolve_run(config.generated, SAMPLES_STAGE)
-    rows = [json.loads(line) for line in (folder / "final" / SAMPLES_FILE).read_text(encoding="utf-8").splitlines()
-            if line.strip()]
+    rows = list(read_jsonl(folder / "final" / SAMPLES_FILE))
     backend = make_backend(config.backend)
     verifier = Verifier(backend, config.profile, timeout=config.timeout)
     checker = _checker(config, backend)

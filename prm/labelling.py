@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Literal, Protocol, Sequence
 
 from leanloop.lean.replies import NO_RECORDED_ANSWER, is_timeout_text
-from leanloop.lean.types import Category, LeanBackend, LeanMessage, Outcome, ResponseStatus, VerifyRequest
+from leanloop.lean.types import Category, LeanBackend, Outcome, ResponseStatus, VerifyRequest
 from prm.paired import PairedStep, assemble_program
 from prm.steps import TacticStep, first_failing_step
 

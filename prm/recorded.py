@@ -7,11 +7,9 @@ comment above it where it wrote one, else the tactic text itself.
 
 from __future__ import annotations
 
-import gzip
-import json
 from collections import Counter
-from typing import Iterator
 
+from leanloop.jsonl import numbered_jsonl
 from leanloop.lean.replay import ReplayBackend
 from leanloop.lean.types import VerifyRequest
 from leanloop.lean.verifier import Verifier
@@ -22,15 +20,6 @@ from prm.labelling import as_dicts, labels_from_outcome
 from prm.steps import ProofShapeError, TacticStep, split_steps
 
 LABELLER = "recorded_first_error"
-
-
-def _rows(path: str) -> Iterator[tuple[int, dict]]:
-    file = resolve_shared(path)
-    opener = gzip.open if file.suffix == ".gz" else open
-    with opener(file, "rt", encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if line.strip():
-                yield number, json.loads(line)
 
 
 def declaration(program: str, steps: list[TacticStep]) -> tuple[str, str]:
@@ -51,7 +40,7 @@ def build_recorded(config: RecordedConfig, splits: SplitConfig, profile: str = "
     """Labelled proofs of the recorded programs, and counts (skipped shapes, categories, labels)."""
     counts: Counter = Counter()
     cut: list[tuple[int, dict, list[TacticStep]]] = []
-    for number, row in _rows(config.path):
+    for number, row in numbered_jsonl(resolve_shared(config.path)):
         if config.limit is not None and len(cut) + sum(v for k, v in counts.items() if k.startswith("skipped:")) >= config.limit:
             break
         try:
