@@ -18,9 +18,9 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
+from leanloop.artifacts import resolve_run
 from leanloop.training.models import ModelSpec, load_tokenizer
 from prm.config import RecordedConfig, SplitConfig
-from leanloop.artifacts import resolve_run
 from prm.dataset import DATA_STAGE, ProofRecord, read_split
 from prm.labelling import training_prefix
 from prm.step_labels import END_OF_TURN, render_labels, verifier_prompt

@@ -16,14 +16,13 @@ import random
 from pathlib import Path
 from typing import Any
 
-from leanloop.artifacts import Manifest, describe_input
+from leanloop.artifacts import Manifest, describe_input, resolve_run
 from leanloop.paths import resolve_shared
 from leanloop.training.models import load_model, load_tokenizer
 from leanloop.training.module import set_torch_threads
 from leanloop.jsonl import write_jsonl
 from leanloop.tool import run_parsed_tool, run_tool
 from prm.config import EvalConfig
-from leanloop.artifacts import resolve_run
 from prm.dataset import DATA_STAGE, ProofRecord, read_split
 from prm.external import read_external
 from prm.labelling import propagate, training_prefix

@@ -13,13 +13,12 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from leanloop.artifacts import Manifest
+from leanloop.artifacts import Manifest, resolve_run
 from leanloop.jsonl import read_jsonl
 from leanloop.lean.backends import make_backend
 from leanloop.lean.verifier import Verifier
 from leanloop.tool import run_parsed_tool, run_tool
 from prm.config import LabelConfig
-from leanloop.artifacts import resolve_run
 from prm.dataset import DATA_STAGE, ProofRecord, theorem_split, write_splits
 from prm.labelling import (
     IncrementalChecker, ModelJudge, ModelReviewer, PrefixChecker, RuleReviewer, as_dicts, label_paired_proof,
