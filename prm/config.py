@@ -10,6 +10,7 @@ from typing import Literal
 
 from leanloop.lean.backends import BackendConfig
 from leanloop.prover.generation import SamplingConfig
+from leanloop.prover.statements import StatementsConfig
 from leanloop.training.models import ModelSpec
 from prm.labelling import ReviewRule
 
@@ -82,20 +83,12 @@ class LabelConfig:
 
 
 @dataclass
-class StatementSet:
-    path: str = "shared://statements/minif2f_goedel_prover_v2_repaired.jsonl"
-    splits: list[str] | None = None
-    names: list[str] | None = None
-    limit: int | None = None
-
-
-@dataclass
 class GenerateConfig:
     model: ModelSpec = field(default_factory=ModelSpec)
     """The generator (paper: a strong instruction model; embedded default: tiny random Qwen3)."""
     run: str = "default"
     """Output: artifacts/prm_samples/<run>/."""
-    statements: StatementSet = field(default_factory=StatementSet)
+    statements: StatementsConfig = field(default_factory=StatementsConfig)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     backend: Literal["transformers", "vllm"] = "transformers"
     threads: int | None = None

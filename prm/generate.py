@@ -20,22 +20,12 @@ from pathlib import Path
 from leanloop.artifacts import Manifest, describe_input
 from leanloop.paths import artifacts_root, resolve_shared
 from leanloop.prover.shards import ShardError, ShardFile, merge_shards, shard_from_env
-from leanloop.prover.statements import Statement, read_statements
+from leanloop.prover.statements import Statement, load_statement_set
 from leanloop.jsonl import write_jsonl
 from leanloop.tool import parse_config
 from prm.config import GenerateConfig
 from prm.label import SAMPLES_FILE, SAMPLES_STAGE
 from prm.paired import PairedFormatError, parse_paired, render_paired_prompt
-
-
-def chosen_statements(config: GenerateConfig) -> list[Statement]:
-    s = config.statements
-    rows = [st for st in read_statements(s.path).statements
-            if (not s.splits or st.split in s.splits) and (not s.names or st.name in s.names)]
-    rows = rows[: s.limit] if s.limit else rows
-    if not rows:
-        raise ValueError(f"no statement of {s.path} passes the filters (splits={s.splits}, names={s.names})")
-    return rows
 
 
 def trusted_header(statement: Statement) -> str:
@@ -79,7 +69,7 @@ def run(config: GenerateConfig, resolved_yaml: str = "", progress: bool = True) 
     from tqdm import tqdm
 
     folder = artifacts_root() / SAMPLES_STAGE / config.run
-    statements = chosen_statements(config)
+    statements = load_statement_set(config.statements)
     names = [s.name for s in statements]
     fingerprint = {"model": config.model.name, "statements": names, "sampling": config.sampling.record(),
                    "system": config.system}

@@ -12,7 +12,8 @@ from leanloop.artifacts import Manifest
 from leanloop.prover.generation import Attempt, SamplingConfig
 from leanloop.training.models import ModelSpec
 from prm import generate, label
-from prm.config import GenerateConfig, LabelConfig, RecordedConfig, StatementSet
+from leanloop.prover.statements import StatementsConfig as StatementSet
+from prm.config import GenerateConfig, LabelConfig, RecordedConfig
 from prm.dataset import read_split
 from leanloop.lean.backends import BackendConfig
 from leanloop.lean.replay import ReplayBackendConfig
