@@ -180,9 +180,10 @@ autoformalizer-retrieval: setup ## System B recall@8 on the shipped statements (
 # RL-Lean programs: tactic-level labels from recorded Lean output); make prm-train -> artifacts/prm/default
 # (SFT) then artifacts/prm/grpo (GRPO, exact step-label reward); make prm-eval -> artifacts/prm_eval/default/report.md.
 .PHONY: prm prm-generate prm-label prm-train prm-eval
-prm: setup ## the prm stage end to end on the embedded default (generate, label, train, eval)
+prm: setup ## the prm stage end to end on the embedded default (generate, label both sources, train, eval)
 	$(MAKE) prm-generate
 	$(MAKE) prm-label
+	$(MAKE) prm-label CONFIG=configs/prm/label/generated.yaml
 	$(MAKE) prm-train
 	$(MAKE) prm-eval
 

@@ -163,3 +163,15 @@ def test_recorded_first_error_labels(shared_data):
     assert [l.label for l in labels] == [True] * first + [False] * (len(cut) - first)
     none, proof, _, why = labels_from_outcome(cut, Outcome(Category.TIMEOUT))
     assert proof is None and all(l.label is None for l in none) and why == "timeout"
+
+
+def test_model_reviewer_whose_answer_has_no_verdict_drops_the_failure(incremental, verifier):
+    from leanloop.training.models import ModelSpec
+    from prm.labelling import ModelReviewer
+
+    reviewer = ModelReviewer(ModelSpec(name="qwen3-tiny"), max_new_tokens=4)  # random weights: no VERDICT line
+    labels = label_paired_proof(steps("exact my_fake_premise"), header="", name=None, reviewer=reviewer,
+                                statement="theorem my_theorem (x : Nat) : x = x := by", checker=incremental,
+                                whole_program=whole(verifier))
+    assert labels.reviewer[0]["verdict"] == "unclear" and "no VERDICT" in labels.reviewer[0]["reason"]
+    assert [s.label for s in labels.steps] == [None]
