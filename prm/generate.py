@@ -28,8 +28,10 @@ from prm.label import SAMPLES_FILE, SAMPLES_STAGE
 from prm.paired import PairedFormatError, parse_paired, render_paired_prompt
 
 
-def trusted_header(statement: Statement) -> str:
-    return "\n\n".join(p.strip("\n") for p in (statement.header, statement.context) if p and p.strip())
+def trusted_declaration(statement: Statement) -> str:
+    """The context (docstring, auxiliary declarations) with the target declaration: one Lean command
+    sequence that ``statement sorry`` elaborates after the header (a docstring alone is no command)."""
+    return "\n".join(p.strip("\n") for p in (statement.context, statement.statement) if p and p.strip())
 
 
 def _generator(config: GenerateConfig):
@@ -59,7 +61,7 @@ def rows_for(statement: Statement, attempts, generator_name: str) -> list[dict]:
         except PairedFormatError as error:
             parse = error.reason
         rows.append({"name": statement.name, "theorem": statement.theorem, "attempt": number,
-                     "header": trusted_header(statement), "statement": statement.statement,
+                     "header": statement.header.strip("\n"), "statement": trusted_declaration(statement),
                      "informal": statement.informal, "completion": attempt.text, "finish_reason": attempt.finish_reason,
                      "num_tokens": attempt.num_tokens, "parse": parse, "generator": generator_name})
     return rows
@@ -86,7 +88,7 @@ def run(config: GenerateConfig, resolved_yaml: str = "", progress: bool = True) 
     if todo:
         generator, tokenizer = _generator(config)
         for statement in tqdm(todo, desc=f"[prm-generate] shard {spec.index}/{spec.count}", disable=not progress):
-            prompt = render_paired_prompt(trusted_header(statement) + "\n\n" + statement.statement, tokenizer,
+            prompt = render_paired_prompt(statement.header.strip("\n") + "\n\n" + trusted_declaration(statement), tokenizer,
                                           statement.informal, config.system)
             (attempts,) = generator.sample_batch([prompt], [statement.name], config.sampling)
             shard.append(statement.name, rows_for(statement, attempts, config.model.name))

@@ -40,6 +40,8 @@ def test_generate_samples_with_the_real_sampler_and_records_parse_failures(artif
     folder = generate.run(_config(statements=StatementSet(limit=1)), progress=False)
     rows = [json.loads(l) for l in (folder / "final" / "samples.jsonl").read_text().splitlines()]
     assert [r["attempt"] for r in rows] == [0, 1] and rows[0]["statement"].rstrip().endswith("by")
+    # the header holds commands only (imports, options, opens); the docstring travels with its theorem
+    assert rows[0]["header"].startswith("import") and "/--" not in rows[0]["header"]
     assert all(r["parse"] for r in rows)  # ok (n steps) or the rejection reason, never missing
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["counts"]["completions"] == 2
