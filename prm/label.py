@@ -79,7 +79,7 @@ def label_generated(config: LabelConfig, counts: Counter, progress: bool = True)
         records.append(ProofRecord(
             proof_id=f"{row['name']}#{row['attempt']}", name=row["name"], statement=row["statement"],
             header=row["header"], program=program, steps=as_dicts(labels.steps), proof_label=labels.proof_label,
-            first_error=labels.first_error, category=labels.status, lean_version=None,
+            first_error=labels.first_error, category=labels.status, lean_version=labels.lean_version,
             generator=str(row.get("generator")), source=config.generated, labeller=checker.name, reason=labels.reason,
             reviewer=labels.reviewer, correspondence_rejected=labels.correspondence_rejected,
             split=theorem_split(row["name"], config.splits.validation, config.splits.test, config.splits.seed)))

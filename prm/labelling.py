@@ -54,6 +54,7 @@ class CheckResult:
     output: str = ""  # the first failure's compiler output (or why there is no answer)
     goals_left: bool = False  # every tactic compiled but goals remain
     checked: int = 0  # how many steps Lean was asked about
+    lean_version: str | None = None
 
 
 def propagate(count: int, first_failure: int | None, failure_reason: str) -> list[tuple[bool, str]]:
@@ -130,6 +131,11 @@ class IncrementalChecker:
         return CheckResult(TIMEOUT if is_timeout_text(text) else INFRA_ERROR, output=text)
 
     def check(self, header: str, statement: str, tactics: Sequence[str]) -> CheckResult:
+        result = self._check(header, statement, tactics)
+        result.lean_version = getattr(self._server, "lean_version", None) or getattr(self.repl_config, "lean_version", None)
+        return result
+
+    def _check(self, header: str, statement: str, tactics: Sequence[str]) -> CheckResult:
         from lean_interact.interface import Command, LeanError, ProofStep
 
         try:
@@ -186,9 +192,17 @@ class PrefixChecker:
         self.timeout = timeout
 
     def _ask(self, program: str):
-        return asyncio.run(self.backend.run(program, self.timeout))
+        response = asyncio.run(self.backend.run(program, self.timeout))
+        self._version = response.lean_version or getattr(self, "_version", None)
+        return response
 
     def check(self, header: str, statement: str, tactics: Sequence[str]) -> CheckResult:
+        self._version = None
+        result = self._check(header, statement, tactics)
+        result.lean_version = self._version
+        return result
+
+    def _check(self, header: str, statement: str, tactics: Sequence[str]) -> CheckResult:
         for k in range(1, len(tactics) + 1):
             program = assemble_program(header, statement, [*tactics[:k], "sorry"])
             sorry_line = program.count("\n") + 1
@@ -355,6 +369,7 @@ class ProofLabels:
     reviewer: list[dict[str, Any]] = field(default_factory=list)
     correspondence_rejected: int = 0
     repaired: bool = False
+    lean_version: str | None = None
 
 
 def _labelled(steps: Sequence[PairedStep], result: CheckResult) -> list[StepLabel]:
@@ -371,7 +386,8 @@ def label_paired_proof(steps: Sequence[PairedStep], *, header: str, statement: s
     result = checker.check(header, statement, [s.tactic for s in steps])
     if result.status in NO_LABEL_STATUSES:
         return ProofLabels([StepLabel(s.prose, s.tactic, None, f"no label: {result.status}") for s in steps],
-                           None, None, result.status, _first_line(result.output) or result.status)
+                           None, None, result.status, _first_line(result.output) or result.status,
+                           lean_version=result.lean_version)
     decisions: list[dict[str, Any]] = []
     repaired = False
     labels = _labelled(steps, result)
@@ -416,7 +432,8 @@ def label_paired_proof(steps: Sequence[PairedStep], *, header: str, statement: s
             if not ok:
                 labels[i] = StepLabel(l.prose, l.tactic, None, f"dropped: correspondence judge rejected ({why})")
                 rejected += 1
-    return ProofLabels(labels, proof_label, result.first_failure, OK, reason, decisions, rejected, repaired)
+    return ProofLabels(labels, proof_label, result.first_failure, OK, reason, decisions, rejected, repaired,
+                       result.lean_version)
 
 
 def training_prefix(labels: Sequence[bool | None]) -> list[bool]:

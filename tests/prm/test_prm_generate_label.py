@@ -80,7 +80,7 @@ def test_label_generated_paired_proofs_by_prefix_compilation(artifacts):
                          backend=BackendConfig(kind="replay", replay=ReplayBackendConfig(sources=["repl_io"])))
     folder = label.run(config, progress=False)
     records = [r for split in ("train", "validation", "test") for r in read_split(folder, split)]
-    assert len(records) == 1 and records[0].labeller == "prefix"
+    assert len(records) == 1 and records[0].labeller == "prefix" and records[0].lean_version  # from the recording
     assert records[0].labels == [False, False] and records[0].first_error == 0
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["counts"]["rejected:missing_tactic"] == 1 and manifest["reviewer"] == "none"
