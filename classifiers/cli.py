@@ -15,10 +15,11 @@ seconds get ``score`` and ``verdict`` null.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any, Iterator
+
+from leanloop.jsonl import JsonlError, dumps_line, numbered_jsonl
 
 PASSED_THROUGH = ("id", "name", "split", "label")
 
@@ -46,20 +47,15 @@ def read_inputs(paths: list[str], field: str) -> Iterator[tuple[dict[str, Any], 
         if path.suffix == ".lean":
             yield {"input": str(path)}, path.read_text(encoding="utf-8")
             continue
-        with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise SystemExit(f"classify: {path}:{number} is not JSON ({exc}); inputs are .lean or JSONL files")
-                program = row.get(field) if isinstance(row, dict) else None
-                if not isinstance(program, str) or not program.strip():
-                    raise SystemExit(f"classify: {path}:{number} has no program in field '{field}' (use --field)")
-                where = {"input": str(path), "line": number}
-                where.update({key: row[key] for key in PASSED_THROUGH if key in row})
-                yield where, program
+        for number, row in numbered_jsonl(path, strict=False):
+            if isinstance(row, JsonlError):
+                raise SystemExit(f"classify: {row}; inputs are .lean or JSONL files")
+            program = row.get(field) if isinstance(row, dict) else None
+            if not isinstance(program, str) or not program.strip():
+                raise SystemExit(f"classify: {path}:{number} has no program in field '{field}' (use --field)")
+            where = {"input": str(path), "line": number}
+            where.update({key: row[key] for key in PASSED_THROUGH if key in row})
+            yield where, program
 
 
 def classify(args: argparse.Namespace) -> int:
@@ -76,7 +72,7 @@ def classify(args: argparse.Namespace) -> int:
         for (where, _), prediction in zip(items, predictions):
             row = {**where, "score": prediction.score, "verdict": prediction.verdict,
                    "threshold": evaluator.threshold, "time_s": round(prediction.time_s, 6)}
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            out.write(dumps_line(row))
     finally:
         if out is not sys.stdout:
             out.close()

@@ -7,7 +7,7 @@ config change is judged here, with the test split never read:
 
 1. folds: the config's data run (``data.corpus``) with its ``split`` column rewritten, one
    data-stage run per fold (``artifacts/data/<corpus>_cv<K>_fold<i>/``): fold i's theorems become
-   ``validation``, the other train + validation theorems ``train`` (scikit-learn's ``GroupKFold``,
+   ``valid`` (the corpus's split names, leanloop.corpus), the other train + validation theorems ``train`` (scikit-learn's ``GroupKFold``,
    group = theorem name, so no theorem is on both sides); the test rows are left out;
 2. runs: the stage's own entry point once per fold, as a sweep run through the sweep's own command
    line (``python -m cluster.sweep --sweep <folder>/sweep.yaml``: finished folds are skipped,
@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from classifiers.corpus import SPLIT_ALIASES, corpus_files, load_corpus
+from classifiers.corpus import CORPUS_VALID, SPLIT_ALIASES, corpus_files, load_corpus
 from leanloop.artifacts import (MANIFEST, Manifest, ManifestError, default_run_name, describe_input, read_manifest,
                                 resolve_path, resolve_run)
 from leanloop.corpus import canonical_split
@@ -82,7 +82,7 @@ def _write_folds(source: Path, targets: list[Path], folds: int) -> None:
     pooled = table.take(pa.array(pool, type=pa.int64()))
     for fold, (_, held_out) in enumerate(GroupKFold(folds).split(pool, groups=[names[i] for i in pool])):
         held = {pool[j] for j in held_out}
-        new_split = pa.array(["validation" if i in held else "train" for i in pool])
+        new_split = pa.array([CORPUS_VALID if i in held else "train" for i in pool])  # the corpus's own names
         fold_table = pooled.set_column(table.schema.get_field_index("split"), "split", new_split)
         target = targets[fold]
         (target / MANIFEST).unlink(missing_ok=True)  # a fold half rewritten never passes as finished
