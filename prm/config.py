@@ -21,12 +21,12 @@ RECORDED_RL_LEAN = "shared://candidates/rl_lean_minif2f_test_compilation_rounds0
 class SplitConfig:
     """Splits by theorem: every proof of a theorem lands in the same split (hash of the name)."""
 
-    validation: float = 0.1
+    valid: float = 0.1
     test: float = 0.2
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.validation < 0 or self.test < 0 or self.validation + self.test >= 1:
+        if self.valid < 0 or self.test < 0 or self.valid + self.test >= 1:
             raise ValueError("split fractions must be >= 0 and leave room for train")
 
 

@@ -86,11 +86,11 @@ class PRMData(L.LightningDataModule):
     def _records(self) -> dict[str, list[ProofRecord]]:
         if self.dataset is not None:
             folder = resolve_run(self.dataset, DATA_STAGE)
-            return {s: read_split(folder, s) for s in ("train", "validation")}
+            return {s: read_split(folder, s) for s in ("train", "valid")}
         from prm.recorded import build_recorded
 
         records, _ = build_recorded(self.recorded, self.splits, progress=False)
-        return {s: [r for r in records if r.split == s] for s in ("train", "validation")}
+        return {s: [r for r in records if r.split == s] for s in ("train", "valid")}
 
     def setup(self, stage: str | None = None) -> None:
         if self.train:
@@ -98,10 +98,10 @@ class PRMData(L.LightningDataModule):
         self.tokenizer = load_tokenizer(self.base)
         records = self._records()
         train, counts = examples_from(records["train"], self.tokenizer, self.max_proof_steps)
-        val, _ = examples_from(records["validation"], self.tokenizer, self.max_proof_steps)
+        val, _ = examples_from(records["valid"], self.tokenizer, self.max_proof_steps)
         self.counts.update(counts)
         train = self._fit(train[: self.max_examples or None], "train")
-        val = self._fit(val[: self.max_val_examples or None], "validation")
+        val = self._fit(val[: self.max_val_examples or None], "valid")
         if not train:
             raise ValueError("no training example fits: raise data.max_length or check the dataset's labels")
         self.train = train if self.mode == "grpo" else [self._tokenize(e) for e in train]

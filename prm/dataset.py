@@ -1,4 +1,4 @@
-"""The labelled step dataset on disk: ``artifacts/prm_data/<run>/final/{train,validation,test}.parquet``.
+"""The labelled step dataset on disk: ``artifacts/prm_data/<run>/final/{train,valid,test}.parquet``.
 
 One row per proof: proof id, theorem name, split, statement (the trusted declaration), header,
 program, Lean version, generator, source, the Lean category of the whole program, proof label,
@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from leanloop.artifacts import resolve_run
+from leanloop.corpus import SPLITS  # train / valid / test: the house split names
 
-SPLITS = ("train", "validation", "test")
 DATA_STAGE = "prm_data"
 
 
@@ -48,10 +48,10 @@ class ProofRecord:
         return [s["label"] for s in self.steps]
 
 
-def theorem_split(name: str, validation: float, test: float, seed: int = 0) -> str:
+def theorem_split(name: str, valid: float, test: float, seed: int = 0) -> str:
     """Deterministic split of a theorem by the hash of its name."""
     unit = int.from_bytes(hashlib.sha256(f"{seed}\x00{name}".encode()).digest()[:8], "little") / 2 ** 64
-    return "test" if unit < test else "validation" if unit < test + validation else "train"
+    return "test" if unit < test else "valid" if unit < test + valid else "train"
 
 
 def write_splits(records: Iterable[ProofRecord], final_dir: Path) -> dict[str, int]:

@@ -19,7 +19,7 @@ from leanloop.lean.backends import make_backend
 from leanloop.lean.verifier import Verifier
 from leanloop.tool import run_parsed_tool, run_tool
 from prm.config import LabelConfig
-from prm.dataset import DATA_STAGE, ProofRecord, theorem_split, write_splits
+from prm.dataset import DATA_STAGE, SPLITS, ProofRecord, theorem_split, write_splits
 from prm.labelling import (
     IncrementalChecker, ModelJudge, ModelReviewer, PrefixChecker, RuleReviewer, as_dicts, label_paired_proof,
     training_prefix,
@@ -82,7 +82,7 @@ def label_generated(config: LabelConfig, counts: Counter, progress: bool = True)
             first_error=labels.first_error, category=labels.status, lean_version=labels.lean_version,
             generator=str(row.get("generator")), source=config.generated, labeller=checker.name, reason=labels.reason,
             reviewer=labels.reviewer, correspondence_rejected=labels.correspondence_rejected,
-            split=theorem_split(row["name"], config.splits.validation, config.splits.test, config.splits.seed)))
+            split=theorem_split(row["name"], config.splits.valid, config.splits.test, config.splits.seed)))
     if hasattr(checker, "close"):
         checker.close()
     return records
@@ -122,7 +122,7 @@ def write_report(folder: Path, config: LabelConfig, records: list[ProofRecord], 
     lines += ["| | count |", "|---|---:|"] + [f"| {k} | {v} |" for k, v in stats.items()]
     lines += [f"| {k} | {v} |" for k, v in sorted(counts.items()) if k not in stats]
     by_split = Counter(r.split for r in records)
-    lines += ["", "Splits by theorem: " + ", ".join(f"{s} {by_split[s]}" for s in ("train", "validation", "test")),
+    lines += ["", "Splits by theorem: " + ", ".join(f"{s} {by_split[s]}" for s in SPLITS),
               "", "![first failing step](first_error.png)", ""]
     (folder / "report.md").write_text("\n".join(lines), encoding="utf-8")
     firsts = [r.first_error + 1 for r in records if r.first_error is not None]

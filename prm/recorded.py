@@ -63,7 +63,7 @@ def build_recorded(config: RecordedConfig, splits: SplitConfig, profile: str = "
             header=header, program=row["code"], steps=as_dicts(labels), proof_label=proof_label, first_error=first,
             category=outcome.category.value, lean_version=row.get("lean_version"), generator=str(row.get("prover")),
             source=str(row.get("source") or config.path), labeller=LABELLER, reason=reason,
-            split=theorem_split(row["name"], splits.validation, splits.test, splits.seed)))
+            split=theorem_split(row["name"], splits.valid, splits.test, splits.seed)))
     return records, counts
 
 

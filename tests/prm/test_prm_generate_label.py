@@ -79,7 +79,7 @@ def test_label_generated_paired_proofs_by_prefix_compilation(artifacts):
     config = LabelConfig(run="gen", recorded=None, generated=_samples_run(artifacts, rows),
                          backend=BackendConfig(kind="replay", replay=ReplayBackendConfig(sources=["repl_io"])))
     folder = label.run(config, progress=False)
-    records = [r for split in ("train", "validation", "test") for r in read_split(folder, split)]
+    records = [r for split in ("train", "valid", "test") for r in read_split(folder, split)]
     assert len(records) == 1 and records[0].labeller == "prefix" and records[0].lean_version  # from the recording
     assert records[0].labels == [False, False] and records[0].first_error == 0
     manifest = json.loads((folder / "manifest.json").read_text())
@@ -89,9 +89,9 @@ def test_label_generated_paired_proofs_by_prefix_compilation(artifacts):
 
 def test_embedded_default_labels_split_by_theorem(artifacts):
     folder = label.run(LabelConfig(run="small", recorded=RecordedConfig(limit=120)), progress=False)
-    splits = {s: read_split(folder, s) for s in ("train", "validation", "test")}
+    splits = {s: read_split(folder, s) for s in ("train", "valid", "test")}
     names = {s: {r.name for r in records} for s, records in splits.items()}
-    assert not names["train"] & names["test"] and not names["train"] & names["validation"]
+    assert not names["train"] & names["test"] and not names["train"] & names["valid"]
     records = [r for rs in splits.values() for r in rs]
     assert len(records) == 120
     for r in records:
