@@ -220,3 +220,33 @@ search-demo: setup ## the search part of make demo (~1-2 CPU minutes): trees, a 
 
 bench-search: setup ## expansions/s and env calls/s vs the replay environment, model vs env time, batched vs one-at-a-time searches (ARGS=--smoke)
 	$(PY) -m bench.search $(ARGS)
+
+# --- prm stage (LeanPRM: Lean-grounded step labels and a step verifier) ---
+# Embedded default on CPU: make prm-generate -> artifacts/prm_samples/default (paired proofs from a random
+# tiny Qwen3: noise, counted as format rejections); make prm-label -> artifacts/prm_data/default (recorded
+# RL-Lean programs: tactic-level labels from recorded Lean output); make prm-train -> artifacts/prm/default
+# (SFT) then artifacts/prm/grpo (GRPO, exact step-label reward); make prm-eval -> artifacts/prm_eval/default/report.md.
+.PHONY: prm prm-generate prm-label prm-train prm-eval
+prm: setup ## the prm stage end to end on the embedded default (generate, label both sources, train, eval)
+	$(MAKE) prm-generate
+	$(MAKE) prm-label
+	$(MAKE) prm-label CONFIG=configs/prm/label/generated.yaml
+	$(MAKE) prm-train
+	$(MAKE) prm-eval
+
+prm-generate: setup ## sample paired prose+tactic proofs, resumable and sharded (CONFIG=configs/prm/generate/X.yaml, RUN=name, ARGS=overrides)
+	$(call stage,prm.generate,configs/prm/generate/default.yaml)
+
+prm-label: setup ## step labels from Lean -> parquet + manifest (CONFIG=configs/prm/label/X.yaml; generated.yaml labels prm-generate's proofs)
+	$(call stage,prm.label,configs/prm/label/default.yaml)
+
+prm-train: setup ## step verifier: SFT then GRPO (CONFIG="configs/prm/X.yaml" trains one run instead; RUN=name, ARGS=overrides)
+	@if [ -n "$(CONFIG)" ]; then \
+		$(call stage,prm.train,); \
+	else \
+		set -e; $(PY) -m prm.train --config configs/prm/default.yaml $(ARGS); \
+		$(PY) -m prm.train --config configs/prm/grpo.yaml $(ARGS); \
+	fi
+
+prm-eval: setup ## step-label accuracy, first error, F1, best-of-n, baselines -> report (CONFIG=configs/prm/eval/X.yaml, RUN=name, ARGS=overrides)
+	$(call stage,prm.evaluate,configs/prm/eval/default.yaml)

@@ -46,7 +46,8 @@ class ArtifactNotFoundError(ManifestError, FileNotFoundError):
 
 
 # make targets whose name is not the stage's (the others are the stage name, '_' -> '-')
-MAKE_TARGETS = {"feedback_model": "feedback", "autoformalizer": "autoformalizer-sft"}
+MAKE_TARGETS = {"feedback_model": "feedback", "autoformalizer": "autoformalizer-sft",
+                "prm": "prm-train", "prm_data": "prm-label", "prm_samples": "prm-generate"}
 
 
 def content_hash(path: str | os.PathLike, chunk: int = 1 << 20) -> str:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from leanloop.lean.backends import BackendConfig
 from leanloop.training.models import ModelSpec
-from sft.generation import SamplingConfig
+from leanloop.prover.generation import SamplingConfig
 from leanloop.prover.prompt import PromptConfig
 from leanloop.prover.statements import StatementsConfig
 

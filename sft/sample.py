@@ -33,9 +33,9 @@ from leanloop.jsonl import write_jsonl
 from leanloop.tool import CONFIG_FILE, comparable_config, parse_config
 from sft.config import SampleConfig
 from leanloop.prover.extract import extract_program
-from sft.generation import Attempt, SamplingConfig
+from leanloop.prover.generation import Attempt, SamplingConfig
 from leanloop.prover.prompt import PromptConfig, render_prompt, stop_token, trained_prompt
-from sft.shards import (
+from leanloop.prover.shards import (
     ShardError,
     ShardFile,
     ShardSpec,
@@ -129,7 +129,7 @@ def make_generator(config: SampleConfig):
     prompt = config.prompt or trained_prompt(config.model, config.prompt)
     if config.generation.backend == "vllm":
         from leanloop.training.models import load_tokenizer
-        from sft.generation import VLLMGenerator
+        from leanloop.prover.generation import VLLMGenerator
 
         tokenizer = load_tokenizer(config.model)
         stops = [stop_token(prompt, tokenizer)]
@@ -139,7 +139,7 @@ def make_generator(config: SampleConfig):
     import torch
 
     from leanloop.training.models import load_model, load_tokenizer
-    from sft.generation import TransformersGenerator
+    from leanloop.prover.generation import TransformersGenerator
 
     if config.generation.threads:
         torch.set_num_threads(config.generation.threads)

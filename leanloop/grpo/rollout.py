@@ -94,7 +94,9 @@ class TransformersRollout:
                 batch["attention_mask"].repeat_interleave(repeat, dim=0))
 
     @torch.no_grad()
-    def generate(self, model: Any, prompts: Sequence[str], num_generations: int) -> Rollouts:
+    def generate(self, model: Any, prompts: Sequence[str], num_generations: int, **generate_args: Any) -> Rollouts:
+        """``generate_args`` go to ``model.generate`` (e.g. a ``logits_processor`` constraining the
+        answers to a grammar, as the prm stage's verifier does)."""
         c = self.config
         device = next(model.parameters()).device
         prompt_ids, prompt_mask = self.encode_prompts(prompts, num_generations)
@@ -105,7 +107,7 @@ class TransformersRollout:
             out = model.generate(
                 input_ids=prompt_ids, attention_mask=prompt_mask, do_sample=True, temperature=c.temperature,
                 top_p=c.top_p, top_k=c.top_k, max_new_tokens=c.max_new_tokens, min_new_tokens=c.min_new_tokens or None,
-                eos_token_id=self.stop_ids, pad_token_id=self.pad_id, use_cache=True,
+                eos_token_id=self.stop_ids, pad_token_id=self.pad_id, use_cache=True, **generate_args,
             )
         finally:
             model.train(was_training)

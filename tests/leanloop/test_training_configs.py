@@ -24,7 +24,7 @@ from leanloop.paths import REPO_ROOT
 
 NOT_LIGHTNING = {"data", "sweeps", "strategy", "search_data"}
 # the Lightning stages of the issues; a stage is discovered by configs/<stage>/ + <stage>/train.py
-EXPECTED_STAGES = {"pretrain", "classifiers", "sft", "feedback_model", "rl", "search"}
+EXPECTED_STAGES = {"pretrain", "classifiers", "sft", "feedback_model", "rl", "search", "prm"}
 
 
 def _stages() -> list[str]:

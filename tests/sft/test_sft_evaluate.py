@@ -14,11 +14,11 @@ from leanloop.artifacts import Manifest
 from leanloop.training.models import ModelSpec
 from sft.config import EvaluateConfig, SampleConfig, StatementsConfig, VerifierConfig
 from sft.evaluate import evaluate
-from sft.generation import Attempt, SamplingConfig
+from leanloop.prover.generation import Attempt, SamplingConfig
 from leanloop.prover.passk import pass_at_k
 from leanloop.prover.prompt import PromptConfig
 from sft.sample import candidate_rows, merge, sample_dir
-from sft.shards import ShardFile, ShardSpec
+from leanloop.prover.shards import ShardFile, ShardSpec
 from leanloop.prover.statements import read_statements
 
 DSP = "shared://statements/minif2f_deepseek_prover_v1.5.jsonl"

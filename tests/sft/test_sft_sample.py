@@ -17,7 +17,7 @@ from leanloop.artifacts import content_hash
 from leanloop.paths import REPO_ROOT
 from leanloop.training.models import ModelSpec
 from sft.config import SampleConfig, StatementsConfig
-from sft.generation import SamplingConfig, VLLMGenerator
+from leanloop.prover.generation import SamplingConfig, VLLMGenerator
 from leanloop.prover.prompt import PromptConfig
 from sft.sample import run
 from leanloop.prover.statements import read_statements

@@ -7,9 +7,9 @@ import pytest
 
 from leanloop.training.models import ModelSpec
 from sft.config import SampleConfig, ShardConfig, StatementsConfig
-from sft.generation import SamplingConfig
+from leanloop.prover.generation import SamplingConfig
 from sft.sample import load_statement_set, run, sample_dir
-from sft.shards import ShardError, ShardFile, ShardSpec, merge_shards, shard_from_env
+from leanloop.prover.shards import ShardError, ShardFile, ShardSpec, merge_shards, shard_from_env
 
 
 class CountingGenerator:

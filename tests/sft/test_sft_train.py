@@ -14,7 +14,7 @@ from leanloop.paths import REPO_ROOT
 from leanloop.training.models import ModelSpec
 from leanloop.tool import parse_config
 from sft.config import EvaluateConfig, FlywheelConfig, SampleConfig, StatementsConfig
-from sft.generation import SamplingConfig
+from leanloop.prover.generation import SamplingConfig
 from leanloop.prover.prompt import PromptConfig
 from sft.sample import run as sample
 from sft.train import run as train

@@ -1,0 +1,129 @@
+"""Typed configs of the prm stage's tools: labelling (``prm.label``), generation (``prm.generate``)
+and evaluation (``prm.evaluate``). The verifier's training options are the module's and the
+datamodule's own arguments (``prm.train``, LightningCLI). Every YAML under ``configs/prm/`` layers
+(``--config a.yaml --config b.yaml``) and takes dotted overrides."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from leanloop.lean.backends import BackendConfig
+from leanloop.prover.generation import SamplingConfig
+from leanloop.prover.statements import StatementsConfig
+from leanloop.training.models import ModelSpec
+from prm.labelling import ReviewRule
+
+RECORDED_RL_LEAN = "shared://candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz"
+
+
+@dataclass
+class SplitConfig:
+    """Splits by theorem: every proof of a theorem lands in the same split (hash of the name)."""
+
+    valid: float = 0.1
+    test: float = 0.2
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.valid < 0 or self.test < 0 or self.valid + self.test >= 1:
+            raise ValueError("split fractions must be >= 0 and leave room for train")
+
+
+@dataclass
+class RecordedConfig:
+    """The embedded default: whole programs with recorded Lean answers, cut into top-level tactic
+    steps and labelled from the recorded first error (no generator model)."""
+
+    path: str = RECORDED_RL_LEAN
+    """RL-Lean rows (``code``, ``name``, ``compilation_result``)."""
+    sources: list[str] = field(default_factory=lambda: ["rl_lean"])
+    """Replay sources holding the programs' Lean answers."""
+    limit: int | None = None
+    """The first N rows (smoke runs)."""
+
+
+@dataclass
+class ReviewerConfig:
+    """LeanPRM step 3. ``none`` (default on CPU): every failure counts. ``rules``: a scripted rule
+    reviewer (regex on the compiler output). ``model``: a second LM reads the failure."""
+
+    kind: Literal["none", "rules", "model"] = "none"
+    model: ModelSpec | None = None
+    rules: list[ReviewRule] = field(default_factory=list)
+    otherwise: Literal["mathematical", "syntax", "unclear"] = "mathematical"
+    max_new_tokens: int = 256
+
+
+@dataclass
+class JudgeConfig:
+    """Step correspondence: ``model`` asks an LM whether sentence and tactic say the same thing."""
+
+    kind: Literal["none", "model"] = "none"
+    model: ModelSpec | None = None
+
+
+@dataclass
+class LabelConfig:
+    run: str = "default"
+    """Output: artifacts/prm_data/<run>/."""
+    recorded: RecordedConfig | None = field(default_factory=RecordedConfig)
+    """The embedded default (recorded whole programs); null to label only generated proofs."""
+    generated: str | None = None
+    """A prm-generate run (``artifacts://prm_samples/<run>``) whose paired proofs are labelled."""
+    checker: Literal["auto", "incremental", "prefix"] = "auto"
+    """auto: incremental REPL proof states when the backend is local, prefix compilation otherwise."""
+    backend: BackendConfig = field(default_factory=BackendConfig)
+    profile: str = "collection"
+    """Acceptance policy profile deciding whole proofs."""
+    timeout: float = 60.0
+    reviewer: ReviewerConfig = field(default_factory=ReviewerConfig)
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    splits: SplitConfig = field(default_factory=SplitConfig)
+
+
+@dataclass
+class GenerateConfig:
+    model: ModelSpec = field(default_factory=ModelSpec)
+    """The generator (paper: a strong instruction model; embedded default: tiny random Qwen3)."""
+    run: str = "default"
+    """Output: artifacts/prm_samples/<run>/."""
+    statements: StatementsConfig = field(default_factory=StatementsConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    backend: Literal["transformers", "vllm"] = "transformers"
+    threads: int | None = None
+    vllm_args: dict = field(default_factory=dict)
+    shard_index: int | None = None
+    shard_count: int | None = None
+    system: str | None = None
+
+
+@dataclass
+class ExternalSet:
+    """A published step-label set in its own JSONL format."""
+
+    format: Literal["processbench", "prmbench", "prm800k"]
+    path: str
+    limit: int | None = None
+
+
+@dataclass
+class EvalConfig:
+    model: ModelSpec = field(default_factory=lambda: ModelSpec(name="artifacts://prm/grpo"))
+    """The step verifier (a prm run)."""
+    run: str = "default"
+    """Output: artifacts/prm_eval/<run>/."""
+    dataset: str | None = "artifacts://prm_data/default"
+    """Held-out theorems: the test split of a prm-label run."""
+    split: str = "test"
+    external: list[ExternalSet] = field(default_factory=list)
+    """Further sets in ProcessBench / PRMBench / PRM800K format, reported the same way."""
+    limit: int | None = None
+    """The first N proofs of each set (smoke runs)."""
+    max_steps: int = 24
+    """Proofs are shown with at most this many steps (longer ones are cut, counted)."""
+    batch_size: int = 8
+    classifier: str | None = None
+    """A classifiers run (``artifacts://classifiers/<run>``) scored on proof prefixes as a baseline."""
+    seed: int = 0
+    threads: int | None = None

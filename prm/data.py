@@ -1,0 +1,161 @@
+"""The step verifier's data: (statement, numbered prose steps) -> Lean's step labels.
+
+Proofs come from a prm-label run (``dataset: artifacts://prm_data/<run>``) or, with ``dataset: null``,
+from the embedded default labels built in memory (``recorded``). A proof trains on its longest
+prefix of labelled steps (:func:`prm.labelling.training_prefix`), cut at ``max_proof_steps``.
+``mode`` (linked from ``model.mode``): ``sft`` batches are tokenized prompt + label answer with the
+prompt masked; ``grpo`` batches are the examples themselves (the module samples answers).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader
+
+from leanloop.artifacts import resolve_run
+from leanloop.training.models import ModelSpec, load_tokenizer
+from prm.config import RecordedConfig, SplitConfig
+from prm.dataset import DATA_STAGE, ProofRecord, read_split
+from prm.labelling import training_prefix
+from prm.step_labels import END_OF_TURN, render_labels, verifier_prompt
+
+
+@dataclass
+class VerifierExample:
+    proof_id: str
+    name: str
+    prompt: str
+    labels: list[bool]
+    proof_label: bool | None
+
+
+def examples_from(records: list[ProofRecord], tokenizer: Any, max_proof_steps: int) -> tuple[list[VerifierExample], Counter]:
+    counts: Counter = Counter()
+    out = []
+    for record in records:
+        labels = training_prefix(record.labels)[:max_proof_steps]
+        if not labels:
+            counts["no_labelled_steps"] += 1
+            continue
+        counts["cut_at_max_proof_steps"] += len(training_prefix(record.labels)) > max_proof_steps
+        proses = [s["prose"] for s in record.steps[:len(labels)]]
+        out.append(VerifierExample(record.proof_id, record.name, verifier_prompt(record.statement, proses, tokenizer),
+                                   labels, record.proof_label))
+    return out, counts
+
+
+class PRMData(L.LightningDataModule):
+    def __init__(
+        self,
+        base: ModelSpec | None = None,
+        mode: Literal["sft", "grpo"] = "sft",
+        dataset: str | None = None,
+        recorded: RecordedConfig | None = None,
+        splits: SplitConfig | None = None,
+        max_proof_steps: int = 16,
+        max_length: int = 1024,
+        batch_size: int = 4,
+        max_examples: int | None = None,
+        max_val_examples: int | None = 64,
+    ) -> None:
+        """``base`` and ``mode`` are linked from the model. ``dataset``: a prm-label run; null: the
+        embedded default labels (``recorded``, split by theorem with ``splits``). Examples longer than
+        ``max_length`` tokens are dropped (counted), never truncated: ``max_examples`` are taken, then the
+        ones that fit are kept."""
+        super().__init__()
+        self.base = base or ModelSpec(name="qwen3-tiny")
+        self.mode = mode
+        self.dataset = dataset
+        self.recorded = recorded or RecordedConfig()
+        self.splits = splits or SplitConfig()
+        self.max_proof_steps = max_proof_steps
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self.max_examples = max_examples
+        self.max_val_examples = max_val_examples
+        self.counts: Counter = Counter()
+        self.train: list = []
+        self.val: list = []
+
+    def _records(self) -> dict[str, list[ProofRecord]]:
+        if self.dataset is not None:
+            folder = resolve_run(self.dataset, DATA_STAGE)
+            return {s: read_split(folder, s) for s in ("train", "valid")}
+        from prm.recorded import build_recorded
+
+        records, _ = build_recorded(self.recorded, self.splits, progress=False)
+        return {s: [r for r in records if r.split == s] for s in ("train", "valid")}
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train:
+            return
+        self.tokenizer = load_tokenizer(self.base)
+        records = self._records()
+        train, counts = examples_from(records["train"], self.tokenizer, self.max_proof_steps)
+        val, _ = examples_from(records["valid"], self.tokenizer, self.max_proof_steps)
+        self.counts.update(counts)
+        train = self._fit(train[: self.max_examples or None], "train")
+        val = self._fit(val[: self.max_val_examples or None], "valid")
+        if not train:
+            raise ValueError("no training example fits: raise data.max_length or check the dataset's labels")
+        self.train = train if self.mode == "grpo" else [self._tokenize(e) for e in train]
+        self.val = val
+        self.counts["train_examples"], self.counts["val_examples"] = len(self.train), len(self.val)
+
+    def _target(self, example: VerifierExample) -> str:
+        return render_labels(example.labels) + END_OF_TURN
+
+    def _fit(self, examples: list[VerifierExample], split: str) -> list[VerifierExample]:
+        kept = []
+        for e in examples:
+            length = len(self.tokenizer(e.prompt + self._target(e), add_special_tokens=False)["input_ids"])
+            if length <= self.max_length:
+                kept.append(e)
+            else:
+                self.counts[f"{split}_too_long"] += 1
+        return kept
+
+    def _tokenize(self, example: VerifierExample) -> dict[str, torch.Tensor]:
+        prompt = self.tokenizer(example.prompt, add_special_tokens=False)["input_ids"]
+        target = self.tokenizer(self._target(example), add_special_tokens=False)["input_ids"]
+        return {"input_ids": torch.tensor(prompt + target), "labels": torch.tensor([-100] * len(prompt) + target)}
+
+    def _pad(self, rows: list[dict]) -> dict[str, torch.Tensor]:
+        width = max(len(r["input_ids"]) for r in rows)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        labels = torch.full((len(rows), width), -100, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, r in enumerate(rows):
+            n = len(r["input_ids"])
+            ids[i, :n], labels[i, :n], mask[i, :n] = r["input_ids"], r["labels"], 1
+        return {"input_ids": ids, "labels": labels, "attention_mask": mask}
+
+    def train_dataloader(self) -> DataLoader:
+        collate = (lambda rows: rows) if self.mode == "grpo" else self._pad
+        return DataLoader(self.train, batch_size=self.batch_size, shuffle=True, collate_fn=collate,
+                          generator=torch.Generator().manual_seed(self.splits.seed))
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.val, batch_size=self.batch_size, shuffle=False, collate_fn=lambda rows: rows)
+
+    def transfer_batch_to_device(self, batch, device, dataloader_idx):
+        if isinstance(batch, list):
+            return batch
+        return super().transfer_batch_to_device(batch, device, dataloader_idx)
+
+    def manifest_inputs(self) -> dict[str, Path]:
+        if self.dataset is not None:
+            return {"dataset": resolve_run(self.dataset, DATA_STAGE)}
+        from leanloop.paths import resolve_shared
+
+        return {"recorded": resolve_shared(self.recorded.path)}
+
+    def manifest_counts(self) -> dict[str, Any]:
+        return dict(self.counts)

@@ -1,0 +1,212 @@
+"""``make prm-eval``: the step verifier on held-out theorems (and published step-label sets) ->
+artifacts/prm_eval/<run>/{report.md, report.png, metrics.json, predictions.jsonl, manifest.json}.
+
+    python -m prm.evaluate --config configs/prm/eval/default.yaml [--limit 50 ...]
+
+Beside the verifier: ``always_correct``, ``first_error_at_random`` (the first wrong step drawn
+uniformly from the n steps and "none"), and, when ``classifier`` names a classifiers run, the verdict
+classifier applied to proof prefixes (step k is correct while the program of steps 1..k is judged
+valid; Lean sets only, they have tactics). Metrics: :mod:`prm.metrics`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from leanloop.artifacts import Manifest, describe_input, resolve_run
+from leanloop.paths import resolve_shared
+from leanloop.training.models import load_model, load_tokenizer
+from leanloop.training.module import set_torch_threads
+from leanloop.jsonl import write_jsonl
+from leanloop.tool import run_parsed_tool, run_tool
+from prm.config import EvalConfig
+from prm.dataset import DATA_STAGE, ProofRecord, read_split
+from prm.external import read_external
+from prm.labelling import propagate, training_prefix
+from prm.metrics import best_of_n, step_metrics
+from prm.paired import assemble_program
+from prm.predict import greedy_answers
+from prm.step_labels import parse_labels, verifier_prompt
+
+EVAL_STAGE = "prm_eval"
+PAPER_BEST_OF_N = "LeanPRM (issue #21): 35.9% verifier pick vs 32.4% random, 16 IMO candidates per problem"
+
+
+def _prepared(records: list[ProofRecord], config: EvalConfig) -> tuple[list[ProofRecord], list[list[bool]], int]:
+    kept, truth, skipped = [], [], 0
+    for record in records:
+        labels = training_prefix(record.labels)[:config.max_steps]
+        if not labels:
+            skipped += 1
+            continue
+        kept.append(record)
+        truth.append(labels)
+        if config.limit and len(kept) >= config.limit:
+            break
+    return kept, truth, skipped
+
+
+def random_first_error(truth: list[list[bool]], seed: int) -> list[list[bool]]:
+    rng = random.Random(seed)
+    out = []
+    for labels in truth:
+        k = rng.randint(0, len(labels))  # len(labels): no wrong step
+        out.append([l for l, _ in propagate(len(labels), None if k == len(labels) else k, "")])
+    return out
+
+
+def classifier_prefixes(records: list[ProofRecord], truth: list[list[bool]], final_dir: Path) -> list[list[bool] | None]:
+    from classifiers.evaluator import ClassifierEvaluator
+
+    evaluator = ClassifierEvaluator.load(final_dir)
+    programs, owners = [], []
+    for i, (record, labels) in enumerate(zip(records, truth)):
+        tactics = [s["tactic"] for s in record.steps[:len(labels)]]
+        if not all(tactics):
+            continue
+        for k in range(1, len(tactics) + 1):
+            programs.append(assemble_program(record.header, record.statement, tactics[:k]))
+            owners.append(i)
+    verdicts = [p.verdict for p in evaluator.score(programs)]
+    predicted: list[list[bool] | None] = [None if not all(s["tactic"] for s in r.steps[:len(t)]) else []
+                                          for r, t in zip(records, truth)]
+    for owner, verdict in zip(owners, verdicts):
+        predicted[owner].append(bool(verdict) and (not predicted[owner] or predicted[owner][-1]))
+    return predicted
+
+
+def evaluate_set(name: str, records: list[ProofRecord], model: Any, tokenizer: Any, config: EvalConfig,
+                 classifier: Path | None) -> dict[str, Any]:
+    kept, truth, skipped = _prepared(records, config)
+    if not kept:
+        return {"name": name, "skipped": skipped, "methods": {}, "best_of_n": {}, "rows": []}
+    prompts = [verifier_prompt(r.statement, [s["prose"] for s in r.steps[:len(t)]], tokenizer) for r, t in zip(kept, truth)]
+    answers = greedy_answers(model, tokenizer, prompts, [len(t) for t in truth], config.batch_size, progress=True)
+    predictions = {"verifier": [parse_labels(a, len(t)) for a, t in zip(answers, truth)],
+                   "always_correct": [[True] * len(t) for t in truth],
+                   "first_error_at_random": random_first_error(truth, config.seed)}
+    if classifier is not None and any(s["tactic"] for r in kept for s in r.steps):
+        predictions["classifier_prefixes"] = classifier_prefixes(kept, truth, classifier)
+    groups = [r.name for r in kept]
+    correct = [r.proof_label for r in kept]
+    methods = {m: step_metrics(p, truth) for m, p in predictions.items()}
+    bon = {m: best_of_n(groups, p, correct, config.seed) for m, p in predictions.items()}
+    rows = [{"proof_id": r.proof_id, "truth": t, "answer": a, "predicted": p}
+            for r, t, a, p in zip(kept, truth, answers, predictions["verifier"])]
+    return {"name": name, "skipped": skipped, "methods": methods, "best_of_n": bon, "rows": rows}
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.1f}%"
+
+
+def write_report(folder: Path, config: EvalConfig, results: list[dict], data_manifest: dict | None) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lines = [f"# prm-eval `{config.run}`", "", f"Verifier: `{config.model.name}`."]
+    if data_manifest is not None:
+        lines.append(f"Held-out theorems: the `{config.split}` split of `{config.dataset}` "
+                     f"({data_manifest.get('label_kind', 'step labels from Lean')}; reviewer: "
+                     f"{data_manifest.get('reviewer', '?')}" + (": every Lean failure counts" if
+                                                               data_manifest.get("reviewer") == "none" else "") + ").")
+    lines += ["", "Exact = every step label right (LeanPRM-Bench's metric). First error = the predicted first "
+              "wrong step (or none) is right. F1 (incorrect) treats wrong steps as positives. Unparsable verifier "
+              "answers are wrong for exact / first error and read as all-correct per step.", ""]
+    for result in results:
+        lines += [f"## {result['name']}", ""]
+        if not result["methods"]:
+            lines += [f"No proof with labelled steps ({result['skipped']} skipped).", ""]
+            continue
+        any_metrics = next(iter(result["methods"].values()))
+        lines += [f"{int(any_metrics['proofs'])} proofs, {int(any_metrics['steps'])} steps "
+                  f"({result['skipped']} proofs without labels skipped).", "",
+                  "| method | exact | first error | step acc. | F1 (incorrect) | F1 (correct) | parsed |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for method, m in result["methods"].items():
+            lines.append(f"| {method} | {_pct(m['exact'])} | {_pct(m['first_error'])} | {_pct(m['step_accuracy'])} | "
+                         f"{m['f1_incorrect']:.3f} | {m['f1_correct']:.3f} | {_pct(m['parsed'])} |")
+        bon = {k: v for k, v in result["best_of_n"].items() if v}
+        lines += [""]
+        if bon:
+            b = next(iter(bon.values()))
+            lines += [f"Best-of-n over {int(b['problems'])} problems ({int(b['candidates'])} candidates; paper: "
+                      f"{PAPER_BEST_OF_N}):", "", "| picked by | correct pick | random pick |", "|---|---:|---:|"]
+            lines += [f"| {k} | {_pct(v['verifier_pick'])} | {_pct(v['random_pick'])} |" for k, v in bon.items()]
+        else:
+            lines += ["Best-of-n: not computable here (no problem with >= 2 candidates of known correctness)."]
+        lines += [""]
+    lines += ["![metrics](report.png)", ""]
+    (folder / "report.md").write_text("\n".join(lines), encoding="utf-8")
+    shown = [r for r in results if r["methods"]]
+    fig, axes = plt.subplots(1, max(1, len(shown)), figsize=(5.5 * max(1, len(shown)), 3.6), squeeze=False)
+    for ax, result in zip(axes[0], shown):
+        names = list(result["methods"])
+        keys = ["exact", "first_error", "f1_incorrect"]
+        width = 0.8 / len(names)
+        for j, method in enumerate(names):
+            ax.bar([i + j * width for i in range(len(keys))], [result["methods"][method][k] for k in keys], width,
+                   label=method)
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(keys))], keys)
+        ax.set_ylim(0, 1)
+        ax.set_title(result["name"])
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(folder / "report.png", dpi=110)
+    plt.close(fig)
+
+
+def work(config: EvalConfig, folder: Path) -> Manifest:
+    set_torch_threads(config.threads)
+    manifest = Manifest(stage=EVAL_STAGE, run=config.run, seed=config.seed)
+    tokenizer = load_tokenizer(config.model)
+    model = load_model(config.model, tokenizer=tokenizer).eval()
+    if config.model.run_dir() is not None:
+        manifest.inputs["verifier"] = describe_input(config.model.run_dir())
+    classifier = None
+    if config.classifier:
+        classifier = resolve_run(config.classifier, "classifiers") / "final"
+        manifest.inputs["classifier"] = describe_input(classifier.parent)
+    sets: list[tuple[str, list[ProofRecord]]] = []
+    data_manifest = None
+    if config.dataset:
+        data = resolve_run(config.dataset, DATA_STAGE)
+        data_manifest = json.loads((data / "manifest.json").read_text())
+        manifest.inputs["dataset"] = describe_input(data)
+        sets.append((f"Lean step labels, held-out theorems ({config.split})", read_split(data, config.split)))
+    for external in config.external:
+        manifest.add_input(f"external:{external.format}", resolve_shared(external.path))
+        records = read_external(external.format, external.path)
+        sets.append((f"{external.format}: {Path(external.path).name}", records[: external.limit or None]))
+    if not sets:
+        raise ValueError("nothing to evaluate: set dataset and/or external")
+    results = [evaluate_set(name, records, model, tokenizer, config, classifier) for name, records in sets]
+    write_jsonl(folder / "predictions.jsonl", ({"set": r["name"], **row} for r in results for row in r["rows"]))
+    summary = {r["name"]: {"methods": r["methods"], "best_of_n": r["best_of_n"], "skipped": r["skipped"]} for r in results}
+    (folder / "metrics.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    write_report(folder, config, results, data_manifest)
+    manifest.metrics = {f"{r['name']}/{m}/{k}": v for r in results for m, vals in r["methods"].items()
+                        for k, v in vals.items() if k in ("exact", "first_error", "f1_incorrect")}
+    print(f"[prm-eval] report: {folder / 'report.md'}")
+    for r in results:
+        if r["methods"]:
+            print(f"[prm-eval] {r['name']}: " + ", ".join(f"{m} exact {_pct(v['exact'])}" for m, v in r["methods"].items()))
+    return manifest
+
+
+def run(config: EvalConfig, resolved_yaml: str = "") -> Path:
+    """Evaluate from code (tests, drivers): the same run folder rules as the command line."""
+    return run_parsed_tool(EVAL_STAGE, config, resolved_yaml, work, run=config.run).run_dir
+
+
+def main(argv: list[str] | None = None) -> None:
+    run_tool(EVAL_STAGE, EvalConfig, work, argv, prog="python -m prm.evaluate")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,451 @@
+"""Step labels from Lean (LeanPRM steps 2-3).
+
+Rule: step i is correct when tactics 1..i compile; the first failing step and every step after it
+are incorrect (:func:`propagate`); when every tactic compiles, no goal is left and the whole program
+is accepted by the acceptance policy, the proof is correct. Timeouts, infrastructure errors and
+programs nobody recorded give no labels, never guessed ones.
+
+How "tactics 1..i compile" is decided:
+- :class:`IncrementalChecker`: the Lean REPL's proof states (lean-interact), one tactic at a time
+  from the ``sorry`` of ``statement by sorry``; the local backend (and its stand-in) supports it.
+- :class:`PrefixChecker`: any backend; program k is the first k tactics then ``sorry``, and only
+  errors before the ``sorry`` line count. The whole program is tried first (one compile when it passes).
+- recorded first error (:func:`labels_from_outcome`): a recorded whole-program answer cut at the
+  step holding its earliest error (the embedded default; :mod:`prm.steps` does the cutting).
+
+Then the reviewer (LeanPRM step 3, :class:`Reviewer`) reads the first failure's compiler output: a
+pure-syntax failure is repaired once and the proof checked again; negative labels are kept only for
+failures the repair cannot fix and the reviewer judges mathematical. With no reviewer (the CPU
+default) every failure counts. A correspondence judge (:class:`CorrespondenceJudge`) may reject
+steps whose sentence and tactic say different things: they lose their label (dropped from training).
+Every decision is stored with its reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Literal, Protocol, Sequence
+
+from leanloop.lean.replies import NO_RECORDED_ANSWER, is_timeout_text
+from leanloop.lean.types import Category, LeanBackend, Outcome, ResponseStatus, VerifyRequest
+from prm.paired import PairedStep, assemble_program
+from prm.steps import TacticStep, first_failing_step
+
+OK, TIMEOUT, INFRA_ERROR, UNAVAILABLE = "ok", "timeout", "infra_error", "unavailable"
+NO_LABEL_STATUSES = (TIMEOUT, INFRA_ERROR, UNAVAILABLE)
+
+
+@dataclass
+class StepLabel:
+    prose: str
+    tactic: str
+    label: bool | None  # None: no label (no answer from Lean, reviewer drop, correspondence reject)
+    reason: str
+
+
+@dataclass
+class CheckResult:
+    """What Lean said about the tactics in order."""
+
+    status: str  # ok / timeout / infra_error / unavailable
+    first_failure: int | None = None  # index of the first step that does not compile
+    output: str = ""  # the first failure's compiler output (or why there is no answer)
+    goals_left: bool = False  # every tactic compiled but goals remain
+    checked: int = 0  # how many steps Lean was asked about
+    lean_version: str | None = None
+
+
+def propagate(count: int, first_failure: int | None, failure_reason: str) -> list[tuple[bool, str]]:
+    """(label, reason) per step: correct before the first failure, incorrect from it on."""
+    out: list[tuple[bool, str]] = []
+    for i in range(count):
+        if first_failure is None or i < first_failure:
+            out.append((True, "compiles"))
+        elif i == first_failure:
+            out.append((False, f"first failure: {failure_reason}"))
+        else:
+            out.append((False, f"after the first failure (step {first_failure + 1})"))
+    return out
+
+
+def _first_line(text: str, limit: int = 160) -> str:
+    return (text.strip().split("\n")[0] if text.strip() else "")[:limit]
+
+
+def labels_from_outcome(steps: Sequence[TacticStep], outcome: Outcome) -> tuple[list[StepLabel], bool | None, int | None, str]:
+    """Labels of a recorded whole program's steps from its Verifier outcome:
+    (step labels, proof label, first failing step, why)."""
+    if outcome.category is Category.VALID:
+        return [StepLabel(s.prose, s.tactic, True, "compiles") for s in steps], True, None, "accepted"
+    errors = [m for m in outcome.messages if m.severity == "error"]
+    if outcome.category in (Category.INVALID, Category.PRECHECK_REJECTED) and errors:
+        index, error = first_failing_step(list(steps), errors)
+        labels = propagate(len(steps), index, _first_line(error.data))
+        return ([StepLabel(s.prose, s.tactic, l, r) for s, (l, r) in zip(steps, labels)], False, index,
+                f"first error at line {error.pos.line if error.pos else '?'}")
+    why = (outcome.category.value + (": " + "; ".join(outcome.reasons[:2]) if outcome.reasons else "")
+           if outcome.category is not Category.INVALID else "rejected with no located error")
+    return [StepLabel(s.prose, s.tactic, None, f"no label: {why}") for s in steps], outcome.label, None, why
+
+
+# -- checking generated proofs ---------------------------------------------------------------------
+
+class StepChecker(Protocol):
+    name: str
+
+    def check(self, header: str, statement: str, tactics: Sequence[str]) -> CheckResult: ...
+
+
+class IncrementalChecker:
+    """Tactic by tactic through the REPL's proof states (lean-interact ``Command`` + ``ProofStep``).
+
+    ``repl_config``: a lean-interact ``LeanREPLConfig`` (``LocalBackend(config).repl_config()``:
+    the same set-up as the local backend, stand-in REPL included)."""
+
+    name = "incremental"
+
+    def __init__(self, repl_config: Any, timeout: float = 60.0):
+        self.repl_config = repl_config
+        self.timeout = timeout
+        self._server: Any = None
+        self._headers: dict[str, int] = {}
+
+    def _run(self, request: Any) -> Any:
+        if self._server is None:
+            from lean_interact import AutoLeanServer
+
+            self._server = AutoLeanServer(self.repl_config)
+        return self._server.run(request, timeout=self.timeout)
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.kill()
+            self._server = None
+
+    @staticmethod
+    def _no_answer(text: str) -> CheckResult:
+        if NO_RECORDED_ANSWER in text:
+            return CheckResult(UNAVAILABLE, output=text)
+        return CheckResult(TIMEOUT if is_timeout_text(text) else INFRA_ERROR, output=text)
+
+    def check(self, header: str, statement: str, tactics: Sequence[str]) -> CheckResult:
+        result = self._check(header, statement, tactics)
+        result.lean_version = getattr(self._server, "lean_version", None) or getattr(self.repl_config, "lean_version", None)
+        return result
+
+    def _check(self, header: str, statement: str, tactics: Sequence[str]) -> CheckResult:
+        from lean_interact.interface import Command, LeanError, ProofStep
+
+        try:
+            env = None
+            if header.strip():
+                env = self._headers.get(header)
+                if env is None:
+                    reply = self._run(Command(cmd=header))
+                    if isinstance(reply, LeanError):
+                        return self._no_answer(reply.message)
+                    env = self._headers[header] = reply.env
+            reply = self._run(Command(cmd=statement.rstrip() + " sorry", env=env))
+            if isinstance(reply, LeanError):
+                return self._no_answer(reply.message)
+            errors = [m for m in reply.messages if m.severity == "error"]
+            if errors or len(reply.sorries) != 1:
+                return CheckResult(INFRA_ERROR, output="the trusted statement does not elaborate to one goal: "
+                                   + "; ".join(_first_line(m.data) for m in errors))
+            state = reply.sorries[0].proof_state
+            goals: list[str] = []
+            for index, tactic in enumerate(tactics):
+                reply = self._run(ProofStep(tactic=tactic, proof_state=state))
+                if isinstance(reply, LeanError):
+                    if reply.message.startswith("Lean error"):  # Lean could not parse the tactic
+                        return CheckResult(OK, index, reply.message, checked=index + 1)
+                    return self._no_answer(reply.message)
+                errors = [m.data for m in reply.messages if m.severity == "error"]
+                if str(reply.proof_status or "").startswith("Error"):  # e.g. the kernel rejects the term
+                    errors.append(reply.proof_status)
+                if errors:
+                    return CheckResult(OK, index, "\n".join(errors), checked=index + 1)
+                state, goals = reply.proof_state, list(reply.goals)
+            if goals:
+                return CheckResult(OK, len(tactics) - 1, "unsolved goals\n" + "\n\n".join(goals), goals_left=True,
+                                   checked=len(tactics))
+            return CheckResult(OK, None, checked=len(tactics))
+        except TimeoutError as error:
+            self.close()
+            return CheckResult(TIMEOUT, output=str(error))
+        except Exception as error:  # crash, broken pipe: no answer, never a label
+            self.close()
+            return CheckResult(INFRA_ERROR, output=f"{type(error).__name__}: {error}")
+
+
+class PrefixChecker:
+    """Prefix compilation through any backend: the first k tactics then ``sorry``, k = 1, 2, ...
+    until one fails; only errors before the ``sorry`` line count. When every prefix compiles, the
+    whole program says whether goals are left."""
+
+    name = "prefix"
+
+    def __init__(self, backend: LeanBackend, timeout: float = 60.0):
+        self.backend = backend
+        self.timeout = timeout
+
+    def _ask(self, program: str):
+        response = asyncio.run(self.backend.run(program, self.timeout))
+        self._version = response.lean_version or getattr(self, "_version", None)
+        return response
+
+    def check(self, header: str, statement: str, tactics: Sequence[str]) -> CheckResult:
+        self._version = None
+        result = self._check(header, statement, tactics)
+        result.lean_version = self._version
+        return result
+
+    def _check(self, header: str, statement: str, tactics: Sequence[str]) -> CheckResult:
+        for k in range(1, len(tactics) + 1):
+            program = assemble_program(header, statement, [*tactics[:k], "sorry"])
+            sorry_line = program.count("\n") + 1
+            response = self._ask(program)
+            if response.status is not ResponseStatus.OK:
+                return CheckResult(response.status.value, output=response.detail, checked=k)
+            before = [m for m in response.errors if m.pos is None or m.pos.line < sorry_line]
+            if before:
+                return CheckResult(OK, k - 1, "\n".join(m.data for m in before), checked=k)
+        # every prefix compiles: the whole program says whether goals are left at the end
+        whole = self._ask(assemble_program(header, statement, tactics))
+        if whole.status is not ResponseStatus.OK:
+            return CheckResult(whole.status.value, output=whole.detail, checked=len(tactics))
+        if whole.errors:
+            return CheckResult(OK, len(tactics) - 1, "\n".join(m.data for m in whole.errors), goals_left=True,
+                               checked=len(tactics))
+        return CheckResult(OK, None, checked=len(tactics))
+
+
+# -- reviewer and correspondence judge --------------------------------------------------------------
+
+Verdict = Literal["mathematical", "syntax", "unclear"]
+
+
+@dataclass(frozen=True)
+class Failure:
+    statement: str
+    steps: tuple[PairedStep, ...]
+    index: int
+    output: str
+
+
+@dataclass(frozen=True)
+class ReviewDecision:
+    verdict: Verdict
+    reason: str
+    repair: str | None = None  # the repaired tactic of the failing step (syntax only)
+
+
+class Reviewer(Protocol):
+    name: str
+
+    def review(self, failure: Failure) -> ReviewDecision: ...
+
+
+@dataclass
+class ReviewRule:
+    """``pattern`` (regex) found in the compiler output -> ``verdict``; a syntax rule may repair the
+    tactic by replacing ``replace[0]`` with ``replace[1]``."""
+
+    pattern: str
+    verdict: Verdict
+    reason: str = ""
+    replace: list[str] | None = None
+
+
+class RuleReviewer:
+    """A scripted reviewer (first matching rule wins; ``otherwise`` when none matches): the stand-in
+    for a reviewer model in tests, and a cheap pre-filter for obvious parse errors."""
+
+    name = "rules"
+
+    def __init__(self, rules: Sequence[ReviewRule], otherwise: Verdict = "mathematical"):
+        self.rules = list(rules)
+        self.otherwise = otherwise
+
+    def review(self, failure: Failure) -> ReviewDecision:
+        for rule in self.rules:
+            if re.search(rule.pattern, failure.output):
+                repair = None
+                if rule.verdict == "syntax" and rule.replace:
+                    repair = failure.steps[failure.index].tactic.replace(rule.replace[0], rule.replace[1])
+                return ReviewDecision(rule.verdict, rule.reason or f"compiler output matches {rule.pattern!r}", repair)
+        return ReviewDecision(self.otherwise, "no rule matched")
+
+
+REVIEW_PROMPT = (
+    "A Lean 4 proof step failed. Decide whether the failure is a SYNTAX problem (the step's idea is "
+    "right but the Lean text is malformed or names something wrongly) or MATHEMATICAL (the step's "
+    "claim or reasoning is wrong). For SYNTAX, give the repaired tactic.\n\nTheorem:\n{statement}\n\n"
+    "Step {number}: {prose}\n```lean4\n{tactic}\n```\n\nLean says:\n{output}\n\n"
+    "Answer as `VERDICT: SYNTAX` or `VERDICT: MATHEMATICAL`, then for SYNTAX a ```lean4 block with the repair.")
+JUDGE_PROMPT = ("Does the Lean tactic do what the sentence says?\n\nSentence: {prose}\n```lean4\n{tactic}\n```\n\n"
+                "Answer YES or NO.")
+
+
+class _Chat:
+    """Greedy answers from a causal LM (a reviewer or judge model)."""
+
+    def __init__(self, spec: Any, max_new_tokens: int):
+        from leanloop.training.models import load_model, load_tokenizer
+
+        self.tokenizer = load_tokenizer(spec)
+        self.model = load_model(spec, tokenizer=self.tokenizer).eval()
+        self.max_new_tokens = max_new_tokens
+
+    def ask(self, text: str) -> str:
+        import torch
+
+        from leanloop.prover.prompt import CHATML_TEMPLATE
+
+        template = None if getattr(self.tokenizer, "chat_template", None) else CHATML_TEMPLATE
+        prompt = self.tokenizer.apply_chat_template([{"role": "user", "content": text}], chat_template=template,
+                                                    tokenize=False, add_generation_prompt=True)
+        ids = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            out = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                      max_new_tokens=self.max_new_tokens, pad_token_id=self.tokenizer.eos_token_id)
+        return self.tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+
+
+class ModelReviewer:
+    """A second model reads the first failure's compiler output (LeanPRM step 3)."""
+
+    name = "model"
+
+    def __init__(self, spec: Any, max_new_tokens: int = 256):
+        self.chat = _Chat(spec, max_new_tokens)
+
+    def review(self, failure: Failure) -> ReviewDecision:
+        step = failure.steps[failure.index]
+        answer = self.chat.ask(REVIEW_PROMPT.format(statement=failure.statement, number=failure.index + 1,
+                                                    prose=step.prose, tactic=step.tactic, output=failure.output[:2000]))
+        return parse_review(answer)
+
+
+def parse_review(answer: str) -> ReviewDecision:
+    verdict = re.search(r"VERDICT:\s*(SYNTAX|MATHEMATICAL)", answer, re.IGNORECASE)
+    if verdict is None:
+        return ReviewDecision("unclear", f"reviewer answer has no VERDICT: {answer.strip()[:120]!r}")
+    if verdict.group(1).upper() == "MATHEMATICAL":
+        return ReviewDecision("mathematical", "reviewer: mathematical")
+    block = re.search(r"```(?:lean4?)?\n(.*?)```", answer[verdict.end():], re.DOTALL)
+    repair = block.group(1).strip() if block and block.group(1).strip() else None
+    return ReviewDecision("syntax", "reviewer: syntax" + ("" if repair else " (no repair given)"), repair)
+
+
+class CorrespondenceJudge(Protocol):
+    name: str
+
+    def judge(self, prose: str, tactic: str) -> tuple[bool, str]: ...
+
+
+class ModelJudge:
+    name = "model"
+
+    def __init__(self, spec: Any, max_new_tokens: int = 4):
+        self.chat = _Chat(spec, max_new_tokens)
+
+    def judge(self, prose: str, tactic: str) -> tuple[bool, str]:
+        answer = self.chat.ask(JUDGE_PROMPT.format(prose=prose, tactic=tactic)).strip().upper()
+        return answer.startswith("YES"), f"judge answered {answer[:20]!r}"
+
+
+# -- one paired proof, end to end ------------------------------------------------------------------
+
+@dataclass
+class ProofLabels:
+    steps: list[StepLabel]
+    proof_label: bool | None
+    first_error: int | None
+    status: str
+    reason: str
+    reviewer: list[dict[str, Any]] = field(default_factory=list)
+    correspondence_rejected: int = 0
+    repaired: bool = False
+    lean_version: str | None = None
+
+
+def _labelled(steps: Sequence[PairedStep], result: CheckResult) -> list[StepLabel]:
+    reason = ("unsolved goals at the end" if result.goals_left else _first_line(result.output)) or "does not compile"
+    return [StepLabel(s.prose, s.tactic, l, r)
+            for s, (l, r) in zip(steps, propagate(len(steps), result.first_failure, reason))]
+
+
+def label_paired_proof(steps: Sequence[PairedStep], *, header: str, statement: str, name: str | None,
+                       checker: StepChecker, whole_program: Callable[[VerifyRequest], Outcome],
+                       reviewer: Reviewer | None = None, judge: CorrespondenceJudge | None = None) -> ProofLabels:
+    """Labels of one paired proof: check, review the first failure (one repair), judge correspondence."""
+    steps = list(steps)
+    result = checker.check(header, statement, [s.tactic for s in steps])
+    if result.status in NO_LABEL_STATUSES:
+        return ProofLabels([StepLabel(s.prose, s.tactic, None, f"no label: {result.status}") for s in steps],
+                           None, None, result.status, _first_line(result.output) or result.status,
+                           lean_version=result.lean_version)
+    decisions: list[dict[str, Any]] = []
+    repaired = False
+    labels = _labelled(steps, result)
+    if result.first_failure is not None and reviewer is not None:
+        index = result.first_failure
+        decision = reviewer.review(Failure(statement, tuple(steps), index, result.output))
+        record = {"step": index, "verdict": decision.verdict, "reason": decision.reason, "repair": decision.repair}
+        if decision.verdict == "syntax" and decision.repair and decision.repair != steps[index].tactic:
+            fixed = steps[:index] + [PairedStep(steps[index].prose, decision.repair)] + steps[index + 1:]
+            again = checker.check(header, statement, [s.tactic for s in fixed])
+            record["recheck"] = again.status if again.status != OK else (
+                "fixed" if again.first_failure is None or again.first_failure > index else "still fails")
+            if again.status == OK and record["recheck"] == "fixed":
+                steps, result, repaired = fixed, again, True
+                labels = _labelled(steps, result)
+                if result.first_failure is not None:  # a later failure: judged, not repaired again
+                    later = reviewer.review(Failure(statement, tuple(steps), result.first_failure, result.output))
+                    decisions.append(record)
+                    record = {"step": result.first_failure, "verdict": later.verdict, "reason": later.reason,
+                              "repair": None, "recheck": "no second repair"}
+                    decision = later
+        decisions.append(record)
+        keep = decision.verdict == "mathematical" and record.get("recheck") in (None, "no second repair")
+        if result.first_failure is not None and not keep:
+            why = f"dropped: reviewer judged the failure {decision.verdict}" + (
+                f" and the repair {record['recheck']}" if record.get("recheck") not in (None, "no second repair") else "")
+            labels = [l if i < result.first_failure else StepLabel(l.prose, l.tactic, None, why)
+                      for i, l in enumerate(labels)]
+    proof_label: bool | None = False
+    reason = "first failure at step %d" % (result.first_failure + 1) if result.first_failure is not None else ""
+    if result.first_failure is None:
+        outcome = whole_program(VerifyRequest(assemble_program(header, statement, [s.tactic for s in steps]),
+                                              name=name, statement=statement, header=header))
+        proof_label = outcome.label
+        reason = f"every tactic compiles; whole program {outcome.category.value}"
+    rejected = 0
+    if judge is not None:
+        for i, l in enumerate(labels):
+            if l.label is None:
+                continue
+            ok, why = judge.judge(l.prose, l.tactic)
+            if not ok:
+                labels[i] = StepLabel(l.prose, l.tactic, None, f"dropped: correspondence judge rejected ({why})")
+                rejected += 1
+    return ProofLabels(labels, proof_label, result.first_failure, OK, reason, decisions, rejected, repaired,
+                       result.lean_version)
+
+
+def training_prefix(labels: Sequence[bool | None]) -> list[bool]:
+    """The labels a verifier trains on: the longest prefix with a label at every step (a step with
+    no label hides whether the steps after it are right)."""
+    out: list[bool] = []
+    for label in labels:
+        if label is None:
+            break
+        out.append(label)
+    return out
+
+
+def as_dicts(labels: Sequence[StepLabel]) -> list[dict[str, Any]]:
+    return [asdict(l) for l in labels]

@@ -1,0 +1,83 @@
+"""The embedded default labels: recorded whole programs cut into top-level tactic steps, labelled
+from Lean's recorded first error (through the Verifier on the replay backend), no generator model.
+
+These are tactic-level labels from recorded Lean output: the prose of a step is the prover's own
+comment above it where it wrote one, else the tactic text itself.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from leanloop.jsonl import numbered_jsonl
+from leanloop.lean.replay import ReplayBackend
+from leanloop.lean.types import VerifyRequest
+from leanloop.lean.verifier import Verifier
+from leanloop.paths import resolve_shared
+from prm.config import RecordedConfig, SplitConfig
+from prm.dataset import ProofRecord, theorem_split
+from prm.labelling import as_dicts, labels_from_outcome
+from prm.steps import ProofShapeError, TacticStep, split_steps
+
+LABELLER = "recorded_first_error"
+
+
+def declaration(program: str, steps: list[TacticStep]) -> tuple[str, str]:
+    """(header, statement): the text before the theorem's docstring/declaration, and the
+    declaration up to its ``:= by`` (the trusted statement the proof's steps continue)."""
+    lines = program.split("\n")
+    first = steps[0].start.line - 1
+    start = first
+    while start > 0 and lines[start - 1].strip() and not lines[start - 1].startswith(("import", "open", "set_option")):
+        start -= 1
+    body = "\n".join(lines[start:first]).rstrip()
+    header = "\n".join(lines[:start]).strip()
+    return header, body
+
+
+def build_recorded(config: RecordedConfig, splits: SplitConfig, profile: str = "collection",
+                   progress: bool = True) -> tuple[list[ProofRecord], Counter]:
+    """Labelled proofs of the recorded programs, and counts (skipped shapes, categories, labels)."""
+    counts: Counter = Counter()
+    cut: list[tuple[int, dict, list[TacticStep]]] = []
+    for number, row in numbered_jsonl(resolve_shared(config.path)):
+        if config.limit is not None and len(cut) + sum(v for k, v in counts.items() if k.startswith("skipped:")) >= config.limit:
+            break
+        try:
+            cut.append((number, row, split_steps(row["code"], row.get("name"))))
+        except ProofShapeError as error:
+            counts[f"skipped:{error.reason}"] += 1
+    verifier = Verifier(ReplayBackend(config.sources), profile)
+    requests = [VerifyRequest(row["code"], name=row.get("name"), id=str(number)) for number, row, _ in cut]
+    outcomes = _check(verifier, requests, progress)
+    records = []
+    for (number, row, steps), outcome in zip(cut, outcomes):
+        labels, proof_label, first, reason = labels_from_outcome(steps, outcome)
+        header, statement = declaration(row["code"], steps)
+        counts[f"category:{outcome.category.value}"] += 1
+        counts["steps"] += len(steps)
+        counts["labelled_steps"] += sum(l.label is not None for l in labels)
+        counts["steps_from_comment"] += sum(s.prose_source == "comment" for s in steps)
+        records.append(ProofRecord(
+            proof_id=f"{row.get('custom_id', row.get('name'))}@{number}", name=row["name"], statement=statement,
+            header=header, program=row["code"], steps=as_dicts(labels), proof_label=proof_label, first_error=first,
+            category=outcome.category.value, lean_version=row.get("lean_version"), generator=str(row.get("prover")),
+            source=str(row.get("source") or config.path), labeller=LABELLER, reason=reason,
+            split=theorem_split(row["name"], splits.valid, splits.test, splits.seed)))
+    return records, counts
+
+
+def _check(verifier: Verifier, requests: list[VerifyRequest], progress: bool):
+    import asyncio
+
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(requests), desc="[prm-label] recorded Lean answers", disable=not progress)
+
+    def done(index, outcome):
+        bar.update(1)
+
+    try:
+        return asyncio.run(verifier.check(requests, on_result=done))
+    finally:
+        bar.close()

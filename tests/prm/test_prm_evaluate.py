@@ -1,0 +1,61 @@
+"""make prm-eval: metrics, best-of-n, baselines and the report, on a prm-label run of recorded Lean
+output and a ProcessBench-format file, with a tiny verifier run."""
+
+from __future__ import annotations
+
+import json
+
+from leanloop.training.models import ModelSpec
+from leanloop.paths import REPO_ROOT
+from prm import evaluate, label
+from prm.config import EvalConfig, ExternalSet, LabelConfig, RecordedConfig
+from prm.dataset import read_split
+from prm.labelling import training_prefix
+from prm.metrics import best_of_n, step_metrics
+
+
+def test_step_metrics_and_best_of_n():
+    truth = [[True, False, False], [True, True]]
+    m = step_metrics([[True, False, False], None], truth)
+    assert m["exact"] == 0.5 and m["first_error"] == 0.5 and m["parsed"] == 0.5
+    assert m["f1_incorrect"] == 1.0  # both wrong steps found, none invented (None reads as all-correct)
+    m = step_metrics([[True, True, True], [True, False]], truth)
+    assert m["exact"] == 0.0 and m["f1_incorrect"] == 0.0 and m["step_accuracy"] == 2 / 5
+    # problem a: candidates 0 (wrong) and 1 (right); a perfect verifier picks the right one
+    bon = best_of_n(["a", "a", "b"], [[True, False], [True, True], [True]], [False, True, True])
+    assert bon == {"problems": 1.0, "candidates": 2.0, "verifier_pick": 1.0, "random_pick": 0.5}
+    assert best_of_n(["a", "b"], [[True], [True]], [True, False]) is None
+
+
+def test_prm_eval_report(artifacts, tmp_path):
+    from prm.train import run as train
+
+    from classifiers.train import run as train_classifier
+
+    train(["--config", str(REPO_ROOT / "configs/prm/debug.yaml"), "--trainer.fast_dev_run", "true"])
+    train_classifier(["--config", str(REPO_ROOT / "configs/classifiers/debug_onetoken.yaml"),
+                      "--trainer.fast_dev_run", "true"])
+    label.run(LabelConfig(run="small", recorded=RecordedConfig(limit=150)), progress=False)
+    bench = tmp_path / "gsm8k.json"
+    bench.write_text(json.dumps([{"id": f"gsm8k-{i}", "generator": "g", "problem": "p", "steps": ["a", "b"],
+                                  "final_answer_correct": i % 2 == 0, "label": -1 if i % 2 == 0 else 1}
+                                 for i in range(4)]))
+    config = EvalConfig(model=ModelSpec(name="artifacts://prm/debug"), run="t", dataset="artifacts://prm_data/small",
+                        external=[ExternalSet("processbench", str(bench))], max_steps=4, limit=10,
+                        batch_size=8, threads=1, classifier="artifacts://classifiers/debug_onetoken")
+    folder = evaluate.run(config)
+    metrics = json.loads((folder / "metrics.json").read_text())
+    (lean_set, bench_set) = metrics
+    truth = [training_prefix(r.labels)[:4] for r in read_split(artifacts / "prm_data" / "small", "test")]
+    truth = [t for t in truth if t][:10]
+    assert metrics[lean_set]["methods"]["always_correct"]["exact"] == sum(all(t) for t in truth) / len(truth)
+    assert metrics[bench_set]["methods"]["always_correct"]["exact"] == 0.5
+    assert set(metrics[lean_set]["methods"]) == {"verifier", "always_correct", "first_error_at_random",
+                                                 "classifier_prefixes"}
+    assert metrics[lean_set]["methods"]["classifier_prefixes"]["parsed"] == 1.0  # every Lean proof has tactics
+    assert "classifier_prefixes" not in metrics[bench_set]["methods"]  # prose-only sets have no programs
+    report = (folder / "report.md").read_text()
+    assert "| verifier |" in report and "processbench: gsm8k.json" in report and "every Lean failure counts" in report
+    assert (folder / "report.png").is_file() and (folder / "manifest.json").is_file()
+    rows = (folder / "predictions.jsonl").read_text().splitlines()
+    assert len(rows) == len(truth) + 4

@@ -1,0 +1,88 @@
+"""The step verifier: its answer format, the exact-agreement GRPO reward, and one GRPO update through
+the project's TRL-parity update raising the probability of the answer that agrees with Lean."""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader
+
+from leanloop.grpo.objective import GRPOConfig, completion_logps
+from leanloop.grpo.rollout import GenerationConfig, Rollouts, completion_mask
+from leanloop.training.models import ModelSpec
+from leanloop.training.optim import OptimConfig
+from prm.data import VerifierExample
+from prm.module import PRMModule
+from prm.step_labels import END_OF_TURN, exact_agreement, first_error, parse_labels, render_labels
+
+
+def test_answer_format_and_exact_agreement_reward():
+    truth = [True, True, False, False]
+    assert render_labels(truth) == " + + - -"
+    assert parse_labels(" + + - -" + END_OF_TURN + " +", 4) == truth
+    assert exact_agreement("+ + - -", truth) == 1.0
+    assert exact_agreement("+ - - -", truth) == 0.0  # one step wrong: no reward
+    assert exact_agreement("+ + -", truth) == 0.0  # a step left unlabelled
+    assert exact_agreement("+ + - - +", truth) == 0.0  # one label too many
+    assert exact_agreement("+ + x -", truth) == 0.0  # not a label
+    assert parse_labels("all correct", 2) is None
+    assert first_error(truth) == 2 and first_error([True]) is None
+
+
+class _Batches(L.LightningDataModule):
+    def __init__(self, example):
+        super().__init__()
+        self.example = example
+
+    def train_dataloader(self):
+        return DataLoader([self.example] * 4, batch_size=1, collate_fn=lambda rows: rows)
+
+    def transfer_batch_to_device(self, batch, device, dataloader_idx):
+        return batch
+
+
+def test_grpo_update_moves_towards_the_answer_that_agrees_with_lean(tmp_path):
+    torch.manual_seed(0)
+    module = PRMModule(ModelSpec(name="qwen3-tiny"), OptimConfig(lr=5e-3, warmup_ratio=0.0, schedule="constant"),
+                       mode="grpo", grpo=GRPOConfig(num_generations=2, loss_type="grpo", micro_batch_size=2),
+                       generation=GenerationConfig(max_new_tokens=12), threads=1)
+    tok = module.tokenizer
+    example = VerifierExample("p", "t", "Check:\n1. a\n2. b\n", [True, False], False)
+    right, wrong = " + -" + END_OF_TURN, " + +" + END_OF_TURN
+
+    def rollouts(model, prompts, g, **generate_args):  # the two answers stand in for sampled ones (the reward is under test)
+        prompt = tok(prompts, add_special_tokens=False, return_tensors="pt")["input_ids"].repeat_interleave(g, 0)
+        ids = [tok(t, add_special_tokens=False)["input_ids"] for t in (right, wrong)]
+        width = max(map(len, ids))
+        completion = torch.tensor([i + [tok.convert_tokens_to_ids(END_OF_TURN)] * (width - len(i)) for i in ids])
+        mask, truncated = completion_mask(completion, module.rollout.stop_ids)
+        return Rollouts(prompt, torch.ones_like(prompt), completion, mask, [right, wrong], truncated, g)
+
+    module.rollout.generate = rollouts
+    batch = rollouts(None, [example.prompt], 2)
+
+    def logp_right():
+        ids = torch.cat([batch.prompt_ids, batch.completion_ids], 1)
+        attention = torch.cat([batch.prompt_mask, batch.completion_mask], 1)
+        with torch.no_grad():
+            logps, _ = completion_logps(module.model, ids, attention, batch.completion_ids.size(1), compute_entropy=False)
+        return float((logps[0] * batch.completion_mask[0]).sum())
+
+    before = logp_right()
+    trainer = L.Trainer(max_steps=3, accelerator="cpu", logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
+    trainer.fit(module, datamodule=_Batches(example))
+    assert trainer.callback_metrics["reward/exact"] == 0.5  # one of the two answers agrees with Lean
+    assert logp_right() > before + 0.1
+
+
+def test_answers_are_decoded_under_the_label_grammar():
+    from leanloop.training.models import load_model, load_tokenizer
+    from prm.predict import greedy_answers
+
+    spec = ModelSpec(name="qwen3-tiny")
+    tokenizer = load_tokenizer(spec)
+    model = load_model(spec, tokenizer=tokenizer)  # random weights: only the grammar makes these parse
+    answers = greedy_answers(model, tokenizer, ["Proof:\n1. a\n2. b", "Proof:\n1. a\n2. b\n3. c\n4. d\n5. e"], [2, 5])
+    assert [len(parse_labels(a, n)) for a, n in zip(answers, [2, 5])] == [2, 5]
+    assert parse_labels(answers[0], 3) is None  # exactly as many labels as steps
