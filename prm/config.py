@@ -121,7 +121,8 @@ class EvalConfig:
     limit: int | None = None
     """The first N proofs of each set (smoke runs)."""
     max_steps: int = 24
-    """Proofs are shown with at most this many steps (longer ones are cut, counted)."""
+    """Proofs are shown with at most this many labelled steps (longer ones are cut to their first
+    ``max_steps``; counted as ``cut`` in metrics.json and the report)."""
     batch_size: int = 8
     classifier: str | None = None
     """A classifiers run (``artifacts://classifiers/<run>``) scored on proof prefixes as a baseline."""

@@ -35,18 +35,21 @@ EVAL_STAGE = "prm_eval"
 PAPER_BEST_OF_N = "LeanPRM (issue #21): 35.9% verifier pick vs 32.4% random, 16 IMO candidates per problem"
 
 
-def _prepared(records: list[ProofRecord], config: EvalConfig) -> tuple[list[ProofRecord], list[list[bool]], int]:
-    kept, truth, skipped = [], [], 0
+def _prepared(records: list[ProofRecord], config: EvalConfig) -> tuple[list[ProofRecord], list[list[bool]], int, int]:
+    """(kept proofs, their labelled prefixes cut to ``max_steps``, proofs skipped, proofs cut)."""
+    kept, truth, skipped, cut = [], [], 0, 0
     for record in records:
-        labels = training_prefix(record.labels)[:config.max_steps]
+        labels = training_prefix(record.labels)
         if not labels:
             skipped += 1
             continue
+        if len(labels) > config.max_steps:
+            labels, cut = labels[:config.max_steps], cut + 1
         kept.append(record)
         truth.append(labels)
         if config.limit and len(kept) >= config.limit:
             break
-    return kept, truth, skipped
+    return kept, truth, skipped, cut
 
 
 def random_first_error(truth: list[list[bool]], seed: int) -> list[list[bool]]:
@@ -80,9 +83,9 @@ def classifier_prefixes(records: list[ProofRecord], truth: list[list[bool]], fin
 
 def evaluate_set(name: str, records: list[ProofRecord], model: Any, tokenizer: Any, config: EvalConfig,
                  classifier: Path | None) -> dict[str, Any]:
-    kept, truth, skipped = _prepared(records, config)
+    kept, truth, skipped, cut = _prepared(records, config)
     if not kept:
-        return {"name": name, "skipped": skipped, "methods": {}, "best_of_n": {}, "rows": []}
+        return {"name": name, "skipped": skipped, "cut": cut, "methods": {}, "best_of_n": {}, "rows": []}
     prompts = [verifier_prompt(r.statement, [s["prose"] for s in r.steps[:len(t)]], tokenizer) for r, t in zip(kept, truth)]
     answers = greedy_answers(model, tokenizer, prompts, [len(t) for t in truth], config.batch_size, progress=True)
     predictions = {"verifier": [parse_labels(a, len(t)) for a, t in zip(answers, truth)],
@@ -96,7 +99,7 @@ def evaluate_set(name: str, records: list[ProofRecord], model: Any, tokenizer: A
     bon = {m: best_of_n(groups, p, correct, config.seed) for m, p in predictions.items()}
     rows = [{"proof_id": r.proof_id, "truth": t, "answer": a, "predicted": p}
             for r, t, a, p in zip(kept, truth, answers, predictions["verifier"])]
-    return {"name": name, "skipped": skipped, "methods": methods, "best_of_n": bon, "rows": rows}
+    return {"name": name, "skipped": skipped, "cut": cut, "methods": methods, "best_of_n": bon, "rows": rows}
 
 
 def _pct(x: float | None) -> str:
@@ -125,7 +128,8 @@ def write_report(folder: Path, config: EvalConfig, results: list[dict], data_man
             continue
         any_metrics = next(iter(result["methods"].values()))
         lines += [f"{int(any_metrics['proofs'])} proofs, {int(any_metrics['steps'])} steps "
-                  f"({result['skipped']} proofs without labels skipped).", "",
+                  f"({result['skipped']} proofs without labels skipped; {result['cut']} longer than "
+                  f"{config.max_steps} labelled steps cut to their first {config.max_steps}).", "",
                   "| method | exact | first error | step acc. | F1 (incorrect) | F1 (correct) | parsed |",
                   "|---|---:|---:|---:|---:|---:|---:|"]
         for method, m in result["methods"].items():
@@ -187,7 +191,8 @@ def work(config: EvalConfig, folder: Path) -> Manifest:
         raise ValueError("nothing to evaluate: set dataset and/or external")
     results = [evaluate_set(name, records, model, tokenizer, config, classifier) for name, records in sets]
     write_jsonl(folder / "predictions.jsonl", ({"set": r["name"], **row} for r in results for row in r["rows"]))
-    summary = {r["name"]: {"methods": r["methods"], "best_of_n": r["best_of_n"], "skipped": r["skipped"]} for r in results}
+    summary = {r["name"]: {"methods": r["methods"], "best_of_n": r["best_of_n"], "skipped": r["skipped"], "cut": r["cut"]}
+               for r in results}
     (folder / "metrics.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
     write_report(folder, config, results, data_manifest)
     manifest.metrics = {f"{r['name']}/{m}/{k}": v for r in results for m, vals in r["methods"].items()

@@ -2,14 +2,18 @@
 
 Rule: step i is correct when tactics 1..i compile; the first failing step and every step after it
 are incorrect (:func:`propagate`); when every tactic compiles, no goal is left and the whole program
-is accepted by the acceptance policy, the proof is correct. Timeouts, infrastructure errors and
-programs nobody recorded give no labels, never guessed ones.
+is accepted by the acceptance policy, the proof is correct. Any answer that is not
+Lean's verdict on the tactics (timeouts, infrastructure errors, programs nobody recorded, a
+candidate that crashed the REPL) gives no labels, never guessed ones; so does a proof whose tactics
+all compile but whose whole program the acceptance policy does not accept (``sorry``, forbidden
+axioms, ...): the policy decides there, and its verdict is about the program, not about a step.
 
 How "tactics 1..i compile" is decided:
 - :class:`IncrementalChecker`: the Lean REPL's proof states (lean-interact), one tactic at a time
   from the ``sorry`` of ``statement by sorry``; the local backend (and its stand-in) supports it.
 - :class:`PrefixChecker`: any backend; program k is the first k tactics then ``sorry``, and only
-  errors before the ``sorry`` line count. The whole program is tried first (one compile when it passes).
+  errors before the ``sorry`` line count; an error in the trusted header or statement gives no
+  labels. Once every prefix compiles, the whole program says whether goals are left.
 - recorded first error (:func:`labels_from_outcome`): a recorded whole-program answer cut at the
   step holding its earliest error (the embedded default; :mod:`prm.steps` does the cutting).
 
@@ -34,7 +38,6 @@ from prm.paired import PairedStep, assemble_program
 from prm.steps import TacticStep, first_failing_step
 
 OK, TIMEOUT, INFRA_ERROR, UNAVAILABLE = "ok", "timeout", "infra_error", "unavailable"
-NO_LABEL_STATUSES = (TIMEOUT, INFRA_ERROR, UNAVAILABLE)
 
 
 @dataclass
@@ -49,7 +52,7 @@ class StepLabel:
 class CheckResult:
     """What Lean said about the tactics in order."""
 
-    status: str  # ok / timeout / infra_error / unavailable
+    status: str  # ok / timeout / infra_error / unavailable, or another backend status (candidate_failure)
     first_failure: int | None = None  # index of the first step that does not compile
     output: str = ""  # the first failure's compiler output (or why there is no answer)
     goals_left: bool = False  # every tactic compiled but goals remain
@@ -82,6 +85,10 @@ def labels_from_outcome(steps: Sequence[TacticStep], outcome: Outcome) -> tuple[
     errors = [m for m in outcome.messages if m.severity == "error"]
     if outcome.category in (Category.INVALID, Category.PRECHECK_REJECTED) and errors:
         index, error = first_failing_step(list(steps), errors)
+        if index is None:  # neither in a step nor on the proof's `by`: no step is to blame
+            where = f"line {error.pos.line}" if error.pos else "no position"
+            why = f"error outside every step ({where}): {_first_line(error.data)}"
+            return [StepLabel(s.prose, s.tactic, None, f"no label: {why}") for s in steps], False, None, why
         labels = propagate(len(steps), index, _first_line(error.data))
         return ([StepLabel(s.prose, s.tactic, l, r) for s, (l, r) in zip(steps, labels)], False, index,
                 f"first error at line {error.pos.line if error.pos else '?'}")
@@ -123,6 +130,7 @@ class IncrementalChecker:
         if self._server is not None:
             self._server.kill()
             self._server = None
+        self._headers.clear()  # their env ids belonged to the killed process
 
     @staticmethod
     def _no_answer(text: str) -> CheckResult:
@@ -203,13 +211,17 @@ class PrefixChecker:
         return result
 
     def _check(self, header: str, statement: str, tactics: Sequence[str]) -> CheckResult:
+        first_tactic_line = assemble_program(header, statement, []).count("\n") + 2
         for k in range(1, len(tactics) + 1):
             program = assemble_program(header, statement, [*tactics[:k], "sorry"])
             sorry_line = program.count("\n") + 1
             response = self._ask(program)
             if response.status is not ResponseStatus.OK:
                 return CheckResult(response.status.value, output=response.detail, checked=k)
-            before = [m for m in response.errors if m.pos is None or m.pos.line < sorry_line]
+            trusted, before = split_prefix_errors(response.errors, first_tactic_line, sorry_line)
+            if trusted:  # no step is to blame (the incremental checker answers the same)
+                return CheckResult(INFRA_ERROR, output="the trusted statement does not elaborate: "
+                                   + "; ".join(_first_line(m.data) for m in trusted), checked=k)
             if before:
                 return CheckResult(OK, k - 1, "\n".join(m.data for m in before), checked=k)
         # every prefix compiles: the whole program says whether goals are left at the end
@@ -220,6 +232,14 @@ class PrefixChecker:
             return CheckResult(OK, len(tactics) - 1, "\n".join(m.data for m in whole.errors), goals_left=True,
                                checked=len(tactics))
         return CheckResult(OK, None, checked=len(tactics))
+
+
+def split_prefix_errors(errors: Sequence[Any], first_tactic_line: int, sorry_line: int) -> tuple[list, list]:
+    """A prefix program's errors: (in the trusted header or statement, or with no position;
+    in the tactics before the closing ``sorry``). Errors on the ``sorry`` line and after are neither."""
+    trusted = [m for m in errors if m.pos is None or m.pos.line < first_tactic_line]
+    steps = [m for m in errors if m.pos is not None and first_tactic_line <= m.pos.line < sorry_line]
+    return trusted, steps
 
 
 # -- reviewer and correspondence judge --------------------------------------------------------------
@@ -384,7 +404,7 @@ def label_paired_proof(steps: Sequence[PairedStep], *, header: str, statement: s
     """Labels of one paired proof: check, review the first failure (one repair), judge correspondence."""
     steps = list(steps)
     result = checker.check(header, statement, [s.tactic for s in steps])
-    if result.status in NO_LABEL_STATUSES:
+    if result.status != OK:  # no verdict of Lean's on the tactics (candidate_failure included)
         return ProofLabels([StepLabel(s.prose, s.tactic, None, f"no label: {result.status}") for s in steps],
                            None, None, result.status, _first_line(result.output) or result.status,
                            lean_version=result.lean_version)
@@ -417,12 +437,18 @@ def label_paired_proof(steps: Sequence[PairedStep], *, header: str, statement: s
             labels = [l if i < result.first_failure else StepLabel(l.prose, l.tactic, None, why)
                       for i, l in enumerate(labels)]
     proof_label: bool | None = False
+    status = OK
     reason = "first failure at step %d" % (result.first_failure + 1) if result.first_failure is not None else ""
     if result.first_failure is None:
         outcome = whole_program(VerifyRequest(assemble_program(header, statement, [s.tactic for s in steps]),
                                               name=name, statement=statement, header=header))
         proof_label = outcome.label
         reason = f"every tactic compiles; whole program {outcome.category.value}"
+        if outcome.category is not Category.VALID:  # the policy decides; no step is shown wrong or right
+            why = outcome.category.value + (": " + "; ".join(outcome.reasons[:2]) if outcome.reasons else "")
+            labels = [StepLabel(l.prose, l.tactic, None, f"no label: whole program {why}") for l in labels]
+            if outcome.label is None:  # no answer about the whole program (timeout, infra, unavailable)
+                status = outcome.category.value
     rejected = 0
     if judge is not None:
         for i, l in enumerate(labels):
@@ -432,7 +458,7 @@ def label_paired_proof(steps: Sequence[PairedStep], *, header: str, statement: s
             if not ok:
                 labels[i] = StepLabel(l.prose, l.tactic, None, f"dropped: correspondence judge rejected ({why})")
                 rejected += 1
-    return ProofLabels(labels, proof_label, result.first_failure, OK, reason, decisions, rejected, repaired,
+    return ProofLabels(labels, proof_label, result.first_failure, status, reason, decisions, rejected, repaired,
                        result.lean_version)
 
 

@@ -31,6 +31,7 @@ class TacticStep:
     prose_source: str  # "comment" | "tactic"
     start: Position  # first character of the tactic
     end_line: int  # last line of the tactic (inclusive)
+    by_line: int = 0  # line of the proof's `:= by` (where Lean puts the goals left open at the end)
 
 
 def _declaration_line(lines: list[str], theorem: str | None) -> int:
@@ -82,7 +83,7 @@ def split_steps(program: str, theorem: str | None = None) -> list[TacticStep]:
         text = "\n".join(lines[n][top:] for n in current).rstrip()
         prose = " ".join(comment).strip()
         steps.append(TacticStep(text, prose or text, "comment" if prose else "tactic",
-                                Position(current[0] + 1, top), current[-1] + 1))
+                                Position(current[0] + 1, top), current[-1] + 1, by_line + 1))
         comment = []
 
     for number in body:
@@ -126,14 +127,18 @@ def step_of_position(steps: list[TacticStep], position: Position) -> int | None:
     return None
 
 
-def first_failing_step(steps: list[TacticStep], errors: list[LeanMessage]) -> tuple[int, LeanMessage] | None:
+def first_failing_step(steps: list[TacticStep], errors: list[LeanMessage]) -> tuple[int | None, LeanMessage] | None:
     """The earliest step holding an error, with that error. An error positioned on the proof's
     ``by`` (no step holds it: the goals left open when the block ends) falls to the last step,
-    which claimed to finish the proof. None when there are no errors."""
+    which claimed to finish the proof. Any other error outside every step (no position, the
+    header or statement) blames no step: ``(None, error)``. None when there are no errors."""
     located = [(step_of_position(steps, e.pos), e) for e in errors if e.pos is not None]
     inside = [(i, e) for i, e in located if i is not None]
     if inside:
         return min(inside, key=lambda pair: (pair[0], pair[1].pos.line, pair[1].pos.column))
+    on_by = [e for e in errors if e.pos is not None and steps and e.pos.line == steps[0].by_line]
+    if on_by:
+        return len(steps) - 1, on_by[0]
     if errors:
-        return len(steps) - 1, errors[0]
+        return None, errors[0]
     return None

@@ -113,7 +113,7 @@ def build(config: SearchDataConfig, out: Path) -> Manifest:
     pd.DataFrame(list(transitions.values())).to_parquet(out / "transitions.parquet", index=False)
     manifest = Manifest(stage="search_data", run=config.run, counts=counts, extra={
         "tree_schema_version": TREE_SCHEMA_VERSION, "verified": bool(config.lean_files) and not config.steps,
-        "verified_note": "trees rebuilt from traced steps without Lean; not re-executed",
+        "verified_note": _verified_note(counts["trees"], sum(bool(r["verified"]) for r in rows)),
         "files": {s: f"{s}.parquet" for s in SPLITS} | {"transitions": "transitions.parquet"},
         "config": vars(config),
     })
@@ -125,6 +125,16 @@ def build(config: SearchDataConfig, out: Path) -> Manifest:
           f"({', '.join(s + ' ' + str(counts['trees_' + s]) for s in SPLITS)}); dropped {dict(drops)}; "
           f"{len(transitions)} transitions -> {out}")
     return manifest
+
+
+def _verified_note(trees: int, verified: int) -> str:
+    """Which trees Lean re-executed (per tree: the ``verified`` column)."""
+    if verified == 0:
+        return "trees rebuilt from traced steps without Lean; not re-executed"
+    if verified == trees:
+        return "trees re-executed in Lean's proof-state mode (lean_files)"
+    return (f"{verified} of {trees} trees re-executed in Lean's proof-state mode (lean_files); the other "
+            f"{trees - verified} rebuilt from traced steps without Lean, not re-executed (per tree: `verified`)")
 
 
 def extract_lean_files(config: SearchDataConfig, transitions: dict, drops: Counter) -> list[dict[str, Any]]:

@@ -7,6 +7,9 @@ expansion, counted separately from Lean errors), so the numbers measure how well
 *recorded* proofs, a lower bound on what it would prove with Lean. Every found proof is then sent
 to the Verifier (``rl`` profile) as one program; LeanDojo's steps carry no program text, so there
 the verdict is ``unavailable`` and the report counts it: nothing is claimed verified that was not.
+With Lean (``repl``/``http``) a theorem counts as solved (``solved``, pass@k, solved vs budget)
+only when a found proof's whole program is ``valid`` (paper App. E); ``search_closed`` counts the
+theorems where the search closed every goal, verified or not.
 
 The search is any-time, so one run to the largest budget gives every smaller budget: a theorem
 solved at iteration i counts for each budget >= i. The baseline ("no search") spends the same
@@ -237,18 +240,23 @@ def summarize(rows: list[dict[str, Any]], config: SearchEvalConfig, simplify_sta
     by_theorem: dict[str, list[dict]] = {}
     for r in started:
         by_theorem.setdefault(r["theorem"], []).append(r)
-    solved_rows = [r for r in started if r["solved"]]
+    closed_rows = [r for r in started if r["solved"]]
+    # with Lean only the whole program's verdict proves a theorem; the replay has no program to check
+    solved_rows = [r for r in closed_rows if config.environment == "replay" or r.get("verdict") == "valid"]
+    proved = {id(r) for r in solved_rows}
     curve = {}
     for b in sorted(config.budgets):
-        curve[str(b)] = sum(any(r["solved"] and r["solved_at_iteration"] <= b for r in rs) for rs in by_theorem.values())
+        curve[str(b)] = sum(any(id(r) in proved and r["solved_at_iteration"] <= b for r in rs)
+                            for rs in by_theorem.values())
     verdicts: dict[str, int] = {}
-    for r in solved_rows:
+    for r in closed_rows:
         verdicts[r.get("verdict", "unchecked")] = verdicts.get(r.get("verdict", "unchecked"), 0) + 1
     n = max(len(theorems), 1)
     metrics: dict[str, Any] = {
         "theorems": len(theorems), "attempts": config.attempts, "budget": max(config.budgets),
         "solved": curve[str(max(config.budgets))], f"pass@{config.attempts}": curve[str(max(config.budgets))] / n,
         "solved_vs_budget": curve,
+        "search_closed": sum(any(r["solved"] for r in rs) for rs in by_theorem.values()),
         "iterations_per_solved": _mean([r["solved_at_iteration"] for r in solved_rows]),
         "env_calls_per_solved": _mean([r["env_calls_to_solve"] for r in solved_rows]),
         "env_calls_per_theorem": _mean([r["env_calls"] for r in started]),
@@ -295,7 +303,8 @@ def write_report(out: Path, metrics: dict[str, Any], config: SearchEvalConfig) -
     ax.set_xscale("log", base=2)
     ax.set_xlabel("search budget (iterations)")
     ax.set_ylabel(f"theorems solved (of {metrics['theorems']})")
-    ax.set_title(f"pass@{config.attempts}, {config.split} split, replay environment")
+    ax.set_title(f"pass@{config.attempts}, {config.split + ' split, replay' if config.environment == 'replay' else 'Lean'}"
+                 " environment")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out / "solved_vs_budget.png", dpi=120)
@@ -313,7 +322,7 @@ def write_report(out: Path, metrics: dict[str, Any], config: SearchEvalConfig) -
         f"{config.search.samples_per_expansion} tactics sampled per expansion.", "",
         "| metric | value |", "|---|---|",
     ]
-    for key in ("theorems", "solved", f"pass@{config.attempts}", "baseline_solved", "oracle_solved", "iterations_per_solved",
+    for key in ("theorems", "solved", "search_closed", f"pass@{config.attempts}", "baseline_solved", "oracle_solved", "iterations_per_solved",
                 "env_calls_per_solved", "env_calls_per_theorem", "baseline_env_calls_per_theorem", "cycle_rejections",
                 "unavailable_tactics", "duplicate_tactics", "simplification_rate", "edges_removed_by_simplification",
                 "verified_valid", "model_time_share", "not_started"):
@@ -326,8 +335,12 @@ def write_report(out: Path, metrics: dict[str, Any], config: SearchEvalConfig) -
               "Whole-program verdicts of the found proofs (Verifier, `rl` profile): "
               + (", ".join(f"{k} {v}" for k, v in metrics["verdicts"].items()) or "none found") + ". "
               + ("The traced steps carry no program text, so a found proof cannot be written as a program here: "
-                 "`unavailable`, never counted as verified." if config.environment == "replay" else
-                 "Only `valid` counts as proved."), "", "![solved vs budget](solved_vs_budget.png)", ""]
+                 "its verdict is `unavailable` and `verified_valid` stays 0. `solved`, pass@k and solved vs budget "
+                 "count proofs whose every step the replay answered from recorded Lean steps; no whole program "
+                 "was checked." if config.environment == "replay" else
+                 "`solved`, pass@k and solved vs budget count a theorem only when a found proof's whole program is "
+                 "`valid`; `search_closed` counts those where the search closed every goal. The no-search "
+                 "baseline counts rollouts that closed every goal (not checked as whole programs)."), "", "![solved vs budget](solved_vs_budget.png)", ""]
     path = out / "report.md"
     path.write_text("\n".join(lines))
     return path

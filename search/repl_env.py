@@ -8,6 +8,11 @@ goal to the front (``rotate_left index``, cached), runs the tactic, and keeps th
 (the reply's goals minus the ``rest`` untouched ones at the end, which is where Lean leaves them).
 
 The REPL setup (toolchain, Mathlib project, stand-in) is the local backend's ``LocalBackendConfig``.
+
+After a timeout or a crash lean-interact restarts the REPL, whose env and proof-state ids start
+again from 0: every id handed out before then names nothing (or, worse, something else). Each
+restart starts a new *generation*; the header cache and the focus cache are emptied, and a goal
+of an older generation answers ``infra_error`` instead of reaching a state it does not own.
 """
 
 from __future__ import annotations
@@ -17,10 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from leanloop.lean.local import LocalBackend, LocalBackendConfig, split_header
+from leanloop.lean.replies import NO_RECORDED_ANSWER
 from search.env import EnvGoal, EnvResult, EnvStatus, ProofEnv
 from search.goals import group_by_metavariables, parse_state
-
-NO_RECORDING_MARK = "no recorded Lean answer"
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,7 @@ class ReplHandle:
     proof_state: int
     index: int
     rest: int
+    generation: int = 0  # the REPL process (restart count) the proof state belongs to
 
 
 def statement_with_sorry(statement: str) -> str:
@@ -54,6 +59,7 @@ class ReplEnv(ProofEnv):
         self._server: Any = None
         self._headers: dict[str, int] = {}
         self._focused: dict[tuple[int, int], int] = {}
+        self._generation = 0  # bumped when the REPL is restarted: older ids are void
         self._lock = threading.Lock()  # one REPL process answers one request at a time
 
     def _ensure_server(self) -> Any:
@@ -72,13 +78,21 @@ class ReplEnv(ProofEnv):
         try:
             reply = self._ensure_server().run(request, timeout=timeout or self.timeout)
         except TimeoutError as error:
+            self._new_generation()
             return EnvStatus.TIMEOUT, None, str(error)
         except Exception as error:  # crash, broken pipe: the server restarts on the next request
+            self._new_generation()
             return EnvStatus.INFRA_ERROR, None, f"{type(error).__name__}: {error}"
         if isinstance(reply, LeanError):
-            status = EnvStatus.UNAVAILABLE if NO_RECORDING_MARK in reply.message else EnvStatus.INFRA_ERROR
+            status = EnvStatus.UNAVAILABLE if NO_RECORDED_ANSWER in reply.message else EnvStatus.INFRA_ERROR
             return status, None, reply.message
         return EnvStatus.OK, reply, ""
+
+    def _new_generation(self) -> None:
+        """The REPL was (or will be) restarted: ids from before name nothing in the new process."""
+        self._generation += 1
+        self._headers.clear()
+        self._focused.clear()
 
     def _start(self, theorem: str) -> EnvResult:
         from lean_interact.interface import Command
@@ -94,6 +108,7 @@ class ReplEnv(ProofEnv):
                         return EnvResult(status, error=error)
                     env = self._headers[header] = reply.env
             status, reply, error = self._run(Command(cmd=body, env=env), self.timeout)
+            generation = self._generation
         if status is not EnvStatus.OK:
             return EnvResult(status, error=error)
         errors = [m.data for m in reply.messages if m.severity == "error"]
@@ -101,13 +116,16 @@ class ReplEnv(ProofEnv):
             return EnvResult(EnvStatus.ERROR, error=errors[0] if errors else "the statement has no sorry")
         sorry = reply.sorries[0]
         goals = parse_state(sorry.goal)
-        return EnvResult(EnvStatus.OK, [EnvGoal(tuple(goals), ReplHandle(sorry.proof_state, 0, 0))])
+        return EnvResult(EnvStatus.OK, [EnvGoal(tuple(goals), ReplHandle(sorry.proof_state, 0, 0, generation))])
 
     def _apply(self, goal: EnvGoal, tactic: str, timeout: float | None) -> EnvResult:
         from lean_interact.interface import ProofStep
 
         handle: ReplHandle = goal.handle
         with self._lock:
+            if handle.generation != self._generation:
+                return EnvResult(EnvStatus.INFRA_ERROR, error=f"the REPL restarted since this goal was made (generation "
+                                 f"{handle.generation}, now {self._generation}): its proof state is gone")
             state = handle.proof_state
             if handle.index:
                 focused = self._focused.get((state, handle.index))
@@ -119,6 +137,7 @@ class ReplEnv(ProofEnv):
                     focused = self._focused[(state, handle.index)] = reply.proof_state
                 state = focused
             status, reply, error = self._run(ProofStep(proof_state=state, tactic=tactic), timeout)
+            generation = self._generation
         if status is not EnvStatus.OK:
             return EnvResult(status, error=error)
         errors = [m.data for m in (reply.messages or []) if m.severity == "error"]
@@ -136,7 +155,7 @@ class ReplEnv(ProofEnv):
         out, index = [], 0
         for group in groups:
             # after `rotate_left index` every other goal of the state sits behind this group
-            out.append(EnvGoal(group, ReplHandle(reply.proof_state, index, len(texts) - len(group))))
+            out.append(EnvGoal(group, ReplHandle(reply.proof_state, index, len(texts) - len(group), generation)))
             index += len(group)
         return EnvResult(EnvStatus.OK, out)
 
@@ -147,3 +166,4 @@ class ReplEnv(ProofEnv):
             except Exception:  # already gone
                 pass
             self._server = None
+            self._new_generation()

@@ -46,8 +46,9 @@ def test_prm_eval_report(artifacts, tmp_path):
     folder = evaluate.run(config)
     metrics = json.loads((folder / "metrics.json").read_text())
     (lean_set, bench_set) = metrics
-    truth = [training_prefix(r.labels)[:4] for r in read_split(artifacts / "prm_data" / "small", "test")]
-    truth = [t for t in truth if t][:10]
+    prefixes = [p for p in (training_prefix(r.labels) for r in read_split(artifacts / "prm_data" / "small", "test")) if p]
+    truth = [t[:4] for t in prefixes[:10]]
+    assert metrics[lean_set]["cut"] == sum(len(p) > 4 for p in prefixes[:10]) and metrics[bench_set]["cut"] == 0
     assert metrics[lean_set]["methods"]["always_correct"]["exact"] == sum(all(t) for t in truth) / len(truth)
     assert metrics[bench_set]["methods"]["always_correct"]["exact"] == 0.5
     assert set(metrics[lean_set]["methods"]) == {"verifier", "always_correct", "first_error_at_random",

@@ -5,8 +5,10 @@ correspondence judge."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -18,7 +20,7 @@ from leanloop.lean.types import Category, Outcome
 from leanloop.lean.verifier import Verifier
 from prm.labelling import (
     INFRA_ERROR, OK, UNAVAILABLE, IncrementalChecker, PrefixChecker, ReviewRule, RuleReviewer, label_paired_proof,
-    labels_from_outcome, parse_review, propagate, training_prefix,
+    labels_from_outcome, parse_review, propagate, split_prefix_errors, training_prefix,
 )
 from prm.paired import PairedStep
 from prm.steps import split_steps
@@ -87,6 +89,44 @@ def test_prefix_reads_only_errors_before_the_sorry():
     assert unrecorded.status == UNAVAILABLE and unrecorded.checked == 2
 
 
+def test_prefix_blames_no_step_for_errors_in_the_trusted_statement():
+    # recorded (repl test "line_breaks"): "theorem foo : 1 = 1 := by\n\nsorry" -> unsolved goals on line 1
+    response = asyncio.run(ReplayBackend(["repl_io"]).run("theorem foo : 1 = 1 := by\n\nsorry", 10))
+    on_statement = [e for e in response.errors if e.pos.line == 1]
+    assert on_statement and "unsolved goals" in on_statement[0].data
+    trusted, in_steps = split_prefix_errors(on_statement, first_tactic_line=2, sorry_line=3)
+    assert trusted == on_statement and in_steps == []
+    trusted, in_steps = split_prefix_errors(on_statement, first_tactic_line=1, sorry_line=3)
+    assert trusted == [] and in_steps == on_statement
+
+
+def test_a_candidate_that_crashes_the_repl_gives_no_labels(tmp_path, shared_data, verifier):
+    # the stand-in REPL dies on this tactic every time it is sent: the local backend answers
+    # candidate_failure (the program's doing), which is no verdict on any step
+    root = prepare_repl_dir(tmp_path, [shared_data / "lean_repl" / "repl_io_pairs.jsonl"], lean_version="v4.33.0-rc2",
+                            faults=[{"when": "crash_probe", "action": "crash"}])
+    backend = LocalBackend(standin_config(root, timeout=20, workers=1, all_tactics=False, crash_retries=0))
+    labels = label_paired_proof(steps("exact crash_probe"), header="", name=None, statement="theorem t : True := by",
+                                checker=PrefixChecker(backend, timeout=20), whole_program=whole(verifier))
+    assert labels.status == "candidate_failure" and [s.label for s in labels.steps] == [None]
+    assert labels.proof_label is None
+
+
+def test_incremental_checker_forgets_header_environments_with_the_killed_repl(tmp_path, shared_data):
+    # a statement that hangs times out and the REPL is killed; the next proof under the same header
+    # (recorded: repl test "Mathlib/test/H20231115") must elaborate the header again in the new REPL
+    root = prepare_repl_dir(tmp_path, [shared_data / "lean_repl" / "repl_io_pairs.jsonl"], lean_version="v4.33.0-rc2",
+                            faults=[{"when": "hang_probe", "action": "hang"}])
+    checker = IncrementalChecker(LocalBackend(standin_config(root, timeout=20)).repl_config(), timeout=2)
+    try:
+        header = "import Mathlib.Tactic.Cases"
+        assert checker.check(header, "theorem hang_probe : True := by", ["trivial"]).status == "timeout"
+        after = checker.check(header, "example {x : Nat} : x + 1 > x := by", ["induction' x with x hx"])
+        assert after.status == OK and after.checked == 1
+    finally:
+        checker.close()
+
+
 def test_reviewer_off_every_failure_counts(incremental, verifier):
     labels = label_paired_proof(steps("exact my_fake_premise", "rfl"), header="", name="my_theorem",
                                 statement="theorem my_theorem (x : Nat) : x = x := by", checker=incremental,
@@ -115,11 +155,14 @@ def test_reviewer_repairs_a_syntax_failure_once_and_the_proof_is_checked_again(i
     rules = RuleReviewer([ReviewRule("unknown tactic", "syntax", "typo", replace=["exat 42", "have t : Nat := 42"])])
     labels = label_paired_proof(steps("exat 42", "exact t"), header="", statement="def f : Nat := by", name=None,
                                 checker=incremental, whole_program=whole(verifier), reviewer=rules)
-    assert labels.repaired and [s.label for s in labels.steps] == [True, True]
+    assert labels.repaired and labels.first_error is None
     assert labels.steps[0].tactic == "have t : Nat := 42"
     assert labels.reviewer[0]["verdict"] == "syntax" and labels.reviewer[0]["recheck"] == "fixed"
-    # every tactic compiles, but the acceptance policy decides the proof: a `def` proves no theorem
+    # every tactic compiles, but the acceptance policy decides the proof: a `def` proves no theorem,
+    # which says nothing about either step
     assert labels.proof_label is False and "precheck_rejected" in labels.reason
+    assert [s.label for s in labels.steps] == [None, None] and labels.status == OK
+    assert all(s.reason.startswith("no label: whole program precheck_rejected") for s in labels.steps)
 
 
 def test_a_repair_that_cannot_be_checked_drops_the_failure(incremental, verifier):
@@ -134,12 +177,13 @@ def test_correspondence_judge_drops_rejected_steps(incremental, verifier):
         name = "scripted"
 
         def judge(self, prose, tactic):
-            return ("natAbs" not in tactic, "scripted")
+            return ("rfl" not in tactic, "scripted")
 
-    labels = label_paired_proof(steps("apply Int.natAbs", "exact -37"), header="", name=None,
-                                statement="def f (x : Unit) : Nat := by", checker=incremental,
+    labels = label_paired_proof(steps("exact my_fake_premise", "rfl"), header="", name=None,
+                                statement="theorem my_theorem (x : Nat) : x = x := by", checker=incremental,
                                 whole_program=whole(verifier), judge=Judge())
-    assert [s.label for s in labels.steps] == [None, True] and labels.correspondence_rejected == 1
+    assert [s.label for s in labels.steps] == [False, None] and labels.correspondence_rejected == 1
+    assert labels.steps[1].reason.startswith("dropped: correspondence judge rejected")
 
 
 def test_model_reviewer_answers_are_parsed_strictly():
@@ -163,6 +207,25 @@ def test_recorded_first_error_labels(shared_data):
     assert [l.label for l in labels] == [True] * first + [False] * (len(cut) - first)
     none, proof, _, why = labels_from_outcome(cut, Outcome(Category.TIMEOUT))
     assert proof is None and all(l.label is None for l in none) and why == "timeout"
+
+
+def test_only_errors_on_the_proofs_by_fall_to_the_last_step(shared_data):
+    path = shared_data / "candidates" / "rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz"
+    row = next(r for r in map(json.loads, gzip.open(path, "rt"))
+               if r["name"] == "amc12a_2021_p14" and not r["verdict_pass"] and r["compilation_result"]["errors"])
+    response = response_from_rl_lean(row["compilation_result"], row["code"])
+    cut = split_steps(row["code"], row["name"])
+    # recorded: "unsolved goals" on the line of `:= by`, no error inside a step: the last step claimed to finish
+    assert [e.pos.line for e in response.errors] == [cut[0].by_line]
+    labels, proof, first, _ = labels_from_outcome(cut, Outcome(Category.INVALID, messages=response.messages))
+    assert first == len(cut) - 1 and [l.label for l in labels] == [True] * first + [False]
+    # the same error anywhere else outside the steps (here: unplaced, or on the statement's first
+    # line) blames no step
+    error = response.errors[0]
+    for moved in (replace(error, pos=None), replace(error, pos=replace(error.pos, line=cut[0].by_line - 1))):
+        labels, proof, first, why = labels_from_outcome(cut, Outcome(Category.INVALID, messages=[moved]))
+        assert first is None and proof is False and all(l.label is None for l in labels)
+        assert why.startswith("error outside every step")
 
 
 def test_model_reviewer_whose_answer_has_no_verdict_drops_the_failure(incremental, verifier):

@@ -3,6 +3,8 @@ client in proof-state mode against the stand-in REPL replaying recorded REPL ses
 
 from __future__ import annotations
 
+import socket
+
 import pandas as pd
 
 from search.env import EnvStatus, ReplayEnv
@@ -38,7 +40,10 @@ def test_http_pool_gives_the_same_answers(search_data, replay):
         client.close()
     finally:
         server.shutdown()
-    dead = HttpEnv(HttpEnvConfig(url="http://127.0.0.1:9", retries=0))
+    with socket.socket() as probe:  # a port nothing listens on once the probe is closed
+        probe.bind(("127.0.0.1", 0))
+        free_port = probe.getsockname()[1]
+    dead = HttpEnv(HttpEnvConfig(url=f"http://127.0.0.1:{free_port}", retries=0, timeout=1, http_slack_s=0))
     assert dead.start("x").status is EnvStatus.INFRA_ERROR
 
 
@@ -60,3 +65,29 @@ def test_repl_splits_goals_and_reports_lean_errors(standin_env):
     wrong = standin_env.start("theorem my_theorem (x : Nat) : x = x")
     error = standin_env.apply(wrong.goals[0], "exact my_fake_premise")
     assert error.status is EnvStatus.ERROR and "my_fake_premise" in error.error
+
+
+def test_repl_goals_from_before_a_restart_are_refused_and_caches_are_rebuilt(tmp_path, shared_data):
+    # recorded HEAD session "Mathlib/test/H20231115": `import Mathlib.Tactic.Cases`, the example in its
+    # environment, then `induction' x with x hx`. A statement that hangs makes lean-interact kill
+    # the REPL; the new process numbers envs and proof states from 0 again
+    from leanloop.lean.local import standin_config
+    from leanloop.lean.standins.repl import prepare_repl_dir
+    from search.repl_env import ReplEnv
+
+    root = prepare_repl_dir(tmp_path, [shared_data / "lean_repl" / "repl_io_pairs.jsonl"], lean_version="v4.33.0-rc2",
+                            faults=[{"when": "hang_probe", "action": "hang"}])
+    env = ReplEnv(standin_config(root, lean_version="v4.33.0-rc2"), timeout=2, parallel_elaboration=False)
+    try:
+        theorem = "import Mathlib.Tactic.Cases\nexample {x : Nat} : x + 1 > x"
+        before = env.start(theorem)
+        assert before.ok
+        assert env.start("import Mathlib.Tactic.Cases\ntheorem hang_probe : True").status is EnvStatus.TIMEOUT
+        stale = env.apply(before.goals[0], "induction' x with x hx")
+        assert stale.status is EnvStatus.INFRA_ERROR and "restarted" in stale.error
+        after = env.start(theorem)  # the header is elaborated again in the new REPL
+        assert after.ok
+        split = env.apply(after.goals[0], "induction' x with x hx")
+        assert split.ok and [g.goals[0].case for g in split.goals] == ["zero", "succ"]
+    finally:
+        env.close()

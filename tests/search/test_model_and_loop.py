@@ -97,3 +97,23 @@ def test_rl_round_chains_manifests_and_eval_writes_a_report(search_data, artifac
     assert metrics["oracle_solved"] >= metrics["solved"] and metrics["oracle_solved"] >= 1
     assert (report.run_dir / "solved_vs_budget.png").stat().st_size > 1000
     assert "no Lean" in (report.run_dir / "report.md").read_text()
+
+
+def test_with_lean_only_a_valid_whole_program_counts_as_solved():
+    from search.evaluate import SearchEvalConfig, summarize
+    from search.simplify import SimplifyStats
+
+    def row(theorem, attempt, solved_at, verdict):
+        return {"theorem": theorem, "attempt": attempt, "started": True, "solved": True, "solved_at_iteration": solved_at,
+                "env_calls_to_solve": 3, "env_calls": 5, "cycles": 0, "unavailable": 0, "duplicates": 0,
+                "model_s": 1.0, "env_s": 1.0, "verdict": verdict}
+
+    # a: closed at 1 and 4 but only the later proof is valid; b: closed, the kernel rejects it
+    rows = [row("a", 0, 1, "invalid"), row("a", 1, 4, "valid"), row("b", 0, 2, "invalid")]
+    lean = summarize(rows, SearchEvalConfig(environment="repl", attempts=2, budgets=[2, 4], baseline=False),
+                     SimplifyStats())
+    assert (lean["solved"], lean["search_closed"], lean["pass@2"]) == (1, 2, 0.5)
+    assert lean["solved_vs_budget"] == {"2": 0, "4": 1} and lean["verdicts"] == {"invalid": 2, "valid": 1}
+    replay = summarize(rows, SearchEvalConfig(environment="replay", attempts=2, budgets=[2, 4], baseline=False),
+                       SimplifyStats())
+    assert (replay["solved"], replay["search_closed"]) == (2, 2) and replay["solved_vs_budget"] == {"2": 2, "4": 2}

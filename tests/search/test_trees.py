@@ -64,3 +64,13 @@ def test_search_data_run(search_data):
     for node in tree.nodes():
         assert node.size == 1 + sum(c.size for c in node.children)
         assert node.depth == 1 + max((c.depth for c in node.children), default=0)
+
+
+def test_search_data_manifest_says_which_trees_lean_re_executed(search_data):
+    import json
+
+    from search.build_data import _verified_note
+
+    manifest = json.loads((search_data / "manifest.json").read_text())
+    assert manifest["verified"] is False and "not re-executed" in manifest["verified_note"]
+    assert "not re-executed" not in _verified_note(3, 3) and _verified_note(3, 1).startswith("1 of 3 trees re-executed")
