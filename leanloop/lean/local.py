@@ -78,7 +78,8 @@ class LocalBackendConfig:
     all_tactics: bool = True  # ask the REPL for tactic records (goals before each tactic)
     crash_retries: int = 1  # re-runs of a program after its REPL crashed, before INFRA_ERROR
     # one REPL process per program, header environment restored from a pickle (see module docstring)
-    fresh_process: bool = False
+    # None: the caller decides (the rl stage turns it on, everything else leaves it off)
+    fresh_process: bool | None = None
     pickle_dir: str | None = None  # where header pickles are written (default: a temporary directory)
     header_pickles: dict[str, str] = field(default_factory=dict)  # header text -> pickle path to use for it
     # fresh_process: after the reply, stdin is closed and the REPL must exit within this many seconds
