@@ -72,6 +72,10 @@ class LeanConfig:
     """recorded latency: Lean's clock compression (0.01 plays a 60 s timeout in 0.6 s)."""
     unrecorded_delay: float = 0.0
     """recorded latency: Lean time of a program with no recording (before ``scale``)."""
+    allow_shared_repl: bool = False
+    """Run the reward checks on REPL processes shared between candidates (``kind: kimina``, or
+    ``local.fresh_process: false``). Refused unless set: a candidate's elaboration-time code then
+    survives into later candidates' checks (issue 16; docs/threat_model.md)."""
 
 
 @dataclass

@@ -19,6 +19,7 @@ prechecks (plus recorded Lean rejections from the replay backend).
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from collections import Counter
@@ -50,11 +51,32 @@ from rl.reward import Protocol, RewardRule, RolloutReward, Source
 from leanloop.grpo.update import GRPOUpdate, finite_stats
 from leanloop.prover.prompt import PromptConfig, render_prompt, stop_token
 
+log = logging.getLogger(__name__)
+
 STEPS_FILE = "steps.jsonl"
 DRIFT_FILE = "drift.jsonl"
 AUDIT_FILE = "audit.jsonl"
 JUDGE_FILE = "judge_audit.jsonl"  # one row per accepted reward the judge re-checked
 REFRESH_FILE = "refresh.jsonl"
+
+
+def isolated_backend(config, allow_shared_repl: bool = False):
+    """``(backend config, shared)`` for the rl reward checks. Isolation (issue 16): one REPL process
+    per candidate, so nothing a candidate runs at elaboration time survives into another
+    candidate's check: ``local`` gets ``fresh_process`` unless its config sets it; shared REPLs
+    (``kimina``, ``local.fresh_process: false``) are refused unless ``allow_shared_repl``."""
+    if config.kind == "local" and config.local.fresh_process is None:
+        config = replace(config, local=replace(config.local, fresh_process=True))
+    shared = config.kind == "kimina" or (config.kind == "local" and not config.local.fresh_process)
+    if shared and not allow_shared_repl:
+        raise ValueError(f"lean.backend (kind: {config.kind}) checks candidates on shared REPL processes: code a "
+                         "candidate runs at elaboration time would survive into other candidates' checks. Use "
+                         "kind: local with local.fresh_process: true, or set lean.allow_shared_repl: true to "
+                         "accept that (docs/threat_model.md)")
+    if shared:
+        log.warning("rl reward checks run on SHARED REPL processes (lean.allow_shared_repl: true): a candidate's "
+                    "elaboration-time code can survive into other candidates' checks")
+    return config, shared
 
 
 class GRPOModule(GRPOUpdate, L.LightningModule):
@@ -139,11 +161,9 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
     def _backend(self):
         from leanloop.lean.backends import make_backend
 
-        config = self.lean.backend
-        if config.kind == "local" and "fresh_process" not in config.options:
-            # the rl profile's isolation (issue 16): one REPL process per candidate, so nothing a
-            # candidate runs at elaboration time survives into another candidate's check
-            config = replace(config, options={**config.options, "fresh_process": True})
+        config, shared = isolated_backend(self.lean.backend, self.lean.allow_shared_repl)
+        if shared:
+            self.results["shared_repl"] = True
         backend = make_backend(config)
         if self.lean.latency == "recorded":
             from rl.latency import TimedBackend
@@ -419,6 +439,7 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
     def manifest_counts(self) -> dict[str, Any]:
         evaluation = self.results.get("evaluation")
         return {"reward_provenance": getattr(self, "provenance", None), "evaluator": self.evaluator_info,
+                "shared_repl": bool(self.results.get("shared_repl")),  # lean.allow_shared_repl was used
                 "rollouts": {k: v for k, v in self.totals.items()},
                 "evaluation": {k: evaluation[k] for k in ("statements", "attempts", "categories", "verified",
                                                           "lean_pass_at_k", "evaluator_estimate_pass_at_k")}

@@ -39,7 +39,7 @@ from leanloop.lean.policy.harness import StatementError, parse_statement
 from leanloop.lean.replies import NO_RECORDED_ANSWER
 # Lean's module-name -> source-path rule lives in the stand-in (standard library only, it cannot
 # import this module); the judge writes the projects the stand-in (or the real tool) reads
-from leanloop.lean.standins.comparator import module_file
+from leanloop.lean.standins.comparator import STANDIN_PREFIX, UNAVAILABLE_EXIT, module_file
 from leanloop.lean.types import Category, Outcome, VerifyRequest
 
 DEFAULT_LAKEFILE = ('name = "leanloopjudge"\nversion = "0.1.0"\n\n[[lean_lib]]\nname = "Solution"\n\n'
@@ -134,6 +134,8 @@ class ComparatorJudge:
                 lakefile = (template / "lakefile.toml").read_text(encoding="utf-8").rstrip() + "\n\n" + \
                     DEFAULT_LAKEFILE.split("\n\n", 1)[1]
             shutil.copy(template / "lean-toolchain", where / "lean-toolchain")
+            if (template / "lake-manifest.json").exists():  # the dependency revisions the template built
+                shutil.copy(template / "lake-manifest.json", where / "lake-manifest.json")
             packages = template / ".lake" / "packages"
             if packages.exists():
                 (where / ".lake").mkdir(exist_ok=True)
@@ -178,15 +180,21 @@ class ComparatorJudge:
                 _kill_group(process)
                 raise
             text = output.decode("utf-8", errors="replace")
-            return self._outcome(process.returncode, text, folder / "report.json", time.perf_counter() - started)
+            return self._outcome(process.returncode, text, folder / "report.json", time.perf_counter() - started,
+                                 project.config.get("solution_module", "Solution"))
         finally:
             if not self.config.keep_projects:
                 shutil.rmtree(folder, ignore_errors=True)
 
-    def _outcome(self, code: int | None, output: str, report_path: Path, elapsed: float) -> Outcome:
+    def _outcome(self, code: int | None, output: str, report_path: Path, elapsed: float,
+                 solution_module: str = "Solution") -> Outcome:
         tail = output.strip()[-2000:]
         outcome = Outcome(Category.INFRA_ERROR, backend=self.name, time_s=elapsed)
-        if NO_RECORDED_ANSWER in output:
+        lines = output.splitlines()
+        standin = [line for line in lines if line.startswith(STANDIN_PREFIX)]
+        # the stand-in's own "no recording" (its exit code, its line prefix); the Solution's build
+        # messages, which the candidate writes, can say anything
+        if code == UNAVAILABLE_EXIT and any(NO_RECORDED_ANSWER in line for line in standin):
             outcome.category = Category.UNAVAILABLE
             outcome.reasons = [R.reason(R.NO_RECORDING, tail)]
             return outcome
@@ -194,10 +202,20 @@ class ComparatorJudge:
             outcome.category = Category.VALID
             return outcome
         if code == 1:
-            outcome.category = Category.INVALID
-            outcome.reasons = report_reasons(report_path) or [R.reason(R.JUDGE_REJECTED, tail[-500:])]
-            outcome.first_error = tail[-2000:] or None
-            return outcome
+            # comparator exits 1 on ANY uncaught error (no landrun / lean4export, the Challenge does
+            # not build, a lake workspace error). A rejection: the JSON report's reasons, its own
+            # "Some targets failed:" line, a failure once it built the Solution (the candidate's
+            # code; Main.lean builds and exports the Challenge first), or the stand-in's recorded
+            # verdict. Anything else is the infrastructure's.
+            reasons = report_reasons(report_path)
+            rejected = (bool(reasons) or any("Some targets failed:" in line for line in lines)
+                        or any(line.strip() == f"Building {solution_module}" for line in lines)
+                        or any(line.startswith(STANDIN_PREFIX + "recorded verdict") for line in standin))
+            if rejected:
+                outcome.category = Category.INVALID
+                outcome.reasons = reasons or [R.reason(R.JUDGE_REJECTED, tail[-500:])]
+                outcome.first_error = tail[-2000:] or None
+                return outcome
         outcome.reasons = [R.reason(R.INFRA_FAILURE, f"comparator exited with {code}: {tail[-500:]}")]
         return outcome
 

@@ -25,14 +25,17 @@ nothing survives from one candidate to the next. ``import Mathlib`` is not paid 
 program's header (its leading ``import`` / ``open`` lines) is elaborated once per backend in a
 builder process, saved with the REPL's ``pickleTo``, and each fresh process restores it with
 ``unpickleEnvFrom`` before the program's body runs. A failure before the body was sent (start-up,
-unpickling) is INFRA_ERROR; one after it (the process died, garbled its reply) is
-CANDIDATE_FAILURE.
+unpickling, a timeout there) is INFRA_ERROR; one after it (the process died, garbled its reply,
+refused the program) is CANDIDATE_FAILURE. After the program's reply a probe command with a fresh
+nonce (``#print "<nonce>"``) must come back as exactly its own reply: a reply the program's code
+forged on stdout is followed by the REPL's real one or by nothing (it exited), never by the probe's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -41,11 +44,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 from leanloop.lean.line_shift import header_line_counts
-from leanloop.lean.replies import no_answer_status, response_from_repl_reply
+from leanloop.lean.replies import NO_RECORDED_ANSWER, no_answer_status, response_from_repl_reply
 from leanloop.lean.reply_rows import messages_from_json
 from leanloop.lean.types import LeanBackend, LeanResponse, ResponseStatus
 
 log = logging.getLogger(__name__)
+
+# fresh_process: after the program's reply, `#print "<PROBE_PREFIX><nonce>"` must come back as
+# exactly one info message holding the nonce (the stand-in REPL knows this prefix: keep them equal)
+PROBE_PREFIX = "leanloop-channel-probe-"
+STANDIN_REFUSAL = "stand-in REPL: "  # how the stand-in REPL's own refusals start (standins/repl.py)
 
 
 @dataclass
@@ -70,7 +78,8 @@ class LocalBackendConfig:
     all_tactics: bool = True  # ask the REPL for tactic records (goals before each tactic)
     crash_retries: int = 1  # re-runs of a program after its REPL crashed, before INFRA_ERROR
     # one REPL process per program, header environment restored from a pickle (see module docstring)
-    fresh_process: bool = False
+    # None: the caller decides (the rl stage turns it on, everything else leaves it off)
+    fresh_process: bool | None = None
     pickle_dir: str | None = None  # where header pickles are written (default: a temporary directory)
     header_pickles: dict[str, str] = field(default_factory=dict)  # header text -> pickle path to use for it
     # fresh_process: after the reply, stdin is closed and the REPL must exit within this many seconds
@@ -236,8 +245,12 @@ class _Worker:
             try:
                 return compile_(header, body, offset, timeout, version)
             except TimeoutError as error:
-                return LeanResponse(ResponseStatus.TIMEOUT, time_s=time.perf_counter() - started,
-                                    detail=f"no reply within {timeout:g}s; the REPL was killed ({error})",
+                # before the program was sent (fresh_process: unpickling the header) the program
+                # never ran: the infrastructure's, retryable
+                status = ResponseStatus.TIMEOUT if self.sent_program else ResponseStatus.INFRA_ERROR
+                return LeanResponse(status, time_s=time.perf_counter() - started,
+                                    detail=f"no reply within {timeout:g}s; the REPL was killed ({error})"
+                                    + ("" if self.sent_program else " (before the program was sent)"),
                                     lean_version=version)
             except _HeaderFailure as error:
                 return LeanResponse(error.status, detail=str(error), lean_version=version)
@@ -345,6 +358,23 @@ class _Worker:
         text = rest[0] if rest else ""
         return f"{text.strip()[:300]!r}" if text and text.strip() else None
 
+    def _probe_channel(self, env: int | None) -> str | None:
+        """Send a command only this backend knows (a fresh nonce) and require exactly its reply: None
+        when it came back, else what went wrong. Code the program ran can write a reply of its own
+        to the REPL's stdout (lean-interact reads it as THE reply) and then exit, hang or go on: the
+        probe then gets no reply, or the REPL's real reply to the program instead of its own."""
+        from lean_interact.interface import Command, LeanError
+
+        nonce = PROBE_PREFIX + secrets.token_hex(16)
+        try:
+            answer = self.server.run(Command(cmd=f'#print "{nonce}"', env=env), timeout=self.config.reply_drain_timeout)
+        except Exception as error:  # dead, silent or garbled: lean-interact's reader raised
+            return f"no reply to the channel probe ({type(error).__name__}: {str(error)[:200]})"
+        messages = [] if isinstance(answer, LeanError) else answer.messages
+        if len(messages) == 1 and messages[0].severity == "info" and messages[0].data == nonce:
+            return None
+        return f"the REPL's channel held more than one reply: the probe got {str(answer)[:300]!r}"
+
     def _compile_fresh(self, header: str, body: str, offset: int, timeout: float,
                        version: str | None) -> LeanResponse:
         """One try in a new REPL process (``check`` kills it afterwards, whatever happened)."""
@@ -365,12 +395,20 @@ class _Worker:
         started = time.perf_counter()
         reply = self.server.run(Command(cmd=body, env=env, all_tactics=self.config.all_tactics or None), timeout=timeout)
         elapsed = time.perf_counter() - started
+        forged = self._probe_channel(env)
+        if forged is not None:
+            return LeanResponse(ResponseStatus.CANDIDATE_FAILURE, time_s=elapsed, lean_version=version, detail=forged)
         leftover = self._rest_of_channel()
         if leftover is not None:
             return LeanResponse(ResponseStatus.CANDIDATE_FAILURE, time_s=elapsed, lean_version=version,
                                 detail=f"the REPL's channel held more than one reply: {leftover}")
         if isinstance(reply, LeanError):
-            return response_from_repl_reply({"message": reply.message}, lean_version=version, time_s=elapsed)
+            if reply.message.startswith(STANDIN_REFUSAL) and NO_RECORDED_ANSWER in reply.message:
+                return response_from_repl_reply({"message": reply.message}, lean_version=version, time_s=elapsed)
+            # a refusal after the program was sent (an exception its code threw out of the REPL's
+            # command loop) is the program's doing: scored 0, never retried or judged verbatim
+            return LeanResponse(ResponseStatus.CANDIDATE_FAILURE, time_s=elapsed, lean_version=version,
+                                detail=f"the REPL refused the program: {reply.message[:300]}")
         return response_from_repl_reply(reply.model_dump(by_alias=True, exclude_none=True), line_offset=offset,
                                         lean_version=version, time_s=elapsed)
 

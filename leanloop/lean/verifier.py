@@ -72,9 +72,11 @@ class Verifier:
             return prepared
         async with self._gate():
             response = await self._ask(prepared.program)
-            if response.status == ResponseStatus.UNAVAILABLE and prepared.composed:
+            if response.status == ResponseStatus.UNAVAILABLE and prepared.composed and self.backend.name == "replay":
                 # No answer for the program with the harness trailer (replay recordings never have
-                # one): the verbatim program's recorded errors can still reject it.
+                # one): the verbatim program's recorded errors can still reject it. Only replay: a
+                # live backend ran the composed program, and re-running the candidate without the
+                # harness would let a candidate-caused non-answer buy a second, unharnessed try.
                 fallback = await self._ask(prepared.candidate)
                 return self.policy.judge_verbatim_fallback(request, fallback, self.backend.name)
             outcome = self.policy.judge(request, prepared, response, self.backend.name)

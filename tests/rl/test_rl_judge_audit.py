@@ -104,3 +104,22 @@ def test_quoted_pass_at_k_counts_the_judges_verdict(audit, shared_data):
                              judge=audit.judge)
     assert result["judge"] == {"agreed": 1, "undecided": 1}
     assert result["categories"] == {"valid": 1, "unavailable": 1} and result["verified"] == 1
+
+
+def test_shared_repls_are_refused_unless_explicitly_allowed():
+    """The rl reward checks run one REPL process per candidate (issue 16): a local backend gets
+    fresh_process unless its config sets it; kimina or fresh_process: false share REPLs between
+    candidates and are refused without lean.allow_shared_repl (then flagged)."""
+    from dataclasses import replace
+
+    from leanloop.lean.backends import BackendConfig
+    from rl.module import isolated_backend
+
+    config, shared = isolated_backend(BackendConfig(kind="local"))
+    assert config.local.fresh_process is True and not shared
+    for risky in (BackendConfig(kind="kimina"), replace(BackendConfig(kind="local"),
+                                                        local=replace(BackendConfig().local, fresh_process=False))):
+        with pytest.raises(ValueError, match="allow_shared_repl"):
+            isolated_backend(risky)
+        assert isolated_backend(risky, allow_shared_repl=True)[1] is True
+    assert isolated_backend(BackendConfig(kind="replay")) == (BackendConfig(kind="replay"), False)

@@ -19,7 +19,14 @@ Lean 4 lexical facts this relies on (``Lean.Parser.Basic``: whitespace, identFn,
   ``f''``): a quote (or an ``r`` before ``"``) continues an identifier only when an identifier
   *started* before it, i.e. the run of identifier characters before it begins with a letter or
   ``_``. ``!`` and ``?`` continue identifiers (``get!``) but never start one, so in ``!r"\\"`` and
-  ``!'"'`` Lean reads the token ``!`` and then a raw string / char literal;
+  ``!'"'`` Lean reads the token ``!`` and then a raw string / char literal. ``#`` does not start
+  an identifier either: ``#check`` / ``#reduce`` / any ``#word`` is one symbol token (the longest
+  entry of Lean's token table it starts with), and the next character starts a new token, so in
+  ``#check'"'`` Lean reads a char literal and in ``#checkr"\\"`` a raw string. Where that token ends
+  depends on the token table (``#check_failurefoo'`` is ``#check_failure`` then the identifier
+  ``foo'``), which the masker does not know: it masks as if the whole ``#word`` were the token and
+  reports the literal as ``ambiguous``. A name goes on over a ``.`` into ``r`` (``x.r``), never
+  into ``'``, and ends after a «quoted» part (``x.'"'`` and ``«x»'"'``: a name, then a literal);
 - ``«...»`` quotes an identifier that may contain ``--`` or ``"``: skipped, not masked.
 CRLF line endings are text like any other here (the policy normalizes them before it masks).
 """
@@ -43,25 +50,45 @@ _INTERPOLATED_BEFORE = re.compile(r"(?:!|\]|(?<![\w'.])(?:dbg_trace|throwError|t
 class Masked:
     text: str  # same length and newlines as the program; comments and literals are spaces
     unterminated: str | None  # "block comment" / "string literal" when one runs to the end
+    # a literal glued to a `#word` token: whether Lean reads a literal there depends on its token
+    # table (see the module docstring); the masked text takes the whole `#word` as the token
+    ambiguous: str | None = None
 
 
-def continues_identifier(program: str, pos: int) -> bool:
-    """Is the character at ``pos`` part of an identifier that started before it (Lean's lexer:
-    an identifier starts at a letter or ``_`` and goes on over ``isIdRest`` characters; a dotted
-    name goes on after ``.``)?"""
+def _name_ends_at(program: str, end: int) -> bool | None:
+    """Does a name end just before ``end`` (a run of ``isIdRest`` characters in which an identifier
+    starts at a letter or ``_``, or a «quoted» part)? None: the run follows a ``#``, so ``#word``
+    (or a prefix of it, per Lean's token table) is one token and the name may not exist."""
+    if end == 0:
+        return False
+    if program[end - 1] == "»":
+        return True
+    start = end
+    while start > 0 and _ID_REST.match(program, start - 1):
+        start -= 1
+    for i in range(start, end):  # left to right, as the lexer reads the run
+        c = program[i]
+        if c == "_" or (c.isalpha() and not ("₀" <= c <= "ₜ")):
+            return None if start > 0 and program[start - 1] == "#" else True
+    return False
+
+
+def continues_identifier(program: str, pos: int) -> bool | None:
+    """Is the ``'`` or ``r`` at ``pos`` part of an identifier that started before it (Lean's
+    ``identFn``: an identifier starts at a letter or ``_`` and goes on over ``isIdRest``
+    characters; after a «quoted» part or a run it goes on only over a ``.`` followed by a letter,
+    ``_`` or ``«``)? None: it follows a ``#word``, where Lean's token table decides (falsy: the
+    masker reads a new token here, as Lean does after ``#check``)."""
     if pos == 0:
         return False
     before = program[pos - 1]
-    if before == "." or before == "»":
-        return pos >= 2 and (program[pos - 2] == "»" or bool(_ID_REST.match(program, pos - 2)))
-    start = pos
-    while start > 0 and _ID_REST.match(program, start - 1):
-        start -= 1
-    for i in range(start, pos):  # left to right, as the lexer reads the run
-        c = program[i]
-        if c == "_" or (c.isalpha() and not ("₀" <= c <= "ₜ")):
-            return True  # an identifier starts here and runs on to `pos`
-    return False
+    if before == "»":
+        return False  # `«x»'"'`: the name ends, a char literal starts
+    if before == ".":
+        # `x.r"` is the name `x.r` then a string; `'` cannot start a name part: `x.'"'` is `x`, `.`,
+        # a char literal
+        return False if program[pos] == "'" else _name_ends_at(program, pos - 1)
+    return _name_ends_at(program, pos)
 
 
 def _string_end(program: str, i: int, keep: bool, spans: list[tuple[int, int]]) -> int | None:
@@ -114,6 +141,7 @@ def mask(program: str, keep_interpolations: bool = False) -> Masked:
     pos = 0
     n = len(program)
     unterminated: str | None = None
+    ambiguous: str | None = None
     while pos < n:
         m = _START.search(program, pos)
         if m is None:
@@ -148,9 +176,12 @@ def mask(program: str, keep_interpolations: bool = False) -> Masked:
             else:
                 end = close
         elif token[0] == "r":  # raw string r"..." / r#"..."#, unless the `r` continues an identifier
-            if continues_identifier(program, start):
+            continues = continues_identifier(program, start)
+            if continues:
                 pos = start + 1
                 continue
+            if continues is None:
+                ambiguous = f"raw string glued to a `#word` token at line {program.count(chr(10), 0, start) + 1}"
             closing = '"' + "#" * (len(token) - 2)
             close = program.find(closing, m.end())
             if close < 0:
@@ -158,13 +189,16 @@ def mask(program: str, keep_interpolations: bool = False) -> Masked:
             else:
                 end = close + len(closing)
         elif token == "'":
-            if continues_identifier(program, start):
+            continues = continues_identifier(program, start)
+            if continues:
                 pos = start + 1  # a prime in an identifier such as h' or f''
                 continue
             c = _CHAR_LIT.match(program, start)
             if c is None:
                 pos = start + 1
                 continue
+            if continues is None:
+                ambiguous = f"char literal glued to a `#word` token at line {program.count(chr(10), 0, start) + 1}"
             end = c.end()
         else:  # «quoted identifier»: skip it whole so `--` or `"` inside is not misread
             close = program.find("»", m.end())
@@ -179,4 +213,4 @@ def mask(program: str, keep_interpolations: bool = False) -> Masked:
         pieces.append(_blank(program[cursor:end]))
         keep_from = pos = end
     pieces.append(program[keep_from:])
-    return Masked("".join(pieces), unterminated)
+    return Masked("".join(pieces), unterminated, ambiguous)

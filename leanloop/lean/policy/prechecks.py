@@ -217,7 +217,7 @@ def _declared_kinds(masked_text: str, name: str) -> list[str]:
 
 
 def rl_reasons(program: str, masked_text: str, unterminated: str | None, name: str | None,
-               header_text: str | None) -> list[str]:
+               header_text: str | None, ambiguous: str | None = None) -> list[str]:
     """The rl profile's extra rules (everything the collection profile checks, plus these).
 
     They apply to the candidate's part of the program: after the trusted header when the program
@@ -272,6 +272,8 @@ def rl_reasons(program: str, masked_text: str, unterminated: str | None, name: s
             add(R.METAPROGRAM, f"`{m.group()}`", m.start())
     if unterminated:
         out.append(R.reason(R.UNTERMINATED, f"{unterminated} runs to the end of the program"))
+    if ambiguous:
+        out.append(R.reason(R.AMBIGUOUS_LEXING, ambiguous))
     if not verbatim_header:
         out.append(R.reason(R.HEADER_NOT_VERBATIM, "the harness inserts its checks after the trusted header"))
     if name:
@@ -302,5 +304,5 @@ def run_prechecks(program: str, *, hardened: bool, max_chars: int, header: str |
     header_info = _header_info(header) if header is not None else None
     out = collection_reasons(program, masked.text, header_info, allow_sorry)
     if hardened:
-        out += rl_reasons(program, masked.text, masked.unterminated, name, header)
+        out += rl_reasons(program, masked.text, masked.unterminated, name, header, masked.ambiguous)
     return out

@@ -28,6 +28,7 @@ TARGET_MISSING = "target_missing"
 TARGET_NOT_THEOREM = "target_not_theorem"
 HARNESS_NAME = "harness_name"
 UNTERMINATED = "unterminated_literal"
+AMBIGUOUS_LEXING = "ambiguous_lexing"
 HEADER_NOT_VERBATIM = "header_not_verbatim"
 SCOPE_CAPTURE = "scope_capture"
 
@@ -73,6 +74,8 @@ DESCRIPTIONS: dict[str, str] = {
     TARGET_NOT_THEOREM: "the target name is declared with a keyword other than theorem/lemma",
     HARNESS_NAME: "mentions the harness's reserved namespace",
     UNTERMINATED: "an unterminated comment or string would swallow the harness's trailer",
+    AMBIGUOUS_LEXING: "a char literal or raw string glued to a `#word` token (`#check'\"'`): where Lean's token ends "
+                      "depends on its token table, so the text rules cannot know which text is code",
     HEADER_NOT_VERBATIM: "the program does not start with the trusted header verbatim",
     SCOPE_CAPTURE: "include / omit / variable?: a variable every later declaration takes could stand in for the "
                    "target in the harness's check line",

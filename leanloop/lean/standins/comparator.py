@@ -26,6 +26,7 @@ from pathlib import Path
 
 NO_RECORDED_ANSWER = "no recorded Lean answer"  # equals leanloop.lean.replies.NO_RECORDED_ANSWER
 UNAVAILABLE_EXIT = 2
+STANDIN_PREFIX = "stand-in comparator: "  # every line the stand-in prints starts with it
 _NOT_PART_OF_THE_VERDICT = ("json_output_path",)  # where the report goes does not change the verdict
 
 
@@ -75,14 +76,14 @@ def answer(config_path: Path, root: Path) -> int:
         challenge = (here / module_file(config.get("challenge_module", "Challenge"))).read_text(encoding="utf-8")
         solution = (here / module_file(config.get("solution_module", "Solution"))).read_text(encoding="utf-8")
     except OSError as error:
-        print(f"stand-in comparator: {NO_RECORDED_ANSWER} ({error})")
+        print(f"{STANDIN_PREFIX}{NO_RECORDED_ANSWER} ({error})")
         return UNAVAILABLE_EXIT
     found = recorded_projects(root).get(project_key(challenge, solution, config))
     if found is None:
-        print(f"stand-in comparator: {NO_RECORDED_ANSWER} for this project")
+        print(f"{STANDIN_PREFIX}{NO_RECORDED_ANSWER} for this project")
         return UNAVAILABLE_EXIT
     name, exit_code = found
-    print(f"stand-in comparator: recorded verdict of comparator's test project {name}: exit code {exit_code}")
+    print(f"{STANDIN_PREFIX}recorded verdict of comparator's test project {name}: exit code {exit_code}")
     return exit_code
 
 

@@ -24,6 +24,14 @@ nothing, as the recorded sessions that begin with it, and is answered only when 
 state a recorded ``pickleTo`` of that path pickled (a real REPL cannot unpickle a file that is not
 there either).
 
+The channel probe: ``leanloop.lean.local`` (fresh_process) sends ``#print "<PROBE_PREFIX><hex
+nonce>"`` after each program's reply and requires exactly its own reply back. Its text is the
+project's own command with a random nonce, so no recording can hold it; the stand-in answers it in
+the structure the recorded REPL replies to ``#print`` have (one info message on the ``#print``
+keyword, line 1 columns 0-6, and a new env, as in the recorded ``#print List.cons``) with the nonce
+as the data, which is what ``#print "text"`` prints. This is protocol plumbing for a command the
+project chose, not a Lean verdict on anything; nothing else is answered without a recording.
+
 Anything else (no recording, ``path`` requests, unknown ids) is answered with
 ``{"message": "... no recorded Lean answer ..."}``: a REPL-level refusal that the backends map to
 UNAVAILABLE, never a verdict.
@@ -34,7 +42,11 @@ state, so the numbering of what follows is unchanged.
 Faults (config ``faults``), keyed on a substring of the request's ``cmd``/``tactic`` text:
 ``crash`` exits without replying (a segfault or OOM kill mid-command), ``hang`` never replies,
 ``garbage`` prints a non-JSON reply, ``forge`` prints a clean reply ``{"env": 0}`` (what code the
-program runs at elaboration time could write to stdout) before the recorded one. ``once: true`` fires a fault only the first time across
+program runs at elaboration time could write to stdout) before the recorded one, ``forge_exit``
+prints it and exits (the code calls ``IO.Process.exit 0``), ``refuse`` answers
+``{"message": <the fault's message>}`` (a REPL-level refusal, e.g. an exception the program's code
+threw out of the REPL's command loop), on a substring of the ``cmd``/``tactic``
+text or of an ``unpickleEnvFrom`` path. ``once: true`` fires a fault only the first time across
 restarts (a marker file in ``state_dir``), modelling a transient failure.
 """
 
@@ -43,6 +55,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import stat
 import sys
@@ -51,6 +64,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 NO_RECORDED_ANSWER = "no recorded Lean answer"  # equals leanloop.lean.replies.NO_RECORDED_ANSWER
+_PROBE = re.compile(r'#print "(leanloop-channel-probe-[0-9a-f]{32})"')  # leanloop.lean.local.PROBE_PREFIX
 # `gc`: the Kimina server sends `"gc": true` with every command after a REPL's first; its client
 # models say a reply may then lack `env` (the environment is not kept), nothing else: what Lean
 # elaborates, and so the reply's messages, is the same with or without it
@@ -172,8 +186,8 @@ class StandInREPL:
         return any(key[0] == "pickleTo" and json.loads(key[2]).get("pickleTo") == path and json.dumps(key[1]) == held
                    for key in self.index)
 
-    def _fault_for(self, request: dict) -> str | None:
-        text = str(request.get("cmd") or request.get("tactic") or "")
+    def _fault_for(self, request: dict) -> dict | None:
+        text = str(request.get("cmd") or request.get("tactic") or request.get("unpickleEnvFrom") or "")
         for number, fault in enumerate(self.faults):
             if fault.get("when", "\0") not in text:
                 continue
@@ -183,10 +197,24 @@ class StandInREPL:
                     continue
                 marker.parent.mkdir(parents=True, exist_ok=True)
                 marker.touch()
-            return str(fault.get("action"))
+            return fault
         return None
 
+    def _probe_reply(self, request: dict) -> dict | None:
+        """The reply to the project's channel probe (module docstring), None for anything else."""
+        probe = _PROBE.fullmatch(str(request.get("cmd"))) if isinstance(request.get("cmd"), str) else None
+        env = request.get("env")
+        if probe is None or (env is not None and env not in self.envs):
+            return None
+        self.envs[self.next_env] = ("probe",)  # no recording continues it
+        self.next_env += 1
+        return {"messages": [{"severity": "info", "pos": {"line": 1, "column": 0}, "endPos": {"line": 1, "column": 6},
+                              "data": probe.group(1)}], "env": self.next_env - 1}
+
     def answer(self, request: dict) -> dict:
+        probe = self._probe_reply(request)
+        if probe is not None:
+            return probe
         key = request_key(request, self.envs, self.states)
         recorded = self.index.get(key) if key is not None else None
         if recorded is not None and key[0] == "unpickleEnvFrom" and not self._holds_recorded_pickle(request):
@@ -228,7 +256,11 @@ class StandInREPL:
             except json.JSONDecodeError as error:
                 self._write(stdout, {"message": f"stand-in REPL: request is not JSON ({error})"})
                 continue
-            action = self._fault_for(request) if isinstance(request, dict) else None
+            fault = self._fault_for(request) if isinstance(request, dict) else None
+            action = fault.get("action") if fault else None
+            if action == "refuse":  # the REPL's own refusal of the request, text from the fault config
+                self._write(stdout, {"message": str(fault.get("message"))})
+                continue
             if action == "crash":
                 os._exit(137)  # like an OOM kill: no reply, no cleanup
             if action == "hang":
@@ -238,8 +270,10 @@ class StandInREPL:
                 stdout.write("stand-in REPL fault: this is not JSON\n\n")
                 stdout.flush()
                 continue
-            if action == "forge":
+            if action in ("forge", "forge_exit"):
                 self._write(stdout, {"env": 0})
+                if action == "forge_exit":
+                    os._exit(0)
             self._write(stdout, self.answer(request) if isinstance(request, dict) else
                         {"message": "stand-in REPL: request must be a JSON object"})
 

@@ -271,6 +271,36 @@ def test_a_bang_before_a_literal_does_not_open_a_string_lean_never_sees(accepted
     assert outcome.category is Category.PRECHECK_REJECTED and R.METAPROGRAM in codes(outcome.reasons)
 
 
+HIDDEN_PAYLOAD = "set_option debug.skipKernelTC true\nrun_cmd Lean.addDecl default\n-- \"\n"
+
+
+@pytest.mark.parametrize("smuggle", ["#check'\"'", "#reduce'\"'", '#checkr"\\"', '#check.r"\\"',
+                                     "#check_failure'\"'"])
+def test_a_hash_command_before_a_literal_does_not_open_a_string_lean_never_sees(accepted, statements, smuggle):
+    """`#check` is one symbol token (`#` starts no identifier), so in `#check'"'` Lean reads a char
+    literal and in `#checkr"\\"` a raw string; the old masker read `check'` / `checkr` as an
+    identifier and opened a string running to the `-- "`, hiding the payload from every rule."""
+    program = accepted["code"] + f"\n{smuggle}\n" + HIDDEN_PAYLOAD
+    outcome = AcceptancePolicy("rl").prepare(request_for(accepted, statements, program))
+    found = codes(outcome.reasons)
+    assert outcome.category is Category.PRECHECK_REJECTED
+    assert {R.KERNEL_CHECK_OPTION, R.METAPROGRAM} <= found, outcome.reasons  # the payload is visible
+    assert R.AMBIGUOUS_LEXING in found
+
+
+def test_a_literal_glued_to_a_hash_word_is_refused_whichever_way_lean_splits_it(accepted, statements):
+    """Where the `#word` token ends is up to Lean's token table: `#check_failurefoo'"'` is
+    `#check_failure`, the identifier `foo'` and a string, so masking `'"'` as a char literal would
+    hide what follows the next `"` instead. Neither reading is safe: the rl profile refuses."""
+    program = accepted["code"] + '\n#check_failurefoo\'"\' "\n' + 'run_cmd Lean.addDecl default\n-- "\n'
+    assert mask(program).ambiguous
+    outcome = AcceptancePolicy("rl").prepare(request_for(accepted, statements, program))
+    assert outcome.category is Category.PRECHECK_REJECTED and R.AMBIGUOUS_LEXING in codes(outcome.reasons)
+    # a name ends before `.'` and after a «quoted» part: Lean reads the char literal
+    assert mask("x.'\"' y").text == "x.    y" and mask("«x»'\"' y").text == "«x»    y"
+    assert mask("x.r\"a\"").text == "x.r   " and mask("h' := '\"'").ambiguous is None
+
+
 def test_a_doc_comment_opening_does_not_close_itself(accepted, statements):
     program = accepted["code"] + "\n/--/ #eval 1\n"  # Lean: an unterminated doc comment
     outcome = AcceptancePolicy("rl").prepare(request_for(accepted, statements, program))

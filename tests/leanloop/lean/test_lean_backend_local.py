@@ -334,3 +334,41 @@ def test_fresh_process_a_forged_reply_before_the_real_one_is_a_candidate_failure
                                           header_pickles={PICKLED_HEADER: PICKLE_PATH}))
     response = asyncio.run(backend.run(PICKLED_HEADER + "\n" + body, timeout=10))
     assert response.status is ResponseStatus.CANDIDATE_FAILURE and "more than one reply" in response.detail
+
+
+
+def _fresh_run(tmp_path, shared_data, body, faults, **options):
+    """One program in a fresh_process backend over the recorded pickle, with stand-in faults."""
+    backend = LocalBackend(standin_config(_faulty_dir(tmp_path, shared_data, faults), all_tactics=False,
+                                          fresh_process=True, header_pickles={PICKLED_HEADER: PICKLE_PATH}, **options))
+    return asyncio.run(backend.run(PICKLED_HEADER + "\n" + body, timeout=10))
+
+
+def test_fresh_process_a_forged_reply_then_exit_is_a_candidate_failure(tmp_path, shared_data, pickled_body):
+    """The program's code writes a clean-looking reply and ends the process (`IO.Process.exit 0`):
+    lean-interact returns the forged bytes at end of file and nothing follows them on the channel.
+    The channel probe (a `#print` of a fresh nonce) gets no reply: not Lean's answer."""
+    body, _ = pickled_body
+    response = _fresh_run(tmp_path, shared_data, body, [{"when": body, "action": "forge_exit"}], reply_drain_timeout=5)
+    assert response.status is ResponseStatus.CANDIDATE_FAILURE and "probe" in response.detail, response.detail
+
+
+def test_fresh_process_a_refusal_after_the_program_was_sent_is_a_candidate_failure(tmp_path, shared_data,
+                                                                                     pickled_body):
+    """A REPL-level refusal of the program (an exception its code threw out of the REPL's command
+    loop) scores 0: it is not retried, not UNAVAILABLE, not re-run verbatim."""
+    body, _ = pickled_body
+    # ASSUMED REPLY: the REPL refusing this program with a recorded v4.15.0 refusal text (recorded
+    # for a tactic request, not for this program)
+    refusal = "Lean error:\n`exact?` could not close the goal. Try `apply?` to see partial suggestions."
+    response = _fresh_run(tmp_path, shared_data, body, [{"when": body, "action": "refuse", "message": refusal}])
+    assert response.status is ResponseStatus.CANDIDATE_FAILURE and "exact?" in response.detail, response.detail
+
+
+def test_fresh_process_a_timeout_before_the_program_was_sent_stays_infrastructure(tmp_path, shared_data,
+                                                                                   pickled_body):
+    """Unpickling the header hangs: the program never ran, so the timeout is the infrastructure's
+    (retryable INFRA_ERROR), not TIMEOUT (which scores 0 under the lean protocol)."""
+    body, _ = pickled_body
+    response = _fresh_run(tmp_path, shared_data, body, [{"when": PICKLE_PATH, "action": "hang"}], header_timeout=2)
+    assert response.status is ResponseStatus.INFRA_ERROR and "before the program was sent" in response.detail

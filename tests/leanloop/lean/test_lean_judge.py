@@ -143,3 +143,49 @@ def test_the_cli_rejudges_the_valid_rows_of_a_corpus(tmp_path, judge, recorded):
     main([str(tmp_path / "corpus.parquet"), str(out), "--comparator", judge.config.comparator,
           "--lake-path", judge.config.lake_path])
     assert [json.loads(line).get("judge_category") for line in out.read_text().splitlines()] == ["valid", "invalid", None]
+
+
+# ASSUMED REPLY: comparator's console output is not recorded; the lines below are the ones its
+# Main.lean prints (`IO.println s!"Building {target}"`, `s!"Exporting {decls} from {module}"`, the
+# userError "Some targets failed:", "Child exited with N") after Lean's "uncaught exception: "
+# prefix for an error `main` does not catch (exit code 1 for every one of them).
+_CHALLENGE_STAGE = "Building Challenge\n"
+_SOLUTION_STAGE = _CHALLENGE_STAGE + "Exporting #[comm] from Challenge\nBuilding Solution\n"
+
+
+@pytest.mark.parametrize("output,category", [
+    (_CHALLENGE_STAGE + "uncaught exception: Child exited with 1\n", Category.INFRA_ERROR),  # the Challenge
+    ("uncaught exception: could not execute external process 'landrun'\n", Category.INFRA_ERROR),
+    (_SOLUTION_STAGE + "uncaught exception: Child exited with 1\n", Category.INVALID),  # the Solution's build
+    (_SOLUTION_STAGE + "uncaught exception: Some targets failed:\n- comm: type mismatch\n", Category.INVALID),
+])
+def test_comparator_exit_1_is_a_rejection_only_with_evidence_of_one(judge, tmp_path, output, category):
+    """comparator exits 1 on any uncaught error: a missing tool or a Challenge that does not build
+    is the infrastructure's, not the candidate's rejection."""
+    outcome = judge._outcome(1, output, tmp_path / "absent.json", 1.0)
+    assert outcome.category is category, outcome
+
+
+def test_a_no_recording_phrase_in_the_candidates_build_output_is_not_unavailable(judge, tmp_path):
+    """The Solution's build messages are the candidate's: the stand-in's phrase there is not the
+    stand-in saying it has no recording (that is its exit code and its own line prefix)."""
+    smuggled = _SOLUTION_STAGE + "info: Solution.lean:3:0: stand-in comparator: no recorded Lean answer\n"
+    assert judge._outcome(1, smuggled + "uncaught exception: Child exited with 1\n", tmp_path / "a.json",
+                          1.0).category is Category.INVALID
+    assert judge._outcome(0, smuggled + "Your solution is okay!\n", tmp_path / "a.json", 1.0).category is Category.VALID
+    assert judge._outcome(2, "stand-in comparator: no recorded Lean answer for this project\n", tmp_path / "a.json",
+                          1.0).category is Category.UNAVAILABLE
+
+
+def test_the_project_template_lake_manifest_is_copied(tmp_path, recorded):
+    template = tmp_path / "template"
+    template.mkdir()
+    (template / "lakefile.toml").write_text('name = "t"\n\n[[require]]\nname = "mathlib"\n', encoding="utf-8")
+    (template / "lean-toolchain").write_text("leanprover/lean4:v4.15.0\n", encoding="utf-8")
+    (template / "lake-manifest.json").write_text('{"version": "1.1.0", "packages": []}\n', encoding="utf-8")
+    judge = ComparatorJudge(JudgeConfig(project_template=str(template)))
+    project, _ = recorded["simple_match"]
+    where = judge._write(ComparatorProject(project.challenge, project.solution, project.config), tmp_path / "p")
+    assert (where / "lake-manifest.json").read_text(encoding="utf-8") == \
+        (template / "lake-manifest.json").read_text(encoding="utf-8")
+    assert 'name = "mathlib"' in (where / "lakefile.toml").read_text(encoding="utf-8")
