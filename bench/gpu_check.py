@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -34,9 +33,9 @@ from typing import Any, Callable
 
 import torch
 
+from leanloop.artifacts import TOOL_ENTRIES, upstream_configs
 from leanloop.paths import REPO_ROOT
 
-UPSTREAM = re.compile(r"artifacts://(\w+)/(\w+)")
 STEP_TIMEOUT_S = 240  # one debug step; the whole GPU run is meant to stay under 8 minutes
 
 
@@ -96,16 +95,12 @@ class Steps:
         self.built: set[tuple[str, str]] = set()
 
     def upstream(self, config: Path) -> None:
-        for stage, run in UPSTREAM.findall(config.read_text()):
+        for stage, run, source in upstream_configs(config):
             if (stage, run) in self.built:
                 continue
             self.built.add((stage, run))
-            source = REPO_ROOT / "configs" / stage / f"{run}.yaml"
-            if not source.is_file():
-                raise FileNotFoundError(f"{config} names artifacts://{stage}/{run} but {source} does not exist")
-            self.upstream(source)
-            if stage == "data":
-                _python(["-m", "data.build", "--config", str(source)], self.env)
+            if stage in TOOL_ENTRIES:
+                _python(["-m", TOOL_ENTRIES[stage], "--config", str(source)], self.env)
             else:
                 _python(["-m", f"{stage}.train", "--config", str(source), "--trainer.fast_dev_run", "true",
                          *_device_args()], self.env)

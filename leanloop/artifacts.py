@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -184,6 +185,34 @@ def locate_run(ref: str | os.PathLike) -> Path | None:
     if folder.name == FINAL and (folder.parent / MANIFEST).is_file():
         return folder.parent
     return None
+
+
+_REFERENCE = re.compile(r"artifacts://([A-Za-z_]+)/([\w.+=-]+)")
+# stages whose runs come from a tool, not from ``<stage>.train``
+TOOL_ENTRIES = {"data": "data.build", "search_data": "search.build_data"}
+
+
+def upstream_configs(config: str | os.PathLike, configs_root: str | os.PathLike | None = None) -> list[tuple[str, str, Path]]:
+    """The runs a config names (``artifacts://<stage>/<run>``) that come from ``configs/<stage>/<run>.yaml``,
+    recursively, each once, in the order to build them (a run after the runs its own config names):
+    ``(stage, run, config)``. The debug chains of the tests and of ``make gpu-check`` build these."""
+    root = Path(configs_root) if configs_root is not None else REPO_ROOT / "configs"
+    order: list[tuple[str, str, Path]] = []
+    seen: set[tuple[str, str]] = set()
+
+    def visit(path: Path) -> None:
+        for stage, run in _REFERENCE.findall(path.read_text()):
+            if (stage, run) in seen:
+                continue
+            seen.add((stage, run))
+            source = root / stage / f"{run}.yaml"
+            if not source.is_file():
+                raise FileNotFoundError(f"{path} names artifacts://{stage}/{run} but {source} does not exist")
+            visit(source)
+            order.append((stage, run, source))
+
+    visit(Path(config))
+    return order
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Literal, Protocol, Sequence
 
-from leanloop.lean.replies import NO_RECORDED_ANSWER, is_timeout_text
+from leanloop.lean.replies import no_answer_status
 from leanloop.lean.types import Category, LeanBackend, Outcome, ResponseStatus, VerifyRequest
 from prm.paired import PairedStep, assemble_program
 from prm.steps import TacticStep, first_failing_step
@@ -134,9 +134,7 @@ class IncrementalChecker:
 
     @staticmethod
     def _no_answer(text: str) -> CheckResult:
-        if NO_RECORDED_ANSWER in text:
-            return CheckResult(UNAVAILABLE, output=text)
-        return CheckResult(TIMEOUT if is_timeout_text(text) else INFRA_ERROR, output=text)
+        return CheckResult(no_answer_status(text).value, output=text)
 
     def check(self, header: str, statement: str, tactics: Sequence[str]) -> CheckResult:
         result = self._check(header, statement, tactics)

@@ -12,7 +12,6 @@ import dataclasses
 import importlib
 import inspect
 import json
-import re
 import types
 import typing
 
@@ -20,6 +19,7 @@ import lightning as L
 import pytest
 import yaml
 
+from leanloop.artifacts import upstream_configs
 from leanloop.paths import REPO_ROOT
 
 NOT_LIGHTNING = {"data", "sweeps", "strategy", "search_data"}
@@ -237,21 +237,11 @@ def test_layered_configs_and_overrides(artifacts, tmp_path):
     assert resolved["data"]["base"]["name"] == "qwen3-tiny"  # linked from model.base
 
 
-UPSTREAM = re.compile(r"artifacts://([A-Za-z_]+)/([\w.+=-]+)")
-
-
-def _build_upstream(config_path, built: set) -> None:
+def _build_upstream(config_path) -> None:
     """Build the artifacts a debug config names (``artifacts://<stage>/<run>``) from
-    configs/<stage>/<run>.yaml first, the way make chains stages: data with data.build, a training
-    stage with fast_dev_run (recursively)."""
-    for stage, run in UPSTREAM.findall(config_path.read_text()):
-        if (stage, run) in built:
-            continue
-        built.add((stage, run))
-        upstream = REPO_ROOT / "configs" / stage / f"{run}.yaml"
-        if not upstream.is_file():
-            pytest.fail(f"{config_path} names artifacts://{stage}/{run} but {upstream} does not exist")
-        _build_upstream(upstream, built)
+    configs/<stage>/<run>.yaml first, the way make chains stages: data and search_data with their
+    tools, a training stage with fast_dev_run."""
+    for stage, _, upstream in upstream_configs(config_path):
         if stage == "data":
             from data.build import build, parse_config
 
@@ -266,7 +256,7 @@ def _build_upstream(config_path, built: set) -> None:
 
 @pytest.mark.parametrize("stage", DEBUG_CONFIGS)
 def test_debug_config_fast_dev_run(stage, artifacts):
-    _build_upstream(REPO_ROOT / "configs" / stage / "debug.yaml", set())
+    _build_upstream(REPO_ROOT / "configs" / stage / "debug.yaml")
     result = _stage_run(stage)(["--config", str(REPO_ROOT / "configs" / stage / "debug.yaml"),
                                 "--trainer.fast_dev_run", "true"])
     assert result.run_dir == artifacts / stage / "debug"
