@@ -19,6 +19,7 @@ from typing import Any
 from tqdm import tqdm
 
 from leanloop.artifacts import Manifest
+from leanloop.jsonl import numbered_jsonl
 from leanloop.lean.local import LocalBackendConfig
 from leanloop.paths import resolve_shared
 from leanloop.tool import run_tool
@@ -58,15 +59,11 @@ def read_steps(path: str) -> dict[tuple[str, str], list[dict[str, Any]]]:
     if not source.is_file():
         raise FileNotFoundError(f"traced steps not found: {source} (config `steps`)")
     by_theorem: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    with open(source, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                by_theorem[(row["file_path"], row["full_name"])].append(row)
-            except (ValueError, KeyError) as error:
-                raise ValueError(f"{source}:{number}: not a traced step ({error})") from error
+    for number, row in numbered_jsonl(source):  # a line that is not JSON: JsonlError naming file:line
+        try:
+            by_theorem[(row["file_path"], row["full_name"])].append(row)
+        except (TypeError, KeyError) as error:
+            raise ValueError(f"{source}:{number}: not a traced step ({error})") from error
     return by_theorem
 
 

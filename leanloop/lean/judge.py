@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from leanloop.jsonl import read_jsonl, write_jsonl
 from leanloop.lean.policy import reasons as R
 from leanloop.lean.policy.harness import StatementError, parse_statement
 from leanloop.lean.replies import NO_RECORDED_ANSWER
@@ -318,12 +319,9 @@ def main(argv: list[str] | None = None) -> None:
 
         rows = pq.read_table(args.rows).to_pylist()
     else:
-        with open(args.rows, encoding="utf-8") as handle:
-            rows = [json.loads(line) for line in handle if line.strip()]
+        rows = list(read_jsonl(args.rows))
     judged, summary = judge_rows(rows, judge, only_valid=not args.all)
-    with open(args.out, "w", encoding="utf-8") as handle:
-        for row in judged:
-            handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+    write_jsonl(args.out, judged)
     print(f"[judge] {json.dumps(summary)} -> {args.out}", file=sys.stderr)
 
 
