@@ -79,6 +79,13 @@ class Submission:
                     errors.append(f"job {job.job_id} {self.ended_as('TIMEOUT')} (submitit stopped it on SLURM's "
                                   f"warning signal); logs: {job.paths.stdout} and {job.paths.stderr}")
                     continue
+                if killed_by_warning_signal(job.paths.stderr):
+                    # the warning came while the task was still starting (imports on a busy node), before
+                    # submitit had installed its handler, so the signal's default action ended the task
+                    errors.append(f"job {job.job_id} {self.ended_as('TIMEOUT')} (submitit stopped short: SLURM's "
+                                  "warning signal came before submitit's handler was installed); logs: "
+                                  f"{job.paths.stdout} and {job.paths.stderr}")
+                    continue
                 errors.append(f"job {job.job_id}: {failure_line(error, job.paths.stderr)}; full log: "
                               f"{job.paths.stderr} (output: {job.paths.stdout})")
         if errors:
@@ -103,6 +110,16 @@ class Submission:
 # submitit asks SLURM for a signal 90 s before the time limit and, in the job, ends a function that
 # cannot checkpoint itself with this error (the job then ends FAILED, not TIMEOUT)
 SUBMITIT_TIMED_OUT = "timed-out and not checkpointable"
+# srun's line when a task dies of SIGUSR2, the signal submitit asks SLURM to send before the time limit
+WARNING_SIGNAL_DEATH = "User defined signal 2"
+
+
+def killed_by_warning_signal(stderr: Path) -> bool:
+    """Whether srun reports the task ended by the time-limit warning signal itself."""
+    try:
+        return WARNING_SIGNAL_DEATH in stderr.read_text(errors="replace")
+    except OSError:
+        return False
 TRACEBACK = "Traceback (most recent call last):"
 # torch.distributed prefixes each line of a rank's traceback with "[rank0]: "
 RANK_PREFIX = re.compile(r"^\[rank\d+\]: ?")

@@ -232,3 +232,17 @@ def test_a_requeued_job_resumes_from_the_newest_complete_step_checkpoint(tmp_pat
     Manifest(stage="probe", run="r").write(tmp_path)
     command()
     assert "--ckpt_path" not in seen[2]  # a finished run is not resumed
+
+
+def test_a_task_killed_by_the_time_limit_warning_itself_is_recognized(tmp_path):
+    """On a busy node SLURM's warning signal (USR2, 90 s before the limit) can come before submitit
+    has installed its handler; srun then logs the task's death by that signal (line seen on the
+    test cluster), and the failure is the time limit, not a crash."""
+    from cluster.submit import killed_by_warning_signal
+
+    err = tmp_path / "5_0_log.err"
+    err.write_text("srun: error: vm: task 0: User defined signal 2\n")
+    assert killed_by_warning_signal(err)
+    err.write_text("Traceback (most recent call last):\nValueError: boom\n")
+    assert not killed_by_warning_signal(err)
+    assert not killed_by_warning_signal(tmp_path / "missing.err")
