@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             show(f"GPU, transformers prompt lookup — {gpu_description}", results[key])
         try:
             from leanloop.artifacts import resolve_model
-            from feedback_model.speculative import import_vllm
+            from leanloop.vllm_engine import import_vllm
 
             import_vllm()
             ref = args.paper_model or args.model

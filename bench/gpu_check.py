@@ -10,7 +10,14 @@ On a CUDA machine (target: <= 8 minutes on one GPU):
 - ``nf4_moe_policy``: the autoformalizer's unfused tiny MoE quantized to NF4 on CUDA, QLoRA adapters,
   one forward/backward/AdamW step; ``qlora_rl``: the RL stage's QLoRA policy (NF4 base) likewise;
 - ``vllm_ngram`` / ``vllm_ngram_fp8``: greedy vLLM generation with n-gram speculation (and FP8
-  weights) against plain generation, where vLLM is installed (bench.feedback's paired runs).
+  weights) against plain generation, where vLLM is installed (bench.feedback's paired runs);
+- ``vllm_grpo_on_policy``: GRPO rollouts through TRL's ``VLLMGeneration`` (colocate mode, LoRA
+  policy): after each weight sync vLLM's log-probabilities of the sampled tokens match the policy's
+  own within ``VLLM_LOGP_TOLERANCE``, and after an optimizer step they match the new policy and no
+  longer the old one (the sync carried the step);
+- ``vllm_grpo_steps``: two GRPO steps of configs/rl/debug.yaml with ``generation.backend: vllm``;
+  every step's ``sampling/sampling_logp_difference`` within the tolerance;
+- ``vllm_sample``: ``make sample``'s debug config with ``generation.backend: vllm``.
 
 Without CUDA it runs the CPU equivalents (fp32 steps, NF4 on bitsandbytes' CPU kernels) and records
 each GPU-only path as skipped, with the reason. ``--only`` runs a subset (the tests run the CPU form
@@ -37,6 +44,11 @@ from leanloop.artifacts import TOOL_ENTRIES, upstream_configs
 from leanloop.paths import REPO_ROOT
 
 STEP_TIMEOUT_S = 240  # one debug step; the whole GPU run is meant to stay under 8 minutes
+# |log p_vLLM - log p_trainer| per sampled token, both bf16. Provisional bounds from bf16's 8-bit
+# mantissa (relative error ~4e-3 on logits of magnitude < 10): NOT yet measured on a GPU. When
+# gpu-check first runs, its report's measured mean/max go to docs/results/gpu_check.md and these
+# bounds are set from them.
+VLLM_LOGP_TOLERANCE = {"mean": 0.05, "max": 0.5}
 
 
 class Skipped(Exception):
@@ -217,6 +229,110 @@ def check_vllm(fp8: bool) -> dict[str, Any]:
     return result
 
 
+def _needs_vllm() -> None:
+    if not cuda():
+        raise Skipped("vLLM runs only on CUDA")
+    if not installed("vllm"):
+        raise Skipped("vLLM is not installed (pip install -e '.[gpu]')")
+
+
+def _logp_gap(sampled: torch.Tensor, trainer: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+    keep = mask.bool() & ~torch.isnan(sampled)
+    gap = (sampled.float() - trainer.float()).abs()[keep]
+    return {"mean": float(gap.mean()), "max": float(gap.max()), "tokens": int(keep.sum())}
+
+
+def _within(gap: dict[str, float], what: str) -> None:
+    if gap["mean"] > VLLM_LOGP_TOLERANCE["mean"] or gap["max"] > VLLM_LOGP_TOLERANCE["max"]:
+        raise AssertionError(f"{what}: vLLM log-probabilities off the policy's by mean {gap['mean']:.3g} / max "
+                             f"{gap['max']:.3g} (tolerance {VLLM_LOGP_TOLERANCE})")
+
+
+def check_vllm_grpo_on_policy() -> dict[str, Any]:
+    _needs_vllm()
+    import copy
+    from types import SimpleNamespace
+
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from leanloop.grpo.objective import completion_logps
+    from leanloop.grpo.rollout import GenerationConfig, VLLMRollout, VLLMRolloutConfig
+    from leanloop.training.models import ModelSpec, load_model, load_tokenizer
+    from leanloop.vllm_engine import VLLMEngineConfig
+
+    torch.cuda.empty_cache()
+    tokenizer = load_tokenizer("qwen3")
+    with tempfile.TemporaryDirectory(prefix="gpu-check-grpo-") as folder:
+        torch.manual_seed(0)
+        load_model(ModelSpec("qwen3-tiny", dtype="bfloat16"), tokenizer=tokenizer).save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        base = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16).cuda()
+        policy = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "k_proj", "v_proj",
+                                                                                    "o_proj"]))
+        config = GenerationConfig(backend="vllm", max_new_tokens=24, temperature=1.0, vllm=VLLMRolloutConfig(
+            engine=VLLMEngineConfig(gpu_memory_utilization=0.3, max_model_len=512)))
+        rollout = VLLMRollout(tokenizer, config, [tokenizer.eos_token])
+        rollout.bind(SimpleNamespace(global_rank=0, local_rank=0, world_size=1, strategy=SimpleNamespace()))
+        prompts = ["theorem t (a b : Nat) : a + b = b + a := by", "theorem u : (2 : Nat) + 2 = 4 := by"]
+
+        def scored(model, rollouts):
+            ids = torch.cat([rollouts.prompt_ids, rollouts.completion_ids], 1)
+            mask = torch.cat([rollouts.prompt_mask, rollouts.completion_mask], 1)
+            with torch.no_grad():
+                return completion_logps(model, ids, mask, rollouts.completion_ids.size(1), 1.0, compute_entropy=False)[0]
+
+        first = rollout.generate(policy, prompts, 4)
+        before = _logp_gap(first.sampling_logps, scored(policy, first), first.completion_mask)
+        _within(before, "first sync")
+        old = copy.deepcopy(policy)
+        optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=5e-2)
+        logps = completion_logps(policy, torch.cat([first.prompt_ids, first.completion_ids], 1),
+                                 torch.cat([first.prompt_mask, first.completion_mask], 1),
+                                 first.completion_ids.size(1), 1.0, compute_entropy=False)[0]
+        (-(logps * first.completion_mask).sum() / first.completion_mask.sum()).backward()
+        optimizer.step()
+        second = rollout.generate(policy, prompts, 4)
+        after = _logp_gap(second.sampling_logps, scored(policy, second), second.completion_mask)
+        _within(after, "sync after an optimizer step")
+        moved = _logp_gap(second.sampling_logps, scored(old, second), second.completion_mask)
+        if moved["mean"] <= after["mean"] or moved["max"] <= VLLM_LOGP_TOLERANCE["mean"]:
+            raise AssertionError(f"after the step vLLM still matches the old policy ({moved}) as well as the new "
+                                 f"one ({after}): the weight sync did not carry the step")
+    return {"tolerance": VLLM_LOGP_TOLERANCE, "logp_gap_first_sync": before, "logp_gap_after_step": after,
+            "logp_gap_to_the_pre_step_policy": moved}
+
+
+def check_vllm_grpo_steps(steps: Steps) -> dict[str, Any]:
+    _needs_vllm()
+    config = REPO_ROOT / "configs/rl/debug.yaml"
+    steps.upstream(config)
+    _python(["-m", "rl.train", "--config", str(config), "--run", "gpu_check_vllm", *_device_args(),
+             "--trainer.max_steps", "2", "--model.generation.backend", "vllm",
+             "--model.generation.vllm.engine.gpu_memory_utilization", "0.3"], steps.env, timeout=2 * STEP_TIMEOUT_S)
+    from rl.module import STEPS_FILE
+
+    from leanloop.jsonl import read_jsonl
+
+    rows = list(read_jsonl(Path(steps.env["LEANLOOP_ARTIFACTS"]) / "rl" / "gpu_check_vllm" / STEPS_FILE))
+    gaps = [{"mean": r.get("sampling/sampling_logp_difference/mean"), "max": r.get("sampling/sampling_logp_difference/max"),
+             "is_ratio_mean": r.get("sampling/importance_sampling_ratio/mean")} for r in rows]
+    if len(rows) != 2 or any(g["mean"] is None for g in gaps):
+        raise AssertionError(f"expected 2 steps with vLLM sampling statistics, got {gaps}")
+    for index, gap in enumerate(gaps):
+        _within(gap, f"rl step {index}")
+    return {"tolerance": VLLM_LOGP_TOLERANCE, "steps": gaps}
+
+
+def check_vllm_sample(steps: Steps) -> dict[str, Any]:
+    _needs_vllm()
+    config = REPO_ROOT / "configs/sft/sample/debug.yaml"
+    steps.upstream(config)
+    _python(["-m", "sft.sample", "--config", str(config), "--run", "gpu_check_vllm", "--generation.backend", "vllm",
+             "--generation.vllm.gpu_memory_utilization", "0.3"], steps.env)
+    return {"config": str(config.relative_to(REPO_ROOT))}
+
+
 def run_check(name: str, fn: Callable[[], dict[str, Any]]) -> CheckResult:
     began = time.perf_counter()
     try:
@@ -256,6 +372,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             ("qlora_rl", check_qlora_rl),
             ("vllm_ngram", lambda: check_vllm(fp8=False)),
             ("vllm_ngram_fp8", lambda: check_vllm(fp8=True)),
+            ("vllm_grpo_on_policy", check_vllm_grpo_on_policy),
+            ("vllm_grpo_steps", lambda: check_vllm_grpo_steps(steps)),
+            ("vllm_sample", lambda: check_vllm_sample(steps)),
         ]
         known = {name for name, _ in checks}
         if args.only is not None and not set(args.only) <= known:

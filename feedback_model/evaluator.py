@@ -108,7 +108,7 @@ class TraceEvaluator:
         """From a finished feedback run (``artifacts://feedback_model/<run>``) or its final/ folder."""
         generation = generation or GenerationConfig()
         if generation.backend == "vllm":
-            from feedback_model.speculative import import_vllm
+            from leanloop.vllm_engine import import_vllm
 
             import_vllm()  # fail before loading anything when the optional extra is missing
         final_dir = resolve_model(ref, "feedback_model")

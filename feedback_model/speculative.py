@@ -23,8 +23,6 @@ from typing import Any, Sequence
 from feedback_model.config import GenerationConfig
 from feedback_model.generate import GeneratedTrace, split_completion
 
-VLLM_HINT = ("generation.backend: vllm needs vLLM from the optional `gpu` extra "
-             "(`pip install -e '.[gpu]'` on a machine with a CUDA GPU); on CPU use backend: transformers")
 
 
 def vllm_speculative_config(config: GenerationConfig) -> dict[str, Any] | None:
@@ -34,32 +32,22 @@ def vllm_speculative_config(config: GenerationConfig) -> dict[str, Any] | None:
             "prompt_lookup_max": config.ngram_size, "prompt_lookup_min": 1}
 
 
-def import_vllm():
-    try:
-        import vllm
-    except ImportError as error:
-        raise ImportError(VLLM_HINT) from error
-    return vllm
-
-
 class VLLMTraceGenerator:
     """:class:`feedback_model.generate.TraceGenerator` on vLLM: the whole batch goes to the engine at
     once (it schedules the sequences itself), so the deadline is checked before the batch only."""
 
     def __init__(self, final_dir: str | Path, tokenizer: Any, config: GenerationConfig) -> None:
-        vllm = import_vllm()
+        from leanloop.vllm_engine import VLLMEngineConfig, start_engine
+
         self.config = config
         self.tokenizer = tokenizer
         self.eos_id = tokenizer.eos_token_id
-        self.llm = vllm.LLM(
-            model=str(final_dir), tokenizer=str(final_dir),
-            dtype="auto" if config.dtype == "float32" else config.dtype,
-            quantization="fp8" if config.fp8 else None,
-            speculative_config=vllm_speculative_config(config),
-            max_model_len=config.max_input_tokens + config.max_new_tokens,
-            gpu_memory_utilization=config.gpu_memory_utilization,
-            enable_prefix_caching=True,
-        )
+        # inside rl's training ranks this engine follows TRL's colocate rules (leanloop.vllm_engine)
+        engine = VLLMEngineConfig(gpu_memory_utilization=config.gpu_memory_utilization,
+                                  max_model_len=config.max_input_tokens + config.max_new_tokens)
+        self.llm = start_engine(str(final_dir), engine, dtype="auto" if config.dtype == "float32" else config.dtype,
+                                quantization="fp8" if config.fp8 else None,
+                                speculative_config=vllm_speculative_config(config))
         self.context_length = config.max_input_tokens + config.max_new_tokens
 
     def generate(self, prompts: Sequence[Sequence[int]], samples: int = 1, temperature: float = 0.0,

@@ -12,6 +12,7 @@ from leanloop.lean.backends import BackendConfig
 from leanloop.prover.generation import SamplingConfig
 from leanloop.prover.statements import StatementsConfig
 from leanloop.training.models import ModelSpec
+from leanloop.vllm_engine import VLLMEngineConfig
 from prm.labelling import ReviewRule
 
 RECORDED_RL_LEAN = "shared://candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz"
@@ -92,7 +93,8 @@ class GenerateConfig:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     backend: Literal["transformers", "vllm"] = "transformers"
     threads: int | None = None
-    vllm_args: dict = field(default_factory=dict)
+    vllm: VLLMEngineConfig = field(default_factory=VLLMEngineConfig)
+    """backend vllm only: the engine's size (:mod:`leanloop.vllm_engine`)."""
     shard_index: int | None = None
     shard_count: int | None = None
     system: str | None = None

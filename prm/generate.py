@@ -42,7 +42,7 @@ def _generator(config: GenerateConfig):
     if config.backend == "vllm":
         from leanloop.prover.generation import VLLMGenerator
 
-        return VLLMGenerator(config.model.weights_location(), stops, dtype=config.model.dtype, **config.vllm_args), tokenizer
+        return VLLMGenerator(config.model.weights_location(), stops, config.vllm, dtype=config.model.dtype), tokenizer
     import torch
 
     from leanloop.prover.generation import TransformersGenerator

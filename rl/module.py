@@ -133,7 +133,7 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         if self.generation.backend == "vllm":
             from leanloop.grpo.rollout import VLLMRollout
 
-            self.rollout = VLLMRollout(self.tokenizer, self.generation, stops, self.base.weights_location())
+            self.rollout = VLLMRollout(self.tokenizer, self.generation, stops)
         else:
             from leanloop.grpo.rollout import TransformersRollout
 
@@ -226,6 +226,8 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
 
     def setup(self, stage: str) -> None:
         self.build_rewards()
+        if hasattr(self.rollout, "bind"):  # vLLM follows this trainer's ranks
+            self.rollout.bind(self.trainer)
         datamodule = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         if datamodule is not None:  # the configured buffer (curriculum.replay), off included
             self.replay = ReplayBuffer(datamodule.curriculum_config.replay)

@@ -8,13 +8,14 @@ YAML files under ``configs/sft/`` layer and take dotted overrides the same way.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from leanloop.lean.backends import BackendConfig
 from leanloop.training.models import ModelSpec
 from leanloop.prover.generation import SamplingConfig
 from leanloop.prover.prompt import PromptConfig
 from leanloop.prover.statements import StatementsConfig
+from leanloop.vllm_engine import VLLMEngineConfig
 
 
 @dataclass
@@ -38,8 +39,8 @@ class GenerationConfig:
     machines run far faster with 1 thread per process; shard over processes instead."""
     statements_per_batch: int = 1
     """Statements handed to the generator at once (vLLM batches them; written after each batch)."""
-    vllm_args: dict[str, Any] = field(default_factory=dict)
-    """Extra ``vllm.LLM`` arguments (tensor_parallel_size, gpu_memory_utilization, ...)."""
+    vllm: VLLMEngineConfig = field(default_factory=VLLMEngineConfig)
+    """backend vllm only: the engine's size (:mod:`leanloop.vllm_engine`)."""
 
 
 @dataclass

@@ -133,8 +133,8 @@ def make_generator(config: SampleConfig):
 
         tokenizer = load_tokenizer(config.model)
         stops = [stop_token(prompt, tokenizer)]
-        generator = VLLMGenerator(config.model.weights_location(), stops,
-                                  dtype=config.model.dtype, **config.generation.vllm_args)
+        generator = VLLMGenerator(config.model.weights_location(), stops, config.generation.vllm,
+                                  dtype=config.model.dtype)
         return generator, tokenizer
     import torch
 

@@ -20,6 +20,7 @@ KL term and clipping, so the formulas below must not drift from TRL's:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -27,6 +28,8 @@ import torch
 
 LossType = Literal["grpo", "bnpo", "dr_grpo", "dapo"]
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
+ISMode = Literal["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"]
+IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 
 
 @dataclass
@@ -58,6 +61,15 @@ class GRPOConfig:
     """Rollouts per forward/backward; an optimizer step accumulates the micro-batches of the batch."""
     max_grad_norm: float | None = 1.0
     """Gradient clipping (manual optimization: set here, not trainer.gradient_clip_val)."""
+    vllm_importance_sampling_correction: bool = True
+    """With vLLM rollouts: weight each token's policy loss by the ratio of the trainer's probability
+    to the sampler's (vLLM's kernels differ from the trainer's, so its samples are slightly off-policy).
+    Applies only when the rollouts carry the sampler's log-probabilities (never with transformers)."""
+    vllm_importance_sampling_mode: ISMode = "token_truncate"
+    """TRL's four modes. token_truncate is truncated importance sampling (TIS: per-token ratio capped
+    at clip_max), the correction the issue asks for; TRL 1.16 defaults to sequence_mask."""
+    vllm_importance_sampling_clip_max: float | None = 3.0
+    vllm_importance_sampling_clip_min: float | None = None
 
     def __post_init__(self) -> None:
         if self.num_generations < 2:
@@ -68,6 +80,9 @@ class GRPOConfig:
             raise ValueError("beta and epsilon must be >= 0")
         if self.num_iterations < 1 or self.micro_batch_size < 1:
             raise ValueError("num_iterations and micro_batch_size must be >= 1")
+        if self.vllm_importance_sampling_mode not in IS_MODES:
+            raise ValueError(f"vllm_importance_sampling_mode {self.vllm_importance_sampling_mode!r} is not one of "
+                             f"{IS_MODES}")
 
     @property
     def epsilon_low(self) -> float:
@@ -120,9 +135,11 @@ class TokenLoss:
 
 
 def per_token_loss(logps: torch.Tensor, old_logps: torch.Tensor | None, ref_logps: torch.Tensor | None,
-                   advantages: torch.Tensor, mask: torch.Tensor, config: GRPOConfig) -> TokenLoss:
+                   advantages: torch.Tensor, mask: torch.Tensor, config: GRPOConfig,
+                   importance_weights: torch.Tensor | None = None) -> TokenLoss:
     """The clipped surrogate (+ beta * KL) per completion token (TRL ``_compute_loss``, loss types
-    grpo / bnpo / dr_grpo / dapo)."""
+    grpo / bnpo / dr_grpo / dapo). ``importance_weights`` ([B, T] or [B, 1], from
+    :func:`sampling_correction`) multiply the surrogate, not the KL term, as TRL does."""
     if advantages.dim() == 1:
         advantages = advantages.unsqueeze(1)
     old_logps = logps.detach() if old_logps is None else old_logps
@@ -142,9 +159,48 @@ def per_token_loss(logps: torch.Tensor, old_logps: torch.Tensor | None, ref_logp
     coef_2 = torch.clamp(coef_1, 1 - config.epsilon_low, 1 + config.eps_high)
     capped = torch.clamp(coef_1, max=config.delta) if config.delta is not None else coef_1
     loss = -torch.min(capped * advantages, coef_2 * advantages)
+    if importance_weights is not None:
+        loss = loss * importance_weights
     if per_token_kl is not None:
         loss = loss + config.beta * per_token_kl
     return TokenLoss(loss, coef_1, per_token_kl)
+
+
+@dataclass
+class SamplingCorrection:
+    weights: torch.Tensor  # [B, T] (token modes) or [B, 1] (sequence modes)
+    stats: dict[str, float]
+
+
+def sampling_correction(trainer_logps: torch.Tensor, sampler_logps: torch.Tensor, mask: torch.Tensor,
+                        config: GRPOConfig) -> SamplingCorrection:
+    """Importance weights ``p_trainer / p_sampler`` for rollouts another engine sampled, TRL 1.16's
+    ``_generate_and_score_completions`` term for term: NaN sampler log-probabilities (tokens it did
+    not score, replayed rows) count as ratio 1; ``*_truncate`` clamps to [clip_min, clip_max],
+    ``*_mask`` zeroes ratios outside it. Stats: the ratio's min / mean / max over completion tokens
+    and the absolute log-probability gap (TRL's ``sampling/sampling_logp_difference``), the number a
+    trainer watches to see that the engine is on-policy."""
+    m = mask.float()
+    diff = torch.nan_to_num((trainer_logps - sampler_logps) * m, nan=0.0)
+    sequence = config.vllm_importance_sampling_mode.startswith("sequence")
+    ratio = torch.exp(diff.sum(-1, keepdim=True) if sequence else diff)
+    low, high = config.vllm_importance_sampling_clip_min, config.vllm_importance_sampling_clip_max
+    if config.vllm_importance_sampling_mode.endswith("truncate"):
+        ratio = torch.clamp(ratio, min=low, max=high)
+    else:
+        outside = (ratio < (-math.inf if low is None else low)) | (ratio > (math.inf if high is None else high))
+        ratio = ratio.masked_fill(outside, 0.0)
+    flat = ratio.flatten() if sequence else ratio[mask.bool()]
+    gap = (trainer_logps - sampler_logps).abs()[mask.bool() & ~torch.isnan(sampler_logps)]
+    stats = {}
+    if flat.numel():
+        stats.update({"sampling/importance_sampling_ratio/min": float(flat.min()),
+                      "sampling/importance_sampling_ratio/mean": float(flat.mean()),
+                      "sampling/importance_sampling_ratio/max": float(flat.max())})
+    if gap.numel():
+        stats.update({"sampling/sampling_logp_difference/mean": float(gap.mean()),
+                      "sampling/sampling_logp_difference/max": float(gap.max())})
+    return SamplingCorrection(ratio, stats)
 
 
 def aggregate(per_token: torch.Tensor, mask: torch.Tensor, config: GRPOConfig, *, micro_batches: int = 1,

@@ -2,7 +2,10 @@
 
 ``TransformersRollout`` (default, CPU or GPU) calls ``model.generate`` on the prompts repeated G
 times (group after group, as TRL lays them out), left padded. ``VLLMRollout`` (optional ``gpu``
-extra) generates with vLLM and loads the policy's current weights into it before each step.
+extra) generates with TRL's own vLLM helper (``trl.generation.vllm_generation.VLLMGeneration``) in
+its colocate or server mode and pushes the policy's current weights into the engine before each
+step; it also returns vLLM's per-token sampling log-probabilities, for the update's
+importance-sampling correction (:class:`leanloop.grpo.objective.GRPOConfig`).
 The completion mask covers the tokens up to and including the first stop token, as TRL's does.
 """
 
@@ -12,6 +15,27 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
 import torch
+
+from leanloop.vllm_engine import VLLMEngineConfig
+
+
+@dataclass
+class VLLMRolloutConfig:
+    """vLLM for GRPO rollouts, TRL's two modes (``GRPOConfig.vllm_mode``): ``colocate`` runs one
+    engine inside every training rank on its GPU (the paper config); ``server`` sends the rollouts
+    to a ``trl vllm-serve`` process on GPUs of its own and streams the weights to it over NCCL."""
+
+    mode: Literal["colocate", "server"] = "colocate"
+    engine: VLLMEngineConfig = field(default_factory=lambda: VLLMEngineConfig(gpu_memory_utilization=0.3))
+    """colocate only (a server is sized on its own command line); 0.3 is TRL's colocate default."""
+    server_base_url: str | None = None
+    """server only, e.g. http://gpu-node-7:8000 (default: http://<server_host>:<server_port>)."""
+    server_host: str = "0.0.0.0"
+    server_port: int = 8000
+    server_timeout: float = 240.0
+    """seconds to wait for the server to come up."""
+    group_port: int = 51216
+    """port of the NCCL group that carries the weights to the server."""
 
 
 @dataclass
@@ -28,8 +52,8 @@ class GenerationConfig:
     top_k: int = 0
     max_prompt_length: int | None = None
     """Statements whose prompt is longer are left out at data setup (counted), never truncated."""
-    vllm_args: dict[str, Any] = field(default_factory=dict)
-    """Extra ``vllm.LLM`` arguments (gpu_memory_utilization, tensor_parallel_size, ...)."""
+    vllm: VLLMRolloutConfig = field(default_factory=lambda: VLLMRolloutConfig())
+    """backend vllm only: colocate or server mode and the engine's size."""
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1 or self.temperature <= 0 or not 0 < self.top_p <= 1:
@@ -50,6 +74,9 @@ class Rollouts:
     truncated: list[bool]  # reached max_new_tokens without a stop token
     num_generations: int
     pad_id: int = 0
+    sampling_logps: torch.Tensor | None = None
+    """[N, C] the sampler's log-probability of each completion token (vLLM's processed logprobs),
+    NaN where it has none (a replayed completion); None when the trainer's own model sampled."""
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -64,6 +91,8 @@ class Rollouts:
         self.completion_mask[row, :len(ids)] = 1
         self.texts[row] = text
         self.truncated[row] = False
+        if self.sampling_logps is not None:  # not sampled now: no correction for this row
+            self.sampling_logps[row].fill_(float("nan"))
 
 
 def completion_mask(completion_ids: torch.Tensor, stop_ids: Sequence[int]) -> tuple[torch.Tensor, list[bool]]:
@@ -126,53 +155,172 @@ class TransformersRollout:
         return texts
 
 
+def trl_generation():
+    """TRL's ``VLLMGeneration`` with its colocate engine started by :mod:`leanloop.vllm_engine` (the
+    same keywords TRL passes -- ``external_launcher``, one seed per TP group, 4096 batched tokens,
+    ``processed_logprobs``, bitsandbytes for an NF4 policy -- plus this project's engine fields such
+    as prefix caching and ``extra``); server mode and everything else is TRL's, unchanged."""
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    class Generation(VLLMGeneration):
+        def __init__(self, *args: Any, engine: VLLMEngineConfig, **kwargs: Any):
+            self.engine_config = engine
+            super().__init__(*args, **kwargs)
+
+        def _init_vllm(self) -> None:
+            if self.mode != "colocate":
+                return super()._init_vllm()
+            from leanloop.vllm_engine import start_engine
+
+            world, tp = self.accelerator.num_processes, self.tensor_parallel_size
+            if world % tp:
+                raise ValueError(f"vllm.engine.tensor_parallel_size ({tp}) must divide the world size ({world})")
+            if tp > 1:
+                self.tp_group, _ = torch.distributed.new_subgroups_by_enumeration(
+                    [list(range(i * tp, (i + 1) * tp)) for i in range(world // tp)])
+            dtype = str(next(self.model.parameters()).dtype).removeprefix("torch.")
+            self.llm = start_engine(engine_model_path(self.model, self.processing_class), self.engine_config,
+                                    in_process=True, dtype=dtype, quantization=_vllm_quantization(self.model))
+            if self.enable_sleep_mode:
+                self.llm.sleep(level=2)
+            self._llm_weights_sleeping = self.enable_sleep_mode
+            self.accelerator.wait_for_everyone()
+
+    return Generation
+
+
+def engine_model_path(model: Any, tokenizer: Any) -> str:
+    """The folder vLLM loads the policy's architecture from: the policy's own checkpoint, or for a
+    preset built from a config (the tiny debug models) that config and the tokenizer saved once to a
+    scratch folder with fresh weights -- the first sync replaces every weight anyway."""
+    from pathlib import Path
+
+    path = getattr(model, "name_or_path", "") or ""
+    if path and Path(path).is_dir():
+        return path
+    import tempfile
+
+    from transformers import AutoModelForCausalLM
+
+    folder = tempfile.mkdtemp(prefix="leanloop-vllm-policy-")
+    config = (model.get_base_model() if hasattr(model, "get_base_model") else model).config
+    AutoModelForCausalLM.from_config(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _vllm_quantization(model: Any) -> str | None:
+    """bitsandbytes for an NF4 (QLoRA) policy, as TRL decides it; 8-bit is refused (vLLM cannot)."""
+    try:
+        import bitsandbytes as bnb
+    except ImportError:
+        return None
+    for module in model.modules():
+        if isinstance(module, bnb.nn.Linear8bitLt):
+            raise ValueError("vLLM does not support in-flight 8-bit quantization")
+        if isinstance(module, bnb.nn.Linear4bit):
+            return "bitsandbytes"
+    return None
+
+
+class LightningAccelerator:
+    """What ``VLLMGeneration`` reads of an ``accelerate.Accelerator``, answered by a Lightning
+    trainer: ranks, device, a barrier, and the sharding plugin (DeepSpeed ZeRO stage / FSDP version)
+    that decides how parameters are gathered for the weight sync."""
+
+    def __init__(self, trainer: Any, device: torch.device):
+        from types import SimpleNamespace
+
+        self.trainer = trainer
+        self.device = device
+        self.process_index = int(trainer.global_rank)
+        self.local_process_index = int(trainer.local_rank)
+        self.num_processes = int(trainer.world_size)
+        self.is_main_process = self.process_index == 0
+        strategy = trainer.strategy
+        zero = getattr(strategy, "config", None)
+        zero_stage = (zero or {}).get("zero_optimization", {}).get("stage", 0) if isinstance(zero, dict) else 0
+        name = type(strategy).__name__
+        fsdp_version = 1 if name == "FSDPStrategy" else 2 if name == "ModelParallelStrategy" else None
+        self.state = SimpleNamespace(
+            deepspeed_plugin=SimpleNamespace(zero_stage=zero_stage) if name == "DeepSpeedStrategy" else None,
+            fsdp_plugin=SimpleNamespace(fsdp_version=fsdp_version) if fsdp_version else None)
+
+    def wait_for_everyone(self) -> None:
+        if self.num_processes > 1:
+            self.trainer.strategy.barrier()
+
+
 class VLLMRollout(TransformersRollout):
-    """vLLM on GPU (colocated with training). Before each step the policy's weights (LoRA merged)
-    are loaded into the engine, so rollouts are on-policy."""
+    """Rollouts from TRL's ``VLLMGeneration``, given the policy (PEFT adapters are merged for each
+    sync and unmerged after, ZeRO-3 / FSDP parameters gathered: TRL's ``_iter_named_params``), a
+    :class:`LightningAccelerator` for the ranks, and the tokenizer. Its interface fits as is: it
+    takes token-id prompts and returns token ids plus the sampled tokens' log-probabilities; this
+    class only lays them out as :class:`Rollouts`. The engine starts at the first ``generate``
+    (the trainer, hence the ranks, is known only then); the policy's weights are synced before
+    every call, so rollouts are on-policy up to the engine's numerics."""
 
-    def __init__(self, tokenizer: Any, config: GenerationConfig, stop_tokens: Sequence[str], model_path: str,
-                 dtype: str = "bfloat16"):
+    def __init__(self, tokenizer: Any, config: GenerationConfig, stop_tokens: Sequence[str],
+                 trainer: Any | None = None):
         super().__init__(tokenizer, config, stop_tokens)
-        try:
-            import vllm
-        except ImportError as error:
-            raise ImportError("generation.backend: vllm needs the optional GPU extra (pip install -e '.[gpu]' on a "
-                              "CUDA machine); use generation.backend: transformers otherwise") from error
-        self.vllm = vllm
-        self.llm = vllm.LLM(model=model_path, dtype=dtype, **config.vllm_args)
+        from leanloop.vllm_engine import import_vllm
 
-    def sync_weights(self, model: Any) -> None:
-        merged = hasattr(model, "merge_adapter")
-        if merged:
-            model.merge_adapter()
-        try:
-            state = model.get_base_model().state_dict() if merged else model.state_dict()
-            runner = self.llm.llm_engine.model_executor.driver_worker.model_runner.model
-            prefix = "base_model.model."
-            runner.load_weights((k.removeprefix(prefix).replace(".base_layer", ""), v) for k, v in state.items()
-                                if "lora_" not in k)
-        finally:
-            if merged:
-                model.unmerge_adapter()
+        import_vllm()  # fail before any model is loaded when the optional extra is missing
+        self.trainer = trainer
+        self.engine = None
+
+    def bind(self, trainer: Any) -> None:
+        """The Lightning trainer whose ranks the engine follows (the rl stage calls this at fit start)."""
+        self.trainer = trainer
+
+    def _start(self, model: Any) -> Any:
+        v, e = self.config.vllm, self.config.vllm.engine
+        if self.trainer is None:
+            raise RuntimeError("VLLMRollout.bind(trainer) must be called before the first generate")
+        device = next(model.parameters()).device
+        return trl_generation()(
+            model, LightningAccelerator(self.trainer, device), self.tokenizer, mode=v.mode,
+            server_base_url=v.server_base_url, server_host=v.server_host, server_port=v.server_port,
+            server_timeout=v.server_timeout, group_port=v.group_port, tensor_parallel_size=e.tensor_parallel_size,
+            gpu_memory_utilization=e.gpu_memory_utilization, max_model_length=e.max_model_len,
+            max_num_seqs=e.max_num_seqs, enable_sleep_mode=e.enable_sleep_mode, logprobs=0, engine=e)
+
+    def _sampling(self, generation: Any) -> None:
+        """This call's sampling settings (pass@k evaluation swaps ``self.config`` on a copy)."""
+        c = self.config
+        generation.temperature, generation.top_p, generation.top_k = c.temperature, c.top_p, c.top_k
+        generation.max_completion_length = c.max_new_tokens
+        generation.generation_kwargs = {"stop_token_ids": list(self.stop_ids), "min_tokens": c.min_new_tokens,
+                                        "skip_special_tokens": False}
 
     @torch.no_grad()
     def generate(self, model: Any, prompts: Sequence[str], num_generations: int) -> Rollouts:
-        c = self.config
-        self.sync_weights(model)
-        params = self.vllm.SamplingParams(n=1, temperature=c.temperature, top_p=c.top_p, top_k=c.top_k or -1,
-                                          max_tokens=c.max_new_tokens, min_tokens=c.min_new_tokens,
-                                          stop_token_ids=self.stop_ids, skip_special_tokens=False)
-        repeated = [p for p in prompts for _ in range(num_generations)]
-        outputs = self.llm.generate(repeated, params, use_tqdm=False)
+        if self.engine is None:
+            self.engine = self._start(model)
+        self._sampling(self.engine)
+        self.engine.sync_weights()
+        encoded = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        repeated = [ids for ids in encoded for _ in range(num_generations)]  # TRL's layout: group after group
+        _, rows, logprobs, _ = self.engine.generate(repeated, None, num_generations)
+        return self.layout(model, prompts, num_generations, rows, logprobs)
+
+    def layout(self, model: Any, prompts: Sequence[str], num_generations: int, rows: Sequence[Sequence[int]],
+               logprobs: Sequence[Sequence[Sequence[float | None]]] | None) -> Rollouts:
+        """vLLM's completions (token ids, per-token ``[[logprob]]``) as right-padded :class:`Rollouts`."""
         device = next(model.parameters()).device
         prompt_ids, prompt_mask = self.encode_prompts(prompts, num_generations)
-        rows = [list(o.outputs[0].token_ids) for o in outputs]
+        rows = [list(r) for r in rows]
         width = max(1, max(len(r) for r in rows))
         completion_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        sampled = torch.full((len(rows), width), float("nan"))
         for i, r in enumerate(rows):
             completion_ids[i, :len(r)] = torch.tensor(r, dtype=torch.long)
+            if logprobs is not None:
+                values = [float("nan") if t[0] is None else float(t[0]) for t in logprobs[i][:len(r)]]
+                sampled[i, :len(values)] = torch.tensor(values)
         mask, truncated = completion_mask(completion_ids, self.stop_ids)
         for i, r in enumerate(rows):  # vLLM stops at the stop token; padding beyond must stay masked
             mask[i, len(r):] = 0
         return Rollouts(prompt_ids.to(device), prompt_mask.to(device), completion_ids.to(device), mask.to(device),
-                        self.decode(completion_ids, mask), truncated, num_generations, self.pad_id)
+                        self.decode(completion_ids, mask), truncated, num_generations, self.pad_id,
+                        sampling_logps=sampled.to(device) if logprobs is not None else None)

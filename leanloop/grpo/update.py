@@ -16,7 +16,8 @@ from typing import Any, Protocol
 
 import torch
 
-from leanloop.grpo.objective import aggregate, clip_stats, completion_logps, group_advantages, per_token_loss
+from leanloop.grpo.objective import (aggregate, clip_stats, completion_logps, group_advantages, per_token_loss,
+                                     sampling_correction)
 
 
 class ScoredRollout(Protocol):
@@ -68,12 +69,23 @@ class GRPOUpdate:
         # no KL term: skip its forward and backward (the all-fail groups of a weak prover)
         live = [c for c in chunks if g.beta != 0.0 or bool(advantages[c].abs().sum() > 0)]
         stats["train/micro_batches_skipped"] = float(len(chunks) - len(live))
-        old = ref = None
+        old = ref = weights = None
+        sampler = getattr(rollouts, "sampling_logps", None)
+        correct = sampler is not None and g.vllm_importance_sampling_correction
         with torch.no_grad():
-            if g.num_iterations > 1 and live:
+            if (g.num_iterations > 1 or sampler is not None) and live:
                 old = torch.zeros_like(mask, dtype=torch.float)
                 for c in live:
                     old[c] = self._completion_logps(self.model, input_ids, attention, width, c)[0].float()
+            if sampler is not None and live:
+                rows = torch.cat([torch.arange(n, device=device)[c] for c in live])
+                correction = sampling_correction(old[rows], sampler[rows].float(), mask[rows], g)
+                stats.update(correction.stats)
+                if correct:
+                    weights = torch.ones((n, correction.weights.size(1)), device=device)
+                    weights[rows] = correction.weights
+            if sampler is not None and g.num_iterations == 1:
+                old = None  # one iteration: the ratio to the (detached) policy itself, as before
             if g.beta != 0.0 and live:
                 ref = torch.zeros_like(mask, dtype=torch.float)
                 for c in live:
@@ -89,7 +101,7 @@ class GRPOUpdate:
             for c in live:
                 logps, entropy = self._completion_logps(self.model, input_ids, attention, width, c, entropy=True)
                 token = per_token_loss(logps, None if old is None else old[c], None if ref is None else ref[c],
-                                       advantages[c], mask[c], g)
+                                       advantages[c], mask[c], g, None if weights is None else weights[c])
                 loss = aggregate(token.per_token_loss, mask[c], g, micro_batches=len(chunks), batch_tokens=batch_tokens,
                                  max_completion_length=self.generation.max_new_tokens)
                 self.manual_backward(loss)

@@ -95,16 +95,12 @@ class TransformersGenerator:
 class VLLMGenerator:
     """vLLM on GPU; same seeds per statement, so shards merge deterministically here too."""
 
-    def __init__(self, model_path: str, stop_tokens: Sequence[str], dtype: str = "bfloat16",
-                 **engine_args: Any):
-        try:
-            import vllm
-        except ImportError as error:
-            raise ImportError(
-                "generation backend 'vllm' needs the optional GPU extra: pip install -e '.[gpu]' "
-                "on a CUDA machine, or set `generation.backend: transformers`") from error
-        self.vllm = vllm
-        self.llm = vllm.LLM(model=model_path, dtype=dtype, **engine_args)
+    def __init__(self, model_path: str, stop_tokens: Sequence[str], engine: VLLMEngineConfig,
+                 dtype: str = "bfloat16"):
+        from leanloop.vllm_engine import import_vllm, start_engine
+
+        self.vllm = import_vllm()
+        self.llm = start_engine(model_path, engine, dtype=dtype)
         self.stop_tokens = [t for t in stop_tokens if t]
 
     def sample_batch(self, prompts: Sequence[str], names: Sequence[str],

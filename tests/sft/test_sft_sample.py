@@ -21,6 +21,7 @@ from leanloop.prover.generation import SamplingConfig, VLLMGenerator
 from leanloop.prover.prompt import PromptConfig
 from sft.sample import run
 from leanloop.prover.statements import read_statements
+from leanloop.vllm_engine import VLLMEngineConfig
 
 STATEMENTS = "shared://statements/minif2f_goedel_prover_v2_repaired.jsonl"
 
@@ -87,4 +88,4 @@ def test_vllm_without_the_gpu_extra_fails_clearly():
     if importlib.util.find_spec("vllm") is not None:
         pytest.skip("vllm is installed here")
     with pytest.raises(ImportError, match=r"pip install -e '\.\[gpu\]'"):
-        VLLMGenerator("Qwen/Qwen3-8B-Base", ["<|endoftext|>"])
+        VLLMGenerator("Qwen/Qwen3-8B-Base", ["<|endoftext|>"], VLLMEngineConfig())

@@ -1,0 +1,106 @@
+"""The one way this codebase starts vLLM (optional ``gpu`` extra: ``pip install -e '.[gpu]'``).
+
+Every vLLM user here -- prover sampling (``make sample``), prm's generator, the feedback model's
+evaluator (alone or inside rl), GRPO rollouts -- builds its engine from :class:`VLLMEngineConfig`
+through :func:`engine_args`, which follows TRL 1.16's ``trl/generation/vllm_generation.py``
+(``VLLMGeneration._init_vllm``) wherever the engine shares a process with training ranks:
+
+- ``distributed_executor_backend="external_launcher"`` inside a torch.distributed job, so the
+  engine core runs in the rank's own process (vLLM >= 0.11 otherwise starts it in a separate
+  process, where the in-process weight sync cannot reach it) and every rank gets its own engine;
+- ``RANK`` / ``LOCAL_RANK`` / ``WORLD_SIZE`` set from the job, one seed per tensor-parallel group;
+- ``max_num_batched_tokens`` 4096 (TRL: vLLM v1's memory profiler is misled by its 32,768 default);
+- ``logprobs_mode="processed_logprobs"``: the log-probabilities vLLM returns are those of the
+  distribution it sampled from (after temperature), which importance-sampling correction needs.
+
+GRPO rollouts use TRL's ``VLLMGeneration`` itself (:mod:`leanloop.grpo.rollout`); its engine
+arguments are the same fields. Memory: ``gpu_memory_utilization`` is the share of the GPU one
+engine may take (weights + KV cache); the budget of the paper configs is in ``rl/README.md``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+VLLM_HINT = ("generation backend vllm needs vLLM from the optional `gpu` extra (`pip install -e '.[gpu]'` on a "
+             "machine with a CUDA GPU); on CPU use the transformers backend")
+
+
+@dataclass
+class VLLMEngineConfig:
+    """How one vLLM engine is sized. Defaults are vLLM's where it has one."""
+
+    gpu_memory_utilization: float = 0.9
+    """Share of the GPU this engine may use for its weights, activations and KV cache."""
+    tensor_parallel_size: int = 1
+    max_model_len: int | None = None
+    """Prompt + completion tokens; None: the model config's context length."""
+    max_num_seqs: int | None = None
+    enable_prefix_caching: bool = True
+    enable_sleep_mode: bool = False
+    """Offload the engine while the optimizer runs (GRPO colocate mode; TRL's ``vllm_enable_sleep_mode``)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Any other ``vllm.LLM`` keyword (passed as given; vLLM rejects unknown ones)."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ValueError(f"vllm.gpu_memory_utilization must lie in (0, 1], got {self.gpu_memory_utilization}")
+        if self.tensor_parallel_size < 1:
+            raise ValueError("vllm.tensor_parallel_size must be >= 1")
+
+
+def import_vllm():
+    try:
+        import vllm
+    except ImportError as error:
+        raise ImportError(VLLM_HINT) from error
+    return vllm
+
+
+def distributed_rank() -> tuple[int, int, int] | None:
+    """(rank, local rank, world size) of the torch.distributed job this process belongs to, or None."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
+    return dist.get_rank(), int(os.environ.get("LOCAL_RANK", dist.get_rank())), dist.get_world_size()
+
+
+def engine_args(model: str, config: VLLMEngineConfig, *, dtype: str | None = None, seed: int = 0,
+                tokenizer: str | None = None, in_process: bool = False, **task_args: Any) -> dict[str, Any]:
+    """The ``vllm.LLM`` keywords for an engine on ``model`` (a Hugging Face folder). ``task_args``
+    are the caller's own (``speculative_config``, ``quantization``, ...); ``config.extra`` wins last.
+    ``in_process``: the engine must live in this process even outside a distributed job (GRPO's
+    weight sync writes into its model directly)."""
+    args: dict[str, Any] = {
+        "model": model, "tokenizer": tokenizer or model, "gpu_memory_utilization": config.gpu_memory_utilization,
+        "tensor_parallel_size": config.tensor_parallel_size, "max_model_len": config.max_model_len,
+        "max_num_seqs": config.max_num_seqs, "enable_prefix_caching": config.enable_prefix_caching,
+        "enable_sleep_mode": config.enable_sleep_mode, "seed": seed, "logprobs_mode": "processed_logprobs",
+    }
+    if dtype is not None:
+        args["dtype"] = dtype
+    job = distributed_rank() or ((0, 0, 1) if in_process else None)
+    if job is not None:
+        rank, local_rank, world = job
+        if world % config.tensor_parallel_size:
+            raise ValueError(f"vllm.tensor_parallel_size {config.tensor_parallel_size} must divide the world size "
+                             f"{world}")
+        # TRL's colocate mode: the engine lives in this rank's process, one seed per TP group
+        os.environ.update(RANK=str(rank), LOCAL_RANK=str(local_rank), WORLD_SIZE=str(world))
+        from trl.trainer.utils import ensure_master_addr_port
+
+        ensure_master_addr_port()
+        args.update(distributed_executor_backend="external_launcher", max_num_batched_tokens=4096,
+                    seed=seed + rank // config.tensor_parallel_size)
+    args.update({k: v for k, v in task_args.items() if v is not None})
+    args.update(config.extra)
+    return {k: v for k, v in args.items() if v is not None}
+
+
+def start_engine(model: str, config: VLLMEngineConfig, **kwargs: Any):
+    """A ``vllm.LLM`` on ``model`` sized by ``config`` (see :func:`engine_args`)."""
+    vllm = import_vllm()
+    return vllm.LLM(**engine_args(model, config, **kwargs))
