@@ -111,7 +111,6 @@ class LeanCheckConfig:
     comparator: str = "comparator"
     landrun: str = "landrun"
     lean4export: str = "lean4export"
-    project_template: str | None = None  # the judge's Mathlib project (default: lean_project)
 
 
 @dataclass
@@ -265,6 +264,8 @@ def check_lean_tests(target: Target) -> dict[str, Any]:
     detail = {"command": " ".join(args[1:]), "exit_code": done.returncode, "result": tail, "counts": counts}
     if counts.get("failed") or counts.get("error") or done.returncode not in (0, 5):
         raise Failed(f"lean-marked tests: {tail}", {**detail, "output": done.stdout[-4000:]})
+    if not target.real:
+        raise Skipped(f"no Lean toolchain, so the lean-marked tests skip: {tail}")
     detail["summary"] = f"lean-marked tests: {tail}"
     return detail
 
@@ -709,8 +710,7 @@ def check_judge(target: Target) -> dict[str, Any]:
         raise Skipped(f"not installed: {', '.join(missing)} (leanloop/lean/README.md 'Installing comparator')")
     if target.real:
         judge = ComparatorJudge(JudgeConfig(comparator=tools["comparator"], landrun=tools["landrun"],
-                                            lean4export=tools["lean4export"], timeout=config.timeout,
-                                            project_template=config.project_template))
+                                            lean4export=tools["lean4export"], timeout=config.timeout))
         where = "real comparator"
     else:
         from leanloop.lean.standins.comparator import prepare_comparator_dir
