@@ -171,10 +171,12 @@ class Target:
                                                         lean_version=version)
         return self._repl_dirs[version]
 
-    def candidate_backend(self, sources: list[str]) -> LeanBackend:
-        """What re-verifies recorded candidates: the local pool, or (stand-ins) their own recordings."""
+    def candidate_backend(self, sources: list[str], profile: str) -> LeanBackend:
+        """What re-verifies recorded candidates: the local pool as the stages run it (``rl``: a fresh
+        REPL per program, as the rl stage turns on; else shared REPLs, as the corpus build), or
+        (stand-ins) the candidates' own recordings."""
         if self.real:
-            return LocalBackend(self.local_config(workers=self.config.workers, fresh_process=False))
+            return LocalBackend(self.local_config(workers=self.config.workers, fresh_process=profile == "rl"))
         return ReplayBackend(sources)
 
 
@@ -404,7 +406,7 @@ def check_reverify(target: Target) -> dict[str, Any]:
                                           statement=statement.statement if statement else None,
                                           header=statement.header if statement else None, id=row.record))
             kept.append(row)
-        backend = target.candidate_backend(config.candidates)
+        backend = target.candidate_backend(config.candidates, profile)
         verifier = Verifier(backend, profile, concurrency=config.workers, timeout=config.timeout)
         try:
             outcomes = verifier.check_sync(requests)
@@ -469,7 +471,7 @@ def check_fixtures(target: Target) -> dict[str, Any]:
     harness = RewardHarness("rl")
     candidates = [harness.build(statement, completion) for _, _, completion, _ in cases]
     ready = [c for c in candidates if c.stage is Stage.READY]
-    backend = target.candidate_backend(["rl_lean"])
+    backend = target.candidate_backend(["rl_lean"], "rl")
     verifier = Verifier(backend, "rl", concurrency=target.config.workers, timeout=target.config.timeout)
     try:
         outcomes = iter(verifier.check_sync([c.request for c in ready]))
