@@ -44,7 +44,7 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -461,16 +461,45 @@ def check_fixtures(target: Target) -> dict[str, Any]:
     from rl.harness import RewardHarness, Stage
 
     redteam = _redteam_module()
-    statement = next(s for s in read_statements(target.config.statements).statements if s.theorem == FIXTURE_THEOREM)
-    row = next(r for r in read_candidates("rl_lean") if r.name == FIXTURE_THEOREM and r.recorded == "valid"
+    statements = {s.theorem: s for s in read_statements(target.config.statements).statements}
+    statement = statements[FIXTURE_THEOREM]
+    recorded = read_candidates("rl_lean")
+    row = next(r for r in recorded if r.name == FIXTURE_THEOREM and r.recorded == "valid"
                and r.program.startswith(statement.prompt))
     proof = row.program[len(statement.prompt):]
-    cases: list[tuple[str, str, str, str | None]] = [  # (name, kind, completion, reason code expected)
-        (name, "exploit", completion, code) for name, (completion, code) in redteam.exploits(statement, proof).items()]
-    cases += [(name, "exploit", completion, None) for name, completion in redteam.NO_CODE.items()]
-    cases.append(("honest proof (recorded valid)", "benign", proof, None))
+    cases: list[tuple[str, str, str, str | None, Any]] = [  # (name, kind, completion, reason expected, statement)
+        (name, "exploit", completion, code, statement)
+        for name, (completion, code) in redteam.exploits(statement, proof).items()]
+    cases += [(name, "exploit", completion, None, statement) for name, completion in redteam.NO_CODE.items()]
+    # exploits only Lean can stop, as the rl and lean tests build them: a weaker statement of the
+    # target's name (test_rl_redteam), the proof against a changed trusted statement, the target in a
+    # namespace beside a section variable of its name (test_lean_verifier)
+    changed = replace(statement, statement=statement.statement.replace("v = 65", "v = 66"))
+    cases += [
+        ("weaker statement in a code block", "exploit",
+         f"```lean4\ntheorem {FIXTURE_THEOREM} (v : ℝ) : True := by\n  trivial\n```", None, statement),
+        ("proof of another statement (v = 66)", "exploit", proof, None, changed),
+        ("target in a namespace, a section variable of its name", "exploit",
+         redteam.block(statement, proof, before="namespace Decoy\n\n")
+         .replace("\n```\n", f"\nsection Inner\nvariable ({FIXTURE_THEOREM} : ∀ b h v : ℝ, False)\nend Inner\n"
+                  "end Decoy\n```\n"), None, statement)]
+    # benign: the honest proof as the tests write it (continuation, CRLF, chat code block), and the
+    # recorded accepted proofs of a few other statements
+    cases += [("honest proof (recorded valid)", "benign", proof, None, statement),
+              ("honest proof, CRLF line ends", "benign", proof.replace("\n", "\r\n"), None, statement),
+              ("honest proof in a lean code block", "benign", redteam.block(statement, proof), None, statement)]
+    others: dict[str, Sampled] = {}
+    for other in recorded:
+        trusted = statements.get(other.name or "")
+        if (other.recorded == "valid" and trusted is not None and other.name != FIXTURE_THEOREM
+                and other.name not in others and other.program.startswith(trusted.prompt)):
+            others[other.name] = other  # type: ignore[index]
+        if len(others) == 3:
+            break
+    cases += [(f"recorded accepted proof of {name}", "benign", other.program[len(statements[name].prompt):], None,
+               statements[name]) for name, other in others.items()]
     harness = RewardHarness("rl")
-    candidates = [harness.build(statement, completion) for _, _, completion, _ in cases]
+    candidates = [harness.build(problem, completion) for _, _, completion, _, problem in cases]
     ready = [c for c in candidates if c.stage is Stage.READY]
     backend = target.candidate_backend(["rl_lean"], "rl")
     verifier = Verifier(backend, "rl", concurrency=target.config.workers, timeout=target.config.timeout)
@@ -479,7 +508,7 @@ def check_fixtures(target: Target) -> dict[str, Any]:
     finally:
         asyncio.run(backend.aclose())
     results, wrong = [], []
-    for (name, kind, _, expected), candidate in zip(cases, candidates):
+    for (name, kind, _, expected, _), candidate in zip(cases, candidates):
         if candidate.stage is Stage.NO_CODE:
             layer, verdict, why = "extraction", "rejected", candidate.reason
         elif candidate.stage is Stage.PRECHECK:
@@ -498,10 +527,13 @@ def check_fixtures(target: Target) -> dict[str, Any]:
         if status == "WRONG" or (target.real and status == "not checked"):
             wrong.append(name)
     exploits = [r for r in results if r["kind"] == "exploit"]
-    summary = (f"{sum(r['verdict'] == 'rejected' for r in exploits)}/{len(exploits)} exploits rejected "
+    benign = [r for r in results if r["kind"] == "benign"]
+    summary = (f"{sum(r['verdict'] == 'rejected' for r in exploits)}/{len(exploits)} exploits rejected, "
+               f"{sum(r['verdict'] == 'no answer' for r in exploits)} without an answer "
                f"(precheck {sum(r['layer'] == 'precheck' for r in exploits)}, extraction "
                f"{sum(r['layer'] == 'extraction' for r in exploits)}, lean {sum(r['layer'] == 'lean' for r in exploits)}); "
-               + "; ".join(f"{r['name']}: {r['verdict']} at {r['layer']}" for r in results if r["kind"] == "benign"))
+               f"{sum(r['verdict'] == 'accepted' for r in benign)}/{len(benign)} benign programs accepted "
+               f"({sum(r['verdict'] == 'no answer' for r in benign)} without an answer)")
     detail = {"fixtures": results, "summary": summary}
     if wrong:
         raise Failed(summary + f"; wrong: {', '.join(wrong)}", detail)
