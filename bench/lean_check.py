@@ -696,19 +696,35 @@ def _session_cases(target: Target) -> list[tuple[str, str, list[str]]]:
     return cases
 
 
-def check_sessions(target: Target) -> dict[str, Any]:
-    from prm.labelling import OK, IncrementalChecker
+def _session_config(target: Target) -> LocalBackendConfig:
+    return target.local_config(**({} if target.real else {"lean_version": STANDIN_SESSION_VERSION}))
+
+
+def search_env(target: Target) -> Any:
+    """search's proof-state environment on this run's Lean."""
     from search.repl_env import ReplEnv
 
-    version = {} if target.real else {"lean_version": STANDIN_SESSION_VERSION}
-    config = target.local_config(**version)
+    # the recorded HEAD sessions were sent without lean-interact's Elab.async option
+    return ReplEnv(_session_config(target), timeout=target.config.timeout,
+                   parallel_elaboration=None if target.real else False)
+
+
+def prm_checker(target: Target) -> Any:
+    """prm's tactic-by-tactic checker on this run's Lean."""
+    from prm.labelling import IncrementalChecker
+
+    repl_config = LocalBackend(_session_config(target)).repl_config()
+    if not target.real:
+        repl_config.enable_parallel_elaboration = False
+    return IncrementalChecker(repl_config, timeout=target.config.timeout)
+
+
+def check_sessions(target: Target) -> dict[str, Any]:
+    from prm.labelling import OK
+
     cases = _session_cases(target)
     results: list[dict[str, Any]] = []
-    env = ReplEnv(config, timeout=target.config.timeout, parallel_elaboration=None if target.real else False)
-    repl_config = LocalBackend(config).repl_config()
-    if not target.real:  # the recorded HEAD sessions were sent without lean-interact's Elab.async option
-        repl_config.enable_parallel_elaboration = False
-    checker = IncrementalChecker(repl_config, timeout=target.config.timeout)
+    env, checker = search_env(target), prm_checker(target)
     try:
         for header, statement, tactics in cases:
             theorem = (header + statement).rstrip()
