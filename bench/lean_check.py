@@ -674,26 +674,22 @@ def _session_cases(target: Target) -> list[tuple[str, str, list[str]]]:
     from leanloop.prover.statements import read_statements
 
     trusted = {s.theorem: s for s in read_statements(target.config.statements).statements}
-    cases, seen = [], set()
+    found: dict[str, tuple[str, str, list[str]]] = {}
     for row in read_candidates("rl_lean"):
         statement = trusted.get(row.name or "")
-        if row.recorded != "valid" or statement is None or row.name in seen or not row.program.startswith(statement.prompt):
+        if row.recorded != "valid" or statement is None or not row.program.startswith(statement.prompt):
             continue
         lines = [line for line in row.program[len(statement.prompt):].split("\n") if line.strip()]
-        if not lines or any(not line.startswith("  ") for line in lines):
+        # one tactic per line, all at the proof's indentation: the same steps in a linear session
+        if not lines or any(not line.startswith("  ") or line.startswith("   ") or line.strip().startswith(("--", "·"))
+                            for line in lines):
             continue
-        tactics, current = [], ""
-        for line in lines:  # a top-level tactic starts at the proof's indentation; deeper lines continue it
-            if line.startswith("  ") and not line.startswith("   ") and current:
-                tactics.append(current)
-                current = ""
-            current = (current + "\n" + line[2:]) if current else line[2:]
-        tactics.append(current)
-        cases.append((statement.header, statement.context + statement.statement, tactics))
-        seen.add(row.name)
-        if len(cases) == target.config.session_theorems:
-            break
-    return cases
+        tactics = [line.strip() for line in lines]
+        if row.name not in found or len(tactics) < len(found[row.name][2]):
+            found[row.name] = (statement.header, statement.context + statement.statement, tactics)  # type: ignore[index]
+    # a few steps each (a session, not one call), shortest first
+    return sorted(found.values(), key=lambda case: (not 2 <= len(case[2]) <= 4, len(case[2]), case[1]))[
+        :target.config.session_theorems]
 
 
 def _session_config(target: Target) -> LocalBackendConfig:
