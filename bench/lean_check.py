@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from leanloop.lean.local import LocalBackend, LocalBackendConfig, standin_config
+from leanloop.lean.policy import AcceptancePolicy
 from leanloop.lean.policy import reasons as R
 from leanloop.lean.recordings import KIMINA_MATCH_LEAN_VERSION, resolve_source
 from leanloop.lean.replay import ReplayBackend
@@ -153,6 +154,12 @@ class Target:
     def mode(self) -> str:
         return "real Lean" if self.real else "stand-ins (no Lean: nothing was checked against real Lean)"
 
+    def lean_version(self) -> str | None:
+        """The Lean version the REPL reports (set up once; builds the REPL when it is not built)."""
+        if "_lean_version" not in self.__dict__:
+            self._lean_version = LocalBackend(self.local_config()).repl_config().lean_version
+        return self._lean_version
+
     def local_config(self, **options: Any) -> LocalBackendConfig:
         """Real: the user's project (or lean-interact's Mathlib project); stand-in: the REPL replay."""
         if self.real:
@@ -239,6 +246,7 @@ def check_discovery(target: Target) -> dict[str, Any]:
             detail["lean"] = _run_text([target.lake, "env", "lean", "--version"])
             detail["mathlib"] = "(lean-interact's temporary project: the Mathlib tag of the configured Lean)"
     repl_config = LocalBackend(target.local_config()).repl_config()  # builds the REPL when it is not built
+    target._lean_version = repl_config.lean_version
     detail["repl_lean_version"] = repl_config.lean_version
     detail["repl"] = str(getattr(repl_config, "local_repl_path", None) or getattr(repl_config, "_cache_repl_dir", None)
                          or "(lean-interact's build)")
@@ -397,6 +405,8 @@ def check_reverify(target: Target) -> dict[str, Any]:
     trusted = {s.theorem: s for s in read_statements(config.statements).statements}
     per_profile: dict[str, Any] = {}
     disagreements: list[dict[str, Any]] = []
+    recorded_versions = recording_versions()
+    versions = {source: ", ".join(recorded_versions.get(source, ["(not stated)"])) for source in config.candidates}
     for profile in config.profiles:
         requests, kept = [], []
         for row in sample:
@@ -426,6 +436,7 @@ def check_reverify(target: Target) -> dict[str, Any]:
                 cell["disagree"] += 1
                 disagreements.append({
                     "profile": profile, "source": row.source, "record": row.record, "name": row.name,
+                    "recorded_lean": versions.get(row.source),
                     "recorded": row.recorded, "recorded_first_error": (row.first_error or "")[:300],
                     "category": outcome.category.value, "reasons": outcome.reasons[:3],
                     "first_error": (outcome.first_error or "")[:300], "explanation": explain(profile, row, outcome)})
@@ -435,7 +446,13 @@ def check_reverify(target: Target) -> dict[str, Any]:
                                 "no_answer": sum(c["no_answer"] for c in table.values()), "by_category": table}
     unexplained = [d for d in disagreements if d["explanation"] is None]
     parts = [f"{p}: {v['agree']}/{v['answered']} agree ({v['no_answer']} no answer)" for p, v in per_profile.items()]
-    detail = {"sampled": len(sample), "profiles": per_profile, "disagreements": disagreements,
+    running = target.lean_version()
+    detail = {"sampled": len(sample), "lean": running,
+              "sources": {source: {"recorded_with": version,
+                                   "matches_this_lean": any(_version_key(v) == _version_key(running)
+                                                            for v in recorded_versions.get(source, []))}
+                          for source, version in versions.items()},
+              "profiles": per_profile, "disagreements": disagreements,
               "unexplained": len(unexplained),
               "summary": f"{len(sample)} recorded candidates; " + "; ".join(parts)
                          + f"; {len(disagreements)} disagreements, {len(unexplained)} unexplained"}
@@ -831,7 +848,10 @@ def render_markdown(report: dict[str, Any]) -> str:
     for item in report["items"]:
         detail = item["detail"]
         if item["name"] == "reverify" and detail.get("profiles"):
-            lines += ["", "## Re-verified recorded candidates", ""]
+            lines += ["", "## Re-verified recorded candidates", "", f"Lean here: {detail.get('lean')}; "
+                      + "; ".join(f"`{k}` recorded with {v['recorded_with']}"
+                                  + ("" if v["matches_this_lean"] else " (another version: expect drift)")
+                                  for k, v in detail.get("sources", {}).items()), ""]
             for profile, values in detail["profiles"].items():
                 lines += [f"### `{profile}`: {values['agree']}/{values['answered']} agree, {values['no_answer']} "
                           "without an answer", "", "| recorded / first error kind | n | agree | no answer | disagree |",
@@ -877,6 +897,11 @@ def main(argv: list[str] | None = None) -> int:
                 resolve_source(source)
             except FileNotFoundError as error:
                 raise UserError(str(error)) from error
+        for profile in config.profiles:
+            try:
+                AcceptancePolicy(profile)
+            except ValueError as error:
+                raise UserError(f"profiles: {error}") from error
         run = config.run or time.strftime("%Y%m%d-%H%M%S", time.gmtime())
         folder = artifacts_root() / "lean_check" / run
         started = time.perf_counter()

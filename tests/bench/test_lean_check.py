@@ -105,8 +105,9 @@ def test_user_mistakes_are_one_line_and_exit_2(tmp_path, artifacts, capsys):
     assert main(["--config", CONFIG, "--only", "[nonsense]"]) == 2
     assert main(["--config", CONFIG, "--candidates", "[no_such_recording]"]) == 2
     assert main(["--config", CONFIG, "--lean_project", str(tmp_path / "missing")]) == 2
+    assert main(["--config", CONFIG, "--profiles", "[lenient]"]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 3 and all(line.startswith("lean-check: ") for line in lines)
+    assert len(lines) == 4 and all(line.startswith("lean-check: ") for line in lines)
 
 
 def test_the_sample_is_stratified_and_the_config_parses(shared_data):
