@@ -152,7 +152,7 @@ class Target:
 
     @property
     def mode(self) -> str:
-        return "real Lean" if self.real else "stand-ins (no Lean: nothing was checked against real Lean)"
+        return "real Lean" if self.real else "the stand-ins (replayed recordings; no Lean here)"
 
     def lean_version(self) -> str | None:
         """The Lean version the REPL reports (set up once; builds the REPL when it is not built)."""
@@ -845,6 +845,9 @@ def render_markdown(report: dict[str, Any]) -> str:
              f"- run: `{report['run']}`, {report['seconds']:.0f}s", ""]
     lines += ["| item | status | summary |", "|---|---|---|"]
     lines += [f"| {r['name']} | {r['status']} | {r['summary'].replace('|', '/')} |" for r in report["items"]]
+    lines += ["", "`passed`: checked against real Lean; `standin`: ran against the stand-ins, which says nothing "
+              "about Lean; `skipped`: could not run here (why); `failed`: the command exits 1. How to read the rest: "
+              "leanloop/lean/README.md, section make lean-check."]
     for item in report["items"]:
         detail = item["detail"]
         if item["name"] == "reverify" and detail.get("profiles"):
