@@ -616,7 +616,7 @@ def check_timing(target: Target) -> dict[str, Any]:
         pickles = {PICKLED_HEADER: PICKLE_PATH}
     backend = LocalBackend(target.local_config(fresh_process=True, header_pickles=pickles, **one))
 
-    async def twice() -> tuple[float, float, list[str]]:
+    async def twice() -> tuple[float, float, list[Any]]:
         try:
             t0 = time.perf_counter()
             first = await backend.run(header_program, timeout)
@@ -625,9 +625,10 @@ def check_timing(target: Target) -> dict[str, Any]:
             t2 = time.perf_counter()
         finally:
             await backend.aclose()
-        return t1 - t0, t2 - t1, [first.status.value, second.status.value]
+        return t1 - t0, t2 - t1, [first, second]
 
-    build_s, unpickle_s, header_statuses = asyncio.run(twice())
+    build_s, unpickle_s, header_responses = asyncio.run(twice())
+    header_statuses = [response.status.value for response in header_responses]
     n = len(programs)
     per_shared, per_fresh = shared_s / n, fresh_s / n
     throughput = len(batch) / pool_s
@@ -646,6 +647,8 @@ def check_timing(target: Target) -> dict[str, Any]:
         "header": {"first_run_s (pickle built)": build_s, "second_run_s (unpickled)": unpickle_s,
                    "build_over_unpickled_ratio": build_s / unpickle_s if unpickle_s else None,
                    "statuses": header_statuses},
+        # every fresh_process reply came after the REPL answered the nonce probe (else candidate_failure)
+        "channel_probe_answered": statuses_ok(fresh) + statuses_ok(header_responses),
         "sandbox": "not measured: no sandbox module in this tree",
         "statuses": statuses,
     }
@@ -660,6 +663,10 @@ def check_timing(target: Target) -> dict[str, Any]:
     if failures:  # a time is only worth reporting for programs Lean answered
         raise Failed(detail["summary"] + "; not answered: " + "; ".join(failures), detail)
     return detail
+
+
+def statuses_ok(responses: list[Any]) -> int:
+    return sum(response.status.value == "ok" for response in responses)
 
 
 def _status_counts(responses: list[Any]) -> dict[str, int]:
