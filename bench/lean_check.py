@@ -66,16 +66,6 @@ SEED_POOL_WORKERS = 64
 SEED_POOL_PROGRAMS_PER_S = 0.835
 SEED_POOL_QUOTE = ("LLF Sec. 5.3: \"It handled 78,074 verification requests in 26.0 h, or 0.835 per second\" "
                    "(64 parallel workers with environment reuse)")
-# rl precheck reasons: an rl rejection of a recorded-valid program for one of them is the profile
-# being stricter than the recording's collection, by design
-RL_PRECHECK_CODES = frozenset({
-    R.NATIVE_DECIDE, R.TRUSTS_COMPILER, R.SORRY_DISGUISE, R.COMPILER_OVERRIDE, R.KERNEL_CHECK_OPTION,
-    R.CANDIDATE_HEARTBEATS, R.OPTION_NOT_ALLOWED, R.SYNTAX_EXTENSION, R.METAPROGRAM, R.EXIT_COMMAND,
-    R.MESSAGE_SUPPRESSION, R.INSTANCE_DECLARATION, R.TARGET_REDECLARED, R.TARGET_MISSING, R.TARGET_NOT_THEOREM,
-    R.HARNESS_NAME, R.UNTERMINATED, R.AMBIGUOUS_LEXING, R.HEADER_NOT_VERBATIM, R.SCOPE_CAPTURE})
-# the collection profile's text rules (the seed's list): a program outside the benchmark (another
-# header) is rejected before Lean, whatever Lean said when it was recorded
-COLLECTION_PRECHECK_CODES = frozenset({R.TOO_LONG, R.NO_THEOREM, R.FORBIDDEN, R.HEADER_MISMATCH, R.LATE_IMPORT})
 # what a Lean message says when a name or syntax moved between versions (the only accepted evidence
 # of version drift: the message has to say so)
 VERSION_DRIFT = re.compile(r"unknown (identifier|constant|namespace|tactic|attribute)|deprecated|"
@@ -384,11 +374,9 @@ def _recorded_category(category: Category) -> str:
 
 def explain(profile: str, row: Sampled, outcome: Any) -> str | None:
     """Why a disagreement is not a harness defect, or None."""
-    codes = {R.code_of(r) for r in outcome.reasons}
-    if profile == "rl" and row.recorded == "valid" and codes & RL_PRECHECK_CODES:
-        return "rl policy (stricter than the recording's collection, by design): " + ", ".join(sorted(codes & RL_PRECHECK_CODES))
-    if outcome.category is Category.PRECHECK_REJECTED and codes & COLLECTION_PRECHECK_CODES:
-        return "precheck (a text rule decides before Lean): " + ", ".join(sorted(codes & COLLECTION_PRECHECK_CODES))
+    if outcome.category is Category.PRECHECK_REJECTED:  # rl's prechecks are stricter than the recording's, by design
+        return f"{profile} precheck (a text rule decides before Lean): " + ", ".join(
+            sorted({R.code_of(r) for r in outcome.reasons}))
     if outcome.first_error and VERSION_DRIFT.search(outcome.first_error):
         return "version drift (the message says so)"
     if "timeout" in (row.recorded, _recorded_category(outcome.category)):
@@ -445,6 +433,7 @@ def check_reverify(target: Target) -> dict[str, Any]:
                                 "agree": sum(c["agree"] for c in table.values()),
                                 "no_answer": sum(c["no_answer"] for c in table.values()), "by_category": table}
     unexplained = [d for d in disagreements if d["explanation"] is None]
+    by_precheck = sum(1 for d in disagreements if d["category"] == Category.PRECHECK_REJECTED.value)
     parts = [f"{p}: {v['agree']}/{v['answered']} agree ({v['no_answer']} no answer)" for p, v in per_profile.items()]
     running = target.lean_version()
     detail = {"sampled": len(sample), "lean": running,
@@ -455,7 +444,8 @@ def check_reverify(target: Target) -> dict[str, Any]:
               "profiles": per_profile, "disagreements": disagreements,
               "unexplained": len(unexplained),
               "summary": f"{len(sample)} recorded candidates; " + "; ".join(parts)
-                         + f"; {len(disagreements)} disagreements, {len(unexplained)} unexplained"}
+                         + f"; {len(disagreements)} disagreements ({by_precheck} by a precheck), "
+                           f"{len(unexplained)} unexplained"}
     if unexplained:
         raise Failed(detail["summary"], detail)
     return detail
