@@ -12,8 +12,8 @@ red-team fixtures, and re-implements none of them. Items (``--only`` runs a subs
 - ``reverify``: a sample of the shipped recorded candidates, stratified by recorded verdict and
   error kind, re-verified under ``collection`` and ``rl``; agreement per category and every
   disagreement with its first error. A recorded-valid program that ``rl`` rejects is a harness
-  defect unless explained: by an ``rl``-only precheck (stricter by design) or by version drift the
-  message itself names (an unknown or deprecated identifier);
+  defect unless explained: by a precheck's reason code (``rl``'s are stricter by design), by version
+  drift the message itself names (an unknown or deprecated identifier), or by a timeout;
 - ``fixtures``: the red-team exploits and the honest proof the rl tests use, under ``rl``, and the
   layer that decides each (extraction, precheck, Lean);
 - ``timing``: seconds per candidate with ``fresh_process`` vs a shared REPL, pool throughput
