@@ -185,9 +185,12 @@ autoformalizer-retrieval: setup ## System B recall@8 on the shipped statements (
 	$(call stage,autoformalizer.evaluate_retrieval,configs/autoformalizer/eval/default.yaml)
 
 # --- benches' smoke mode and the GPU check (issue 15) ---
-.PHONY: bench-smoke gpu-check
+.PHONY: bench-smoke gpu-check lean-check
 bench-smoke: setup ## every bench-* target in its --smoke mode (tiny sizes; checks they run, measures nothing)
 	$(PY) -m pytest -q tests/bench/test_bench_smoke.py
+lean-check: setup ## first thing to run with Lean: every Lean-side assumption checked here -> artifacts/lean_check/<run>/report.md (LEAN_PROJECT=path, RUN=name, ARGS="--sample_size 500 --only [reverify]")
+	$(PY) -m bench.lean_check --config configs/lean_check/default.yaml $(if $(LEAN_PROJECT),--lean_project $(LEAN_PROJECT)) \
+		$(if $(RUN),--run $(RUN)) $(ARGS)
 gpu-check: setup ## every GPU-only path once at tiny scale, CPU equivalents without CUDA -> artifacts/gpu_check/report.json (ARGS="--only zero2 ...")
 	$(PY) -m bench.gpu_check $(ARGS)
 
