@@ -159,10 +159,10 @@ def main(argv: list[str] | None = None) -> None:
 
         factory = lambda: ReplayEnv.from_run(args.replay_run)  # noqa: E731
     else:
-        from leanloop.lean.local import LocalBackendConfig
+        from leanloop.lean.session import SessionConfig
         from search.repl_env import ReplEnv
 
-        factory = lambda: ReplEnv(LocalBackendConfig(project_dir=args.project_dir))  # noqa: E731
+        factory = lambda: ReplEnv(SessionConfig(project_dir=args.project_dir))  # noqa: E731
     server = serve(EnvPool([factory() for _ in range(args.workers)]), args.host, args.port)
     print(f"[search.http_env] {args.workers} {args.backend} environments on {server.server_address}")
     threading.Event().wait()

@@ -71,13 +71,13 @@ def test_repl_goals_from_before_a_restart_are_refused_and_caches_are_rebuilt(tmp
     # recorded HEAD session "Mathlib/test/H20231115": `import Mathlib.Tactic.Cases`, the example in its
     # environment, then `induction' x with x hx`. A statement that hangs makes lean-interact kill
     # the REPL; the new process numbers envs and proof states from 0 again
-    from leanloop.lean.local import standin_config
+    from leanloop.lean.session import standin_session_config
     from leanloop.lean.standins.repl import prepare_repl_dir
     from search.repl_env import ReplEnv
 
     root = prepare_repl_dir(tmp_path, [shared_data / "lean_repl" / "repl_io_pairs.jsonl"], lean_version="v4.33.0-rc2",
                             faults=[{"when": "hang_probe", "action": "hang"}])
-    env = ReplEnv(standin_config(root, lean_version="v4.33.0-rc2"), timeout=2, parallel_elaboration=False)
+    env = ReplEnv(standin_session_config(root, lean_version="v4.33.0-rc2", timeout=2, parallel_elaboration=False))
     try:
         theorem = "import Mathlib.Tactic.Cases\nexample {x : Nat} : x + 1 > x"
         before = env.start(theorem)
