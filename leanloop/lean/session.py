@@ -299,7 +299,9 @@ class LeanSession:
         self.headers.clear()
 
     def _new_generation(self) -> None:
-        self.generation += 1
+        """The process the current ids belong to is gone (once per process, however many ways it died)."""
+        if self._process is not None:
+            self.generation += 1
         self._process = None
 
     def _call(self, request: Any, timeout: float, *, cache: bool = False, bound: bool = False) -> Any:
