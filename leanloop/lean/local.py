@@ -1,8 +1,10 @@
 """``local``: a pool of lean-interact REPL workers on this machine.
 
-Each worker is one lean-interact ``AutoLeanServer`` (one Lean REPL process). A program's leading
-``import`` lines are its header: a worker elaborates each distinct header once and checks every
-program's body in that environment, so ``import Mathlib`` is paid once per worker, not per proof.
+Each worker is one :class:`leanloop.lean.session.LeanSession` (one lean-interact ``AutoLeanServer``,
+one Lean REPL process; the session's set-up, limits, restarts and reply classification are the
+ones search and prm use). A program's leading ``import`` lines are its header: a worker elaborates
+each distinct header once and checks every program's body in that environment, so ``import
+Mathlib`` is paid once per worker, not per proof.
 The header environment lives in lean-interact's session cache, which re-creates it after any
 restart (timeout kill, crash, memory cap). Positions in replies are relative to the body; the header
 lines are added back so messages and tactic records point into the full program.
@@ -13,8 +15,10 @@ kill the process that is still working on it. This pool is a queue of idle ``Aut
 
 Failures come back as a status, never as an exception: lean-interact's own timeout (it kills the
 REPL) -> ``TIMEOUT``; a crash / broken pipe / unparsable reply -> the REPL is restarted and the
-program retried ``crash_retries`` times, then ``INFRA_ERROR``; a REPL-level refusal
-(``{"message": ...}``) -> ``INFRA_ERROR`` (``UNAVAILABLE`` when a stand-in says it has no recording).
+program retried ``crash_retries`` times, then ``CANDIDATE_FAILURE`` (it died after the program was
+sent, every time) or ``INFRA_ERROR`` (before: start-up, header); a REPL-level refusal
+(``{"message": ...}``) -> ``INFRA_ERROR`` (``UNAVAILABLE`` when a stand-in says it has no recording),
+except the REPL's "Lean error" (elaborating the program threw) -> ``CANDIDATE_FAILURE``.
 Cancelling ``run`` kills the worker's REPL so the worker is free again at once.
 
 Isolation (``fresh_process``, for the ``rl`` acceptance profile): code a candidate runs at
