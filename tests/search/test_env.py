@@ -4,8 +4,11 @@ client in proof-state mode against the stand-in REPL replaying recorded REPL ses
 from __future__ import annotations
 
 import socket
+import urllib.error
+import urllib.request
 
 import pandas as pd
+import pytest
 
 from search.env import EnvStatus, ReplayEnv
 from search.goals import parse_state
@@ -37,7 +40,12 @@ def test_http_pool_gives_the_same_answers(search_data, replay):
         assert [[g.text for g in a.goals] for a in answers] == [[g.text for g in d.goals] for d in direct]
         assert all(a.ok for a in answers)
         assert client.apply(starts[0].goals[0], "exact nonsense").status is EnvStatus.UNAVAILABLE
+        assert client.calls == len(rows) + 1
         client.close()
+        malformed = urllib.request.Request(f"http://127.0.0.1:{server.server_address[1]}/apply", data=b'{"goal": "x"}')
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(malformed, timeout=10)
+        assert refused.value.code == 400
     finally:
         server.shutdown()
     with socket.socket() as probe:  # a port nothing listens on once the probe is closed
