@@ -32,7 +32,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Literal, Protocol, Sequence
 
-from leanloop.lean.session import LeanSession, Reply
+from leanloop.lean.session import LeanSession, Reply, by_sorry
 from leanloop.lean.types import Category, LeanBackend, Outcome, ResponseStatus, VerifyRequest
 from prm.paired import PairedStep, assemble_program
 from prm.steps import TacticStep, first_failing_step
@@ -134,7 +134,7 @@ class IncrementalChecker:
         return CheckResult(status.value, output=reply.detail)
 
     def _check(self, header: str, statement: str, tactics: Sequence[str]) -> CheckResult:
-        reply = self.session.command(statement.rstrip() + " sorry", header=header if header.strip() else "",
+        reply = self.session.command(by_sorry(statement), header=header if header.strip() else "",
                                      timeout=self.timeout)
         if not reply.ok:
             return self._no_answer(reply)

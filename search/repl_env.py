@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from leanloop.lean.session import LeanSession, Reply, SessionConfig, split_header
+from leanloop.lean.session import LeanSession, Reply, SessionConfig, by_sorry, split_header
 from search.env import EnvGoal, EnvResult, EnvStatus, ProofEnv
 from search.goals import group_by_metavariables, parse_state
 
@@ -34,15 +34,6 @@ class ReplHandle:
     index: int
     rest: int
     generation: int = 0  # the REPL process (restart count) the proof state belongs to
-
-
-def statement_with_sorry(statement: str) -> str:
-    body = statement.rstrip()
-    for suffix in (":= by sorry", ":= by", ":="):
-        if body.endswith(suffix):
-            body = body[: -len(suffix)].rstrip()
-            break
-    return body + " := by sorry"
 
 
 class ReplEnv(ProofEnv):
@@ -65,7 +56,7 @@ class ReplEnv(ProofEnv):
         return EnvResult(status, error=reply.detail)
 
     def _start(self, theorem: str) -> EnvResult:
-        header, body, _ = split_header(statement_with_sorry(theorem))
+        header, body, _ = split_header(by_sorry(theorem))
         reply = self.session.command(body, header=header)
         if not reply.ok:
             return self._failure(reply)

@@ -32,6 +32,7 @@ wrap the process), and every pickled header environment is restored by :func:`lo
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -82,6 +83,16 @@ def split_header(program: str) -> tuple[str, str, int]:
     if not imports or not body.strip():
         return "", program, 0
     return "\n".join(imports), body, count
+
+
+_PROOF_START = re.compile(r":=\s*(?:by(?:\s+sorry)?)?\s*$")
+
+
+def by_sorry(statement: str) -> str:
+    """``statement`` as the command ``<statement> := by sorry``, whose ``sorry`` is the proof state
+    that proof-state mode starts from. Accepts the statement as it is given: ending in ``:=``,
+    ``:= by``, ``:= by sorry`` (spaces or line breaks between them) or before its ``:=``."""
+    return _PROOF_START.sub("", statement.rstrip()).rstrip() + " := by sorry"
 
 
 def _version_tuple(version: str | None) -> tuple[int, ...]:
@@ -457,6 +468,6 @@ def standin_session_config(directory: Any, config_class: type = SessionConfig, *
 
 
 __all__ = [
-    "LEAN_ERROR_PREFIX", "LeanSession", "Reply", "ReplSetup", "SessionConfig", "build_repl_config",
+    "LEAN_ERROR_PREFIX", "LeanSession", "Reply", "ReplSetup", "SessionConfig", "build_repl_config", "by_sorry",
     "kill_process_tree", "launch_repl", "load_header_pickle", "refusal_status", "split_header", "standin_session_config",
 ]

@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from leanloop.lean.replies import NO_RECORDED_ANSWER
-from leanloop.lean.session import LeanSession, launch_repl, standin_session_config
+from leanloop.lean.session import LeanSession, by_sorry, launch_repl, standin_session_config
 from leanloop.lean.standins.repl import prepare_repl_dir
 from leanloop.lean.types import ResponseStatus
 
@@ -214,3 +214,10 @@ def test_close_ends_the_process_and_its_proof_states(tmp_path, shared_data):
         assert session.command(README).ok and session.pid() not in (None, pid)
     finally:
         session.close()
+
+
+def test_by_sorry_takes_the_statement_as_it_is_given():
+    expected = "theorem t (x : Nat) : x = x := by sorry"
+    for given in ("theorem t (x : Nat) : x = x", "theorem t (x : Nat) : x = x :=", "theorem t (x : Nat) : x = x := by",
+                  "theorem t (x : Nat) : x = x := by sorry\n", "theorem t (x : Nat) : x = x :=\n  by"):
+        assert by_sorry(given) == expected, given
