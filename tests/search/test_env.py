@@ -75,6 +75,15 @@ def test_repl_splits_goals_and_reports_lean_errors(standin_env):
     assert error.status is EnvStatus.ERROR and "my_fake_premise" in error.error
 
 
+def test_repl_a_lean_error_reply_is_a_failed_tactic(standin_env):
+    # repl test "unknown_tactic": `exat 42` -> {"message": "Lean error:\n<input>:1:1: unknown tactic"}, Lean's
+    # verdict on the tactic (an error, as prm reads it), not the infrastructure's
+    start = standin_env.start("def f : Nat")
+    assert start.ok and start.goals[0].text == "⊢ Nat"
+    failed = standin_env.apply(start.goals[0], "exat 42")
+    assert failed.status is EnvStatus.ERROR and "unknown tactic" in failed.error
+
+
 def test_repl_goals_from_before_a_restart_are_refused_and_caches_are_rebuilt(tmp_path, shared_data):
     # recorded HEAD session "Mathlib/test/H20231115": `import Mathlib.Tactic.Cases`, the example in its
     # environment, then `induction' x with x hx`. A statement that hangs makes lean-interact kill
