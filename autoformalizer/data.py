@@ -37,7 +37,7 @@ from autoformalizer.prompts import formalize_prompt
 from autoformalizer.statements import canonicalize, find_declaration, well_formed
 from leanloop.jsonl import numbered_jsonl
 from leanloop.paths import resolve_shared
-from leanloop.training.packing import PackedCollator, TooLongError, completion_example, pack_examples
+from leanloop.training.packing import TooLongError, collator_for, completion_example, pack_examples
 
 END_OF_TURN = "<|im_end|>"  # the chat turn's end: what the policy learns to stop on
 _DOC_MARKERS = re.compile(r"^\s*/-[-!]?\s*|\s*-/\s*$", re.S)
@@ -233,7 +233,7 @@ class AutoformalizerSFTData(L.LightningDataModule):
 
     def _loader(self, rows: list, shuffle: bool) -> DataLoader:
         return DataLoader(rows, batch_size=self.batch_size, shuffle=shuffle, num_workers=self.num_workers,
-                          collate_fn=PackedCollator(self.tokenizer.pad_token_id or self.tokenizer.eos_token_id))
+                          collate_fn=collator_for(self.tokenizer))
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_rows, shuffle=True)

@@ -118,22 +118,6 @@ def well_formed(text: str) -> WellFormedness:
     return WellFormedness(not reasons, reasons)
 
 
-def with_sorry(text: str) -> str:
-    """The first declaration of ``text`` as ``theorem <name> <binders> : <type> := by sorry``
-    (the form the autoformalizer's outputs are compiled in: only the statement is checked)."""
-    decl = find_declaration(text)
-    if decl is None:
-        raise ValueError("no theorem/lemma declaration to compile; check well_formed() first")
-    head = f"{decl.keyword} {decl.name}"
-    if decl.binders:
-        head += f" {decl.binders}"
-    return f"{head} :\n    {decl.type} := by sorry"
-
-
-def strip_comments(text: str) -> str:
-    return re.sub(r"[ \t]+\n", "\n", mask(text))
-
-
 def canonicalize(text: str) -> str:
     """The statement with comments, header lines, the theorem's name and its proof body removed and
     whitespace collapsed: what faithfulness compares. Text with no declaration is compared whole."""

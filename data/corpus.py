@@ -2,7 +2,8 @@
 
 ``artifacts/data/<run>/final/corpus.parquet`` holds one row per distinct (theorem, program) pair
 and one per unreadable input row (``input_error``, with its reason). Load it with
-``load_corpus(run)`` or ``datasets.Dataset.from_parquet(".../final/corpus.parquet")``.
+``leanloop.corpus.read_corpus(run)`` (rows) or ``leanloop.corpus.load_corpus(run)`` (a
+``datasets.Dataset``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from data.config import SplitConfig
-from leanloop.corpus import COLUMNS, CORPUS_FILE, SPLITS, arrow_schema, features  # noqa: F401 (the schema lives in leanloop.corpus)
+from leanloop.corpus import COLUMNS, CORPUS_FILE, SPLITS, arrow_schema  # noqa: F401 (the schema lives in leanloop.corpus)
 
 
 def split_of(name: str | None, splits: SplitConfig) -> str | None:
@@ -47,14 +48,3 @@ def write_corpus(rows: list[dict[str, Any]], final_dir: Path) -> Path:
         shutil.rmtree(final_dir)
     os.replace(tmp, final_dir)
     return final_dir / CORPUS_FILE
-
-
-def load_corpus(run: str | Path, split: str | None = None):
-    """A finished corpus as a ``datasets.Dataset`` (its manifest is checked first); ``run`` is a
-    run folder, ``artifacts://data/<run>`` or a bare run name."""
-    from datasets import Dataset
-
-    from leanloop.corpus import corpus_files
-
-    dataset = Dataset.from_parquet([str(f) for f in corpus_files(run)])
-    return dataset.filter(lambda row: row["split"] == split) if split else dataset

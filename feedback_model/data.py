@@ -22,7 +22,7 @@ from feedback_model.config import TraceFormat
 from feedback_model.pairs import TracePair, pair_examples, read_corpus, trace_pairs
 from leanloop.artifacts import resolve_run
 from leanloop.training.models import ModelSpec, load_tokenizer
-from leanloop.training.packing import PackedCollator, needs_flattening, pack_examples
+from leanloop.training.packing import collator_for, pack_examples
 
 
 class FeedbackData(L.LightningDataModule):
@@ -114,10 +114,8 @@ class FeedbackData(L.LightningDataModule):
         return rows
 
     def _loader(self, rows: list, shuffle: bool) -> DataLoader:
-        collator = PackedCollator(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None
-                                  else self.tokenizer.eos_token_id,
-                                  flatten=needs_flattening(self.base.attn_implementation))
-        return DataLoader(rows, batch_size=self.batch_size, shuffle=shuffle, collate_fn=collator,
+        return DataLoader(rows, batch_size=self.batch_size, shuffle=shuffle,
+                          collate_fn=collator_for(self.tokenizer, self.base.attn_implementation),
                           num_workers=self.num_workers)
 
     def train_dataloader(self) -> DataLoader:

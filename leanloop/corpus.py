@@ -4,7 +4,8 @@ The data stage writes ``artifacts/data/<run>/final/corpus.parquet`` (one row per
 (theorem, program) pair, schema :data:`COLUMNS`), split theorem-disjointly into :data:`SPLITS`
 (``train``, ``valid``, ``test``). Readers name a run (``artifacts://data/<run>``, its folder or its
 ``final/``) and get rows through :func:`read_corpus` (manifest checked, columns checked, split names
-canonical: a corpus that spells the middle split ``validation``/``val``/``dev`` reads as ``valid``).
+canonical: a corpus that spells the middle split ``validation``/``val``/``dev`` reads as ``valid``),
+or as a ``datasets.Dataset`` through :func:`load_corpus`.
 """
 
 from __future__ import annotations
@@ -48,42 +49,11 @@ def arrow_schema():
     return pa.schema([(name, types.get(name, pa.string())) for name in COLUMNS])
 
 
-COLUMNS = ("id", "program", "name", "split", "category", "label", "first_error", "reasons", "messages", "tactics",
-           "reference_trace", "trace_kind", "source", "source_row", "origin", "prover", "header", "statement",
-           "verify_time", "lean_version", "duplicates", "recorded_verdict")
-
-
 def features():
-    """The corpus schema as ``datasets.Features``."""
-    from datasets import Features, List, Value
+    """The corpus schema as ``datasets.Features`` (derived from :func:`arrow_schema`: one schema)."""
+    from datasets import Features
 
-    position = {"line": Value("int32"), "column": Value("int32")}
-    return Features({
-        "id": Value("string"),
-        "program": Value("string"),
-        "name": Value("string"),
-        "split": Value("string"),
-        "category": Value("string"),
-        "label": Value("bool"),
-        "first_error": Value("string"),
-        "reasons": List(Value("string")),
-        "messages": List({"severity": Value("string"), "data": Value("string"), "pos": position,
-                          "end_pos": position}),
-        "tactics": List({"tactic": Value("string"), "goals": Value("string"), "pos": position,
-                         "end_pos": position}),
-        "reference_trace": Value("string"),
-        "trace_kind": Value("string"),
-        "source": Value("string"),
-        "source_row": Value("int64"),
-        "origin": Value("string"),
-        "prover": Value("string"),
-        "header": Value("string"),
-        "statement": Value("string"),
-        "verify_time": Value("float64"),
-        "lean_version": Value("string"),
-        "duplicates": Value("int32"),
-        "recorded_verdict": Value("string"),
-    })
+    return Features.from_arrow_schema(arrow_schema())
 
 
 def corpus_files(ref: str | os.PathLike) -> list[Path]:
@@ -121,6 +91,18 @@ def read_corpus(ref: str | os.PathLike, columns: Sequence[str] | None = None,
     return rows
 
 
+def load_corpus(ref: str | os.PathLike, split: str | None = None):
+    """A finished corpus run as a ``datasets.Dataset`` (manifest checked; ``split``: that split's
+    rows only, split names compared canonically)."""
+    from datasets import Dataset
+
+    dataset = Dataset.from_parquet([str(f) for f in corpus_files(ref)])
+    if split is None:
+        return dataset
+    wanted = canonical_split(split)
+    return dataset.filter(lambda row: canonical_split(row["split"]) == wanted)
+
+
 def corpus_splits(ref: str | os.PathLike) -> dict[str, str]:
     """Theorem name -> split. The corpus never puts a theorem in two splits (the data stage's rule);
     a corpus that does is refused, since a theorem-disjoint evaluation would be impossible."""
@@ -140,4 +122,4 @@ def held_out_names(ref: str | os.PathLike) -> set[str]:
 
 
 __all__ = ["COLUMNS", "CORPUS_FILE", "SPLITS", "SPLIT_ALIASES", "arrow_schema", "canonical_split", "corpus_files",
-           "corpus_splits", "features", "held_out_names", "read_corpus"]
+           "corpus_splits", "features", "held_out_names", "load_corpus", "read_corpus"]

@@ -48,7 +48,9 @@ def _checker(config: LabelConfig, backend):
     if kind == "incremental":
         if config.backend.kind != "local":
             raise ValueError("checker incremental needs backend.kind local (REPL proof states); use prefix")
-        return IncrementalChecker(backend.repl_config(), config.timeout)
+        from leanloop.lean.session import LeanSession
+
+        return IncrementalChecker(LeanSession(backend.config, backend.repl_config), config.timeout)
     return PrefixChecker(backend, config.timeout)
 
 

@@ -32,7 +32,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Literal, Protocol, Sequence
 
-from leanloop.lean.replies import no_answer_status
+from leanloop.lean.session import LeanSession, Reply, by_sorry
 from leanloop.lean.types import Category, LeanBackend, Outcome, ResponseStatus, VerifyRequest
 from prm.paired import PairedStep, assemble_program
 from prm.steps import TacticStep, first_failing_step
@@ -108,82 +108,59 @@ class StepChecker(Protocol):
 class IncrementalChecker:
     """Tactic by tactic through the REPL's proof states (lean-interact ``Command`` + ``ProofStep``).
 
-    ``repl_config``: a lean-interact ``LeanREPLConfig`` (``LocalBackend(config).repl_config()``:
-    the same set-up as the local backend, stand-in REPL included)."""
+    ``session``: a :class:`leanloop.lean.session.LeanSession` (``LeanSession(backend.config,
+    backend.repl_config)``: the local backend's set-up, stand-in REPL included); its header cache,
+    restart generations and reply classification are the ones the Verifier's pool and search use.
+    ``timeout``: per request (default: the session's)."""
 
     name = "incremental"
 
-    def __init__(self, repl_config: Any, timeout: float = 60.0):
-        self.repl_config = repl_config
+    def __init__(self, session: LeanSession, timeout: float | None = None):
+        self.session = session
         self.timeout = timeout
-        self._server: Any = None
-        self._headers: dict[str, int] = {}
-
-    def _run(self, request: Any) -> Any:
-        if self._server is None:
-            from lean_interact import AutoLeanServer
-
-            self._server = AutoLeanServer(self.repl_config)
-        return self._server.run(request, timeout=self.timeout)
 
     def close(self) -> None:
-        if self._server is not None:
-            self._server.kill()
-            self._server = None
-        self._headers.clear()  # their env ids belonged to the killed process
-
-    @staticmethod
-    def _no_answer(text: str) -> CheckResult:
-        return CheckResult(no_answer_status(text).value, output=text)
+        self.session.close()
 
     def check(self, header: str, statement: str, tactics: Sequence[str]) -> CheckResult:
         result = self._check(header, statement, tactics)
-        result.lean_version = getattr(self._server, "lean_version", None) or getattr(self.repl_config, "lean_version", None)
+        result.lean_version = self.session.lean_version
         return result
 
-    def _check(self, header: str, statement: str, tactics: Sequence[str]) -> CheckResult:
-        from lean_interact.interface import Command, LeanError, ProofStep
+    @staticmethod
+    def _no_answer(reply: Reply) -> CheckResult:
+        # the header and statement are trusted: a REPL dying on them is the infrastructure's
+        status = reply.status if reply.status is not ResponseStatus.CANDIDATE_FAILURE else ResponseStatus.INFRA_ERROR
+        return CheckResult(status.value, output=reply.detail)
 
-        try:
-            env = None
-            if header.strip():
-                env = self._headers.get(header)
-                if env is None:
-                    reply = self._run(Command(cmd=header))
-                    if isinstance(reply, LeanError):
-                        return self._no_answer(reply.message)
-                    env = self._headers[header] = reply.env
-            reply = self._run(Command(cmd=statement.rstrip() + " sorry", env=env))
-            if isinstance(reply, LeanError):
-                return self._no_answer(reply.message)
-            errors = [m for m in reply.messages if m.severity == "error"]
-            if errors or len(reply.sorries) != 1:
-                return CheckResult(INFRA_ERROR, output="the trusted statement does not elaborate to one goal: "
-                                   + "; ".join(_first_line(m.data) for m in errors))
-            state = reply.sorries[0].proof_state
-            goals: list[str] = []
-            for index, tactic in enumerate(tactics):
-                reply = self._run(ProofStep(tactic=tactic, proof_state=state))
-                if isinstance(reply, LeanError):
-                    if reply.message.startswith("Lean error"):  # Lean could not parse the tactic
-                        return CheckResult(OK, index, reply.message, checked=index + 1)
-                    return self._no_answer(reply.message)
-                errors = [m.data for m in reply.messages if m.severity == "error"]
-                if str(reply.proof_status or "").startswith("Error"):  # e.g. the kernel rejects the term
-                    errors.append(reply.proof_status)
-                if errors:
-                    return CheckResult(OK, index, "\n".join(errors), checked=index + 1)
-                state, goals = reply.proof_state, list(reply.goals)
-            if goals:
-                return CheckResult(OK, len(tactics) - 1, "unsolved goals\n" + "\n\n".join(goals), goals_left=True,
-                                   checked=len(tactics))
-            return CheckResult(OK, None, checked=len(tactics))
-        except TimeoutError as error:
-            self.close()
-            return CheckResult(TIMEOUT, output=str(error))
-        except Exception as error:  # crash, broken pipe: no answer, never a label
-            self.close()
-            return CheckResult(INFRA_ERROR, output=f"{type(error).__name__}: {error}")
+    def _check(self, header: str, statement: str, tactics: Sequence[str]) -> CheckResult:
+        reply = self.session.command(by_sorry(statement), header=header if header.strip() else "",
+                                     timeout=self.timeout)
+        if not reply.ok:
+            return self._no_answer(reply)
+        errors = reply.errors()
+        if reply.header_failed:
+            return CheckResult(INFRA_ERROR, output="the trusted header does not elaborate: "
+                               + "; ".join(_first_line(e) for e in errors))
+        if errors or len(reply.answer.sorries) != 1:
+            return CheckResult(INFRA_ERROR, output="the trusted statement does not elaborate to one goal: "
+                               + "; ".join(_first_line(e) for e in errors))
+        state, generation = reply.answer.sorries[0].proof_state, reply.generation
+        goals: list[str] = []
+        for index, tactic in enumerate(tactics):
+            reply = self.session.step(state, generation, tactic, self.timeout)
+            if not reply.ok:  # timeout, crash, refusal, a restart under the proof state: no answer, never a label
+                return CheckResult(reply.status.value, output=reply.detail)
+            # error messages, a "Lean error" refusal (e.g. Lean could not parse the tactic), a proof
+            # status "Error..." (e.g. the kernel rejects the term)
+            errors = reply.errors()
+            if errors:
+                return CheckResult(OK, index, "\n".join(errors), checked=index + 1)
+            state, generation, goals = reply.answer.proof_state, reply.generation, list(reply.answer.goals)
+        if goals:
+            return CheckResult(OK, len(tactics) - 1, "unsolved goals\n" + "\n\n".join(goals), goals_left=True,
+                               checked=len(tactics))
+        return CheckResult(OK, None, checked=len(tactics))
 
 
 class PrefixChecker:

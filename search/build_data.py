@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from leanloop.artifacts import Manifest
 from leanloop.jsonl import numbered_jsonl
-from leanloop.lean.local import LocalBackendConfig
+from leanloop.lean.session import SessionConfig
 from leanloop.paths import resolve_shared
 from leanloop.tool import run_tool
 from search.trees import TREE_SCHEMA_VERSION, build_tree
@@ -41,7 +41,8 @@ class SearchDataConfig:
     lean_files: list[str] = field(default_factory=list)
     """Lean files whose tactic proofs are re-executed with ``lean`` (the REPL in proof-state mode,
     ``search.extract``): those trees are ``verified: true``. Needs a Lean toolchain."""
-    lean: LocalBackendConfig = field(default_factory=LocalBackendConfig)
+    lean: SessionConfig = field(default_factory=SessionConfig)
+    """The Lean REPL session that re-executes ``lean_files`` (toolchain / project, limits)."""
     lean_header: str = ""
     """Import lines the files' theorems need (e.g. ``import Mathlib``)."""
     run: str = "default"

@@ -31,7 +31,7 @@ from leanloop.artifacts import Manifest, resolve_model, resolve_run
 from leanloop.jsonl import write_jsonl
 from leanloop.paths import resolve_shared
 from leanloop.lean.backends import BackendConfig
-from leanloop.lean.local import LocalBackendConfig
+from leanloop.lean.session import SessionConfig
 from leanloop.lean.verifier import Verifier
 from leanloop.tool import run_tool
 from search.config import SearchConfig
@@ -58,7 +58,9 @@ class SearchEvalConfig:
     """With Lean: a statement JSONL (``shared://statements/minif2f_goedel_prover_v2_repaired.jsonl``);
     found proofs are then checked as whole programs against these trusted statements."""
     statement_splits: list[str] = field(default_factory=list)
-    lean: LocalBackendConfig = field(default_factory=LocalBackendConfig)
+    lean: SessionConfig = field(default_factory=SessionConfig)
+    """``repl``: the Lean REPL session (toolchain / project, ``timeout`` for elaborating a statement,
+    memory limits, crash retries); tactics get ``search.tactic_timeout``."""
     http: HttpEnvConfig = field(default_factory=HttpEnvConfig)
     split: str = "test"
     limit: int | None = None
@@ -209,7 +211,7 @@ def _lean_environment(config: SearchEvalConfig) -> tuple[ProofEnv, list[str], di
     if config.environment == "repl":
         from search.repl_env import ReplEnv
 
-        env: ProofEnv = ReplEnv(config.lean, timeout=config.search.tactic_timeout)
+        env: ProofEnv = ReplEnv(config.lean)
     else:
         from search.http_env import HttpEnv
 

@@ -6,21 +6,20 @@ Server: ``python -m search.http_env --workers 8 --port 12340 [--backend repl|rep
 states belong to one process), new theorems go round-robin. Client: ``HttpEnv(url)`` is a
 ``ProofEnv``; ``apply_many`` sends concurrent requests.
 
-Protocol (JSON over POST): ``/start {"theorem"}`` and ``/apply {"goal": id, "tactic", "timeout"}``
-both answer ``{"status", "goals": [{"id", "text"}], "error", "time_s"}``.
+Both sides are aiohttp (the Kimina client's HTTP stack too). Protocol (JSON over POST): ``/start
+{"theorem"}`` and ``/apply {"goal": id, "tactic", "timeout"}`` both answer ``{"status", "goals":
+[{"id", "text"}], "error", "time_s"}``; a malformed body is HTTP 400.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import itertools
-import json
 import threading
-import urllib.error
-import urllib.request
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Sequence
 
 from search.env import EnvGoal, EnvResult, EnvStatus, ProofEnv
@@ -61,38 +60,87 @@ class EnvPool:
             return self._answer(index, self.envs[index].apply(goal, tactic, timeout))
 
 
-def make_handler(pool: EnvPool) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-            try:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                if self.path == "/start":
-                    answer = pool.start(str(body["theorem"]))
-                elif self.path == "/apply":
-                    answer = pool.apply(int(body["goal"]), str(body["tactic"]), body.get("timeout"))
-                else:
-                    self.send_error(404, f"no endpoint {self.path}")
-                    return
-                payload, code = json.dumps(answer).encode(), 200
-            except (KeyError, ValueError, TypeError) as error:
-                payload, code = json.dumps({"error": f"bad request: {error}"}).encode(), 400
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+class _LoopThread:
+    """An asyncio event loop on a daemon thread, for aiohttp beside the search's synchronous code."""
 
-        def log_message(self, *args: Any) -> None:  # quiet: one line per tactic would flood logs
-            pass
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
 
-    return Handler
+    def run(self, coroutine: Any, timeout: float | None = None) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def stop(self) -> None:
+        if self.loop.is_running():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(10)
 
 
-def serve(pool: EnvPool, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
+class EnvServer:
+    """``pool`` served over HTTP by aiohttp on its own event-loop thread; the environments' blocking
+    calls run on worker threads (each environment answers one request at a time: ``EnvPool``'s locks).
+    ``server_address``: (host, port) actually bound."""
+
+    def __init__(self, pool: EnvPool, host: str = "127.0.0.1", port: int = 0) -> None:
+        from aiohttp import web
+
+        self.pool = pool
+        self._executor = ThreadPoolExecutor(max(4, len(pool.envs)), thread_name_prefix="env-pool")
+        self._loop = _LoopThread("env-pool-http")
+        app = web.Application()
+        app.add_routes([web.post("/start", self._start), web.post("/apply", self._apply)])
+        self._runner = web.AppRunner(app, access_log=None)  # quiet: one line per tactic would flood logs
+
+        async def start() -> tuple[str, int]:
+            await self._runner.setup()
+            site = web.TCPSite(self._runner, host, port)
+            await site.start()
+            return site._server.sockets[0].getsockname()[:2]
+
+        try:
+            self.server_address = self._loop.run(start())
+        except BaseException:
+            self._loop.stop()
+            raise
+
+    async def _answer(self, request: Any, call: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
+        from aiohttp import web
+
+        try:
+            body = await request.json()
+            if not isinstance(body, dict):
+                raise ValueError("the body must be a JSON object")
+            job = call(body)  # parses the arguments here: a bad request never reaches an environment
+        except (KeyError, ValueError, TypeError) as error:
+            return web.json_response({"error": f"bad request: {error}"}, status=400)
+        answer = await asyncio.get_running_loop().run_in_executor(self._executor, job)
+        return web.json_response(answer)
+
+    async def _start(self, request: Any) -> Any:
+        def parse(body: dict[str, Any]) -> Callable[[], dict[str, Any]]:
+            theorem = str(body["theorem"])
+            return lambda: self.pool.start(theorem)
+        return await self._answer(request, parse)
+
+    async def _apply(self, request: Any) -> Any:
+        def parse(body: dict[str, Any]) -> Callable[[], dict[str, Any]]:
+            goal, tactic, timeout = int(body["goal"]), str(body["tactic"]), body.get("timeout")
+            timeout = None if timeout is None else float(timeout)
+            return lambda: self.pool.apply(goal, tactic, timeout)
+        return await self._answer(request, parse)
+
+    def shutdown(self) -> None:
+        try:
+            self._loop.run(self._runner.cleanup(), timeout=10)
+        finally:
+            self._loop.stop()
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def serve(pool: EnvPool, host: str = "127.0.0.1", port: int = 0) -> EnvServer:
     """Start serving in a daemon thread; ``server.server_address`` has the port."""
-    server = ThreadingHTTPServer((host, port), make_handler(pool))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+    return EnvServer(pool, host, port)
 
 
 @dataclass
@@ -105,43 +153,75 @@ class HttpEnvConfig:
 
 
 class HttpEnv(ProofEnv):
+    """Client: aiohttp on an event-loop thread of its own; ``apply_many`` sends its requests
+    concurrently (at most ``max_concurrent_requests`` at a time)."""
+
     name = "http"
 
     def __init__(self, config: HttpEnvConfig | None = None) -> None:
         super().__init__()
         self.config = config or HttpEnvConfig()
-        self._executor = ThreadPoolExecutor(self.config.max_concurrent_requests)
+        self._loop = _LoopThread("http-env-client")
+        self._session: Any = None
+        self._gate: asyncio.Semaphore | None = None
 
-    def _post(self, path: str, body: dict[str, Any], timeout: float | None) -> EnvResult:
+    async def _post(self, path: str, body: dict[str, Any], timeout: float | None) -> EnvResult:
+        import aiohttp
+
+        if self._session is None:  # created on the client's own loop, which it belongs to
+            self._session = aiohttp.ClientSession()
+            self._gate = asyncio.Semaphore(self.config.max_concurrent_requests)
         deadline = (timeout or self.config.timeout) + self.config.http_slack_s
-        request = urllib.request.Request(self.config.url.rstrip("/") + path, data=json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"})
+        url = self.config.url.rstrip("/") + path
         error = ""
-        for _ in range(self.config.retries + 1):
-            try:
-                with urllib.request.urlopen(request, timeout=deadline) as reply:
-                    answer = json.loads(reply.read())
-                break
-            except TimeoutError:
-                return EnvResult(EnvStatus.TIMEOUT, error=f"no HTTP reply within {deadline:g}s")
-            except (urllib.error.URLError, ConnectionError, ValueError) as exc:
-                error = f"{type(exc).__name__}: {exc}"
-        else:
-            return EnvResult(EnvStatus.INFRA_ERROR, error=error)
+        async with self._gate:
+            for _ in range(self.config.retries + 1):
+                try:
+                    async with self._session.post(url, json=body,
+                                                  timeout=aiohttp.ClientTimeout(total=deadline)) as reply:
+                        reply.raise_for_status()
+                        answer = await reply.json()
+                    break
+                except TimeoutError:
+                    return EnvResult(EnvStatus.TIMEOUT, error=f"no HTTP reply within {deadline:g}s")
+                except (aiohttp.ClientError, ConnectionError, ValueError) as exc:
+                    error = f"{type(exc).__name__}: {exc}"
+            else:
+                return EnvResult(EnvStatus.INFRA_ERROR, error=error)
         goals = [EnvGoal(tuple(parse_state(g["text"])), g["id"]) for g in answer.get("goals", [])]
         return EnvResult(EnvStatus(answer["status"]), goals, answer.get("error", ""), float(answer.get("time_s", 0)))
 
     def _start(self, theorem: str) -> EnvResult:
-        return self._post("/start", {"theorem": theorem}, None)
+        return self._loop.run(self._post("/start", {"theorem": theorem}, None))
 
     def _apply(self, goal: EnvGoal, tactic: str, timeout: float | None) -> EnvResult:
-        return self._post("/apply", {"goal": goal.handle, "tactic": tactic, "timeout": timeout}, timeout)
+        return self._loop.run(self._apply_async(goal, tactic, timeout))
+
+    async def _apply_async(self, goal: EnvGoal, tactic: str, timeout: float | None) -> EnvResult:
+        return await self._post("/apply", {"goal": goal.handle, "tactic": tactic, "timeout": timeout}, timeout)
 
     def apply_many(self, items: Sequence[tuple[EnvGoal, str]], timeout: float | None = None) -> list[EnvResult]:
-        return list(self._executor.map(lambda item: self.apply(item[0], item[1], timeout), items))
+        async def timed(goal: EnvGoal, tactic: str) -> tuple[EnvResult, float]:
+            started = time.perf_counter()
+            result = await self._apply_async(goal, tactic, timeout)
+            return result, time.perf_counter() - started
+
+        async def all_of() -> list[tuple[EnvResult, float]]:
+            return await asyncio.gather(*(timed(goal, tactic) for goal, tactic in items))
+
+        out = []
+        for result, elapsed in self._loop.run(all_of()):  # each counted and timed as apply() does
+            self.calls += 1
+            self.time_s += elapsed
+            result.time_s = result.time_s or elapsed
+            out.append(result)
+        return out
 
     def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._session is not None:
+            self._loop.run(self._session.close(), timeout=10)
+            self._session = None
+        self._loop.stop()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -159,10 +239,10 @@ def main(argv: list[str] | None = None) -> None:
 
         factory = lambda: ReplayEnv.from_run(args.replay_run)  # noqa: E731
     else:
-        from leanloop.lean.local import LocalBackendConfig
+        from leanloop.lean.session import SessionConfig
         from search.repl_env import ReplEnv
 
-        factory = lambda: ReplEnv(LocalBackendConfig(project_dir=args.project_dir))  # noqa: E731
+        factory = lambda: ReplEnv(SessionConfig(project_dir=args.project_dir))  # noqa: E731
     server = serve(EnvPool([factory() for _ in range(args.workers)]), args.host, args.port)
     print(f"[search.http_env] {args.workers} {args.backend} environments on {server.server_address}")
     threading.Event().wait()

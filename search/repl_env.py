@@ -7,22 +7,23 @@ state, with ``rest`` goals after it that belong to other nodes. Applying a tacti
 goal to the front (``rotate_left index``, cached), runs the tactic, and keeps the goals it produced
 (the reply's goals minus the ``rest`` untouched ones at the end, which is where Lean leaves them).
 
-The REPL setup (toolchain, Mathlib project, stand-in) is the local backend's ``LocalBackendConfig``.
+The REPL is one :class:`leanloop.lean.session.LeanSession` (its ``SessionConfig`` is search's
+``lean:`` block): header caching, limits, crash retries and reply classification are the
+session's, so a reply means what it means to the Verifier's local backend and to prm.
 
-After a timeout or a crash lean-interact restarts the REPL, whose env and proof-state ids start
-again from 0: every id handed out before then names nothing (or, worse, something else). Each
-restart starts a new *generation*; the header cache and the focus cache are emptied, and a goal
-of an older generation answers ``infra_error`` instead of reaching a state it does not own.
+After a timeout, a crash or a restart lean-interact did on its own (its memory guard), the new
+REPL numbers env and proof-state ids from 0 again: every id handed out before then names nothing
+(or, worse, something else). Each new process is a new *generation* of the session; the focus
+cache is keyed by it, and a goal of an older generation answers ``infra_error`` instead of
+reaching a state it does not own. A "Lean error" reply to a tactic (the REPL caught an exception
+elaborating it, e.g. an unknown tactic) is Lean's verdict on the tactic: ``error``.
 """
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
-from typing import Any
 
-from leanloop.lean.local import LocalBackend, LocalBackendConfig, split_header
-from leanloop.lean.replies import NO_RECORDED_ANSWER
+from leanloop.lean.session import LeanSession, Reply, SessionConfig, by_sorry, split_header
 from search.env import EnvGoal, EnvResult, EnvStatus, ProofEnv
 from search.goals import group_by_metavariables, parse_state
 
@@ -35,135 +36,77 @@ class ReplHandle:
     generation: int = 0  # the REPL process (restart count) the proof state belongs to
 
 
-def statement_with_sorry(statement: str) -> str:
-    body = statement.rstrip()
-    for suffix in (":= by sorry", ":= by", ":="):
-        if body.endswith(suffix):
-            body = body[: -len(suffix)].rstrip()
-            break
-    return body + " := by sorry"
-
-
 class ReplEnv(ProofEnv):
     name = "repl"
 
-    def __init__(self, config: LocalBackendConfig | None = None, timeout: float = 60.0,
-                 parallel_elaboration: bool | None = None) -> None:
-        """``parallel_elaboration``: override lean-interact's ``Elab.async`` option on commands (None
-        keeps what the local backend chose for the Lean version)."""
+    def __init__(self, config: SessionConfig | None = None) -> None:
+        """``config``: the REPL session (set-up, ``timeout`` for the statement and for tactics the
+        search gives no timeout, memory limits, crash retries, ``parallel_elaboration``)."""
         super().__init__()
-        self.parallel_elaboration = parallel_elaboration
-        self.config = config or LocalBackendConfig()
-        self.timeout = timeout
-        self._backend = LocalBackend(self.config)  # only for its lean-interact REPL config
-        self._server: Any = None
-        self._headers: dict[str, int] = {}
-        self._focused: dict[tuple[int, int], int] = {}
-        self._generation = 0  # bumped when the REPL is restarted: older ids are void
-        self._lock = threading.Lock()  # one REPL process answers one request at a time
+        self.config = config or SessionConfig()
+        self.session = LeanSession(self.config)
+        self._focused: dict[tuple[int, int, int], int] = {}  # (generation, state, index) -> focused state
 
-    def _ensure_server(self) -> Any:
-        if self._server is None:
-            from lean_interact import AutoLeanServer
-
-            repl_config = self._backend.repl_config()
-            if self.parallel_elaboration is not None:
-                repl_config.enable_parallel_elaboration = self.parallel_elaboration
-            self._server = AutoLeanServer(repl_config)
-        return self._server
-
-    def _run(self, request: Any, timeout: float | None) -> tuple[EnvStatus, Any, str]:
-        from lean_interact.interface import LeanError
-
+    @staticmethod
+    def _failure(reply: Reply) -> EnvResult:
         try:
-            reply = self._ensure_server().run(request, timeout=timeout or self.timeout)
-        except TimeoutError as error:
-            self._new_generation()
-            return EnvStatus.TIMEOUT, None, str(error)
-        except Exception as error:  # crash, broken pipe: the server restarts on the next request
-            self._new_generation()
-            return EnvStatus.INFRA_ERROR, None, f"{type(error).__name__}: {error}"
-        if isinstance(reply, LeanError):
-            status = EnvStatus.UNAVAILABLE if NO_RECORDED_ANSWER in reply.message else EnvStatus.INFRA_ERROR
-            return status, None, reply.message
-        return EnvStatus.OK, reply, ""
-
-    def _new_generation(self) -> None:
-        """The REPL was (or will be) restarted: ids from before name nothing in the new process."""
-        self._generation += 1
-        self._headers.clear()
-        self._focused.clear()
+            status = EnvStatus(reply.status.value)
+        except ValueError:  # the statement is trusted: a crash while it elaborates is the infrastructure's
+            status = EnvStatus.INFRA_ERROR
+        return EnvResult(status, error=reply.detail)
 
     def _start(self, theorem: str) -> EnvResult:
-        from lean_interact.interface import Command
-
-        header, body, _ = split_header(statement_with_sorry(theorem))
-        with self._lock:
-            env = None
-            if header:
-                env = self._headers.get(header)
-                if env is None:
-                    status, reply, error = self._run(Command(cmd=header), self.config.header_timeout)
-                    if status is not EnvStatus.OK:
-                        return EnvResult(status, error=error)
-                    env = self._headers[header] = reply.env
-            status, reply, error = self._run(Command(cmd=body, env=env), self.timeout)
-            generation = self._generation
-        if status is not EnvStatus.OK:
-            return EnvResult(status, error=error)
-        errors = [m.data for m in reply.messages if m.severity == "error"]
-        if errors or not reply.sorries:
-            return EnvResult(EnvStatus.ERROR, error=errors[0] if errors else "the statement has no sorry")
-        sorry = reply.sorries[0]
+        header, body, _ = split_header(by_sorry(theorem))
+        reply = self.session.command(body, header=header)
+        if not reply.ok:
+            return self._failure(reply)
+        errors = reply.errors()
+        if errors or not reply.answer.sorries:
+            where = "the header does not elaborate: " if reply.header_failed else ""
+            return EnvResult(EnvStatus.ERROR, error=where + (errors[0] if errors else "the statement has no sorry"))
+        sorry = reply.answer.sorries[0]
         goals = parse_state(sorry.goal)
-        return EnvResult(EnvStatus.OK, [EnvGoal(tuple(goals), ReplHandle(sorry.proof_state, 0, 0, generation))])
+        return EnvResult(EnvStatus.OK, [EnvGoal(tuple(goals), ReplHandle(sorry.proof_state, 0, 0, reply.generation))])
+
+    def _step(self, state: int, generation: int, tactic: str, timeout: float | None) -> Reply:
+        return self.session.step(state, generation, tactic, timeout)
 
     def _apply(self, goal: EnvGoal, tactic: str, timeout: float | None) -> EnvResult:
-        from lean_interact.interface import ProofStep
-
         handle: ReplHandle = goal.handle
-        with self._lock:
-            if handle.generation != self._generation:
-                return EnvResult(EnvStatus.INFRA_ERROR, error=f"the REPL restarted since this goal was made (generation "
-                                 f"{handle.generation}, now {self._generation}): its proof state is gone")
+        with self.session.lock:
             state = handle.proof_state
             if handle.index:
-                focused = self._focused.get((state, handle.index))
+                key = (handle.generation, state, handle.index)
+                focused = self._focused.get(key)
                 if focused is None:
-                    status, reply, error = self._run(ProofStep(proof_state=state, tactic=f"rotate_left {handle.index}"),
-                                                     timeout)
-                    if status is not EnvStatus.OK:
-                        return EnvResult(status, error=error)
-                    focused = self._focused[(state, handle.index)] = reply.proof_state
+                    reply = self._step(state, handle.generation, f"rotate_left {handle.index}", timeout)
+                    if not reply.ok or reply.errors():
+                        return self._failure(reply) if not reply.ok else EnvResult(EnvStatus.ERROR,
+                                                                                   error=reply.errors()[0])
+                    focused = self._focused[key] = reply.answer.proof_state
                 state = focused
-            status, reply, error = self._run(ProofStep(proof_state=state, tactic=tactic), timeout)
-            generation = self._generation
-        if status is not EnvStatus.OK:
-            return EnvResult(status, error=error)
-        errors = [m.data for m in (reply.messages or []) if m.severity == "error"]
+            reply = self._step(state, handle.generation, tactic, timeout)
+        if not reply.ok:
+            return self._failure(reply)
+        errors = reply.errors()  # error messages, a "Lean error" refusal, "Error: kernel type check failed ..."
         if errors:
             return EnvResult(EnvStatus.ERROR, error=errors[0])
-        status_text = reply.proof_status or ""
-        # "Error: kernel type check failed ..." or no goals left but unassigned metavariables:
-        # the goal is not closed, whatever the goal list says
-        if status_text.startswith("Error") or (not reply.goals and "metavariable" in status_text):
+        answer = reply.answer
+        status_text = answer.proof_status or ""
+        # no goals left but unassigned metavariables: the goal is not closed, whatever the goal list says
+        if not answer.goals and "metavariable" in status_text:
             return EnvResult(EnvStatus.ERROR, error=status_text)
-        texts = list(reply.goals or [])
+        texts = list(answer.goals or [])
         produced = texts[: len(texts) - handle.rest] if handle.rest else texts
         goals = [g for text in produced for g in parse_state(text)]
         groups = group_by_metavariables(goals)
         out, index = [], 0
         for group in groups:
             # after `rotate_left index` every other goal of the state sits behind this group
-            out.append(EnvGoal(group, ReplHandle(reply.proof_state, index, len(texts) - len(group), generation)))
+            out.append(EnvGoal(group, ReplHandle(answer.proof_state, index, len(texts) - len(group), reply.generation)))
             index += len(group)
         return EnvResult(EnvStatus.OK, out)
 
     def close(self) -> None:
-        if self._server is not None:
-            try:
-                self._server.kill()
-            except Exception:  # already gone
-                pass
-            self._server = None
-            self._new_generation()
+        self.session.close()
+        self._focused.clear()

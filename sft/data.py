@@ -28,13 +28,7 @@ from torch.utils.data import DataLoader
 from leanloop.jsonl import numbered_jsonl
 from leanloop.paths import resolve_shared
 from leanloop.training.models import ModelSpec, load_tokenizer
-from leanloop.training.packing import (
-    PackedCollator,
-    TooLongError,
-    completion_example,
-    needs_flattening,
-    pack_examples,
-)
+from leanloop.training.packing import TooLongError, collator_for, completion_example, pack_examples
 from leanloop.artifacts import resolve_run
 from leanloop.corpus import read_corpus
 from sft.examples import SplitError, split_program, target_theorem
@@ -210,9 +204,8 @@ class ProverSFTData(L.LightningDataModule):
         return rows
 
     def _loader(self, rows: list, shuffle: bool) -> DataLoader:
-        collator = PackedCollator(self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
-                                  flatten=needs_flattening(self.base.attn_implementation))
-        return DataLoader(rows, batch_size=self.batch_size, shuffle=shuffle, collate_fn=collator,
+        return DataLoader(rows, batch_size=self.batch_size, shuffle=shuffle,
+                          collate_fn=collator_for(self.tokenizer, self.base.attn_implementation),
                           num_workers=self.num_workers)
 
     def train_dataloader(self) -> DataLoader:

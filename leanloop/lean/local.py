@@ -1,8 +1,10 @@
 """``local``: a pool of lean-interact REPL workers on this machine.
 
-Each worker is one lean-interact ``AutoLeanServer`` (one Lean REPL process). A program's leading
-``import`` lines are its header: a worker elaborates each distinct header once and checks every
-program's body in that environment, so ``import Mathlib`` is paid once per worker, not per proof.
+Each worker is one :class:`leanloop.lean.session.LeanSession` (one lean-interact ``AutoLeanServer``,
+one Lean REPL process; the session's set-up, limits, restarts and reply classification are the
+ones search and prm use). A program's leading ``import`` lines are its header: a worker elaborates
+each distinct header once and checks every program's body in that environment, so ``import
+Mathlib`` is paid once per worker, not per proof.
 The header environment lives in lean-interact's session cache, which re-creates it after any
 restart (timeout kill, crash, memory cap). Positions in replies are relative to the body; the header
 lines are added back so messages and tactic records point into the full program.
@@ -13,8 +15,10 @@ kill the process that is still working on it. This pool is a queue of idle ``Aut
 
 Failures come back as a status, never as an exception: lean-interact's own timeout (it kills the
 REPL) -> ``TIMEOUT``; a crash / broken pipe / unparsable reply -> the REPL is restarted and the
-program retried ``crash_retries`` times, then ``INFRA_ERROR``; a REPL-level refusal
-(``{"message": ...}``) -> ``INFRA_ERROR`` (``UNAVAILABLE`` when a stand-in says it has no recording).
+program retried ``crash_retries`` times, then ``CANDIDATE_FAILURE`` (it died after the program was
+sent, every time) or ``INFRA_ERROR`` (before: start-up, header); a REPL-level refusal
+(``{"message": ...}``) -> ``INFRA_ERROR`` (``UNAVAILABLE`` when a stand-in says it has no recording),
+except the REPL's "Lean error" (elaborating the program threw) -> ``CANDIDATE_FAILURE``.
 Cancelling ``run`` kills the worker's REPL so the worker is free again at once.
 
 Isolation (``fresh_process``, for the ``rl`` acceptance profile): code a candidate runs at
@@ -43,9 +47,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from leanloop.lean.line_shift import header_line_counts
-from leanloop.lean.replies import NO_RECORDED_ANSWER, no_answer_status, response_from_repl_reply
+from leanloop.lean.replies import NO_RECORDED_ANSWER, response_from_repl_reply
 from leanloop.lean.reply_rows import messages_from_json
+from leanloop.lean.session import (
+    LeanSession, Reply, ReplSetup, SessionConfig, kill_process_tree, launch_repl, load_header_pickle, refusal_status,
+    split_header, standin_session_config,
+)
 from leanloop.lean.types import LeanBackend, LeanResponse, ResponseStatus
 
 log = logging.getLogger(__name__)
@@ -57,26 +64,13 @@ STANDIN_REFUSAL = "stand-in REPL: "  # how the stand-in REPL's own refusals star
 
 
 @dataclass
-class LocalBackendConfig:
-    """Options of the ``local`` backend (lean-interact). See README "Lean backends"."""
+class LocalBackendConfig(SessionConfig):
+    """Options of the ``local`` backend: one :class:`SessionConfig` per worker (set-up, limits,
+    retries) and the pool's own. See README "Lean backends"."""
 
-    lean_version: str = "v4.15.0"  # Lean toolchain; the seed corpus's version
-    project_dir: str | None = None  # an existing Lean project with Mathlib built (its toolchain wins)
-    require_mathlib: bool = True  # without project_dir: a lean-interact temporary project requiring Mathlib
-    mathlib_rev: str | None = None  # Mathlib git revision for that project; default: the tag == lean_version
-    repl_path: str | None = None  # a local (already built) REPL checkout instead of lean-interact's download
-    build_repl: bool = True  # run `lake build` in the REPL checkout at start-up
-    lake_path: str = "lake"
-    cache_dir: str | None = None  # lean-interact's cache of REPL checkouts / temporary projects
     workers: int = 1  # REPL processes (each holds its own copy of the imported environment)
-    timeout: float = 60.0  # per program, seconds, when run() is not given one
-    header_timeout: float = 600.0  # elaborating an import header (Mathlib takes a while on a cold cache)
-    memory_limit_mb: int | None = None  # hard cap per REPL process (RLIMIT_AS); None = no cap
-    max_process_memory: float = 0.8  # restart a REPL above this fraction of memory_limit_mb
-    max_total_memory: float = 0.8  # restart a REPL when the machine is above this fraction of memory
     reuse_header: bool = True  # elaborate the import header once per worker
     all_tactics: bool = True  # ask the REPL for tactic records (goals before each tactic)
-    crash_retries: int = 1  # re-runs of a program after its REPL crashed, before INFRA_ERROR
     # one REPL process per program, header environment restored from a pickle (see module docstring)
     # None: the caller decides (the rl stage turns it on, everything else leaves it off)
     fresh_process: bool | None = None
@@ -85,20 +79,6 @@ class LocalBackendConfig:
     # fresh_process: after the reply, stdin is closed and the REPL must exit within this many seconds
     # having written nothing more (else the reply read was not the REPL's last word: CANDIDATE_FAILURE)
     reply_drain_timeout: float = 10.0
-    verbose: bool = False
-
-
-def split_header(program: str) -> tuple[str, str, int]:
-    """(header, body, lines before the body). The header is the leading ``import`` lines (blank
-    lines between them allowed), one import per line; the body is everything after, verbatim. A
-    program with no imports, or nothing but imports, has no header: it is compiled whole."""
-    lines = program.split("\n")
-    count = header_line_counts(program)[1]
-    imports = [line.strip() for line in lines[:count] if line.strip()]
-    body = "\n".join(lines[count:])
-    if not imports or not body.strip():
-        return "", program, 0
-    return "\n".join(imports), body, count
 
 
 def split_pickled_header(program: str) -> tuple[str, str, int]:
@@ -119,13 +99,6 @@ def split_pickled_header(program: str) -> tuple[str, str, int]:
     if not kept or not body.strip() or not kept[0].startswith("import "):
         return "", program, 0
     return "\n".join(kept), body, count
-
-
-def _refusal_status(message: str) -> ResponseStatus:
-    """A REPL refusal before the program ran: UNAVAILABLE (a stand-in without a recording) or
-    INFRA_ERROR, never a timeout or the candidate's failure."""
-    status = no_answer_status(message)
-    return status if status is ResponseStatus.UNAVAILABLE else ResponseStatus.INFRA_ERROR
 
 
 class HeaderPickles:
@@ -157,96 +130,68 @@ class HeaderPickles:
             return self._built[header]
 
 
-def _version_tuple(version: str | None) -> tuple[int, ...]:
-    digits = []
-    for part in (version or "").lstrip("v").split("-")[0].split("."):
-        if not part.isdigit():
-            return ()
-        digits.append(int(part))
-    return tuple(digits)
-
-
 class _Worker:
-    """One REPL process; used by one thread at a time."""
+    """One pool slot, used by one thread at a time: a :class:`LeanSession` (one long-lived REPL), or
+    with ``fresh_process`` a new REPL per program."""
 
     def __init__(self, repl_config: Callable[[], Any], config: LocalBackendConfig,
                  pickles: HeaderPickles | None = None):
         self._repl_config = repl_config
         self.config = config
         self.pickles = pickles
-        self.server: Any = None
-        self.headers: dict[str, int] = {}  # header text -> lean-interact session-cache env id
+        self.session = LeanSession(config, repl_config)
+        self.server: Any = None  # fresh_process: the process of the program in progress
         self.busy = False
-        self.aborted = False  # set by abort(): the job in progress must not be retried
-        self.sent_program = False  # the program's own command was sent in the current try
+        self.aborted = False  # fresh_process: set by abort(), the job in progress must not be retried
+        self.sent_program = False  # fresh_process: the program's own command was sent in the current try
 
     def kill(self) -> None:
         """Stop the REPL from the worker's own thread (or when no job runs)."""
-        if self.server is not None:
+        if not self.config.fresh_process:
+            self.session.kill()
+        elif self.server is not None:
             try:
                 self.server.kill()
             except Exception:  # already gone; kill is best effort by design
                 pass
 
     def abort(self) -> None:
-        """Stop the REPL from another thread while a job may be blocked reading its reply.
-        ``LeanServer.kill`` would reset the server's process handle under that reading thread, so
-        this kills the process tree (``lake env`` and the ``repl`` it started) and lets the
-        blocked read see end of file; lean-interact then cleans up in the worker thread."""
+        """Stop the REPL from another thread while a job may be blocked reading its reply."""
         self.aborted = True
-        process = getattr(self.server, "_proc", None)
-        if process is None:
-            return
-        import psutil
-
-        try:
-            parent = psutil.Process(process.pid)
-            for victim in [*parent.children(recursive=True), parent]:
-                victim.kill()
-        except psutil.Error:
-            pass
+        if self.config.fresh_process:
+            kill_process_tree(self.server)
+        else:
+            self.session.abort()
 
     def pid(self) -> int | None:
+        if not self.config.fresh_process:
+            return self.session.pid()
         process = getattr(self.server, "_proc", None) if self.server is not None else None
         return process.pid if process is not None and process.poll() is None else None
 
-    def boot(self) -> LeanResponse | None:
-        """Start the REPL if there is none. A bad set-up raises (a config error, see README); a REPL
-        that will not start is an INFRA_ERROR response for the program at hand."""
-        if self.server is not None or self.config.fresh_process:  # fresh_process: a new REPL per program
-            return None
-        from lean_interact import AutoLeanServer
-
-        repl_config = self._repl_config()
-        try:
-            self.server = AutoLeanServer(repl_config, max_total_memory=self.config.max_total_memory,
-                                         max_process_memory=self.config.max_process_memory)
-        except Exception as error:
-            return LeanResponse(ResponseStatus.INFRA_ERROR, lean_version=repl_config.lean_version,
-                                detail=f"the Lean REPL did not start: {type(error).__name__}: {str(error)[:500]}")
-        return None
+    def boot(self) -> Reply | None:
+        """Start the REPL if there is none (fresh_process: a new REPL per program, none here)."""
+        return None if self.config.fresh_process else self.session.boot()
 
     def check(self, program: str, timeout: float) -> LeanResponse:
+        if self.config.fresh_process:
+            return self._check_fresh(program, timeout)
+        header, body, offset = split_header(program) if self.config.reuse_header else ("", program, 0)
+        reply = self.session.command(body, header=header, timeout=timeout, all_tactics=self.config.all_tactics or None)
+        return program_response(reply, offset, self.session.lean_version)
+
+    def _check_fresh(self, program: str, timeout: float) -> LeanResponse:
         self.aborted = False
-        fresh = self.config.fresh_process
-        failed_boot = self.boot()
-        if failed_boot is not None:
-            return failed_boot
-        if fresh:
-            header, body, offset = split_pickled_header(program)
-            version = getattr(self._repl_config(), "lean_version", None)
-        else:
-            header, body, offset = split_header(program) if self.config.reuse_header else ("", program, 0)
-            version = self.server.lean_version
-        compile_ = self._compile_fresh if fresh else self._compile
+        header, body, offset = split_pickled_header(program)
+        version = getattr(self._repl_config(), "lean_version", None)
         failures: list[str] = []
         while True:
             started = time.perf_counter()
             try:
-                return compile_(header, body, offset, timeout, version)
+                return self._compile_fresh(header, body, offset, timeout, version)
             except TimeoutError as error:
-                # before the program was sent (fresh_process: unpickling the header) the program
-                # never ran: the infrastructure's, retryable
+                # before the program was sent (unpickling the header) the program never ran: the
+                # infrastructure's, retryable
                 status = ResponseStatus.TIMEOUT if self.sent_program else ResponseStatus.INFRA_ERROR
                 return LeanResponse(status, time_s=time.perf_counter() - started,
                                     detail=f"no reply within {timeout:g}s; the REPL was killed ({error})"
@@ -254,11 +199,8 @@ class _Worker:
                                     lean_version=version)
             except _HeaderFailure as error:
                 return LeanResponse(error.status, detail=str(error), lean_version=version)
-            except MemoryError as error:  # AutoLeanServer gave up restarting under memory pressure
-                return LeanResponse(ResponseStatus.INFRA_ERROR, detail=f"out of memory: {error}", lean_version=version)
-            except Exception as error:  # crash, broken pipe, unparsable reply: restart and retry
+            except Exception as error:  # crash, broken pipe, unparsable reply: a new process and retry
                 failures.append(f"{type(error).__name__}: {str(error)[:300]}")
-                self.kill()  # a desynchronised REPL must not answer the next program
                 if self.aborted:
                     return LeanResponse(ResponseStatus.INFRA_ERROR, detail="cancelled", lean_version=version)
                 if len(failures) > self.config.crash_retries:
@@ -269,42 +211,9 @@ class _Worker:
                     return LeanResponse(status, lean_version=version,
                                         detail=f"Lean REPL failed {len(failures)} times: " + " | ".join(failures))
                 log.warning("Lean REPL failed (%s); restarting and retrying", failures[-1])
-            finally:
-                if fresh:  # nothing the program did survives it
-                    self.kill()
-                    self.server = None
-
-    def _compile(self, header: str, body: str, offset: int, timeout: float, version: str | None) -> LeanResponse:
-        from lean_interact.interface import Command, LeanError
-
-        self.sent_program = False
-        env = None
-        if header:
-            env = self.headers.get(header)
-            if env is None:
-                try:
-                    reply = self.server.run(Command(cmd=header), timeout=self.config.header_timeout,
-                                            add_to_session_cache=True)
-                except TimeoutError as error:
-                    raise _HeaderFailure(f"import header did not load within header_timeout="
-                                         f"{self.config.header_timeout:g}s: {error}") from error
-                if isinstance(reply, LeanError):
-                    return response_from_repl_reply({"message": reply.message}, lean_version=version)
-                messages = messages_from_json([m.model_dump(by_alias=True) for m in reply.messages])
-                if any(m.severity == "error" for m in messages):  # e.g. unknown module: Lean's own answer
-                    self.server.remove_from_session_cache(reply.env)
-                    return LeanResponse(ResponseStatus.OK, messages=messages, lean_version=version)
-                env = self.headers[header] = reply.env
-        started = time.perf_counter()
-        self.sent_program = True
-        reply = self.server.run(Command(cmd=body, env=env, all_tactics=self.config.all_tactics or None),
-                                timeout=timeout)
-        elapsed = time.perf_counter() - started
-        if isinstance(reply, LeanError):
-            return response_from_repl_reply({"message": reply.message}, lean_version=version, time_s=elapsed)
-        return response_from_repl_reply(reply.model_dump(by_alias=True, exclude_none=True), line_offset=offset,
-                                        lean_version=version, time_s=elapsed)
-
+            finally:  # nothing the program did survives it
+                self.kill()
+                self.server = None
 
     # -- fresh_process: one REPL per program ------------------------------------------------------
     def _build_pickle(self, header: str, path: str) -> None:
@@ -319,14 +228,14 @@ class _Worker:
         try:
             reply = builder.run(Command(cmd=header), timeout=self.config.header_timeout)
             if isinstance(reply, LeanError):
-                raise _HeaderFailure(f"the header was refused: {reply.message}", _refusal_status(reply.message))
+                raise _HeaderFailure(f"the header was refused: {reply.message}", refusal_status(reply.message))
             errors = [m for m in reply.messages if m.severity == "error"]
             if errors:
                 raise _HeaderFailure(f"the header does not elaborate: {errors[0].data[:300]}")
             saved = builder.run(PickleEnvironment(env=reply.env, pickle_to=path), timeout=self.config.header_timeout)
             if isinstance(saved, LeanError):
                 raise _HeaderFailure(f"pickling the header environment failed: {saved.message}",
-                                     _refusal_status(saved.message))
+                                     refusal_status(saved.message))
         except _HeaderFailure:
             raise
         except Exception as error:
@@ -378,17 +287,16 @@ class _Worker:
     def _compile_fresh(self, header: str, body: str, offset: int, timeout: float,
                        version: str | None) -> LeanResponse:
         """One try in a new REPL process (``check`` kills it afterwards, whatever happened)."""
-        from lean_interact import LeanServer
-        from lean_interact.interface import Command, LeanError, UnpickleEnvironment
+        from lean_interact.interface import Command, LeanError
 
         self.sent_program = False
         path = self.pickles.path_for(header, self._build_pickle) if header and self.pickles else None
-        self.server = LeanServer(self._repl_config())
+        self.server = launch_repl(self._repl_config(), self.config, restarts=False)
         env = None
         if path is not None:
-            restored = self.server.run(UnpickleEnvironment(unpickle_env_from=path), timeout=self.config.header_timeout)
+            restored = load_header_pickle(self.server, path, self.config.header_timeout)
             if isinstance(restored, LeanError):  # before the program: never the candidate's
-                return LeanResponse(_refusal_status(restored.message), lean_version=version,
+                return LeanResponse(refusal_status(restored.message), lean_version=version,
                                     detail=f"unpickling the header environment failed: {restored.message}")
             env = restored.env
         self.sent_program = True
@@ -413,6 +321,23 @@ class _Worker:
                                         lean_version=version, time_s=elapsed)
 
 
+def program_response(reply: Reply, offset: int, version: str | None) -> LeanResponse:
+    """A session's reply to a whole program as the Verifier's response; positions shifted by the
+    ``offset`` header lines. A "Lean error" refusal of the program (an exception its elaboration
+    threw out of the REPL's command loop) is the program's doing: CANDIDATE_FAILURE, scored 0 and
+    never retried, as in ``fresh_process``."""
+    if not reply.ok:
+        return LeanResponse(reply.status, detail=reply.detail, time_s=reply.time_s, lean_version=version)
+    if reply.lean_error is not None:
+        return LeanResponse(ResponseStatus.CANDIDATE_FAILURE, time_s=reply.time_s, lean_version=version,
+                            detail=f"the REPL refused the program: {reply.lean_error[:300]}")
+    if reply.header_failed:  # the header's own messages, at the header's own lines
+        return LeanResponse(ResponseStatus.OK, lean_version=version,
+                            messages=messages_from_json([m.model_dump(by_alias=True) for m in reply.answer.messages]))
+    return response_from_repl_reply(reply.answer.model_dump(by_alias=True, exclude_none=True), line_offset=offset,
+                                    lean_version=version, time_s=reply.time_s)
+
+
 class _HeaderFailure(Exception):
     """The import header itself could not be elaborated in time: infrastructure, not the program
     (``status`` UNAVAILABLE when a stand-in REPL has no recording for it)."""
@@ -433,8 +358,7 @@ class LocalBackend(LeanBackend):
         self.config = config or LocalBackendConfig(**options)
         if self.config.workers < 1:
             raise ValueError(f"workers must be >= 1, got {self.config.workers}")
-        self._repl_config: Any = None
-        self._setup_lock = threading.Lock()
+        self._setup = ReplSetup(self.config)
         pickles = HeaderPickles(self.config.pickle_dir, self.config.header_pickles) if self.config.fresh_process else None
         self._workers = [_Worker(self.repl_config, self.config, pickles) for _ in range(self.config.workers)]
         self._executor = ThreadPoolExecutor(max_workers=self.config.workers, thread_name_prefix="lean-repl")
@@ -447,43 +371,7 @@ class LocalBackend(LeanBackend):
     # -- set-up -----------------------------------------------------------------------------------
     def repl_config(self) -> Any:
         """The lean-interact ``LeanREPLConfig`` (built once: may fetch and build the REPL / Mathlib)."""
-        with self._setup_lock:
-            if self._repl_config is None:
-                self._repl_config = self._build_repl_config()
-        return self._repl_config
-
-    def _build_repl_config(self) -> Any:
-        from lean_interact import LeanREPLConfig, LocalProject, TempRequireProject
-        from lean_interact.project import LeanRequire
-
-        cfg = self.config
-        project = None
-        if cfg.project_dir:
-            project = LocalProject(directory=cfg.project_dir, lake_path=cfg.lake_path, auto_build=cfg.build_repl)
-        elif cfg.require_mathlib:
-            require: Any = "mathlib" if cfg.mathlib_rev is None else LeanRequire(
-                "mathlib", "https://github.com/leanprover-community/mathlib4.git", cfg.mathlib_rev)
-            project = TempRequireProject(lean_version=cfg.lean_version, require=require, lake_path=cfg.lake_path)
-        version = cfg.lean_version if project is None else None
-        options: dict[str, Any] = dict(
-            project=project, lean_version=version, lake_path=cfg.lake_path, build_repl=cfg.build_repl,
-            memory_hard_limit_mb=cfg.memory_limit_mb, verbose=cfg.verbose,
-            # Elab.async only exists from Lean v4.19; older REPLs must not be sent the option
-            enable_parallel_elaboration=_version_tuple(cfg.lean_version) >= (4, 19))
-        if cfg.repl_path:
-            options["local_repl_path"] = cfg.repl_path
-        if cfg.cache_dir:
-            options["cache_dir"] = cfg.cache_dir
-        try:
-            repl_config = LeanREPLConfig(**options)
-        except Exception as error:
-            raise RuntimeError(
-                f"could not set up lean-interact for Lean {cfg.lean_version} ({type(error).__name__}: {error}). "
-                "The local backend needs a Lean toolchain (elan + lake on PATH or lake_path) and, for Mathlib, "
-                "a project: see README 'Lean backends' (project_dir, repl_path, lean_version)") from error
-        if project is not None and cfg.lean_version and repl_config.lean_version != cfg.lean_version:
-            log.warning("Lean project uses %s, not the configured %s", repl_config.lean_version, cfg.lean_version)
-        return repl_config
+        return self._setup()
 
     async def start(self) -> None:
         """Set up lean-interact and start every worker now rather than on the first programs."""
@@ -559,10 +447,8 @@ class LocalBackend(LeanBackend):
 def standin_config(directory: str | Path, **options: Any) -> LocalBackendConfig:
     """A config that drives a stand-in REPL directory (``standins.repl.prepare_repl_dir``) through
     lean-interact's real classes: its ``repl`` binary and ``lake`` shim, no Mathlib project."""
-    root = Path(directory)
-    return LocalBackendConfig(repl_path=str(root), lake_path=str(root / "lake"), build_repl=False,
-                              require_mathlib=False, **options)
+    return standin_session_config(directory, LocalBackendConfig, **options)
 
 
-__all__ = ["HeaderPickles", "LocalBackend", "LocalBackendConfig", "split_header", "split_pickled_header",
-           "standin_config"]
+__all__ = ["HeaderPickles", "LocalBackend", "LocalBackendConfig", "SessionConfig", "program_response", "split_header",
+           "split_pickled_header", "standin_config"]

@@ -180,6 +180,18 @@ class PackedCollator:
                 "use_cache": False}
 
 
+def pad_token_id(tokenizer: Any) -> int:
+    """The tokenizer's pad id, or its eos id when it has none. A pad id of 0 is a pad id (MiniLM's
+    ``[PAD]``): ``pad_token_id or eos_token_id`` would silently pad with eos."""
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+
+def collator_for(tokenizer: Any, attn_implementation: str | None = None) -> PackedCollator:
+    """The stages' collate: packed rows padded with the tokenizer's pad id, flattened into one row
+    for FlashAttention kernels (:func:`needs_flattening`)."""
+    return PackedCollator(pad_token_id(tokenizer), flatten=needs_flattening(attn_implementation))
+
+
 class PaddedCollator:
     """Naive baseline: one example per row, right-padded, with a 2-D attention mask."""
 

@@ -14,7 +14,7 @@ import pytest
 
 from data.build import build, main, make_backend, parse_config
 from data.config import SourceConfig
-from data.corpus import load_corpus
+from leanloop.corpus import load_corpus
 from data.journal import JOURNAL
 from data.names import declared_theorems, name_mismatch
 from leanloop.lean.types import LeanBackend, LeanResponse

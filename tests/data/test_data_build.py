@@ -16,7 +16,8 @@ import pytest
 from data.build import build, fingerprint, parse_config, verify
 from leanloop.lean.backends import make_backend
 from data.config import SourceConfig
-from data.corpus import SPLITS, load_corpus, split_of
+from data.corpus import SPLITS, split_of
+from leanloop.corpus import load_corpus
 from data.journal import JOURNAL, Journal, JournalMismatch
 from leanloop.lean.policy import BENCHMARK_HEADER
 from leanloop.lean.policy import reasons as R

@@ -88,6 +88,24 @@ def test_corpus_reader_checks_the_run_and_names_splits_one_way(artifacts):
         read_corpus("artifacts://sft/notdata")
 
 
+def test_the_corpus_schema_is_written_once(artifacts):
+    """COLUMNS, the pyarrow schema and the datasets Features are one schema; load_corpus reads a
+    written corpus back as a datasets.Dataset with those features."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from leanloop.corpus import COLUMNS, arrow_schema, features, load_corpus
+
+    assert tuple(arrow_schema().names) == COLUMNS == tuple(features())
+    assert features()["messages"].feature["pos"]["line"].dtype == "int32"
+    rows = [{name: None for name in COLUMNS} | {"id": "1", "name": "a", "split": "validation", "label": True,
+                                                 "reasons": [], "messages": [], "tactics": []}]
+    folder = _finished(artifacts, "data", "schema")
+    pq.write_table(pa.Table.from_pylist(rows, schema=arrow_schema()), folder / "final" / "corpus.parquet")
+    dataset = load_corpus("artifacts://data/schema", split="valid")
+    assert dataset.features == features() and dataset[0]["name"] == "a" and len(load_corpus(folder)) == 1
+
+
 @dataclass
 class EchoConfig:
     run: str = "echo"

@@ -9,8 +9,8 @@ import torch
 
 from leanloop.training.models import ModelSpec, load_model, load_tokenizer
 from leanloop.training.packing import (
-    IGNORE, PackedCollator, PaddedCollator, TooLongError, completion_example, lm_examples,
-    pack_examples, pack_lengths,
+    IGNORE, PackedCollator, PaddedCollator, TooLongError, collator_for, completion_example, lm_examples,
+    pack_examples, pack_lengths, pad_token_id,
 )
 
 
@@ -154,3 +154,14 @@ def test_pack_lengths_is_a_partition_within_capacity():
     assert len(bins) == -(-sum(lengths) // 100)  # this instance packs perfectly (602 tokens, 7 rows)
     with pytest.raises(TooLongError):
         pack_lengths([101], capacity=100)
+
+
+def test_the_stages_collate_keeps_a_pad_id_of_0():
+    """MiniLM's [PAD] is id 0: padding stays 0 (``pad_token_id or eos_token_id`` made it eos)."""
+    minilm = load_tokenizer("minilm")
+    assert minilm.pad_token_id == 0 and pad_token_id(minilm) == 0
+    rows = [[{"input_ids": [101, 7592, 102], "labels": [101, 7592, 102]}], [{"input_ids": [101, 102], "labels": [101, 102]}]]
+    batch = collator_for(minilm)(rows)
+    assert batch["input_ids"][1].tolist() == [101, 102, 0]
+    qwen = load_tokenizer("qwen3")
+    assert collator_for(qwen, "flash_attention_2").flatten and collator_for(qwen).pad_token_id == pad_token_id(qwen)

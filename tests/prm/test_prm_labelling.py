@@ -14,6 +14,7 @@ import pytest
 
 from leanloop.lean.local import LocalBackend, standin_config
 from leanloop.lean.replay import ReplayBackend
+from leanloop.lean.session import LeanSession, standin_session_config
 from leanloop.lean.replies import response_from_rl_lean
 from leanloop.lean.standins.repl import prepare_repl_dir
 from leanloop.lean.types import Category, Outcome
@@ -30,7 +31,7 @@ from prm.steps import split_steps
 def incremental(tmp_path_factory, shared_data):
     root = prepare_repl_dir(tmp_path_factory.mktemp("repl"), [shared_data / "lean_repl" / "repl_io_pairs.jsonl"],
                             lean_version="v4.33.0-rc2")  # lean-interact reads proofStatus (HEAD)
-    checker = IncrementalChecker(LocalBackend(standin_config(root, timeout=20)).repl_config(), timeout=20)
+    checker = IncrementalChecker(LeanSession(standin_session_config(root, timeout=20)))
     yield checker
     checker.close()
 
@@ -117,7 +118,7 @@ def test_incremental_checker_forgets_header_environments_with_the_killed_repl(tm
     # (recorded: repl test "Mathlib/test/H20231115") must elaborate the header again in the new REPL
     root = prepare_repl_dir(tmp_path, [shared_data / "lean_repl" / "repl_io_pairs.jsonl"], lean_version="v4.33.0-rc2",
                             faults=[{"when": "hang_probe", "action": "hang"}])
-    checker = IncrementalChecker(LocalBackend(standin_config(root, timeout=20)).repl_config(), timeout=2)
+    checker = IncrementalChecker(LeanSession(standin_session_config(root, timeout=20)), timeout=2)
     try:
         header = "import Mathlib.Tactic.Cases"
         assert checker.check(header, "theorem hang_probe : True := by", ["trivial"]).status == "timeout"

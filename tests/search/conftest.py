@@ -33,12 +33,12 @@ def standin_env(tmp_path_factory, shared_data):
     """``ReplEnv`` through lean-interact's real client against the stand-in REPL replaying the
     recorded HEAD sessions (the pinned lean-interact reads `proofStatus`, which only HEAD
     recordings carry; those commands were sent without lean-interact's `Elab.async` option)."""
-    from leanloop.lean.local import standin_config
+    from leanloop.lean.session import standin_session_config
     from leanloop.lean.standins.repl import prepare_repl_dir
     from search.repl_env import ReplEnv
 
     root = prepare_repl_dir(tmp_path_factory.mktemp("repl"), [shared_data / "lean_repl" / "repl_io_pairs.jsonl"],
                             lean_version=HEAD)
-    env = ReplEnv(standin_config(root, lean_version=HEAD), timeout=30, parallel_elaboration=False)
+    env = ReplEnv(standin_session_config(root, lean_version=HEAD, timeout=30, parallel_elaboration=False))
     yield env
     env.close()

@@ -4,8 +4,11 @@ client in proof-state mode against the stand-in REPL replaying recorded REPL ses
 from __future__ import annotations
 
 import socket
+import urllib.error
+import urllib.request
 
 import pandas as pd
+import pytest
 
 from search.env import EnvStatus, ReplayEnv
 from search.goals import parse_state
@@ -37,7 +40,12 @@ def test_http_pool_gives_the_same_answers(search_data, replay):
         assert [[g.text for g in a.goals] for a in answers] == [[g.text for g in d.goals] for d in direct]
         assert all(a.ok for a in answers)
         assert client.apply(starts[0].goals[0], "exact nonsense").status is EnvStatus.UNAVAILABLE
+        assert client.calls == len(rows) + 1
         client.close()
+        malformed = urllib.request.Request(f"http://127.0.0.1:{server.server_address[1]}/apply", data=b'{"goal": "x"}')
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(malformed, timeout=10)
+        assert refused.value.code == 400
     finally:
         server.shutdown()
     with socket.socket() as probe:  # a port nothing listens on once the probe is closed
@@ -67,17 +75,26 @@ def test_repl_splits_goals_and_reports_lean_errors(standin_env):
     assert error.status is EnvStatus.ERROR and "my_fake_premise" in error.error
 
 
+def test_repl_a_lean_error_reply_is_a_failed_tactic(standin_env):
+    # repl test "unknown_tactic": `exat 42` -> {"message": "Lean error:\n<input>:1:1: unknown tactic"}, Lean's
+    # verdict on the tactic (an error, as prm reads it), not the infrastructure's
+    start = standin_env.start("def f : Nat")
+    assert start.ok and start.goals[0].text == "⊢ Nat"
+    failed = standin_env.apply(start.goals[0], "exat 42")
+    assert failed.status is EnvStatus.ERROR and "unknown tactic" in failed.error
+
+
 def test_repl_goals_from_before_a_restart_are_refused_and_caches_are_rebuilt(tmp_path, shared_data):
     # recorded HEAD session "Mathlib/test/H20231115": `import Mathlib.Tactic.Cases`, the example in its
     # environment, then `induction' x with x hx`. A statement that hangs makes lean-interact kill
     # the REPL; the new process numbers envs and proof states from 0 again
-    from leanloop.lean.local import standin_config
+    from leanloop.lean.session import standin_session_config
     from leanloop.lean.standins.repl import prepare_repl_dir
     from search.repl_env import ReplEnv
 
     root = prepare_repl_dir(tmp_path, [shared_data / "lean_repl" / "repl_io_pairs.jsonl"], lean_version="v4.33.0-rc2",
                             faults=[{"when": "hang_probe", "action": "hang"}])
-    env = ReplEnv(standin_config(root, lean_version="v4.33.0-rc2"), timeout=2, parallel_elaboration=False)
+    env = ReplEnv(standin_session_config(root, lean_version="v4.33.0-rc2", timeout=2, parallel_elaboration=False))
     try:
         theorem = "import Mathlib.Tactic.Cases\nexample {x : Nat} : x + 1 > x"
         before = env.start(theorem)

@@ -30,10 +30,10 @@ def test_extraction_through_the_standin_repl(standin_env):
 
 @pytest.mark.lean
 def test_extraction_with_real_lean():
-    from leanloop.lean.local import LocalBackendConfig
+    from leanloop.lean.session import SessionConfig
     from search.repl_env import ReplEnv
 
-    env = ReplEnv(LocalBackendConfig(require_mathlib=False), timeout=120)
+    env = ReplEnv(SessionConfig(require_mathlib=False, timeout=120))
     try:
         (item,) = extract_file(env, "theorem t (p q : Prop) (hp : p) (hq : q) : p ∧ q := by\n"
                                     "  constructor\n  · exact hp\n  · exact hq\n")
