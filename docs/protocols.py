@@ -1,9 +1,13 @@
-"""Render docs/paper_protocols.yaml to docs/paper_protocols.md, and read the values it points at.
+"""Render docs/paper_protocols.yaml to docs/paper_protocols.md, read the values it points at (each
+paper config as its stage resolves it), and check its citations against the seed texts.
 
     python docs/protocols.py           # rewrite docs/paper_protocols.md
     python docs/protocols.py --check   # exit 1 when the .md is stale (tests/test_paper_protocols.py too)
 
-The YAML is the source; the Markdown is generated, never edited by hand.
+The YAML is the source; the Markdown is generated, never edited by hand. ``quote_problems`` is the
+citation check: a quote occurs in its seed (whitespace-normalised), holds the row's value and sits in
+the section named (headings parsed per the seed's style); a "not given" row's searched terms have no
+number near them in the sections searched, except in sentences it lists as another setting's.
 """
 
 from __future__ import annotations
