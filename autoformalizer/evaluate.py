@@ -217,6 +217,7 @@ def evaluate(config: AutoformalizerConfig, run_dir: Path) -> AutoformalizerRepor
         "stop_reasons": dict(Counter(r.stop_reason.split(" (")[0] for r in results)),
         "generated_tokens": tokens, "generation_s": round(generation_s, 2), "lean_s": round(lean.seconds, 2),
         "iteration_cap": config.repair.max_turns,
+        "no_verdict_within_k": curve.undetermined,  # counted as not passed in compile@k
         "error_messages_all_turns": error_breakdown(messages),
         "goal_pairs": goal_pairs, "reference_goals": sum(p.goal is not None for p in problems),
         "retrieval": bool(retriever), "did_you_mean": config.repair.did_you_mean,
@@ -236,12 +237,12 @@ def missing_reasons(report: AutoformalizerReport, statuses: Counter, config: Aut
     missing: dict[str, str] = {}
     undetermined = [k for k, v in report.compile_at_k.items() if v is None]
     if undetermined:
-        missing["compile@k"] = (f"k = {', '.join(map(str, undetermined))}: every problem's first k attempts hold no "
-                                f"pass and an attempt Lean did not answer (the repair loop stops there). {no_verdict}")
+        missing["compile@k"] = (f"k = {', '.join(map(str, undetermined))}: no problem has a Lean verdict within its "
+                                f"first k attempts. {no_verdict}")
     if config.evaluation.samples == 0:
         missing["pass@N"] = "evaluation.samples is 0 (no sampled statements)"
     elif any(v is None for v in report.pass_at_n.values()):
-        missing["pass@N"] = f"no problem has N sampled statements with a verdict. {no_verdict}"
+        missing["pass@N"] = f"no sampled statement has a Lean verdict. {no_verdict}"
     if report.mean_iters_solved is None:
         missing["mean_iters_solved"] = f"no problem was solved (no statement type-checked). {no_verdict}"
     if report.goal_exact_match is None:

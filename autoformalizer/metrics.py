@@ -1,8 +1,9 @@
 """The autoformalizer's nine metrics, and a report with the compile@k curve and the error breakdown.
 
-Every metric that needs Lean is computed only over items Lean answered; items without a verdict
-(no recording, timeout, backend failure) are counted and named in the report, and a metric with no
-answered item is ``None`` with the reason, never a guess.
+compile@k and pass@N are shares of all statements (the seed's Section 7.3): an item without a verdict
+(no recording, timeout, backend failure) is not a pass and stays in the denominator, and how many
+there were is counted and named in the report; a metric with no answered item at all is ``None`` with
+the reason, never a guess.
 """
 
 from __future__ import annotations
@@ -98,9 +99,11 @@ class CompileAtK:
 
 
 def compile_at_k(attempt_statuses: Sequence[Sequence[str]], ks: Sequence[int] = KS) -> CompileAtK:
-    """Fraction of problems with a statement that type-checks within the first k attempts (repair
-    turns), k = 1..5. A problem whose first k attempts hold no pass and at least one attempt Lean did
-    not answer is undetermined at k and left out of the denominator."""
+    """Share of all problems with a statement that type-checks within the first k attempts (repair
+    turns), k = 1..5 (the seed's "percentage of statements successfully type-checking ... within (k)
+    feedback attempts", Section 7.3): an attempt Lean did not answer (timeout, no recording) is not a
+    pass, so its problem stays in the denominator, and the count of such problems is kept beside the
+    value. None only when no problem has a verdict within its first k attempts (nothing was measured)."""
     values, undetermined = {}, {}
     for k in ks:
         passed = determined = 0
@@ -112,20 +115,23 @@ def compile_at_k(attempt_statuses: Sequence[Sequence[str]], ks: Sequence[int] = 
             elif all(s in VERDICT for s in first) and (len(first) == k or len(first) == len(statuses)):
                 determined += 1  # a loop that stopped early without a pass counts as failed
         undetermined[k] = len(attempt_statuses) - determined
-        values[k] = passed / determined if determined else None
+        values[k] = passed / len(attempt_statuses) if determined else None
     return CompileAtK(values, len(attempt_statuses), undetermined)
 
 
 def pass_at_n(samples: Sequence[Sequence[bool | None]], n: int) -> tuple[float | None, int]:
-    """Unbiased pass@n (Chen et al. 2021) averaged over problems, from each problem's sampled
-    verdicts (None = no Lean verdict, dropped). Returns (value, problems used); problems with fewer
-    than n verdicts cannot be estimated and are not used."""
+    """Unbiased pass@n (Chen et al. 2021) averaged over all problems, from each problem's sampled
+    verdicts: a sample Lean gave no verdict (None) is not a pass, so it counts as a failed sample and
+    its problem stays in the denominator. Returns (value, problems used); a problem with fewer than n
+    samples cannot be estimated and is refused (ValueError). None when no sample has a verdict."""
     from leanloop.prover.passk import pass_at_k
 
-    usable = [(len(v), sum(v)) for v in ([x for x in s if x is not None] for s in samples) if len(v) >= n]
-    if not usable:
+    short = sum(len(s) < n for s in samples)
+    if short:
+        raise ValueError(f"pass@{n}: {short} problem(s) have fewer than {n} sampled statements")
+    if not samples or all(v is None for s in samples for v in s):
         return None, 0
-    return float(np.mean([pass_at_k(total, correct, n) for total, correct in usable])), len(usable)
+    return float(np.mean([pass_at_k(len(s), sum(bool(v) for v in s), n) for s in samples])), len(samples)
 
 
 def mean_iters_solved(iterations: Sequence[int], solved: Sequence[bool | None]) -> float | None:

@@ -276,7 +276,8 @@ def _build(config: DataConfig, run_dir: Path, *, backend: LeanBackend | None = N
     manifest.extra = {
         "config": asdict(config),
         "backend": {"kind": config.backend.kind, "name": backend_name, "options": asdict(config.backend.options)},
-        "policy": {"profile": policy.name, "heartbeats": policy.profile.heartbeats,
+        "policy": {"profile": policy.name, "statement_rule": policy.profile.statement_rule,
+                   "heartbeats": policy.profile.heartbeats,
                    "max_chars": policy.profile.max_chars, "header": header},
         "lean_versions": {str(k): v for k, v in versions.most_common()},
         "reconciliation": reconciliation,

@@ -64,7 +64,8 @@ class DataConfig:
     miniF2F header (leanloop.lean.policy.BENCHMARK_HEADER)."""
     profile: str = "collection"
     """Acceptance policy profile: ``collection`` (the seed's, verbatim: what replay recordings answer),
-    ``collection_llf`` (LLF's: 800,000 heartbeats and the statement check; a real Lean backend) or
+    ``collection_llf`` (LLF's: 800,000 heartbeats and the printed-signature check, ``signature_text``; a real
+    Lean backend) or
     ``rl`` (hardened)."""
     backend: BackendConfig = field(default_factory=BackendConfig)
     concurrency: int = 16

@@ -188,6 +188,10 @@ class CascadeEvaluator:
             out.append(replace(prediction, cost=cost))
         timing.total_s = time.perf_counter() - began
         timing.other_s = max(timing.total_s - timing.gate_s - timing.load_s - timing.traces_s, 0.0)
+        # Eq. 13 spreads the driver's other work over the N programs like the load / transition
+        other_share = timing.other_s / max(len(programs), 1)
+        for prediction in out:
+            prediction.cost["other_s"] = other_share
         self.last_timing = timing
         self.total_timing.add(timing)
         return out

@@ -28,12 +28,15 @@ def _fmt(value: Any, digits: int = 3) -> str:
 
 
 def mean_cost(records: list[dict[str, Any]]) -> dict[str, float] | None:
-    """Mean per-candidate cost terms (LLF Eq. 13: gate, load / transition share, feedback) of a
-    cascade's records; None for an evaluator that records none."""
+    """Mean per-candidate cost terms of a cascade's records and their sum, LLF Eq. 13's
+    C_gate + q C_trace|gate+ + (C_load/swap + C_other) / N (``total_s``); None for an evaluator that
+    records none."""
     costs = [r["cost"] for r in records if r.get("cost")]
     if not costs:
         return None
-    return {term: float(np.mean([c[term] for c in costs])) for term in costs[0]}
+    means = {term: float(np.mean([c.get(term, 0.0) for c in costs])) for term in costs[0]}
+    means["total_s"] = sum(means.values())
+    return means
 
 
 def bootstrap_group(record: dict[str, Any]) -> tuple[str, str]:

@@ -43,7 +43,8 @@ class FeedbackPrediction(Prediction):
     cost: dict[str, float] | None = None
     """A cascade's per-candidate cost terms (LLF Eq. 13): ``gate_s`` (this program's gate time),
     ``load_s`` (its share of loading and the gate -> feedback transition), ``feedback_s`` (stage two's
-    time on it, 0 when the gate rejected it)."""
+    time on it, 0 when the gate rejected it), ``other_s`` (its share of the call's other driver work,
+    C_other / N)."""
 
 
 def unscored(reason: str, time_s: float = 0.0) -> FeedbackPrediction:

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 
 from leanloop.lean.types import Category
 from rl.harness import RewardHarness, Stage
-from leanloop.prover.passk import NO_PROGRAM, mean_pass_at_k, pass_at_k_report, per_statement
+from leanloop.prover.passk import NO_PROGRAM, mean_pass_at_k, pass_at_k_report, per_statement, repeat_summary
 from leanloop.prover.statements import Statement
 
 
@@ -136,7 +136,8 @@ def sample_run(model: Any, rollout: Any, render: Callable[[Statement], str], pro
 
 
 def mean_over_runs(tables: Sequence[dict[str, dict]]) -> dict[str, dict]:
-    """Each k's numbers averaged over the runs (None where a run has none); counts from the first run."""
+    """Each k's numbers averaged over the runs (None where a run has none), with the per-run pass@k and
+    its standard deviation across the runs (LLF Eq. 11, Table 7); counts from the first run."""
     out: dict[str, dict] = {}
     for k, first in tables[0].items():
         row = dict(first, runs=len(tables))
@@ -144,5 +145,6 @@ def mean_over_runs(tables: Sequence[dict[str, dict]]) -> dict[str, dict]:
             values = [t[k][key] for t in tables if t[k][key] is not None]
             row[key] = sum(values) / len(values) if values else None
         row["per_run"] = [t[k]["pass_at_k"] for t in tables]
+        row["std_over_runs"] = repeat_summary(row["per_run"])["std"]
         out[k] = row
     return out

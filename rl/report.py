@@ -140,11 +140,13 @@ def write_report(module: Any, datamodule: Any) -> Path:
                   f"{evaluation['verified']} of {evaluation['attempts']} attempts verified (valid / invalid / "
                   "precheck_rejected / no_program). Unverified attempts (timeouts included) count as failures "
                   "(LLF Eq. 10), never as guessed passes.", "",
-                  "| protocol | k | pass@k | statements | verified only (statements) | if unverified had passed |",
-                  "|---|---|---|---|---|---|"]
+                  "| protocol | k | pass@k (mean over runs) | std across runs (runs) | statements | "
+                  "verified only (statements) | if unverified had passed |",
+                  "|---|---|---|---|---|---|---|"]
         for protocol, table in evaluation["lean_pass_at_k"].items():
             for k, row in table.items():
-                lines.append(f"| {protocol} | {k} | {_fmt(row['pass_at_k'])} | {row['statements']} | "
+                lines.append(f"| {protocol} | {k} | {_fmt(row['pass_at_k'])} | {_fmt(row.get('std_over_runs'))} "
+                             f"({row.get('runs', 1)}) | {row['statements']} | "
                              f"{_fmt(row['verified_only_pass_at_k'])} ({row['statements_estimated']}) | "
                              f"{_fmt(row['upper_bound'])} |")
         judged = evaluation.get("judge")

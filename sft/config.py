@@ -81,6 +81,10 @@ class EvaluateConfig:
     run: str = "default"
     """Output run folder: artifacts/sft_eval/<run>/."""
     ks: list[int] = field(default_factory=lambda: [1, 8])
+    fewer_than_k: Literal["fail", "refuse"] = "fail"
+    """A statement with fewer than k attempts in the sample run (an interrupted or partial run):
+    ``fail`` keeps it in pass@k's denominator with the missing attempts counted as failed up to k
+    (LLF Eq. 10 divides by all problems); ``refuse`` stops the evaluation instead."""
     verifier: VerifierConfig = field(default_factory=VerifierConfig)
     sft: str | None = None
     """The sft run that produced the prover; its training theorems must not be evaluated on."""

@@ -123,6 +123,11 @@ def _markdown(config: EvaluateConfig, sample_manifest: dict, records: list[dict]
         lines.append(f"| {k} | {cell(row['pass_at_k'])} | {row['statements']} | "
                      f"{cell(row['verified_only_pass_at_k'])} ({row['statements_estimated']}) | "
                      f"{cell(row['upper_bound'])} |")
+    short = {k: row["statements_fewer_than_k"] for k, row in table.items() if row["statements_fewer_than_k"]}
+    if short:
+        lines += ["", "Statements with fewer than k attempts stay in the denominator, their missing attempts "
+                  "counted as failed up to k (fewer_than_k: fail): "
+                  + ", ".join(f"k = {k}: {n}" for k, n in short.items()) + "."]
     lines += ["", "The diagnostics are not the metric: the verified-only estimate averages over a possibly "
               "biased subset (e.g. replay recordings exist mostly for some programs)."]
     if reasons:
@@ -201,7 +206,7 @@ def _evaluate(config: EvaluateConfig, out: Path) -> Manifest:
     caveats = check_theorem_disjoint(config.sft, {row["name"] for row in rows}) if config.sft else []
     records = verify_rows(rows, make_verifier(config.verifier))
     results = per_statement(records)
-    table = pass_at_k_report(results, sorted(set(config.ks)))
+    table = pass_at_k_report(results, sorted(set(config.ks)), fewer_than_k=config.fewer_than_k)
 
     write_jsonl(out / "outcomes.jsonl", records)
     (out / "results.json").write_text(json.dumps(

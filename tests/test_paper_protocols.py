@@ -1,22 +1,28 @@
-"""Every paper config against docs/paper_protocols.yaml: the value a design gives is the value the
-config sets, every choice of ours says why, every paper config is listed, every named test exists,
-and docs/paper_protocols.md is the YAML's rendering."""
+"""docs/paper_protocols.yaml against the designs' own texts (../shared/seeds/) and the paper configs:
+every paper value is quoted from its seed (the quote is there, holds the value, and sits in the
+section named), every "not given" names the terms searched for and the seed states no value near
+them, every paper config resolves (as its stage resolves it) to the value listed, every code row's
+worked example runs the code, every paper config is listed, and docs/paper_protocols.md is the
+YAML's rendering. A wrong number, section or "not given" planted in a copy of the YAML fails."""
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import re
+import sys
 
 import pytest
-import yaml
 
 from leanloop.paths import REPO_ROOT
 
-_spec = importlib.util.spec_from_file_location("protocols", REPO_ROOT / "docs" / "protocols.py")
+_spec = importlib.util.spec_from_file_location("paper_protocols", REPO_ROOT / "docs" / "protocols.py")
 protocols = importlib.util.module_from_spec(_spec)
+sys.modules.setdefault("paper_protocols", protocols)
 _spec.loader.exec_module(protocols)
 
-STAGES = protocols.load()
+DOCUMENT = protocols.load_document()
+STAGES = DOCUMENT["stages"]
 ENTRIES = [(stage, entry) for stage, entries in STAGES.items() for entry in entries]
 
 
@@ -25,63 +31,438 @@ def _id(item) -> str:
     return f"{stage}:{entry['setting'][:60]}"
 
 
+def _find(stage: str, prefix: str) -> dict:
+    return next(e for e in STAGES[stage] if e["setting"].startswith(prefix))
+
+
 @pytest.mark.parametrize("item", ENTRIES, ids=[_id(item) for item in ENTRIES])
 def test_entry_is_well_formed(item):
     _, entry = item
-    assert {"setting", "paper", "status"} <= set(entry), entry
+    assert {"setting", "paper", "status", "seed"} <= set(entry), entry
+    assert entry["seed"] in DOCUMENT["seeds"], f"seed {entry['seed']} is not in the seeds table"
     assert entry["status"] in protocols.STATUSES
     if entry["paper"] == "not given":
         assert entry["status"] == "ours" and "value" in entry and entry.get("ours"), \
             "a number the design does not give is ours: give the config's value and why"
+        assert entry.get("searched", {}).get("terms"), "a `not given` row names the terms searched for"
+        assert "quote" not in entry and "section" not in entry
     else:
-        assert entry.get("section"), "a paper number needs its section"
+        assert entry.get("section") and entry.get("quote"), "a paper value is quoted from its seed with its section"
     if entry["status"] in ("ours", "option", "open"):
         assert entry.get("ours"), f"status {entry['status']} needs `ours` saying why / what is missing"
     if entry["status"] == "matches" and "value" in entry:
         assert entry["value"] == entry["paper"], "status matches but the config's value differs from the paper's"
     assert "config" in entry or "code" in entry or entry["status"] == "open", "where is it implemented?"
+    if "code" in entry and "config" not in entry:
+        assert entry.get("example") in EXAMPLES, "a code row names its worked example (EXAMPLES below)"
+
+
+@pytest.mark.parametrize("item", ENTRIES, ids=[_id(item) for item in ENTRIES])
+def test_row_is_what_its_seed_says(item):
+    _, entry = item
+    assert protocols.quote_problems(DOCUMENT, entry) == []
 
 
 CONFIG_ENTRIES = [item for item in ENTRIES if "config" in item[1]]
 
 
 @pytest.mark.parametrize("item", CONFIG_ENTRIES, ids=[_id(item) for item in CONFIG_ENTRIES])
-def test_paper_config_agrees_with_the_protocol(item):
+def test_paper_config_agrees_with_the_protocol(item, artifacts):
     _, entry = item
-    assert (REPO_ROOT / entry["config"]).is_file(), entry["config"]
+    paths = entry["config"] if isinstance(entry["config"], list) else [entry["config"]]
+    assert all((REPO_ROOT / p).is_file() for p in paths), paths
     got = protocols.config_value(entry, REPO_ROOT)
     want = protocols.expected(entry)
-    assert got == want, f"{entry['config']} {entry['key']} = {got!r}; docs/paper_protocols.yaml says {want!r} " \
-                        f"({entry.get('section') or 'ours'})"
-
-
-TEST_ENTRIES = [item for item in ENTRIES if "test" in item[1]]
-
-
-@pytest.mark.parametrize("item", TEST_ENTRIES, ids=[_id(item) for item in TEST_ENTRIES])
-def test_named_tests_exist(item):
-    path, name = item[1]["test"].split("::")
-    source = (REPO_ROOT / path).read_text()
-    assert re.search(rf"^def {re.escape(name)}\(", source, re.M), f"{path} has no test {name}"
+    assert got == want, f"{entry['config']} {entry['key']} resolves to {got!r}; docs/paper_protocols.yaml says " \
+                        f"{want!r} ({entry.get('section') or 'ours'})"
 
 
 def test_every_paper_config_is_listed():
-    listed = {entry["config"] for _, entry in CONFIG_ENTRIES}
+    listed = {p for _, entry in CONFIG_ENTRIES
+              for p in (entry["config"] if isinstance(entry["config"], list) else [entry["config"]])}
     papers = {str(p.relative_to(REPO_ROOT)) for p in (REPO_ROOT / "configs").rglob("paper*.yaml")}
     assert papers, "no paper config found"
     assert papers <= listed, f"paper configs missing from docs/paper_protocols.yaml: {sorted(papers - listed)}"
 
 
 def test_the_rendered_markdown_is_up_to_date():
-    assert (REPO_ROOT / "docs" / "paper_protocols.md").read_text() == protocols.render(STAGES), \
+    assert (REPO_ROOT / "docs" / "paper_protocols.md").read_text() == protocols.render(DOCUMENT), \
         "docs/paper_protocols.md is stale: run python docs/protocols.py"
 
 
-def test_lookup_reads_dotted_keys_list_indices_and_products(tmp_path):
-    config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump({"a": {"b": [{"c": 3}, {"c": 4}]}, "x": 2, "y": 8}))
-    entry = {"config": str(config), "key": "a.b.1.c"}
-    assert protocols.config_value(entry, tmp_path) == 4
-    assert protocols.config_value({"config": str(config), "key": ["x", "y", "a.b.0.c"]}, tmp_path) == 48
+def test_lookup_reads_dotted_keys_and_list_indices():
+    document = {"a": {"b": [{"c": 3}, {"c": 4}]}, "x": 2}
+    assert protocols.lookup(document, "a.b.1.c") == 4
     with pytest.raises(KeyError, match="no 'z'"):
-        protocols.config_value({"config": str(config), "key": "a.z"}, tmp_path)
+        protocols.lookup(document, "a.z")
+
+
+def test_configs_are_read_as_the_stage_resolves_them(artifacts):
+    """A key the paper config does not write resolves to the stage's default (dataclass defaults, a
+    Lightning dry run), and a layered list of files is read in order, later wins."""
+    lora = protocols.resolved_config("configs/autoformalizer/paper.yaml")["model"]["policy"]["adapters"]
+    assert "attention_rank" not in (REPO_ROOT / "configs/autoformalizer/paper.yaml").read_text()
+    assert (lora["attention_rank"], lora["expert_rank"]) == (64, 8)  # the adapter config's defaults
+    assert protocols.resolved_config("configs/feedback_model/eval/paper.yaml")["cascade"]["gate_dtype"] == "auto"
+    layered = protocols.resolved_config(["configs/rl/paper.yaml", "configs/rl/reward_lean_matched.yaml"])
+    assert layered["model"]["reward"]["protocol"] == "lean_matched" and layered["model"]["lean"]["timeout"] == 60.0
+
+
+# -- the checker catches what it is for ----------------------------------------------------------------
+def _problems(entry: dict) -> list[str]:
+    return protocols.quote_problems(DOCUMENT, entry)
+
+
+def test_a_planted_wrong_number_fails():
+    entry = copy.deepcopy(_find("cascade", "bootstrap resamples"))
+    assert _problems(entry) == []
+    entry["paper"] = 500
+    assert any("does not state [500.0]" in p for p in _problems(entry))
+    quoted = copy.deepcopy(_find("rl", "timeout audit budget"))
+    quoted["quote"] = quoted["quote"].replace("600 s", "300 s")
+    assert any("not in" in p for p in _problems(quoted))  # a quote the seed does not hold
+
+
+def test_a_planted_wrong_section_fails():
+    entry = copy.deepcopy(_find("sft", "attempts per statement"))
+    assert entry["section"] == "App. B" and _problems(entry) == []
+    entry["section"] = "3.1"
+    assert any("sits in section ['App. B'], not '3.1'" in p for p in _problems(entry))
+    draft = copy.deepcopy(_find("cascade", "speculative draft tokens"))
+    draft["section"] = "5"  # the parent section: the quote sits in 5.3
+    assert _problems(draft)
+
+
+def test_a_planted_wrong_not_given_fails():
+    """The draft-token count is stated in Section 5.3: calling it "not given" fails, naming the
+    sentence; the same row passes only if that sentence is listed as another setting's."""
+    entry = copy.deepcopy(_find("cascade", "speculative draft tokens"))
+    for key in ("section", "quote"):
+        entry.pop(key)
+    entry.update(paper="not given", value=8, status="ours", searched={"terms": ["draft"]})
+    problems = _problems(entry)
+    assert problems and any("drafting eight tokens at a time" in p for p in problems)
+    sentence = re.search(r"'([^']*drafting eight tokens[^']*)'", "\n".join(problems)).group(1)
+    assert sentence
+    heartbeats = copy.deepcopy(_find("data", "heartbeat budget"))
+    for key in ("section", "quote"):
+        heartbeats.pop(key)
+    heartbeats.update(paper="not given", searched={"terms": ["heartbeats"], "within": ["App. B"]})
+    assert any("800,000" in p for p in _problems(heartbeats))
+
+
+def test_a_planted_wrong_config_value_fails(artifacts):
+    entry = copy.deepcopy(_find("autoformalizer", "Stage 1 micro-batch"))
+    assert protocols.config_value(entry) == protocols.expected(entry) == 2
+    entry["paper"] = 4  # the value the project had before; the seed says 2
+    assert protocols.config_value(entry) != protocols.expected(entry)
+    assert any("does not state [4.0]" in p for p in _problems(entry))
+
+
+def test_numbers_are_read_as_the_seeds_write_them():
+    assert protocols.numbers_in("a budget of 800,000 Lean heartbeats") == [800000.0]
+    assert 0.05 in protocols.numbers_in("with 5% warmup") and 3e-5 in [
+        round(n, 12) for n in protocols.numbers_in("learning rate 3\\times 10^{-5}")]
+    assert 8.0 in protocols.numbers_in("drafting eight tokens") and 258000.0 in protocols.numbers_in("258k steps")
+    assert protocols.numbers_in("the encoder (ModernBERT) and BF16") == []
+
+
+# -- worked examples of the code rows ------------------------------------------------------------------
+def _collection_llf_heartbeats():
+    from leanloop.lean.policy import AcceptancePolicy
+    from leanloop.lean.types import VerifyRequest
+
+    statement = "theorem t (h₀ : 1 = 1) : True := by\n"
+    submission = AcceptancePolicy("collection_llf", header="").prepare(
+        VerifyRequest(program=statement + "  trivial", name="t", statement=statement))
+    assert submission.program.splitlines()[0] == "set_option maxHeartbeats 800000"
+    assert AcceptancePolicy("collection_llf").profile.heartbeats == 800_000
+
+
+def _collection_llf_compares_printed_signatures():
+    from leanloop.lean.policy.policy import signature_mismatch
+    from leanloop.lean.types import VerifyRequest
+
+    statement = "theorem t (x : ℕ) (h₀ : x = 2) : x + x = 4 := by\n"
+    request = VerifyRequest(program="", name="t", statement=statement)
+    assert signature_mismatch(request, "theorem t (x : ℕ)\n    (h₀ : x = 2) :\n  x + x = 4 := by\n  omega") is None
+    renamed = signature_mismatch(request, "theorem t (x : ℕ) (h : x = 2) : x + x = 4 := by\n  omega")
+    assert renamed and "signature_text" in renamed  # a binder renaming is rejected, as App. B says
+    assert signature_mismatch(request, "theorem u (x : ℕ) : x = x := rfl")  # no declaration of t
+
+
+def _statement_rule_is_recorded_per_row():
+    from leanloop.lean.policy import AcceptancePolicy
+
+    rules = {name: AcceptancePolicy(name).profile.statement_rule for name in ("collection", "collection_llf", "rl")}
+    assert rules == {"collection": "none", "collection_llf": "signature_text", "rl": "check_theorem"}
+
+
+def _unlabelled_outcomes_get_no_label():
+    from data.build import corpus_label
+    from leanloop.lean.types import Category
+
+    assert corpus_label(Category.VALID) is True and corpus_label(Category.INVALID) is False
+    for category in (Category.TIMEOUT, Category.INFRA_ERROR, Category.PRECHECK_REJECTED):
+        assert corpus_label(category) is None
+
+
+def _one_token_head_and_tail():
+    from classifiers.scoring import program_budget
+    from classifiers.truncation import head_tail_sizes, truncate_head_tail
+
+    assert program_budget(8196, 4, 8192, "the suffix") == 8192  # the 4-token suffix on top
+    assert head_tail_sizes(8192) == (2048, 6144)
+    kept = truncate_head_tail(list(range(10_000)), 8192)
+    assert kept[:2048] == list(range(2048)) and kept[2048:] == list(range(10_000 - 6144, 10_000))
+
+
+def _packed_rows_score_each_program():
+    import torch
+
+    from classifiers.scoring import OneTokenInputs
+
+    batch = OneTokenInputs.collate_packed(None, [[5, 6, 7], [8, 9]])
+    assert batch["position_ids"].tolist() == [[0, 1, 2, 0, 1]]  # positions restart: each program alone
+    assert torch.equal(batch["verdict_positions"], torch.tensor([2, 4]))
+
+
+def _calibrated_gate_row():
+    from feedback_model.cascade_report import EVALUATORS
+
+    assert "cascade" in EVALUATORS and "cascade (calibrated gate)" in EVALUATORS
+
+
+def _bootstrap_groups():
+    from feedback_model.cascade_report import bootstrap_group
+
+    assert bootstrap_group({"benchmark": "minif2f", "group": "amc12_p1"}) != \
+        bootstrap_group({"benchmark": "proofnet", "group": "amc12_p1"})
+
+
+def _block_normalization():
+    from leanloop.traces.parse import extract_blocks
+
+    (block,) = extract_blocks("x\n/- <feedback>\n  -- proof state:\n  h :   P\n\n  ⊢ Q  \n</feedback> -/\n")
+    assert block.key == "-- proof state: h : P ⊢ Q"
+
+
+def _coverage_over_pools_with_a_valid_candidate():
+    from leanloop.metrics.budget import build_pools, coverage_at_budget
+
+    # pool a: its valid candidate ranked first; pool b: no valid candidate (left out of the mean)
+    pools = build_pools([1, 0, 0, 0], [0.9, 0.1, 0.8, 0.7], ["a", "a", "b", "b"])
+    assert coverage_at_budget(pools, 1) == 1.0 and coverage_at_budget(pools, 1, "random") == 0.5
+
+
+def _cascade_ranking_ties():
+    from leanloop.metrics.budget import build_pools, coverage_at_budget
+
+    # accepted first, ties broken by the one-token score: the accepted 0.6 before the rejected 0.9
+    pools = build_pools([1, 0], [0.6, 0.9], ["p", "p"], verdicts=[1, 0])
+    assert coverage_at_budget(pools, 1) == 1.0
+    assert coverage_at_budget(build_pools([1, 0], [0.6, 0.9], ["p", "p"]), 1) == 0.0  # by score alone
+
+
+def _matched_targets():
+    import numpy as np
+
+    from leanloop.metrics.report import Predictions, matched_targets
+
+    rows = [{"split": "validation"}] * 4 + [{"split": "test"}] * 2
+    cascade = Predictions("cascade", np.array([1, 1, 0, 0, 1, 0]), np.array([.9, .2, .8, .1, .9, .9]),
+                          ["g"] * 6, np.array([1, 0, 1, 0, 1, 1]), rows)
+    assert matched_targets([cascade], "cascade", 0.5) == (0.5, 0.5)  # its validation rows only
+
+
+def _paired_bootstrap():
+    from leanloop.metrics.bootstrap import paired_bootstrap
+
+    labels, groups = [1, 0, 1, 0, 1, 0], ["a", "a", "b", "b", "c", "c"]
+    gain = paired_bootstrap(labels, groups, predictions_a=labels, predictions_b=[1, 1, 1, 1, 1, 1],
+                            metrics=("accuracy",), n_resamples=200)["accuracy"]
+    assert gain.point == pytest.approx(0.5) and gain.low == gain.high == pytest.approx(0.5)  # same resamples
+
+
+def _eq13_cost_includes_other():
+    from feedback_model.cascade_report import mean_cost
+
+    # LLF App. G's measured pipeline, per candidate: 0.123 gate, q = 0.648 of 0.236 trace, and
+    # (3.4 + 25.4 load / transition + 8.9 other) / N with N = 3,413 (2,212 gate positives / 0.648)
+    n, q = 3413, 0.648
+    records = [{"cost": {"gate_s": 0.123, "load_s": 28.8 / n, "feedback_s": 0.236 if i < q * n else 0.0,
+                         "other_s": 8.9 / n}} for i in range(n)]
+    cost = mean_cost(records)
+    assert cost["other_s"] == pytest.approx(8.9 / n)
+    assert cost["total_s"] == pytest.approx(0.287, abs=0.002)  # the recorded 979.7 s / 3,413
+
+
+def _residency_one_load_one_transition():
+    from feedback_model.cascade import CascadeEvaluator
+    from leanloop.evaluator import Prediction
+
+    loads = []
+
+    class Fixed:
+        def __init__(self, verdict):
+            self.verdict = verdict
+
+        def score(self, programs, deadline=None):
+            return [Prediction(self.verdict, float(self.verdict), None, 0.0) for _ in programs]
+
+    cascade = CascadeEvaluator(lambda: (loads.append("gate"), Fixed(True))[1],
+                               lambda: (loads.append("feedback"), Fixed(True))[1], "sequential")
+    predictions = cascade.score(["a", "b", "c", "d", "e"], batch_size=2)
+    assert loads == ["gate", "feedback"] and cascade.loaded == {}  # one load, one transition per call
+    assert all(p.verdict for p in predictions) and cascade.last_timing.gate_positive == 5
+
+
+def _speculative_config_for_sampling():
+    from feedback_model.config import GenerationConfig
+    from feedback_model.speculative import vllm_speculative_config
+
+    assert vllm_speculative_config(GenerationConfig(draft_tokens=8))["num_speculative_tokens"] == 8
+    assert vllm_speculative_config(GenerationConfig(draft_tokens=0)) is None
+
+
+def _first_returned_record_per_line():
+    from leanloop.lean.types import Position, TacticRecord
+    from leanloop.traces.annotate import annotate
+
+    program = "theorem t : True ∧ True := by\n  constructor <;> trivial"
+    # ASSUMED REPLY: two tactic records starting on line 2, the inner (right) one returned first
+    inner = TacticRecord("trivial", "⊢ True", Position(2, 18), Position(2, 25))
+    outer = TacticRecord("constructor <;> trivial", "⊢ True ∧ True", Position(2, 2), Position(2, 25))
+    first = annotate(program, [], [inner, outer])
+    assert "⊢ True\n" in first and "⊢ True ∧ True" not in first
+    assert "⊢ True ∧ True" in annotate(program, [], [inner, outer], same_line="leftmost")
+
+
+def _pass_at_k_counts_missing_attempts_as_failures():
+    from leanloop.prover.passk import StatementResult, pass_at_k_report
+
+    results = [StatementResult("a", 2, 2, 1, {"valid": 1, "invalid": 1}),
+               StatementResult("b", 2, 1, 0, {"timeout": 1, "invalid": 1}),
+               StatementResult("c", 1, 1, 1, {"valid": 1})]  # one attempt short of k = 2
+    row = pass_at_k_report(results, [2])["2"]
+    assert row["pass_at_k"] == pytest.approx(2 / 3) and row["statements"] == 3  # Eq. 10: all problems
+
+
+def _std_across_repeats():
+    from leanloop.prover.passk import repeat_summary
+
+    summary = repeat_summary([0.724, 0.728, 0.720])  # three pass@32 evaluations of one checkpoint
+    assert summary["mean"] == pytest.approx(0.724) and summary["std"] == pytest.approx(0.004)
+
+
+def _drift_pairs():
+    from rl.drift import DriftConfig, DriftMonitor
+
+    monitor = DriftMonitor(DriftConfig(steps=[25, 125, 250], min_pairs=1))
+    monitor.observe(True, True, "in_step")  # a rollout Lean labelled within the step
+    monitor.observe(True, False, "audit")  # a timeout the audit resolved afterwards
+    monitor.observe(None, True, "in_step")  # no evaluator verdict: no pair
+    assert monitor.due(25) and not monitor.due(26)
+    report = monitor.report(25)
+    assert report.pairs == 2 and report.fpr == 1.0 and report.accuracy == 0.5
+
+
+def _trivial_never_readmitted():
+    from rl.curriculum import TRIVIAL, Curriculum, CurriculumConfig
+
+    curriculum = Curriculum(["p", "q"], CurriculumConfig(retire_after=1, readmit_after_steps=0))
+    curriculum.set_status("p", TRIVIAL, 1, "closes by simp")
+    curriculum.record("q", 1, 1, 1)  # always solved: retired, then re-admitted
+    assert curriculum.readmit(5) == ["q"] and curriculum.states["p"].status == TRIVIAL
+
+
+def _typecheck_is_no_error():
+    from dataclasses import replace
+
+    from leanloop.lean.policy import AcceptancePolicy
+    from leanloop.lean.policy.harness import verbatim
+    from leanloop.lean.policy.policy import PROFILES
+    from leanloop.lean.types import Category, LeanMessage, LeanResponse, Position, ResponseStatus, VerifyRequest
+
+    program = "theorem t : 1 = 1 := by sorry"
+    request = VerifyRequest(program=program)
+    allowed = AcceptancePolicy(replace(PROFILES["statement"], only_sorry_warning=False), header="")
+    # ASSUMED REPLY: Lean's sorry warning plus an unused-variable linter warning, then an error
+    sorry = LeanMessage("warning", "declaration uses 'sorry'", Position(1, 8))
+    linter = LeanMessage("warning", "unused variable `x`", Position(1, 8))
+    error = LeanMessage("error", "type mismatch", Position(1, 22))
+    judge = lambda messages: allowed.judge(request, verbatim(program), LeanResponse(ResponseStatus.OK, messages=messages))
+    assert judge([sorry, linter]).category is Category.VALID  # no error: it type-checks
+    assert judge([sorry, error]).category is Category.INVALID
+
+
+def _compile_at_k_over_all_statements():
+    from autoformalizer.metrics import compile_at_k
+
+    curve = compile_at_k([["passed"], ["failed", "passed"], ["failed", "failed"], ["timeout", "failed"]], ks=(1, 2))
+    assert curve.values == {1: 0.25, 2: 0.5}  # shares of all four statements
+
+
+def _pass_at_cap_over_all_statements():
+    from autoformalizer.metrics import compile_at_k
+
+    cap = 5
+    curve = compile_at_k([["failed"] * 4 + ["passed"], ["unavailable"], ["failed"] * 5], ks=range(1, cap + 1))
+    assert curve.values[cap] == pytest.approx(1 / 3) and curve.undetermined[cap] == 1
+
+
+def _failure_modes_of_unsolved():
+    from autoformalizer.metrics import failure_modes
+    from autoformalizer.typecheck import CheckStatus, StatementCheck
+    from leanloop.lean.types import LeanMessage
+
+    unknown = StatementCheck(CheckStatus.FAILED, "", [LeanMessage("error", "unknown identifier 'Nat.foo'")])
+    counts = failure_modes([unknown, None])
+    assert counts["unknown_ident"] == 1 and counts["malformed"] == 1 and sum(counts.values()) == 2
+
+
+def _tokens_per_second_excludes_lean():
+    import time
+
+    from autoformalizer.evaluate import LeanClock
+    from autoformalizer.metrics import tokens_per_sec
+
+    class SlowLean:
+        def check_many(self, statements, headers):
+            time.sleep(0.05)
+            return []
+
+    clock = LeanClock(SlowLean())
+    began = time.perf_counter()
+    clock.check_many(["s"], [None])
+    wall = time.perf_counter() - began
+    assert clock.seconds >= 0.05 and tokens_per_sec(100, wall - clock.seconds + 1.0) > 100 / (wall + 1.0)
+
+
+def _search_config_cites_its_constants():
+    import ast
+
+    tree = ast.parse((REPO_ROOT / "search/config.py").read_text())
+    config = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "SearchConfig")
+    body = config.body
+    documented = 0
+    for i, node in enumerate(body):
+        if isinstance(node, ast.AnnAssign) and i + 1 < len(body) and isinstance(body[i + 1], ast.Expr):
+            text = body[i + 1].value.value.lower()
+            if re.search(r"paper|reference|ours|not given|seed", text):
+                documented += 1
+    assert documented >= 5
+
+
+EXAMPLES = {name.lstrip("_"): fn for name, fn in list(globals().items()) if name.startswith("_") and callable(fn)
+            and fn.__module__ == __name__ and name not in ("_id", "_find", "_problems")}
+CODE_ENTRIES = [item for item in ENTRIES if "example" in item[1]]
+
+
+@pytest.mark.parametrize("item", CODE_ENTRIES, ids=[_id(item) for item in CODE_ENTRIES])
+def test_code_row_worked_example(item):
+    EXAMPLES[item[1]["example"]]()
+
+
+def test_every_example_belongs_to_a_row():
+    assert set(EXAMPLES) == {entry["example"] for _, entry in CODE_ENTRIES}

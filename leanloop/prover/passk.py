@@ -67,21 +67,44 @@ def per_statement(records: list[dict]) -> list[StatementResult]:
     return results
 
 
-def pass_at_k_report(results: list[StatementResult], ks: list[int]) -> dict[str, dict]:
-    """Per k: ``pass_at_k`` over every statement with >= k attempts, unverified attempts counted as
-    failures (LLF Eq. 10); beside it, diagnostics: the estimate over statements with >= k verified
-    attempts (``verified_only_pass_at_k``, how many statements that leaves out) and the upper bound
-    if every unverified attempt had passed."""
+FEWER_THAN_K = ("fail", "refuse")
+
+
+def pass_at_k_report(results: list[StatementResult], ks: list[int], fewer_than_k: str = "fail") -> dict[str, dict]:
+    """Per k: ``pass_at_k`` over every statement, unverified attempts counted as failures (LLF Eq. 10
+    divides by all problems); a statement with fewer than k attempts keeps its place in the
+    denominator with the missing attempts counted as failed up to k (``fewer_than_k="fail"``: it
+    passes iff one of its attempts did) or makes the report refuse (``"refuse"``, ValueError).
+    Beside it, diagnostics: the estimate over statements with >= k verified attempts
+    (``verified_only_pass_at_k``, how many statements that leaves out) and the upper bound if every
+    unverified attempt had passed."""
+    if fewer_than_k not in FEWER_THAN_K:
+        raise ValueError(f"fewer_than_k must be one of {FEWER_THAN_K}, got {fewer_than_k!r}")
     table = {}
     for k in ks:
+        short = [r.name for r in results if r.attempts < k]
+        if short and fewer_than_k == "refuse":
+            raise ValueError(f"pass@{k}: {len(short)} statement(s) have fewer than {k} attempts "
+                             f"(e.g. {short[0]}); sample more or count them as failed (fewer_than_k: fail)")
         estimable = [(r.verified, r.correct) for r in results if r.verified >= k]
-        sized = [r for r in results if r.attempts >= k]
+        padded = [(max(r.attempts, k), r.correct) for r in results]
         table[str(k)] = {
-            "pass_at_k": mean_pass_at_k([(r.attempts, r.correct) for r in sized], k),
-            "statements": len(sized),
+            "pass_at_k": mean_pass_at_k(padded, k),
+            "statements": len(results),
+            "statements_fewer_than_k": len(short),
             "verified_only_pass_at_k": mean_pass_at_k(estimable, k),
             "statements_estimated": len(estimable),
             "statements_left_out": len(results) - len(estimable),
-            "upper_bound": mean_pass_at_k([(r.attempts, r.correct + r.unverified) for r in sized], k),
+            "upper_bound": mean_pass_at_k([(max(r.attempts, k), r.correct + r.unverified) for r in results], k),
         }
     return table
+
+
+def repeat_summary(values: list[float | None]) -> dict[str, float | int | None]:
+    """Mean and standard deviation of one metric across repeated evaluations of a fixed checkpoint
+    (LLF Eq. 11 and Table 7: mean +- standard deviation across repeats; the sample standard
+    deviation, ddof 1, None with a single run). A repeat without a value is left out and counted."""
+    measured = [float(v) for v in values if v is not None]
+    mean = float(np.mean(measured)) if measured else None
+    std = float(np.std(measured, ddof=1)) if len(measured) > 1 else None
+    return {"mean": mean, "std": std, "runs": len(measured), "runs_without_value": len(values) - len(measured)}

@@ -4,7 +4,8 @@
 
 - the program is normalized first (old feedback blocks removed; an inline ``:= by tactic`` of a
   declaration moved to its own indented line, see :mod:`leanloop.traces.source`);
-- per source line, the first tactic record starting on it (leftmost) puts its proof state before
+- per source line, the first tactic record returned that starts on it (LLF App. C; ``same_line``
+  "leftmost" keeps the leftmost-starting one instead) puts its proof state before
   that line, indented like it: ``/- <feedback>`` / ``-- proof state:`` / state / ``</feedback> -/``,
   with hypotheses deduplicated over the whole program (:mod:`leanloop.traces.hypotheses`);
 - messages are grouped by the line where their span ends and written after that line as
@@ -58,10 +59,19 @@ class _Block:
         return [self.indent + OPEN_TAG, *body, self.indent + CLOSE_TAG]
 
 
+SAME_LINE = ("first_returned", "leftmost")
+
+
 def annotate(program: str, messages: Sequence[LeanMessage], tactics: Sequence[TacticRecord],
-             include_warnings: bool = False) -> str:
+             include_warnings: bool = False, same_line: str = "first_returned") -> str:
     """The annotated program. ``messages`` and ``tactics`` carry Lean positions in ``program``
-    (1-based lines, 0-based codepoint columns); dicts in REPL / Verifier form are accepted too."""
+    (1-based lines, 0-based codepoint columns); dicts in REPL / Verifier form are accepted too.
+    Of several tactic records starting on one source line, ``first_returned`` keeps the first in
+    Lean's reply order (LLF App. C: "only the first record returned for that line is retained");
+    ``leftmost`` keeps the one starting leftmost (ties: reply order), which does not depend on the
+    order a REPL version happens to return records in."""
+    if same_line not in SAME_LINE:
+        raise ValueError(f"same_line must be one of {SAME_LINE}, got {same_line!r}")
     normalized = normalize_program(program)
     lines = normalized.lines
     # Spans that run past the code (to the end of the file) belong to its last code line.
@@ -72,7 +82,7 @@ def annotate(program: str, messages: Sequence[LeanMessage], tactics: Sequence[Ta
         if tactic.pos is None or not tactic.goals.strip() or not normalized.has_line(tactic.pos.line):
             continue
         row, column = normalized.locate(tactic.pos.line, tactic.pos.column)
-        if row not in states or (column, order) < states[row][:2]:
+        if row not in states or (same_line == "leftmost" and (column, order) < states[row][:2]):
             states[row] = (column, order, tactic)
 
     groups: dict[int, list[tuple[str, str]]] = {}

@@ -52,9 +52,26 @@ def test_pass_at_n_is_the_unbiased_estimator():
         # brute force: the share of k-subsets of the n samples that contain a pass
         subsets = list(itertools.combinations(verdicts, k))
         exact = sum(any(s) for s in subsets) / len(subsets)
-        value, used = pass_at_n([verdicts, [None] + verdicts], k)  # a missing verdict is dropped
+        value, used = pass_at_n([verdicts, verdicts], k)
         assert used == 2 and value == pytest.approx(exact)
-    assert pass_at_n([[True, None]], 2) == (None, 0)
+        # a sample Lean did not answer is a failed sample, not a dropped one
+        with_missing = verdicts[:-1] + [None]
+        subsets = list(itertools.combinations([bool(v) for v in with_missing], k))
+        assert pass_at_n([with_missing], k)[0] == pytest.approx(sum(any(s) for s in subsets) / len(subsets))
+    assert pass_at_n([[None, None]], 2) == (None, 0)  # nothing measured
+    with pytest.raises(ValueError, match="fewer than 2"):
+        pass_at_n([[True]], 2)
+
+
+def test_compile_at_k_and_pass_at_n_are_shares_of_all_statements():
+    """Four statements: one passes on the first attempt, two fail, one times out (no verdict). The
+    seed's compile@1 is 1/4 (a share of all statements), not 1/3 over the answered ones; with two
+    samples each, the timed-out statement's missing verdicts are failed samples: pass@2 = 2/4."""
+    curve = compile_at_k([["passed"], ["failed"], ["failed"], ["timeout"]], ks=(1,))
+    assert curve.values[1] == pytest.approx(0.25) and curve.undetermined[1] == 1
+    value, used = pass_at_n([[True, False], [False, True], [False, False], [None, None]], 2)
+    assert used == 4 and value == pytest.approx(0.5)
+    assert compile_at_k([["timeout"], ["unavailable"]], ks=(1,)).values[1] is None  # no verdict at all
 
 
 def test_compile_at_k_iterations_and_goals():
@@ -62,9 +79,9 @@ def test_compile_at_k_iterations_and_goals():
                 ["failed", "unavailable"], ["failed", "failed", "failed", "passed"]]
     result = compile_at_k(statuses)
     assert result.values[1] == pytest.approx(1 / 5)
-    assert result.values[2] == pytest.approx(2 / 4) and result.undetermined[2] == 1  # the unavailable turn
-    assert result.values[5] == pytest.approx(3 / 4)
-    assert all(result.values[k] <= result.values[k + 1] for k in range(2, 5))
+    assert result.values[2] == pytest.approx(2 / 5) and result.undetermined[2] == 1  # the unavailable turn
+    assert result.values[5] == pytest.approx(3 / 5)
+    assert all(result.values[k] <= result.values[k + 1] for k in range(1, 5))
     assert mean_iters_solved([2, 1, 5, 2, 4], [True, True, False, None, True]) == pytest.approx(7 / 3)
     assert mean_iters_solved([3], [False]) is None
     goal = "x : ℝ\nh₀ : x = 2\n⊢ x ^ 2 = 4"

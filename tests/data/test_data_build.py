@@ -118,6 +118,8 @@ def test_debug_build_writes_a_loadable_corpus(debug_build, rl_rows):
     assert dict(categories) == manifest["counts"]["category"]
     assert manifest["counts"]["input_rows"] == len(corpus) + manifest["counts"]["duplicates"]
     assert manifest["backend"]["kind"] == "replay" and manifest["lean_versions"].get("v4.9.0-rc1")
+    # the labels say which rule checked the statement: the collection profile checks none
+    assert manifest["policy"]["profile"] == "collection" and manifest["policy"]["statement_rule"] == "none"
     assert manifest["git"]["rev"] and manifest["inputs"]["source:rl_lean"]["hash"].startswith("sha256:")
     # the labels are the recorded ones for the RL-Lean slice
     by_program = {normalize_program(r["code"]): r for r in rl_rows[:300]}

@@ -101,8 +101,11 @@ def test_time_accounting_and_residency(two_classifiers, qwen_tokenizer, programs
     assert len(programs) > 2 and loads == {"gate": 1, "feedback": 1}
     assert [p.verdict for p in batched] == [p.verdict for p in predictions]
     # per-candidate cost terms (LLF Eq. 13): the load share is the same for all, stage two only for positives
-    assert all(set(p.cost) == {"gate_s", "load_s", "feedback_s"} for p in batched)
-    assert len({p.cost["load_s"] for p in batched}) == 1
+    assert all(set(p.cost) == {"gate_s", "load_s", "feedback_s", "other_s"} for p in batched)
+    assert len({p.cost["load_s"] for p in batched}) == 1 and len({p.cost["other_s"] for p in batched}) == 1
+    # C_other / N is in every candidate's cost (Eq. 13), not left out of the mean
+    assert sum(p.cost["other_s"] for p in batched) == pytest.approx(whole.last_timing.other_s)
+    assert whole.last_timing.other_s > 0
     assert all(p.cost["feedback_s"] == 0.0 for p in batched if p.reason.startswith("gate rejected"))
     assert sum(p.cost["load_s"] for p in batched) == pytest.approx(whole.last_timing.load_s)
 

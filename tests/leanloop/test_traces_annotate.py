@@ -295,3 +295,31 @@ def test_state_after_a_message_block_joins_it(cases):
                 assert lines[0].startswith("-- type:") and not any(l.startswith("-- type:") for l in lines[state_at:])
                 merged += 1
     assert merged >= 10
+
+
+def test_of_several_records_on_a_line_the_first_returned_is_kept(cases):
+    """LLF App. C: "If multiple tactic records start on the same source line, only the first record
+    returned for that line is retained." In the recorded replies the first returned record of a line
+    is also its leftmost, so the two rules agree there; with the same records in reverse order they
+    part: first_returned follows the reply order, the named option leftmost does not."""
+    checked = 0
+    for case in cases:
+        lines: dict[int, list] = {}
+        for tactic in case.response.tactics:
+            if tactic.pos is not None and tactic.goals.strip():
+                lines.setdefault(tactic.pos.line, []).append(tactic)
+        shared = [group for group in lines.values() if len({t.goals for t in group}) > 1]
+        if not shared:
+            continue
+        program, messages, tactics = case.record.program, case.response.messages, case.response.tactics
+        assert annotate(program, messages, tactics) == annotate(program, messages, tactics, same_line="leftmost")
+        # ASSUMED REPLY: the recorded tactic records, returned in reverse order
+        reversed_reply = list(reversed(tactics))
+        first = annotate(program, messages, reversed_reply)
+        leftmost = annotate(program, messages, reversed_reply, same_line="leftmost")
+        assert leftmost == annotate(program, messages, tactics, same_line="leftmost")
+        if first != leftmost:
+            checked += 1
+    assert checked >= 1
+    with pytest.raises(ValueError, match="same_line"):
+        annotate("theorem t : True := by\n  trivial", [], [], same_line="rightmost")

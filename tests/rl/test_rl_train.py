@@ -172,5 +172,7 @@ def test_evaluation_protocols_budget_and_configured_replay(artifacts):
     tables = evaluation["lean_pass_at_k"]
     assert set(tables) == {"pass@1", "pass@2"} and set(tables["pass@2"]) == {"1", "2"}
     assert tables["pass@1"]["1"]["runs"] == 3 and len(tables["pass@1"]["1"]["per_run"]) == 3
+    # LLF Table 7: mean +- standard deviation across the repeated evaluations (one run: none)
+    assert tables["pass@1"]["1"]["std_over_runs"] == 0.0 and tables["pass@2"]["2"]["std_over_runs"] is None
     # nothing is valid under replay + the rl profile, and unverified attempts are failures: pass@k is 0, not n/a
     assert all(row["pass_at_k"] == 0.0 for table in tables.values() for row in table.values())

@@ -13,10 +13,13 @@ object; nothing re-implements a check. Two profiles:
     here as it passed in the seed; use ``rl`` where that matters.
 
 ``collection_llf`` — LLF's collection exactly (Section 3, App. B): the collection prechecks, then
-    the candidate compiled with the harness's maxHeartbeats 800,000 and the trusted statement's
-    signature check ("proofs of the wrong statement are invalid"); the axioms the collection text
-    rules let through (native_decide's) are allowed. Needs a real Lean backend: replay recordings
-    never include the harness lines, so there it can only reject. configs/data/paper.yaml uses it.
+    the candidate compiled with the harness's maxHeartbeats 800,000; a program Lean accepts must
+    declare the target with the trusted statement's signature ("compares pretty-printed signatures
+    and rejects mismatches even if the program otherwise compiles": ``signature_text``, the declared
+    binders and type whitespace-normalised, so a binder renaming is rejected as in the seed). No
+    check theorem and no axiom trailer (the seed has neither; native_decide is not blocked). Needs a
+    real Lean backend: replay recordings never include the harness line, so there it can only
+    reject. configs/data/paper.yaml uses it; a corpus records its rule (``statement_rule``).
 
 ``rl`` — hardened for a policy that is optimised against it (RL environments guide). Everything
     above, plus the rl prechecks in ``prechecks.rl_reasons`` (native_decide, compiler overrides,
@@ -83,6 +86,17 @@ def is_native_axiom(axiom: str) -> bool:
 _SORRY_WARNING = re.compile(r"declaration uses ['`]sorry['`]")
 
 
+# The declared signature (binders and type of the target's declaration, whitespace-normalised)
+# against the trusted statement's, as written: the offline form of LLF's printed-signature comparison.
+# Lean's printer would also equate two spellings of one notation, which this rejects: conservative
+# in the same direction as the seed (it rejects binder renamings too).
+SIGNATURE_RULE = "signature_text"
+
+
+def printed_signature(binders: str, type_: str) -> str:
+    return " ".join(f"{binders} : {type_}".split())
+
+
 @dataclass(frozen=True)
 class Profile:
     name: str
@@ -94,12 +108,21 @@ class Profile:
     allow_sorry: bool = False  # `sorry` allowed in the text and its warning allowed from Lean
     only_sorry_warning: bool = False  # any warning other than the sorry warning makes it INVALID
     allow_native_decide: bool = False  # native_decide's axioms pass the trailer's axiom check
+    signature_check: bool = False  # the declared signature must equal the trusted one (SIGNATURE_RULE)
+
+    @property
+    def statement_rule(self) -> str:
+        """Which rule checks that the program proves the trusted statement (recorded with a corpus)."""
+        return "check_theorem" if self.statement_check else SIGNATURE_RULE if self.signature_check else "none"
 
 
 COLLECTION = Profile("collection", hardened=False, heartbeats=None, statement_check=False)
 RL = Profile("rl", hardened=True, heartbeats=HARNESS_HEARTBEATS, statement_check=True)
-COLLECTION_LLF = Profile("collection_llf", hardened=False, heartbeats=HARNESS_HEARTBEATS, statement_check=True,
-                         allow_native_decide=True)
+# LLF App. B: "The collection compares pretty-printed signatures and rejects mismatches even if the
+# program otherwise compiles" (so a binder renaming is rejected); no axiom trailer. The check theorem
+# (definitional equality, binder renamings accepted) stays rl's, the stronger defence under RL.
+COLLECTION_LLF = Profile("collection_llf", hardened=False, heartbeats=HARNESS_HEARTBEATS, statement_check=False,
+                         signature_check=True)
 # Does a formal statement type-check (the autoformalizer's compile reward)? `:= by sorry` is the
 # expected proof: sorry and its warning are allowed, errors are not; the rl text rules still apply
 # (an autoformalization policy is optimised against this check too).
@@ -168,7 +191,7 @@ class AcceptancePolicy:
         program = request.program
         if not isinstance(program, str) or not program.strip():
             return Outcome(Category.INPUT_ERROR, reasons=[R.reason(R.BAD_REQUEST, "empty program")])
-        if self.profile.statement_check and not (request.name and request.statement):
+        if (self.profile.statement_check or self.profile.signature_check) and not (request.name and request.statement):
             return Outcome(Category.INPUT_ERROR, reasons=[R.reason(
                 R.BAD_REQUEST, f"the {self.profile.name} profile needs the target name and the trusted "
                 "statement (VerifyRequest.name / .statement)")])
@@ -182,11 +205,13 @@ class AcceptancePolicy:
         if not check.ok:
             return Outcome(Category.PRECHECK_REJECTED, reasons=check.reasons)
         signature = None
-        if self.profile.statement_check:
+        if self.profile.statement_check or self.profile.signature_check:
             try:
                 signature = parse_statement(request.statement or "", request.name)
             except StatementError as exc:
                 return Outcome(Category.INPUT_ERROR, reasons=[R.reason(R.TRUSTED_STATEMENT_ERROR, str(exc))])
+            if not self.profile.statement_check:
+                signature = None  # compared after Lean (signature_mismatch), not composed into the program
         if self.profile.heartbeats is None and signature is None:
             return verbatim(program)
         return compose(program, header=header, heartbeats=self.profile.heartbeats, signature=signature)
@@ -222,6 +247,12 @@ class AcceptancePolicy:
         verdict = self._verdict_from_messages(messages, base, self.profile)
         if verdict is not None:
             return verdict
+        if self.profile.signature_check:
+            mismatch = signature_mismatch(request, submission.candidate or request.program)
+            if mismatch is not None:
+                base.category = Category.INVALID
+                base.reasons = [R.reason(R.STATEMENT_MISMATCH, mismatch)]
+                return base
         if not submission.trailer_line:
             base.category = Category.VALID
             return base
@@ -378,3 +409,17 @@ class AcceptancePolicy:
         base.category = Category.VALID
         base.reasons = []
         return base
+
+
+def signature_mismatch(request: VerifyRequest, program: str) -> str | None:
+    """Why the program's declaration of the target does not carry the trusted statement's signature
+    (SIGNATURE_RULE), or None when it does. Run on a program Lean compiled without error."""
+    expected = parse_statement(request.statement or "", request.name)
+    try:
+        declared = parse_statement(program, request.name)
+    except StatementError:
+        return f"no `theorem {request.name}` declaration with a signature in the program"
+    want, got = printed_signature(expected.binders, expected.type), printed_signature(declared.binders, declared.type)
+    if want != got:
+        return f"the declared signature of `{request.name}` differs from the trusted one ({SIGNATURE_RULE}): {got!r}"
+    return None

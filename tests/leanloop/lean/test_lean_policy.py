@@ -407,38 +407,47 @@ def test_statement_profile_without_header_puts_the_harness_line_before_the_theor
     assert composed.program == "import Mathlib\nimport Aesop\nset_option maxHeartbeats 800000\n" + program
 
 
-def test_collection_llf_compiles_with_800000_heartbeats_and_checks_the_statement(accepted, statements, replay,
-                                                                                 axiom_replies):
-    """LLF's collection (Section 3, App. B): the collection prechecks, the candidate compiled with the
-    harness's 800,000 heartbeats and the trusted statement's signature check; native_decide's axioms
-    pass (the seed's collection list allows it), sorryAx does not. Real recorded Lean output only."""
+def test_collection_llf_compiles_with_800000_heartbeats_and_checks_the_statement(accepted, statements, replay):
+    """LLF's collection (App. B): the collection prechecks, the candidate compiled with the harness's
+    800,000 heartbeats, and "the collection compares pretty-printed signatures and rejects mismatches
+    even if the program otherwise compiles" (so a binder renaming is rejected); no check theorem, no
+    axiom trailer (that is rl's rule). Real recorded Lean output for the accepted program."""
     request = VerifyRequest(program=accepted["code"], name=accepted["name"],
                             statement=statements[accepted["name"]]["formal_statement"],
                             header=statements[accepted["name"]]["header"])
     verbatim_submission = AcceptancePolicy("collection").prepare(request)
     assert not verbatim_submission.composed  # the recorded (verbatim) collection
     policy = AcceptancePolicy("collection_llf")
+    assert policy.profile.statement_rule == "signature_text"
+    assert AcceptancePolicy("rl").profile.statement_rule == "check_theorem"
+    assert AcceptancePolicy("collection").profile.statement_rule == "none"
     submission = policy.prepare(request)
     assert submission.program.splitlines()[submission.header_lines] == "set_option maxHeartbeats 800000"
+    assert submission.trailer_line == 0 and "LeanloopHarness" not in submission.program  # no check theorem
     recorded = replay.answer(accepted["code"])
     shift = submission.block_lines
-    moved = [LeanMessage(m.severity, m.data, None if m.pos is None else Position(
-        m.pos.line + (shift if m.pos.line > submission.header_lines else 0), m.pos.column)) for m in recorded.messages]
-    replies = replies_by_kind(axiom_replies)
 
-    def judge(active: AcceptancePolicy, kind: str | None, extra=()):
-        sub = replace(submission, check_name=replies[kind][0]) if kind else submission
-        line = sub.axioms_line
-        reply = [LeanMessage("info", replies[kind][1], Position(line, 0), Position(line, 13))] if kind else []
-        return active.judge(request, sub, LeanResponse(ResponseStatus.OK, messages=[*moved, *reply, *extra]), "test")
+    def moved(messages):
+        return [LeanMessage(m.severity, m.data, None if m.pos is None else Position(
+            m.pos.line + (shift if m.pos.line > submission.header_lines else 0), m.pos.column)) for m in messages]
 
-    assert judge(policy, "clean").category is Category.VALID
-    assert judge(policy, "native").category is Category.VALID
-    assert judge(AcceptancePolicy("rl"), "native").category is Category.INVALID
-    assert judge(policy, "sorry").category is Category.INVALID
-    # a proof of another statement: the check theorem fails on the trailer line
-    error = LeanMessage("error", "type mismatch", Position(submission.trailer_line, 0), Position(submission.trailer_line, 5))
-    wrong = judge(policy, None, [error])
+    def judge(active: AcceptancePolicy, req: VerifyRequest, sub, messages):
+        return active.judge(req, sub, LeanResponse(ResponseStatus.OK, messages=moved(messages)), "test")
+
+    assert judge(policy, request, submission, recorded.messages).category is Category.VALID
+    sorry = [LeanMessage("warning", "declaration uses 'sorry'", Position(submission.header_lines + 1, 0))]
+    assert judge(policy, request, submission, [*recorded.messages, *sorry]).category is Category.INVALID
+    # A binder renamed in the candidate's declaration: the printed signature differs, so collection_llf
+    # rejects it although it compiles (ASSUMED REPLY: the accepted program's recorded messages, which
+    # do not mention the binder); rl's check theorem would accept it (definitional equality).
+    binder = re.search(r"\((h\S*) :", statements[accepted["name"]]["formal_statement"]).group(1)
+    renamed = replace(request, program=accepted["code"].replace(binder, "hRenamed"))
+    wrong = judge(policy, renamed, policy.prepare(renamed), recorded.messages)
     assert wrong.category is Category.INVALID and codes(wrong.reasons) == {R.STATEMENT_MISMATCH}
+    assert "signature_text" in wrong.reasons[0]
+    # whitespace is not part of the signature: the declaration laid out over more lines passes
+    spread = replace(request, program=accepted["code"].replace(f"({binder} :", f"\n    ({binder}  :", 1))
+    assert spread.program != request.program
+    assert judge(policy, spread, policy.prepare(spread), recorded.messages).category is Category.VALID
     assert policy.prepare(VerifyRequest(program=accepted["code"], name=accepted["name"])).category \
         is Category.INPUT_ERROR  # it needs the trusted statement, like rl
