@@ -42,14 +42,13 @@ demo: setup ## the main job on the embedded default: every stage end to end, on 
 	$(MAKE) cascade-eval
 	$(MAKE) rl
 	$(MAKE) search-demo
-# >>> demo chain (stages append their target to the demo recipe above as they land)
 
 # --- the real Kimina Lean Server for the tests: its own venv (Python >= 3.12, pinned FastAPI) ---
 .PHONY: kimina-venv
 kimina-venv: setup ## create .venv-kimina with the real kimina-ast-server for the Kimina tests (idempotent, instant when done)
 	$(PY) -m leanloop.lean.standins.real_kimina setup
 
-# --- data stage (issue: foundation) ---
+# --- data stage ---
 .PHONY: data bench-data
 data: setup ## label candidate proofs with Lean into a corpus (CONFIG=configs/data/X.yaml, RUN=name, ARGS="--fresh true" or overrides)
 	$(call stage,data.build,configs/data/default.yaml)
@@ -58,7 +57,7 @@ bench-data: setup ## precheck / corpus / annotation / metric throughput
 	$(PY) -m bench.data $(ARGS)
 	$(PY) -m bench.traces $(ARGS)
 
-# --- the judge (issue 16): Lean FRO's comparator, see leanloop/lean/README.md ---
+# --- the judge: Lean FRO's comparator, see leanloop/lean/README.md ---
 judge: setup ## re-check a corpus's valid rows with comparator (IN=artifacts/data/X/final/corpus.parquet OUT=judged.jsonl [ARGS="--project-template DIR"])
 	$(PY) -m leanloop.lean.judge $(IN) $(OUT) $(ARGS)
 
@@ -184,7 +183,7 @@ bench-autoformalizer: setup ## unfused-MoE policy: bf16 vs NF4 memory, QLoRA vs 
 autoformalizer-retrieval: setup ## System B recall@8 on the shipped statements (CONFIG=configs/autoformalizer/eval/X.yaml, RUN=name, ARGS=overrides)
 	$(call stage,autoformalizer.evaluate_retrieval,configs/autoformalizer/eval/default.yaml)
 
-# --- benches' smoke mode and the GPU check (issue 15) ---
+# --- benches' smoke mode, the GPU check and the Lean check ---
 .PHONY: bench-smoke gpu-check lean-check
 bench-smoke: setup ## every bench-* target in its --smoke mode (tiny sizes; checks they run, measures nothing)
 	$(PY) -m pytest -q tests/bench/test_bench_smoke.py

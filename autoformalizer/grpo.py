@@ -232,33 +232,12 @@ class AutoformalizerGRPOModule(PolicyRunHooks, GRPOUpdate, L.LightningModule):
 
 
 def _plot(history: list[dict], path: Path) -> bool:
-    if not history:
-        return False
-    import matplotlib
+    from leanloop.plots import Lines, Stacked, step_panels
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    steps = [h["step"] for h in history]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    axes[0].plot(steps, [h.get("train/reward", float("nan")) for h in history], marker="o", label="mean reward")
-    axes[0].plot(steps, [h.get("train/well_formed", float("nan")) for h in history], marker="s", label="well-formed")
-    axes[0].set_ylim(-0.05, 1.05)
-    axes[0].set_xlabel("step")
-    axes[0].legend(fontsize=8)
-    bottom = [0.0] * len(steps)
-    for gate in GATES:
-        counts = [h.get(f"reward/gate/{gate}", 0.0) for h in history]
-        if any(counts):
-            axes[1].bar(steps, counts, bottom=bottom, label=gate)
-            bottom = [b + c for b, c in zip(bottom, counts)]
-    axes[1].set_xlabel("step")
-    axes[1].set_title("rollouts by reward gate")
-    axes[1].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    return step_panels(history, path, [
+        Lines("reward", [("train/reward", "mean reward"), ("train/well_formed", "well-formed")], ylim=(-0.05, 1.05)),
+        Stacked("rollouts by reward gate", "reward/gate/{}", list(GATES)),
+    ]) is not None
 
 
 def write_grpo_report(module: AutoformalizerGRPOModule, run_dir: Path) -> Path:

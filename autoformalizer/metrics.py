@@ -256,10 +256,9 @@ def _plot_compile_at_k(values: dict[int, float | None], path: Path) -> bool:
     points = [(k, v) for k, v in sorted(values.items()) if v is not None]
     if not points:
         return False
-    import matplotlib
+    from leanloop.plots import pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(4.5, 3.2))
     ax.plot([k for k, _ in points], [v for _, v in points], marker="o")
@@ -269,18 +268,16 @@ def _plot_compile_at_k(values: dict[int, float | None], path: Path) -> bool:
     ax.set_xticks([k for k, _ in points])
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path, dpi=120)
     return True
 
 
 def _plot_error_breakdown(counts: dict[str, int], path: Path) -> bool:
     if not counts or sum(counts.values()) == 0:
         return False
-    import matplotlib
+    from leanloop.plots import pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(5, 3.2))
     names = list(FAILURE_MODES)
@@ -288,8 +285,7 @@ def _plot_error_breakdown(counts: dict[str, int], path: Path) -> bool:
     ax.set_ylabel("unsolved problems")
     ax.tick_params(axis="x", rotation=20)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path, dpi=120)
     return True
 
 

@@ -187,10 +187,9 @@ def summarize(folder: Path, name: str, results: list[FoldResult]) -> dict[str, A
 
 
 def _plot(path: Path, name: str, done: list[FoldResult]) -> None:
-    import matplotlib
+    from leanloop.plots import pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6, 4))
     folds = [r.fold for r in done]
@@ -202,8 +201,7 @@ def _plot(path: Path, name: str, done: list[FoldResult]) -> None:
     ax.set_title(f"{name}: cross-validation")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save(fig, path, dpi=100)
 
 
 def build_parser():

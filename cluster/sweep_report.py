@@ -146,10 +146,9 @@ def _plot(sweep: SweepConfig, rows: list[dict[str, Any]], metric: str | None, be
     points = [(row, value) for row, value in points if value is not None and math.isfinite(value)]
     if not points:
         return None
-    import matplotlib
+    from leanloop.plots import pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     numeric_axis = (sweep.grid is not None and len(varied_keys) == 1
                     and all(metric_number(row.get(short[varied_keys[0]])) is not None for row, _ in points))
@@ -180,6 +179,5 @@ def _plot(sweep: SweepConfig, rows: list[dict[str, Any]], metric: str | None, be
     ax.set_title(f"sweep {sweep.name}: {metric} ({sweep.mode} is better)")
     fig.tight_layout()
     path = folder / (re.sub(r"[^A-Za-z0-9._-]+", "_", metric) + ".png")
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save(fig, path, dpi=100)
     return path

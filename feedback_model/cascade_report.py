@@ -124,10 +124,9 @@ def budget_table(records: list[dict[str, Any]]) -> tuple[list[str], dict[str, An
 
 
 def plots(out: Path, summary: dict[str, Any], curves: dict[str, Any]) -> list[str]:
-    import matplotlib
+    from leanloop.plots import pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.ticker import MaxNLocator
 
     names = list(summary)
@@ -136,8 +135,7 @@ def plots(out: Path, summary: dict[str, Any], curves: dict[str, Any]) -> list[st
     ax.set(xlabel="candidates / s (scoring wall time)", title="Throughput per configuration")
     ax.invert_yaxis()
     fig.tight_layout()
-    fig.savefig(out / "throughput.png", dpi=110)
-    plt.close(fig)
+    save(fig, out / "throughput.png", dpi=110)
 
     fig, ax = plt.subplots(figsize=(8, 3.5))
     left = np.zeros(len(names))
@@ -150,8 +148,7 @@ def plots(out: Path, summary: dict[str, Any], curves: dict[str, Any]) -> list[st
     ax.invert_yaxis()
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)  # outside: the bars fill the axes
     fig.tight_layout()
-    fig.savefig(out / "time_breakdown.png", dpi=110)
-    plt.close(fig)
+    save(fig, out / "time_breakdown.png", dpi=110)
 
     fig, ax = plt.subplots(figsize=(5.5, 4.5))
     first = next(iter(curves.values()))
@@ -164,8 +161,7 @@ def plots(out: Path, summary: dict[str, Any], curves: dict[str, Any]) -> list[st
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(loc="lower right", fontsize=7)
     fig.tight_layout()
-    fig.savefig(out / "budget_coverage.png", dpi=110)
-    plt.close(fig)
+    save(fig, out / "budget_coverage.png", dpi=110)
     return ["throughput.png", "time_breakdown.png", "budget_coverage.png"]
 
 

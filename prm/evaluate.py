@@ -107,10 +107,9 @@ def _pct(x: float | None) -> str:
 
 
 def write_report(folder: Path, config: EvalConfig, results: list[dict], data_manifest: dict | None) -> None:
-    import matplotlib
+    from leanloop.plots import pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     lines = [f"# prm-eval `{config.run}`", "", f"Verifier: `{config.model.name}`."]
     if data_manifest is not None:
@@ -161,8 +160,7 @@ def write_report(folder: Path, config: EvalConfig, results: list[dict], data_man
         ax.set_title(result["name"])
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(folder / "report.png", dpi=110)
-    plt.close(fig)
+    save(fig, folder / "report.png", dpi=110)
 
 
 def work(config: EvalConfig, folder: Path) -> Manifest:

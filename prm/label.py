@@ -102,10 +102,9 @@ def summary(records: list[ProofRecord]) -> dict[str, float]:
 
 
 def write_report(folder: Path, config: LabelConfig, records: list[ProofRecord], counts: Counter) -> None:
-    import matplotlib
+    from leanloop.plots import pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     stats = summary(records)
     lines = [f"# prm-label `{config.run}`", ""]
@@ -135,8 +134,7 @@ def write_report(folder: Path, config: LabelConfig, records: list[ProofRecord], 
     ax.set_ylabel("proofs")
     ax.set_title(f"{len(firsts)} failing proofs, {stats['correct_proofs']} correct")
     fig.tight_layout()
-    fig.savefig(folder / "first_error.png", dpi=110)
-    plt.close(fig)
+    save(fig, folder / "first_error.png", dpi=110)
 
 
 def work(config: LabelConfig, folder: Path, progress: bool = True) -> Manifest:

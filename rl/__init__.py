@@ -1,1 +1,1 @@
-"""GRPO with hybrid Lean + learned rewards behind a hardened reward harness (issue 6)."""
+"""GRPO with hybrid Lean + learned rewards behind a hardened reward harness."""

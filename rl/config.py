@@ -75,7 +75,7 @@ class LeanConfig:
     allow_shared_repl: bool = False
     """Run the reward checks on REPL processes shared between candidates (``kind: kimina``, or
     ``local.fresh_process: false``). Refused unless set: a candidate's elaboration-time code then
-    survives into later candidates' checks (issue 16; docs/threat_model.md)."""
+    survives into later candidates' checks (docs/threat_model.md)."""
 
 
 @dataclass

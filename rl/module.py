@@ -61,7 +61,7 @@ REFRESH_FILE = "refresh.jsonl"
 
 
 def isolated_backend(config, allow_shared_repl: bool = False):
-    """``(backend config, shared)`` for the rl reward checks. Isolation (issue 16): one REPL process
+    """``(backend config, shared)`` for the rl reward checks. Isolation: one REPL process
     per candidate, so nothing a candidate runs at elaboration time survives into another
     candidate's check: ``local`` gets ``fresh_process`` unless its config sets it; shared REPLs
     (``kimina``, ``local.fresh_process: false``) are refused unless ``allow_shared_repl``."""

@@ -9,7 +9,7 @@ and other unverified ones included, is a failure (LLF Eq. 10 divides by all prob
 protocol's pass@k is the mean over its runs. The evaluator's verdicts give a separate, clearly
 labelled *estimate* (what the reward saw), never mixed with Lean's numbers.
 
-With a ``judge`` (comparator, ``leanloop.lean.judge``; issue 16), every attempt the REPL fast path
+With a ``judge`` (comparator, ``leanloop.lean.judge``), every attempt the REPL fast path
 accepted is re-checked by it and the judge's verdict is the one counted: a quoted pass@k never
 rests on the process that ran the candidate's code. A judge without an answer leaves the attempt
 unverified, i.e. a failure.

@@ -18,42 +18,16 @@ def _fmt(value: Any, digits: int = 3) -> str:
 
 
 def plot_steps(history: list[dict], path: Path) -> Path | None:
-    if not history:
-        return None
-    import matplotlib
+    from leanloop.plots import Lines, Stacked, step_panels
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    steps = [h["step"] for h in history]
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
-    axes[0].plot(steps, [h.get("train/reward", float("nan")) for h in history], marker="o", label="mean reward")
-    axes[0].plot(steps, [h.get("reward/lean_share", float("nan")) for h in history], marker="s", label="Lean share")
-    axes[0].set_xlabel("step")
-    axes[0].set_ylim(-0.05, 1.05)
-    axes[0].legend()
-    axes[0].set_title("reward and Lean share")
-    sources = ["extraction", "precheck", "lean", "evaluator", "replay", "none"]
-    bottom = [0.0] * len(steps)
-    for source in sources:
-        counts = [h.get(f"reward/{source}/count", 0.0) for h in history]
-        if any(counts):
-            axes[1].bar(steps, counts, bottom=bottom, label=source)
-            bottom = [b + c for b, c in zip(bottom, counts)]
-    axes[1].set_xlabel("step")
-    axes[1].set_title("rollouts by reward source")
-    axes[1].legend(fontsize=7)
-    for key, label in (("time/generation_s", "generation"), ("time/scoring_s", "scoring"),
-                       ("time/update_s", "update"), ("reward/cutoff_s", "hybrid cutoff")):
-        axes[2].plot(steps, [h.get(key, float("nan")) for h in history], marker=".", label=label)
-    axes[2].set_xlabel("step")
-    axes[2].set_ylabel("seconds")
-    axes[2].set_title("step time")
-    axes[2].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return step_panels(history, path, [
+        Lines("reward and Lean share", [("train/reward", "mean reward"), ("reward/lean_share", "Lean share")],
+              ylim=(-0.05, 1.05)),
+        Stacked("rollouts by reward source", "reward/{}/count",
+                ["extraction", "precheck", "lean", "evaluator", "replay", "none"]),
+        Lines("step time", [("time/generation_s", "generation"), ("time/scoring_s", "scoring"),
+                            ("time/update_s", "update"), ("reward/cutoff_s", "hybrid cutoff")], ylabel="seconds"),
+    ])
 
 
 def judge_section(summary: dict, share: float) -> list[str]:

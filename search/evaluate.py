@@ -288,10 +288,9 @@ def _share(model: list[float], env: list[float]) -> float | None:
 
 
 def write_report(out: Path, metrics: dict[str, Any], config: SearchEvalConfig) -> Path:
-    import matplotlib
+    from leanloop.plots import pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     budgets = sorted(int(b) for b in metrics["solved_vs_budget"])
     solved = [metrics["solved_vs_budget"][str(b)] for b in budgets]
@@ -309,8 +308,7 @@ def write_report(out: Path, metrics: dict[str, Any], config: SearchEvalConfig) -
                  " environment")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "solved_vs_budget.png", dpi=120)
-    plt.close(fig)
+    save(fig, out / "solved_vs_budget.png", dpi=120)
     def fmt(value: Any) -> str:
         return f"{value:.3g}" if isinstance(value, float) else str(value)
 

@@ -1,1 +1,1 @@
-"""Prover SFT, candidate sampling, pass@k evaluation and the data flywheel (issue 8)."""
+"""Prover SFT, candidate sampling, pass@k evaluation and the data flywheel."""

@@ -137,10 +137,9 @@ def _markdown(config: EvaluateConfig, sample_manifest: dict, records: list[dict]
 
 
 def _plot(table: dict, path: Path) -> None:
-    import matplotlib
+    from leanloop.plots import pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     ks = [int(k) for k in table]
     fig, ax = plt.subplots(figsize=(5, 3.5))
@@ -159,8 +158,7 @@ def _plot(table: dict, path: Path) -> None:
     ax.set_xscale("log", base=2)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path, dpi=120)
 
 
 def check_theorem_disjoint(sft_run: str, names: set[str]) -> list[str]:

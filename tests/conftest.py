@@ -36,6 +36,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def one_torch_thread():
+    """Tiny models on a shared 2-core machine: one intra-op thread per test process. More makes
+    OpenMP spin against the other xdist worker (measured: 10-100x slower sampling and generation);
+    session scope so that session fixtures that build models run on one thread too."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
 @pytest.fixture(scope="session")
 def shared_data():
     """The real recorded Lean data folder (../shared/data)."""
@@ -61,3 +74,14 @@ def debug_corpus(tmp_path_factory):
         patch.setenv("LEANLOOP_ARTIFACTS", str(root))
         build(parse_config(["--config", str(REPO_ROOT / "configs/data/debug.yaml")]), progress=False)
     return root / "data" / "debug"
+
+
+@pytest.fixture(scope="session")
+def saved_fused_checkpoint(tmp_path_factory):
+    """The tiny stock (fused) model saved by transformers: it writes the published per-expert
+    layout (``mlp.experts.<e>.gate_proj.weight``), the same as Qwen3-Coder-30B-A3B's shards."""
+    from leanloop.training.moe import tiny_qwen3_moe
+
+    folder = tmp_path_factory.mktemp("tiny_fused")
+    tiny_qwen3_moe(seed=3, unfused=False).save_pretrained(folder)
+    return folder

@@ -114,16 +114,13 @@ def _calibration(labels: np.ndarray, scores: np.ndarray, bins: int = 10) -> tupl
 
 def _plots(out_dir: Path, evaluators: list[Predictions], feedback: dict[str, dict[str, Any]],
            curves: dict[str, dict[str, list[float]]]) -> list[str]:
-    import matplotlib
+    from leanloop.plots import pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     written = []
 
-    def save(fig, name: str) -> None:
-        fig.savefig(out_dir / name, dpi=100)
-        plt.close(fig)
+    def write(fig, name: str) -> None:
+        save(fig, out_dir / name, dpi=100)
         written.append(name)
 
     fig, ax = plt.subplots(figsize=(5, 4.5), layout="constrained")
@@ -133,7 +130,7 @@ def _plots(out_dir: Path, evaluators: list[Predictions], feedback: dict[str, dic
     ax.plot([0, 1], [0, 1], ls=":", color="grey", label="chance")
     ax.set(xlabel="false-positive rate (invalid accepted)", ylabel="recall (valid accepted)", title="ROC")
     ax.legend(loc="lower right")
-    save(fig, "roc.png")
+    write(fig, "roc.png")
 
     fig, ax = plt.subplots(figsize=(5, 4.5), layout="constrained")
     for ev in evaluators:
@@ -143,7 +140,7 @@ def _plots(out_dir: Path, evaluators: list[Predictions], feedback: dict[str, dic
     ax.axhline(base, ls=":", color="grey", label=f"valid share {base:.2f}")
     ax.set(xlabel="recall (valid)", ylabel="precision (valid)", title="Precision-recall", ylim=(0, 1.02))
     ax.legend(loc="lower left")
-    save(fig, "pr.png")
+    write(fig, "pr.png")
 
     fig, ax = plt.subplots(figsize=(5, 4.5), layout="constrained")
     ax.plot([0, 1], [0, 1], ls=":", color="grey", label="perfect calibration")
@@ -153,7 +150,7 @@ def _plots(out_dir: Path, evaluators: list[Predictions], feedback: dict[str, dic
         ax.plot(mean_score[keep], share_valid[keep], marker="o", label=f"{ev.name} (ECE {ece:.3f})")
     ax.set(xlabel="mean score in bin", ylabel="share valid in bin", title="Reliability", xlim=(0, 1), ylim=(0, 1))
     ax.legend(loc="upper left")
-    save(fig, "reliability.png")
+    write(fig, "reliability.png")
 
     fig, axes = plt.subplots(len(evaluators), 1, figsize=(6, 3 * len(evaluators)), squeeze=False, layout="constrained")
     for ax, ev in zip(axes[:, 0], evaluators):
@@ -162,7 +159,7 @@ def _plots(out_dir: Path, evaluators: list[Predictions], feedback: dict[str, dic
         ax.hist(ev.scores[ev.labels == 0], bins=bins, alpha=0.6, label="invalid")
         ax.set(xlabel="score", ylabel="candidates", title=f"Scores by Lean label: {ev.name}")
         ax.legend()
-    save(fig, "score_hist.png")
+    write(fig, "score_hist.png")
 
     if feedback:
         fig, axes = plt.subplots(1, len(FEEDBACK_METRICS), figsize=(3.2 * len(FEEDBACK_METRICS), 3.2), layout="constrained")
@@ -172,7 +169,7 @@ def _plots(out_dir: Path, evaluators: list[Predictions], feedback: dict[str, dic
                 ax.hist(values, bins=np.linspace(0, 1, 11), alpha=0.6, label=name)
             ax.set(title=metric, xlabel="per-program value", ylabel="programs")
         axes[0].legend()
-        save(fig, "feedback_metrics.png")
+        write(fig, "feedback_metrics.png")
 
     if curves:
         fig, ax = plt.subplots(figsize=(5.5, 4.5), layout="constrained")
@@ -184,7 +181,7 @@ def _plots(out_dir: Path, evaluators: list[Predictions], feedback: dict[str, dic
         ax.set(xlabel="compilations per problem (k)", ylabel="problems covered", title="Budgeted compilation replay",
                ylim=(0, 1.02))
         ax.legend(loc="lower right")
-        save(fig, "budget_coverage.png")
+        write(fig, "budget_coverage.png")
     return written
 
 

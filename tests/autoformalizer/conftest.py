@@ -5,18 +5,6 @@ from __future__ import annotations
 import pytest
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """One intra-op thread: with `pytest -n 2` on two cores, two threads per worker make the tiny
-    models' many small ops wait on each other (10-20x slower generation); restored afterwards."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="session")
 def replay_backend():
     """Real recorded Lean answers (REPL transcripts of v4.8 .. v4.33 and the Kimina replies)."""
@@ -32,17 +20,6 @@ def recorded_checker(replay_backend):
     from autoformalizer.typecheck import StatementChecker
 
     return StatementChecker(replay_backend, header="", heartbeats=None)
-
-
-@pytest.fixture(scope="session")
-def saved_fused_checkpoint(tmp_path_factory):
-    """The tiny stock (fused) model saved by transformers: it writes the published per-expert
-    layout (``mlp.experts.<e>.gate_proj.weight``), the same as Qwen3-Coder-30B-A3B's shards."""
-    from leanloop.training.moe import tiny_qwen3_moe
-
-    folder = tmp_path_factory.mktemp("tiny_fused")
-    tiny_qwen3_moe(seed=3, unfused=False).save_pretrained(folder)
-    return folder
 
 
 @pytest.fixture(scope="session")

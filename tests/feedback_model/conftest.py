@@ -127,15 +127,3 @@ def saved_gate(shared_root, qwen_tokenizer):
         if build_here:
             save_onetoken(folder, tiny_qwen(1), qwen_tokenizer)
     return folder
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny models gain nothing from intra-op threads, and on a shared 2-core machine the idle
-    threads spin: run this directory's tests on one thread, then restore the setting."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)

@@ -9,18 +9,6 @@ import json
 import pytest
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models on a shared 2-core machine: one intra-op thread per test process (more makes
-    OpenMP spin against the other xdist worker)."""
-    import torch
-
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 @pytest.fixture(scope="session")
 def dsp_statements():
     """miniF2F as DeepSeek-Prover ships it: the RL-Lean programs continue exactly these prompts."""

@@ -1,4 +1,4 @@
-"""Honest proofs the rl harness used to refuse (issue 16): CRLF, helper lines between a docstring
+"""Honest proofs an earlier rl harness refused: CRLF, helper lines between a docstring
 and its statement, `open ... in` / `section` / `variable` in a completion, `theorem _root_.x`
 inside a namespace, a leading `open` line, and trusted statements with their own context.
 
@@ -130,7 +130,7 @@ def test_trusted_statements_are_elaborated_in_their_own_context():
                 assert candidate.submission.program[:harness_at].endswith(
                     "set_option maxHeartbeats 800000\n") and before.rstrip() in candidate.submission.program[:harness_at]
                 context_used[name] += bool(re.search(r"\b(?:open|variable|def|abbrev)\b", mask(before).text))
-    # before issue 16: 347 / 357 / 358 (instances and notation of trusted contexts were refused as
+    # the earlier harness: 347 / 357 / 358 (instances and notation of trusted contexts were refused as
     # if the candidate wrote them); the rest are targets declared as `instance`/`def` and one
     # context with an `axiom`
     assert ready == {"matholympiadbench_goedel_prover_v2": 359, "minif2f_deepseek_prover_v1.5": 488,

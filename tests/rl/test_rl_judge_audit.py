@@ -107,7 +107,7 @@ def test_quoted_pass_at_k_counts_the_judges_verdict(audit, shared_data):
 
 
 def test_shared_repls_are_refused_unless_explicitly_allowed():
-    """The rl reward checks run one REPL process per candidate (issue 16): a local backend gets
+    """The rl reward checks run one REPL process per candidate: a local backend gets
     fresh_process unless its config sets it; kimina or fresh_process: false share REPLs between
     candidates and are refused without lean.allow_shared_repl (then flagged)."""
     from dataclasses import replace

@@ -76,7 +76,7 @@ def exploits(statement, proof: str) -> dict[str, tuple[str, str]]:
         "harness namespace": (proof + "\ntheorem LeanloopHarness.check_x : True := trivial\n", R.HARNESS_NAME),
         "unterminated comment": (proof + "\n/- the trailer goes in here\n", R.UNTERMINATED),
         "instance": (block(statement, proof, before="instance : Inhabited Nat := ⟨1⟩\n\n"), R.INSTANCE_DECLARATION),
-        # issue 16, second red-team round (classes, not the examples)
+        # the second red-team round (classes, not the examples)
         "strings Lean never sees (!r\"\\\")": (proof + '\ndef s := !r"\\"\n#eval IO.println "no goals"\n', R.METAPROGRAM),
         "by_elab in s! interpolation": (proof + '\ndef s := s!"{(by_elab pure ()).1}"\n', R.METAPROGRAM),
         "variable capture of the check line": (block(statement, proof, before=f"variable ({NAME} : True)\ninclude {NAME}\n\n"),

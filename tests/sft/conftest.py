@@ -3,23 +3,7 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import pytest
-
-
-@contextmanager
-def one_thread():
-    """Tiny models on a shared 2-core machine: more than one intra-op thread per test process makes
-    OpenMP spin against the other xdist worker (measured: 100x slower sampling under load)."""
-    import torch
-
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 @pytest.fixture(scope="session")
@@ -31,12 +15,11 @@ def tiny_prover(tmp_path_factory):
     from leanloop.training.models import ModelSpec, load_model, load_tokenizer
 
     folder = tmp_path_factory.mktemp("tiny_prover")
-    with one_thread():
-        torch.manual_seed(0)
-        spec = ModelSpec(name="qwen3-tiny")
-        tokenizer = load_tokenizer(spec)
-        load_model(spec, tokenizer=tokenizer).save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
+    torch.manual_seed(0)
+    spec = ModelSpec(name="qwen3-tiny")
+    tokenizer = load_tokenizer(spec)
+    load_model(spec, tokenizer=tokenizer).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
     return folder
 
 
@@ -49,12 +32,4 @@ def tiny_generator(tiny_prover):
     from leanloop.prover.prompt import PromptConfig
     from sft.sample import make_generator
 
-    with one_thread():
-        return make_generator(SampleConfig(model=ModelSpec(name=str(tiny_prover)),
-                                           prompt=PromptConfig(style="chat")))
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    with one_thread():
-        yield
+    return make_generator(SampleConfig(model=ModelSpec(name=str(tiny_prover)), prompt=PromptConfig(style="chat")))

@@ -1,7 +1,8 @@
 """The acceptance policy: ONE object that decides whether a program proves its statement.
 
-``data/`` (labels), ``rl/`` (rewards) and ``autoformalizer/`` (compile checks) all call this
-object; nothing re-implements a check. Two profiles:
+``data/`` (labels), ``rl/`` (rewards), ``autoformalizer/`` (compile checks), ``search/`` (found
+proofs) and ``prm/`` (step labels) all call this object; nothing re-implements a check. Four
+profiles:
 
 ``collection`` — the seed's recorded procedure, verbatim (what the shipped recordings answer), so
     corpus labels match the recorded ones. Prechecks: length <= 262,144 characters; a theorem is declared;

@@ -1,4 +1,4 @@
-"""The ``rl`` profile against an adversary (issue 16): each exploit class with the reply Lean would
+"""The ``rl`` profile against an adversary: each exploit class with the reply Lean would
 give, and the final verdict.
 
 Replies: Lean's own recorded messages (RL-Lean recordings of the accepted program

@@ -262,7 +262,7 @@ def test_a_crash_before_the_program_was_sent_stays_infrastructure(tmp_path, shar
     assert response.status is ResponseStatus.INFRA_ERROR and "failed 2 times" in response.detail
 
 
-# ------------------------------------------------------------------ fresh_process (issue 16: isolation)
+# ------------------------------------------------------------------ fresh_process: one REPL per candidate
 # Recorded v4.15.0 REPL sessions Mathlib/test/H20231215 (elaborate the header, pickleTo
 # test/H20231215.olean) and H20231215_2 (a NEW REPL: unpickleEnvFrom that file, then a theorem in
 # the restored environment): exactly what fresh_process does per program.

@@ -159,7 +159,7 @@ def test_rl_harness_on_real_lean(rl_rows, statements):
 def test_rl_isolated_and_capture_proof_on_real_lean(rl_rows, statements):
     """On a machine with Lean + Mathlib: the same harness in a fresh REPL per program (header from
     a pickle) accepts the accepted program, and a program whose theorem sits in a namespace with a
-    section variable of the target's name (issue 16's name capture) is rejected on the check line."""
+    section variable of the target's name (a capture of the checked name) is rejected on the check line."""
     import os
 
     from leanloop.lean.backends import make_backend
