@@ -139,7 +139,8 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
 
             self.rollout = TransformersRollout(self.tokenizer, self.generation, stops)
         extraction = self.reward_config.extraction or ("code_block" if self.prompt.style == "chat" else "auto")
-        self.harness = RewardHarness(AcceptancePolicy("rl"), extraction)
+        self.harness = RewardHarness(AcceptancePolicy(
+            "rl", lean_version=getattr(self.lean.backend.options, "lean_version", None)), extraction)
         self.replay = ReplayBuffer()
         self.labels = LabelBuffer()
         self.drift_monitor = DriftMonitor(self.drift_config)

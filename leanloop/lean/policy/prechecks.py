@@ -76,7 +76,7 @@ _DOT_OK = frozenset({"ofReduceBool", "ofReduceNat", "reduceBool", "reduceNat", "
 # attributes or linters (a linter runs after every later command, the harness's included)
 _REGISTER = re.compile(r"register_[\w]*")
 _IDENT_BEFORE = re.compile(r"[\w']")
-_OPTION_NAME = re.compile(r"\s+([^\s]+)")
+_OPTION_NAME = re.compile(r"\s+([^\s]+)(?:\s+([0-9_]+)(?![\w.]))?")
 _NATIVE_AS_OPTION = re.compile(r"\s*:=")
 _ATTRIBUTE_LIST = re.compile(r"\s*\[([^\]]*)\]")
 _NAME_CHAR = re.compile(r"[\w'!?.]")
@@ -177,9 +177,16 @@ def collection_reasons(program: str, masked_text: str, header: HeaderBlock | Non
     return out
 
 
-def _option_reason(option: str) -> str | None:
+def _option_reason(option: str, value: str | None = None, budget: int | None = None) -> str | None:
+    if option == "maxHeartbeats" and value is not None and budget is not None:
+        # lowering the budget (`set_option maxHeartbeats 400000 in`, common in prover output) cannot
+        # starve anyone; 0 lifts Lean's guard and more than the harness's budget raises it
+        if 0 < int(value.replace("_", "")) <= budget:
+            return None
     if "maxHeartbeats" in option:
-        return R.reason(R.CANDIDATE_HEARTBEATS, f"set_option {option}: the harness sets the budget")
+        return R.reason(R.CANDIDATE_HEARTBEATS, f"set_option {option}{' ' + value if value else ''}: the harness "
+                        f"sets the budget ({budget:,} at most)" if budget else
+                        f"set_option {option}: the harness sets the budget")
     if option.startswith("debug."):
         return R.reason(R.KERNEL_CHECK_OPTION, f"set_option {option}")
     if option in RL_ALLOWED_OPTIONS or option.startswith(RL_ALLOWED_OPTION_PREFIXES):
@@ -217,7 +224,7 @@ def _declared_kinds(masked_text: str, name: str) -> list[str]:
 
 
 def rl_reasons(program: str, masked_text: str, unterminated: str | None, name: str | None,
-               header_text: str | None, ambiguous: str | None = None) -> list[str]:
+               header_text: str | None, ambiguous: str | None = None, heartbeat_budget: int | None = None) -> list[str]:
     """The rl profile's extra rules (everything the collection profile checks, plus these).
 
     They apply to the candidate's part of the program: after the trusted header when the program
@@ -248,7 +255,7 @@ def rl_reasons(program: str, masked_text: str, unterminated: str | None, name: s
                 continue  # part of a longer identifier or a qualified name (Nat.stop, h_instance)
         if word == "set_option":
             option = _OPTION_NAME.match(masked_text, m.end())
-            why = _option_reason(option.group(1)) if option else None
+            why = _option_reason(option.group(1), option.group(2), heartbeat_budget) if option else None
             if why:
                 code, detail = why.split(": ", 1)
                 add(code, detail, at)
@@ -293,16 +300,18 @@ def _header_info(header: str) -> HeaderBlock:
 
 
 def run_prechecks(program: str, *, hardened: bool, max_chars: int, header: str | None,
-                  name: str | None, allow_sorry: bool = False) -> list[str]:
+                  name: str | None, allow_sorry: bool = False, lean_version: str | None = None,
+                  heartbeat_budget: int | None = None) -> list[str]:
     """All precheck reasons for ``program`` (empty list: passes)."""
     if len(program) > max_chars:
         # Do not even scan it: the limit exists to bound the cost of everything downstream.
         return [R.reason(R.TOO_LONG, f"{len(program):,} characters > {max_chars:,}")]
     # hardened: code inside interpolated strings (`s!"{...}"`, `dbg_trace "{...}"`) runs at
     # elaboration time, so the rules must see it
-    masked = mask(program, keep_interpolations=hardened)
+    masked = mask(program, keep_interpolations=hardened, lean_version=lean_version)
     header_info = _header_info(header) if header is not None else None
     out = collection_reasons(program, masked.text, header_info, allow_sorry)
     if hardened:
-        out += rl_reasons(program, masked.text, masked.unterminated, name, header, masked.ambiguous)
+        out += rl_reasons(program, masked.text, masked.unterminated, name, header, masked.ambiguous,
+                          heartbeat_budget)
     return out
