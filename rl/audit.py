@@ -371,3 +371,25 @@ def revoke_rejected(results: list[JudgeResult], replay, curriculum, step: int) -
             curriculum.revoke(result.item.name, step, f"the judge rejected a proof paid at step {result.item.step}")
             revoked += 1
     return revoked
+
+
+class InfraBreakerTripped(RuntimeError):
+    """A step's Lean checks failed on the infrastructure too often to keep training."""
+
+
+def check_infra_share(step: int, scores: StepScores, limit: float | None) -> float:
+    """The step's ``infra_error`` share among its Lean checks; raises InfraBreakerTripped above
+    ``limit`` (the rl stage's circuit breaker, ``lean.max_infra_error_share``)."""
+    started = scores.lean_started
+    if not started:
+        return 0.0
+    failed = sum(r.lean == Category.INFRA_ERROR.value for r in scores.rewards)
+    share = failed / started
+    if limit is not None and share > limit:
+        examples = [r.outcome.reasons[0] if r.outcome is not None and r.outcome.reasons else "" for r in scores.rewards
+                    if r.lean == Category.INFRA_ERROR.value][:2]
+        raise InfraBreakerTripped(
+            f"step {step}: {failed} of {started} Lean checks ended infra_error ({share:.0%} > "
+            f"lean.max_infra_error_share={limit:g}); stopping instead of training on rewards of None. Check the "
+            f"Lean backend (toolchain, header pickle, sandbox); first reasons: {examples}")
+    return share

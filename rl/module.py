@@ -36,7 +36,7 @@ from leanloop.training.inputs import model_identity
 from leanloop.training.models import load_tokenizer
 from leanloop.training.module import set_torch_threads
 from leanloop.training.optim import configure_optimizers
-from rl.audit import TimeoutAudit
+from rl.audit import TimeoutAudit, check_infra_share
 from rl.config import (
     AuditConfig, DriftConfig, EvaluationConfig, EvaluatorConfig, GenerationConfig, GRPOConfig, LeanConfig, OptimConfig,
     PolicyConfig, RefreshConfig, RewardConfig,
@@ -263,6 +263,8 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         scores = self.scorer.score(candidates)
         timings["time/scoring_s"] = time.perf_counter() - mark
         rewards = list(scores.rewards)
+        # circuit breaker: a step whose Lean checks mostly failed on the infrastructure stops the run
+        infra_share = check_infra_share(step, scores, self.lean.max_infra_error_share)
         rewards = self._judge_gate(step, candidates, rewards)  # judge.mode gate: pay what the judge confirms
         injected = self._inject_replay(problems, rollouts, rewards)
 
@@ -280,7 +282,7 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         scored = [v for v in values if v is not None]
         harness = HarnessCounts.of(candidates)
         stats = {
-            **scores.stats(), **update, **post, **timings,
+            **scores.stats(), **update, **post, **timings, "lean/infra_error_share": infra_share,
             "train/reward": sum(scored) / len(scored) if scored else float("nan"),
             "train/completion_tokens": float(rollouts.completion_mask.sum(dim=1).float().mean()),
             "train/truncated": float(sum(rollouts.truncated)) / len(rollouts),

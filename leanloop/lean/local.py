@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import secrets
 import threading
 import time
@@ -46,6 +47,7 @@ from typing import Any, Callable
 from leanloop.lean.line_shift import header_line_counts
 from leanloop.lean.replies import NO_RECORDED_ANSWER, no_answer_status, response_from_repl_reply
 from leanloop.lean.reply_rows import messages_from_json
+from leanloop.lean.sandbox import SandboxConfig, checked_pickle, choose_sandbox
 from leanloop.lean.types import LeanBackend, LeanResponse, ResponseStatus
 
 log = logging.getLogger(__name__)
@@ -85,6 +87,8 @@ class LocalBackendConfig:
     # fresh_process: after the reply, stdin is closed and the REPL must exit within this many seconds
     # having written nothing more (else the reply read was not the REPL's last word: CANDIDATE_FAILURE)
     reply_drain_timeout: float = 10.0
+    # fresh_process: the candidate's REPL runs in a sandbox with resource limits (leanloop.lean.sandbox)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     verbose: bool = False
 
 
@@ -177,6 +181,8 @@ class _Worker:
         self.server: Any = None
         self.headers: dict[str, int] = {}  # header text -> lean-interact session-cache env id
         self.busy = False
+        # trust hook (leanloop.lean.sandbox): the candidate REPL's config, confined; set by the backend
+        self.confine: Callable[[Any], Any] = lambda repl_config: repl_config
         self.aborted = False  # set by abort(): the job in progress must not be retried
         self.sent_program = False  # the program's own command was sent in the current try
 
@@ -382,8 +388,11 @@ class _Worker:
         from lean_interact.interface import Command, LeanError, UnpickleEnvironment
 
         self.sent_program = False
-        path = self.pickles.path_for(header, self._build_pickle) if header and self.pickles else None
-        self.server = LeanServer(self._repl_config())
+        # trust hooks (leanloop.lean.sandbox): the pickle's hash is checked before it is unpickled,
+        # and the candidate's REPL starts confined
+        path = checked_pickle(self.pickles, header, self._build_pickle, getattr(self._repl_config(), "working_dir", None)) \
+            if header and self.pickles else None
+        self.server = LeanServer(self.confine(self._repl_config()))
         env = None
         if path is not None:
             restored = self.server.run(UnpickleEnvironment(unpickle_env_from=path), timeout=self.config.header_timeout)
@@ -437,6 +446,9 @@ class LocalBackend(LeanBackend):
         self._setup_lock = threading.Lock()
         pickles = HeaderPickles(self.config.pickle_dir, self.config.header_pickles) if self.config.fresh_process else None
         self._workers = [_Worker(self.repl_config, self.config, pickles) for _ in range(self.config.workers)]
+        self._sandbox: Any = None
+        for worker in self._workers:  # trust hook (leanloop.lean.sandbox)
+            worker.confine = self.confine
         self._executor = ThreadPoolExecutor(max_workers=self.config.workers, thread_name_prefix="lean-repl")
         # Idle workers wait in a queue of the running event loop. Worker threads hand a worker back
         # through `_release`, under `_pool_lock`, to whichever loop's queue is current.
@@ -451,6 +463,19 @@ class LocalBackend(LeanBackend):
             if self._repl_config is None:
                 self._repl_config = self._build_repl_config()
         return self._repl_config
+
+    def confine(self, repl_config: Any) -> Any:
+        """``repl_config`` for a candidate's REPL: in the sandbox chosen (and probed) on first use,
+        under its resource limits (leanloop.lean.sandbox; a clear error when no sandbox works)."""
+        with self._setup_lock:
+            if self._sandbox is None:
+                read_only = [p for p in (getattr(repl_config, "working_dir", None), self.config.project_dir,
+                                         self.config.repl_path, self.config.pickle_dir, self.config.cache_dir,
+                                         getattr(repl_config, "_cache_repl_dir", None),
+                                         os.path.expanduser("~/.elan")) if p]
+                self._sandbox = choose_sandbox(self.config.sandbox, read_only)
+                log.info("candidate REPLs: %r", self._sandbox)
+        return self._sandbox.repl_config(repl_config)
 
     def _build_repl_config(self) -> Any:
         from lean_interact import LeanREPLConfig, LocalProject, TempRequireProject

@@ -233,3 +233,21 @@ def test_the_step_hook_withholds_gated_rewards_and_holds_back_async_credit(tmp_p
             assert rewards[1].lean == "judge_invalid" and rewards[2].lean == "judge_unavailable"
         else:
             assert [r.reward for r in rewards] == [1.0, 1.0, 1.0] and sorted(held) == [0, 1, 2]
+
+
+def test_the_circuit_breaker_stops_a_step_of_infrastructure_failures():
+    from leanloop.lean.types import Category, Outcome
+    from rl.audit import InfraBreakerTripped, check_infra_share
+    from rl.config import LeanConfig
+    from rl.hybrid import StepScores
+    from rl.reward import Protocol, RolloutReward, Source
+
+    broken = Outcome(Category.INFRA_ERROR, reasons=["infra_failure: unpickling the header environment failed"])
+    rewards = [RolloutReward(None, Source.NONE, "infra_error", broken)] * 3 + [RolloutReward(0.0, Source.LEAN, "invalid")]
+    scores = StepScores(rewards, Protocol.LEAN, scoring_s=1.0, lean_started=4)
+    with pytest.raises(InfraBreakerTripped, match="3 of 4 Lean checks ended infra_error.*unpickling"):
+        check_infra_share(7, scores, LeanConfig().max_infra_error_share)
+    assert check_infra_share(7, scores, None) == 0.75
+    assert check_infra_share(7, StepScores(rewards[3:], Protocol.LEAN, 1.0, lean_started=1), 0.5) == 0.0
+    with pytest.raises(ValueError):
+        LeanConfig(max_infra_error_share=1.0)

@@ -47,7 +47,9 @@ prints it and exits (the code calls ``IO.Process.exit 0``), ``refuse`` answers
 ``{"message": <the fault's message>}`` (a REPL-level refusal, e.g. an exception the program's code
 threw out of the REPL's command loop), on a substring of the ``cmd``/``tactic``
 text or of an ``unpickleEnvFrom`` path. ``once: true`` fires a fault only the first time across
-restarts (a marker file in ``state_dir``), modelling a transient failure.
+restarts (a marker file in ``state_dir``), modelling a transient failure. ``write`` acts out what
+elaboration-time code can do to the file system (``IO.FS.writeFile``): it tries to write ``text``
+to each of ``paths`` (failures ignored, as a payload would), then answers the request as usual.
 """
 
 from __future__ import annotations
@@ -270,6 +272,12 @@ class StandInREPL:
                 stdout.write("stand-in REPL fault: this is not JSON\n\n")
                 stdout.flush()
                 continue
+            if action == "write":
+                for target in fault.get("paths") or []:
+                    try:
+                        Path(target).write_text(str(fault.get("text", "")), encoding="utf-8")
+                    except OSError:
+                        pass
             if action in ("forge", "forge_exit"):
                 self._write(stdout, {"env": 0})
                 if action == "forge_exit":
