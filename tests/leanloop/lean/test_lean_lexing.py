@@ -171,3 +171,36 @@ def test_no_recorded_lean_error_sits_inside_blanked_text(shared_data):
                 bad.append((source, line, column, program[at:at + 30]))
     assert programs > 1000 and checked > 3000, (programs, checked)
     assert not bad, bad[:5]
+
+
+@pytest.mark.lean
+def test_real_lean_errors_never_sit_in_blanked_text_of_confusable_programs():
+    """Runs only with a real Lean (LEANLOOP_LEAN_PROJECT): programs built from the confusable
+    alphabet that the masker does not refuse; wherever Lean reports an error, the masker showed
+    code (Lean's own lexer is the reference here)."""
+    import asyncio
+    import os
+    import random
+
+    from leanloop.lean.local import LocalBackend, LocalBackendConfig
+
+    if not os.environ.get("LEANLOOP_LEAN_PROJECT"):
+        pytest.skip("set LEANLOOP_LEAN_PROJECT to a built Lean project")
+    rng = random.Random(0)
+    programs = []
+    while len(programs) < 40:
+        text = "def z := 0\n" + "".join(rng.choice(_PIECES) for _ in range(20))
+        if not (lambda m: m.ambiguous or m.unterminated)(mask(text, lean_version="v4.15.0")):
+            programs.append(text)
+    backend = LocalBackend(LocalBackendConfig(project_dir=os.environ["LEANLOOP_LEAN_PROJECT"], workers=1,
+                                              timeout=60, all_tactics=False, require_mathlib=False))
+
+    async def run_all():
+        return [await backend.run(p) for p in programs]
+
+    for program, response in zip(programs, asyncio.run(run_all())):
+        masked = mask(program, lean_version=response.lean_version).text
+        for message in response.errors:
+            at = _offset(program, message.pos.line, message.pos.column) if message.pos else None
+            if at is not None and at < len(program) and program[at] not in " \n":
+                assert masked[at] != " ", (program, message)

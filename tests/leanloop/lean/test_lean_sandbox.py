@@ -78,3 +78,31 @@ def test_a_candidates_writes_do_not_reach_the_next_candidate(tmp_path, shared_da
         assert (root / PICKLE_PATH).read_text() != "pwned" and pickle_after_first == file_hash(root / PICKLE_PATH)
         # bwrap: the whole file system is read-only; unshare protects only the paths the REPL reads
         assert escape.exists() is (kind == "unshare" or backend._sandbox.kind == "unshare")
+
+
+@pytest.mark.lean
+def test_real_lean_runs_under_the_sandbox_and_limits(shared_data):
+    """Runs only with a real Lean + Mathlib project (LEANLOOP_LEAN_PROJECT): confined candidate
+    REPLs (read-only file system, private TMPDIR, no network, 16 GiB address space, 600 s CPU)
+    restore the pickled header and give the recorded Kimina errors for the same programs."""
+    import json
+    import os
+
+    from leanloop.lean.local import LocalBackendConfig
+    from leanloop.lean.replay import ReplayBackend
+
+    if not os.environ.get("LEANLOOP_LEAN_PROJECT"):
+        pytest.skip("set LEANLOOP_LEAN_PROJECT to a built Lean v4.15.0 + Mathlib project")
+    rows = [json.loads(line) for line in (shared_data / "lean_repl" / "kimina_match_pairs.jsonl").open()]
+    programs = [r["code"] for r in rows if not r["server_response"]["results"][0]["error"]][:2]
+    backend = LocalBackend(LocalBackendConfig(project_dir=os.environ["LEANLOOP_LEAN_PROJECT"], workers=1,
+                                              timeout=300, all_tactics=False, fresh_process=True))
+
+    async def run_all():
+        return [await backend.run(p) for p in programs]
+
+    replay = ReplayBackend(["kimina_match"])
+    for program, response in zip(programs, asyncio.run(run_all())):
+        assert response.status is ResponseStatus.OK, response.detail
+        assert [m.data for m in response.errors] == [m.data for m in replay.answer(program).errors]
+    assert backend._sandbox is not None and backend._sandbox.kind != "off"
