@@ -72,6 +72,8 @@ class JudgeAuditConfig:
             raise ValueError(f"judge audit share must be in [0, 1], got {self.share}")
         if self.mode not in ("async", "gate"):
             raise ValueError(f"judge audit mode must be async or gate, got {self.mode!r}")
+        if self.mode == "gate" and not self.enabled:
+            raise ValueError("audit.judge.mode: gate needs audit.judge.enabled: true (the gate waits for the judge)")
         unknown = sorted(set(self.sources) - {"lean", "evaluator"})
         if unknown:
             raise ValueError(f"judge audit sources must be among lean, evaluator; got {unknown}")

@@ -43,7 +43,7 @@ import subprocess
 import tempfile
 import threading
 import weakref
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal
 
@@ -138,16 +138,13 @@ class Sandbox:
             return self._wrapped[program]
 
     def repl_config(self, repl_config: Any) -> Any:
-        """A copy of a lean-interact ``LeanREPLConfig`` whose REPL starts confined."""
-        confined = self.launcher(str(_resolve(str(repl_config.lake_path))))
-        try:
-            return replace(repl_config, lake_path=confined)
-        except TypeError:  # not a dataclass: a shallow copy with the launcher as its lake
-            import copy
+        """A shallow copy of a lean-interact ``LeanREPLConfig`` whose REPL starts confined (a copy,
+        not a new config: building one would set the project up again)."""
+        import copy
 
-            clone = copy.copy(repl_config)
-            clone.lake_path = confined
-            return clone
+        clone = copy.copy(repl_config)
+        clone.lake_path = Path(self.launcher(_resolve(str(repl_config.lake_path))))
+        return clone
 
     def run(self, argv: list[str], timeout: float = 30.0) -> subprocess.CompletedProcess:
         return subprocess.run([self.launcher(argv[0]), *argv[1:]], capture_output=True, text=True, timeout=timeout)
