@@ -204,3 +204,18 @@ def test_real_lean_errors_never_sit_in_blanked_text_of_confusable_programs():
             at = _offset(program, message.pos.line, message.pos.column) if message.pos else None
             if at is not None and at < len(program) and program[at] not in " \n":
                 assert masked[at] != " ", (program, message)
+
+
+def test_word_boundaries_are_leans_not_pythons(accepted, statements):
+    """`ᶜ` is a word character to Python and a symbol to Lean: `xᶜLean.Elab…` is `x`, `ᶜ` and the
+    name `Lean.Elab…`, so the word rules must see `Elab`; `h'sorry` / `x!sorry` stay identifiers."""
+    from leanloop.lean.policy.prechecks import continues_name
+
+    assert not continues_name("hᶜsorry", 2) and not continues_name("!sorry", 1) and not continues_name("2sorry", 1)
+    assert not continues_name("#checksorry", 6) and not continues_name("''sorry", 2)
+    assert continues_name("h'sorry", 2) and continues_name("x!sorry", 2) and continues_name("h₁sorry", 2)
+    for glued, code in [("example := Set.univᶜLean.Elab.Term.elabTerm", R.METAPROGRAM),
+                        ("example := xᶜsorry", R.FORBIDDEN), ("#checkby_elab pure ()", R.METAPROGRAM)]:
+        program = accepted["code"] + "\n" + glued + "\n"
+        outcome = AcceptancePolicy("rl").prepare(request_for(accepted, statements, program))
+        assert outcome.category is Category.PRECHECK_REJECTED and code in codes(outcome.reasons), (glued, outcome)
