@@ -40,7 +40,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from leanloop.lean.policy.lexing import QUOTE_TOKENS, TRANSITION, IdentTable, table_for
+from leanloop.lean.policy.lexing import CLASSIC, QUOTE_TOKENS, TRANSITION, IdentTable, table_for
 
 # Where something that is not plain code may start. `'` is checked further below.
 _START = re.compile(r'/-|--|r#*"|"|\'|«')
@@ -53,7 +53,8 @@ _CHAR_LIT = re.compile(r"'(?:\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)|[^\\'])'", 
 # blanked as the string
 _BAD_ESCAPE = re.compile(r"\\(?![\\\"'nt]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4})")
 _NOT_NEWLINE = re.compile(r"[^\n]")
-_INTERPOLATED_BEFORE = re.compile(r"(?:!|\]|(?<![\w'.])(?:dbg_trace|throwError|throwErrorAt|throwNamedError))[ \t]*\Z")
+_INTERPOLATED_BEFORE = re.compile(r"(?:!|\]|" f"(?<![{CLASSIC.rest}.])" r"(?:dbg_trace|throwError|throwErrorAt|"
+                                  r"throwNamedError))[ \t]*\Z")
 _DIGITS = re.compile(r"[0-9]+\Z")
 
 IDENT, LITERAL, AMBIGUOUS = "ident", "literal", "ambiguous"
