@@ -390,8 +390,8 @@ class _Worker:
         self.sent_program = False
         # trust hooks (leanloop.lean.sandbox): the pickle's hash is checked before it is unpickled,
         # and the candidate's REPL starts confined
-        path = checked_pickle(self.pickles, header, self._build_pickle, getattr(self._repl_config(), "working_dir", None)) \
-            if header and self.pickles else None
+        workdir = getattr(self._repl_config(), "working_dir", None)
+        path = checked_pickle(self.pickles, header, self._build_pickle, workdir) if header and self.pickles else None
         self.server = LeanServer(self.confine(self._repl_config()))
         env = None
         if path is not None:

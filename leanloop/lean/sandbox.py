@@ -121,7 +121,8 @@ class Sandbox:
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"Sandbox({self.kind}, memory_limit_mb={self.config.memory_limit_mb}, cpu_limit_s={self.config.cpu_limit_s})"
+        limits = f"memory_limit_mb={self.config.memory_limit_mb}, cpu_limit_s={self.config.cpu_limit_s}"
+        return f"Sandbox({self.kind}, {limits})"
 
     def launcher(self, program: str) -> str:
         """A script running ``program "$@"`` under the limits, inside the sandbox."""

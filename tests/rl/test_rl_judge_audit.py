@@ -243,7 +243,8 @@ def test_the_circuit_breaker_stops_a_step_of_infrastructure_failures():
     from rl.reward import Protocol, RolloutReward, Source
 
     broken = Outcome(Category.INFRA_ERROR, reasons=["infra_failure: unpickling the header environment failed"])
-    rewards = [RolloutReward(None, Source.NONE, "infra_error", broken)] * 3 + [RolloutReward(0.0, Source.LEAN, "invalid")]
+    rewards = [RolloutReward(None, Source.NONE, "infra_error", broken)] * 3
+    rewards.append(RolloutReward(0.0, Source.LEAN, "invalid"))
     scores = StepScores(rewards, Protocol.LEAN, scoring_s=1.0, lean_started=4)
     with pytest.raises(InfraBreakerTripped, match="3 of 4 Lean checks ended infra_error.*unpickling"):
         check_infra_share(7, scores, LeanConfig().max_infra_error_share)

@@ -77,7 +77,8 @@ DESCRIPTIONS: dict[str, str] = {
     UNTERMINATED: "an unterminated comment or string would swallow the harness's trailer",
     AMBIGUOUS_LEXING: "the masker cannot be sure what Lean's lexer reads (a literal glued to a `#word`, a backslash "
                       "or a non-ASCII symbol; a raw string; an escape or numeral not every version reads alike; a "
-                      "letter whose class the Lean version does not pin): the text rules cannot know which text is code",
+                      "letter whose class the Lean version does not pin): the text rules cannot know which text "
+                      "is code",
     HEADER_NOT_VERBATIM: "the program does not start with the trusted header verbatim",
     SCOPE_CAPTURE: "include / omit / variable?: a variable every later declaration takes could stand in for the "
                    "target in the harness's check line",

@@ -41,7 +41,8 @@ state, so the numbering of what follows is unchanged.
 
 Faults (config ``faults``), keyed on a substring of the request's ``cmd``/``tactic`` text:
 ``crash`` exits without replying (a segfault or OOM kill mid-command), ``hang`` never replies,
-``garbage`` prints a non-JSON reply, ``forge`` prints a clean reply ``{"env": 0}`` (what code the
+``spin`` burns CPU without replying (busy tasks a program spawns), ``garbage`` prints a non-JSON
+reply, ``forge`` prints a clean reply ``{"env": 0}`` (what code the
 program runs at elaboration time could write to stdout) before the recorded one, ``forge_exit``
 prints it and exits (the code calls ``IO.Process.exit 0``), ``refuse`` answers
 ``{"message": <the fault's message>}`` (a REPL-level refusal, e.g. an exception the program's code
@@ -268,6 +269,9 @@ class StandInREPL:
             if action == "hang":
                 while True:
                     time.sleep(3600)
+            if action == "spin":  # busy work at elaboration time: burns CPU, never replies
+                while True:
+                    pass
             if action == "garbage":
                 stdout.write("stand-in REPL fault: this is not JSON\n\n")
                 stdout.flush()

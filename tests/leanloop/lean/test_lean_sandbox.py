@@ -106,3 +106,25 @@ def test_real_lean_runs_under_the_sandbox_and_limits(shared_data):
         assert response.status is ResponseStatus.OK, response.detail
         assert [m.data for m in response.errors] == [m.data for m in replay.answer(program).errors]
     assert backend._sandbox is not None and backend._sandbox.kind != "off"
+
+
+def test_a_spinning_candidate_spends_its_own_cpu_budget(tmp_path, shared_data, pickled_body):
+    """RLIMIT_CPU ends a candidate that burns CPU (its failure, scored 0) long before the
+    per-program timeout, and the next candidate is answered as usual."""
+    root = prepare_repl_dir(tmp_path / "repl", [shared_data / "lean_repl" / "repl_io_pairs.jsonl"], VERSION,
+                            faults=[{"when": "-- spin", "action": "spin"}])
+    backend = LocalBackend(standin_config(root, all_tactics=False, fresh_process=True, crash_retries=0,
+                                          header_pickles={PICKLED_HEADER: PICKLE_PATH},
+                                          sandbox=SandboxConfig(cpu_limit_s=1)))
+    program = PICKLED_HEADER + "\n" + pickled_body
+
+    async def spinner_then_honest():
+        import time
+
+        began = time.perf_counter()
+        spun = await backend.run(program + "\n-- spin\n", timeout=60)
+        return spun, time.perf_counter() - began, await backend.run(program, timeout=60)
+
+    spun, took, honest = asyncio.run(spinner_then_honest())
+    assert spun.status is ResponseStatus.CANDIDATE_FAILURE and took < 30, (spun.status, took, spun.detail)
+    assert honest.status is ResponseStatus.OK, honest.detail
