@@ -10,7 +10,13 @@
    ((420 - 90) / 0.31 - 420), so the seed scenario reproduces 31% by construction; what the
    simulation adds is everything else (Lean share, cancellations, valid proofs decided without
    Lean, the matched timeout) and the scenarios on the recorded times themselves.
-2. GRPO step time of this stage against TRL's ``GRPOTrainer`` on the same tiny model (random
+2. The judge gate's cost (``audit.judge.mode: gate``): the step waits for the judge on every
+   accepted reward. Measured with the stand-in judge (comparator's recorded test projects through
+   ``rl.audit.JudgeAudit.gate``): the gate's own overhead per judged proof (project writing, the
+   ``lake env comparator`` process, the verdict), as a ratio to the fast path's recorded median Lean
+   time per proof. The stand-in replays recorded verdicts, so comparator's own Lean time (two builds,
+   two exports, a kernel replay) is NOT in it: with the real judge add that per proof.
+3. GRPO step time of this stage against TRL's ``GRPOTrainer`` on the same tiny model (random
    tiny Qwen3, real vocabulary), the same prompts, G, completion length (fixed), learning rate, loss
    (dapo, beta 0) and rewards (the same harness + evaluator scores), both in fp32 on CPU, one
    thread each; median over measured steps after a warm-up, by CPU time (robust to other load on
@@ -53,6 +59,9 @@ class BenchConfig:
     threads: int = 1
     skip_step: bool = False
     skip_scheduler: bool = False
+    skip_gate: bool = False
+    gate_rounds: int = 3
+    """Times every recorded comparator project is judged through the gate."""
     smoke: bool = False
     """Tiny sizes (2 draws, 4 latency programs, 2 steps of 2 rollouts x 4 tokens): checks the bench runs."""
 
@@ -206,8 +215,50 @@ def bench_step(config: BenchConfig) -> dict:
     return out
 
 
-def report(config: BenchConfig, scheduler: dict | None, step: dict | None) -> None:
+def bench_gate(config: BenchConfig) -> dict:
+    """The gate's wall time per judged proof with the stand-in judge (see the module docstring)."""
+    from leanloop.lean.judge import ComparatorJudge, JudgeConfig
+    from leanloop.lean.standins.comparator import prepare_comparator_dir
+    from leanloop.lean.types import VerifyRequest
+    from rl.audit import JudgeAudit, JudgeAuditConfig, JudgeItem
+    from rl.simulate import recorded_checks
+
+    projects = sorted(p for p in (shared_data_dir() / "comparator" / "projects").iterdir()
+                      if (p / "Solution.lean").is_file() and (p / "Challenge.lean").is_file())
+    items = []
+    for folder in projects:
+        solution = (folder / "Solution.lean").read_text(encoding="utf-8")
+        statement = (folder / "Challenge.lean").read_text(encoding="utf-8").replace("sorry", "").rstrip()
+        items.append(JudgeItem(0, folder.name, solution,
+                               VerifyRequest(program=solution, name="comm", statement=statement, header=""), "lean"))
+    with tempfile.TemporaryDirectory() as tmp:
+        tools = prepare_comparator_dir(Path(tmp) / "tools", shared_data_dir() / "comparator")
+        judge = ComparatorJudge(JudgeConfig(comparator=str(tools / "comparator"), lake_path=str(tools / "lake"),
+                                            concurrency=1))
+        audit = JudgeAudit(judge, JudgeAuditConfig(enabled=True, mode="gate", gate_deadline_s=600))
+        began = time.perf_counter()
+        rounds = 1 if config.smoke else config.gate_rounds
+        for _ in range(rounds):
+            audit.gate(items)
+        wall = time.perf_counter() - began
+        audit.close()
+    checks = recorded_checks(shared_data_dir() / "candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz")
+    fast = statistics.median([c.duration for c in checks if c.duration != float("inf")])
+    per_proof = wall / (rounds * len(items))
+    summary = audit.summary()
+    return {"judged": rounds * len(items), "projects": len(items), "gate_s_per_proof": per_proof,
+            "fast_path_median_s": fast, "ratio_to_fast_path": per_proof / fast,
+            "agreed": summary["agreed"], "withheld": summary["gate_withheld"]}
+
+
+def report(config: BenchConfig, scheduler: dict | None, step: dict | None, gate: dict | None = None) -> None:
     p = "[bench-rl]"
+    if gate:
+        print(f"{p} judge gate (stand-in comparator, {gate['judged']} judged proofs over {gate['projects']} recorded "
+              f"projects, one at a time): {gate['gate_s_per_proof'] * 1e3:.0f} ms per proof = "
+              f"{gate['ratio_to_fast_path']:.2f}x the fast path's recorded median {gate['fast_path_median_s']:.2f} s "
+              f"Lean time per proof ({gate['agreed']} agreed, {gate['withheld']} withheld). Not included: comparator's "
+              "own Lean time (builds, exports, kernel replay), which a real judge adds per proof")
     if scheduler:
         lat = scheduler["evaluator_latency"]
         print(f"{p} Lean times: {scheduler['checks']} recorded RL-Lean checks (median {scheduler['median_lean_s']:.2f} s, "
@@ -256,12 +307,14 @@ def main(argv: list[str] | None = None) -> dict:
         os.environ.pop("LEANLOOP_ARTIFACTS", None)
     else:
         os.environ["LEANLOOP_ARTIFACTS"] = saved_root
-    report(config, scheduler, step)
+    gate = None if config.skip_gate else bench_gate(config)
+    report(config, scheduler, step, gate)
     out = artifacts_root() / "bench" / "rl.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"config": asdict(config), "scheduler": scheduler, "step": step}, indent=1, default=str))
+    out.write_text(json.dumps({"config": asdict(config), "scheduler": scheduler, "step": step, "gate": gate},
+                              indent=1, default=str))
     print(f"[bench-rl] details: {out}")
-    return {"scheduler": scheduler, "step": step}
+    return {"scheduler": scheduler, "step": step, "gate": gate}
 
 
 if __name__ == "__main__":

@@ -6,7 +6,19 @@ is re-checked asynchronously by the judge (Lean FRO's comparator, ``leanloop.lea
 background thread while training goes on. A disagreement (the fast path paid 1, the judge
 rejects) is logged and alarmed, the proof is removed from the replay buffer and its success from
 the curriculum's "solved", and the RL report shows the agreement rate. A judge with no answer
-(not installed, no recording, timeout) is counted as undecided, never as agreement.
+(not installed, no recording) is counted as undecided, never as agreement.
+
+Undecided is not agreement. Two modes (``judge.mode``):
+
+- ``async``: the reward is paid at the step, but a judged proof earns no replay-buffer entry and no
+  curriculum credit until the judge agrees (``JudgeItem.proof`` is held back and handed over by
+  ``credit_agreed``); a proof the judge never decides never earns them. A judge TIMEOUT on a
+  candidate the fast path accepted (source ``lean``) is a disagreement: the candidate's code can
+  behave differently in the judge's build and spin until the judge gives up.
+- ``gate``: an accepted reward is paid only after the judge agrees, within the step's deadline
+  (``gate_deadline_s``); a judge that does not answer in time is the fast path timing out, and a
+  timeout under every protocol's rule for a proof nobody confirmed pays 0. What it costs per step
+  is measured by ``make bench-rl`` (the stand-in judge, as a ratio to the fast path).
 
 Timeout audit: what did the step's time limit cost?
 
@@ -26,6 +38,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
 
 from leanloop.lean.judge import ComparatorJudge, JudgeConfig
 from leanloop.lean.types import Category, Outcome, VerifyRequest
@@ -42,8 +55,14 @@ class JudgeAuditConfig:
     leanloop/lean/README.md "The judge")."""
     share: float = 1.0
     """Fraction of accepted rewards re-checked (chosen by a hash of the program, so reproducible)."""
-    sources: list[str] = field(default_factory=lambda: ["lean"])
-    """Reward sources whose 1.0 is re-checked: ``lean`` (the REPL fast path), ``evaluator``."""
+    sources: list[str] = field(default_factory=lambda: ["lean", "evaluator"])
+    """Reward sources whose 1.0 is re-checked: ``lean`` (the REPL fast path), ``evaluator`` (paid at
+    the hybrid cutoff; an exploit that fools the evaluator is as much an exploit)."""
+    mode: Literal["async", "gate"] = "async"
+    """``async``: judged after the reward is paid, credit held back until the judge agrees;
+    ``gate``: the reward waits for the judge (see the module docstring)."""
+    gate_deadline_s: float | None = None
+    """gate: seconds the step waits for the judge's verdicts (None: ``judge.timeout``)."""
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     drain_timeout: float = 3600.0
     """At the end of training, wait at most this long for the checks still running."""
@@ -51,6 +70,13 @@ class JudgeAuditConfig:
     def __post_init__(self) -> None:
         if not 0.0 <= self.share <= 1.0:
             raise ValueError(f"judge audit share must be in [0, 1], got {self.share}")
+        if self.mode not in ("async", "gate"):
+            raise ValueError(f"judge audit mode must be async or gate, got {self.mode!r}")
+        if self.mode == "gate" and not self.enabled:
+            raise ValueError("audit.judge.mode: gate needs audit.judge.enabled: true (the gate waits for the judge)")
+        unknown = sorted(set(self.sources) - {"lean", "evaluator"})
+        if unknown:
+            raise ValueError(f"judge audit sources must be among lean, evaluator; got {unknown}")
 
 
 @dataclass
@@ -154,6 +180,10 @@ class JudgeItem:
     completion: str
     request: VerifyRequest
     source: str  # the reward's source (lean / evaluator)
+    # what the proof earns once the judge agrees (async: held back until then): its replay-buffer
+    # entry (an rl.curriculum.StoredProof) and one curriculum success
+    proof: Any = None
+    credited: bool = False  # its success already counted (only then can a rejection revoke it)
 
 
 @dataclass
@@ -162,14 +192,22 @@ class JudgeResult:
     outcome: Outcome
 
     @property
+    def timed_out(self) -> bool:
+        return self.outcome.category is Category.TIMEOUT
+
+    @property
     def agreed(self) -> bool | None:
-        """True: the judge accepts too; False: it rejects what was paid 1; None: no verdict."""
+        """True: the judge accepts too; False: it rejects what was paid 1, or timed out on a
+        candidate the fast path accepted; None: no verdict (undecided)."""
+        if self.timed_out and self.item.source == "lean":
+            return False
         label = self.outcome.label
         return None if label is None else bool(label)
 
     def to_dict(self) -> dict:
         return {"step": self.item.step, "name": self.item.name, "source": self.item.source,
-                "judge": self.outcome.category.value, "agreed": self.agreed, "reasons": list(self.outcome.reasons),
+                "judge": self.outcome.category.value, "agreed": self.agreed, "timed_out": self.timed_out,
+                "reasons": list(self.outcome.reasons),
                 "completion": self.item.completion if self.agreed is False else None}
 
 
@@ -182,7 +220,9 @@ class JudgeAudit:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-audit")
         self._pending: list[tuple[list[JudgeItem], Future]] = []
         self._lock = threading.Lock()
-        self.submitted = self.agreed = self.disagreed = self.undecided = 0
+        self.submitted = self.agreed = self.disagreed = self.undecided = self.timeouts = 0
+        self.gated = self.gate_withheld = 0
+        self.gate_s = 0.0
 
     def selected(self, program: str) -> bool:
         if self.config.share >= 1.0:
@@ -190,9 +230,13 @@ class JudgeAudit:
         draw = int(hashlib.sha256(program.encode("utf-8")).hexdigest()[:8], 16) / 0xFFFFFFFF
         return draw < self.config.share
 
+    def wanted(self, items: list[JudgeItem]) -> list[JudgeItem]:
+        """The items the configured sources and share send to the judge."""
+        return [i for i in items if i.source in self.config.sources and self.selected(i.request.program)]
+
     def submit(self, items: list[JudgeItem]) -> int:
         """Queue the selected items; returns how many were queued. Never blocks training."""
-        items = [i for i in items if i.source in self.config.sources and self.selected(i.request.program)]
+        items = self.wanted(items)
         if items:
             future = self._pool.submit(self.judge.check_sync, [i.request for i in items])
             with self._lock:
@@ -220,15 +264,62 @@ class JudgeAudit:
             results += [JudgeResult(i, o) for i, o in zip(items, outcomes)]
         with self._lock:
             self._pending = [p for p in self._pending if p in still]
+        self._count(results)
+        return results
+
+    def _count(self, results: list[JudgeResult]) -> None:
         for result in results:
             agreed = result.agreed
             self.agreed += agreed is True
             self.disagreed += agreed is False
             self.undecided += agreed is None
+            self.timeouts += result.timed_out
             if agreed is False:
+                why = ("the judge timed out on it (a fast-path-valid candidate the judge cannot decide counts as a "
+                       "disagreement)" if result.timed_out else
+                       f"the judge rejects it: {'; '.join(result.outcome.reasons)[:300]}")
                 print(f"[rl] JUDGE ALARM: step {result.item.step} paid 1.0 ({result.item.source}) for "
-                      f"{result.item.name} but the judge rejects it: {'; '.join(result.outcome.reasons)[:300]}",
-                      file=sys.stderr)
+                      f"{result.item.name} but {why}", file=sys.stderr)
+
+    def gate(self, items: list[JudgeItem]) -> list[JudgeResult]:
+        """``gate`` mode: judge ``items`` now, waiting at most the step's deadline; a verdict not in
+        by then is a TIMEOUT (treated as the fast path timing out). One result per item, in order."""
+        import asyncio
+        import time
+
+        deadline = self.config.gate_deadline_s or self.judge.config.timeout
+        began = time.perf_counter()
+
+        async def run() -> list[Outcome]:
+            slots = asyncio.Semaphore(max(1, self.judge.config.concurrency))
+
+            async def one(request: VerifyRequest) -> Outcome:
+                async with slots:
+                    return await self.judge.check_one(request)
+
+            tasks = [asyncio.ensure_future(one(i.request)) for i in items]
+            await asyncio.wait(tasks, timeout=deadline)
+            late = Outcome(Category.TIMEOUT, reasons=[f"lean_timeout: the judge gave no verdict within the step's "
+                                                      f"{deadline:g} s gate deadline"])
+            for task in tasks:
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            return [t.result() if t.done() and not t.cancelled() and t.exception() is None else late for t in tasks]
+
+        if not items:
+            return []
+        try:
+            outcomes = asyncio.run(run())
+        except Exception as error:  # a judge bug is no verdict: the gate pays nothing for it
+            outcomes = [Outcome(Category.INFRA_ERROR, reasons=[f"infra_failure: judge raised {error!r}"])
+                        for _ in items]
+        self.gate_s += time.perf_counter() - began
+        results = [JudgeResult(i, o) for i, o in zip(items, outcomes)]
+        self.submitted += len(items)
+        self.gated += len(items)
+        self.gate_withheld += sum(r.agreed is not True for r in results)
+        self._count(results)
         return results
 
     @property
@@ -242,24 +333,65 @@ class JudgeAudit:
         return self.agreed / decided if decided else None
 
     def summary(self) -> dict:
-        return {"submitted": self.submitted, "agreed": self.agreed, "disagreed": self.disagreed,
-                "undecided": self.undecided, "pending": self.pending, "agreement_rate": self.agreement_rate}
+        return {"mode": self.config.mode, "submitted": self.submitted, "agreed": self.agreed,
+                "disagreed": self.disagreed, "undecided": self.undecided, "timeouts": self.timeouts,
+                "pending": self.pending, "agreement_rate": self.agreement_rate, "gate_withheld": self.gate_withheld,
+                "gate_s": round(self.gate_s, 3)}
 
     def metrics(self) -> dict[str, float]:
-        out = {f"judge/{k}": float(v) for k, v in self.summary().items() if v is not None}
+        out = {f"judge/{k}": float(v) for k, v in self.summary().items()
+               if v is not None and not isinstance(v, str)}
         return out
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
+def credit_agreed(results: list[JudgeResult], replay, curriculum, step: int) -> int:
+    """Hand a proof the judge agreed with what it was held back (``async``): its replay-buffer entry
+    and its curriculum success. Returns how many were credited."""
+    credited = 0
+    for result in results:
+        item = result.item
+        if result.agreed is True and not item.credited:
+            if item.proof is not None:
+                replay.add(item.name, item.proof)
+            curriculum.credit(item.name, step)
+            item.credited = True
+            credited += 1
+    return credited
+
+
 def revoke_rejected(results: list[JudgeResult], replay, curriculum, step: int) -> int:
     """Take back what a rejected proof earned: its place in the replay buffer
-    (``rl.curriculum.ReplayBuffer``) and its success in the curriculum. Returns how many."""
+    (``rl.curriculum.ReplayBuffer``) and its success in the curriculum, if it was counted. Returns
+    how many were revoked."""
     revoked = 0
     for result in results:
-        if result.agreed is False:
+        if result.agreed is False and result.item.credited:
             replay.remove(result.item.name, result.item.completion)
             curriculum.revoke(result.item.name, step, f"the judge rejected a proof paid at step {result.item.step}")
             revoked += 1
     return revoked
+
+
+class InfraBreakerTripped(RuntimeError):
+    """A step's Lean checks failed on the infrastructure too often to keep training."""
+
+
+def check_infra_share(step: int, scores: StepScores, limit: float | None) -> float:
+    """The step's ``infra_error`` share among its Lean checks; raises InfraBreakerTripped above
+    ``limit`` (the rl stage's circuit breaker, ``lean.max_infra_error_share``)."""
+    started = scores.lean_started
+    if not started:
+        return 0.0
+    failed = sum(r.lean == Category.INFRA_ERROR.value for r in scores.rewards)
+    share = failed / started
+    if limit is not None and share > limit:
+        examples = [r.outcome.reasons[0] if r.outcome is not None and r.outcome.reasons else "" for r in scores.rewards
+                    if r.lean == Category.INFRA_ERROR.value][:2]
+        raise InfraBreakerTripped(
+            f"step {step}: {failed} of {started} Lean checks ended infra_error ({share:.0%} > "
+            f"lean.max_infra_error_share={limit:g}); stopping instead of training on rewards of None. Check the "
+            f"Lean backend (toolchain, header pickle, sandbox); first reasons: {examples}")
+    return share

@@ -76,6 +76,15 @@ class LeanConfig:
     """Run the reward checks on REPL processes shared between candidates (``kind: kimina``, or
     ``local.fresh_process: false``). Refused unless set: a candidate's elaboration-time code then
     survives into later candidates' checks (docs/threat_model.md)."""
+    max_infra_error_share: float | None = 0.5
+    """Circuit breaker: stop the run with an error when more than this share of a step's Lean
+    checks end ``infra_error`` (a broken toolchain, header pickle or REPL set-up gives every rollout
+    reward None; a run must not train on a stream of Nones). None: never stop."""
+
+    def __post_init__(self) -> None:
+        share = self.max_infra_error_share
+        if share is not None and not 0.0 <= share < 1.0:
+            raise ValueError(f"lean.max_infra_error_share must be in [0, 1) or null, got {share}")
 
 
 @dataclass

@@ -127,6 +127,19 @@ class Curriculum:
         elif state.window_successes == 0:
             self.set_status(name, NEVER_SOLVED, step, f"solved 0/{state.window_attempts}")
 
+    def credit(self, name: str, step: int) -> None:
+        """One success for ``name`` whose attempt was recorded earlier without it (the judge agreed
+        after the step: undecided proofs earn nothing until then)."""
+        state = self.states.get(name)
+        if state is None:
+            return
+        state.successes += 1
+        state.window_successes = min(state.window_successes + 1, state.window_attempts)
+        if state.status == NEVER_SOLVED:  # retired on the counts without this success
+            state.retired_at = None
+            self.set_status(name, ACTIVE, step, "a success confirmed by the judge after the step")
+        self.record(name, 0, 0, step)  # the retirement rule, on the corrected counts
+
     def revoke(self, name: str, step: int, reason: str) -> None:
         """One success counted for ``name`` was wrong (the judge rejected a proof the fast path
         paid): take it back; a statement retired as always solved on it becomes active again."""

@@ -36,7 +36,7 @@ from leanloop.training.inputs import model_identity
 from leanloop.training.models import load_tokenizer
 from leanloop.training.module import set_torch_threads
 from leanloop.training.optim import configure_optimizers
-from rl.audit import TimeoutAudit
+from rl.audit import TimeoutAudit, check_infra_share
 from rl.config import (
     AuditConfig, DriftConfig, EvaluationConfig, EvaluatorConfig, GenerationConfig, GRPOConfig, LeanConfig, OptimConfig,
     PolicyConfig, RefreshConfig, RewardConfig,
@@ -139,7 +139,8 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
 
             self.rollout = TransformersRollout(self.tokenizer, self.generation, stops)
         extraction = self.reward_config.extraction or ("code_block" if self.prompt.style == "chat" else "auto")
-        self.harness = RewardHarness(AcceptancePolicy("rl"), extraction)
+        self.harness = RewardHarness(AcceptancePolicy(
+            "rl", lean_version=getattr(self.lean.backend.options, "lean_version", None)), extraction)
         self.replay = ReplayBuffer()
         self.labels = LabelBuffer()
         self.drift_monitor = DriftMonitor(self.drift_config)
@@ -264,6 +265,9 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         scores = self.scorer.score(candidates)
         timings["time/scoring_s"] = time.perf_counter() - mark
         rewards = list(scores.rewards)
+        # circuit breaker: a step whose Lean checks mostly failed on the infrastructure stops the run
+        infra_share = check_infra_share(step, scores, self.lean.max_infra_error_share)
+        rewards = self._judge_gate(step, candidates, rewards)  # judge.mode gate: pay what the judge confirms
         injected = self._inject_replay(problems, rollouts, rewards)
 
         mark = time.perf_counter()
@@ -280,7 +284,7 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         scored = [v for v in values if v is not None]
         harness = HarnessCounts.of(candidates)
         stats = {
-            **scores.stats(), **update, **post, **timings,
+            **scores.stats(), **update, **post, **timings, "lean/infra_error_share": infra_share,
             "train/reward": sum(scored) / len(scored) if scored else float("nan"),
             "train/completion_tokens": float(rollouts.completion_mask.sum(dim=1).float().mean()),
             "train/truncated": float(sum(rollouts.truncated)) / len(rollouts),
@@ -322,14 +326,20 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         datamodule = self.trainer.datamodule
         solved_sources = set(datamodule.curriculum.config.solved_sources)
         out: dict[str, float] = {}
+        held = self._judge_pending(step, candidates, rewards)  # async judge: no credit until it agrees
         for g, problem in enumerate(problems):
             group = rewards[g * G:(g + 1) * G]
-            solved = sum(1 for r in group if r.reward == 1.0 and r.source.value in solved_sources)
+            solved = sum(1 for k, r in enumerate(group, g * G)
+                         if r.reward == 1.0 and r.source.value in solved_sources and k not in held)
             datamodule.curriculum.record(problem.name, G, solved, step)
         for i, (candidate, r) in enumerate(zip(candidates, rewards)):
             if r.reward == 1.0 and r.source in (Source.LEAN, Source.EVALUATOR):
                 ids = rollouts.completion_ids[i][rollouts.completion_mask[i].bool()].tolist()
-                self.replay.add(candidate.problem.name, StoredProof(candidate.completion, ids, r.source.value, step))
+                proof = StoredProof(candidate.completion, ids, r.source.value, step)
+                if i in held:
+                    held[i].proof = proof
+                else:
+                    self.replay.add(candidate.problem.name, proof)
             if r.outcome is not None and r.source is not Source.PRECHECK:
                 self.labels.add(candidate.program, r.outcome.label, candidate.problem.name)
         out.update(datamodule.curriculum.counts())
@@ -345,10 +355,7 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
                 self._append(AUDIT_FILE, report.to_dict())
             out.update(report.metrics())
         if self.judge_audit is not None:
-            from rl.audit import JudgeItem
-
-            self.judge_audit.submit([JudgeItem(step, c.problem.name, c.completion, c.request, r.source.value)
-                                     for c, r in zip(candidates, rewards) if r.reward == 1.0 and c.request is not None])
+            self.judge_audit.submit(list(held.values()))
             self._judge_results(self.judge_audit.collect(), step)
             out.update(self.judge_audit.metrics())
         if self.drift_monitor.due(step):
@@ -364,12 +371,48 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
             out.update(report.metrics())
         return out
 
-    def _judge_results(self, results, step: int) -> None:
-        """Judge verdicts that arrived: a rejected proof the fast path paid leaves the replay buffer
-        and the curriculum's solved count (rl.audit.JudgeAudit)."""
-        from rl.audit import revoke_rejected
+    def _judge_items(self, step: int, candidates, rewards: list[RolloutReward]) -> dict[int, Any]:
+        """Rollout index -> JudgeItem for the accepted rewards the judge audit selects."""
+        from rl.audit import JudgeItem
 
-        revoke_rejected(results, self.replay, self.trainer.datamodule.curriculum, step)
+        items = {i: JudgeItem(step, c.problem.name, c.completion, c.request, r.source.value)
+                 for i, (c, r) in enumerate(zip(candidates, rewards))
+                 if r.reward == 1.0 and c.request is not None and r.source in (Source.LEAN, Source.EVALUATOR)}
+        wanted = {id(item) for item in self.judge_audit.wanted(list(items.values()))}
+        return {i: item for i, item in items.items() if id(item) in wanted}
+
+    def _judge_gate(self, step: int, candidates, rewards: list[RolloutReward]) -> list[RolloutReward]:
+        """``judge.mode: gate``: an accepted reward is paid only if the judge agrees within the
+        step's deadline; anything else (rejected, timed out, no verdict) pays 0 (rl.audit)."""
+        audit = getattr(self, "judge_audit", None)
+        if audit is None or audit.config.mode != "gate":
+            return rewards
+        items = self._judge_items(step, candidates, rewards)
+        results = audit.gate(list(items.values()))
+        for i, result in zip(items, results):
+            result.item.credited = result.agreed is True  # paid and credited as usual in _after_step
+            if result.agreed is not True:
+                rewards[i] = replace(rewards[i], reward=0.0, lean=f"judge_{result.outcome.category.value}")
+            self._append(JUDGE_FILE, result.to_dict())
+        return rewards
+
+    def _judge_pending(self, step: int, candidates, rewards: list[RolloutReward]) -> dict[int, Any]:
+        """``judge.mode: async``: the accepted rewards sent to the judge now, whose replay entry and
+        curriculum credit wait for its agreement."""
+        audit = getattr(self, "judge_audit", None)
+        if audit is None or audit.config.mode != "async":
+            return {}
+        return self._judge_items(step, candidates, rewards)
+
+    def _judge_results(self, results, step: int) -> None:
+        """Judge verdicts that arrived: an agreed proof gets its held-back replay entry and
+        curriculum credit; a rejected one (or a judge timeout on a fast-path-valid candidate) is
+        alarmed and loses whatever it had earned (rl.audit.JudgeAudit)."""
+        from rl.audit import credit_agreed, revoke_rejected
+
+        curriculum = self.trainer.datamodule.curriculum
+        credit_agreed(results, self.replay, curriculum, step)
+        revoke_rejected(results, self.replay, curriculum, step)
         for result in results:
             self._append(JUDGE_FILE, result.to_dict())
 
@@ -442,6 +485,8 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         evaluation = self.results.get("evaluation")
         return {"reward_provenance": getattr(self, "provenance", None), "evaluator": self.evaluator_info,
                 "shared_repl": bool(self.results.get("shared_repl")),  # lean.allow_shared_repl was used
+                "judge": {"enabled": self.audit_config.judge.enabled, "mode": self.audit_config.judge.mode,
+                          "sources": list(self.audit_config.judge.sources)},
                 "rollouts": {k: v for k, v in self.totals.items()},
                 "evaluation": {k: evaluation[k] for k in ("statements", "attempts", "categories", "verified",
                                                           "lean_pass_at_k", "evaluator_estimate_pass_at_k")}

@@ -33,11 +33,17 @@ def plot_steps(history: list[dict], path: Path) -> Path | None:
 def judge_section(summary: dict, share: float) -> list[str]:
     """The judge audit's lines: how often comparator agreed with the rewards the fast path paid."""
     rate = summary.get("agreement_rate")
+    mode = summary.get("mode", "async")
     lines = ["## Judge audit (comparator)", "",
-             f"Accepted rewards re-checked by the judge ({share:.0%} of them): agreement rate "
-             f"**{_fmt(rate)}** ({summary['agreed']} agreed, {summary['disagreed']} disagreed; "
-             f"{summary['undecided']} without a judge verdict, {summary['pending']} unfinished). Every disagreement "
-             "was removed from the replay buffer and the curriculum's solved count (judge_audit.jsonl).", ""]
+             f"Mode **{mode}**. Accepted rewards re-checked by the judge ({share:.0%} of them): agreement rate "
+             f"**{_fmt(rate)}** ({summary['agreed']} agreed, {summary['disagreed']} disagreed, of which "
+             f"{summary.get('timeouts', 0)} judge timeouts on fast-path-valid candidates; "
+             f"{summary['undecided']} undecided (no judge verdict), {summary['pending']} unfinished). "
+             + ("Only proofs the judge confirmed within the step's deadline were paid "
+                f"({summary.get('gate_withheld', 0)} withheld, {summary.get('gate_s', 0.0):.1f} s waiting)."
+                if mode == "gate" else
+                "A judged proof earned its replay-buffer entry and curriculum credit only once the judge agreed; "
+                "undecided ones never did (judge_audit.jsonl)."), ""]
     if summary["disagreed"]:
         lines += [f"**ALARM: the judge rejected {summary['disagreed']} proof(s) the fast path paid 1.0.**", ""]
     return lines

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import secrets
 import threading
 import time
@@ -49,6 +50,7 @@ from typing import Any, Callable
 
 from leanloop.lean.replies import NO_RECORDED_ANSWER, response_from_repl_reply
 from leanloop.lean.reply_rows import messages_from_json
+from leanloop.lean.sandbox import SandboxConfig, checked_pickle, choose_sandbox
 from leanloop.lean.session import (
     LeanSession, Reply, ReplSetup, SessionConfig, kill_process_tree, launch_repl, load_header_pickle, refusal_status,
     split_header, standin_session_config,
@@ -79,6 +81,8 @@ class LocalBackendConfig(SessionConfig):
     # fresh_process: after the reply, stdin is closed and the REPL must exit within this many seconds
     # having written nothing more (else the reply read was not the REPL's last word: CANDIDATE_FAILURE)
     reply_drain_timeout: float = 10.0
+    # fresh_process: the candidate's REPL runs in a sandbox with resource limits (leanloop.lean.sandbox)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
 
 
 def split_pickled_header(program: str) -> tuple[str, str, int]:
@@ -142,6 +146,8 @@ class _Worker:
         self.session = LeanSession(config, repl_config)
         self.server: Any = None  # fresh_process: the process of the program in progress
         self.busy = False
+        # trust hook (leanloop.lean.sandbox): the candidate REPL's config, confined; set by the backend
+        self.confine: Callable[[Any], Any] = lambda repl_config: repl_config
         self.aborted = False  # fresh_process: set by abort(), the job in progress must not be retried
         self.sent_program = False  # fresh_process: the program's own command was sent in the current try
 
@@ -290,8 +296,11 @@ class _Worker:
         from lean_interact.interface import Command, LeanError
 
         self.sent_program = False
-        path = self.pickles.path_for(header, self._build_pickle) if header and self.pickles else None
-        self.server = launch_repl(self._repl_config(), self.config, restarts=False)
+        # trust hooks (leanloop.lean.sandbox): the pickle's hash is checked before it is unpickled,
+        # and the candidate's REPL starts confined
+        workdir = getattr(self._repl_config(), "working_dir", None)
+        path = checked_pickle(self.pickles, header, self._build_pickle, workdir) if header and self.pickles else None
+        self.server = launch_repl(self.confine(self._repl_config()), self.config, restarts=False)
         env = None
         if path is not None:
             restored = load_header_pickle(self.server, path, self.config.header_timeout)
@@ -361,6 +370,10 @@ class LocalBackend(LeanBackend):
         self._setup = ReplSetup(self.config)
         pickles = HeaderPickles(self.config.pickle_dir, self.config.header_pickles) if self.config.fresh_process else None
         self._workers = [_Worker(self.repl_config, self.config, pickles) for _ in range(self.config.workers)]
+        self._sandbox: Any = None
+        self._sandbox_lock = threading.Lock()
+        for worker in self._workers:  # trust hook (leanloop.lean.sandbox)
+            worker.confine = self.confine
         self._executor = ThreadPoolExecutor(max_workers=self.config.workers, thread_name_prefix="lean-repl")
         # Idle workers wait in a queue of the running event loop. Worker threads hand a worker back
         # through `_release`, under `_pool_lock`, to whichever loop's queue is current.
@@ -372,6 +385,19 @@ class LocalBackend(LeanBackend):
     def repl_config(self) -> Any:
         """The lean-interact ``LeanREPLConfig`` (built once: may fetch and build the REPL / Mathlib)."""
         return self._setup()
+
+    def confine(self, repl_config: Any) -> Any:
+        """``repl_config`` for a candidate's REPL: in the sandbox chosen (and probed) on first use,
+        under its resource limits (leanloop.lean.sandbox; a clear error when no sandbox works)."""
+        with self._sandbox_lock:
+            if self._sandbox is None:
+                read_only = [p for p in (getattr(repl_config, "working_dir", None), self.config.project_dir,
+                                         self.config.repl_path, self.config.pickle_dir, self.config.cache_dir,
+                                         getattr(repl_config, "_cache_repl_dir", None),
+                                         os.path.expanduser("~/.elan")) if p]
+                self._sandbox = choose_sandbox(self.config.sandbox, read_only)
+                log.info("candidate REPLs: %r", self._sandbox)
+        return self._sandbox.repl_config(repl_config)
 
     async def start(self) -> None:
         """Set up lean-interact and start every worker now rather than on the first programs."""

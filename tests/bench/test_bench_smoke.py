@@ -91,4 +91,6 @@ def test_bench_rl_smoke(isolated):
     assert scenarios and all(s[name]["scoring_s"] > 0 for s in scenarios for name in ("lean", "hybrid"))
     step = r["step"]
     assert positive(step["ratio_cpu_s"], step["ratio_wall_s"])
+    gate = r["gate"]
+    assert gate["judged"] == gate["projects"] > 0 and positive(gate["ratio_to_fast_path"])
     assert (isolated / "bench" / "rl.json").is_file()

@@ -42,11 +42,12 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
+from leanloop.lean.policy.lexing import CLASSIC
 from leanloop.lean.policy.masking import mask
 
 HARNESS_NAMESPACE = "LeanloopHarness"
 
-_DECL = re.compile(r"(?<![\w.'])(?:theorem|lemma)\s+")
+_DECL = re.compile(f"(?<![{CLASSIC.rest}.])" r"(?:theorem|lemma)\s+")
 _NAME_TOKEN = re.compile(r"[^\s({\[⦃:]*")
 _OPEN = {"(": ")", "[": "]", "{": "}", "⦃": "⦄", "⟨": "⟩"}
 _CLOSE = set(_OPEN.values())
@@ -106,7 +107,7 @@ def parse_statement(statement: str, name: str | None = None) -> Signature:
     return Signature(found_name, binders, type_, assign)
 
 
-_SCOPE = re.compile(r"(?<![\w.'])(namespace|section|mutual|end)(?![\w'!?])[ \t]*([^\s]*)")
+_SCOPE = re.compile(f"(?<![{CLASSIC.rest}.])(namespace|section|mutual|end)(?![{CLASSIC.rest}])" r"[ \t]*([^\s]*)")
 
 
 def open_scopes(masked: str) -> list[str]:

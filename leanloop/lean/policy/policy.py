@@ -160,7 +160,8 @@ class AcceptancePolicy:
     """Prechecks, the program Lean compiles, and the verdict from Lean's answer."""
 
     def __init__(self, profile: str | Profile = "collection", *, header: str | None = BENCHMARK_HEADER,
-                 heartbeats: int | None | str = "profile", max_chars: int | None = None):
+                 heartbeats: int | None | str = "profile", max_chars: int | None = None,
+                 lean_version: str | None = None):
         if isinstance(profile, str):
             if profile not in PROFILES:
                 raise ValueError(f"unknown policy profile {profile!r}; choose one of {sorted(PROFILES)}")
@@ -171,6 +172,9 @@ class AcceptancePolicy:
             profile = replace(profile, max_chars=max_chars)
         self.profile = profile
         self.header = header
+        # the backend's Lean version: it selects Lean's identifier table for the masker
+        # (``lexing.table_for``; None: only what every supported version agrees on)
+        self.lean_version = lean_version
 
     @property
     def name(self) -> str:
@@ -184,7 +188,8 @@ class AcceptancePolicy:
         """Deterministic text checks; ``header`` defaults to the policy's benchmark header."""
         reasons = run_prechecks(program, hardened=self.profile.hardened, max_chars=self.profile.max_chars,
                                 header=header if header is not None else self.header, name=name,
-                                allow_sorry=self.profile.allow_sorry)
+                                allow_sorry=self.profile.allow_sorry, lean_version=self.lean_version,
+                                heartbeat_budget=self.profile.heartbeats)
         return Precheck(not reasons, reasons)
 
     def prepare(self, request: VerifyRequest) -> Submission | Outcome:

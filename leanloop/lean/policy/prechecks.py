@@ -15,9 +15,16 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from leanloop.lean.policy import reasons as R
+from leanloop.lean.policy.lexing import CLASSIC
 from leanloop.lean.policy.masking import mask
 
-_E = r"(?![\w'!?])"  # no identifier character just after
+# Word boundaries are Lean's, not Python's `\w` (a modifier letter such as Mathlib's postfix `ᶜ`
+# is a word character to Python and a symbol to Lean: `hᶜsorry` is `h`, `ᶜ`, `sorry`). The
+# identifier characters are the ones every supported Lean version agrees on (lexing.CLASSIC), so
+# a letter only newer Lean reads as one ends a word here: a refusal too many, never one too few.
+_REST = CLASSIC.rest
+_E = f"(?![{_REST}])"  # no identifier character just after
+_RUN_CHAR = re.compile(f"[{_REST}]")
 
 # Speed: patterns start with a literal alternation (no lookbehind in front), so sre skips ahead on
 # the first character; the "no identifier character before" half of the word boundary is checked
@@ -26,7 +33,6 @@ _THEOREM = re.compile(r"(?:theorem|lemma)" + _E)
 _FORBIDDEN_WORDS = ("sorry", "admit", "axiom", "constant", "opaque", "unsafe")
 _FORBIDDEN = re.compile("(?:" + "|".join(_FORBIDDEN_WORDS) + ")" + _E)
 _IMPORT_WORD = re.compile(r"import" + _E)
-_BOUNDARY_BEFORE = re.compile(r"[\w.']")
 _HEADER_ITEM = re.compile(r"\s*(?:(prelude)" + _E + r"|(?:(?:public|private|meta)\s+)*import\s+(?:all\s+)?([^\s]+))")
 
 # rl keywords -> reason code. One literal alternation finds them all (longest first, so
@@ -74,9 +80,8 @@ _DOT_OK = frozenset({"ofReduceBool", "ofReduceNat", "reduceBool", "reduceNat", "
                      "modifyEnv", "setEnv", "unsafeIO", "unsafeBaseIO", "unsafeEIO"})
 # `register_option`, `register_simp_attr`, `register_linter_set`...: commands that create options,
 # attributes or linters (a linter runs after every later command, the harness's included)
-_REGISTER = re.compile(r"register_[\w]*")
-_IDENT_BEFORE = re.compile(r"[\w']")
-_OPTION_NAME = re.compile(r"\s+([^\s]+)")
+_REGISTER = re.compile(f"register_[{_REST}]*")
+_OPTION_NAME = re.compile(r"\s+([^\s]+)(?:\s+([0-9_]+)(?![\w.]))?")
 _NATIVE_AS_OPTION = re.compile(r"\s*:=")
 _ATTRIBUTE_LIST = re.compile(r"\s*\[([^\]]*)\]")
 _NAME_CHAR = re.compile(r"[\w'!?.]")
@@ -103,7 +108,7 @@ _ATTRIBUTE_CODES = {
     "aesop": R.METAPROGRAM, "positivity": R.METAPROGRAM, "norm_num": R.METAPROGRAM,
     "linter": R.METAPROGRAM, "env_linter": R.METAPROGRAM, "tactic_alt": R.METAPROGRAM,
 }
-_DECL_BEFORE = re.compile(r"(?<![\w.'])(theorem|lemma|def|abbrev|instance|opaque|axiom|constant|structure"
+_DECL_BEFORE = re.compile(f"(?<![{_REST}.])" r"(theorem|lemma|def|abbrev|instance|opaque|axiom|constant|structure"
                           r"|inductive|class|alias)\s+(?:_root_\.)?\Z")
 
 
@@ -136,14 +141,28 @@ def header_block(masked_text: str) -> HeaderBlock:
         pos = m.end()
 
 
+def continues_name(text: str, at: int) -> bool:
+    """Is the word at ``at`` the tail of a longer identifier, as Lean's identFn reads it (the run of
+    identifier characters before it starts with an ``isIdFirst`` one: ``h'sorry``, ``x!sorry``)?
+    Not after ``!`` / ``'`` / a digit alone (``!sorry`` is ``!`` then ``sorry``), nor after a
+    ``#word`` (``#checksorry``: the token table decides where ``#check`` ends)."""
+    start = at
+    while start > 0 and _RUN_CHAR.match(text, start - 1):
+        start -= 1
+    if start == at or (start > 0 and text[start - 1] == "#"):
+        return False
+    return CLASSIC.is_id_first(text[start])
+
+
 def _words(pattern: re.Pattern, text: str, start: int = 0, literals: tuple[str, ...] = ()):
-    """Matches of ``pattern`` not preceded by an identifier character or a namespace dot.
+    """Matches of ``pattern`` not preceded by an identifier or a namespace dot.
     ``literals``: words of which one must occur for a match (a C-speed substring test skips the
     regex scan for the common program that has none of them)."""
     if literals and not any(w in text for w in literals):
         return
     for m in pattern.finditer(text, start):
-        if m.start() == 0 or not _BOUNDARY_BEFORE.match(text, m.start() - 1):
+        at = m.start()
+        if at == 0 or not (text[at - 1] == "." or continues_name(text, at)):
             yield m
 
 
@@ -177,9 +196,16 @@ def collection_reasons(program: str, masked_text: str, header: HeaderBlock | Non
     return out
 
 
-def _option_reason(option: str) -> str | None:
+def _option_reason(option: str, value: str | None = None, budget: int | None = None) -> str | None:
+    if option == "maxHeartbeats" and value is not None and budget is not None:
+        # lowering the budget (`set_option maxHeartbeats 400000 in`, common in prover output) cannot
+        # starve anyone; 0 lifts Lean's guard and more than the harness's budget raises it
+        if 0 < int(value.replace("_", "")) <= budget:
+            return None
     if "maxHeartbeats" in option:
-        return R.reason(R.CANDIDATE_HEARTBEATS, f"set_option {option}: the harness sets the budget")
+        return R.reason(R.CANDIDATE_HEARTBEATS, f"set_option {option}{' ' + value if value else ''}: the harness "
+                        f"sets the budget ({budget:,} at most)" if budget else
+                        f"set_option {option}: the harness sets the budget")
     if option.startswith("debug."):
         return R.reason(R.KERNEL_CHECK_OPTION, f"set_option {option}")
     if option in RL_ALLOWED_OPTIONS or option.startswith(RL_ALLOWED_OPTION_PREFIXES):
@@ -217,7 +243,7 @@ def _declared_kinds(masked_text: str, name: str) -> list[str]:
 
 
 def rl_reasons(program: str, masked_text: str, unterminated: str | None, name: str | None,
-               header_text: str | None, ambiguous: str | None = None) -> list[str]:
+               header_text: str | None, ambiguous: str | None = None, heartbeat_budget: int | None = None) -> list[str]:
     """The rl profile's extra rules (everything the collection profile checks, plus these).
 
     They apply to the candidate's part of the program: after the trusted header when the program
@@ -243,12 +269,14 @@ def rl_reasons(program: str, masked_text: str, unterminated: str | None, name: s
     hits = _RL_WORD.finditer(masked_text, start) if any(w in candidate for w in _RL_LITERALS) else ()
     for m in hits:
         word, at = m.group(), m.start()
-        if at and _BOUNDARY_BEFORE.match(masked_text, at - 1):
-            if word not in _DOT_OK or _IDENT_BEFORE.match(masked_text, at - 1):
-                continue  # part of a longer identifier or a qualified name (Nat.stop, h_instance)
+        if at and masked_text[at - 1] == ".":
+            if word not in _DOT_OK:
+                continue  # a qualified name (Nat.stop); Lean.ofReduceBool still counts
+        elif at and continues_name(masked_text, at):
+            continue  # part of a longer identifier (h_instance, h'sorry)
         if word == "set_option":
             option = _OPTION_NAME.match(masked_text, m.end())
-            why = _option_reason(option.group(1)) if option else None
+            why = _option_reason(option.group(1), option.group(2), heartbeat_budget) if option else None
             if why:
                 code, detail = why.split(": ", 1)
                 add(code, detail, at)
@@ -293,16 +321,18 @@ def _header_info(header: str) -> HeaderBlock:
 
 
 def run_prechecks(program: str, *, hardened: bool, max_chars: int, header: str | None,
-                  name: str | None, allow_sorry: bool = False) -> list[str]:
+                  name: str | None, allow_sorry: bool = False, lean_version: str | None = None,
+                  heartbeat_budget: int | None = None) -> list[str]:
     """All precheck reasons for ``program`` (empty list: passes)."""
     if len(program) > max_chars:
         # Do not even scan it: the limit exists to bound the cost of everything downstream.
         return [R.reason(R.TOO_LONG, f"{len(program):,} characters > {max_chars:,}")]
     # hardened: code inside interpolated strings (`s!"{...}"`, `dbg_trace "{...}"`) runs at
     # elaboration time, so the rules must see it
-    masked = mask(program, keep_interpolations=hardened)
+    masked = mask(program, keep_interpolations=hardened, lean_version=lean_version)
     header_info = _header_info(header) if header is not None else None
     out = collection_reasons(program, masked.text, header_info, allow_sorry)
     if hardened:
-        out += rl_reasons(program, masked.text, masked.unterminated, name, header, masked.ambiguous)
+        out += rl_reasons(program, masked.text, masked.unterminated, name, header, masked.ambiguous,
+                          heartbeat_budget)
     return out

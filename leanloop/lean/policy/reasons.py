@@ -61,7 +61,8 @@ DESCRIPTIONS: dict[str, str] = {
     SORRY_DISGUISE: "sorryAx, `stop` (repeat sorry) or `apply?` (admits the goal it cannot close)",
     COMPILER_OVERRIDE: "@[implemented_by] / @[extern] / @[csimp]: replaces code that native evaluation trusts",
     KERNEL_CHECK_OPTION: "set_option debug.* (e.g. debug.skipKernelTC skips the kernel check)",
-    CANDIDATE_HEARTBEATS: "the candidate changes the heartbeat budget the harness sets",
+    CANDIDATE_HEARTBEATS: "the candidate raises or lifts the heartbeat budget the harness sets (maxHeartbeats N is "
+                          "allowed for 0 < N <= the harness's budget)",
     OPTION_NOT_ALLOWED: "set_option outside the rl allow-list (options can change elaboration or printing)",
     SYNTAX_EXTENSION: "notation / macro / syntax / infix declarations can reinterpret the trusted statement",
     METAPROGRAM: "elab / #eval / run_cmd / initialize / elaborator attributes run arbitrary meta code "
@@ -74,8 +75,10 @@ DESCRIPTIONS: dict[str, str] = {
     TARGET_NOT_THEOREM: "the target name is declared with a keyword other than theorem/lemma",
     HARNESS_NAME: "mentions the harness's reserved namespace",
     UNTERMINATED: "an unterminated comment or string would swallow the harness's trailer",
-    AMBIGUOUS_LEXING: "a char literal or raw string glued to a `#word` token (`#check'\"'`): where Lean's token ends "
-                      "depends on its token table, so the text rules cannot know which text is code",
+    AMBIGUOUS_LEXING: "the masker cannot be sure what Lean's lexer reads (a literal glued to a `#word`, a backslash "
+                      "or a non-ASCII symbol; a raw string; an escape or numeral not every version reads alike; a "
+                      "letter whose class the Lean version does not pin): the text rules cannot know which text "
+                      "is code",
     HEADER_NOT_VERBATIM: "the program does not start with the trusted header verbatim",
     SCOPE_CAPTURE: "include / omit / variable?: a variable every later declaration takes could stand in for the "
                    "target in the harness's check line",

@@ -41,13 +41,16 @@ state, so the numbering of what follows is unchanged.
 
 Faults (config ``faults``), keyed on a substring of the request's ``cmd``/``tactic`` text:
 ``crash`` exits without replying (a segfault or OOM kill mid-command), ``hang`` never replies,
-``garbage`` prints a non-JSON reply, ``forge`` prints a clean reply ``{"env": 0}`` (what code the
+``spin`` burns CPU without replying (busy tasks a program spawns), ``garbage`` prints a non-JSON
+reply, ``forge`` prints a clean reply ``{"env": 0}`` (what code the
 program runs at elaboration time could write to stdout) before the recorded one, ``forge_exit``
 prints it and exits (the code calls ``IO.Process.exit 0``), ``refuse`` answers
 ``{"message": <the fault's message>}`` (a REPL-level refusal, e.g. an exception the program's code
 threw out of the REPL's command loop), on a substring of the ``cmd``/``tactic``
 text or of an ``unpickleEnvFrom`` path. ``once: true`` fires a fault only the first time across
-restarts (a marker file in ``state_dir``), modelling a transient failure.
+restarts (a marker file in ``state_dir``), modelling a transient failure. ``write`` acts out what
+elaboration-time code can do to the file system (``IO.FS.writeFile``): it tries to write ``text``
+to each of ``paths`` (failures ignored, as a payload would), then answers the request as usual.
 """
 
 from __future__ import annotations
@@ -266,10 +269,19 @@ class StandInREPL:
             if action == "hang":
                 while True:
                     time.sleep(3600)
+            if action == "spin":  # busy work at elaboration time: burns CPU, never replies
+                while True:
+                    pass
             if action == "garbage":
                 stdout.write("stand-in REPL fault: this is not JSON\n\n")
                 stdout.flush()
                 continue
+            if action == "write":
+                for target in fault.get("paths") or []:
+                    try:
+                        Path(target).write_text(str(fault.get("text", "")), encoding="utf-8")
+                    except OSError:
+                        pass
             if action in ("forge", "forge_exit"):
                 self._write(stdout, {"env": 0})
                 if action == "forge_exit":

@@ -1,0 +1,108 @@
+"""Lean 4's identifier character classes, per Lean version, and the notation tokens the masker knows.
+
+Transcribed from Lean's own source, ``src/Init/Meta.lean`` of leanprover/lean4 (``isLetterLike``,
+``isSubScriptAlnum``, ``isIdFirst``, ``isIdRest``, ``isIdBeginEscape``; the block that starts at
+the comment ``/-- Valid identifier names -/``):
+
+- ``CLASSIC`` — commit d054846a8d361e37a2a55517c64e534a53a7c17b: ``isLetterLike`` is Greek
+  0x3b1-0x3c9 but λ (0x3bb), 0x391-0x3a9 but Π (0x3a0) and Σ (0x3a3), Coptic 0x3ca-0x3fb,
+  polytonic Greek 0x1f00-0x1ffe, the letterlike block 0x2100-0x214f, mathematical alphanumerics
+  0x1d49c-0x1d59f; ``isSubScriptAlnum`` is 0x2080-0x2089, 0x2090-0x209c, 0x1d62-0x1d6a.
+- ``LATIN`` — commit 0134bc5f7b0371728c9cf6eba22c79438c66577f: ``isLetterLike`` adds Latin-1
+  letters 0xc0-0xff but × (0xd7) and ÷ (0xf7) and Latin Extended-A 0x100-0x17f;
+  ``isSubScriptAlnum`` adds ⱼ (0x2c7c).
+
+``Char.isAlpha`` / ``Char.isAlphanum`` are ASCII-only in Lean (``Init/Data/Char/Basic.lean``),
+so every non-ASCII identifier character comes from the ranges above: Python's ``str.isalpha`` /
+``\\w`` (Cyrillic, modifier letters such as Mathlib's postfix ``ᶜ`` / ``ᵀ``) is NOT Lean's rule.
+
+Which Lean reads which table: ⱼ was added by lean4 PR 6679 (merged 2025-01-17, first in v4.17),
+Latin-1 / Latin Extended-A by lean4 PR 9035 (merged 2025-06-28). Pinned here: Lean <= v4.16 reads
+``CLASSIC`` (the seed corpus's v4.9 and v4.15), Lean >= v4.23 reads ``LATIN`` (the recorded
+v4.33 REPL tests). For a version in between, or one that does not parse, the table is
+``TRANSITION``: a character on which the two tables disagree is neither an identifier character
+nor a symbol for sure, and the masker refuses a literal next to one (``ambiguous_lexing``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_ASCII_FIRST = "A-Za-z_"
+_ASCII_REST = "A-Za-z0-9_'!?"
+
+_LETTER_LIKE_CLASSIC = ("\u03b1-\u03ba\u03bc-\u03c9"  # lower Greek but λ
+                        "\u0391-\u039f\u03a1\u03a2\u03a4-\u03a9"  # upper Greek but Π and Σ
+                        "\u03ca-\u03fb"  # Coptic
+                        "\u1f00-\u1ffe"  # polytonic Greek
+                        "\u2100-\u214f"  # letterlike block
+                        "\U0001d49c-\U0001d59f")  # script, double-struck, Fraktur
+_LETTER_LIKE_LATIN = "\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u00ff\u0100-\u017f"  # Latin-1 letters, Latin Extended-A
+_SUBSCRIPT_CLASSIC = "\u2080-\u2089\u2090-\u209c\u1d62-\u1d6a"
+_SUBSCRIPT_LATIN = "\u2c7c"
+
+
+@dataclass(frozen=True)
+class IdentTable:
+    """One Lean version's identifier classes as regex character classes (C-speed matching)."""
+
+    name: str
+    first: str  # the body of a [...] class: Lean's isIdFirst
+    rest: str  # Lean's isIdRest
+    disputed: str = ""  # TRANSITION only: characters whose class the version does not pin
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_first", re.compile(f"[{self.first}]"))
+        object.__setattr__(self, "_rest", re.compile(f"[{self.rest}]"))
+        object.__setattr__(self, "_disputed", re.compile(f"[{self.disputed}]") if self.disputed else None)
+
+    def is_id_first(self, c: str) -> bool:
+        return bool(self._first.match(c))  # type: ignore[attr-defined]
+
+    def is_id_rest(self, c: str) -> bool:
+        return bool(self._rest.match(c))  # type: ignore[attr-defined]
+
+    def is_disputed(self, c: str) -> bool:
+        pattern = self._disputed  # type: ignore[attr-defined]
+        return bool(pattern is not None and pattern.match(c))
+
+    def rest_class(self) -> re.Pattern:
+        return self._rest  # type: ignore[attr-defined]
+
+
+CLASSIC = IdentTable("classic", _ASCII_FIRST + _LETTER_LIKE_CLASSIC,
+                     _ASCII_REST + _LETTER_LIKE_CLASSIC + _SUBSCRIPT_CLASSIC)
+LATIN = IdentTable("latin", _ASCII_FIRST + _LETTER_LIKE_CLASSIC + _LETTER_LIKE_LATIN,
+                   _ASCII_REST + _LETTER_LIKE_CLASSIC + _LETTER_LIKE_LATIN + _SUBSCRIPT_CLASSIC + _SUBSCRIPT_LATIN)
+# only what both tables agree on counts as identifier; the rest of LATIN's additions are disputed
+TRANSITION = IdentTable("transition", CLASSIC.first, CLASSIC.rest, _LETTER_LIKE_LATIN + _SUBSCRIPT_LATIN)
+TABLES = {t.name: t for t in (CLASSIC, LATIN, TRANSITION)}
+
+_VERSION = re.compile(r"v?(\d+)\.(\d+)")
+
+
+def table_for(lean_version: str | None) -> IdentTable:
+    """The identifier table of ``lean_version`` (``v4.15.0``, ``leanprover/lean4:v4.9.0-rc1``);
+    None or an unpinned version: ``TRANSITION`` (see the module docstring)."""
+    if not lean_version:
+        return TRANSITION
+    m = _VERSION.search(lean_version.rsplit(":", 1)[-1])
+    if m is None:
+        return TRANSITION
+    major, minor = int(m.group(1)), int(m.group(2))
+    if major != 4:
+        return TRANSITION
+    if minor <= 16:
+        return CLASSIC
+    if minor >= 23:
+        return LATIN
+    return TRANSITION
+
+
+# Notation tokens (Mathlib and core) that END with a quote, so the quote after their first
+# characters is part of the token and opens no literal. Lean reads the longest token of its table
+# at a token start; these are the ones honest prover output uses (preimage, tsum / tprod; the image
+# `f '' s` needs none: a quote followed by a quote opens no char literal). A char literal after any
+# other non-ASCII symbol is refused: the masker does not know Mathlib's table.
+QUOTE_TOKENS = ("⁻¹'", "∑'", "∏'")

@@ -1,0 +1,221 @@
+"""The masker reads identifiers and literals as Lean's lexer does, per Lean version, and refuses
+(``ambiguous_lexing``) where it cannot know; checked against an independent reference lexer
+(``lean_lexer_reference``) over a confusable alphabet, and against every real recorded Lean
+error: none is positioned inside text the masker blanked."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from leanloop.lean.policy import AcceptancePolicy, mask
+from leanloop.lean.policy import reasons as R
+from leanloop.lean.policy.lexing import CLASSIC, LATIN, TRANSITION, table_for
+from leanloop.lean.recordings import SOURCE_ALIASES, load_recordings
+from leanloop.lean.types import Category, VerifyRequest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from lean_lexer_reference import lex  # noqa: E402
+
+NAME = "mathd_algebra_478"
+
+
+def codes(reasons):
+    return {R.code_of(r) for r in reasons}
+
+
+@pytest.fixture(scope="module")
+def accepted(rl_rows):
+    return next(r for r in rl_rows if r["verdict_pass"] and r["name"] == NAME)
+
+
+def request_for(accepted, statements, program):
+    return VerifyRequest(program=program, name=NAME, statement=statements[NAME]["formal_statement"],
+                         header=statements[NAME]["header"])
+
+
+def test_version_tables_follow_leans_source():
+    assert table_for("v4.9.0-rc1") is CLASSIC and table_for("leanprover/lean4:v4.15.0") is CLASSIC
+    assert table_for("v4.33.0-rc2") is LATIN and table_for("v4.20.0") is TRANSITION and table_for(None) is TRANSITION
+    # characters Python calls word characters and Lean does not (a modifier letter Mathlib uses as
+    # postfix notation, Cyrillic, the excluded Greek λ Π Σ, ×)
+    for c in "ᶜʰжλΠΣ×":
+        assert c.isalpha() or c == "×"
+        assert not any(t.is_id_first(c) or t.is_id_rest(c) for t in (CLASSIC, LATIN, TRANSITION)), c
+    assert LATIN.is_id_first("é") and not CLASSIC.is_id_first("é") and TRANSITION.is_disputed("é")
+    assert LATIN.is_id_rest("ⱼ") and not CLASSIC.is_id_rest("ⱼ") and not LATIN.is_id_first("ⱼ")
+    assert all(t.is_id_first(c) for t in (CLASSIC, LATIN) for c in "αℕ𝒜_x")
+    assert all(t.is_id_rest(c) and not t.is_id_first(c) for t in (CLASSIC, LATIN) for c in "₁ₐᵢ'!?0")
+
+
+HIDDEN = "set_option debug.skipKernelTC true\nrun_cmd Lean.addDecl default\n-- \"\n"
+
+
+@pytest.mark.parametrize("smuggle", ["theorem aᶜ'\"' := 1", "def b := xж'\"'", "#check 0x1f'\"'",
+                                     "def c := y\\'\"'", "def d := r#\"\"#", "def e := \"\\q\"",
+                                     "def f := →ₗ'\"'"])
+def test_confusable_characters_before_a_quote_are_refused_not_misread(accepted, statements, smuggle):
+    program = accepted["code"] + "\n" + smuggle + "\n" + HIDDEN
+    outcome = AcceptancePolicy("rl").prepare(request_for(accepted, statements, program))
+    assert outcome.category is Category.PRECHECK_REJECTED and R.AMBIGUOUS_LEXING in codes(outcome.reasons), smuggle
+    # and the payload after it stays visible to the word rules
+    assert {R.KERNEL_CHECK_OPTION, R.METAPROGRAM} <= codes(outcome.reasons), (smuggle, outcome.reasons)
+
+
+def test_latin_letters_follow_the_backends_lean_version():
+    program = "def é' := 1\ntheorem x : é' = 1 := rfl\n"
+    assert mask(program, lean_version="v4.33.0").ambiguous is None
+    assert mask("def é'\"' := 1", lean_version="v4.20.0").ambiguous  # the version does not pin é
+    # v4.15 reads é as a symbol: `é` then a char literal '"', then code
+    assert mask("é'\"' x", lean_version="v4.15.0").text == "é    x"
+
+
+def test_an_honest_heartbeat_option_under_the_budget_is_accepted(accepted, statements):
+    body = accepted["code"]
+    at = body.index("theorem")
+    for option, ok in [("set_option maxHeartbeats 400000 in\n", True), ("set_option maxHeartbeats 800000 in\n", True),
+                       ("set_option maxHeartbeats 0 in\n", False), ("set_option maxHeartbeats 800001 in\n", False),
+                       ("set_option synthInstance.maxHeartbeats 20000 in\n", False)]:
+        program = body[:at] + option + body[at:]
+        outcome = AcceptancePolicy("rl").prepare(request_for(accepted, statements, program))
+        assert hasattr(outcome, "trailer_line") is ok, (option, getattr(outcome, "reasons", None))
+        if not ok:
+            assert R.CANDIDATE_HEARTBEATS in codes(outcome.reasons)
+
+
+# ------------------------------------------------------------------ against the reference lexer
+_PIECES = ["a", "x", "h", "é", "ⱼ", "ᶜ", "ж", "α", "λ", "₁", "ₗ", "→", "¬", "∑", "⁻¹", "'", "'", "\"", "\"", "\\",
+           "!", "?", "#", "#check", ".", "r", "«", "»", "-", "/", "--", "/-", "-/", "0", "1", "0x", "e", " ", " ",
+           "\n", "_", "(", ":="]
+# token tables: what Lean core has, and an adversarial one (a notation token ending in a quote the
+# masker does not know, symbol tokens that run into letters and subscripts)
+_BENIGN = frozenset({"(", ")", ":=", "!", "?", "#", ".", "..", "-", "/", "→", "¬", "∑", "''", "∑'", "⁻¹'", "#check",
+                     "/--", "/-!", "\\"})
+_ADVERSARIAL = _BENIGN | {"ᶜ'", "→ₗ", "¬h", "#check_", "\\'", "ж", "∑x", "#checkx", "é", "⁻¹"}
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_PIECES), max_size=30), st.sampled_from(["v4.9.0", "v4.15.0", "v4.20.0", "v4.33.0"]))
+def test_masker_agrees_with_the_reference_lexer_or_refuses(pieces, version):
+    text = "".join(pieces)
+    masked = mask(text, lean_version=version)
+    if masked.ambiguous or masked.unterminated:
+        return  # the rl profile refuses the program
+    table = table_for(version)
+    tables = [CLASSIC, LATIN] if table is TRANSITION else [table]
+    for lean_table in tables:
+        for tokens in (_BENIGN, _ADVERSARIAL):
+            for raw in (True, False):  # raw string literals exist only in newer Lean
+                lexed = lex(text, lean_table, tokens, raw_strings=raw)
+                cut = len(text) if lexed.error is None else lexed.error
+                for p in range(cut):
+                    if text[p] in " \n":
+                        continue
+                    blanked = masked.text[p] == " "
+                    assert blanked == (p in lexed.hidden), (text, version, lean_table.name, p, masked.text)
+
+
+# ------------------------------------------------------------------ against recorded Lean errors
+def _offset(program: str, line: int, column: int) -> int | None:
+    lines = program.split("\n")
+    if not 1 <= line <= len(lines):
+        return None
+    if column > len(lines[line - 1]):
+        return None
+    return sum(len(x) + 1 for x in lines[: line - 1]) + column
+
+
+_APOLLO_ERROR = re.compile(r"\.lean:(\d+):(\d+): error")
+
+
+def _recorded_errors(shared_data):
+    """(source, program, Lean version, [(line, column)]) for every recorded program with errors."""
+    for source in SOURCE_ALIASES:
+        try:
+            recordings = load_recordings(source)
+        except FileNotFoundError:
+            continue
+        for recording in recordings:
+            errors = [(m.pos.line, m.pos.column) for m in recording.response.messages
+                      if m.severity == "error" and m.pos is not None]
+            if errors:
+                yield source, recording.program, recording.response.lean_version, errors
+    apollo = shared_data / "candidates/apollo_deepseek_v2_split_prover_minif2f_test.jsonl.gz"
+    with gzip.open(apollo, "rt", encoding="utf-8") as handle:
+        for row in map(json.loads, handle):
+            errors = [(int(a), int(b)) for a, b in _APOLLO_ERROR.findall(row.get("messages") or "")]
+            if errors:
+                yield "apollo", row["program"], row.get("lean_version"), errors
+
+
+def test_no_recorded_lean_error_sits_inside_blanked_text(shared_data):
+    """Lean reports an error at a token it read as code; the masker must never have blanked it."""
+    checked = programs = 0
+    bad = []
+    for source, program, version, errors in _recorded_errors(shared_data):
+        programs += 1
+        masked = mask(program, keep_interpolations=True, lean_version=version)
+        for line, column in errors:
+            at = _offset(program, line, column)
+            if at is None or at >= len(program) or program[at] in " \n\t":
+                continue
+            checked += 1
+            if masked.text[at] == " ":
+                bad.append((source, line, column, program[at:at + 30]))
+    assert programs > 1000 and checked > 3000, (programs, checked)
+    assert not bad, bad[:5]
+
+
+@pytest.mark.lean
+def test_real_lean_errors_never_sit_in_blanked_text_of_confusable_programs():
+    """Runs only with a real Lean (LEANLOOP_LEAN_PROJECT): programs built from the confusable
+    alphabet that the masker does not refuse; wherever Lean reports an error, the masker showed
+    code (Lean's own lexer is the reference here)."""
+    import asyncio
+    import os
+    import random
+
+    from leanloop.lean.local import LocalBackend, LocalBackendConfig
+
+    if not os.environ.get("LEANLOOP_LEAN_PROJECT"):
+        pytest.skip("set LEANLOOP_LEAN_PROJECT to a built Lean project")
+    rng = random.Random(0)
+    programs = []
+    while len(programs) < 40:
+        text = "def z := 0\n" + "".join(rng.choice(_PIECES) for _ in range(20))
+        if not (lambda m: m.ambiguous or m.unterminated)(mask(text, lean_version="v4.15.0")):
+            programs.append(text)
+    backend = LocalBackend(LocalBackendConfig(project_dir=os.environ["LEANLOOP_LEAN_PROJECT"], workers=1,
+                                              timeout=60, all_tactics=False, require_mathlib=False))
+
+    async def run_all():
+        return [await backend.run(p) for p in programs]
+
+    for program, response in zip(programs, asyncio.run(run_all())):
+        masked = mask(program, lean_version=response.lean_version).text
+        for message in response.errors:
+            at = _offset(program, message.pos.line, message.pos.column) if message.pos else None
+            if at is not None and at < len(program) and program[at] not in " \n":
+                assert masked[at] != " ", (program, message)
+
+
+def test_word_boundaries_are_leans_not_pythons(accepted, statements):
+    """`ᶜ` is a word character to Python and a symbol to Lean: `xᶜLean.Elab…` is `x`, `ᶜ` and the
+    name `Lean.Elab…`, so the word rules must see `Elab`; `h'sorry` / `x!sorry` stay identifiers."""
+    from leanloop.lean.policy.prechecks import continues_name
+
+    assert not continues_name("hᶜsorry", 2) and not continues_name("!sorry", 1) and not continues_name("2sorry", 1)
+    assert not continues_name("#checksorry", 6) and not continues_name("''sorry", 2)
+    assert continues_name("h'sorry", 2) and continues_name("x!sorry", 2) and continues_name("h₁sorry", 2)
+    for glued, code in [("example := Set.univᶜLean.Elab.Term.elabTerm", R.METAPROGRAM),
+                        ("example := xᶜsorry", R.FORBIDDEN), ("#checkby_elab pure ()", R.METAPROGRAM)]:
+        program = accepted["code"] + "\n" + glued + "\n"
+        outcome = AcceptancePolicy("rl").prepare(request_for(accepted, statements, program))
+        assert outcome.category is Category.PRECHECK_REJECTED and code in codes(outcome.reasons), (glued, outcome)
