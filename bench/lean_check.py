@@ -715,18 +715,18 @@ def search_env(target: Target) -> Any:
     from search.repl_env import ReplEnv
 
     # the recorded HEAD sessions were sent without lean-interact's Elab.async option
-    return ReplEnv(_session_config(target), timeout=target.config.timeout,
-                   parallel_elaboration=None if target.real else False)
+    return ReplEnv(replace(_session_config(target), timeout=target.config.timeout,
+                           parallel_elaboration=None if target.real else False))
 
 
 def prm_checker(target: Target) -> Any:
     """prm's tactic-by-tactic checker on this run's Lean."""
     from prm.labelling import IncrementalChecker
 
-    repl_config = LocalBackend(_session_config(target)).repl_config()
-    if not target.real:
-        repl_config.enable_parallel_elaboration = False
-    return IncrementalChecker(repl_config, timeout=target.config.timeout)
+    from leanloop.lean.session import LeanSession
+
+    config = replace(_session_config(target), parallel_elaboration=None if target.real else False)
+    return IncrementalChecker(LeanSession(config), timeout=target.config.timeout)
 
 
 def check_sessions(target: Target) -> dict[str, Any]:

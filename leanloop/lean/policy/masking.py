@@ -285,6 +285,8 @@ def mask(program: str, keep_interpolations: bool = False, lean_version: str | No
                 unsure(f"a char literal after `{before}`: where Lean's token ends there depends on its token table "
                        "or version", start)
             end = c.end()
+            if "\\" in program[start:end] and _BAD_ESCAPE.search(program, start, end):
+                unsure("a char escape some Lean versions reject (Lean then lexes on inside the literal)", start)
         else:  # «quoted identifier»: skip it whole so `--` or `"` inside is not misread
             close = program.find("»", m.end())
             if close < 0 or any(x in program[m.end():close] for x in ('"', "'", "--", "/-", "-/", "\n", "«")):

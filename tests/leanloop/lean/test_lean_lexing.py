@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from leanloop.lean.policy import AcceptancePolicy, mask
@@ -101,8 +101,11 @@ _BENIGN = frozenset({"(", ")", ":=", "!", "?", "#", ".", "..", "-", "/", "→", 
 _ADVERSARIAL = _BENIGN | {"ᶜ'", "→ₗ", "¬h", "#check_", "\\'", "ж", "∑x", "#checkx", "é", "⁻¹"}
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# derandomize: CI must not turn red on a draw no earlier run made; widen a search locally with
+# --hypothesis-seed. The examples are counterexamples such searches found.
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(st.lists(st.sampled_from(_PIECES), max_size=30), st.sampled_from(["v4.9.0", "v4.15.0", "v4.20.0", "v4.33.0"]))
+@example(["'", "\\", "a", "'"], "v4.9.0")  # a char escape Lean rejects: it lexes on inside the literal
 def test_masker_agrees_with_the_reference_lexer_or_refuses(pieces, version):
     text = "".join(pieces)
     masked = mask(text, lean_version=version)

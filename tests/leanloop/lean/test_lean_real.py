@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+from dataclasses import replace
 
 import pytest
 
 from leanloop.lean.local import LocalBackend, LocalBackendConfig
+from leanloop.lean.session import LeanSession
 from leanloop.lean.policy import reasons as R
 from leanloop.lean.types import Category, ResponseStatus, VerifyRequest
 from leanloop.lean.verifier import Verifier
@@ -79,7 +81,7 @@ def test_fresh_process_restores_the_header_and_the_probe_catches_a_dead_repl(acc
 def test_a_proof_state_session_in_search():
     from search.repl_env import ReplEnv
 
-    env = ReplEnv(_config(), timeout=300)
+    env = ReplEnv(replace(_config(), timeout=300))
     try:
         start = env.start(CORE_THEOREM.removesuffix(" := by"))
         assert start.ok, start.error
@@ -97,7 +99,7 @@ def test_a_proof_state_session_in_search():
 def test_a_proof_state_session_in_prm():
     from prm.labelling import OK, IncrementalChecker
 
-    checker = IncrementalChecker(LocalBackend(_config()).repl_config(), timeout=300)
+    checker = IncrementalChecker(LeanSession(_config()), timeout=300)
     try:
         good = checker.check("", CORE_THEOREM, ["constructor", "exact hp", "exact hq"])
         assert (good.status, good.first_failure, good.checked) == (OK, None, 3), good.output
