@@ -592,6 +592,12 @@ def check_timing(target: Target) -> dict[str, Any]:
                                           programs, programs[:1], timeout))
     fresh_s, fresh = asyncio.run(_timed(LocalBackend(target.local_config(fresh_process=True, **one)),
                                         programs, programs[:1], timeout))
+    # the same fresh processes unconfined (no sandbox, no resource limits): the sandbox's own cost
+    from leanloop.lean.sandbox import SandboxConfig
+
+    bare = SandboxConfig(kind="off", memory_limit_mb=None, cpu_limit_s=None)
+    bare_s, _ = asyncio.run(_timed(LocalBackend(target.local_config(fresh_process=True, sandbox=bare, **one)),
+                                   programs, programs[:1], timeout))
     # the pool as the seed's (environment reuse: shared REPLs), 4 programs per worker after a warm-up round
     batch = [programs[i % len(programs)] for i in range(4 * pool)]
     pool_s, pooled = asyncio.run(_timed(LocalBackend(target.local_config(fresh_process=False, workers=pool,
@@ -639,11 +645,14 @@ def check_timing(target: Target) -> dict[str, Any]:
                    "statuses": header_statuses},
         # every fresh_process reply came after the REPL answered the nonce probe (else candidate_failure)
         "channel_probe_answered": statuses_ok(fresh) + statuses_ok(header_responses),
-        "sandbox": "not measured: no sandbox module in this tree",
+        "sandbox": {"seconds_per_program_confined": per_fresh, "seconds_per_program_unconfined": bare_s / n,
+                    "sandbox_cost_ratio": per_fresh / (bare_s / n) if bare_s else None,
+                    "kind": LocalBackendConfig().sandbox.kind},
         "statuses": statuses,
     }
     detail["summary"] = (f"fresh_process/shared = {detail['isolation_cost_ratio']:.2f}x "
-                         f"({per_fresh:.3f}s vs {per_shared:.3f}s per program); pool x{pool}: {throughput:.2f} programs/s "
+                         f"({per_fresh:.3f}s vs {per_shared:.3f}s per program); sandbox: "
+                         f"{per_fresh / (bare_s / n) if bare_s else float('nan'):.2f}x unconfined; pool x{pool}: {throughput:.2f} programs/s "
                          f"= {detail['pool']['ratio_to_seed']:.2f}x the seed's 0.835/s at 64 workers, LLF Sec. 5.3 "
                          f"({detail['pool']['per_worker_ratio_to_seed']:.2f}x per worker); header: pickle-building run "
                          f"{build_s:.2f}s, unpickled run {unpickle_s:.2f}s" + ("" if target.real else " [stand-in timings]"))
