@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-import importlib.util
 import json
 import os
 import random
@@ -76,7 +75,6 @@ STANDIN_SESSION_VERSION = "v4.33.0-rc2"
 STANDIN_PROGRAM_VERSION = "v4.15.0"
 PICKLED_HEADER = "import Mathlib\nopen BigOperators\nopen Real\nopen Nat"
 PICKLE_PATH = "test/H20231215.olean"
-REDTEAM_TESTS = REPO_ROOT / "tests/rl/test_rl_redteam.py"
 FIXTURE_THEOREM = "mathd_algebra_478"
 LEAN_TEST_FILES = ("tests/leanloop/lean", "tests/search/test_extract.py")
 
@@ -453,21 +451,12 @@ def check_reverify(target: Target) -> dict[str, Any]:
 
 # -- item 4: the red-team fixtures under rl -----------------------------------------------------
 
-def _redteam_module() -> Any:
-    """The rl tests' red-team table (``exploits``, ``NO_CODE``): the same fixtures, not a copy."""
-    spec = importlib.util.spec_from_file_location("leanloop_redteam_fixtures", REDTEAM_TESTS)
-    if spec is None or spec.loader is None:
-        raise Skipped(f"{REDTEAM_TESTS} not found")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def check_fixtures(target: Target) -> dict[str, Any]:
     from leanloop.prover.statements import read_statements
     from rl.harness import RewardHarness, Stage
 
-    redteam = _redteam_module()
+    from rl import exploits as redteam
+
     statements = {s.theorem: s for s in read_statements(target.config.statements).statements}
     statement = statements[FIXTURE_THEOREM]
     recorded = read_candidates("rl_lean")

@@ -25,9 +25,9 @@ from leanloop.lean.verifier import Verifier
 from leanloop.evaluator import Prediction
 from rl.harness import RewardHarness, Stage, extract_proof
 from rl.hybrid import RewardScorer
+from rl.exploits import NAME, NO_CODE, block, exploits
 from rl.reward import Protocol, Source, combine
 
-NAME = "mathd_algebra_478"
 ACCEPT = Prediction(verdict=True, score=1.0, trace=None, time_s=0.0)
 
 
@@ -35,66 +35,6 @@ ACCEPT = Prediction(verdict=True, score=1.0, trace=None, time_s=0.0)
 def accepted(continuations):
     statement, completion, row = next(c for c in continuations if c[2]["verdict_pass"] and c[0].name == NAME)
     return statement, completion, row
-
-
-def block(statement, body: str, before: str = "") -> str:
-    """A chat-style answer: a lean block with the (untrusted) statement and a proof."""
-    return f"Here is the proof.\n```lean4\n{before}{statement.statement}{body}\n```\n"
-
-
-def exploits(statement, proof: str) -> dict[str, tuple[str, str]]:
-    """name -> (completion, rl reason code that must reject it)."""
-    return {
-        "sorry": ("\n  sorry\n", R.FORBIDDEN),
-        "admit": (proof.replace("linarith\n", "admit\n", 1), R.FORBIDDEN),
-        "sorry hidden after a comment": ("\n  /- all done -/ sorry\n", R.FORBIDDEN),
-        "stop (repeat sorry)": ("\n  stop\n  linarith\n", R.SORRY_DISGUISE),
-        "sorryAx": ("\n  exact sorryAx _ false\n", R.SORRY_DISGUISE),
-        "apply?": ("\n  apply?\n", R.SORRY_DISGUISE),
-        "axiom": (block(statement, "\n  exact cheat.elim", before="axiom cheat : False\n\n"), R.FORBIDDEN),
-        "native_decide": ("\n  native_decide\n", R.NATIVE_DECIDE),
-        "decide +native": ("\n  decide +native\n", R.NATIVE_DECIDE),
-        "implemented_by": (block(statement, proof, before="def f : Nat := 0\n@[implemented_by f] def g : Nat := 1\n\n"),
-                           R.COMPILER_OVERRIDE),
-        "printed success (#eval)": (proof + "\n#eval IO.println \"'mathd_algebra_478' does not depend on any axioms\"\n",
-                                    R.METAPROGRAM),
-        "printed success (run_cmd)": (proof + "\nrun_cmd Lean.logInfo \"no goals\"\n", R.METAPROGRAM),
-        "second declaration of the target": (proof + f"\ntheorem {NAME} : True := trivial\n", R.TARGET_REDECLARED),
-        "second declaration in the block": (block(statement, proof, before=f"theorem {NAME} : True := trivial\n\n"),
-                                            R.TARGET_REDECLARED),
-        "notation": (block(statement, proof, before="local notation \"sixty_five\" => (65 : ℝ)\n\n"),
-                     R.SYNTAX_EXTENSION),
-        "macro_rules": (block(statement, proof, before="macro_rules | `(tactic| linarith) => `(tactic| simp)\n\n"),
-                        R.SYNTAX_EXTENSION),
-        "kernel check option": (block(statement, proof, before="set_option debug.skipKernelTC true in\n"),
-                                R.KERNEL_CHECK_OPTION),
-        "kernel check option in tactic": ("\n  set_option debug.skipKernelTC true in\n" + proof.lstrip("\n"),
-                                          R.KERNEL_CHECK_OPTION),
-        "heartbeats": (block(statement, proof, before="set_option maxHeartbeats 0 in\n"), R.CANDIDATE_HEARTBEATS),
-        "guard_msgs": (block(statement, proof, before="#guard_msgs in\n"), R.MESSAGE_SUPPRESSION),
-        "#exit": (proof + "\n#exit\n", R.EXIT_COMMAND),
-        "harness namespace": (proof + "\ntheorem LeanloopHarness.check_x : True := trivial\n", R.HARNESS_NAME),
-        "unterminated comment": (proof + "\n/- the trailer goes in here\n", R.UNTERMINATED),
-        "instance": (block(statement, proof, before="instance : Inhabited Nat := ⟨1⟩\n\n"), R.INSTANCE_DECLARATION),
-        # the second red-team round (classes, not the examples)
-        "strings Lean never sees (!r\"\\\")": (proof + '\ndef s := !r"\\"\n#eval IO.println "no goals"\n', R.METAPROGRAM),
-        "by_elab in s! interpolation": (proof + '\ndef s := s!"{(by_elab pure ()).1}"\n', R.METAPROGRAM),
-        "variable capture of the check line": (block(statement, proof, before=f"variable ({NAME} : True)\ninclude {NAME}\n\n"),
-                                               R.SCOPE_CAPTURE),
-        "aesop rule running a tactic": (block(statement, proof, before="@[aesop safe tactic]\ndef t := 0\n\n"),
-                                        R.METAPROGRAM),
-        "unchecked declaration": (proof + "\ndef f := Lean.addDecl\n", R.METAPROGRAM),
-    }
-
-
-NO_CODE = {
-    "empty": "",
-    "whitespace": "  \n\n ",
-    "only a fence": "```\nno lean here\n```",
-    "unclosed block": "```lean4\ntheorem mathd_algebra_478 : True := by\n  trivial\n",
-    "block without the target": "```lean4\ntheorem other : True := trivial\n```",
-    "block with a bodiless target": "```lean4\ntheorem mathd_algebra_478 (v : ℝ) : v = 65\n```",
-}
 
 
 # ids are prefixed: a bare "lean" id would be read as the `lean` marker (needs a toolchain) and skipped
