@@ -64,7 +64,7 @@ class ArrayStage:
 
 STAGES: dict[str, ArrayStage] = {
     # the corpus build: one journal line per labelled program (after the fingerprint line)
-    "data": ArrayStage("data", "data.build", lambda shard: ["--shard", str(shard)], "data.shards",
+    "data": ArrayStage("data", "data.build", lambda shard: ["--shard", str(shard)], "data.merge",
                        lambda count: ["--count", str(count)],
                        lambda folder: _count_lines(folder / "journal.jsonl", skip=1), "programs"),
     # the sampler: one row per attempt, in its own shard file (leanloop.prover.shards)

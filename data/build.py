@@ -29,7 +29,7 @@ from data.corpus import SPLITS, split_of, write_corpus
 from data.journal import JOURNAL, Journal, JournalMismatch, outcome_to_dict
 from leanloop.lean.policy import BENCHMARK_HEADER, AcceptancePolicy
 from data.reconcile import format_reconciliation, reconcile
-from data.shards import record as shard_record, select as select_shard
+from data.shard import record as shard_record, select as select_shard
 from data.sources import CandidateSet, load_candidates
 from leanloop.lean.backends import make_backend
 from leanloop.lean.types import Category, LeanBackend, LeanResponse, Outcome, VerifyRequest

@@ -85,4 +85,4 @@ class DataConfig:
     """Discard the journal of an earlier, unfinished build of this run instead of resuming it."""
     shard: str | None = None
     """``I/N``: build only shard I of N (a stable hash of each program's dedup key picks its shard)
-    as the run ``<run>/shards/<I>-of-<N>/``; ``python -m data.shards`` merges the N into ``<run>``."""
+    as the run ``<run>/shards/<I>-of-<N>/``; ``python -m data.merge`` merges the N into ``<run>``."""

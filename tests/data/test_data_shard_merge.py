@@ -1,5 +1,5 @@
 """A corpus built as N shards (``python -m data.build --shard I/N``) and merged (``python -m
-data.shards``) is the one-process corpus: the same parquet bytes and the same manifest apart from
+data.merge``) is the one-process corpus: the same parquet bytes and the same manifest apart from
 the run's name, time and rate. A shard killed mid-build resumes from its own journal; a merge with
 a missing, unfinished or mismatched shard is refused in one line. All on the embedded default
 corpus (real RL-Lean and Kimina candidates, the replay backend answering from real recordings)."""
@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from data.build import build, main as build_main, parse_config
-from data.shards import main as merge_main
+from data.merge import main as merge_main
 from data.sources import item_id
 from leanloop.paths import REPO_ROOT
 from leanloop.sharding import Shard, ShardSpecError, shard_of

@@ -1,17 +1,11 @@
-"""Sharded corpus builds and their exact merge.
+"""``python -m data.merge --config X.yaml --count N [--run NAME]``: N corpus shards -> one corpus.
 
-``python -m data.build --config X.yaml --shard I/N`` builds shard I of N as the run
-``artifacts/data/<run>/shards/<I>-of-<N>/`` (own journal, own corpus, own manifest). A candidate
-belongs to the shard of its dedup key (``data.sources.item_id``: theorem name and normalised
-program), so its duplicates are counted in the same shard; an unreadable input row belongs to the
-shard of its ``source:row`` id.
-
-``python -m data.shards --config X.yaml --count N`` merges the N shards into the parent run
-``artifacts/data/<run>/`` (``final/corpus.parquet`` and one ``manifest.json``), the same corpus and
-manifest a one-process build of the same config writes: rows in the one-process order (sources
-read in order, input errors last), counts recomputed over the merged rows and checked against the
-shards' summed counts, the reconciliation table likewise. It refuses, in one line, while a shard is
-missing or unfinished or when one was built with another config or code version.
+Merges the N shards built by ``python -m data.build --shard I/N`` (see ``data.shard``) into the
+parent run ``artifacts/data/<run>/`` (``final/corpus.parquet`` and one ``manifest.json``), the same
+corpus and manifest a one-process build of the same config writes: rows in the one-process order
+(sources read in order, input errors last), counts recomputed over the merged rows and checked
+against the shards' summed counts, the reconciliation table likewise. It refuses, in one line,
+while a shard is missing or unfinished or when one was built with another config or code version.
 """
 
 from __future__ import annotations
@@ -23,42 +17,20 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from data.build import STAGE, BuildResult, _counts, manifest_for, summary
 from data.config import DataConfig
 from data.corpus import CORPUS_FILE, write_corpus
-from data.sources import CandidateSet
-from leanloop.artifacts import Manifest
+from data.reconcile import reconcile
+from data.shard import NOT_HASHED
+from data.sources import load_candidates
+from leanloop.artifacts import Manifest, run_dir as stage_run_dir
+from leanloop.lean.policy import BENCHMARK_HEADER
 from leanloop.lean.types import Category
-from leanloop.sharding import MergeRefused, Shard, check_shards, shard_dir, shard_record, sum_counts
+from leanloop.sharding import MergeRefused, Shard, check_shards, shard_dir, sum_counts
+from leanloop.tool import parse_config as parse_tool_config, run_parsed_tool
 
-# config keys that say which run folder or shard a build is, not what it builds
-NOT_HASHED = ("run", "shard", "fresh")
 # counts that do not add up over shards (a theorem's programs may sit in several shards)
 NOT_ADDITIVE = ("theorems",)
-
-
-def select(items: CandidateSet, shard: Shard | None) -> CandidateSet:
-    """The part of the whole input that ``shard`` owns (everything without a shard), with per-source
-    counts of that part, so the shards' counts add up to the whole build's."""
-    if shard is None:
-        return items
-    out = CandidateSet()
-    out.candidates = [c for c in items.candidates if shard.owns(c.id)]
-    out.duplicates = [d for d in items.duplicates if shard.owns(d.of_id)]
-    out.errors = [e for e in items.errors if shard.owns(e.id)]
-    for source in items.per_source:
-        counts = Counter({"rows": 0})
-        counts["unique"] = sum(c.source == source for c in out.candidates)
-        counts["duplicate"] = sum(d.source == source for d in out.duplicates)
-        counts["input_error"] = sum(e.source == source for e in out.errors)
-        counts["rows"] = counts["unique"] + counts["duplicate"] + counts["input_error"]
-        out.per_source[source] = Counter({k: v for k, v in counts.items() if v or k == "rows"})
-    return out
-
-
-def record(config: DataConfig) -> dict[str, Any] | None:
-    """The ``shard`` block a shard's manifest carries (None for an unsharded build)."""
-    shard = Shard.parse(config.shard)
-    return None if shard is None else shard_record(shard, asdict(config), NOT_HASHED)
 
 
 @dataclass
@@ -77,11 +49,6 @@ def merge(config: DataConfig, run_dir: Path, count: int) -> tuple[Manifest, dict
     """Merge the ``count`` finished shards of ``config`` into ``run_dir``; returns the parent's manifest
     (not yet written) and a summary for the user."""
     import pyarrow.parquet as pq
-
-    from data.build import BuildResult, _counts, manifest_for
-    from data.reconcile import reconcile
-    from data.sources import load_candidates
-    from leanloop.lean.policy import BENCHMARK_HEADER
 
     manifests = check_shards(run_dir, count, asdict(config), NOT_HASHED, what="corpus")
     header = config.header if config.header is not None else BENCHMARK_HEADER
@@ -145,24 +112,18 @@ def _merge_traces(parts: list[dict[str, Any]], order: dict[str, int]) -> Counter
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m data.shards --config X.yaml --count N [--run NAME] [overrides]``"""
-    from data.build import STAGE, summary
-    from leanloop.artifacts import run_dir as run_dir_of_stage
-    from leanloop.tool import parse_config as parse_tool_config, run_parsed_tool
+    """``python -m data.merge --config X.yaml --count N [--run NAME] [overrides]``"""
 
-    def run_dir_of(run: str) -> Path:
-        return run_dir_of_stage(STAGE, run)
-
-    parser = argparse.ArgumentParser(prog="python -m data.shards", add_help=False)
+    parser = argparse.ArgumentParser(prog="python -m data.merge", add_help=False)
     parser.add_argument("--count", type=int, required=True, help="how many shards the build was cut into")
     known, rest = parser.parse_known_args(argv)
-    config, resolved = parse_tool_config(DataConfig, rest, prog="python -m data.shards",
+    config, resolved = parse_tool_config(DataConfig, rest, prog="python -m data.merge",
                                          description=__doc__.splitlines()[0], overwrite=True)
     if config.shard:
-        print(f"data.shards: merging builds the parent run; drop --shard {config.shard}", file=sys.stderr)
+        print(f"data.merge: merging builds the parent run; drop --shard {config.shard}", file=sys.stderr)
         return 2
     if known.count < 1:
-        print(f"data.shards: --count must be at least 1, got {known.count}", file=sys.stderr)
+        print(f"data.merge: --count must be at least 1, got {known.count}", file=sys.stderr)
         return 2
 
     def work(config: DataConfig, run_dir: Path) -> tuple[Manifest, Any]:
@@ -170,11 +131,11 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         # refused before the parent run folder is touched
-        check_shards(run_dir_of(config.run), known.count, asdict(config), NOT_HASHED, what="corpus")
+        check_shards(stage_run_dir(STAGE, config.run), known.count, asdict(config), NOT_HASHED, what="corpus")
         outcome = run_parsed_tool(STAGE, config, resolved, work, run=config.run, overwrite=config.overwrite,
                                   clear_final=False)
     except MergeRefused as exc:
-        print(f"data.shards: {exc}", file=sys.stderr)
+        print(f"data.merge: {exc}", file=sys.stderr)
         return 2
     if outcome.value is not None:
         print(summary(outcome.value["result"]))
