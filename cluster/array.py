@@ -76,7 +76,7 @@ STAGES: dict[str, ArrayStage] = {
                          "attempts"),
     # scoring with a trained classifier: one score row per program
     "classify": ArrayStage("classify", "classifiers.score", lambda shard: ["--shard", str(shard)],
-                           "classifiers.score", lambda count: ["--merge", str(count)],
+                           "classifiers.score", lambda count: ["--merge_shards", str(count)],
                            lambda folder: sum(_count_lines(path) for path in (folder / "final").glob("*.jsonl")),
                            "programs"),
 }
