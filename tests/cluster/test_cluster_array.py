@@ -54,25 +54,25 @@ def interrupt(shard: Path) -> int:
 
 
 def test_local_array_merges_into_the_one_process_corpus(one_process, artifacts, capsys):
-    args = ["--stage", "data", "--config", DEFAULT, "--run", "arr", "--array", "4",
+    args = ["--stage", "data", "--config", DEFAULT, "--run", "arr", "--array", "2",
             "--profile", str(PROFILES_DIR / "local.yaml")]
     assert array_main(args) == 0
     run = artifacts / "data" / "arr"
     assert_same_corpus(run, one_process)
     status = shard_states("data", run)
-    assert status["summary"] == {"done": 4} and status["merged"]
+    assert status["summary"] == {"done": 2} and status["merged"]
     assert status["programs"] == json.loads((one_process / "manifest.json").read_text())["metrics"]["verified_now"]
 
-    resumed = interrupt(run / "shards" / "1-of-4")
+    resumed = interrupt(run / "shards" / "1-of-2")
     (run / "manifest.json").unlink()
     capsys.readouterr()
     assert array_main(args) == 0
     assert "shards 1;" in capsys.readouterr().out  # only the interrupted shard ran again
-    assert json.loads((run / "shards" / "1-of-4" / "manifest.json").read_text())["metrics"]["resumed"] == resumed
+    assert json.loads((run / "shards" / "1-of-2" / "manifest.json").read_text())["metrics"]["resumed"] == resumed
     assert_same_corpus(run, one_process)
 
     assert array_main(["--status", "--run", "data/arr"]) == 0
-    assert "4 shards, 4 done" in capsys.readouterr().out
+    assert "2 shards, 2 done" in capsys.readouterr().out
 
 
 @pytest.fixture
