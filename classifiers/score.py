@@ -25,8 +25,8 @@ from typing import Any, Iterator
 
 from leanloop.artifacts import Manifest, resolve_path, run_dir
 from leanloop.jsonl import dumps_line, numbered_jsonl
-from leanloop.sharding import (MergeRefused, Shard, ShardSpecError, check_shards, shard_dir, shard_record,
-                               shard_run)
+from leanloop.sharding import (MergeRefused, Shard, ShardSpecError, check_shards, shard_dir, shard_of,
+                               shard_record, shard_run)
 
 STAGE = "classify"
 SCORES = "scores.jsonl"
@@ -137,7 +137,7 @@ def merge(config: ScoreConfig, folder: Path, count: int) -> Manifest:
     rows = []
     skipped: Counter = Counter()
     for where, program in read_items(config, skipped):
-        owner = next(Shard(i, count) for i in range(count) if Shard(i, count).owns(item_key(where, program)))
+        owner = Shard(shard_of(item_key(where, program), count), count)
         queue, at = queues[owner.index], positions[owner.index]
         if at >= len(queue) or {k: queue[at].get(k) for k in where} != where:
             raise MergeRefused(f"not merging scores {folder.name}: shard {owner} does not hold the scores of "

@@ -56,7 +56,7 @@ def merge(config: DataConfig, run_dir: Path, count: int) -> tuple[Manifest, dict
     order = {c.id: i for i, c in enumerate(items.candidates)}
     order.update({e.id: len(order) + i for i, e in enumerate(items.errors)})
     rows: list[dict[str, Any]] = []
-    for shard_manifest, index in zip(manifests, range(count)):
+    for index in range(count):
         folder = shard_dir(run_dir, Shard(index, count))
         rows.extend(pq.read_table(folder / "final" / CORPUS_FILE).to_pylist())
     ids = [row["id"] for row in rows]
@@ -66,20 +66,20 @@ def merge(config: DataConfig, run_dir: Path, count: int) -> tuple[Manifest, dict
                            f"{len(order)} inputs ({len(missing)} missing, {len(extra)} not in the inputs, "
                            f"{len(ids) - len(set(ids))} twice); rebuild the shards with --overwrite true")
     rows.sort(key=lambda row: order[row["id"]])
-    write_corpus(rows, run_dir / "final")
 
     counts = _counts(items, rows)
     summed = sum_counts(m["counts"] for m in manifests)
     if _without(summed, NOT_ADDITIVE) != _without(counts, NOT_ADDITIVE):
         raise MergeRefused(f"not merging corpus {run_dir.name}: the shards' counts do not add up to the merged "
                            f"corpus's ({summed} != {counts})")
+    candidate_ids = {c.id for c in items.candidates}
     outcomes = {row["id"]: _Outcome(Category(row["category"]), list(row["reasons"] or []))
-                for row in rows if row["id"] in {c.id for c in items.candidates}}
+                for row in rows if row["id"] in candidate_ids}
     reconciliation = reconcile(items, outcomes)
-    summed_reconciliation = sum_counts(m.get("reconciliation", {}) for m in manifests) or {}
-    if summed_reconciliation != reconciliation:
+    if not _reconciliation_adds_up(reconciliation, [m.get("reconciliation", {}) for m in manifests]):
         raise MergeRefused(f"not merging corpus {run_dir.name}: the shards' reconciliation tables do not add up "
                            "to the merged corpus's")
+    write_corpus(rows, run_dir / "final")  # only once every check passed
     verified_now = sum(m["metrics"].get("verified_now") or 0 for m in manifests)
     seconds = max(m["metrics"].get("seconds") or 0.0 for m in manifests)
     result = BuildResult(run_dir, counts, reconciliation, verified_now,
@@ -91,6 +91,22 @@ def merge(config: DataConfig, run_dir: Path, count: int) -> tuple[Manifest, dict
     # the slowest shard's wall time is the array's; the rate is the whole array's
     manifest.metrics["programs_per_s"] = round(verified_now / seconds, 2) if seconds > 0 else None
     return manifest, {"result": result, "shards": count}
+
+
+def _reconciliation_adds_up(whole: dict[str, Any], parts: list[dict[str, Any]]) -> bool:
+    """The shards' tables sum to the merged one. A shard none of whose rows of a source carries a
+    recorded verdict has no table for it (``data.reconcile`` skips such sources), so a source that
+    some shards lack is checked by its row counts only."""
+    if any(source not in whole for part in parts for source in part):
+        return False
+    for source, table in whole.items():
+        present = [part[source] for part in parts if source in part]
+        if len(present) == len(parts):
+            if sum_counts(present) != table:
+                return False
+        elif sum(p["rows"] for p in present) > table["rows"]:
+            return False
+    return True
 
 
 def _merge_traces(parts: list[dict[str, Any]], order: dict[str, int]) -> Counter | None:

@@ -7,8 +7,8 @@ is ``I`` modulo ``N``. The hash depends on the key alone, so duplicates always m
 and a shard's content never depends on which items the other shards hold or on earlier shard
 counts. A shard is a run of its own, ``<parent run>/shards/<I>-of-<N>/``, with its own
 config, journal and manifest, so it resumes by itself; its manifest's ``shard`` block records
-the parent config's hash and the code version, and a merge refuses any shard whose block
-disagrees with the merging process.
+the parent config's hash and the code version (a hash of the Python sources), and a merge
+refuses any shard whose block disagrees with the merging process.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from leanloop.artifacts import MANIFEST, git_state
+from leanloop.artifacts import MANIFEST
 from leanloop.paths import REPO_ROOT
 
 SHARDS = "shards"
@@ -95,18 +95,21 @@ def config_hash(config: dict[str, Any], ignore: Iterable[str] = ()) -> str:
 
 
 def code_version() -> str:
-    """The code a shard ran: the git revision plus a hash of uncommitted changes to tracked files,
-    so two shards of one dirty checkout agree and a shard built before an edit does not."""
-    state = git_state()
-    if state.get("rev") is None:
-        return "unknown"
-    if not state.get("dirty"):
-        return state["rev"]
+    """The code a shard ran: a hash of every Python source file of the checkout (tracked or new,
+    tests excluded), as they are on disk. Shards of one checkout agree whatever else changes
+    (docs, commits of the same code); a shard built before an edit to the code does not."""
     try:
-        diff = subprocess.run(["git", "diff", "HEAD"], cwd=REPO_ROOT, capture_output=True, check=True).stdout
+        listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "--", "*.py"],
+                                cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
     except (OSError, subprocess.CalledProcessError):
-        return f"{state['rev']}+dirty"
-    return f"{state['rev']}+{hashlib.sha256(diff).hexdigest()[:16]}"
+        return "unknown"
+    digest = hashlib.sha256()
+    for name in sorted(set(listed)):
+        path = REPO_ROOT / name
+        if name.startswith("tests/") or not path.is_file():
+            continue
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return "sha256:" + digest.hexdigest()
 
 
 def shard_record(shard: Shard, config: dict[str, Any], ignore: Iterable[str] = ()) -> dict[str, Any]:

@@ -110,3 +110,16 @@ def test_slurm_array_merges_into_the_one_process_corpus_and_reruns_only_a_killed
     assert json.loads((run / "shards" / "2-of-4" / "manifest.json").read_text())["metrics"]["resumed"] == resumed
     assert_same_corpus(run, one_process)
     assert shard_states("data", run)["summary"] == {"done": 4}
+
+
+def test_failed_shards_are_reported_and_shown_failed(artifacts, capsys):
+    """Both shards fail (a timeout that is not a number): the array says which, with their error line,
+    the merge refuses, and ``make status`` shows the shards failed."""
+    args = ["--stage", "data", "--config", DEFAULT, "--run", "bad", "--array", "2",
+            "--profile", str(PROFILES_DIR / "local.yaml"), "--timeout", "soon"]
+    assert array_main(args) == 1
+    err = capsys.readouterr().err
+    assert "shard 0/2 (job" in err and "shard 1/2 (job" in err and "merge (job" in err
+    assert "resubmit the same command" in err
+    status = shard_states("data", artifacts / "data" / "bad")
+    assert status["summary"] == {"failed": 2} and not status["merged"]
