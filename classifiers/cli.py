@@ -64,7 +64,8 @@ def read_inputs(paths: list[str], field: str) -> Iterator[tuple[dict[str, Any], 
 def classify(args: argparse.Namespace) -> int:
     if args.run or args.shard:
         if not args.run:
-            raise SystemExit("classify: --shard writes a run: add --run NAME")
+            print("classify: --shard writes a run: add --run NAME", file=sys.stderr)
+            return 2
         from classifiers.score import run_from_args
 
         return run_from_args(args)

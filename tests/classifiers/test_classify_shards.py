@@ -72,3 +72,18 @@ def test_classify_array_with_the_local_profile(trained_runs, real_programs, arti
     assert rows(folder / "final" / "scores.jsonl") == rows(artifacts / "classify" / "one" / "final" / "scores.jsonl")
     status = shard_states("classify", folder)
     assert status["summary"] == {"done": 2} and status["programs"] == 12
+
+
+def test_the_shipped_scoring_config_parses_and_a_shard_needs_a_run(capsys):
+    from classifiers.score import ScoreConfig
+    from leanloop.paths import REPO_ROOT
+    from leanloop.tool import parse_config
+
+    config, _ = parse_config(ScoreConfig, ["--config", str(REPO_ROOT / "configs/classify/default.yaml")])
+    assert config.model == "artifacts://classifiers/encoder_default/final" and config.shard is None
+    assert config.inputs == ["artifacts://data/default/final/corpus.parquet"]
+    assert cli_main(["classify", "--model", "x", "y.jsonl", "--shard", "0/2"]) == 2
+    assert capsys.readouterr().err.strip() == "classify: --shard writes a run: add --run NAME"
+    assert score_main(["--config", str(REPO_ROOT / "configs/classify/default.yaml"), "--shard", "2/2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--shard 2/2" in err
