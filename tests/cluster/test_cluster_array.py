@@ -123,3 +123,32 @@ def test_failed_shards_are_reported_and_shown_failed(artifacts, capsys):
     assert "resubmit the same command" in err
     status = shard_states("data", artifacts / "data" / "bad")
     assert status["summary"] == {"failed": 2} and not status["merged"]
+
+
+def test_slurm_sample_array_is_the_one_process_sample(jobs_env, artifacts, tmp_path, capsys):
+    """``make sample ARRAY=2`` on SLURM with a tiny real Qwen3 and fixed seeds: the merge job writes
+    the candidates file one process writes."""
+    import torch
+    import yaml
+
+    from leanloop.training.models import ModelSpec, load_model, load_tokenizer
+    from sft.sample import main as sample_main, sample_dir
+
+    prover = tmp_path / "tiny_prover"
+    torch.manual_seed(0)
+    tokenizer = load_tokenizer(ModelSpec(name="qwen3-tiny"))
+    load_model(ModelSpec(name="qwen3-tiny"), tokenizer=tokenizer).save_pretrained(prover)
+    tokenizer.save_pretrained(prover)
+    config = tmp_path / "sample.yaml"
+    config.write_text(yaml.safe_dump({
+        "model": {"name": str(prover)},
+        "statements": {"path": "shared://statements/minif2f_goedel_prover_v2_repaired.jsonl", "limit": 4},
+        "sampling": {"k": 2, "max_new_tokens": 4}, "generation": {"threads": 1}}))
+    assert sample_main(["--config", str(config), "--run", "one"]) == 0
+    assert array_main(["--stage", "sample", "--config", str(config), "--run", "slurm", "--array", "2",
+                       "--profile", str(PROFILES_DIR / "slurm_cpu_test.yaml"), "--wait", "yes"]) == 0, \
+        capsys.readouterr().err
+    assert "as 2 shards to slurm" in capsys.readouterr().out
+    merged = sample_dir("slurm") / "final" / "candidates.jsonl"
+    assert merged.read_bytes() == (sample_dir("one") / "final" / "candidates.jsonl").read_bytes()
+    assert shard_states("sample", sample_dir("slurm"))["summary"] == {"done": 2}
