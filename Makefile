@@ -18,6 +18,12 @@ ART := artifacts
 define stage
 $(PY) -m $(1) $(foreach c,$(or $(CONFIG),$(2)),--config $(c)) $(if $(RUN),--run $(RUN)) $(ARGS)
 endef
+# $(call array,<stage>,<default config(s)>): the same run as ARRAY=N shards, one job array plus a
+# merge job through cluster.array on PROFILE= (default configs/cluster/local.yaml: local processes).
+define array
+$(PY) -m cluster.array --stage $(1) --array $(ARRAY) --profile $(or $(PROFILE),configs/cluster/local.yaml) \
+	$(foreach c,$(or $(CONFIG),$(2)),--config $(c)) $(if $(RUN),--run $(RUN)) $(ARGS)
+endef
 
 .PHONY: help setup test demo
 help: ## list the targets
@@ -50,8 +56,8 @@ kimina-venv: setup ## create .venv-kimina with the real kimina-ast-server for th
 
 # --- data stage ---
 .PHONY: data bench-data
-data: setup ## label candidate proofs with Lean into a corpus (CONFIG=configs/data/X.yaml, RUN=name, ARGS="--fresh true" or overrides)
-	$(call stage,data.build,configs/data/default.yaml)
+data: setup ## label candidate proofs with Lean into a corpus (CONFIG=configs/data/X.yaml, RUN=name, ARGS="--fresh true" or overrides; ARRAY=N [PROFILE=...]: N shards as a job array + merge)
+	$(if $(ARRAY),$(call array,data,configs/data/default.yaml),$(call stage,data.build,configs/data/default.yaml))
 
 bench-data: setup ## precheck / corpus / annotation / metric throughput
 	$(PY) -m bench.data $(ARGS)
@@ -66,7 +72,13 @@ judge: setup ## re-check a corpus's valid rows with comparator (IN=artifacts/dat
 # `python -m <stage>.train --config X.yaml --run name` into artifacts/<stage>/<name>/; the next
 # stage's config names that folder, and its manifest is checked. CONFIG may list several files
 # (later ones override), e.g. CONFIG="configs/sft/paper.yaml configs/strategy/zero2.yaml".
-.PHONY: sweep submit probe
+.PHONY: sweep submit probe status classify
+classify: setup ## score programs with a trained classifier as a run -> artifacts/classify/<run>/final/scores.jsonl (CONFIG=configs/classify/X.yaml, RUN=name, ARGS=overrides; ARRAY=N [PROFILE=...]: a job array + merge)
+	$(if $(ARRAY),$(call array,classify,configs/classify/default.yaml),$(call stage,classifiers.score,configs/classify/default.yaml))
+
+status: setup ## shards of an array run: done / running / failed and the array's rows per second (RUN=data/NAME, sample/NAME, classify/NAME)
+	$(PY) -m cluster.array --status --run $(or $(RUN),$(error set RUN=<stage>/<run>, e.g. RUN=data/default))
+
 sweep: setup ## run a grid/list of one stage's runs, skipping finished ones (SWEEP=configs/sweeps/X.yaml [ARGS="--executor submit --profile ..."])
 	$(PY) -m cluster.sweep --sweep $(or $(SWEEP),$(error set SWEEP=configs/sweeps/<name>.yaml)) $(ARGS)
 
@@ -121,8 +133,8 @@ classifiers-cv: setup ## theorem-grouped K-fold cross-validation of a classifier
 sft: setup ## prover SFT on valid proofs (CONFIG=configs/sft/X.yaml [more.yaml], RUN=name, ARGS=overrides)
 	$(call stage,sft.train,configs/sft/default.yaml)
 
-sample: setup ## k attempts per statement -> candidate JSONL for make data (CONFIG=configs/sft/sample/X.yaml, RUN=name, ARGS=overrides)
-	$(call stage,sft.sample,configs/sft/sample/default.yaml)
+sample: setup ## k attempts per statement -> candidate JSONL for make data (CONFIG=configs/sft/sample/X.yaml, RUN=name, ARGS=overrides; ARRAY=N [PROFILE=...]: a job array + merge)
+	$(if $(ARRAY),$(call array,sample,configs/sft/sample/default.yaml),$(call stage,sft.sample,configs/sft/sample/default.yaml))
 
 sft-eval: setup ## pass@k of a sample run through the Verifier, rl profile (CONFIG=configs/sft/eval/X.yaml, RUN=name, ARGS=overrides)
 	$(call stage,sft.evaluate,configs/sft/eval/default.yaml)

@@ -35,6 +35,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--threshold", type=float, default=None, help="override the run's validation threshold")
     parser.add_argument("--deadline", type=float, default=None, help="seconds; unscored programs get null")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--run", default=None,
+                        help="write artifacts/classify/<run>/ (scores + manifest) instead of --out/stdout")
+    parser.add_argument("--shard", default=None, help="I/N: score shard I of N only (with --run; see classifiers.score)")
     parser.set_defaults(func=classify)
 
 
@@ -59,6 +62,13 @@ def read_inputs(paths: list[str], field: str) -> Iterator[tuple[dict[str, Any], 
 
 
 def classify(args: argparse.Namespace) -> int:
+    if args.run or args.shard:
+        if not args.run:
+            print("classify: --shard writes a run: add --run NAME", file=sys.stderr)
+            return 2
+        from classifiers.score import run_from_args
+
+        return run_from_args(args)
     from classifiers.evaluator import ClassifierEvaluator
     from leanloop.evaluator import deadline_in
 

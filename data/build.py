@@ -29,11 +29,13 @@ from data.corpus import SPLITS, split_of, write_corpus
 from data.journal import JOURNAL, Journal, JournalMismatch, outcome_to_dict
 from leanloop.lean.policy import BENCHMARK_HEADER, AcceptancePolicy
 from data.reconcile import format_reconciliation, reconcile
+from data.shard import record as shard_record, select as select_shard
 from data.sources import CandidateSet, load_candidates
 from leanloop.lean.backends import make_backend
 from leanloop.lean.types import Category, LeanBackend, LeanResponse, Outcome, VerifyRequest
 from leanloop.artifacts import Manifest, content_hash
 from leanloop.paths import artifacts_root, resolve_shared
+from leanloop.sharding import Shard, ShardSpecError, shard_run
 from leanloop.tool import parse_config as parse_tool_config, run_parsed_tool, start_run
 
 STAGE = "data"
@@ -236,7 +238,7 @@ def build(config: DataConfig, *, backend: LeanBackend | None = None, progress: b
     (leanloop.tool's contract); ``python -m data.build`` also skips a run finished with this config."""
     import yaml
 
-    run_dir = artifacts_root() / STAGE / config.run
+    run_dir = artifacts_root() / STAGE / shard_run(config.run, Shard.parse(config.shard))
     start_run(run_dir, resolved or yaml.safe_dump(asdict(config), sort_keys=False, allow_unicode=True),
               clear_final=False)  # final/ is replaced atomically by write_corpus
     result, manifest = _build(config, run_dir, backend=backend, progress=progress, on_item=on_item)
@@ -250,12 +252,11 @@ def _build(config: DataConfig, run_dir: Path, *, backend: LeanBackend | None = N
            on_item: Callable[[str, Outcome], None] | None = None) -> tuple[BuildResult, Manifest]:
     started = time.perf_counter()
     header = config.header if config.header is not None else BENCHMARK_HEADER
-    items = load_candidates(config, header)
+    items = select_shard(load_candidates(config, header), Shard.parse(config.shard))
     journal = Journal(run_dir / JOURNAL, fingerprint(config, header))
     done, verified_now, backend_name = verify(config, items, journal, backend=backend, progress=progress,
                                               on_item=on_item)
     resumed = len(items.candidates) - verified_now
-    policy = AcceptancePolicy(config.profile, header=header)
 
     trace_stats: Counter = Counter()
     rows = _rows(items, done, config, trace_stats)
@@ -264,14 +265,24 @@ def _build(config: DataConfig, run_dir: Path, *, backend: LeanBackend | None = N
     outcomes = {k: v[0] for k, v in done.items()}
     reconciliation = reconcile(items, outcomes)
     seconds = time.perf_counter() - started
-    versions = Counter(r["lean_version"] for r in rows if r["category"] not in ("input_error", "precheck_rejected"))
+    result = BuildResult(run_dir, counts, reconciliation, verified_now, resumed, seconds, rows=len(rows))
+    return result, manifest_for(config, items, rows, result, backend_name, reconciliation, trace_stats)
 
-    manifest = Manifest(stage=STAGE, run=config.run, counts=counts)
+
+def manifest_for(config: DataConfig, items: CandidateSet, rows: list[dict[str, Any]], result: BuildResult,
+                 backend_name: str, reconciliation: dict[str, Any], trace_stats: Counter | None) -> Manifest:
+    """The run's manifest (one builder for a one-process build and a merge of shards)."""
+    header = config.header if config.header is not None else BENCHMARK_HEADER
+    policy = AcceptancePolicy(config.profile, header=header)
+    versions = Counter(r["lean_version"] for r in rows if r["category"] not in ("input_error", "precheck_rejected"))
+    seconds, verified_now = result.seconds, result.verified_now
+
+    manifest = Manifest(stage=STAGE, run=config.run, counts=result.counts)
     for source in config.sources:
         manifest.add_input(f"source:{source.name}", resolve_shared(source.path))
     for path in config.statements:
         manifest.add_input(f"statements:{Path(path).name}", resolve_shared(path))
-    manifest.metrics = {"seconds": round(seconds, 3), "verified_now": verified_now, "resumed": resumed,
+    manifest.metrics = {"seconds": round(seconds, 3), "verified_now": verified_now, "resumed": result.resumed,
                         "programs_per_s": round(verified_now / seconds, 2) if seconds > 0 else None}
     manifest.extra = {
         "config": asdict(config),
@@ -281,10 +292,12 @@ def _build(config: DataConfig, run_dir: Path, *, backend: LeanBackend | None = N
                    "max_chars": policy.profile.max_chars, "header": header},
         "lean_versions": {str(k): v for k, v in versions.most_common()},
         "reconciliation": reconciliation,
-        "traces": dict(trace_stats) if config.traces and _trace_fn() is not None else
+        "traces": dict(trace_stats) if config.traces and _trace_fn() is not None and trace_stats is not None else
         {"note": "leanloop.traces is not installed: no reference_trace column values"},
     }
-    return BuildResult(run_dir, counts, reconciliation, verified_now, resumed, seconds, rows=len(rows)), manifest
+    if config.shard:
+        manifest.extra["shard"] = shard_record(config)
+    return manifest
 
 
 def summary(result: BuildResult) -> str:
@@ -323,7 +336,12 @@ def main(argv: list[str] | None = None) -> int:
 
     # final/ is kept while the build runs: the journal resumes an unfinished build, write_corpus swaps final/
     try:
-        outcome = run_parsed_tool(STAGE, config, resolved, work, run=config.run, overwrite=config.overwrite,
+        run = shard_run(config.run, Shard.parse(config.shard))
+    except ShardSpecError as exc:
+        print(f"data.build: {exc}", file=sys.stderr)
+        return 2
+    try:
+        outcome = run_parsed_tool(STAGE, config, resolved, work, run=run, overwrite=config.overwrite,
                                   clear_final=False)
     except JournalMismatch as exc:  # a user decision, not a crash: one line, and how to proceed
         print(f"data.build: {exc}", file=sys.stderr)

@@ -84,3 +84,6 @@ class DataConfig:
     """Write ``reference_trace`` (leanloop.traces.annotate) for programs Lean answered."""
     fresh: bool = False
     """Discard the journal of an earlier, unfinished build of this run instead of resuming it."""
+    shard: str | None = None
+    """``I/N``: build only shard I of N (a stable hash of each program's dedup key picks its shard)
+    as the run ``<run>/shards/<I>-of-<N>/``; ``python -m data.merge`` merges the N into ``<run>``."""

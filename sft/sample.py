@@ -44,9 +44,12 @@ from leanloop.prover.shards import (
     sharded_by_environment,
 )
 from leanloop.prover.statements import Statement, load_statement_set  # noqa: F401 (load_statement_set: tests)
+from leanloop.sharding import MergeRefused, Shard, check_shards, shard_dir, shard_record
 
 STAGE = "sample"
 CANDIDATES = "candidates.jsonl"
+# config keys that say which shard a process is, not what is sampled
+NOT_HASHED = ("run", "shard", "merge_only")
 
 
 def sample_dir(run: str) -> Path:
@@ -181,9 +184,23 @@ def sample_shard(config: SampleConfig, statements: list[Statement], spec: ShardS
     return shard
 
 
+def _finish_shard(config: SampleConfig, spec: ShardSpec, folder: Path, shard: ShardFile) -> None:
+    """A finished shard's own manifest, ``shards/<I>-of-<N>/manifest.json``: an array resubmits
+    only shards without one, and the merge checks each one's config and code version."""
+    if spec.count < 2:
+        return
+    part = Shard(spec.index, spec.count)
+    manifest = Manifest(stage=STAGE, run=f"{config.run}/shards/{part.name}", seed=config.sampling.seed,
+                        counts={"statements": len(shard.done), "attempts": sum(map(len, shard.done.values()))})
+    manifest.extra = {"shard": shard_record(part, asdict(config), NOT_HASHED), "samples": f"../{spec.file_name()}"}
+    manifest.write(shard_dir(folder, part))
+
+
 def merge(config: SampleConfig, statements: list[Statement], count: int, folder: Path,
           prover: dict) -> Path:
     """Merge all shards into final/candidates.jsonl and write the manifest."""
+    if count > 1:
+        check_shards(folder, count, asdict(config), NOT_HASHED, what="samples")
     rows = merge_shards(folder / "shards", count, [s.name for s in statements], config.sampling.k)
     final = folder / "final"
     final.mkdir(parents=True, exist_ok=True)
@@ -272,10 +289,11 @@ def run(config: SampleConfig, generator: tuple | None = None) -> Path | None:
         return merge(config, statements, count, folder, prover)
     spec = shard_from_env(config.shard.index, config.shard.count)
     if not config.merge_only:
-        sample_shard(config, statements, spec, folder, prover, generator)
+        shard = sample_shard(config, statements, spec, folder, prover, generator)
+        _finish_shard(config, spec, folder, shard)
     try:
         return merge(config, statements, spec.count, folder, prover)
-    except ShardError as error:
+    except (ShardError, MergeRefused) as error:
         if config.merge_only:
             raise
         print(f"[sample] shard {spec.index} of {spec.count} is done; not merged yet: {error}",
@@ -285,7 +303,11 @@ def run(config: SampleConfig, generator: tuple | None = None) -> Path | None:
 
 def main(argv: list[str] | None = None) -> int:
     config, _ = parse_config(SampleConfig, argv, "sft.sample", __doc__.splitlines()[0])
-    target = run(config)
+    try:
+        target = run(config)
+    except (ShardError, MergeRefused) as error:
+        print(f"sft.sample: {error}", file=sys.stderr)
+        return 2
     if target is not None:
         counts = json.loads((target.parent.parent / "manifest.json").read_text())["counts"]
         print(json.dumps({"candidates": str(target), **counts}, indent=1))

@@ -1,0 +1,194 @@
+"""``python -m classifiers.score --config configs/classify/default.yaml [--run NAME] [--shard I/N]``:
+score every program of some inputs with a trained classifier, as a run (``make classify``).
+
+The run writes ``artifacts/classify/<run>/final/scores.jsonl`` (the rows ``leanloop classify``
+prints, in input order) and ``manifest.json`` (inputs and model hashes, counts). Inputs are
+``.lean`` files, JSONL files (program in ``field``) and corpus parquet files (``final/corpus.parquet``
+of a data run; rows without a program, i.e. input errors, are skipped and counted).
+
+``--shard I/N`` scores only the programs whose key (the row's ``id``, the corpus's dedup key, else
+a hash of name and program) falls in shard I of N, as the run ``<run>/shards/<I>-of-<N>/``;
+``--merge_shards N`` joins N finished shards into ``<run>`` in input order, refusing in one line a
+missing shard or one scored with another config or code version. Scores do not depend on how the
+programs were batched beyond float rounding of padded batches: ``batch_size: 1`` makes a sharded
+run and a one-process run agree exactly; ``time_s`` is each run's own measurement.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from leanloop.artifacts import Manifest, resolve_path, run_dir
+from leanloop.jsonl import dumps_line, numbered_jsonl
+from leanloop.sharding import (MergeRefused, Shard, ShardSpecError, check_shards, shard_dir, shard_of,
+                               shard_record, shard_run)
+
+STAGE = "classify"
+SCORES = "scores.jsonl"
+NOT_HASHED = ("run", "shard", "merge_shards")
+PASSED_THROUGH = ("id", "name", "split", "label")
+
+
+@dataclass
+class ScoreConfig:
+    model: str
+    """A classifier run's final/ folder (``artifacts://classifiers/<run>/final``)."""
+    inputs: list[str] = field(default_factory=list)
+    """``.lean``, JSONL or corpus parquet files (``artifacts://`` and ``shared://`` references work)."""
+    run: str = "default"
+    """Output folder: artifacts/classify/<run>/."""
+    field: str = "program"
+    """JSONL field holding the program."""
+    batch_size: int = 16
+    threshold: float | None = None
+    """Override the run's validation threshold."""
+    device: str = "cpu"
+    shard: str | None = None
+    """``I/N``: score shard I of N only, as the run ``<run>/shards/<I>-of-<N>/``."""
+    merge_shards: int = 0
+    """Above 0: merge that many finished shards into the run instead of scoring."""
+
+
+def item_key(where: dict[str, Any], program: str) -> str:
+    """What decides a program's shard: its corpus id (the dedup key) when the row has one."""
+    if where.get("id"):
+        return str(where["id"])
+    return hashlib.sha256(f"{where.get('name') or ''}\0{program}".encode()).hexdigest()[:20]
+
+
+def read_items(config: ScoreConfig, skipped: Counter) -> Iterator[tuple[dict[str, Any], str]]:
+    """(where it came from, program) of every input program, in input order."""
+    for name in config.inputs:
+        path = resolve_path(name)
+        if not path.is_file():
+            raise ValueError(f"input {name} not found at {path}")
+        if path.suffix == ".lean":
+            yield {"input": str(name)}, path.read_text(encoding="utf-8")
+        elif path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            for number, row in enumerate(pq.read_table(path).to_pylist(), 1):
+                program = row.get(config.field)
+                if not isinstance(program, str) or not program.strip():
+                    skipped[str(name)] += 1
+                    continue
+                yield {"input": str(name), "line": number, **{k: row[k] for k in PASSED_THROUGH if k in row}}, program
+        else:
+            for number, row in numbered_jsonl(path):
+                program = row.get(config.field) if isinstance(row, dict) else None
+                if not isinstance(program, str) or not program.strip():
+                    skipped[str(name)] += 1
+                    continue
+                yield {"input": str(name), "line": number, **{k: row[k] for k in PASSED_THROUGH if k in row}}, program
+
+
+def score(config: ScoreConfig, folder: Path) -> Manifest:
+    """Score this run's (or shard's) programs into ``folder/final/scores.jsonl``."""
+    from classifiers.evaluator import ClassifierEvaluator
+
+    shard = Shard.parse(config.shard)
+    skipped: Counter = Counter()
+    items = [(where, program) for where, program in read_items(config, skipped)
+             if shard is None or shard.owns(item_key(where, program))]
+    evaluator = ClassifierEvaluator.load(resolve_path(config.model), batch_size=config.batch_size,
+                                         device=config.device, threshold=config.threshold)
+    predictions = evaluator.score([program for _, program in items]) if items else []
+    rows = [{**where, "score": p.score, "verdict": p.verdict, "threshold": evaluator.threshold,
+             "time_s": round(p.time_s, 6)} for (where, _), p in zip(items, predictions)]
+    return _write(config, folder, rows, skipped, shard)
+
+
+def _write(config: ScoreConfig, folder: Path, rows: list[dict[str, Any]], skipped: Counter,
+           shard: Shard | None) -> Manifest:
+    final = folder / "final"
+    final.mkdir(parents=True, exist_ok=True)
+    tmp = final / (SCORES + ".tmp")
+    tmp.write_text("".join(dumps_line(row) for row in rows), encoding="utf-8")
+    tmp.replace(final / SCORES)
+    verdicts = Counter("none" if row["verdict"] is None else str(row["verdict"]).lower() for row in rows)
+    manifest = Manifest(stage=STAGE, run=config.run, counts={
+        "programs": len(rows), "verdicts": dict(sorted(verdicts.items())),
+        "skipped_without_program": dict(sorted(skipped.items()))})
+    for name in config.inputs:
+        manifest.add_input(f"input:{Path(name).name}", resolve_path(name))
+    manifest.add_input("model", resolve_path(config.model))
+    manifest.extra = {"config": {k: v for k, v in asdict(config).items() if k not in ("shard", "merge_shards")},
+                      "scores": f"final/{SCORES}"}
+    if shard is not None:
+        manifest.extra["shard"] = shard_record(shard, asdict(config), NOT_HASHED)
+    return manifest
+
+
+def merge(config: ScoreConfig, folder: Path, count: int) -> Manifest:
+    """The shards' rows in input order (each input program's row from the shard that owns it)."""
+    import json
+
+    check_shards(folder, count, asdict(config), NOT_HASHED, what="scores")
+    queues = []
+    for index in range(count):
+        path = shard_dir(folder, Shard(index, count)) / "final" / SCORES
+        queues.append([json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()])
+    positions = [0] * count
+    rows = []
+    skipped: Counter = Counter()
+    for where, program in read_items(config, skipped):
+        owner = Shard(shard_of(item_key(where, program), count), count)
+        queue, at = queues[owner.index], positions[owner.index]
+        if at >= len(queue) or {k: queue[at].get(k) for k in where} != where:
+            raise MergeRefused(f"not merging scores {folder.name}: shard {owner} does not hold the scores of "
+                               f"{where} in input order; rescore it with --overwrite true")
+        rows.append(queue[at])
+        positions[owner.index] += 1
+    if positions != [len(queue) for queue in queues]:
+        raise MergeRefused(f"not merging scores {folder.name}: the shards hold scores for programs that are not "
+                           "in the inputs; rescore them with --overwrite true")
+    return _write(config, folder, rows, skipped, None)
+
+
+def run_from_args(args: Any) -> int:
+    """``leanloop classify --run NAME [--shard I/N] ...``: the same scoring as a run of this module."""
+    import json
+
+    argv = ["--model", str(args.model), "--inputs", json.dumps(list(args.inputs)), "--run", args.run,
+            "--field", args.field, "--batch_size", str(args.batch_size), "--device", args.device]
+    if args.threshold is not None:
+        argv += ["--threshold", str(args.threshold)]
+    if args.shard:
+        argv += ["--shard", args.shard]
+    return main(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from leanloop.tool import parse_config, run_parsed_tool
+
+    config, resolved = parse_config(ScoreConfig, argv, prog="python -m classifiers.score",
+                                    description=__doc__.splitlines()[0], overwrite=True)
+    try:
+        shard = Shard.parse(config.shard)
+        if shard is not None and config.merge_shards:
+            raise ShardSpecError("--shard scores one shard and --merge_shards merges them: pass one of the two")
+        if not config.inputs:
+            raise ShardSpecError("no inputs to score (set inputs: in the config)")
+        if config.merge_shards:  # refused before the run folder is touched
+            check_shards(run_dir(STAGE, config.run), config.merge_shards, asdict(config), NOT_HASHED, what="scores")
+
+        def work(config: ScoreConfig, folder: Path) -> Manifest:
+            return merge(config, folder, config.merge_shards) if config.merge_shards else score(config, folder)
+
+        outcome = run_parsed_tool(STAGE, config, resolved, work, run=shard_run(config.run, shard),
+                                  overwrite=getattr(config, "overwrite", False))
+    except (ShardSpecError, MergeRefused, ValueError) as error:
+        print(f"classify: {error}", file=sys.stderr)
+        return 2
+    counts = (outcome.manifest or {}).get("counts", {})
+    print(f"[classify] {counts.get('programs')} programs scored -> {outcome.run_dir / 'final' / SCORES}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
