@@ -32,8 +32,8 @@ from data.reconcile import format_reconciliation, reconcile
 from data.sources import CandidateSet, load_candidates
 from leanloop.lean.backends import make_backend
 from leanloop.lean.types import Category, LeanBackend, LeanResponse, Outcome, VerifyRequest
-from leanloop.artifacts import Manifest, content_hash
-from leanloop.paths import artifacts_root, resolve_shared
+from leanloop.artifacts import Manifest, content_hash, run_dir as artifact_run_dir, run_lock
+from leanloop.paths import resolve_shared
 from leanloop.tool import parse_config as parse_tool_config, run_parsed_tool, start_run
 
 STAGE = "data"
@@ -236,11 +236,12 @@ def build(config: DataConfig, *, backend: LeanBackend | None = None, progress: b
     (leanloop.tool's contract); ``python -m data.build`` also skips a run finished with this config."""
     import yaml
 
-    run_dir = artifacts_root() / STAGE / config.run
-    start_run(run_dir, resolved or yaml.safe_dump(asdict(config), sort_keys=False, allow_unicode=True),
-              clear_final=False)  # final/ is replaced atomically by write_corpus
-    result, manifest = _build(config, run_dir, backend=backend, progress=progress, on_item=on_item)
-    manifest.write(run_dir)
+    run_dir = artifact_run_dir(STAGE, config.run)
+    with run_lock(run_dir):
+        start_run(run_dir, resolved or yaml.safe_dump(asdict(config), sort_keys=False, allow_unicode=True),
+                  clear_final=False)  # final/ is replaced atomically by write_corpus
+        result, manifest = _build(config, run_dir, backend=backend, progress=progress, on_item=on_item)
+        manifest.write(run_dir)
     if not quiet:
         print(summary(result))
     return result

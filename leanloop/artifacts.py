@@ -18,8 +18,12 @@ import json
 import os
 import platform
 import re
+import shutil
+import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from collections.abc import Iterable
@@ -44,6 +48,10 @@ class ManifestError(RuntimeError):
 
 class ArtifactNotFoundError(ManifestError, FileNotFoundError):
     """A reference names a run folder that does not exist at all (its stage never ran)."""
+
+
+class RunLockedError(ManifestError):
+    """Another process is writing the run folder."""
 
 
 # make targets whose name is not the stage's (the others are the stage name, '_' -> '-')
@@ -96,8 +104,26 @@ def describe_input(path: str | os.PathLike) -> dict[str, str]:
     return {"path": str(path), "hash": content_hash(target)}
 
 
+class RunNameError(ValueError):
+    """A run name that is not one path segment (it would write outside ``artifacts/<stage>/``)."""
+
+
+# one path segment; '+' joins config stems in default names and '=' writes sweep values (lr=0.001)
+_RUN_NAME = re.compile(r"[A-Za-z0-9._+=-]{1,200}")
+
+
+def check_run_name(name: Any, what: str = "run name") -> str:
+    """``name`` if it is one path segment of letters, digits and ``. _ - + =`` (not ``.`` or ``..``);
+    else :class:`RunNameError`. Every place that names a run folder goes through this."""
+    if not isinstance(name, str) or not _RUN_NAME.fullmatch(name) or name in (".", ".."):
+        raise RunNameError(f"{what} {name!r} is not allowed: a run name is one folder name of letters, digits, "
+                           "'.', '_', '-', '+' or '=' (not '.' or '..', no '/'), e.g. --run my_run")
+    return name
+
+
 def run_dir(stage: str, run: str, root: str | os.PathLike | None = None) -> Path:
-    return Path(root) if root is not None else artifacts_root() / stage / run
+    """``<artifacts root>/<stage>/<run>`` (the run name checked), or ``root`` when given."""
+    return Path(root) if root is not None else artifacts_root() / stage / check_run_name(run)
 
 
 def default_run_name(config_files: Iterable[Any]) -> str:
@@ -109,7 +135,59 @@ def default_run_name(config_files: Iterable[Any]) -> str:
     stems = [Path(str(getattr(f, "relative", f))).stem for f in (config_files or [])]
     if not stems:
         raise ValueError("name the run: pass --config configs/<stage>/X.yaml or --run NAME")
-    return "+".join(dict.fromkeys(stems))
+    return check_run_name("+".join(dict.fromkeys(stems)), "run name (from the config file names)")
+
+
+LOCK = ".lock"
+LOCK_HOLDER = ".lock.holder"
+# what a run folder holds before its first result: removed again when the run fails that early
+SCAFFOLDING = frozenset({LOCK, LOCK_HOLDER, "config.yaml", "hparams.yaml", "wandb"})
+
+
+@contextmanager
+def run_lock(folder: str | os.PathLike) -> Iterator[Path]:
+    """Hold the run folder's exclusive lock (one writer per run). A second writer fails at once with
+    :class:`RunLockedError` naming the holder's PID and host; the lock is the OS's (``flock``), so a
+    holder that died (killed, crashed) left nothing held and its lock is simply taken. A folder this
+    call created is removed again when the body fails before writing anything beyond
+    :data:`SCAFFOLDING` (no half-made run)."""
+    from filelock import FileLock, Timeout
+
+    folder = Path(folder)
+    created = not folder.exists()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ManifestError(f"cannot create the run folder {folder}: {error.strerror or error} "
+                            "(is the artifacts folder writable? LEANLOOP_ARTIFACTS moves it)") from None
+    lock = FileLock(str(folder / LOCK), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise RunLockedError(f"{folder} is being written by another process ({_holder(folder)}); wait for it to "
+                             "finish, or choose another --run NAME") from None
+    except OSError as error:
+        raise ManifestError(f"cannot lock the run folder {folder}: {error.strerror or error} "
+                            "(is the artifacts folder writable?)") from None
+    try:
+        (folder / LOCK_HOLDER).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                                      "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
+        yield folder
+    except BaseException:
+        if created and folder.is_dir() and {p.name for p in folder.iterdir()} <= SCAFFOLDING:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+    finally:
+        (folder / LOCK_HOLDER).unlink(missing_ok=True)
+        lock.release()
+
+
+def _holder(folder: Path) -> str:
+    try:
+        holder = json.loads((folder / LOCK_HOLDER).read_text())
+        return f"pid {holder['pid']} on host {holder['host']}, since {holder['since']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "holder unknown"
 
 
 @dataclass

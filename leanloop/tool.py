@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from leanloop.artifacts import FINAL, MANIFEST, Manifest, read_manifest, run_dir
+from leanloop.artifacts import FINAL, MANIFEST, Manifest, read_manifest, run_dir, run_lock
 
 CONFIG_FILE = "config.yaml"
 # resolved-config keys that do not change what a run produces
@@ -134,14 +134,15 @@ def run_parsed_tool(stage: str, config: C, resolved: str, work: Callable[[C, Pat
                     overwrite: bool = False, clear_final: bool = True) -> ToolResult:
     """:func:`run_tool` for a config already parsed (a caller that built it in code)."""
     folder = run_dir(stage, run)
-    if finished_with_same_config(folder, resolved, overwrite, stage):
-        return ToolResult(folder, skipped=True, config=config, manifest=read_manifest(folder))
-    start_run(folder, resolved, clear_final=clear_final)
-    returned = work(config, folder)
-    manifest, value = returned if isinstance(returned, tuple) else (returned, None)
-    if not isinstance(manifest, Manifest):
-        raise TypeError(f"{stage}: the tool's work must return its Manifest (got {type(manifest).__name__})")
-    manifest.write(folder)
+    with run_lock(folder):
+        if finished_with_same_config(folder, resolved, overwrite, stage):
+            return ToolResult(folder, skipped=True, config=config, manifest=read_manifest(folder))
+        start_run(folder, resolved, clear_final=clear_final)
+        returned = work(config, folder)
+        manifest, value = returned if isinstance(returned, tuple) else (returned, None)
+        if not isinstance(manifest, Manifest):
+            raise TypeError(f"{stage}: the tool's work must return its Manifest (got {type(manifest).__name__})")
+        manifest.write(folder)
     return ToolResult(folder, skipped=False, config=config, manifest=read_manifest(folder), value=value)
 
 

@@ -26,8 +26,8 @@ from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
-from leanloop.artifacts import MANIFEST, Manifest, content_hash, describe_input, read_manifest
-from leanloop.paths import artifacts_root, resolve_shared
+from leanloop.artifacts import MANIFEST, Manifest, content_hash, describe_input, read_manifest, run_dir
+from leanloop.paths import resolve_shared
 from leanloop.training.models import ModelSpec
 from leanloop.jsonl import write_jsonl
 from leanloop.tool import CONFIG_FILE, comparable_config, parse_config
@@ -50,7 +50,7 @@ CANDIDATES = "candidates.jsonl"
 
 
 def sample_dir(run: str) -> Path:
-    return artifacts_root() / STAGE / run
+    return run_dir(STAGE, run)
 
 
 def prover_identity(spec: ModelSpec) -> dict[str, str | None]:

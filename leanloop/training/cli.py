@@ -38,6 +38,7 @@ import os
 import sys
 import warnings
 from collections.abc import Iterable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -50,9 +51,8 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint  # noqa: E402
 from lightning.pytorch.cli import LightningCLI  # noqa: E402
 from lightning.pytorch.utilities.model_helpers import is_overridden  # noqa: E402
 
-from leanloop.artifacts import FINAL, MANIFEST, Manifest, default_run_name  # noqa: E402
+from leanloop.artifacts import FINAL, MANIFEST, Manifest, RunNameError, default_run_name, run_dir, run_lock  # noqa: E402
 from leanloop.tool import CONFIG_FILE, finished_with_same_config, start_run  # noqa: E402
-from leanloop.paths import artifacts_root  # noqa: E402
 
 
 
@@ -123,8 +123,11 @@ class StageResult:
 
 
 class StageCLI(LightningCLI):
-    def __init__(self, stage: str, *args: Any, links: Iterable[tuple[str, str]] = (), **kwargs: Any):
+    def __init__(self, stage: str, *args: Any, links: Iterable[tuple[str, str]] = (),
+                 hold: ExitStack | None = None, **kwargs: Any):
         self.stage = stage
+        self.hold = hold if hold is not None else ExitStack()
+        """Holds the run folder's lock until the caller closes it (the end of run_stage)."""
         self.links = tuple(links)
         self.skipped = False
         super().__init__(*args, **kwargs)
@@ -149,8 +152,11 @@ class StageCLI(LightningCLI):
     # -- run folder and the skip / overwrite decision, before anything heavy is built ------------
     def before_instantiate_classes(self) -> None:
         config = self.config
-        self.run_name = config.run or _run_name(config.get("config"))
-        self.run_dir = artifacts_root() / self.stage / self.run_name
+        self.run_name = config.run if config.run is not None else _run_name(config.get("config"))
+        try:
+            self.run_dir = run_dir(self.stage, self.run_name)
+        except RunNameError as error:
+            raise SystemExit(f"[{self.stage}] {error}") from None
         self.fast_dev_run = bool(config.trainer.get("fast_dev_run"))
         config.run = self.run_name
         resolved = self.parser.dump(config, skip_none=False, skip_check=True, skip_link_targets=False)
@@ -158,6 +164,8 @@ class StageCLI(LightningCLI):
         if config.dry_run:
             self.skipped = True
             return
+        if _is_global_zero():
+            self.hold.enter_context(run_lock(self.run_dir))
         if finished_with_same_config(self.run_dir, resolved, config.overwrite, self.stage):
             self.skipped = True
             return
@@ -286,11 +294,17 @@ def run_stage(
     ``links`` are jsonargparse argument links, e.g. ``[("model.base", "data.base")]`` so the
     datamodule tokenizes with the model's tokenizer without the config repeating it.
     """
+    with ExitStack() as hold:
+        return _run_stage(stage, module_class, datamodule_class, args, links, hold)
+
+
+def _run_stage(stage: str, module_class: type, datamodule_class: type, args: list[str] | None,
+               links: Iterable[tuple[str, str]], hold: ExitStack) -> StageResult:
     with warnings.catch_warnings():
         # args given in-process (tests, sweeps) while sys.argv holds the caller's own flags is intended
         warnings.filterwarnings("ignore", message=".*args parameter is intended to run from within Python.*")
         cli = StageCLI(
-            stage, module_class, datamodule_class, args=args, links=links, run=False,
+            stage, module_class, datamodule_class, args=args, links=links, hold=hold, run=False,
             save_config_callback=None, auto_configure_optimizers=False, seed_everything_default=42,
             trainer_defaults=TRAINER_DEFAULTS, parser_kwargs={"description": f"train the {stage} stage"},
         )
