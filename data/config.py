@@ -83,3 +83,7 @@ class DataConfig:
     """Write ``reference_trace`` (leanloop.traces.annotate) for programs Lean answered."""
     fresh: bool = False
     """Discard the journal of an earlier, unfinished build of this run instead of resuming it."""
+    min_eligible_share: float = 0.5
+    """Fail the build (non-zero exit, no manifest; the journal is kept for a resume) when fewer than
+    this share of the distinct programs got an outcome other than an infrastructure failure
+    (``infra_error``): a build whose Lean was missing or broken must not look finished."""

@@ -155,6 +155,9 @@ def run_lock(folder: str | os.PathLike) -> Iterator[Path]:
 
     folder = Path(folder)
     created = not folder.exists()
+    top = folder  # the outermost folder this call creates
+    while not top.parent.exists():
+        top = top.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -176,6 +179,10 @@ def run_lock(folder: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         if created and folder.is_dir() and {p.name for p in folder.iterdir()} <= SCAFFOLDING:
             shutil.rmtree(folder, ignore_errors=True)
+            for parent in folder.parents:
+                if parent == top.parent or any(parent.iterdir()):
+                    break
+                parent.rmdir()
         raise
     finally:
         (folder / LOCK_HOLDER).unlink(missing_ok=True)
@@ -237,7 +244,13 @@ def read_manifest(folder: str | os.PathLike, stage: str | None = None) -> dict[s
             f"{folder} has no {MANIFEST}: the run that should produce it did not finish "
             "(run its make target first, or point the config at a finished run)"
         )
-    manifest = json.loads(path.read_text())
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as error:
+        raise ManifestError(f"{path} cannot be read ({type(error).__name__}: {error}): the run's manifest is "
+                            "damaged; rerun that run (--overwrite true)") from None
+    if not isinstance(manifest, dict):
+        raise ManifestError(f"{path} is not a manifest (a JSON object); rerun that run (--overwrite true)")
     if stage is not None and manifest.get("stage") != stage:
         raise ManifestError(f"{folder} is a '{manifest.get('stage')}' artifact, expected '{stage}'")
     return manifest

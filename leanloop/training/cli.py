@@ -51,8 +51,9 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint  # noqa: E402
 from lightning.pytorch.cli import LightningCLI  # noqa: E402
 from lightning.pytorch.utilities.model_helpers import is_overridden  # noqa: E402
 
-from leanloop.artifacts import FINAL, MANIFEST, Manifest, RunNameError, default_run_name, run_dir, run_lock  # noqa: E402
-from leanloop.tool import CONFIG_FILE, finished_with_same_config, start_run  # noqa: E402
+from leanloop.artifacts import FINAL, MAKE_TARGETS, MANIFEST, Manifest, RunNameError, default_run_name, run_dir, run_lock  # noqa: E402
+from leanloop.tool import (CONFIG_FILE, ConfigFileError, ShortErrors, check_config_files, cli_entry,  # noqa: E402
+                           finished_with_same_config, start_run)
 
 
 
@@ -131,6 +132,16 @@ class StageCLI(LightningCLI):
         self.links = tuple(links)
         self.skipped = False
         super().__init__(*args, **kwargs)
+
+    def init_parser(self, **kwargs: Any):
+        from lightning.pytorch.cli import LightningArgumentParser
+
+        class Parser(ShortErrors, LightningArgumentParser):
+            make_target = MAKE_TARGETS.get(self.stage, self.stage.replace("_", "-"))
+
+        self.parser_class = Parser
+        kwargs.setdefault("prog", f"python -m {self.stage}.train")
+        return super().init_parser(**kwargs)
 
     def add_arguments_to_parser(self, parser) -> None:
         parser.add_argument("--run", type=str | None, default=None,
@@ -294,6 +305,12 @@ def run_stage(
     ``links`` are jsonargparse argument links, e.g. ``[("model.base", "data.base")]`` so the
     datamodule tokenizes with the model's tokenizer without the config repeating it.
     """
+    argv = list(sys.argv[1:] if args is None else args)
+    try:
+        check_config_files(argv)
+    except ConfigFileError as error:
+        print(f"python -m {stage}.train: error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
     with ExitStack() as hold:
         return _run_stage(stage, module_class, datamodule_class, args, links, hold)
 
@@ -323,8 +340,8 @@ def _run_stage(stage: str, module_class: type, datamodule_class: type, args: lis
     warnings.filterwarnings("ignore", message=r"Experiment logs directory .* exists and is not empty")
     _plain_progress_bar_when_logging_to_a_file(trainer, getattr(config.trainer, "callbacks", None) or [])
     trainer.fit(model, datamodule=datamodule, ckpt_path=config.ckpt_path)
-    if trainer.interrupted:
-        raise SystemExit(f"[{stage}] training was interrupted; {cli.run_dir} has no manifest")
+    if trainer.interrupted:  # Lightning caught Ctrl-C / SIGTERM and stopped the fit
+        raise KeyboardInterrupt
     if 0 < trainer.max_steps and trainer.global_step < trainer.max_steps and trainer.max_epochs is not None \
             and 0 < trainer.max_epochs <= trainer.current_epoch:
         # the stage default is one epoch (the papers' recipes): a longer max_steps needs max_epochs too
@@ -377,8 +394,12 @@ def _hook_value(obj: Any, name: str) -> Any:
 def main(stage: str, module_class: type, datamodule_class: type,
          links: Iterable[tuple[str, str]] = ()) -> None:
     """``python -m <stage>.train``: ``if __name__ == "__main__": main("pretrain", ...)``."""
-    result = run_stage(stage, module_class, datamodule_class, links=links)
-    print(f"[{stage}] {'skipped' if result.skipped else 'done'}: {result.run_dir}")
+    def stage_main() -> int:
+        result = run_stage(stage, module_class, datamodule_class, links=links)
+        print(f"[{stage}] {'skipped' if result.skipped else 'done'}: {result.run_dir}")
+        return 0
+
+    sys.exit(cli_entry(stage_main, prog=f"python -m {stage}.train"))
 
 
 __all__ = ["LogConfig", "StageResult", "run_stage", "main"]

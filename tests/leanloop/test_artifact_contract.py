@@ -16,6 +16,7 @@ import pytest
 from cluster.command import CommandError, StageRun
 from leanloop.artifacts import (Manifest, RunLockedError, RunNameError, check_run_name, default_run_name,
                                 run_dir, run_lock)
+from leanloop.lean.types import LeanBackend, LeanResponse, ResponseStatus
 from leanloop.paths import REPO_ROOT
 from leanloop.tool import run_tool
 
@@ -125,3 +126,145 @@ def test_the_lock_is_released_after_the_run(artifacts):
     with run_lock(folder):  # reacquired: nothing stale left held
         pass
     assert not (folder / ".lock.holder").exists()
+
+
+# -- a data build that failed must not look finished -----------------------------------------------
+DATA_DEBUG = str(REPO_ROOT / "configs/data/debug.yaml")
+
+
+class NoLean(LeanBackend):
+    """A backend whose Lean never answers (the server is down): every program is infra_error."""
+
+    name = "down"
+
+    def __init__(self):
+        self.asked: list[str] = []
+
+    async def run(self, program, timeout=None):
+        self.asked.append(program)
+        # not a Lean reply: the absence of one (connection refused)
+        return LeanResponse(ResponseStatus.INFRA_ERROR, detail="connection refused")
+
+
+class Counting(LeanBackend):
+    def __init__(self, inner):
+        self.inner, self.name, self.asked = inner, inner.name, []
+
+    async def run(self, program, timeout=None):
+        self.asked.append(program)
+        return await self.inner.run(program, timeout)
+
+
+def test_a_build_with_no_lean_fails_and_a_resume_retries_only_the_failures(artifacts):
+    from data.build import BuildFailed, build, make_backend, parse_config
+    from data.journal import JOURNAL
+
+    config = parse_config(["--config", DATA_DEBUG, "--run", "nolean"])
+    config.sources = [s for s in config.sources if s.name == "rl_lean"]
+    config.sources[0].limit = 20
+    down = NoLean()
+    with pytest.raises(BuildFailed, match="infra_error .* < min_eligible_share 0.5"):
+        build(config, backend=down, progress=False, quiet=True)
+    run = artifacts / "data" / "nolean"
+    assert not (run / "manifest.json").exists() and not (run / "final").exists()
+    assert (run / JOURNAL).is_file() and down.asked  # journaled, but not final
+    real = Counting(make_backend(config.backend))
+    result = build(config, backend=real, progress=False, quiet=True)
+    assert result.resumed == 0 and result.verified_now == len(real.asked) == len(set(down.asked))
+    assert "infra_error" not in result.counts["category"] and (run / "manifest.json").is_file()
+
+
+def _data(args, **env):
+    return subprocess.run([sys.executable, "-m", "data.build", *args], capture_output=True, text=True, cwd=REPO_ROOT,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **env}, timeout=300)
+
+
+def test_an_empty_input_fails_with_no_manifest(artifacts, tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    layer = tmp_path / "empty.yaml"
+    layer.write_text(json.dumps({"sources": [{"path": str(empty), "name": "e", "program_field": "code"}]}))
+    done = _data(["--config", DATA_DEBUG, "--config", str(layer), "--run", "empty"])
+    assert done.returncode == 1 and "no candidate program" in done.stderr and "Traceback" not in done.stderr
+    assert not (artifacts / "data" / "empty").exists()
+
+
+def test_split_fractions_that_do_not_sum_to_one_are_refused(artifacts):
+    done = _data(["--config", DATA_DEBUG, "--run", "splits", "--splits.train", "0.5"])
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "sum to 1" in done.stderr
+    done = _data(["--config", DATA_DEBUG, "--run", "splits", "--splits.train", "1.0", "--splits.valid", "-0.05",
+                  "--splits.test", "0.05"])
+    assert done.returncode == 2 and "splits.valid=-0.05" in done.stderr
+    assert not (artifacts / "data" / "splits").exists()
+
+
+# -- a user's mistake is one clear line and exit 2 ------------------------------------------------
+def _one_line(done, *needles, code=2):
+    err = done.stderr
+    assert done.returncode == code, err
+    assert "Traceback" not in err and all(n in err for n in needles), err
+    return err
+
+
+def test_command_line_mistakes_are_one_line_and_exit_2(artifacts, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("sources:\n  - [unclosed\n")
+    err = _one_line(_data(["--config", str(bad)]), str(bad), "not valid YAML", "line 3")
+    assert err.count("\n") == 2 and "usage: python -m data.build --config" in err  # the error and a short usage
+    err = _one_line(_data(["--config", DATA_DEBUG, "--nope", "1"]), "unrecognized arguments: --nope")
+    assert err.count("\n") == 2
+    _one_line(_data(["--config", str(tmp_path / "missing.yaml")]), "missing.yaml not found")
+    _one_line(_data(["--config", DATA_DEBUG, "--profile", "nope", "--run", "p"]), "unknown policy profile 'nope'")
+    _one_line(_data(["--config", DATA_DEBUG, "--run", "../../x"]), "run name '../../x' is not allowed")
+    _one_line(_data(["--config", DATA_DEBUG, "--run", "s"], LEANLOOP_SHARED_DATA=str(tmp_path / "none")),
+              "shared data folder not found", "LEANLOOP_SHARED_DATA")
+    assert not artifacts.exists()  # no half-made run folder from any of them
+    debug = _data(["--config", DATA_DEBUG, "--profile", "nope"], LEANLOOP_DEBUG="1")
+    assert debug.returncode != 0 and "Traceback" in debug.stderr
+
+
+def test_an_unwritable_artifacts_folder_is_one_line(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")  # a folder cannot be made under a file (root ignores read-only bits)
+    done = _data(["--config", DATA_DEBUG, "--run", "w"], LEANLOOP_ARTIFACTS=str(blocker / "artifacts"))
+    _one_line(done, "cannot create the run folder", "LEANLOOP_ARTIFACTS")
+
+
+def test_ctrl_c_is_one_line_and_the_journal_is_kept(artifacts):
+    process = subprocess.Popen([sys.executable, "-m", "data.build", "--config", str(REPO_ROOT / "configs/data/default.yaml"),
+                                "--run", "int", "--concurrency", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    journal = artifacts / "data" / "int" / "journal.jsonl"
+    deadline = time.monotonic() + 120
+    while not (journal.is_file() and journal.stat().st_size) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130 and "Traceback" not in err and "interrupted (Ctrl-C)" in err
+    assert journal.is_file() and not (journal.parent / "manifest.json").exists()
+
+
+def test_a_changed_config_names_the_changed_keys(artifacts):
+    from leanloop.tool import RunExistsError
+
+    run_tool("echo", EchoConfig, _echo, ["--words", "[a]"])
+    with pytest.raises(RunExistsError, match=r"changed: words\)"):
+        run_tool("echo", EchoConfig, _echo, ["--words", "[b]"])
+
+
+def test_a_damaged_or_foreign_input_run_is_one_line_naming_it(artifacts, capsys):
+    from leanloop.artifacts import resolve_run
+    from leanloop.tool import cli_entry
+
+    folder = artifacts / "data" / "cut"
+    (folder / "final").mkdir(parents=True)
+    (folder / "manifest.json").write_text('{"stage": "da')  # truncated while written
+    assert cli_entry(resolve_run, "artifacts://data/cut", "data", prog="x") == 2
+    assert f"{folder / 'manifest.json'} cannot be read" in capsys.readouterr().err
+    assert cli_entry(resolve_run, "artifacts://data/none", "data", prog="x") == 2
+    assert "does not exist: run the stage that makes it first (`make data`)" in capsys.readouterr().err
+    Manifest(stage="sft", run="cut").write(folder)
+    assert cli_entry(resolve_run, "artifacts://data/cut", "data", prog="x") == 2
+    err = capsys.readouterr().err
+    assert "is a 'sft' artifact, expected 'data'" in err and err.count("\n") == 1
