@@ -228,11 +228,98 @@ class Manifest:
             "metrics": self.metrics,
             **self.extra,
         }
+        if (folder / FINAL).is_dir():
+            body["final"] = final_record(folder / FINAL, flush=True)
         target = folder / MANIFEST
         tmp = target.with_suffix(".tmp")
-        tmp.write_text(json.dumps(body, indent=2, sort_keys=False, default=str) + "\n")
-        os.replace(tmp, target)  # a manifest exists only for a finished run
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(body, indent=2, sort_keys=False, default=str) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)  # a manifest exists only for a finished run, after its final/ is on disk
+        _fsync_folder(folder)
         return target
+
+
+def _fsync_folder(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems cannot sync a directory
+    finally:
+        os.close(fd)
+
+
+def _sizes(final: Path) -> tuple[list[Path], str]:
+    files = sorted(p for p in final.rglob("*") if p.is_file())
+    listing = [[str(p.relative_to(final)), p.stat().st_size] for p in files]
+    return files, "sha256:" + hashlib.sha256(json.dumps(listing).encode()).hexdigest()
+
+
+def final_record(final: str | os.PathLike, *, flush: bool = False) -> dict[str, Any]:
+    """What the manifest records of its run's ``final/``: file count, bytes, a hash of the
+    (name, size) list (the fast check) and of the contents (``--verify full``). ``flush`` syncs every
+    file to disk first, so a manifest never vouches for outputs still in the page cache."""
+    final = Path(final)
+    files, sizes = _sizes(final)
+    if flush:
+        for file in files:
+            with open(file, "rb") as handle:
+                os.fsync(handle.fileno())
+        _fsync_folder(final)
+    return {"files": len(files), "bytes": sum(f.stat().st_size for f in files), "sizes": sizes,
+            "content": content_hash(final) if files else None}
+
+
+def verify_mode() -> str:
+    """How much a loaded run is checked: ``fast`` (final/'s names and sizes, input manifests) or
+    ``full`` (contents too, and every input file); ``--verify full`` / ``LEANLOOP_VERIFY=full``."""
+    mode = os.environ.get("LEANLOOP_VERIFY", "fast") or "fast"
+    if mode not in ("fast", "full"):
+        raise ManifestError(f"LEANLOOP_VERIFY={mode!r}: use fast or full")
+    return mode
+
+
+# an input file larger than this is re-hashed only with --verify full
+FAST_INPUT_BYTES = 64 << 20
+
+
+def run_problems(folder: str | os.PathLike, manifest: dict[str, Any], mode: str | None = None) -> list[str]:
+    """Why a finished run's manifest no longer vouches for it: its ``final/`` changed since the
+    manifest was written, or an input it recorded changed (an upstream run rebuilt or edited). An
+    input that no longer exists is checked only in ``full`` mode (paths move with checkouts)."""
+    folder, mode = Path(folder), mode or verify_mode()
+    problems = []
+    record = manifest.get("final")
+    if isinstance(record, dict):
+        final = folder / FINAL
+        if not final.is_dir():
+            problems.append(f"{final} is missing")
+        elif _sizes(final)[1] != record.get("sizes"):
+            problems.append(f"{final} changed since its manifest was written (files or sizes differ)")
+        elif mode == "full" and record.get("content") and content_hash(final) != record["content"]:
+            problems.append(f"{final} changed since its manifest was written (contents differ)")
+    for role, entry in (manifest.get("inputs") or {}).items():
+        if not isinstance(entry, dict) or not entry.get("path") or not entry.get("hash"):
+            continue
+        path = Path(entry["path"])
+        target = path / MANIFEST if (path / MANIFEST).is_file() else path
+        if not target.exists():
+            if mode == "full":
+                problems.append(f"input {role} ({path}) no longer exists")
+            continue
+        if mode != "full" and (target.is_dir() or target.stat().st_size > FAST_INPUT_BYTES):
+            continue
+        try:
+            if content_hash(target) != entry["hash"]:
+                problems.append(f"input {role} ({path}) changed since this run read it")
+        except ManifestError:
+            problems.append(f"input {role} ({path}) is empty now")
+    return problems
 
 
 def read_manifest(folder: str | os.PathLike, stage: str | None = None) -> dict[str, Any]:
@@ -332,7 +419,11 @@ def resolve_artifact(ref: str | os.PathLike, stage: str | None = None, *, requir
         raise ArtifactNotFoundError(f"{ref} -> {run} does not exist: run the stage that makes it first{hint}, "
                                     "or point the config at a finished run")
     if run is not None:
-        return Artifact(outputs=run / FINAL, run=run, manifest=read_manifest(run, stage=stage))
+        manifest = read_manifest(run, stage=stage)
+        problems = run_problems(run, manifest)
+        if problems:
+            raise ManifestError(f"{ref}: {'; '.join(problems)}. Rerun that run (--overwrite true) or name another")
+        return Artifact(outputs=run / FINAL, run=run, manifest=manifest)
     folder = resolve_path(text)
     what = f"a finished {stage} run (artifacts://{stage}/<run>)" if stage else "a finished run (artifacts://<stage>/<run>)"
     if require_run:

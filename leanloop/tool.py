@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from leanloop.artifacts import FINAL, MANIFEST, Manifest, ManifestError, read_manifest, run_dir, run_lock
+from leanloop.artifacts import FINAL, MANIFEST, Manifest, ManifestError, read_manifest, run_dir, run_lock, run_problems
 
 CONFIG_FILE = "config.yaml"
 # resolved-config keys that do not change what a run produces
-NOT_COMPARED = ("overwrite", "config", "ckpt_path", "dry_run")
+NOT_COMPARED = ("overwrite", "config", "ckpt_path", "dry_run", "verify", "restart")
 
 C = TypeVar("C")
 
@@ -107,12 +107,13 @@ USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError, ManifestErr
 
 
 def cli_entry(main: Callable[..., Any], *args: Any, prog: str | None = None) -> int:
-    """Run a command-line ``main``: its return value is the exit code; a user's mistake is one line
+    """Run a command-line ``main``: an int it returns is the exit code; a user's mistake is one line
     and exit 2; Ctrl-C is one line and exit 130 (an unfinished run keeps what a rerun resumes from);
     with ``LEANLOOP_DEBUG=1`` the traceback is shown."""
     name = prog or Path(sys.argv[0]).stem
     try:
-        return int(main(*args) or 0)
+        code = main(*args)
+        return code if isinstance(code, int) else 0  # a main may return its result
     except KeyboardInterrupt:
         if debugging():
             raise
@@ -151,18 +152,34 @@ def parse_config(cls: type[C], argv: list[str] | None = None, prog: str | None =
     if overwrite:
         parser.add_argument("--overwrite", type=bool, default=False,
                             help="replace a finished run that had a different config")
+        add_verify_argument(parser)
     parser.add_class_arguments(cls, as_group=False)
     namespace = parser.parse_args(argv)
     resolved = namespace.clone()
     del resolved["config"]
     if overwrite:
         del resolved["overwrite"]
+        set_verify_mode(resolved.pop("verify"))
     instance = parser.instantiate_classes(namespace)
-    values = {k: v for k, v in vars(instance).items() if k not in ("config", "overwrite")}
+    values = {k: v for k, v in vars(instance).items() if k not in ("config", "overwrite", "verify")}
     config = cls(**values)
     if overwrite:
         object.__setattr__(config, "overwrite", bool(namespace.overwrite))
     return config, parser.dump(resolved)
+
+
+def add_verify_argument(parser: Any) -> None:
+    from typing import Literal
+
+    parser.add_argument("--verify", type=Literal["fast", "full"] | None, default=None,
+                        help="how input runs are checked: fast (final/ sizes, input manifests; the default) "
+                             "or full (contents too)")
+
+
+def set_verify_mode(mode: str | None) -> None:
+    """``--verify``: recorded for this process and the stages it starts (``LEANLOOP_VERIFY``)."""
+    if mode:
+        os.environ["LEANLOOP_VERIFY"] = mode
 
 
 def comparable_config(text: str | None) -> str | None:
@@ -192,6 +209,10 @@ def finished_with_same_config(folder: Path, resolved: str, overwrite: bool, stag
         return False
     previous = (folder / CONFIG_FILE).read_text() if (folder / CONFIG_FILE).is_file() else None
     if comparable_config(previous) == comparable_config(resolved):
+        problems = run_problems(folder, read_manifest(folder))
+        if problems:
+            raise RunExistsError(f"[{stage}] {folder} finished with this config, but {'; '.join(problems)}. "
+                                 "Pass --overwrite true to redo it, or choose another --run NAME.")
         print(f"[{stage}] {folder} already finished with this config; skipping "
               "(pass --overwrite true to redo it)", file=sys.stderr)
         return True
@@ -277,5 +298,5 @@ def run_parsed_tool(stage: str, config: C, resolved: str, work: Callable[[C, Pat
     return ToolResult(folder, skipped=False, config=config, manifest=read_manifest(folder), value=value)
 
 
-__all__ = ["CONFIG_FILE", "ConfigFileError", "RunExistsError", "ShortErrors", "changed_keys", "check_config_files", "cli_entry", "ToolResult", "comparable_config", "finished_with_same_config",
-           "parse_config", "run_parsed_tool", "run_tool", "start_run", "was_fast_dev_run"]
+__all__ = ["CONFIG_FILE", "ConfigFileError", "RunExistsError", "ShortErrors", "changed_keys", "check_config_files", "add_verify_argument", "cli_entry", "ToolResult", "comparable_config", "finished_with_same_config",
+           "parse_config", "run_parsed_tool", "run_tool", "set_verify_mode", "start_run", "was_fast_dev_run"]

@@ -52,8 +52,8 @@ from lightning.pytorch.cli import LightningCLI  # noqa: E402
 from lightning.pytorch.utilities.model_helpers import is_overridden  # noqa: E402
 
 from leanloop.artifacts import FINAL, MAKE_TARGETS, MANIFEST, Manifest, RunNameError, default_run_name, run_dir, run_lock  # noqa: E402
-from leanloop.tool import (CONFIG_FILE, ConfigFileError, ShortErrors, check_config_files, cli_entry,  # noqa: E402
-                           finished_with_same_config, start_run)
+from leanloop.tool import (CONFIG_FILE, ConfigFileError, ShortErrors, add_verify_argument, check_config_files,  # noqa: E402
+                           cli_entry, finished_with_same_config, set_verify_mode, start_run)
 
 
 
@@ -156,6 +156,7 @@ class StageCLI(LightningCLI):
                             help="resume fit from a Lightning checkpoint (e.g. <run>/step-000100/lightning.ckpt)")
         parser.add_argument("--dry_run", type=bool, default=False,
                             help="parse and validate the configs, print the resolved config, train nothing")
+        add_verify_argument(parser)
         parser.add_dataclass_arguments(LogConfig, "log")
         for source, target in self.links:
             parser.link_arguments(source, target)
@@ -163,6 +164,7 @@ class StageCLI(LightningCLI):
     # -- run folder and the skip / overwrite decision, before anything heavy is built ------------
     def before_instantiate_classes(self) -> None:
         config = self.config
+        set_verify_mode(config.get("verify"))
         self.run_name = config.run if config.run is not None else _run_name(config.get("config"))
         try:
             self.run_dir = run_dir(self.stage, self.run_name)

@@ -268,3 +268,54 @@ def test_a_damaged_or_foreign_input_run_is_one_line_naming_it(artifacts, capsys)
     assert cli_entry(resolve_run, "artifacts://data/cut", "data", prog="x") == 2
     err = capsys.readouterr().err
     assert "is a 'sft' artifact, expected 'data'" in err and err.count("\n") == 1
+
+
+# -- a manifest vouches for its final/ and its inputs, and both are checked ------------------------
+def test_final_edited_after_the_fact_is_caught_fast_by_size_and_fully_by_content(artifacts, monkeypatch):
+    from leanloop.artifacts import ManifestError, resolve_run
+
+    result = run_tool("echo", EchoConfig, _echo, ["--words", "[a]"])
+    record = result.manifest["final"]
+    assert record["files"] == 1 and record["sizes"].startswith("sha256:") and record["content"].startswith("sha256:")
+    assert resolve_run("artifacts://echo/echo") == result.run_dir
+    words = result.run_dir / "final" / "words.json"
+    words.write_text('["b"]')  # same size: only the content check sees it
+    assert resolve_run("artifacts://echo/echo") == result.run_dir
+    monkeypatch.setenv("LEANLOOP_VERIFY", "full")
+    with pytest.raises(ManifestError, match="contents differ"):
+        resolve_run("artifacts://echo/echo")
+    monkeypatch.delenv("LEANLOOP_VERIFY")
+    words.write_text('["bb"]')
+    with pytest.raises(ManifestError, match=r"final changed since its manifest was written \(files or sizes"):
+        resolve_run("artifacts://echo/echo")
+    with pytest.raises(SystemExit, match="but .*final changed.*--overwrite true"):  # no "already finished" skip
+        run_tool("echo", EchoConfig, _echo, ["--words", "[a]"])
+
+
+@dataclass
+class ReaderConfig:
+    run: str = "reader"
+    source: str = "artifacts://echo/echo"
+
+
+def _reader(config, folder):
+    from leanloop.artifacts import resolve_run
+
+    manifest = Manifest(stage="reader", run=config.run)
+    manifest.add_input("echo", resolve_run(config.source))
+    return manifest
+
+
+def test_an_upstream_run_rebuilt_after_the_fact_is_caught_on_load_and_on_skip(artifacts):
+    from leanloop.artifacts import ManifestError, resolve_run
+
+    run_tool("echo", EchoConfig, _echo, ["--words", "[a]"])
+    assert not run_tool("reader", ReaderConfig, _reader, []).skipped
+    assert run_tool("reader", ReaderConfig, _reader, []).skipped
+    run_tool("echo", EchoConfig, _echo, ["--words", "[b, c]", "--overwrite", "true"])  # replaced upstream
+    with pytest.raises(ManifestError, match=r"input echo \(.*echo/echo\) changed since this run read it"):
+        resolve_run("artifacts://reader/reader")
+    with pytest.raises(SystemExit, match="finished with this config, but input echo"):
+        run_tool("reader", ReaderConfig, _reader, [])
+    assert not run_tool("reader", ReaderConfig, _reader, ["--overwrite", "true"]).skipped
+    assert resolve_run("artifacts://reader/reader")
