@@ -228,8 +228,8 @@ class Manifest:
             "metrics": self.metrics,
             **self.extra,
         }
-        if (folder / FINAL).is_dir():
-            body["final"] = final_record(folder / FINAL, flush=True)
+        if (folder / FINAL).is_dir() and any(p.is_file() for p in (folder / FINAL).rglob("*")):
+            body["final"] = final_record(folder / FINAL, flush=True)  # an empty final/ vouches for nothing
         target = folder / MANIFEST
         tmp = target.with_suffix(".tmp")
         with open(tmp, "w", encoding="utf-8") as handle:

@@ -319,3 +319,46 @@ def test_an_upstream_run_rebuilt_after_the_fact_is_caught_on_load_and_on_skip(ar
         run_tool("reader", ReaderConfig, _reader, [])
     assert not run_tool("reader", ReaderConfig, _reader, ["--overwrite", "true"]).skipped
     assert resolve_run("artifacts://reader/reader")
+
+
+# -- a killed training run resumes exactly ---------------------------------------------------------
+def _pretrain(run, once, *extra):
+    args = ["-m", "pretrain.train", "--config", str(REPO_ROOT / "configs/pretrain/debug.yaml"), "--run", run,
+            "--trainer.max_steps", "8", "--trainer.max_epochs", "-1", "--checkpoint_every_n_steps", "2",
+            "--trainer.deterministic", "true", "--trainer.enable_progress_bar", "false",
+            "--trainer.callbacks+=kill_at_step.KillAt", "--trainer.callbacks.step", "5",
+            "--trainer.callbacks.once", str(once), *extra]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "tests/leanloop")]),
+           "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=600)
+
+
+def _losses(run_dir):
+    import csv
+
+    with open(run_dir / "metrics.csv", newline="") as handle:
+        return {int(r["step"]): float(r["train/loss"]) for r in csv.DictReader(handle) if r.get("train/loss")}
+
+
+def test_a_killed_training_run_resumes_exactly_by_default(artifacts, tmp_path):
+    once = tmp_path / "killed"
+    killed = _pretrain("resume", once)
+    assert killed.returncode == -signal.SIGKILL and once.read_text() == "5"
+    run = artifacts / "pretrain" / "resume"
+    assert (run / "step-000004" / "lightning.ckpt").is_file() and not (run / "manifest.json").exists()
+    resumed = _pretrain("resume", once)  # the same command again: resumes from step-000004
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming the unfinished run" in resumed.stderr and "step-000004" in resumed.stderr
+    assert "not resumable" not in resumed.stderr  # the data order resumes mid-epoch
+    straight = _pretrain("straight", once)  # the same config, never killed
+    assert straight.returncode == 0, straight.stderr[-3000:]
+    a, b = _losses(run), _losses(artifacts / "pretrain" / "straight")
+    assert sorted(a) == sorted(b) == list(range(8))  # every step logged once, none lost to the kill
+    assert all(abs(a[s] - b[s]) < 1e-5 for s in a), (a, b)
+    ours = json.loads((run / "manifest.json").read_text())
+    theirs = json.loads((artifacts / "pretrain" / "straight" / "manifest.json").read_text())
+    assert ours["counts"]["trained_tokens"] == theirs["counts"]["trained_tokens"] > 0  # the whole run counted
+    assert ours["counts"]["global_step"] == 8 and ours["counts"]["resumed_from"].endswith("step-000004/lightning.ckpt")
+    # a rerun that should start over says so
+    again = _pretrain("resume", once, "--restart", "true")
+    assert again.returncode == 0 and "already finished" in again.stderr
