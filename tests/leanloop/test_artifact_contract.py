@@ -362,3 +362,29 @@ def test_a_killed_training_run_resumes_exactly_by_default(artifacts, tmp_path):
     # a rerun that should start over says so
     again = _pretrain("resume", once, "--restart", "true")
     assert again.returncode == 0 and "already finished" in again.stderr
+
+
+def test_a_training_stage_checks_its_arguments_before_any_work(artifacts, tmp_path, capsys):
+    from pretrain.train import run
+
+    debug = str(REPO_ROOT / "configs/pretrain/debug.yaml")
+    with pytest.raises(SystemExit) as exited:
+        run(["--config", debug, "--nope", "1"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.count("\n") == 2 and "unrecognized arguments: --nope" in err
+    assert "make pretrain CONFIG=" in err and "python -m pretrain.train --config" in err and "train.py" not in err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: {base: [\n")
+    with pytest.raises(SystemExit) as exited:
+        run(["--config", str(bad)])
+    assert exited.value.code == 2 and f"config file {bad} is not valid YAML" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="--ckpt_path /nope.ckpt: no such checkpoint file"):
+        run(["--config", debug, "--run", "ck", "--ckpt_path", "/nope.ckpt"])
+    assert not (artifacts / "pretrain" / "ck").exists()
+    holder = _holder(artifacts / "pretrain" / "busy")
+    try:
+        with pytest.raises(RunLockedError, match=f"pid {holder.pid}"):
+            run(["--config", debug, "--run", "busy"])
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
