@@ -349,7 +349,12 @@ def resolve_path(ref: str | os.PathLike) -> Path:
     ``shared://x`` -> ``<shared data>/x``; anything else is a path as given. Checks nothing."""
     text = str(ref)
     if text.startswith(ARTIFACTS_SCHEME):
-        return artifacts_root() / text[len(ARTIFACTS_SCHEME):]
+        rest = text[len(ARTIFACTS_SCHEME):].rstrip("/")
+        parts = rest.split("/")
+        if len(parts) < 2 or any(part in ("", ".", "..") for part in parts):
+            raise RunNameError(f"{ref}: an artifact reference is artifacts://<stage>/<run> (one folder name each)")
+        check_run_name(parts[1], f"run name in {ref}")
+        return artifacts_root() / rest
     return resolve_shared(text)
 
 

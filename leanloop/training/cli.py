@@ -538,8 +538,7 @@ def main(stage: str, module_class: type, datamodule_class: type,
         if result.config is not None and result.manifest is None and result.skipped:
             return 0  # --dry_run printed the resolved config
         done = "skipped (already finished)" if result.skipped else "done"
-        print(f"[{stage}] {done}: outputs in {result.run_dir / FINAL}, manifest {result.run_dir / MANIFEST}",
-              flush=True)
+        print(f"[{stage}] {done}: {result.run_dir} (outputs in {FINAL}/, {MANIFEST})", flush=True)
         return 0
 
     sys.exit(cli_entry(stage_main, prog=f"python -m {stage}.train"))

@@ -15,7 +15,7 @@ import pytest
 
 from cluster.command import CommandError, StageRun
 from leanloop.artifacts import (Manifest, RunLockedError, RunNameError, check_run_name, default_run_name,
-                                run_dir, run_lock)
+                                resolve_path, run_dir, run_lock)
 from leanloop.lean.types import LeanBackend, LeanResponse, ResponseStatus
 from leanloop.paths import REPO_ROOT
 from leanloop.tool import run_tool
@@ -53,6 +53,9 @@ def test_a_run_name_is_one_path_segment(name, artifacts, tmp_path):
         run_tool("echo", EchoConfig, _echo, ["--run", name])
     with pytest.raises(CommandError, match="one folder name"):  # cluster submission and sweeps
         StageRun(stage="pretrain", configs=["configs/pretrain/debug.yaml"], run=name)
+    if name != "a/b":  # artifacts://data/a/b names run a's b (e.g. final)
+        with pytest.raises(RunNameError):  # a reference cannot leave the artifacts folder either
+            resolve_path(f"artifacts://data/{name}")
     assert not artifacts.exists() and not (tmp_path / "x").exists()  # nothing written anywhere
 
 
