@@ -48,7 +48,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from lightning.pytorch.callbacks import Callback, ModelCheckpoint  # noqa: E402
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint, ModelSummary  # noqa: E402
 from lightning.pytorch.cli import LightningCLI  # noqa: E402
 from lightning.pytorch.utilities.model_helpers import is_overridden  # noqa: E402
 
@@ -234,6 +234,10 @@ class StageCLI(LightningCLI):
         callbacks.append(LastValidation())  # run_stage validates the final weights if it did not
         self.resume_state = ResumeState()
         callbacks.append(self.resume_state)
+        configured = self._get(self.config_init, "trainer", default={})
+        if configured.get("enable_model_summary", True) is not False and \
+                not any(isinstance(c, ModelSummary) for c in callbacks):
+            callbacks.append(OneLineSummary())
         if config.checkpoint_every_n_steps:
             # "step-{step:06d}/lightning" -> <run>/step-000100/lightning.ckpt (one folder per step
             # is the artifact layout; Lightning creates it)
@@ -245,6 +249,20 @@ class StageCLI(LightningCLI):
             ))
         trainer_config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
         return self._instantiate_trainer(trainer_config, callbacks)
+
+
+class OneLineSummary(ModelSummary):
+    """The model in one line (Lightning's table is a dozen, with a FLOPs count of 0 when none was
+    measured)."""
+
+    @staticmethod
+    def summarize(summary_data: list, total_parameters: int, trainable_parameters: int, model_size: float,
+                  total_training_modes: dict, total_flops: int = 0, **kwargs: Any) -> None:
+        from lightning.pytorch.utilities.model_summary import get_human_readable_count
+
+        types = [t for name, column in summary_data if name == "Type" for t in column]
+        print(f"model: {', '.join(types) or '?'}, {get_human_readable_count(total_parameters)} parameters "
+              f"({get_human_readable_count(trainable_parameters)} trainable), {model_size:.1f} MB", file=sys.stderr)
 
 
 def _is_global_zero() -> bool:
@@ -335,6 +353,10 @@ def _quiet_startup() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=r".*is deprecated.*", category=DeprecationWarning)
     warnings.filterwarnings("ignore", message=r".*srun. command is available on your system but is not used.*")
+    # Lightning's own use of a torch API it deprecated, once per run
+    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
+    # the run folder holds config.yaml (and, resumed, its checkpoints) before the first checkpoint
+    warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
 
 
 def _steps_bar(base: type) -> type:

@@ -362,6 +362,8 @@ def test_a_killed_training_run_resumes_exactly_by_default(artifacts, tmp_path):
     theirs = json.loads((artifacts / "pretrain" / "straight" / "manifest.json").read_text())
     assert ours["counts"]["trained_tokens"] == theirs["counts"]["trained_tokens"] > 0  # the whole run counted
     assert ours["counts"]["global_step"] == 8 and ours["counts"]["resumed_from"].endswith("step-000004/lightning.ckpt")
+    assert (run / "loss.png").is_file() and "![loss curves](loss.png)" in (run / "report.md").read_text()
+    assert resumed.stdout.strip().splitlines()[-1] == f"[pretrain] done: {run} (outputs in final/, manifest.json)"
     # a rerun that should start over says so
     again = _pretrain("resume", once, "--restart", "true")
     assert again.returncode == 0 and "already finished" in again.stderr
