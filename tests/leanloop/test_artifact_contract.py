@@ -221,6 +221,9 @@ def test_command_line_mistakes_are_one_line_and_exit_2(artifacts, tmp_path):
     _one_line(_data(["--config", DATA_DEBUG, "--run", "../../x"]), "run name '../../x' is not allowed")
     _one_line(_data(["--config", DATA_DEBUG, "--run", "s"], LEANLOOP_SHARED_DATA=str(tmp_path / "none")),
               "shared data folder not found", "LEANLOOP_SHARED_DATA")
+    missing = tmp_path / "missing_source.yaml"
+    missing.write_text(json.dumps({"sources": [{"path": str(tmp_path / "nope.jsonl"), "name": "n"}]}))
+    _one_line(_data(["--config", DATA_DEBUG, "--config", str(missing), "--run", "m"]), "nope.jsonl not found")
     assert not artifacts.exists()  # no half-made run folder from any of them
     debug = _data(["--config", DATA_DEBUG, "--profile", "nope"], LEANLOOP_DEBUG="1")
     assert debug.returncode != 0 and "Traceback" in debug.stderr
