@@ -54,7 +54,7 @@ from lightning.pytorch.utilities.model_helpers import is_overridden  # noqa: E40
 
 from leanloop.artifacts import FINAL, MAKE_TARGETS, MANIFEST, Manifest, RunNameError, default_run_name, run_dir, run_lock  # noqa: E402
 from leanloop.tool import (CONFIG_FILE, ConfigFileError, ShortErrors, add_verify_argument, check_config_files,  # noqa: E402
-                           cli_entry, comparable_config, finished_with_same_config, set_verify_mode, start_run)
+                           changed_keys, cli_entry, comparable_config, finished_with_same_config, set_verify_mode, start_run)
 from leanloop.training.resume import (ResumeState, checkpoint_step, last_checkpoint, resumable,  # noqa: E402
                                      trim_metrics)
 
@@ -214,7 +214,7 @@ class StageCLI(LightningCLI):
                   "(pass --restart true to start it over)", file=sys.stderr)
             return str(last)
         if _is_global_zero():
-            why = "--restart true" if same else "its config changed"
+            why = "--restart true" if same else f"its config changed: {', '.join(changed_keys(previous, resolved)[:8])}"
             print(f"[{self.stage}] starting {self.run_dir} over ({why}): removing its checkpoints", file=sys.stderr)
             for folder in self.run_dir.glob("step-*"):
                 shutil.rmtree(folder, ignore_errors=True)
