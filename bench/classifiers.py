@@ -15,14 +15,13 @@ slows every number alike (the ratios are the comparable part).
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import os
 import time
 from pathlib import Path
 
 import torch
 
+from leanloop.jsonl import read_jsonl
 from leanloop.paths import artifacts_root, shared_data_dir
 
 SCORE_TOLERANCE = 1e-4  # float32 sums in a different order (padded vs unpadded rows)
@@ -31,9 +30,7 @@ DEFAULT_RUNS = {"encoder": "classifiers/encoder_default", "onetoken": "classifie
 
 def real_programs(n: int) -> list[str]:
     path = shared_data_dir() / "candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz"
-    with gzip.open(path, "rt", encoding="utf-8") as handle:
-        programs = [json.loads(line)["code"] for line in handle]
-    return programs[:n]
+    return [row["code"] for row in read_jsonl(path, limit=n)]
 
 
 def default_config(kind: str) -> tuple[dict, int, str]:

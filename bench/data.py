@@ -13,13 +13,12 @@ Measured in one run on the shipped real candidates (RL-Lean + Kimina-Prover, 2,4
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import os
 import tempfile
 import time
 from pathlib import Path
 
+from leanloop.jsonl import read_jsonl
 from leanloop.paths import REPO_ROOT, shared_data_dir
 
 PRECHECK_TARGET = 5_000.0  # programs/s on one core
@@ -29,12 +28,10 @@ SEED_LEAN_RATE = 0.8  # programs/s, the seed's 64-worker pool
 def shipped_programs(shared: Path) -> list[tuple[str, str]]:
     """(name, program) of every shipped candidate."""
     programs = []
-    with gzip.open(shared / "candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz", "rt") as handle:
-        programs += [(r["name"], r["code"]) for r in map(json.loads, handle)]
+    programs += [(r["name"], r["code"]) for r in read_jsonl(shared / "candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz")]
     for file, key in (("kimina_prover_preview_minif2f_test_solved.jsonl", "correct_proof"),
                       ("kimina_prover_72b_minif2f_test_solved_0710_additional.jsonl", "lean_file")):
-        with open(shared / "candidates" / file, encoding="utf-8") as handle:
-            programs += [(r["name"], r[key]) for r in map(json.loads, handle)]
+        programs += [(r["name"], r[key]) for r in read_jsonl(shared / "candidates" / file)]
     return programs
 
 

@@ -34,6 +34,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from leanloop.jsonl import read_jsonl
 from leanloop.paths import REPO_ROOT, artifacts_root, shared_data_dir
 
 SEED_LEAN_S, SEED_HYBRID_S, SEED_STEP_REDUCTION = 420.0, 90.0, 0.31
@@ -89,8 +90,8 @@ def measure_evaluator(config: BenchConfig) -> dict:
                   "same architecture instead", file=sys.stderr)
     evaluator, info = build_evaluator(EvaluatorConfig(kind=kind, path=config.evaluator if kind == "classifier" else None,
                                                       device="cpu"))
-    with gzip.open(shared_data_dir() / "candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz", "rt") as fh:
-        programs = [json.loads(line)["code"] for _, line in zip(range(config.latency_programs), fh)]
+    programs = [row["code"] for row in read_jsonl(shared_data_dir() / "candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz",
+                                                  limit=config.latency_programs)]
     evaluator.score(programs[:4])  # warm-up
     wall, cpu = time.perf_counter(), time.process_time()
     evaluator.score(programs)
@@ -146,7 +147,7 @@ def ours_step(config: BenchConfig, root: Path) -> dict:
             "--trainer.max_steps", str(n), "--trainer.enable_progress_bar", "false", "--log.csv", "false"]
     os.environ["LEANLOOP_ARTIFACTS"] = str(root)
     result = run(args)
-    steps = [json.loads(line) for line in (result.run_dir / "steps.jsonl").read_text().splitlines()][config.warmup:]
+    steps = list(read_jsonl(result.run_dir / "steps.jsonl"))[config.warmup:]
     return {"wall_s": [s["time/step_s"] for s in steps], "cpu_s": [s["time/step_cpu_s"] for s in steps],
             "rollouts": G * config.problems, "reward_mean": statistics.fmean(s["train/reward"] for s in steps)}
 

@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     trees = _trees()
     env = ReplayEnv.from_run(trees)
-    names = list(pd.read_parquet(trees / "test.parquet")["name"][: args.theorems])
+    names = list(pd.read_parquet(trees / "final" / "test.parquet")["name"][: args.theorems])
     config = SearchConfig(simulations=args.budget, samples_per_expansion=args.samples)
 
     env.calls = 0

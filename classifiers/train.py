@@ -61,4 +61,6 @@ def write_run_report(result):
 
 
 if __name__ == "__main__":
-    run()
+    from leanloop.tool import cli_entry
+
+    raise SystemExit(cli_entry(run, prog="python -m classifiers.train"))

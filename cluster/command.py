@@ -137,6 +137,10 @@ class StageRun:
     def __post_init__(self) -> None:
         if not self.configs:
             raise CommandError(f"stage {self.stage!r} run {self.run!r} has no config file")
+        try:
+            artifacts.check_run_name(self.run)
+        except artifacts.RunNameError as error:
+            raise CommandError(str(error)) from None
         for key in self.overrides:
             check_override_key(key)
         # the command runs in the repository root: keep paths that work from there as written

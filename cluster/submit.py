@@ -142,6 +142,12 @@ def failure_line(error: BaseException, log: Path | None = None) -> str:
             # frames are indented below "Traceback"; the exception line is back at its indentation
             for later in lines[index + 1:]:
                 if later.strip() and len(later) - len(later.lstrip()) <= indent:
+                    if "exited with status 2;" in later:
+                        # a user's mistake: the stage printed one line (leanloop.tool.cli_entry), the
+                        # last before the job wrapper's traceback
+                        said = [x.strip() for x in lines[:index] if x.strip() and not x.startswith(("submitit ", "running:"))]
+                        if said:
+                            return said[-1]
                     return later.strip()
     first = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
     return first or type(error).__name__
@@ -310,4 +316,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from leanloop.tool import cli_entry
+
+    raise SystemExit(cli_entry(main, prog="python -m cluster.submit"))

@@ -416,4 +416,6 @@ def failure_status(statuses: list[RunStatus], prefix: str = "", noun: str = "run
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from leanloop.tool import cli_entry
+
+    raise SystemExit(cli_entry(main, prog="python -m cluster.sweep"))

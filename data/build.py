@@ -26,17 +26,17 @@ from typing import Any, Callable
 
 from data.config import DataConfig
 from data.corpus import SPLITS, split_of, write_corpus
-from data.journal import JOURNAL, Journal, JournalMismatch, outcome_to_dict
+from data.journal import JOURNAL, Journal, JournalMismatch
 from leanloop.lean.policy import BENCHMARK_HEADER, AcceptancePolicy
 from data.reconcile import format_reconciliation, reconcile
 from data.shard import record as shard_record, select as select_shard
 from data.sources import CandidateSet, load_candidates
 from leanloop.lean.backends import make_backend
 from leanloop.lean.types import Category, LeanBackend, LeanResponse, Outcome, VerifyRequest
-from leanloop.artifacts import Manifest, content_hash
+from leanloop.artifacts import Manifest, content_hash, run_dir as artifact_run_dir, run_lock
 from leanloop.paths import artifacts_root, resolve_shared
 from leanloop.sharding import Shard, ShardSpecError, shard_run
-from leanloop.tool import parse_config as parse_tool_config, run_parsed_tool, start_run
+from leanloop.tool import cli_entry, parse_config as parse_tool_config, run_parsed_tool, start_run
 
 STAGE = "data"
 
@@ -56,6 +56,46 @@ class VersionTap(LeanBackend):
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+class BuildRefused(ValueError):
+    """The config cannot give a meaningful corpus (checked before any work): the user's to fix."""
+
+
+class BuildFailed(RuntimeError):
+    """The build ran but its result is not a corpus to hand on (empty, mostly infrastructure failures)."""
+
+
+def check_config(config: DataConfig) -> None:
+    """What can be refused before reading or verifying anything."""
+    fractions = {k: getattr(config.splits, k) for k in ("train", "valid", "test")}
+    if min(fractions.values()) < 0 or abs(sum(fractions.values()) - 1.0) > 1e-6:
+        given = ", ".join(f"splits.{k}={v}" for k, v in fractions.items())
+        raise BuildRefused(f"split fractions must be >= 0 and sum to 1, got {given} "
+                           f"(sum {sum(fractions.values()):g}); fix them in the config or with --splits.<name>")
+    if not 0.0 <= config.min_eligible_share <= 1.0:
+        raise BuildRefused(f"min_eligible_share must be in [0, 1], got {config.min_eligible_share}")
+
+
+def check_result(config: DataConfig, items: CandidateSet, done: dict[str, tuple[Outcome, str | None]], *,
+                 part_of: CandidateSet | None = None) -> None:
+    """Fail closed: no corpus (and no manifest) from an empty input or a build Lean did not answer.
+    ``part_of``: the whole input when ``items`` is one shard of it (a shard of a non-empty input may
+    hold nothing)."""
+    if not items.candidates:
+        if part_of is not None and part_of is not items and part_of.candidates:
+            return
+        rows = sum(c["rows"] for c in items.per_source.values())
+        what = "no rows" if not rows else f"{rows} rows and every one is an input error"
+        raise BuildFailed(f"the sources hold {what}: no candidate program to verify "
+                          f"({', '.join(s.path for s in config.sources)}); nothing was written")
+    infra = sum(done[c.id][0].category is Category.INFRA_ERROR for c in items.candidates)
+    share = 1 - infra / len(items.candidates)
+    if share < config.min_eligible_share:
+        raise BuildFailed(f"{infra} of {len(items.candidates)} programs got infra_error (Lean or its backend "
+                          f"failed), leaving {share:.0%} < min_eligible_share {config.min_eligible_share:g}; "
+                          f"no corpus written. Fix the backend ({config.backend.kind}) and rerun: the journal "
+                          "keeps the verdicts and retries only the failures")
 
 
 @dataclass
@@ -121,7 +161,7 @@ def _rows(items: CandidateSet, done: dict[str, tuple[Outcome, str | None]], conf
             trace_stats.setdefault("first_failure", f"{c.id}: {type(exc).__name__}: {exc}")  # type: ignore[arg-type]
         if kind:
             trace_stats[kind] += 1
-        row = outcome_to_dict(outcome)
+        row = outcome.to_dict()
         rows.append({
             "id": c.id, "program": c.program, "name": c.name, "split": split_of(c.name, config.splits),
             "category": row["category"], "label": corpus_label(outcome.category), "first_error": row["first_error"],
@@ -238,11 +278,14 @@ def build(config: DataConfig, *, backend: LeanBackend | None = None, progress: b
     (leanloop.tool's contract); ``python -m data.build`` also skips a run finished with this config."""
     import yaml
 
+    check_config(config)
+    artifact_run_dir(STAGE, config.run)  # the parent run's name is checked even for a shard
     run_dir = artifacts_root() / STAGE / shard_run(config.run, Shard.parse(config.shard))
-    start_run(run_dir, resolved or yaml.safe_dump(asdict(config), sort_keys=False, allow_unicode=True),
-              clear_final=False)  # final/ is replaced atomically by write_corpus
-    result, manifest = _build(config, run_dir, backend=backend, progress=progress, on_item=on_item)
-    manifest.write(run_dir)
+    with run_lock(run_dir):
+        start_run(run_dir, resolved or yaml.safe_dump(asdict(config), sort_keys=False, allow_unicode=True),
+                  clear_final=False)  # final/ is replaced atomically by write_corpus
+        result, manifest = _build(config, run_dir, backend=backend, progress=progress, on_item=on_item)
+        manifest.write(run_dir)
     if not quiet:
         print(summary(result))
     return result
@@ -252,10 +295,14 @@ def _build(config: DataConfig, run_dir: Path, *, backend: LeanBackend | None = N
            on_item: Callable[[str, Outcome], None] | None = None) -> tuple[BuildResult, Manifest]:
     started = time.perf_counter()
     header = config.header if config.header is not None else BENCHMARK_HEADER
-    items = select_shard(load_candidates(config, header), Shard.parse(config.shard))
+    loaded = load_candidates(config, header)
+    items = select_shard(loaded, Shard.parse(config.shard))
+    if not items.candidates:
+        check_result(config, items, {}, part_of=loaded)
     journal = Journal(run_dir / JOURNAL, fingerprint(config, header))
     done, verified_now, backend_name = verify(config, items, journal, backend=backend, progress=progress,
                                               on_item=on_item)
+    check_result(config, items, done, part_of=loaded)
     resumed = len(items.candidates) - verified_now
 
     trace_stats: Counter = Counter()
@@ -327,6 +374,11 @@ def main(argv: list[str] | None = None) -> int:
         print("data.build: the config names no sources (e.g. --config configs/data/default.yaml)", file=sys.stderr)
         return 2
 
+    try:
+        check_config(config)
+    except BuildRefused as exc:
+        print(f"data.build: {exc}", file=sys.stderr)
+        return 2
     if config.overwrite:  # replacing a run replaces its journal too (it holds the old config's verdicts)
         config.fresh = True
 
@@ -346,10 +398,13 @@ def main(argv: list[str] | None = None) -> int:
     except JournalMismatch as exc:  # a user decision, not a crash: one line, and how to proceed
         print(f"data.build: {exc}", file=sys.stderr)
         return 2
+    except BuildFailed as exc:
+        print(f"data.build: {exc}", file=sys.stderr)
+        return 1
     if outcome.value is not None:
         print(summary(outcome.value))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli_entry(main, prog="python -m data.build"))

@@ -87,3 +87,7 @@ class DataConfig:
     shard: str | None = None
     """``I/N``: build only shard I of N (a stable hash of each program's dedup key picks its shard)
     as the run ``<run>/shards/<I>-of-<N>/``; ``python -m data.merge`` merges the N into ``<run>``."""
+    min_eligible_share: float = 0.5
+    """Fail the build (non-zero exit, no manifest; the journal is kept for a resume) when fewer than
+    this share of the distinct programs got an outcome other than an infrastructure failure
+    (``infra_error``): a build whose Lean was missing or broken must not look finished."""

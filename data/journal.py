@@ -4,7 +4,8 @@ One JSON line per finished item (``{"id", "outcome", "lean_version"}``), flushed
 item finishes, so a build killed at any point loses at most the items still in flight. The first
 line fingerprints everything that decides an outcome (profile, backend, timeout, headers,
 statement files): resuming with a different configuration is refused rather than mixing verdicts.
-A torn last line (the process died mid-write) is cut off before appending.
+A torn last line (the process died mid-write) is cut off before appending. An infrastructure
+failure is journaled but not final: a resume verifies that item again.
 """
 
 from __future__ import annotations
@@ -14,37 +15,21 @@ import os
 from pathlib import Path
 from typing import Any
 
-from leanloop.lean.types import Category, LeanMessage, Outcome, Position, TacticRecord
+from leanloop.jsonl import JsonlError, read_appended
+from leanloop.lean.types import Category, LeanMessage, Outcome, TacticRecord
 
 JOURNAL = "journal.jsonl"
+# the infrastructure failed, Lean gave no verdict: journaled (the record of what happened) but
+# never final, so a resumed build asks again
+NOT_FINAL = frozenset({Category.INFRA_ERROR})
 
 
 class JournalMismatch(RuntimeError):
     pass
 
 
-def _position(pos: Position | None) -> dict[str, int] | None:
-    return None if pos is None else {"line": pos.line, "column": pos.column}
-
-
-def outcome_to_dict(outcome: Outcome) -> dict[str, Any]:
-    """``Outcome.to_dict`` without ``dataclasses.asdict`` (which is ~10x slower on message lists;
-    the build serializes every message twice). Same keys and shapes."""
-    return {
-        "category": outcome.category.value,
-        "label": outcome.label,
-        "first_error": outcome.first_error,
-        "reasons": list(outcome.reasons),
-        "messages": [{"severity": m.severity, "data": m.data, "pos": _position(m.pos), "end_pos": _position(m.end_pos)}
-                     for m in outcome.messages],
-        "tactics": [{"tactic": t.tactic, "goals": t.goals, "pos": _position(t.pos), "end_pos": _position(t.end_pos)}
-                    for t in outcome.tactics],
-        "time_s": outcome.time_s,
-        "backend": outcome.backend,
-    }
-
-
 def outcome_from_dict(row: dict[str, Any]) -> Outcome:
+    """The inverse of ``Outcome.to_dict`` (only journals read outcomes back)."""
     return Outcome(
         category=Category(row["category"]),
         messages=[LeanMessage.from_dict(m) for m in row.get("messages", [])],
@@ -69,18 +54,11 @@ class Journal:
         if not self.path.exists():
             return {}
         done: dict[str, tuple[Outcome, str | None]] = {}
-        data = self.path.read_bytes()
-        complete = data[: data.rfind(b"\n") + 1]  # drop a torn last line
-        if len(complete) != len(data):
-            with open(self.path, "r+b") as handle:
-                handle.truncate(len(complete))
         try:
-            lines = complete.decode("utf-8").splitlines()
-            rows = [json.loads(line) for line in lines]
-        except ValueError as exc:  # not UTF-8 / not JSON: damaged outside a torn last line
-            raise JournalMismatch(f"{self.path} is damaged ({type(exc).__name__}: {exc}); its verdicts cannot be "
-                                  "trusted. Use a new run name (--run NAME) or discard them and start over "
-                                  "(--fresh true).") from exc
+            rows, _ = read_appended(self.path, cut_torn=True)
+        except JsonlError as exc:  # damaged outside a torn last line
+            raise JournalMismatch(f"{self.path} is damaged ({exc}); its verdicts cannot be trusted. Use a new run "
+                                  "name (--run NAME) or discard them and start over (--fresh true).") from None
         if rows:
             head = rows[0]
             if not isinstance(head, dict) or head.get("fingerprint") != self.fingerprint:
@@ -89,7 +67,9 @@ class Journal:
                     "timeout, header or statements changed); resuming would mix verdicts. Use a new run name "
                     "(--run NAME) or discard the earlier verdicts and start over (--fresh true).")
         for row in rows[1:]:
-            done[row["id"]] = (outcome_from_dict(row["outcome"]), row.get("lean_version"))
+            outcome = outcome_from_dict(row["outcome"])
+            if outcome.category not in NOT_FINAL:
+                done[row["id"]] = (outcome, row.get("lean_version"))
         return done
 
     def append(self, item_id: str, outcome: Outcome, lean_version: str | None) -> None:
@@ -99,7 +79,7 @@ class Journal:
             self._handle = open(self.path, "a", encoding="utf-8")
             if new:
                 self._handle.write(json.dumps({"journal": 1, "fingerprint": self.fingerprint}) + "\n")
-        self._handle.write(json.dumps({"id": item_id, "outcome": outcome_to_dict(outcome), "lean_version": lean_version},
+        self._handle.write(json.dumps({"id": item_id, "outcome": outcome.to_dict(), "lean_version": lean_version},
                                       ensure_ascii=False) + "\n")
         self._handle.flush()  # survives the process being killed (the OS keeps the written data)
 

@@ -18,8 +18,12 @@ import json
 import os
 import platform
 import re
+import shutil
+import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from collections.abc import Iterable
@@ -44,6 +48,10 @@ class ManifestError(RuntimeError):
 
 class ArtifactNotFoundError(ManifestError, FileNotFoundError):
     """A reference names a run folder that does not exist at all (its stage never ran)."""
+
+
+class RunLockedError(ManifestError):
+    """Another process is writing the run folder."""
 
 
 # make targets whose name is not the stage's (the others are the stage name, '_' -> '-')
@@ -96,8 +104,26 @@ def describe_input(path: str | os.PathLike) -> dict[str, str]:
     return {"path": str(path), "hash": content_hash(target)}
 
 
+class RunNameError(ValueError):
+    """A run name that is not one path segment (it would write outside ``artifacts/<stage>/``)."""
+
+
+# one path segment; '+' joins config stems in default names and '=' writes sweep values (lr=0.001)
+_RUN_NAME = re.compile(r"[A-Za-z0-9._+=-]{1,200}")
+
+
+def check_run_name(name: Any, what: str = "run name") -> str:
+    """``name`` if it is one path segment of letters, digits and ``. _ - + =`` (not ``.`` or ``..``);
+    else :class:`RunNameError`. Every place that names a run folder goes through this."""
+    if not isinstance(name, str) or not _RUN_NAME.fullmatch(name) or name in (".", ".."):
+        raise RunNameError(f"{what} {name!r} is not allowed: a run name is one folder name of letters, digits, "
+                           "'.', '_', '-', '+' or '=' (not '.' or '..', no '/'), e.g. --run my_run")
+    return name
+
+
 def run_dir(stage: str, run: str, root: str | os.PathLike | None = None) -> Path:
-    return Path(root) if root is not None else artifacts_root() / stage / run
+    """``<artifacts root>/<stage>/<run>`` (the run name checked), or ``root`` when given."""
+    return Path(root) if root is not None else artifacts_root() / stage / check_run_name(run)
 
 
 def default_run_name(config_files: Iterable[Any]) -> str:
@@ -109,7 +135,66 @@ def default_run_name(config_files: Iterable[Any]) -> str:
     stems = [Path(str(getattr(f, "relative", f))).stem for f in (config_files or [])]
     if not stems:
         raise ValueError("name the run: pass --config configs/<stage>/X.yaml or --run NAME")
-    return "+".join(dict.fromkeys(stems))
+    return check_run_name("+".join(dict.fromkeys(stems)), "run name (from the config file names)")
+
+
+LOCK = ".lock"
+LOCK_HOLDER = ".lock.holder"
+# what a run folder holds before its first result: removed again when the run fails that early
+SCAFFOLDING = frozenset({LOCK, LOCK_HOLDER, "config.yaml", "hparams.yaml", "wandb"})
+
+
+@contextmanager
+def run_lock(folder: str | os.PathLike) -> Iterator[Path]:
+    """Hold the run folder's exclusive lock (one writer per run). A second writer fails at once with
+    :class:`RunLockedError` naming the holder's PID and host; the lock is the OS's (``flock``), so a
+    holder that died (killed, crashed) left nothing held and its lock is simply taken. A folder this
+    call created is removed again when the body fails before writing anything beyond
+    :data:`SCAFFOLDING` (no half-made run)."""
+    from filelock import FileLock, Timeout
+
+    folder = Path(folder)
+    created = not folder.exists()
+    top = folder  # the outermost folder this call creates
+    while not top.parent.exists():
+        top = top.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ManifestError(f"cannot create the run folder {folder}: {error.strerror or error} "
+                            "(is the artifacts folder writable? LEANLOOP_ARTIFACTS moves it)") from None
+    lock = FileLock(str(folder / LOCK), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise RunLockedError(f"{folder} is being written by another process ({_holder(folder)}); wait for it to "
+                             "finish, or choose another --run NAME") from None
+    except OSError as error:
+        raise ManifestError(f"cannot lock the run folder {folder}: {error.strerror or error} "
+                            "(is the artifacts folder writable?)") from None
+    try:
+        (folder / LOCK_HOLDER).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                                      "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
+        yield folder
+    except BaseException:
+        if created and folder.is_dir() and {p.name for p in folder.iterdir()} <= SCAFFOLDING:
+            shutil.rmtree(folder, ignore_errors=True)
+            for parent in folder.parents:
+                if parent == top.parent or any(parent.iterdir()):
+                    break
+                parent.rmdir()
+        raise
+    finally:
+        (folder / LOCK_HOLDER).unlink(missing_ok=True)
+        lock.release()
+
+
+def _holder(folder: Path) -> str:
+    try:
+        holder = json.loads((folder / LOCK_HOLDER).read_text())
+        return f"pid {holder['pid']} on host {holder['host']}, since {holder['since']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "holder unknown"
 
 
 @dataclass
@@ -143,11 +228,98 @@ class Manifest:
             "metrics": self.metrics,
             **self.extra,
         }
+        if (folder / FINAL).is_dir() and any(p.is_file() for p in (folder / FINAL).rglob("*")):
+            body["final"] = final_record(folder / FINAL, flush=True)  # an empty final/ vouches for nothing
         target = folder / MANIFEST
         tmp = target.with_suffix(".tmp")
-        tmp.write_text(json.dumps(body, indent=2, sort_keys=False, default=str) + "\n")
-        os.replace(tmp, target)  # a manifest exists only for a finished run
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(body, indent=2, sort_keys=False, default=str) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)  # a manifest exists only for a finished run, after its final/ is on disk
+        _fsync_folder(folder)
         return target
+
+
+def _fsync_folder(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems cannot sync a directory
+    finally:
+        os.close(fd)
+
+
+def _sizes(final: Path) -> tuple[list[Path], str]:
+    files = sorted(p for p in final.rglob("*") if p.is_file())
+    listing = [[str(p.relative_to(final)), p.stat().st_size] for p in files]
+    return files, "sha256:" + hashlib.sha256(json.dumps(listing).encode()).hexdigest()
+
+
+def final_record(final: str | os.PathLike, *, flush: bool = False) -> dict[str, Any]:
+    """What the manifest records of its run's ``final/``: file count, bytes, a hash of the
+    (name, size) list (the fast check) and of the contents (``--verify full``). ``flush`` syncs every
+    file to disk first, so a manifest never vouches for outputs still in the page cache."""
+    final = Path(final)
+    files, sizes = _sizes(final)
+    if flush:
+        for file in files:
+            with open(file, "rb") as handle:
+                os.fsync(handle.fileno())
+        _fsync_folder(final)
+    return {"files": len(files), "bytes": sum(f.stat().st_size for f in files), "sizes": sizes,
+            "content": content_hash(final) if files else None}
+
+
+def verify_mode() -> str:
+    """How much a loaded run is checked: ``fast`` (final/'s names and sizes, input manifests) or
+    ``full`` (contents too, and every input file); ``--verify full`` / ``LEANLOOP_VERIFY=full``."""
+    mode = os.environ.get("LEANLOOP_VERIFY", "fast") or "fast"
+    if mode not in ("fast", "full"):
+        raise ManifestError(f"LEANLOOP_VERIFY={mode!r}: use fast or full")
+    return mode
+
+
+# an input file larger than this is re-hashed only with --verify full
+FAST_INPUT_BYTES = 64 << 20
+
+
+def run_problems(folder: str | os.PathLike, manifest: dict[str, Any], mode: str | None = None) -> list[str]:
+    """Why a finished run's manifest no longer vouches for it: its ``final/`` changed since the
+    manifest was written, or an input it recorded changed (an upstream run rebuilt or edited). An
+    input that no longer exists is checked only in ``full`` mode (paths move with checkouts)."""
+    folder, mode = Path(folder), mode or verify_mode()
+    problems = []
+    record = manifest.get("final")
+    if isinstance(record, dict):
+        final = folder / FINAL
+        if not final.is_dir():
+            problems.append(f"{final} is missing")
+        elif _sizes(final)[1] != record.get("sizes"):
+            problems.append(f"{final} changed since its manifest was written (files or sizes differ)")
+        elif mode == "full" and record.get("content") and content_hash(final) != record["content"]:
+            problems.append(f"{final} changed since its manifest was written (contents differ)")
+    for role, entry in (manifest.get("inputs") or {}).items():
+        if not isinstance(entry, dict) or not entry.get("path") or not entry.get("hash"):
+            continue
+        path = Path(entry["path"])
+        target = path / MANIFEST if (path / MANIFEST).is_file() else path
+        if not target.exists():
+            if mode == "full":
+                problems.append(f"input {role} ({path}) no longer exists")
+            continue
+        if mode != "full" and (target.is_dir() or target.stat().st_size > FAST_INPUT_BYTES):
+            continue
+        try:
+            if content_hash(target) != entry["hash"]:
+                problems.append(f"input {role} ({path}) changed since this run read it")
+        except ManifestError:
+            problems.append(f"input {role} ({path}) is empty now")
+    return problems
 
 
 def read_manifest(folder: str | os.PathLike, stage: str | None = None) -> dict[str, Any]:
@@ -159,7 +331,13 @@ def read_manifest(folder: str | os.PathLike, stage: str | None = None) -> dict[s
             f"{folder} has no {MANIFEST}: the run that should produce it did not finish "
             "(run its make target first, or point the config at a finished run)"
         )
-    manifest = json.loads(path.read_text())
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as error:
+        raise ManifestError(f"{path} cannot be read ({type(error).__name__}: {error}): the run's manifest is "
+                            "damaged; rerun that run (--overwrite true)") from None
+    if not isinstance(manifest, dict):
+        raise ManifestError(f"{path} is not a manifest (a JSON object); rerun that run (--overwrite true)")
     if stage is not None and manifest.get("stage") != stage:
         raise ManifestError(f"{folder} is a '{manifest.get('stage')}' artifact, expected '{stage}'")
     return manifest
@@ -171,7 +349,12 @@ def resolve_path(ref: str | os.PathLike) -> Path:
     ``shared://x`` -> ``<shared data>/x``; anything else is a path as given. Checks nothing."""
     text = str(ref)
     if text.startswith(ARTIFACTS_SCHEME):
-        return artifacts_root() / text[len(ARTIFACTS_SCHEME):]
+        rest = text[len(ARTIFACTS_SCHEME):].rstrip("/")
+        parts = rest.split("/")
+        if len(parts) < 2 or any(part in ("", ".", "..") for part in parts):
+            raise RunNameError(f"{ref}: an artifact reference is artifacts://<stage>/<run> (one folder name each)")
+        check_run_name(parts[1], f"run name in {ref}")
+        return artifacts_root() / rest
     return resolve_shared(text)
 
 
@@ -241,7 +424,11 @@ def resolve_artifact(ref: str | os.PathLike, stage: str | None = None, *, requir
         raise ArtifactNotFoundError(f"{ref} -> {run} does not exist: run the stage that makes it first{hint}, "
                                     "or point the config at a finished run")
     if run is not None:
-        return Artifact(outputs=run / FINAL, run=run, manifest=read_manifest(run, stage=stage))
+        manifest = read_manifest(run, stage=stage)
+        problems = run_problems(run, manifest)
+        if problems:
+            raise ManifestError(f"{ref}: {'; '.join(problems)}. Rerun that run (--overwrite true) or name another")
+        return Artifact(outputs=run / FINAL, run=run, manifest=manifest)
     folder = resolve_path(text)
     what = f"a finished {stage} run (artifacts://{stage}/<run>)" if stage else "a finished run (artifacts://<stage>/<run>)"
     if require_run:

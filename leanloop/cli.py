@@ -33,7 +33,16 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """``argv=None`` is the console script: a user's mistake is one line and exit 2 (``leanloop.tool.cli_entry``)."""
+    if argv is None:
+        from leanloop.tool import cli_entry
+
+        return cli_entry(dispatch, list(sys.argv[1:]), prog="leanloop")
+    return dispatch(argv)
+
+
+def dispatch(argv: list[str]) -> int:
+    argv = list(argv)
     command = argv[0] if argv and not argv[0].startswith("-") else None
     parser = build_parser(command)
     args = parser.parse_args(argv)

@@ -3,7 +3,8 @@
 ``read_jsonl(path)`` yields the objects of a file (blank lines skipped); ``numbered_jsonl(path)``
 yields ``(line number, object)`` for readers that report bad rows themselves; ``write_jsonl(path,
 rows)`` writes atomically (a reader never sees half a file); ``append_jsonl(handle, row)`` adds one
-line to an open journal-style file and flushes it.
+line to an open journal-style file and flushes it; ``read_appended(path)`` reads such a file back
+after a kill (a torn last line is dropped, and cut off with ``cut_torn``).
 """
 
 from __future__ import annotations
@@ -53,6 +54,31 @@ def read_jsonl(path: str | os.PathLike, limit: int | None = None) -> Iterator[An
         yield row
 
 
+def read_appended(path: str | os.PathLike, *, cut_torn: bool = False) -> tuple[list[Any], bool]:
+    """The rows of an append-only JSONL file whose writer may have been killed mid-line, and whether
+    such a torn last line was found. Every finished row ends in a newline, so only the bytes after the
+    last one can be torn: they are dropped (``cut_torn`` also truncates the file there, so the next
+    append starts a clean line). A bad line before them is damage, not a kill: :class:`JsonlError`
+    naming the file and line."""
+    path = Path(path)
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    torn = bool(data[end:].strip())
+    if cut_torn and end != len(data):
+        with open(path, "r+b") as handle:
+            handle.truncate(end)
+    rows = []
+    for number, line in enumerate(data[:end].split(b"\n")[:-1], 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except ValueError as error:  # not JSON, or not UTF-8
+            reason = error.msg if isinstance(error, json.JSONDecodeError) else "not UTF-8"
+            raise JsonlError(f"{path}:{number}: not JSON ({reason})") from None
+    return rows, torn
+
+
 def dumps_line(row: Any) -> str:
     """One JSONL line (UTF-8 kept, non-JSON values as ``str``)."""
     return json.dumps(row, ensure_ascii=False, default=str) + "\n"
@@ -78,4 +104,5 @@ def append_jsonl(handle: IO[str], row: Any) -> None:
     handle.flush()
 
 
-__all__ = ["JsonlError", "append_jsonl", "dumps_line", "numbered_jsonl", "open_text", "read_jsonl", "write_jsonl"]
+__all__ = ["JsonlError", "append_jsonl", "dumps_line", "numbered_jsonl", "open_text", "read_appended", "read_jsonl",
+           "write_jsonl"]

@@ -10,12 +10,17 @@
    output is ever rewritten under a manifest that still vouches for the old one) and the resolved
    config is written to ``config.yaml``.
 3. The tool's work writes its outputs into the run folder and returns its :class:`Manifest`, which
-   ``run_tool`` writes last.
+   ``run_tool`` writes last, all under the run folder's lock (``leanloop.artifacts.run_lock``).
+
+Every command-line entry point runs through :func:`cli_entry`: a user's mistake (a bad config file,
+option, input or run name) is one line on stderr and exit 2, Ctrl-C one line and exit 130;
+``LEANLOOP_DEBUG=1`` shows the traceback instead.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from collections.abc import Callable
@@ -23,17 +28,109 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from leanloop.artifacts import FINAL, MANIFEST, Manifest, read_manifest, run_dir
+from leanloop.artifacts import FINAL, MANIFEST, Manifest, ManifestError, read_manifest, run_dir, run_lock, run_problems
 
 CONFIG_FILE = "config.yaml"
 # resolved-config keys that do not change what a run produces
-NOT_COMPARED = ("overwrite", "config", "ckpt_path", "dry_run")
+NOT_COMPARED = ("overwrite", "config", "ckpt_path", "dry_run", "verify", "restart")
 
 C = TypeVar("C")
 
 
 class RunExistsError(SystemExit):
     """A finished run with another config holds the folder and ``--overwrite`` was not given."""
+
+
+class ConfigFileError(ValueError):
+    """A ``--config`` file that does not exist or is not YAML."""
+
+
+def debugging() -> bool:
+    """``LEANLOOP_DEBUG=1``: show tracebacks instead of one-line errors."""
+    return os.environ.get("LEANLOOP_DEBUG", "") not in ("", "0")
+
+
+def check_config_files(argv: list[str]) -> None:
+    """Every ``--config FILE`` exists and parses as YAML; else :class:`ConfigFileError` naming the
+    file and line (the parser's own message names neither)."""
+    import yaml
+
+    from leanloop.paths import repo_file
+
+    for index, arg in enumerate(argv):
+        if arg == "--config" and index + 1 < len(argv):
+            name = argv[index + 1]
+        elif arg.startswith("--config="):
+            name = arg.split("=", 1)[1]
+        else:
+            continue
+        if name.lstrip().startswith(("{", "[")) and not Path(name).exists():
+            continue  # inline YAML / JSON given as the value
+        try:
+            path = repo_file(name, "config file")
+        except FileNotFoundError as error:
+            raise ConfigFileError(str(error)) from None
+        try:
+            yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as error:
+            mark = getattr(error, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+            raise ConfigFileError(f"config file {name} is not valid YAML: {problem}{where}") from None
+        except UnicodeDecodeError:
+            raise ConfigFileError(f"config file {name} is not UTF-8 text") from None
+
+
+def short_usage(prog: str, make_target: str | None = None) -> str:
+    how = f"make {make_target} CONFIG=FILE.yaml [RUN=NAME] [ARGS=...] or " if make_target else ""
+    return f"usage: {how}{prog} --config FILE.yaml [--run NAME] [--key.sub VALUE ...]  ({prog} --help lists every option)"
+
+
+class ShortErrors:
+    """Mixin for a jsonargparse parser: an argument error prints the error and a short usage (not
+    the whole option list) and exits 2."""
+
+    make_target: str | None = None
+
+    def error(self, message: str, ex: Exception | None = None):  # type: ignore[override]
+        if not getattr(self, "exit_on_error", True) or debugging():
+            return super().error(message, ex)  # type: ignore[misc]
+        text = " ".join(line.strip() for line in str(message).splitlines() if line.strip())
+        sys.stderr.write(f"{self.prog}: error: {text}\n{short_usage(self.prog, self.make_target)}\n")  # type: ignore[attr-defined]
+        sys.stderr.flush()
+        raise SystemExit(2)
+
+
+# what a user can cause: named files and runs that do not exist or are not what the stage needs,
+# bad values; OSError covers a read-only or full artifacts folder
+USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError, ManifestError, KeyError)
+
+
+def cli_entry(main: Callable[..., Any], *args: Any, prog: str | None = None) -> int:
+    """Run a command-line ``main``: an int it returns is the exit code; a user's mistake is one line
+    and exit 2; Ctrl-C is one line and exit 130 (an unfinished run keeps what a rerun resumes from);
+    with ``LEANLOOP_DEBUG=1`` the traceback is shown."""
+    name = prog or Path(sys.argv[0]).stem
+    try:
+        code = main(*args)
+        return code if isinstance(code, int) else 0  # a main may return its result
+    except KeyboardInterrupt:
+        if debugging():
+            raise
+        print(f"{name}: interrupted (Ctrl-C); the run has no manifest: rerun the same command to resume or "
+              "start it again", file=sys.stderr)
+        return 130
+    except SystemExit as exit_:
+        if isinstance(exit_.code, str):  # raise SystemExit("message"): a refusal, one line
+            print(exit_.code, file=sys.stderr)
+            return 2
+        raise
+    except USER_ERRORS as error:
+        if debugging():
+            raise
+        text = " ".join(str(error).split()) or type(error).__name__
+        print(f"{name}: {text} (LEANLOOP_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return 2
 
 
 def parse_config(cls: type[C], argv: list[str] | None = None, prog: str | None = None,
@@ -43,23 +140,46 @@ def parse_config(cls: type[C], argv: list[str] | None = None, prog: str | None =
     the instance's ``overwrite`` attribute."""
     from jsonargparse import ActionConfigFile, ArgumentParser
 
-    parser = ArgumentParser(prog=prog, description=description)
+    class Parser(ShortErrors, ArgumentParser):
+        pass
+
+    parser = Parser(prog=prog, description=description)
+    try:
+        check_config_files(list(sys.argv[1:] if argv is None else argv))
+    except ConfigFileError as error:
+        parser.error(str(error))
     parser.add_argument("--config", action=ActionConfigFile, help="YAML config (repeatable, layered)")
     if overwrite:
         parser.add_argument("--overwrite", type=bool, default=False,
                             help="replace a finished run that had a different config")
+        add_verify_argument(parser)
     parser.add_class_arguments(cls, as_group=False)
     namespace = parser.parse_args(argv)
     resolved = namespace.clone()
     del resolved["config"]
     if overwrite:
         del resolved["overwrite"]
+        set_verify_mode(resolved.pop("verify"))
     instance = parser.instantiate_classes(namespace)
-    values = {k: v for k, v in vars(instance).items() if k not in ("config", "overwrite")}
+    values = {k: v for k, v in vars(instance).items() if k not in ("config", "overwrite", "verify")}
     config = cls(**values)
     if overwrite:
         object.__setattr__(config, "overwrite", bool(namespace.overwrite))
     return config, parser.dump(resolved)
+
+
+def add_verify_argument(parser: Any) -> None:
+    from typing import Literal
+
+    parser.add_argument("--verify", type=Literal["fast", "full"] | None, default=None,
+                        help="how input runs are checked: fast (final/ sizes, input manifests; the default) "
+                             "or full (contents too)")
+
+
+def set_verify_mode(mode: str | None) -> None:
+    """``--verify``: recorded for this process and the stages it starts (``LEANLOOP_VERIFY``)."""
+    if mode:
+        os.environ["LEANLOOP_VERIFY"] = mode
 
 
 def comparable_config(text: str | None) -> str | None:
@@ -89,11 +209,43 @@ def finished_with_same_config(folder: Path, resolved: str, overwrite: bool, stag
         return False
     previous = (folder / CONFIG_FILE).read_text() if (folder / CONFIG_FILE).is_file() else None
     if comparable_config(previous) == comparable_config(resolved):
+        problems = run_problems(folder, read_manifest(folder))
+        if problems:
+            raise RunExistsError(f"[{stage}] {folder} finished with this config, but {'; '.join(problems)}. "
+                                 "Pass --overwrite true to redo it, or choose another --run NAME.")
         print(f"[{stage}] {folder} already finished with this config; skipping "
               "(pass --overwrite true to redo it)", file=sys.stderr)
         return True
-    raise RunExistsError(f"[{stage}] {folder} already holds a finished run with a different config. "
+    changed = changed_keys(previous, resolved)
+    shown = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
+    raise RunExistsError(f"[{stage}] {folder} already holds a finished run with a different config "
+                         f"(changed: {shown or 'the file cannot be compared'}). "
                          "Choose another --run NAME, or pass --overwrite true to replace it.")
+
+
+def changed_keys(before: str | None, after: str | None) -> list[str]:
+    """The dotted keys whose values differ between two resolved configs (compared keys only)."""
+    import yaml
+
+    def flat(text: str | None) -> dict[str, Any]:
+        try:
+            data = yaml.safe_load(comparable_config(text) or "") or {}
+        except yaml.YAMLError:
+            return {}
+        out: dict[str, Any] = {}
+
+        def walk(value: Any, prefix: str) -> None:
+            if isinstance(value, dict) and value:
+                for key, inner in value.items():
+                    walk(inner, f"{prefix}.{key}" if prefix else str(key))
+            else:
+                out[prefix] = value
+
+        walk(data, "")
+        return out
+
+    old, new = flat(before), flat(after)
+    return sorted(k for k in old.keys() | new.keys() if old.get(k, ...) != new.get(k, ...))
 
 
 def start_run(folder: Path, resolved: str, clear_final: bool = True) -> None:
@@ -134,16 +286,17 @@ def run_parsed_tool(stage: str, config: C, resolved: str, work: Callable[[C, Pat
                     overwrite: bool = False, clear_final: bool = True) -> ToolResult:
     """:func:`run_tool` for a config already parsed (a caller that built it in code)."""
     folder = run_dir(stage, run)
-    if finished_with_same_config(folder, resolved, overwrite, stage):
-        return ToolResult(folder, skipped=True, config=config, manifest=read_manifest(folder))
-    start_run(folder, resolved, clear_final=clear_final)
-    returned = work(config, folder)
-    manifest, value = returned if isinstance(returned, tuple) else (returned, None)
-    if not isinstance(manifest, Manifest):
-        raise TypeError(f"{stage}: the tool's work must return its Manifest (got {type(manifest).__name__})")
-    manifest.write(folder)
+    with run_lock(folder):
+        if finished_with_same_config(folder, resolved, overwrite, stage):
+            return ToolResult(folder, skipped=True, config=config, manifest=read_manifest(folder))
+        start_run(folder, resolved, clear_final=clear_final)
+        returned = work(config, folder)
+        manifest, value = returned if isinstance(returned, tuple) else (returned, None)
+        if not isinstance(manifest, Manifest):
+            raise TypeError(f"{stage}: the tool's work must return its Manifest (got {type(manifest).__name__})")
+        manifest.write(folder)
     return ToolResult(folder, skipped=False, config=config, manifest=read_manifest(folder), value=value)
 
 
-__all__ = ["CONFIG_FILE", "RunExistsError", "ToolResult", "comparable_config", "finished_with_same_config",
-           "parse_config", "run_parsed_tool", "run_tool", "start_run", "was_fast_dev_run"]
+__all__ = ["CONFIG_FILE", "ConfigFileError", "RunExistsError", "ShortErrors", "changed_keys", "check_config_files", "add_verify_argument", "cli_entry", "ToolResult", "comparable_config", "finished_with_same_config",
+           "parse_config", "run_parsed_tool", "run_tool", "set_verify_mode", "start_run", "was_fast_dev_run"]

@@ -46,6 +46,12 @@ class PretrainModule(HFModule):
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         self._step(batch, "val")
 
+    def write_run_report(self, run_dir, metrics: dict, counts: dict) -> None:
+        """run_stage's hook: report.md with the loss curves (pretraining has no evaluation of its own)."""
+        from leanloop.training.report import write_loss_report
+
+        write_loss_report(run_dir, f"pretrain ({self.objective}): {run_dir.name}", metrics, counts)
+
     def on_validation_epoch_end(self) -> None:
         loss = self.trainer.callback_metrics.get("val/loss")
         if loss is not None:

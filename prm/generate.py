@@ -17,8 +17,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from leanloop.artifacts import Manifest, describe_input
-from leanloop.paths import artifacts_root, resolve_shared
+from leanloop.artifacts import Manifest, describe_input, run_dir
+from leanloop.paths import resolve_shared
 from leanloop.prover.shards import ShardError, ShardFile, merge_shards, shard_from_env
 from leanloop.prover.statements import Statement, load_statement_set
 from leanloop.jsonl import write_jsonl
@@ -70,7 +70,7 @@ def rows_for(statement: Statement, attempts, generator_name: str) -> list[dict]:
 def run(config: GenerateConfig, resolved_yaml: str = "", progress: bool = True) -> Path:
     from tqdm import tqdm
 
-    folder = artifacts_root() / SAMPLES_STAGE / config.run
+    folder = run_dir(SAMPLES_STAGE, config.run)
     statements = load_statement_set(config.statements)
     names = [s.name for s in statements]
     fingerprint = {"model": config.model.name, "statements": names, "sampling": config.sampling.record(),
@@ -119,4 +119,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from leanloop.tool import cli_entry
+
+    raise SystemExit(cli_entry(main, prog="python -m prm.generate"))

@@ -18,7 +18,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from leanloop.artifacts import Manifest
+from leanloop.artifacts import FINAL, Manifest
 from leanloop.jsonl import numbered_jsonl
 from leanloop.lean.session import SessionConfig
 from leanloop.paths import resolve_shared
@@ -103,16 +103,18 @@ def build(config: SearchDataConfig, out: Path) -> Manifest:
     counts: dict[str, Any] = {"theorems": len(by_theorem), "trees": len(rows), "dropped": dict(drops),
                               "nested_by_steps_skipped": nested, "transitions": len(transitions),
                               "steps": sum(len(s) for s in by_theorem.values())}
+    final = out / FINAL  # the datasets are the run's outputs (the artifact contract's final/)
+    final.mkdir(parents=True, exist_ok=True)
     for split in SPLITS:
         part = frame[frame["split"] == split] if len(frame) else frame
-        part.to_parquet(out / f"{split}.parquet", index=False)
+        part.to_parquet(final / f"{split}.parquet", index=False)
         counts[f"trees_{split}"] = int(len(part))
         counts[f"steps_{split}"] = int(part["size"].sum()) if len(part) else 0
-    pd.DataFrame(list(transitions.values())).to_parquet(out / "transitions.parquet", index=False)
+    pd.DataFrame(list(transitions.values())).to_parquet(final / "transitions.parquet", index=False)
     manifest = Manifest(stage="search_data", run=config.run, counts=counts, extra={
         "tree_schema_version": TREE_SCHEMA_VERSION, "verified": bool(config.lean_files) and not config.steps,
         "verified_note": _verified_note(counts["trees"], sum(bool(r["verified"]) for r in rows)),
-        "files": {s: f"{s}.parquet" for s in SPLITS} | {"transitions": "transitions.parquet"},
+        "files": {s: f"{FINAL}/{s}.parquet" for s in SPLITS} | {"transitions": f"{FINAL}/transitions.parquet"},
         "config": vars(config),
     })
     if config.steps:
@@ -121,7 +123,7 @@ def build(config: SearchDataConfig, out: Path) -> Manifest:
         manifest.add_input(f"lean_file_{index}", resolve_shared(path))
     print(f"[search-data] {len(rows)} trees of {len(by_theorem)} theorems "
           f"({', '.join(s + ' ' + str(counts['trees_' + s]) for s in SPLITS)}); dropped {dict(drops)}; "
-          f"{len(transitions)} transitions -> {out}")
+          f"{len(transitions)} transitions -> {final}")
     return manifest
 
 
@@ -173,4 +175,6 @@ def main(argv: list[str] | None = None) -> Path:
 
 
 if __name__ == "__main__":
-    main()
+    from leanloop.tool import cli_entry
+
+    raise SystemExit(cli_entry(main, prog="python -m search.build_data"))

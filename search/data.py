@@ -27,7 +27,7 @@ def steps_of_split(run: Path, split: str) -> list[dict[str, Any]]:
     """(state, tactic, depth) of every edge of a split's trees."""
     import pandas as pd
 
-    frame = pd.read_parquet(run / f"{split}.parquet", columns=["name", "tree"])
+    frame = pd.read_parquet(run / "final" / f"{split}.parquet", columns=["name", "tree"])
     rows = []
     for name, text in zip(frame["name"], frame["tree"]):
         for node, tactic in tree_steps(TreeNode.from_dict(json.loads(text))):

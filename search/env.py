@@ -139,12 +139,12 @@ class ReplayEnv(ProofEnv):
 
         run_dir = Path(run_dir)
         read_manifest(run_dir, stage="search_data")
-        transitions = pd.read_parquet(run_dir / "transitions.parquet").to_dict("records")
+        transitions = pd.read_parquet(run_dir / "final" / "transitions.parquet").to_dict("records")
         for row in transitions:
             row["result"] = list(row["result"])
         roots: dict[str, str] = {}
         for split in ("train", "validation", "test"):
-            frame = pd.read_parquet(run_dir / f"{split}.parquet", columns=["name", "statement_goal"])
+            frame = pd.read_parquet(run_dir / "final" / f"{split}.parquet", columns=["name", "statement_goal"])
             roots.update(zip(frame["name"], frame["statement_goal"]))
         return cls(transitions, roots)
 

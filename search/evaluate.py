@@ -135,7 +135,7 @@ def evaluate(config: SearchEvalConfig, out: Path) -> tuple[Manifest, dict[str, A
     if config.environment == "replay":
         trees_run = resolve_run(config.trees, "search_data")
         env: ProofEnv = ReplayEnv.from_run(trees_run)
-        frame = pd.read_parquet(trees_run / f"{config.split}.parquet").sort_values("name")
+        frame = pd.read_parquet(trees_run / "final" / f"{config.split}.parquet").sort_values("name")
         if config.limit is not None:
             frame = frame.head(config.limit)
         names = list(frame["name"])
@@ -352,4 +352,6 @@ def main(argv: list[str] | None = None):
 
 
 if __name__ == "__main__":
-    main()
+    from leanloop.tool import cli_entry
+
+    raise SystemExit(cli_entry(main, prog="python -m search.evaluate"))

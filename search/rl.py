@@ -67,7 +67,7 @@ def self_improve(config: SearchRLConfig, out: Path) -> Manifest:
     set_torch_threads(config.threads)
     trees_run = resolve_run(config.trees, "search_data")
     env = ReplayEnv.from_run(trees_run)
-    names = sorted(pd.read_parquet(trees_run / "train.parquet", columns=["name"])["name"])
+    names = sorted(pd.read_parquet(trees_run / "final" / "train.parquet", columns=["name"])["name"])
     rng = random.Random(config.seed)
     current = config.model
     buffers: list[str] = []
@@ -116,4 +116,6 @@ def main(argv: list[str] | None = None):
 
 
 if __name__ == "__main__":
-    main()
+    from leanloop.tool import cli_entry
+
+    raise SystemExit(cli_entry(main, prog="python -m search.rl"))

@@ -235,4 +235,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from leanloop.tool import cli_entry
+
+    raise SystemExit(cli_entry(main, prog="python -m sft.evaluate"))

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import yaml
 
-from leanloop.artifacts import Manifest
+from leanloop.artifacts import Manifest, run_dir
 from leanloop.paths import REPO_ROOT, artifacts_root
 from leanloop.tool import parse_config
 from sft.config import FlywheelConfig, SampleConfig
@@ -65,7 +65,7 @@ def plan(config: FlywheelConfig) -> Plan:
     """The commands of every round, in order, and the data configs they need."""
     if config.rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {config.rounds}")
-    folder = artifacts_root() / STAGE / config.prefix
+    folder = run_dir(STAGE, config.prefix)
     python = sys.executable
     sample_config, _ = parse_config(SampleConfig, ["--config", str(_path(config.sample_config))],
                                     "sft.sample", "")
@@ -131,4 +131,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from leanloop.tool import cli_entry
+
+    raise SystemExit(cli_entry(main, prog="python -m sft.flywheel"))

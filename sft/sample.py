@@ -26,8 +26,8 @@ from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
-from leanloop.artifacts import MANIFEST, Manifest, content_hash, describe_input, read_manifest
-from leanloop.paths import artifacts_root, resolve_shared
+from leanloop.artifacts import MANIFEST, Manifest, content_hash, describe_input, read_manifest, run_dir
+from leanloop.paths import resolve_shared
 from leanloop.training.models import ModelSpec
 from leanloop.jsonl import write_jsonl
 from leanloop.tool import CONFIG_FILE, comparable_config, parse_config
@@ -53,7 +53,7 @@ NOT_HASHED = ("run", "shard", "merge_only")
 
 
 def sample_dir(run: str) -> Path:
-    return artifacts_root() / STAGE / run
+    return run_dir(STAGE, run)
 
 
 def prover_identity(spec: ModelSpec) -> dict[str, str | None]:
@@ -315,4 +315,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from leanloop.tool import cli_entry
+
+    raise SystemExit(cli_entry(main, prog="python -m sft.sample"))

@@ -10,14 +10,13 @@ depend on how many shards there were or in which order they finished.
 
 from __future__ import annotations
 
-import json
 import os
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from leanloop.jsonl import dumps_line, write_jsonl
+from leanloop.jsonl import JsonlError, dumps_line, read_appended, write_jsonl
 
 
 class ShardError(RuntimeError):
@@ -65,19 +64,11 @@ def sharded_by_environment() -> bool:
 
 def _read_rows(path: Path) -> tuple[list[dict], bool]:
     """Rows of a shard file, and whether a torn last line (a write cut by a kill) was found."""
-    pieces = path.read_text(encoding="utf-8").split("\n")
-    # Every finished row ends in a newline, so only the piece after the last one can be torn.
-    body, tail = pieces[:-1], pieces[-1]
-    rows = []
-    for number, line in enumerate(body, 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as error:
-            raise ShardError(f"{path}:{number}: corrupt row inside a shard ({error}); delete the "
-                             "shard file to sample that shard again") from error
-    return rows, bool(tail.strip())
+    try:
+        return read_appended(path)
+    except JsonlError as error:
+        raise ShardError(f"{error}: a corrupt row inside a shard; delete the shard file to sample that "
+                         "shard again") from None
 
 
 def complete_groups(rows: Iterable[dict], k: int) -> dict[str, list[dict]]:

@@ -35,9 +35,11 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import sys
 import warnings
 from collections.abc import Iterable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -46,13 +48,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from lightning.pytorch.callbacks import Callback, ModelCheckpoint  # noqa: E402
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint, ModelSummary  # noqa: E402
 from lightning.pytorch.cli import LightningCLI  # noqa: E402
 from lightning.pytorch.utilities.model_helpers import is_overridden  # noqa: E402
 
-from leanloop.artifacts import FINAL, MANIFEST, Manifest, default_run_name  # noqa: E402
-from leanloop.tool import CONFIG_FILE, finished_with_same_config, start_run  # noqa: E402
-from leanloop.paths import artifacts_root  # noqa: E402
+from leanloop.artifacts import FINAL, MAKE_TARGETS, MANIFEST, Manifest, RunNameError, default_run_name, run_dir, run_lock  # noqa: E402
+from leanloop.tool import (CONFIG_FILE, ConfigFileError, ShortErrors, add_verify_argument, check_config_files,  # noqa: E402
+                           changed_keys, cli_entry, comparable_config, finished_with_same_config, set_verify_mode, start_run)
+from leanloop.training.resume import (ResumeState, checkpoint_step, last_checkpoint, resumable,  # noqa: E402
+                                     trim_metrics)
 
 
 
@@ -123,11 +127,25 @@ class StageResult:
 
 
 class StageCLI(LightningCLI):
-    def __init__(self, stage: str, *args: Any, links: Iterable[tuple[str, str]] = (), **kwargs: Any):
+    def __init__(self, stage: str, *args: Any, links: Iterable[tuple[str, str]] = (),
+                 hold: ExitStack | None = None, **kwargs: Any):
         self.stage = stage
+        self.resume_from: str | None = None
+        self.hold = hold if hold is not None else ExitStack()
+        """Holds the run folder's lock until the caller closes it (the end of run_stage)."""
         self.links = tuple(links)
         self.skipped = False
         super().__init__(*args, **kwargs)
+
+    def init_parser(self, **kwargs: Any):
+        from lightning.pytorch.cli import LightningArgumentParser
+
+        class Parser(ShortErrors, LightningArgumentParser):
+            make_target = MAKE_TARGETS.get(self.stage, self.stage.replace("_", "-"))
+
+        self.parser_class = Parser
+        kwargs.setdefault("prog", f"python -m {self.stage}.train")
+        return super().init_parser(**kwargs)
 
     def add_arguments_to_parser(self, parser) -> None:
         parser.add_argument("--run", type=str | None, default=None,
@@ -140,8 +158,12 @@ class StageCLI(LightningCLI):
                             help="save <run>/step-NNNNNN/lightning.ckpt every N optimizer steps")
         parser.add_argument("--ckpt_path", type=str | None, default=None,
                             help="resume fit from a Lightning checkpoint (e.g. <run>/step-000100/lightning.ckpt)")
+        parser.add_argument("--restart", type=bool, default=False,
+                            help="start an unfinished run over (its checkpoints and metrics.csv are removed) "
+                                 "instead of resuming it from its last checkpoint")
         parser.add_argument("--dry_run", type=bool, default=False,
                             help="parse and validate the configs, print the resolved config, train nothing")
+        add_verify_argument(parser)
         parser.add_dataclass_arguments(LogConfig, "log")
         for source, target in self.links:
             parser.link_arguments(source, target)
@@ -149,8 +171,12 @@ class StageCLI(LightningCLI):
     # -- run folder and the skip / overwrite decision, before anything heavy is built ------------
     def before_instantiate_classes(self) -> None:
         config = self.config
-        self.run_name = config.run or _run_name(config.get("config"))
-        self.run_dir = artifacts_root() / self.stage / self.run_name
+        set_verify_mode(config.get("verify"))
+        self.run_name = config.run if config.run is not None else _run_name(config.get("config"))
+        try:
+            self.run_dir = run_dir(self.stage, self.run_name)
+        except RunNameError as error:
+            raise SystemExit(f"[{self.stage}] {error}") from None
         self.fast_dev_run = bool(config.trainer.get("fast_dev_run"))
         config.run = self.run_name
         resolved = self.parser.dump(config, skip_none=False, skip_check=True, skip_link_targets=False)
@@ -158,11 +184,42 @@ class StageCLI(LightningCLI):
         if config.dry_run:
             self.skipped = True
             return
+        if _is_global_zero():
+            self.hold.enter_context(run_lock(self.run_dir))
         if finished_with_same_config(self.run_dir, resolved, config.overwrite, self.stage):
             self.skipped = True
             return
+        self.resume_from = self._resume_point(config, resolved)
         if _is_global_zero():
             start_run(self.run_dir, resolved)
+
+    def _resume_point(self, config: Any, resolved: str) -> str | None:
+        """The checkpoint fit resumes from: ``--ckpt_path`` (checked now, not after the model is
+        built), else the last checkpoint of an unfinished run of the same config (``--restart true``
+        starts it over instead); a run of another config starts over. What a fresh start replaces
+        (old checkpoints, metrics.csv) is removed."""
+        given = config.ckpt_path
+        if given:
+            if given not in ("last", "best", "hpc", "registry") and not Path(given).is_file():
+                raise SystemExit(f"[{self.stage}] --ckpt_path {given}: no such checkpoint file "
+                                 f"(checkpoints are {self.run_dir}/step-NNNNNN/lightning.ckpt)")
+            return given
+        last = last_checkpoint(self.run_dir)
+        if last is None:
+            return None
+        previous = (self.run_dir / CONFIG_FILE).read_text() if (self.run_dir / CONFIG_FILE).is_file() else None
+        same = comparable_config(previous) == comparable_config(resolved)
+        if same and not config.restart and not config.overwrite:
+            print(f"[{self.stage}] resuming the unfinished run {self.run_dir} from {last.parent.name} "
+                  "(pass --restart true to start it over)", file=sys.stderr)
+            return str(last)
+        if _is_global_zero():
+            why = "--restart true" if same else f"its config changed: {', '.join(changed_keys(previous, resolved)[:8])}"
+            print(f"[{self.stage}] starting {self.run_dir} over ({why}): removing its checkpoints", file=sys.stderr)
+            for folder in self.run_dir.glob("step-*"):
+                shutil.rmtree(folder, ignore_errors=True)
+            (self.run_dir / "metrics.csv").unlink(missing_ok=True)
+        return None
 
     def instantiate_classes(self) -> None:
         if not self.skipped:
@@ -175,6 +232,12 @@ class StageCLI(LightningCLI):
             kwargs["logger"] = _loggers(self.stage, self.run_name, self.run_dir, config.log) or False
         callbacks = [self._get(self.config_init, key) for key in self.parser.callback_keys]
         callbacks.append(LastValidation())  # run_stage validates the final weights if it did not
+        self.resume_state = ResumeState()
+        callbacks.append(self.resume_state)
+        configured = self._get(self.config_init, "trainer", default={})
+        if configured.get("enable_model_summary", True) is not False and \
+                not any(isinstance(c, ModelSummary) for c in callbacks):
+            callbacks.append(OneLineSummary())
         if config.checkpoint_every_n_steps:
             # "step-{step:06d}/lightning" -> <run>/step-000100/lightning.ckpt (one folder per step
             # is the artifact layout; Lightning creates it)
@@ -186,6 +249,20 @@ class StageCLI(LightningCLI):
             ))
         trainer_config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
         return self._instantiate_trainer(trainer_config, callbacks)
+
+
+class OneLineSummary(ModelSummary):
+    """The model in one line (Lightning's table is a dozen, with a FLOPs count of 0 when none was
+    measured)."""
+
+    @staticmethod
+    def summarize(summary_data: list, total_parameters: int, trainable_parameters: int, model_size: float,
+                  total_training_modes: dict, total_flops: int = 0, **kwargs: Any) -> None:
+        from lightning.pytorch.utilities.model_summary import get_human_readable_count
+
+        types = [t for name, column in summary_data if name == "Type" for t in column]
+        print(f"model: {', '.join(types) or '?'}, {get_human_readable_count(total_parameters)} parameters "
+              f"({get_human_readable_count(trainable_parameters)} trainable), {model_size:.1f} MB", file=sys.stderr)
 
 
 def _is_global_zero() -> bool:
@@ -206,7 +283,8 @@ def _loggers(stage: str, run: str, run_dir: Path, log: Any) -> list:
     log = LogConfig(**dict(log)) if not isinstance(log, LogConfig) else log
     loggers: list = []
     if log.csv:
-        loggers.append(CSVLogger(save_dir=str(run_dir), name="", version=""))
+        # every logged row on disk at once: a killed run keeps the rows it logged
+        loggers.append(CSVLogger(save_dir=str(run_dir), name="", version="", flush_logs_every_n_steps=1))
     if log.wandb:
         try:
             from lightning.pytorch.loggers import WandbLogger
@@ -264,17 +342,57 @@ def _hook(objects: Iterable[Any], name: str) -> dict[str, Any]:
     return merged
 
 
-def _plain_progress_bar_when_logging_to_a_file(trainer: Any, configured_callbacks: list) -> None:
-    """Lightning's default Rich bar draws only its final state when stdout is not a terminal (make's
-    background logs, SLURM / submitit log files); tqdm's bar keeps updating there (``tail -f``).
-    A progress bar named in the config's ``trainer.callbacks`` is left alone."""
+def _quiet_startup() -> None:
+    """Lightning's start-up lines (which accelerators exist, logger tips, CUDA device lists) go to its
+    info loggers: kept at warnings, so a training start prints what matters (run_stage says where
+    the run writes, and warnings still show)."""
+    import logging
+
+    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero",
+                 "lightning.pytorch.accelerators.cuda"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=r".*is deprecated.*", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", message=r".*srun. command is available on your system but is not used.*")
+    # Lightning's own use of a torch API it deprecated, once per run
+    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
+    # the run folder holds config.yaml (and, resumed, its checkpoints) before the first checkpoint
+    warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
+
+
+def _steps_bar(base: type) -> type:
+    """A progress bar class whose training total ends where the run ends: at ``max_steps`` when that
+    comes before the epoch's last batch (a 10-step run counts to 10, not to the epoch's 1,040 batches)."""
+
+    class StepsBar(base):  # type: ignore[misc, valid-type]
+        @property
+        def total_train_batches(self) -> int | float:
+            total = super().total_train_batches
+            trainer = self.trainer
+            if trainer.max_steps is None or trainer.max_steps < 0:
+                return total
+            done = trainer.fit_loop.epoch_loop.batch_progress.current.ready
+            left = (trainer.max_steps - trainer.global_step) * trainer.accumulate_grad_batches
+            return min(total, done + max(left, 0))
+
+    StepsBar.__name__ = StepsBar.__qualname__ = f"Steps{base.__name__}"
+    return StepsBar
+
+
+def _progress_bar(trainer: Any, configured_callbacks: list) -> None:
+    """Lightning's default bar, counting to the run's end (:func:`_steps_bar`). When stdout is not a
+    terminal (make's background logs, SLURM / submitit log files) the Rich bar draws only its final
+    state, so tqdm's (which keeps updating there, ``tail -f``) is used. A progress bar named in the
+    config's ``trainer.callbacks`` is left alone."""
     from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
 
-    if sys.stdout.isatty() or any("ProgressBar" in str(getattr(c, "class_path", c)) for c in configured_callbacks):
+    if any("ProgressBar" in str(getattr(c, "class_path", c)) for c in configured_callbacks):
         return
     for index, callback in enumerate(trainer.callbacks):
         if type(callback) is RichProgressBar:  # Lightning's default
-            trainer.callbacks[index] = TQDMProgressBar()
+            base = RichProgressBar if sys.stdout.isatty() else TQDMProgressBar
+            trainer.callbacks[index] = _steps_bar(base)()
+        elif type(callback) is TQDMProgressBar:
+            trainer.callbacks[index] = _steps_bar(TQDMProgressBar)()
 
 
 def run_stage(
@@ -286,11 +404,24 @@ def run_stage(
     ``links`` are jsonargparse argument links, e.g. ``[("model.base", "data.base")]`` so the
     datamodule tokenizes with the model's tokenizer without the config repeating it.
     """
+    _quiet_startup()
+    argv = list(sys.argv[1:] if args is None else args)
+    try:
+        check_config_files(argv)
+    except ConfigFileError as error:
+        print(f"python -m {stage}.train: error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    with ExitStack() as hold:
+        return _run_stage(stage, module_class, datamodule_class, args, links, hold)
+
+
+def _run_stage(stage: str, module_class: type, datamodule_class: type, args: list[str] | None,
+               links: Iterable[tuple[str, str]], hold: ExitStack) -> StageResult:
     with warnings.catch_warnings():
         # args given in-process (tests, sweeps) while sys.argv holds the caller's own flags is intended
         warnings.filterwarnings("ignore", message=".*args parameter is intended to run from within Python.*")
         cli = StageCLI(
-            stage, module_class, datamodule_class, args=args, links=links, run=False,
+            stage, module_class, datamodule_class, args=args, links=links, hold=hold, run=False,
             save_config_callback=None, auto_configure_optimizers=False, seed_everything_default=42,
             trainer_defaults=TRAINER_DEFAULTS, parser_kwargs={"description": f"train the {stage} stage"},
         )
@@ -307,16 +438,36 @@ def run_stage(
     # the run folder holds config.yaml (written before training), so Lightning's CSV logger warns that
     # "previous log files" will be deleted: only its own metrics.csv / hparams.yaml, replaced on purpose
     warnings.filterwarnings("ignore", message=r"Experiment logs directory .* exists and is not empty")
-    _plain_progress_bar_when_logging_to_a_file(trainer, getattr(config.trainer, "callbacks", None) or [])
-    trainer.fit(model, datamodule=datamodule, ckpt_path=config.ckpt_path)
-    if trainer.interrupted:
-        raise SystemExit(f"[{stage}] training was interrupted; {cli.run_dir} has no manifest")
+    _progress_bar(trainer, getattr(config.trainer, "callbacks", None) or [])
+    if trainer.is_global_zero:
+        until = f"max_steps={trainer.max_steps}" if trainer.max_steps and trainer.max_steps > 0 else \
+            f"max_epochs={trainer.max_epochs}"
+        start = f", resuming from {cli.resume_from}" if cli.resume_from else ""
+        print(f"[{stage}] training {cli.run_dir.name} to {until} on {trainer.num_devices}x "
+              f"{type(trainer.accelerator).__name__.removesuffix('Accelerator')}{start}; writing {cli.run_dir}",
+              file=sys.stderr)
+    resume_state: ResumeState = cli.resume_state
+    if datamodule is not None and is_overridden("train_dataloader", datamodule):
+        seed = config.seed_everything if isinstance(config.seed_everything, int) and \
+            not isinstance(config.seed_everything, bool) else 0
+        _resumable_train_data(datamodule, resume_state, seed, trainer)
+    if cli.resume_from:
+        step = checkpoint_step(cli.resume_from)
+        if step is not None and trainer.is_global_zero:
+            _keep_metrics_before(trainer, cli.run_dir, step)
+    trainer.fit(model, datamodule=datamodule, ckpt_path=cli.resume_from)
+    if trainer.interrupted:  # Lightning caught Ctrl-C / SIGTERM and stopped the fit
+        raise KeyboardInterrupt
     if 0 < trainer.max_steps and trainer.global_step < trainer.max_steps and trainer.max_epochs is not None \
             and 0 < trainer.max_epochs <= trainer.current_epoch:
         # the stage default is one epoch (the papers' recipes): a longer max_steps needs max_epochs too
         print(f"[{stage}] stopped at step {trainer.global_step} by max_epochs={trainer.max_epochs}, before "
               f"max_steps={trainer.max_steps}; pass --trainer.max_epochs -1 to train for max_steps", file=sys.stderr)
     metrics = _metrics(trainer)
+    if resume_state.tokens_at_resume and isinstance(metrics.get("train/tokens"), float) and \
+            resume_state.resumed_epoch == 0 and int(trainer.current_epoch) <= 1:
+        # a one-epoch run restored mid-epoch: its epoch sum began before the restore
+        metrics["train/tokens"] += resume_state.tokens_at_resume
     if _needs_final_validation(trainer, model, datamodule):
         # max_steps (or a val_check_interval that does not divide the run) stopped training after
         # the last validation: validate the final weights, so the manifest's val metrics are theirs
@@ -334,7 +485,9 @@ def run_stage(
         export(final)
     if trainer.is_global_zero:
         counts = {"global_step": int(trainer.global_step), "current_epoch": int(trainer.current_epoch),
-                  **_hook([datamodule, model], "manifest_counts")}
+                  "trained_tokens": resume_state.tokens, **_hook([datamodule, model], "manifest_counts")}
+        if cli.resume_from:
+            counts["resumed_from"] = str(cli.resume_from)
         seed = config.seed_everything if not isinstance(config.seed_everything, bool) else None
         record = Manifest(stage=stage, run=cli.run_name, seed=seed, counts=counts, metrics=metrics, extra={
             "fast_dev_run": cli.fast_dev_run,
@@ -342,6 +495,9 @@ def run_stage(
                         "accumulate_grad_batches": int(trainer.accumulate_grad_batches)},
             "config_file": CONFIG_FILE,
         })
+        write_run_report = getattr(model, "write_run_report", None)
+        if callable(write_run_report):  # report.md beside the manifest (e.g. pretrain's loss curves)
+            write_run_report(cli.run_dir, metrics, counts)
         model_identity = _hook_value(model, "manifest_model")
         if model_identity:
             record.extra["model"] = model_identity
@@ -355,6 +511,42 @@ def run_stage(
                        trainer=trainer, model=model, datamodule=datamodule)
 
 
+def _keep_metrics_before(trainer: Any, run_dir: Path, step: int) -> None:
+    """A resumed run appends to ``metrics.csv`` the rows of the steps after its checkpoint (the rows a
+    killed run logged after it are dropped: they are logged again)."""
+    from lightning.pytorch.loggers import CSVLogger
+
+    header = trim_metrics(run_dir, step)
+    metrics = run_dir / "metrics.csv"
+    kept = metrics.read_bytes() if metrics.is_file() else None
+    for logger in trainer.loggers:
+        if isinstance(logger, CSVLogger):
+            writer = logger.experiment  # Lightning's writer deletes an existing metrics.csv when it is made
+            if kept is not None and not metrics.is_file():
+                metrics.write_bytes(kept)
+            # it appends, and must know the file's columns: else its first save rewrites the file
+            # with only the columns it has seen and fails on the older rows
+            writer.metrics_keys = sorted(header)
+
+
+def _resumable_train_data(datamodule: Any, state: ResumeState, seed: int, trainer: Any) -> None:
+    """Serve the datamodule's train loader through a :class:`ResumableSampler` (same batches), so a
+    restored run continues with the batch the killed one would have trained on next."""
+    original = datamodule.train_dataloader
+
+    def train_dataloader() -> Any:
+        loader = original()
+        wrapped = resumable(loader, seed) if trainer.world_size == 1 else loader
+        if wrapped is not loader:
+            state.skip_for(wrapped.sampler, wrapped.batch_size)
+            # the loader resumes mid-epoch (the sampler skips what was trained): Lightning's warning
+            # that it cannot does not apply
+            warnings.filterwarnings("ignore", message=r"You're resuming from a checkpoint that ended before the epoch")
+        return wrapped
+
+    datamodule.train_dataloader = train_dataloader
+
+
 def _hook_value(obj: Any, name: str) -> Any:
     method = getattr(obj, name, None)
     return method() if callable(method) else None
@@ -363,8 +555,15 @@ def _hook_value(obj: Any, name: str) -> Any:
 def main(stage: str, module_class: type, datamodule_class: type,
          links: Iterable[tuple[str, str]] = ()) -> None:
     """``python -m <stage>.train``: ``if __name__ == "__main__": main("pretrain", ...)``."""
-    result = run_stage(stage, module_class, datamodule_class, links=links)
-    print(f"[{stage}] {'skipped' if result.skipped else 'done'}: {result.run_dir}")
+    def stage_main() -> int:
+        result = run_stage(stage, module_class, datamodule_class, links=links)
+        if result.config is not None and result.manifest is None and result.skipped:
+            return 0  # --dry_run printed the resolved config
+        done = "skipped (already finished)" if result.skipped else "done"
+        print(f"[{stage}] {done}: {result.run_dir} (outputs in {FINAL}/, {MANIFEST})", flush=True)
+        return 0
+
+    sys.exit(cli_entry(stage_main, prog=f"python -m {stage}.train"))
 
 
 __all__ = ["LogConfig", "StageResult", "run_stage", "main"]

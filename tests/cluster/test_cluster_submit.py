@@ -199,7 +199,8 @@ def test_a_failed_job_reports_the_exception_and_where_the_full_log_is(artifacts,
     error = capsys.readouterr().err
     job_line = next(line for line in error.splitlines() if line.strip().startswith("job "))
     reason, _, log = job_line.partition("; full log: ")
-    assert "FileNotFoundError" in reason and "/nonexistent/lightning.ckpt" in reason, job_line
+    # checked before any work: the stage's one line, not a traceback
+    assert "--ckpt_path /nonexistent/lightning.ckpt: no such checkpoint file" in reason, job_line
     log_path = Path(log.split(" (output: ")[0])
     assert log_path.is_file() and "Traceback" in log_path.read_text()
 

@@ -200,4 +200,4 @@ def test_resuming_with_a_changed_config_is_one_line_and_exit_2(tmp_path, monkeyp
     journal.write_text(json.dumps({"journal": 1, "fingerprint": "x"}) + "\n{not json\n" + '{"id": "a"}\n')
     code = main(["--config", DEBUG, "--config", str(layer), "--run", "changed"])
     err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and "is damaged (JSONDecodeError" in err and "--fresh true" in err
+    assert code == 2 and err.count("\n") == 1 and "is damaged (" in err and ":2: not JSON" in err and "--fresh true" in err

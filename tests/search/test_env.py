@@ -16,7 +16,7 @@ from search.http_env import EnvPool, HttpEnv, HttpEnvConfig, serve
 
 
 def test_replay_answers_recorded_steps_and_nothing_else(search_data, replay):
-    row = pd.read_parquet(search_data / "transitions.parquet").iloc[0]
+    row = pd.read_parquet(search_data / "final" / "transitions.parquet").iloc[0]
     goal = replay.start(row["state"]).goals[0]
     answer = replay.apply(goal, row["tactic"])
     assert answer.ok and [g.text for g in answer.goals] == [
@@ -30,7 +30,7 @@ def test_replay_answers_recorded_steps_and_nothing_else(search_data, replay):
 
 
 def test_http_pool_gives_the_same_answers(search_data, replay):
-    rows = pd.read_parquet(search_data / "transitions.parquet").head(6).to_dict("records")
+    rows = pd.read_parquet(search_data / "final" / "transitions.parquet").head(6).to_dict("records")
     server = serve(EnvPool([ReplayEnv.from_run(search_data), ReplayEnv.from_run(search_data)]))
     try:
         client = HttpEnv(HttpEnvConfig(url=f"http://127.0.0.1:{server.server_address[1]}"))

@@ -15,7 +15,7 @@ from search.policy import OraclePolicy
 
 
 def test_oracle_policy_solves_every_replayable_held_out_theorem(search_data, replay):
-    test = pd.read_parquet(search_data / "test.parquet")
+    test = pd.read_parquet(search_data / "final" / "test.parquet")
     assert len(test) > 100
     config = SearchConfig(simulations=200, samples_per_expansion=8)
     searches, failed = start_searches(list(test["name"]), replay, config)
@@ -76,7 +76,7 @@ def test_cycles_are_rejected_and_counted():
 
 def test_search_prefers_the_shorter_proof_and_keeps_going_any_time(search_data, replay):
     # a recorded theorem with a multi-step proof: the tree's edges, offered all at once
-    test = pd.read_parquet(search_data / "train.parquet")
+    test = pd.read_parquet(search_data / "final" / "train.parquet")
     row = test[test["depth"] >= 3].iloc[0]
     config = SearchConfig(simulations=3)
     searches, _ = start_searches([row["name"]], replay, config)

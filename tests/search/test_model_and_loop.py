@@ -59,7 +59,7 @@ def test_simplified_found_proofs_feed_the_training_data(search_data, tmp_path, a
     env = ReplayEnv.from_run(search_data)
     import pandas as pd
 
-    names = list(pd.read_parquet(search_data / "test.parquet")["name"][:6])
+    names = list(pd.read_parquet(search_data / "final" / "test.parquet")["name"][:6])
     config = SearchConfig(simulations=50)
     searches, _ = start_searches(names, env, config)
     SearchBatch(searches, OraclePolicy(env), config).run()
