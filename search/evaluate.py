@@ -246,7 +246,7 @@ def summarize(rows: list[dict[str, Any]], config: SearchEvalConfig, simplify_sta
     proved = {id(r) for r in solved_rows}
     curve = {}
     for b in sorted(config.budgets):
-        curve[str(b)] = sum(any(id(r) in proved and r["solved_at_iteration"] <= b for r in rs)
+        curve[str(b)] = sum(any(id(r) in proved and _solved_at(r) <= b for r in rs)
                             for rs in by_theorem.values())
     verdicts: dict[str, int] = {}
     for r in closed_rows:
@@ -273,6 +273,12 @@ def summarize(rows: list[dict[str, Any]], config: SearchEvalConfig, simplify_sta
         metrics["baseline_solved"] = sum(any(r.get("baseline_solved") for r in rs) for rs in by_theorem.values())
         metrics["baseline_env_calls_per_theorem"] = _mean([r.get("baseline_env_calls", 0) for r in started])
     return metrics
+
+
+def _solved_at(row: dict[str, Any]) -> int:
+    """The iteration a solved row was solved at (rows written before it was always recorded: the
+    iterations it ran, an upper bound)."""
+    return row["solved_at_iteration"] if row.get("solved_at_iteration") is not None else row["iterations"]
 
 
 def _mean(values: list) -> float | None:
