@@ -125,7 +125,8 @@ class EvalConfig:
     external: list[ExternalSet] = field(default_factory=list)
     """Further sets in ProcessBench / PRMBench / PRM800K format, reported the same way."""
     limit: int | None = None
-    """The first N proofs of each set (smoke runs)."""
+    """N proofs of each set, taken in rounds over its theorems (every theorem's first proof, then
+    every theorem's second, ...), so N >= the theorem count covers every held-out theorem."""
     max_steps: int = 24
     """Proofs are shown with at most this many labelled steps (longer ones are cut to their first
     ``max_steps``; counted as ``cut`` in metrics.json and the report)."""
