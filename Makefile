@@ -187,7 +187,7 @@ autoformalizer-retrieval: setup ## System B recall@8 on the shipped statements (
 # --- benches' smoke mode and the GPU check (issue 15) ---
 .PHONY: bench-smoke gpu-check
 bench-smoke: setup ## every bench-* target in its --smoke mode (tiny sizes; checks they run, measures nothing)
-	$(PY) -m pytest -q tests/bench/test_bench_smoke.py
+	$(PY) -m pytest -q tests/bench/test_bench_smoke.py tests/search/test_bench_search.py
 gpu-check: setup ## every GPU-only path once at tiny scale, CPU equivalents without CUDA -> artifacts/gpu_check/report.json (ARGS="--only zero2 ...")
 	$(PY) -m bench.gpu_check $(ARGS)
 
@@ -218,7 +218,7 @@ search-demo: setup ## the search part of make demo (~1-2 CPU minutes): trees, a 
 	$(PY) -m search.train --config configs/search/demo.yaml
 	$(PY) -m search.evaluate --config configs/search/eval/demo.yaml
 
-bench-search: setup ## expansions/s and env calls/s vs the replay environment, model vs env time, batched vs one-at-a-time searches (ARGS=--smoke)
+bench-search: setup ## expansions/s and env calls/s vs the replay environment, batched vs one-at-a-time searches; ARGS="--policy noisy": search vs sampling with a synthetic policy at fixed call budgets (ARGS=--smoke)
 	$(PY) -m bench.search $(ARGS)
 
 # --- prm stage (LeanPRM: Lean-grounded step labels and a step verifier) ---

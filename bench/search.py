@@ -4,11 +4,10 @@ sampling with a synthetic policy of controlled quality (``--policy noisy``, ``se
 
 ``--policy noisy``: on the held-out (test) theorems of the search-data run, and on a slice of its
 train theorems (what the search defaults were tuned on), for each (p, q, dead-end rate) setting and
-iteration budget B, over several seeds: theorems solved by the AND-OR search (``SearchConfig``
-defaults, ``k`` tactics per expansion) and by sampling without search (one tactic per open goal,
-restart after a failure) given (a) the same fixed per-theorem budget of B * k environment calls,
-and (b) exactly the calls the search used on that theorem (a theorem the search solves early
-leaves the baseline few calls). The targets: at the fixed budget the search solves more wherever
+per-theorem budget of C environment calls, over several seeds: theorems solved by the AND-OR search
+(``SearchConfig`` defaults, stopped after C calls) and by sampling without search (one tactic per
+open goal, restart after a failure) given (a) the same fixed C calls, and (b) exactly the calls the
+search used on that theorem (a theorem the search solves early leaves the baseline few calls). The targets: at the fixed budget the search solves more wherever
 the policy's first choice is unreliable (q <= 0.5) and dead ends exist, and no fewer than 90% of
 sampling's count where it is reliable (q = 1).
 
@@ -54,7 +53,7 @@ def _timed(fn):
 # (p, q, dead-end rate): the settings of the measurement that motivated the benchmark
 SETTINGS = ((0.4, 0.125, 0.0), (0.6, 1.0, 0.0), (0.4, 0.125, 0.3), (0.4, 0.5, 0.3), (0.6, 0.5, 0.3),
             (0.6, 1.0, 0.3), (1.0, 0.125, 0.3))
-BUDGETS = (4, 16, 32)
+BUDGETS = (32, 128, 256)  # environment calls per theorem: 4, 16 and 32 expansions of 8 tactics
 
 
 def _setting(text: str) -> tuple[float, float, float]:
@@ -67,7 +66,7 @@ def _setting(text: str) -> tuple[float, float, float]:
 
 def noisy_table(replay, names: list[str], settings, budgets, seeds: int, k: int = 8,
                 config=None) -> list[dict]:
-    """Solved counts (mean over seeds) of search and sampling per (p, q, rate, budget)."""
+    """Solved counts (mean over seeds) of search and sampling per (p, q, rate, call budget)."""
     from dataclasses import replace
 
     from search.config import SearchConfig
@@ -82,12 +81,12 @@ def noisy_table(replay, names: list[str], settings, budgets, seeds: int, k: int 
             totals = {"search": 0, "sampling_fixed": 0, "sampling_equal": 0, "search_calls": 0}
             for seed in range(seeds):
                 env = DeadEndEnv(replay, rate, seed=seed)
-                cfg = replace(base, simulations=budget, samples_per_expansion=k)
+                cfg = replace(base, simulations=budget)  # the call budget binds first
                 searches, _ = start_searches(names, env, cfg)
-                SearchBatch(searches, NoisyPolicy(env, p, q, k, seed=seed), cfg).run(budget)
+                SearchBatch(searches, NoisyPolicy(env, p, q, k, seed=seed), cfg).run(budget, calls=budget)
                 roots = [s.root.goal for s in searches]
                 fixed = sample_without_search(NoisyPolicy(env, p, q, k, seed=1000 + seed), env, roots,
-                                              [budget * k] * len(roots), cfg.tactic_timeout)
+                                              [budget] * len(roots), cfg.tactic_timeout)
                 equal = sample_without_search(NoisyPolicy(env, p, q, k, seed=2000 + seed), env, roots,
                                               [max(s.stats.env_calls, 1) for s in searches], cfg.tactic_timeout)
                 totals["search"] += sum(s.solved for s in searches)
@@ -110,7 +109,7 @@ def target_met(row: dict) -> bool | None:
 
 def print_table(title: str, rows: list[dict]) -> None:
     print(f"\n{title}")
-    print(f"{'p':>5} {'q':>6} {'dead':>5} {'iters':>5} {'search':>8} {'sample@fixed':>13} {'sample@equal':>13} "
+    print(f"{'p':>5} {'q':>6} {'dead':>5} {'calls':>5} {'search':>8} {'sample@fixed':>13} {'sample@equal':>13} "
           f"{'calls/thm':>10} {'target':>7}")
     for r in rows:
         met = target_met(r)
@@ -128,8 +127,14 @@ def noisy(args) -> int:
     replay = ReplayEnv.from_run(trees)
     held_out = sorted(pd.read_parquet(trees / "test.parquet")["name"])[: args.theorems]
     train = sorted(pd.read_parquet(trees / "train.parquet")["name"])[: args.train_theorems]
+    from search.config import SearchConfig
+
+    config = SearchConfig()
     print(f"synthetic policy (k={args.k} candidates, constant critic) over {len(held_out)} held-out and "
-          f"{len(train)} train theorems, {args.seeds} seed(s); fixed budget = iterations x k calls per theorem")
+          f"{len(train)} train theorems, {args.seeds} seed(s); budgets in environment calls per theorem; search: "
+          f"SearchConfig defaults ({config.samples_per_expansion} tactics per expansion, widening c "
+          f"{config.widening_c} alpha {config.widening_alpha}, first-play urgency {config.first_play_urgency}, "
+          f"dead-end decay {config.dead_end_decay})")
     results = {}
     for title, names in (("train theorems (tuning)", train), ("held-out theorems", held_out)):
         if not names:
@@ -153,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train_theorems", type=int, default=300, help="noisy: train theorems also reported")
     parser.add_argument("--settings", type=_setting, nargs="+", default=list(SETTINGS),
                         help="noisy: p,q,dead_end_rate triples")
-    parser.add_argument("--budgets", type=int, nargs="+", default=list(BUDGETS), help="noisy: iteration budgets")
+    parser.add_argument("--budgets", type=int, nargs="+", default=list(BUDGETS),
+                        help="noisy: environment calls per theorem")
     parser.add_argument("--seeds", type=int, default=3, help="noisy: seeds averaged")
     parser.add_argument("--k", type=int, default=8, help="noisy: candidates per goal")
     parser.add_argument("--budget", type=int, default=4)
@@ -162,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.policy == "noisy":
         if args.smoke:
-            args.theorems, args.train_theorems, args.seeds, args.budgets = 12, 0, 1, [4]
+            args.theorems, args.train_theorems, args.seeds, args.budgets = 12, 0, 1, [32]
             args.settings = [(0.6, 1.0, 0.0), (0.4, 0.5, 0.3)]
         return noisy(args)
     args.theorems = args.theorems or 16
