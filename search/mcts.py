@@ -192,14 +192,23 @@ class Search:
         return path
 
     # -- expansion and backpropagation ------------------------------------------------------------
+    def samples(self, leaf: GoalNode) -> int:
+        """How many tactics this expansion of ``leaf`` runs (``first_expansion_samples``, times
+        ``expansion_growth`` per re-expansion, at most ``samples_per_expansion``)."""
+        c = self.config
+        if c.first_expansion_samples is None:
+            return c.samples_per_expansion
+        grown = c.first_expansion_samples * c.expansion_growth ** min(leaf.expansions, 64)
+        return min(c.samples_per_expansion, math.ceil(grown - 1e-9))
+
     def candidates(self, leaf: GoalNode, proposal: Proposal) -> list[tuple[str, float]]:
-        """The proposal's tactics not yet tried at this goal, deduped."""
+        """The proposal's tactics not yet tried at this goal, deduped, the first ``samples(leaf)``."""
         unique = dedupe(proposal.tactics)
         self.stats.tactics_sampled += len(proposal.tactics)
         self.stats.duplicates += len(proposal.tactics) - len(unique)
         fresh = [(t, lp) for t, lp in unique if " ".join(t.split()) not in leaf.tried]
         self.stats.duplicates += len(unique) - len(fresh)
-        return fresh
+        return fresh[:self.samples(leaf)]
 
     def expand(self, path: list, proposal: Proposal, tried: list[tuple[str, float]],
                results: Sequence[EnvResult]) -> None:

@@ -135,3 +135,27 @@ def test_a_root_solved_through_a_stale_transposition_records_its_iteration():
     metrics = summarize([{**row, "solved_at_iteration": None}], SearchEvalConfig(budgets=[1, 30], baseline=False),
                         SimplifyStats())
     assert metrics["solved"] == 1
+
+
+class _WideEnv(ProofEnv):
+    """Every tactic fails: each expansion of the root shows how many tactics it ran."""
+
+    name = "wide"
+
+    def _start(self, theorem):
+        return EnvResult(EnvStatus.OK, [EnvGoal(tuple(parse_state("⊢ R")))])
+
+    def _apply(self, goal, tactic, timeout):
+        return EnvResult(EnvStatus.ERROR, error="no")
+
+
+def test_re_expansions_widen_and_the_call_budget_binds():
+    tactics = [f"t{i}" for i in range(16)]
+    config = SearchConfig(simulations=5, samples_per_expansion=8, first_expansion_samples=1, expansion_growth=2.0)
+    searches, _ = start_searches(["t"], _WideEnv(), config)
+    SearchBatch(searches, _ListPolicy(tactics), config).run()
+    # a root with no applicable tactic is re-expanded every iteration: 1, 2, 4, 8, then the 1 left unused
+    assert searches[0].stats.env_calls == 1 + 2 + 4 + 8 + 1 and searches[0].root.expansions == 5
+    searches, _ = start_searches(["t"], _WideEnv(), config)
+    SearchBatch(searches, _ListPolicy(tactics), config).run(budget=100, calls=6)
+    assert searches[0].stats.env_calls == 6  # 1 + 2 + then only the 3 that fit
