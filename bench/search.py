@@ -132,7 +132,9 @@ def noisy(args) -> int:
     config = SearchConfig()
     print(f"synthetic policy (k={args.k} candidates, constant critic) over {len(held_out)} held-out and "
           f"{len(train)} train theorems, {args.seeds} seed(s); budgets in environment calls per theorem; search: "
-          f"SearchConfig defaults ({config.samples_per_expansion} tactics per expansion, widening c "
+          f"SearchConfig defaults ({config.samples_per_expansion} tactics proposed per expansion, "
+          f"{config.first_expansion_samples or config.samples_per_expansion} run at a goal's first expansion "
+          f"(growth x{config.expansion_growth} per re-expansion), widening c "
           f"{config.widening_c} alpha {config.widening_alpha}, first-play urgency {config.first_play_urgency}, "
           f"dead-end decay {config.dead_end_decay})")
     results = {}
@@ -155,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="model: throughput with the actor-critic; noisy: search vs sampling, synthetic policy")
     parser.add_argument("--theorems", type=int, default=None,
                         help="held-out theorems (model: 16; noisy: all of the test split)")
-    parser.add_argument("--train_theorems", type=int, default=300, help="noisy: train theorems also reported")
+    parser.add_argument("--train_theorems", type=int, default=169, help="noisy: train theorems also reported (the tuning set)")
     parser.add_argument("--settings", type=_setting, nargs="+", default=list(SETTINGS),
                         help="noisy: p,q,dead_end_rate triples")
     parser.add_argument("--budgets", type=int, nargs="+", default=list(BUDGETS),

@@ -44,12 +44,12 @@ def test_bench_search_noisy_policy_smoke(search_data, capsys, monkeypatch):
     assert re.search(r"held-out targets met: \d+/\d+", out)
 
 
-def test_synthetic_policy_and_dead_end_environment(replay):
-    from search.env import EnvGoal
+def test_synthetic_policy_and_dead_end_environment(search_data):
+    from search.env import EnvGoal, ReplayEnv
     from search.goals import parse_state
     from search.synthetic import DeadEndEnv, NoisyPolicy
 
-    state, tactics = next((s, t) for s, t in replay.by_state.items() if t)
+    replay = ReplayEnv.from_run(search_data)  # its own call counter
     goal = EnvGoal(tuple(parse_state(replay.roots[next(iter(replay.roots))])))
     env = DeadEndEnv(replay, dead_end_rate=0.5, seed=1)
     wrong = sorted({t for ts in replay.by_state.values() for t in ts})[:40]

@@ -62,7 +62,7 @@ class _ListPolicy:
 
 def test_cycles_are_rejected_and_counted():
     env = _LoopEnv()
-    config = SearchConfig(simulations=5)
+    config = SearchConfig(simulations=5, first_expansion_samples=None)  # every proposed tactic at once
     searches, _ = start_searches(["t"], env, config)
     SearchBatch(searches, _ListPolicy(["rename_i", "exact foo"]), config).run()
     search = searches[0]
