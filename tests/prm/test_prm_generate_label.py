@@ -47,6 +47,21 @@ def test_generate_samples_with_the_real_sampler_and_records_parse_failures(artif
     assert manifest["counts"]["completions"] == 2
 
 
+def test_a_real_generator_feeds_the_parser_labeller_and_reviewer(artifacts):
+    """The paper path at tiny scale: a model writes the completions (the paper config's generator is
+    a real model writing prose + tactics), and prm-label reads them through the same parser,
+    labeller and default reviewer; a random tiny model writes no paired proof, so every completion
+    is a counted rejection and nothing is labelled from it."""
+    generate.run(_config(statements=StatementSet(limit=1), run="tinygen"), progress=False)
+    config = LabelConfig(run="tinygen", recorded=None, generated="artifacts://prm_samples/tinygen",
+                         backend=BackendConfig(kind="replay", replay=ReplayBackendConfig(sources=["repl_io"])))
+    folder = label.run(config, progress=False)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    rejected = sum(v for k, v in manifest["counts"].items() if k.startswith("rejected:"))
+    labelled = sum(v for k, v in manifest["counts"].items() if k.startswith("status:"))
+    assert rejected + labelled == 2 and manifest["reviewer"] == "rules"
+
+
 def test_generate_is_sharded_and_resumable(artifacts, monkeypatch):
     monkeypatch.setattr(generate, "_generator", lambda config: (Scripted(), None))
     monkeypatch.setattr(generate, "render_paired_prompt", lambda *a, **k: "prompt")
