@@ -50,12 +50,10 @@ def spread_over_theorems(records: list[ProofRecord]) -> list[ProofRecord]:
 def _prepared(records: list[ProofRecord], config: EvalConfig) -> tuple[list[ProofRecord], list[list[bool]], int, int]:
     """(kept proofs, their labelled prefixes cut to ``max_steps``, proofs skipped, proofs cut); with
     a ``limit``, chosen across theorems (:func:`spread_over_theorems`)."""
-    kept, truth, skipped, cut = [], [], 0, 0
-    for record in spread_over_theorems(records):
+    labelled = [r for r in records if training_prefix(r.labels)]
+    kept, truth, skipped, cut = [], [], len(records) - len(labelled), 0
+    for record in spread_over_theorems(labelled):  # rounds over the theorems that have labels
         labels = training_prefix(record.labels)
-        if not labels:
-            skipped += 1
-            continue
         if len(labels) > config.max_steps:
             labels, cut = labels[:config.max_steps], cut + 1
         kept.append(record)

@@ -49,10 +49,11 @@ def test_prm_eval_report(artifacts, tmp_path):
     from prm.evaluate import spread_over_theorems
 
     held_out = read_split(artifacts / "prm_data" / "small", "test")
-    prefixes = [p for p in (training_prefix(r.labels) for r in spread_over_theorems(held_out)) if p]
+    labelled = [r for r in held_out if training_prefix(r.labels)]
+    prefixes = [training_prefix(r.labels) for r in spread_over_theorems(labelled)]
     truth = [t[:4] for t in prefixes[:10]]
     # the ten proofs are spread over the held-out theorems: as many distinct theorems as there can be
-    names = [r.name for r in spread_over_theorems(held_out) if training_prefix(r.labels)][:10]
+    names = [r.name for r in spread_over_theorems(labelled)][:10]
     assert metrics[lean_set]["theorems"] == len(set(names)) == min(10, len({r.name for r in held_out
                                                                             if training_prefix(r.labels)}))
     rate = metrics[lean_set]["base_rate"]
