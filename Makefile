@@ -198,7 +198,7 @@ autoformalizer-retrieval: setup ## System B recall@8 on the shipped statements (
 # --- benches' smoke mode, the GPU check and the Lean check ---
 .PHONY: bench-smoke gpu-check lean-check
 bench-smoke: setup ## every bench-* target in its --smoke mode (tiny sizes; checks they run, measures nothing)
-	$(PY) -m pytest -q tests/bench/test_bench_smoke.py
+	$(PY) -m pytest -q tests/bench/test_bench_smoke.py tests/search/test_bench_search.py
 lean-check: setup ## first thing to run with Lean: every Lean-side assumption checked here -> artifacts/lean_check/<run>/report.md (LEAN_PROJECT=path, RUN=name, ARGS="--sample_size 500 --only [reverify]")
 	$(PY) -m bench.lean_check --config configs/lean_check/default.yaml $(if $(LEAN_PROJECT),--lean_project $(LEAN_PROJECT)) \
 		$(if $(RUN),--run $(RUN)) $(ARGS)
@@ -232,7 +232,7 @@ search-demo: setup ## the search part of make demo (~1-2 CPU minutes): trees, a 
 	$(PY) -m search.train --config configs/search/demo.yaml
 	$(PY) -m search.evaluate --config configs/search/eval/demo.yaml
 
-bench-search: setup ## expansions/s and env calls/s vs the replay environment, model vs env time, batched vs one-at-a-time searches (ARGS=--smoke)
+bench-search: setup ## expansions/s and env calls/s vs the replay environment, batched vs one-at-a-time searches; ARGS="--policy noisy": search vs sampling with a synthetic policy at fixed call budgets (ARGS=--smoke)
 	$(PY) -m bench.search $(ARGS)
 
 # --- prm stage (LeanPRM: Lean-grounded step labels and a step verifier) ---

@@ -1,5 +1,15 @@
-"""``python -m bench.search [--smoke]`` (``make bench-search``): search throughput against the
-replay environment.
+"""``python -m bench.search [--smoke] [--policy model|noisy]`` (``make bench-search``): search
+throughput against the replay environment (``--policy model``, the default), or search against
+sampling with a synthetic policy of controlled quality (``--policy noisy``, ``search.synthetic``).
+
+``--policy noisy``: on the held-out (test) theorems of the search-data run, and on a slice of its
+train theorems (what the search defaults were tuned on), for each (p, q, dead-end rate) setting and
+per-theorem budget of C environment calls, over several seeds: theorems solved by the AND-OR search
+(``SearchConfig`` defaults, stopped after C calls) and by sampling without search (one tactic per
+open goal, restart after a failure) given (a) the same fixed C calls, and (b) exactly the calls the
+search used on that theorem (a theorem the search solves early leaves the baseline few calls). The targets: at the fixed budget the search solves more wherever
+the policy's first choice is unreliable (q <= 0.5) and dead ends exist, and no fewer than 90% of
+sampling's count where it is reliable (q = 1).
 
 1. Environment alone: replay ``apply`` calls per second (the oracle policy, no model).
 2. The search with the actor-critic (a randomly initialised tiny Qwen3, real vocabulary; its
@@ -40,14 +50,130 @@ def _timed(fn):
     return value, time.perf_counter() - wall, time.process_time() - cpu
 
 
+# (p, q, dead-end rate): the settings of the measurement that motivated the benchmark
+SETTINGS = ((0.4, 0.125, 0.0), (0.6, 1.0, 0.0), (0.4, 0.125, 0.3), (0.4, 0.5, 0.3), (0.6, 0.5, 0.3),
+            (0.6, 1.0, 0.3), (1.0, 0.125, 0.3))
+BUDGETS = (32, 128, 256)  # environment calls per theorem: 4, 16 and 32 expansions of 8 tactics
+
+
+def _setting(text: str) -> tuple[float, float, float]:
+    try:
+        p, q, rate = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a setting is p,q,dead_end_rate (three numbers), got {text!r}") from None
+    return p, q, rate
+
+
+def noisy_table(replay, names: list[str], settings, budgets, seeds: int, k: int = 8,
+                config=None) -> list[dict]:
+    """Solved counts (mean over seeds) of search and sampling per (p, q, rate, call budget)."""
+    from dataclasses import replace
+
+    from search.config import SearchConfig
+    from search.evaluate import sample_without_search
+    from search.mcts import SearchBatch, start_searches
+    from search.synthetic import DeadEndEnv, NoisyPolicy
+
+    base = config or SearchConfig()
+    rows = []
+    for p, q, rate in settings:
+        for budget in budgets:
+            totals = {"search": 0, "sampling_fixed": 0, "sampling_equal": 0, "search_calls": 0}
+            for seed in range(seeds):
+                env = DeadEndEnv(replay, rate, seed=seed)
+                cfg = replace(base, simulations=budget)  # the call budget binds first
+                searches, _ = start_searches(names, env, cfg)
+                SearchBatch(searches, NoisyPolicy(env, p, q, k, seed=seed), cfg).run(budget, calls=budget)
+                roots = [s.root.goal for s in searches]
+                fixed = sample_without_search(NoisyPolicy(env, p, q, k, seed=1000 + seed), env, roots,
+                                              [budget] * len(roots), cfg.tactic_timeout)
+                equal = sample_without_search(NoisyPolicy(env, p, q, k, seed=2000 + seed), env, roots,
+                                              [max(s.stats.env_calls, 1) for s in searches], cfg.tactic_timeout)
+                totals["search"] += sum(s.solved for s in searches)
+                totals["sampling_fixed"] += sum(solved for solved, _ in fixed)
+                totals["sampling_equal"] += sum(solved for solved, _ in equal)
+                totals["search_calls"] += sum(s.stats.env_calls for s in searches) / max(len(searches), 1)
+            rows.append({"p": p, "q": q, "dead_end_rate": rate, "budget": budget, "theorems": len(names),
+                         **{key: value / seeds for key, value in totals.items()}})
+    return rows
+
+
+def target_met(row: dict) -> bool | None:
+    """The benchmark's target for one row (None: no target there)."""
+    if row["dead_end_rate"] > 0 and row["q"] <= 0.5:
+        return row["search"] > row["sampling_fixed"]
+    if row["q"] >= 1.0:
+        return row["search"] >= 0.9 * row["sampling_fixed"]
+    return None
+
+
+def print_table(title: str, rows: list[dict]) -> None:
+    print(f"\n{title}")
+    print(f"{'p':>5} {'q':>6} {'dead':>5} {'calls':>5} {'search':>8} {'sample@fixed':>13} {'sample@equal':>13} "
+          f"{'calls/thm':>10} {'target':>7}")
+    for r in rows:
+        met = target_met(r)
+        print(f"{r['p']:>5.2f} {r['q']:>6.3f} {r['dead_end_rate']:>5.2f} {r['budget']:>5} {r['search']:>8.1f} "
+              f"{r['sampling_fixed']:>13.1f} {r['sampling_equal']:>13.1f} {r['search_calls']:>10.1f} "
+              f"{'-' if met is None else 'met' if met else 'MISSED':>7}")
+
+
+def noisy(args) -> int:
+    import pandas as pd
+
+    from search.env import ReplayEnv
+
+    trees = _trees()
+    replay = ReplayEnv.from_run(trees)
+    held_out = sorted(pd.read_parquet(trees / "test.parquet")["name"])[: args.theorems]
+    train = sorted(pd.read_parquet(trees / "train.parquet")["name"])[: args.train_theorems]
+    from search.config import SearchConfig
+
+    config = SearchConfig()
+    print(f"synthetic policy (k={args.k} candidates, constant critic) over {len(held_out)} held-out and "
+          f"{len(train)} train theorems, {args.seeds} seed(s); budgets in environment calls per theorem; search: "
+          f"SearchConfig defaults ({config.samples_per_expansion} tactics proposed per expansion, "
+          f"{config.first_expansion_samples or config.samples_per_expansion} run at a goal's first expansion "
+          f"(growth x{config.expansion_growth} per re-expansion), widening c "
+          f"{config.widening_c} alpha {config.widening_alpha}, first-play urgency {config.first_play_urgency}, "
+          f"dead-end decay {config.dead_end_decay})")
+    results = {}
+    for title, names in (("train theorems (tuning)", train), ("held-out theorems", held_out)):
+        if not names:
+            continue
+        rows = noisy_table(replay, names, args.settings, args.budgets, args.seeds, args.k)
+        print_table(title, rows)
+        results[title] = rows
+    rows = results.get("held-out theorems", [])
+    checked = [m for m in map(target_met, rows) if m is not None]
+    print(f"\nheld-out targets met: {sum(checked)}/{len(checked)}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="a few seconds: tiny sizes (tests)")
-    parser.add_argument("--theorems", type=int, default=16)
+    parser.add_argument("--policy", choices=("model", "noisy"), default="model",
+                        help="model: throughput with the actor-critic; noisy: search vs sampling, synthetic policy")
+    parser.add_argument("--theorems", type=int, default=None,
+                        help="held-out theorems (model: 16; noisy: all of the test split)")
+    parser.add_argument("--train_theorems", type=int, default=169, help="noisy: train theorems also reported (the tuning set)")
+    parser.add_argument("--settings", type=_setting, nargs="+", default=list(SETTINGS),
+                        help="noisy: p,q,dead_end_rate triples")
+    parser.add_argument("--budgets", type=int, nargs="+", default=list(BUDGETS),
+                        help="noisy: environment calls per theorem")
+    parser.add_argument("--seeds", type=int, default=3, help="noisy: seeds averaged")
+    parser.add_argument("--k", type=int, default=8, help="noisy: candidates per goal")
     parser.add_argument("--budget", type=int, default=4)
     parser.add_argument("--samples", type=int, default=4)
     parser.add_argument("--max_new_tokens", type=int, default=16)
     args = parser.parse_args(argv)
+    if args.policy == "noisy":
+        if args.smoke:
+            args.theorems, args.train_theorems, args.seeds, args.budgets = 12, 0, 1, [32]
+            args.settings = [(0.6, 1.0, 0.0), (0.4, 0.5, 0.3)]
+        return noisy(args)
+    args.theorems = args.theorems or 16
     if args.smoke:
         args.theorems, args.budget, args.samples, args.max_new_tokens = 4, 2, 2, 4
 

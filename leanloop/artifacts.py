@@ -121,9 +121,19 @@ def check_run_name(name: Any, what: str = "run name") -> str:
     return name
 
 
+# a data-parallel piece of a run (leanloop.sharding.shard_run): ``<run>/shards/<I>-of-<N>``
+_SHARD_RUN = re.compile(r"(?P<run>[^/]+)/shards/(?P<piece>[0-9]+-of-[0-9]+)")
+
+
 def run_dir(stage: str, run: str, root: str | os.PathLike | None = None) -> Path:
-    """``<artifacts root>/<stage>/<run>`` (the run name checked), or ``root`` when given."""
-    return Path(root) if root is not None else artifacts_root() / stage / check_run_name(run)
+    """``<artifacts root>/<stage>/<run>`` (the run name checked), or ``root`` when given. A shard
+    run ``<run>/shards/<I>-of-<N>`` is the folder under its parent run."""
+    if root is not None:
+        return Path(root)
+    shard = _SHARD_RUN.fullmatch(run) if isinstance(run, str) else None
+    if shard:
+        return artifacts_root() / stage / check_run_name(shard["run"]) / "shards" / shard["piece"]
+    return artifacts_root() / stage / check_run_name(run)
 
 
 def default_run_name(config_files: Iterable[Any]) -> str:

@@ -13,7 +13,7 @@ from leanloop.prover.generation import SamplingConfig
 from leanloop.prover.statements import StatementsConfig
 from leanloop.training.models import ModelSpec
 from leanloop.vllm_engine import VLLMEngineConfig
-from prm.labelling import ReviewRule
+from prm.review import ReviewRule
 
 RECORDED_RL_LEAN = "shared://candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz"
 
@@ -44,14 +44,20 @@ class RecordedConfig:
     """The first N rows (smoke runs)."""
 
 
+PARSE_ERRORS = ReviewRule("unknown tactic|unexpected token|expected term", "syntax", "Lean could not parse the tactic")
+"""The scripted reviewer's default rule: a failure Lean reports as a parse error is about the step's
+text, not its mathematics."""
+
+
 @dataclass
 class ReviewerConfig:
-    """LeanPRM step 3. ``none`` (default on CPU): every failure counts. ``rules``: a scripted rule
-    reviewer (regex on the compiler output). ``model``: a second LM reads the failure."""
+    """LeanPRM step 3. ``rules`` (the default, CPU): a scripted rule reviewer (regex on the compiler
+    output; by default Lean's parse errors are syntax, every other failure mathematical). ``model``:
+    a second LM reads the failure. ``none``: every failure counts."""
 
-    kind: Literal["none", "rules", "model"] = "none"
+    kind: Literal["none", "rules", "model"] = "rules"
     model: ModelSpec | None = None
-    rules: list[ReviewRule] = field(default_factory=list)
+    rules: list[ReviewRule] = field(default_factory=lambda: [PARSE_ERRORS])
     otherwise: Literal["mathematical", "syntax", "unclear"] = "mathematical"
     max_new_tokens: int = 256
 
@@ -121,7 +127,8 @@ class EvalConfig:
     external: list[ExternalSet] = field(default_factory=list)
     """Further sets in ProcessBench / PRMBench / PRM800K format, reported the same way."""
     limit: int | None = None
-    """The first N proofs of each set (smoke runs)."""
+    """N proofs of each set, taken in rounds over its theorems (every theorem's first proof, then
+    every theorem's second, ...), so N >= the theorem count covers every held-out theorem."""
     max_steps: int = 24
     """Proofs are shown with at most this many labelled steps (longer ones are cut to their first
     ``max_steps``; counted as ``cut`` in metrics.json and the report)."""

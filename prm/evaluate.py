@@ -3,7 +3,9 @@ artifacts/prm_eval/<run>/{report.md, report.png, metrics.json, predictions.jsonl
 
     python -m prm.evaluate --config configs/prm/eval/default.yaml [--limit 50 ...]
 
-Beside the verifier: ``always_correct``, ``first_error_at_random`` (the first wrong step drawn
+Beside the verifier: the base rate (shares of correct steps and proofs), ``always_correct``,
+``tfidf_steps`` (a TF-IDF step classifier trained on the train split, :mod:`prm.baselines`),
+``first_error_at_random`` (the first wrong step drawn
 uniformly from the n steps and "none"), and, when ``classifier`` names a classifiers run, the verdict
 classifier applied to proof prefixes (step k is correct while the program of steps 1..k is judged
 valid; Lean sets only, they have tactics). Metrics: :mod:`prm.metrics`.
@@ -35,14 +37,23 @@ EVAL_STAGE = "prm_eval"
 PAPER_BEST_OF_N = "LeanPRM (issue #21): 35.9% verifier pick vs 32.4% random, 16 IMO candidates per problem"
 
 
-def _prepared(records: list[ProofRecord], config: EvalConfig) -> tuple[list[ProofRecord], list[list[bool]], int, int]:
-    """(kept proofs, their labelled prefixes cut to ``max_steps``, proofs skipped, proofs cut)."""
-    kept, truth, skipped, cut = [], [], 0, 0
+def spread_over_theorems(records: list[ProofRecord]) -> list[ProofRecord]:
+    """The proofs in rounds: every theorem's first proof, then every theorem's second, ...; so the
+    first N cover as many theorems as N allows (LeanPRM-Bench spreads over its theorems)."""
+    by_theorem: dict[str, list[ProofRecord]] = {}
     for record in records:
+        by_theorem.setdefault(record.name, []).append(record)
+    rounds = max((len(v) for v in by_theorem.values()), default=0)
+    return [proofs[i] for i in range(rounds) for proofs in by_theorem.values() if i < len(proofs)]
+
+
+def _prepared(records: list[ProofRecord], config: EvalConfig) -> tuple[list[ProofRecord], list[list[bool]], int, int]:
+    """(kept proofs, their labelled prefixes cut to ``max_steps``, proofs skipped, proofs cut); with
+    a ``limit``, chosen across theorems (:func:`spread_over_theorems`)."""
+    labelled = [r for r in records if training_prefix(r.labels)]
+    kept, truth, skipped, cut = [], [], len(records) - len(labelled), 0
+    for record in spread_over_theorems(labelled):  # rounds over the theorems that have labels
         labels = training_prefix(record.labels)
-        if not labels:
-            skipped += 1
-            continue
         if len(labels) > config.max_steps:
             labels, cut = labels[:config.max_steps], cut + 1
         kept.append(record)
@@ -50,6 +61,12 @@ def _prepared(records: list[ProofRecord], config: EvalConfig) -> tuple[list[Proo
         if config.limit and len(kept) >= config.limit:
             break
     return kept, truth, skipped, cut
+
+
+def base_rates(truth: list[list[bool]]) -> dict[str, float]:
+    """Shares of correct steps and of all-correct proofs among the evaluated labels."""
+    steps = [label for labels in truth for label in labels]
+    return {"correct_steps": sum(steps) / max(len(steps), 1), "correct_proofs": sum(all(t) for t in truth) / max(len(truth), 1)}
 
 
 def random_first_error(truth: list[list[bool]], seed: int) -> list[list[bool]]:
@@ -82,15 +99,22 @@ def classifier_prefixes(records: list[ProofRecord], truth: list[list[bool]], fin
 
 
 def evaluate_set(name: str, records: list[ProofRecord], model: Any, tokenizer: Any, config: EvalConfig,
-                 classifier: Path | None) -> dict[str, Any]:
+                 classifier: Path | None, train: list[ProofRecord] | None = None) -> dict[str, Any]:
+    """One set's metrics per method. ``train``: labelled proofs of the same kind that the TF-IDF
+    step classifier is fitted on (the Lean set's train split)."""
     kept, truth, skipped, cut = _prepared(records, config)
     if not kept:
-        return {"name": name, "skipped": skipped, "cut": cut, "methods": {}, "best_of_n": {}, "rows": []}
+        return {"name": name, "skipped": skipped, "cut": cut, "methods": {}, "best_of_n": {}, "rows": [],
+                "base_rate": {}, "theorems": 0}
     prompts = [verifier_prompt(r.statement, [s["prose"] for s in r.steps[:len(t)]], tokenizer) for r, t in zip(kept, truth)]
     answers = greedy_answers(model, tokenizer, prompts, [len(t) for t in truth], config.batch_size, progress=True)
     predictions = {"verifier": [parse_labels(a, len(t)) for a, t in zip(answers, truth)],
                    "always_correct": [[True] * len(t) for t in truth],
                    "first_error_at_random": random_first_error(truth, config.seed)}
+    if train:
+        from prm.baselines import TfidfStepClassifier
+
+        predictions["tfidf_steps"] = TfidfStepClassifier(config.seed).fit(train, config.max_steps).predict(kept, truth)
     if classifier is not None and any(s["tactic"] for r in kept for s in r.steps):
         predictions["classifier_prefixes"] = classifier_prefixes(kept, truth, classifier)
     groups = [r.name for r in kept]
@@ -99,7 +123,9 @@ def evaluate_set(name: str, records: list[ProofRecord], model: Any, tokenizer: A
     bon = {m: best_of_n(groups, p, correct, config.seed) for m, p in predictions.items()}
     rows = [{"proof_id": r.proof_id, "truth": t, "answer": a, "predicted": p}
             for r, t, a, p in zip(kept, truth, answers, predictions["verifier"])]
-    return {"name": name, "skipped": skipped, "cut": cut, "methods": methods, "best_of_n": bon, "rows": rows}
+    return {"name": name, "skipped": skipped, "cut": cut, "methods": methods, "best_of_n": bon, "rows": rows,
+            "base_rate": base_rates(truth), "theorems": len({r.name for r in kept}),
+            "theorems_in_set": len({r.name for r in records})}
 
 
 def _pct(x: float | None) -> str:
@@ -116,7 +142,9 @@ def write_report(folder: Path, config: EvalConfig, results: list[dict], data_man
         lines.append(f"Held-out theorems: the `{config.split}` split of `{config.dataset}` "
                      f"({data_manifest.get('label_kind', 'step labels from Lean')}; reviewer: "
                      f"{data_manifest.get('reviewer', '?')}" + (": every Lean failure counts" if
-                                                               data_manifest.get("reviewer") == "none" else "") + ").")
+                                                               data_manifest.get("reviewer") == "none" else
+                                                               ": failures it did not judge mathematical keep no "
+                                                               "negative labels") + ").")
     lines += ["", "Exact = every step label right (LeanPRM-Bench's metric). First error = the predicted first "
               "wrong step (or none) is right. F1 (incorrect) treats wrong steps as positives. Unparsable verifier "
               "answers are wrong for exact / first error and read as all-correct per step.", ""]
@@ -126,9 +154,15 @@ def write_report(folder: Path, config: EvalConfig, results: list[dict], data_man
             lines += [f"No proof with labelled steps ({result['skipped']} skipped).", ""]
             continue
         any_metrics = next(iter(result["methods"].values()))
-        lines += [f"{int(any_metrics['proofs'])} proofs, {int(any_metrics['steps'])} steps "
+        rate = result["base_rate"]
+        lines += [f"{int(any_metrics['proofs'])} proofs of {result['theorems']} theorems (of "
+                  f"{result['theorems_in_set']} in the set), {int(any_metrics['steps'])} steps "
                   f"({result['skipped']} proofs without labels skipped; {result['cut']} longer than "
                   f"{config.max_steps} labelled steps cut to their first {config.max_steps}).", "",
+                  f"Base rate: {_pct(rate['correct_steps'])} of the labelled steps are correct and "
+                  f"{_pct(rate['correct_proofs'])} of the proofs are correct at every step (`always_correct`'s exact "
+                  "score). A verifier adds something only above `always_correct` and `tfidf_steps` (a TF-IDF "
+                  "logistic regression on each step's text, trained on the train split's labelled steps).", "",
                   "| method | exact | first error | step acc. | F1 (incorrect) | F1 (correct) | parsed |",
                   "|---|---:|---:|---:|---:|---:|---:|"]
         for method, m in result["methods"].items():
@@ -180,16 +214,18 @@ def work(config: EvalConfig, folder: Path) -> Manifest:
         data = resolve_run(config.dataset, DATA_STAGE)
         data_manifest = json.loads((data / "manifest.json").read_text())
         manifest.inputs["dataset"] = describe_input(data)
-        sets.append((f"Lean step labels, held-out theorems ({config.split})", read_split(data, config.split)))
+        sets.append((f"Lean step labels, held-out theorems ({config.split})", read_split(data, config.split),
+                     read_split(data, "train")))
     for external in config.external:
         manifest.add_input(f"external:{external.format}", resolve_shared(external.path))
         records = read_external(external.format, external.path)
-        sets.append((f"{external.format}: {Path(external.path).name}", records[: external.limit or None]))
+        sets.append((f"{external.format}: {Path(external.path).name}", records[: external.limit or None], None))
     if not sets:
         raise ValueError("nothing to evaluate: set dataset and/or external")
-    results = [evaluate_set(name, records, model, tokenizer, config, classifier) for name, records in sets]
+    results = [evaluate_set(name, records, model, tokenizer, config, classifier, train) for name, records, train in sets]
     write_jsonl(folder / "predictions.jsonl", ({"set": r["name"], **row} for r in results for row in r["rows"]))
-    summary = {r["name"]: {"methods": r["methods"], "best_of_n": r["best_of_n"], "skipped": r["skipped"], "cut": r["cut"]}
+    summary = {r["name"]: {"methods": r["methods"], "best_of_n": r["best_of_n"], "skipped": r["skipped"], "cut": r["cut"],
+                           "base_rate": r["base_rate"], "theorems": r["theorems"]}
                for r in results}
     (folder / "metrics.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
     write_report(folder, config, results, data_manifest)

@@ -20,10 +20,8 @@ from leanloop.lean.verifier import Verifier
 from leanloop.tool import run_parsed_tool, run_tool
 from prm.config import LabelConfig
 from prm.dataset import DATA_STAGE, SPLITS, ProofRecord, theorem_split, write_splits
-from prm.labelling import (
-    IncrementalChecker, ModelJudge, ModelReviewer, PrefixChecker, RuleReviewer, as_dicts, label_paired_proof,
-    training_prefix,
-)
+from prm.labelling import IncrementalChecker, PrefixChecker, as_dicts, label_paired_proof, training_prefix
+from prm.review import ModelJudge, ModelReviewer, RuleReviewer
 from prm.paired import PairedFormatError, assemble_program, parse_paired
 
 SAMPLES_STAGE = "prm_samples"
@@ -113,13 +111,20 @@ def write_report(folder: Path, config: LabelConfig, records: list[ProofRecord], 
                   f"(`{config.recorded.path}`): each recorded program's proof is cut into top-level tactic steps "
                   "and labelled from Lean's recorded first error (steps before it correct, from it on incorrect; "
                   "passing programs all correct; timeouts and infrastructure errors: no labels). The prose of a "
-                  f"step is the prover's own comment above it, else the tactic text ({counts['steps_from_comment']} "
-                  f"of {counts['steps']} steps had a comment).", ""]
+                  f"step is the prover's own comment above it, else the tactic text: the recordings carry no prose, so the "
+                  f"verifier reads tactics ({counts['steps_from_comment']} of {counts['steps']} steps had a "
+                  "comment).", ""]
     if config.reviewer.kind == "none":
         lines += ["**No reviewer** (`reviewer.kind: none`, the CPU default): every Lean failure counts as a "
                   "mathematical error; LeanPRM's reviewer would keep only failures it judges mathematical.", ""]
     else:
-        lines += [f"Reviewer: `{config.reviewer.kind}`; decisions are stored per proof (`reviewer` column).", ""]
+        sorted_counts = ", ".join(f"{k.split(':', 1)[1]} {v}" for k, v in sorted(counts.items())
+                                  if k.startswith("reviewer:")) or "no failure reviewed"
+        lines += [f"Reviewer: `{config.reviewer.kind}`" + (" (scripted rules on the compiler output: "
+                  + "; ".join(f"`{r.pattern}` -> {r.verdict}" for r in config.reviewer.rules)
+                  + f"; otherwise {config.reviewer.otherwise})" if config.reviewer.kind == "rules" else "")
+                  + f". First failures sorted: {sorted_counts}. A failure not judged mathematical keeps no negative "
+                  "labels; decisions are stored per proof (`reviewer` column).", ""]
     lines += ["| | count |", "|---|---:|"] + [f"| {k} | {v} |" for k, v in stats.items()]
     lines += [f"| {k} | {v} |" for k, v in sorted(counts.items()) if k not in stats]
     by_split = Counter(r.split for r in records)
@@ -148,7 +153,8 @@ def work(config: LabelConfig, folder: Path, progress: bool = True) -> Manifest:
         from leanloop.paths import resolve_shared
         from prm.recorded import build_recorded
 
-        recorded, recorded_counts = build_recorded(config.recorded, config.splits, config.profile, progress)
+        recorded, recorded_counts = build_recorded(config.recorded, config.splits, config.profile, progress,
+                                                   reviewer=_reviewer(config))
         records += recorded
         counts.update(recorded_counts)
         manifest.add_input("recorded", resolve_shared(config.recorded.path))

@@ -2,21 +2,26 @@
 from Lean's recorded first error (through the Verifier on the replay backend), no generator model.
 
 These are tactic-level labels from recorded Lean output: the prose of a step is the prover's own
-comment above it where it wrote one, else the tactic text itself.
+comment above it where it wrote one, else the tactic text itself (the recordings carry no prose).
+The reviewer (a scripted rule reviewer by default) reads each failing program's first error; a
+failure it does not judge mathematical gives no negative labels.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from leanloop.jsonl import numbered_jsonl
 from leanloop.lean.replay import ReplayBackend
-from leanloop.lean.types import VerifyRequest
+from leanloop.lean.types import Outcome, VerifyRequest
 from leanloop.lean.verifier import Verifier
 from leanloop.paths import resolve_shared
 from prm.config import RecordedConfig, SplitConfig
 from prm.dataset import ProofRecord, theorem_split
-from prm.labelling import as_dicts, labels_from_outcome
+from prm.labelling import StepLabel, as_dicts, labels_from_outcome
+from prm.paired import PairedStep
+from prm.review import Failure, Reviewer
 from prm.steps import ProofShapeError, TacticStep, split_steps
 
 LABELLER = "recorded_first_error"
@@ -35,9 +40,26 @@ def declaration(program: str, steps: list[TacticStep]) -> tuple[str, str]:
     return header, body
 
 
+def review_recorded(labels: list[StepLabel], steps: list[TacticStep], statement: str, first: int | None,
+                    outcome: Outcome, reviewer: Reviewer | None) -> tuple[list[StepLabel], dict[str, Any] | None]:
+    """The reviewer's reading of a recorded program's first failure. A failure it does not judge
+    mathematical loses its negative labels: a syntax repair cannot be checked here (nobody
+    recorded the repaired program), so it is not tried."""
+    if reviewer is None or first is None:
+        return labels, None
+    output = "\n".join(m.data for m in outcome.messages if m.severity == "error")
+    decision = reviewer.review(Failure(statement, tuple(PairedStep(s.prose, s.tactic) for s in steps), first, output))
+    record = {"step": first, "verdict": decision.verdict, "reason": decision.reason, "repair": decision.repair}
+    if decision.verdict == "mathematical":
+        return labels, record
+    why = f"dropped: reviewer judged the failure {decision.verdict} (a repair needs Lean; recorded answers only)"
+    return [l if i < first else StepLabel(l.prose, l.tactic, None, why) for i, l in enumerate(labels)], record
+
+
 def build_recorded(config: RecordedConfig, splits: SplitConfig, profile: str = "collection",
-                   progress: bool = True) -> tuple[list[ProofRecord], Counter]:
-    """Labelled proofs of the recorded programs, and counts (skipped shapes, categories, labels)."""
+                   progress: bool = True, reviewer: Reviewer | None = None) -> tuple[list[ProofRecord], Counter]:
+    """Labelled proofs of the recorded programs, and counts (skipped shapes, categories, labels,
+    the reviewer's verdicts)."""
     counts: Counter = Counter()
     cut: list[tuple[int, dict, list[TacticStep]]] = []
     for number, row in numbered_jsonl(resolve_shared(config.path)):
@@ -54,6 +76,9 @@ def build_recorded(config: RecordedConfig, splits: SplitConfig, profile: str = "
     for (number, row, steps), outcome in zip(cut, outcomes):
         labels, proof_label, first, reason = labels_from_outcome(steps, outcome)
         header, statement = declaration(row["code"], steps)
+        labels, decision = review_recorded(labels, steps, statement, first, outcome, reviewer)
+        if decision is not None:
+            counts[f"reviewer:{decision['verdict']}"] += 1
         counts[f"category:{outcome.category.value}"] += 1
         counts["steps"] += len(steps)
         counts["labelled_steps"] += sum(l.label is not None for l in labels)
@@ -63,6 +88,7 @@ def build_recorded(config: RecordedConfig, splits: SplitConfig, profile: str = "
             header=header, program=row["code"], steps=as_dicts(labels), proof_label=proof_label, first_error=first,
             category=outcome.category.value, lean_version=row.get("lean_version"), generator=str(row.get("prover")),
             source=str(row.get("source") or config.path), labeller=LABELLER, reason=reason,
+            reviewer=[decision] if decision is not None else [],
             split=theorem_split(row["name"], splits.valid, splits.test, splits.seed)))
     return records, counts
 

@@ -5,6 +5,7 @@ ours is a CPU-sized choice)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 
 @dataclass
@@ -30,10 +31,32 @@ class SearchConfig:
     """Softmax temperature over the sampled tactics' log-probabilities (not given)."""
     no_tactic_value: float = -40.0
     """Value of a goal where no sampled tactic applied (not given; the reference code's default)."""
-    widening_c: float = 0.5
+    widening_c: float = 1.5
     widening_alpha: float = 0.5
     """Progressive widening: re-sample tactics at an OR node while its expansions <=
-    widening_c * visits**widening_alpha (Section 3; constants not given)."""
+    widening_c * visits**widening_alpha (Section 3; constants not given: c = 1.5 is ours, tuned on the
+    synthetic-policy benchmark, where c = 0.5 re-sampled a goal only at 16 and 36 visits)."""
+    first_expansion_samples: int | None = 1
+    """Tactics run at a goal's first expansion; its n-th re-expansion (progressive widening) runs
+    ``first_expansion_samples * expansion_growth**n``, rounded up, at most ``samples_per_expansion``
+    (None: ``samples_per_expansion`` every time). Few at first spend the environment calls on the
+    policy's top choices, as sampling does; a goal the search keeps coming back to gets a wider
+    look. Ours, tuned on the synthetic-policy benchmark."""
+    expansion_growth: float = 1.0
+    """See ``first_expansion_samples`` (ours)."""
+    first_play_urgency: float | None = 0.0
+    """Value of an edge not visited yet, relative to its parent goal's value: ``parent.value - fpu``
+    (None: an unvisited edge's value term is 0, the lowest there is, so a visited dead end always
+    looks better than a fresh sibling). Not given in the paper; ours, tuned on the synthetic-policy
+    benchmark (``make bench-search ARGS="--policy noisy"``)."""
+    dead_end_decay: float = 0.0
+    """Each visit to an unsolved goal lowers its value by this many tactics, so a goal whose
+    tactics keep failing or leading to goals that go nowhere falls in value and the search moves to
+    its siblings or re-samples its parent (0: the value is the plain mean). Ours, tuned there."""
+    and_sibling: Literal["hardest", "least_visited"] = "hardest"
+    """At an AND node, which unsolved child to descend into: the lowest value (the hardest decides
+    the proof) or the least visited (budget spread evenly over the goals still open). Unvisited
+    children go first either way. Ours."""
     tactic_timeout: float = 10.0
     """Seconds per tactic application (not given)."""
     max_depth: int = 64

@@ -12,9 +12,12 @@ only when a found proof's whole program is ``valid`` (paper App. E); ``search_cl
 theorems where the search closed every goal, verified or not.
 
 The search is any-time, so one run to the largest budget gives every smaller budget: a theorem
-solved at iteration i counts for each budget >= i. The baseline ("no search") spends the same
-number of environment calls as the search did on that theorem, sampling one tactic per open goal
-from the same model and restarting from the root after a failed tactic.
+solved at iteration i counts for each budget >= i. The baseline ("no search") samples one tactic
+per open goal from the same model, restarting from the root after a failed tactic, with a fixed
+per-theorem budget of environment calls (``baseline_calls``; by default the most the search may
+spend: the largest budget times the tactics per expansion), and again with exactly the calls the
+search used on that theorem (``baseline_solved_equal_calls``: a theorem the search solves early
+leaves that baseline few calls, so it understates sampling).
 """
 
 from __future__ import annotations
@@ -74,6 +77,9 @@ class SearchEvalConfig:
     """Searches advanced together (one model call for all their leaves per round)."""
     max_new_tokens: int = 48
     baseline: bool = True
+    baseline_calls: int | None = None
+    """The no-search baseline's fixed environment calls per theorem (None: max(budgets) x
+    search.samples_per_expansion)."""
     verifier: BackendConfig = field(default_factory=BackendConfig)
     """The Verifier's backend for whole-program checks (profile ``rl``)."""
     threads: int | None = 1
@@ -158,12 +164,15 @@ def evaluate(config: SearchEvalConfig, out: Path) -> tuple[Manifest, dict[str, A
             SearchBatch(chunk, policy, config.search).run(budget)
             chunk_rows = [_row(search, attempt, env, simplify_stats, found, statements.get(search.name))
                           for search in chunk]
-            if config.baseline:  # the same model, the same environment calls, no search
-                outcomes = sample_without_search(policy, env, [s.root.goal for s in chunk],
-                                                 [max(s.stats.env_calls, 1) for s in chunk],
-                                                 config.search.tactic_timeout)
-                for row, (solved, used) in zip(chunk_rows, outcomes):
-                    row.update(baseline_solved=solved, baseline_env_calls=used)
+            if config.baseline:  # the same model, no search: a fixed call budget, and the search's own calls
+                fixed = config.baseline_calls or budget * config.search.samples_per_expansion
+                roots = [s.root.goal for s in chunk]
+                outcomes = sample_without_search(policy, env, roots, [fixed] * len(chunk), config.search.tactic_timeout)
+                equal = sample_without_search(policy, env, roots, [max(s.stats.env_calls, 1) for s in chunk],
+                                              config.search.tactic_timeout)
+                for row, (solved, used), (solved_eq, used_eq) in zip(chunk_rows, outcomes, equal):
+                    row.update(baseline_solved=solved, baseline_env_calls=used, baseline_solved_equal_calls=solved_eq,
+                               baseline_env_calls_equal=used_eq)
             rows += chunk_rows
             progress.update(len(chunk))
         progress.close()
@@ -248,7 +257,7 @@ def summarize(rows: list[dict[str, Any]], config: SearchEvalConfig, simplify_sta
     proved = {id(r) for r in solved_rows}
     curve = {}
     for b in sorted(config.budgets):
-        curve[str(b)] = sum(any(id(r) in proved and r["solved_at_iteration"] <= b for r in rs)
+        curve[str(b)] = sum(any(id(r) in proved and _solved_at(r) <= b for r in rs)
                             for rs in by_theorem.values())
     verdicts: dict[str, int] = {}
     for r in closed_rows:
@@ -274,7 +283,16 @@ def summarize(rows: list[dict[str, Any]], config: SearchEvalConfig, simplify_sta
     if config.baseline:
         metrics["baseline_solved"] = sum(any(r.get("baseline_solved") for r in rs) for rs in by_theorem.values())
         metrics["baseline_env_calls_per_theorem"] = _mean([r.get("baseline_env_calls", 0) for r in started])
+        metrics["baseline_calls_budget"] = config.baseline_calls or max(config.budgets) * config.search.samples_per_expansion
+        metrics["baseline_solved_equal_calls"] = sum(any(r.get("baseline_solved_equal_calls") for r in rs)
+                                                     for rs in by_theorem.values())
     return metrics
+
+
+def _solved_at(row: dict[str, Any]) -> int:
+    """The iteration a solved row was solved at (rows written before it was always recorded: the
+    iterations it ran, an upper bound)."""
+    return row["solved_at_iteration"] if row.get("solved_at_iteration") is not None else row["iterations"]
 
 
 def _mean(values: list) -> float | None:
@@ -300,7 +318,7 @@ def write_report(out: Path, metrics: dict[str, Any], config: SearchEvalConfig) -
         ax.axhline(metrics["oracle_solved"], color="green", linestyle=":", label="recorded tactics (ceiling)")
     if config.baseline:
         ax.axhline(metrics["baseline_solved"], color="gray", linestyle="--",
-                   label="sampling without search (same env calls)")
+                   label=f"sampling without search ({metrics['baseline_calls_budget']} env calls each)")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("search budget (iterations)")
     ax.set_ylabel(f"theorems solved (of {metrics['theorems']})")
@@ -322,7 +340,8 @@ def write_report(out: Path, metrics: dict[str, Any], config: SearchEvalConfig) -
         f"{config.search.samples_per_expansion} tactics sampled per expansion.", "",
         "| metric | value |", "|---|---|",
     ]
-    for key in ("theorems", "solved", "search_closed", f"pass@{config.attempts}", "baseline_solved", "oracle_solved", "iterations_per_solved",
+    for key in ("theorems", "solved", "search_closed", f"pass@{config.attempts}", "baseline_solved",
+                "baseline_calls_budget", "baseline_solved_equal_calls", "oracle_solved", "iterations_per_solved",
                 "env_calls_per_solved", "env_calls_per_theorem", "baseline_env_calls_per_theorem", "cycle_rejections",
                 "unavailable_tactics", "duplicate_tactics", "simplification_rate", "edges_removed_by_simplification",
                 "verified_valid", "model_time_share", "not_started"):

@@ -15,6 +15,7 @@ Two keys per goal:
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
@@ -59,28 +60,45 @@ class Goal:
     def cycle_key(self) -> str:
         """Equal for goals that differ only in hypothesis order, hypothesis names and whitespace.
 
-        Names are replaced by positional placeholders after sorting the hypotheses by their type
-        with every hypothesis name masked, so the order they were printed in does not matter."""
-        names = [name for h in self.hypotheses for name in h.names]
-        if not names:
+        Names become positional placeholders ``#i`` in an order that does not depend on how the
+        goal was printed: each name gets a colour from its type with every name masked, refined
+        (a few rounds of colour refinement) by the colours of the hypotheses and target that
+        mention it, so two names of the same type are told apart by how they are used; names
+        still tied afterwards are interchangeable in every text that mentions them, so their
+        printed order cannot change the key."""
+        flat = [(name, h.type) for h in self.hypotheses for name in h.names]
+        if not flat:
             return _collapse(self.target)
+        names = list(dict.fromkeys(name for name, _ in flat))
         pattern = re.compile(r"(?<![\w'.✝])(" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
                              + r")(?![\w'✝])")
 
-        def masked(text: str) -> str:
-            return _collapse(pattern.sub("_", text))
+        def substituted(text: str, mapping: dict[str, str]) -> str:
+            return _collapse(pattern.sub(lambda m: mapping.get(m.group(1), m.group(1)), text))
 
-        flat = [(name, h.type) for h in self.hypotheses for name in h.names]
-        # stable for equal masked types: ties keep printed order (a renaming cannot break a tie
-        # between identical masked types anyway)
-        order = sorted(range(len(flat)), key=lambda i: masked(flat[i][1]))
-        rename = {flat[i][0]: f"#{rank}" for rank, i in enumerate(order)}
-
-        def renamed(text: str) -> str:
-            return _collapse(pattern.sub(lambda m: rename[m.group(1)], text))
-
-        hyps = sorted(renamed(t) for _, t in flat)
-        return " ; ".join(hyps) + f" {TURNSTILE} " + renamed(self.target)
+        texts = [t for _, t in flat] + [self.target]
+        mentions = {n: [i for i, t in enumerate(texts) if n in {m.group(1) for m in pattern.finditer(t)}]
+                    for n in names}
+        own = {}
+        for index, (name, _) in enumerate(flat):
+            own[name] = index  # a shadowed name: its last declaration is the one in scope
+        colour = {n: "_" for n in names}
+        for _ in range(min(len(names), 4)):
+            refined = {}
+            for n in names:
+                marked = {**colour, n: "@"}
+                used = sorted(("T" if i == len(flat) else "H") + substituted(texts[i], marked)
+                              for i in mentions[n] if i != own[n])
+                signature = substituted(texts[own[n]], colour) + "|" + "|".join(used)
+                refined[n] = "§" + hashlib.blake2b(signature.encode(), digest_size=4).hexdigest()
+            stable = len(set(refined.values())) == len(set(colour.values()))
+            colour = refined
+            if stable:
+                break
+        order = sorted(range(len(names)), key=lambda i: (colour[names[i]], i))
+        rename = {names[i]: f"#{rank}" for rank, i in enumerate(order)}
+        hyps = sorted(substituted(t, rename) for _, t in flat)
+        return " ; ".join(hyps) + f" {TURNSTILE} " + substituted(self.target, rename)
 
     @property
     def metavariables(self) -> frozenset[str]:

@@ -130,8 +130,9 @@ class Search:
     def solved(self) -> bool:
         return self.root.solved_depth is not None
 
-    def done(self, budget: int) -> bool:
-        return self.solved or self.stats.iterations >= budget
+    def done(self, budget: int, calls: int | None = None) -> bool:
+        """Solved, or out of iterations, or (with ``calls``) out of environment calls."""
+        return self.solved or self.stats.iterations >= budget or (calls is not None and self.stats.env_calls >= calls)
 
     # -- selection ------------------------------------------------------------------------------
     def _widen(self, node: GoalNode) -> bool:
@@ -142,8 +143,26 @@ class Search:
         c = self.config
         explore = (math.log((parent.visits + c.pb_c_base + 1) / c.pb_c_base) + c.pb_c_init)
         explore *= math.sqrt(parent.visits) / (edge.visits + 1) * edge.prior / max(prior_sum, 1e-12)
-        exploit = c.value_discount ** (-edge.value) if (edge.visits or edge.solved_depth is not None) else 0.0
+        if edge.visits or edge.solved_depth is not None:
+            exploit = c.value_discount ** (-self._edge_value(edge))
+        elif c.first_play_urgency is None:
+            exploit = 0.0
+        else:
+            exploit = c.value_discount ** (-min(parent.value - c.first_play_urgency, 0.0))
         return exploit + explore
+
+    def _goal_value(self, node: GoalNode) -> float:
+        """The node's value, lowered by ``dead_end_decay`` per visit while it is unsolved."""
+        if node.solved_depth is not None or not self.config.dead_end_decay:
+            return node.value
+        return node.value - self.config.dead_end_decay * node.visits
+
+    def _edge_value(self, edge: TacticEdge) -> float:
+        if edge.solved_depth is not None or not self.config.dead_end_decay:
+            return edge.value
+        # the hardest open child decides an AND node, each with its visits' decay
+        open_values = [self._goal_value(ch) for ch in edge.children if ch.solved_depth is None and ch.visits]
+        return min([edge.value] + [-1.0 + v for v in open_values])
 
     def select(self) -> list | None:
         """The path root -> leaf to expand (GoalNode, TacticEdge, GoalNode, ...), or None when every
@@ -158,24 +177,38 @@ class Search:
                 return path if node.visits < 2 else None
             edge = max(edges, key=lambda e: self._puct(node, e, prior_sum))
             open_children = [ch for ch in edge.children if ch.solved_depth is None]
-            if not open_children:  # solved below: only reached when its parent's state is stale
-                node.refresh_solved()
+            if not open_children:  # solved below through a transposition: the path's states are stale
+                for earlier in reversed(path):
+                    if isinstance(earlier, GoalNode):
+                        earlier.refresh_solved()
                 return None
-            child = min(open_children, key=lambda ch: (ch.visits > 0, ch.value))
+            if self.config.and_sibling == "least_visited":
+                child = min(open_children, key=lambda ch: (ch.visits, self._goal_value(ch)))
+            else:
+                child = min(open_children, key=lambda ch: (ch.visits > 0, self._goal_value(ch)))
             path += [edge, child]
             on_path.add(child.key)
             node = child
         return path
 
     # -- expansion and backpropagation ------------------------------------------------------------
+    def samples(self, leaf: GoalNode) -> int:
+        """How many tactics this expansion of ``leaf`` runs (``first_expansion_samples``, times
+        ``expansion_growth`` per re-expansion, at most ``samples_per_expansion``)."""
+        c = self.config
+        if c.first_expansion_samples is None:
+            return c.samples_per_expansion
+        grown = c.first_expansion_samples * c.expansion_growth ** min(leaf.expansions, 64)
+        return min(c.samples_per_expansion, math.ceil(grown - 1e-9))
+
     def candidates(self, leaf: GoalNode, proposal: Proposal) -> list[tuple[str, float]]:
-        """The proposal's tactics not yet tried at this goal, deduped."""
+        """The proposal's tactics not yet tried at this goal, deduped, the first ``samples(leaf)``."""
         unique = dedupe(proposal.tactics)
         self.stats.tactics_sampled += len(proposal.tactics)
         self.stats.duplicates += len(proposal.tactics) - len(unique)
         fresh = [(t, lp) for t, lp in unique if " ".join(t.split()) not in leaf.tried]
         self.stats.duplicates += len(unique) - len(fresh)
-        return fresh
+        return fresh[:self.samples(leaf)]
 
     def expand(self, path: list, proposal: Proposal, tried: list[tuple[str, float]],
                results: Sequence[EnvResult]) -> None:
@@ -231,6 +264,10 @@ class Search:
                 value = min(visited) if visited else value
             else:
                 value = -1.0 + value
+        self.end_iteration()
+
+    def end_iteration(self) -> None:
+        """Count one iteration; the first after which the root is solved is recorded."""
         self.stats.iterations += 1
         if self.solved and self.stats.solved_at_iteration is None:
             self.stats.solved_at_iteration = self.stats.iterations
@@ -259,18 +296,21 @@ class SearchBatch:
         self.config = config
         self.rounds = 0
 
-    def run(self, budget: int | None = None) -> list[Search]:
+    def run(self, budget: int | None = None, calls: int | None = None) -> list[Search]:
+        """Iterate until every search is solved or out of ``budget`` iterations (default: the
+        config's ``simulations``) or, with ``calls``, out of that many environment calls (the last
+        expansion runs only the tactics that still fit)."""
         budget = budget or self.config.simulations
         stalled: dict[int, int] = {}
         while True:
-            active = [s for s in self.searches if not s.done(budget) and stalled.get(id(s), 0) < 3]
+            active = [s for s in self.searches if not s.done(budget, calls) and stalled.get(id(s), 0) < 3]
             if not active:
                 return self.searches
             selected = []
             for search in active:
                 path = search.select()
-                if path is None:  # every way down loops this round: counts as a spent iteration
-                    search.stats.iterations += 1
+                if path is None:  # every way down loops, or a stale state was refreshed: a spent iteration
+                    search.end_iteration()
                     stalled[id(search)] = stalled.get(id(search), 0) + 1
                     continue
                 stalled[id(search)] = 0
@@ -284,7 +324,8 @@ class SearchBatch:
             jobs = []
             for (search, path), proposal in zip(selected, proposals):
                 search.stats.model_s += model_s
-                jobs.append(search.candidates(path[-1], proposal))
+                fresh = search.candidates(path[-1], proposal)
+                jobs.append(fresh if calls is None else fresh[:calls - search.stats.env_calls])
             items = [(path[-1].goal, tactic) for (search, path), tried in zip(selected, jobs) for tactic, _ in tried]
             env = self.searches[0].env
             started = time.perf_counter()

@@ -109,14 +109,26 @@ class ModelPolicy:
 
     @torch.no_grad()
     def propose(self, states: Sequence[str], samples: int) -> list[Proposal]:
+        """One forward pass over the prompts gives the critic's value distribution (the next-token
+        distribution over the ten digit tokens); the most likely value token is then fed through
+        the same key/value cache (one token per goal) for the tactics' first-token distribution;
+        ``generate`` samples the continuations with its scores already normalized, so a tactic's
+        log-probability is a gather, not a second log-softmax over the vocabulary."""
         self.calls += 1
         prompts = [self._prompt(s) for s in states]
-        value_logits = self._last_logits(prompts)[:, self.values]
-        probs = torch.softmax(value_logits, dim=-1)
+        ids, mask = _left_pad(prompts, self.eos)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                         logits_to_keep=1)
+        probs = torch.softmax(out.logits[:, -1, self.values].float(), dim=-1)
         distances = (probs @ torch.tensor(BUCKET_MIDPOINTS)).tolist()
-        conditioned = [p + [self.values[int(k)]] for p, k in zip(prompts, probs.argmax(-1))]
-        first_logits = torch.log_softmax(self._last_logits(conditioned) / max(self.temperature, 1e-6), dim=-1)
+        chosen = torch.tensor([self.values[int(k)] for k in probs.argmax(-1)]).unsqueeze(1)
+        mask = torch.cat([mask, torch.ones_like(chosen)], dim=1)
+        step = self.model(input_ids=chosen, attention_mask=mask, position_ids=positions[:, -1:] + 1,
+                          cache=out.cache, use_cache=False)
+        first_logits = torch.log_softmax(step.logits[:, -1, :].float() / max(self.temperature, 1e-6), dim=-1)
         first_logits[:, self.eos] = -math.inf  # an empty tactic is no tactic
+        conditioned = [p + [int(v)] for p, v in zip(prompts, chosen[:, 0])]
         rows, owners, first_lp = [], [], []
         for index, (prefix, logits) in enumerate(zip(conditioned, first_logits)):
             for token in first_token_plan(logits, samples, self.first_token_cap, self.generator):
@@ -124,16 +136,17 @@ class ModelPolicy:
                 owners.append(index)
                 first_lp.append(float(logits[token]))
         texts, scores = self._continue(rows)
-        out = [Proposal([], d) for d in distances]
+        proposals = [Proposal([], d) for d in distances]
         for owner, text, score, lp in zip(owners, texts, scores, first_lp):
-            out[owner].tactics.append((text, lp + score))
-        for proposal in out:
+            proposals[owner].tactics.append((text, lp + score))
+        for proposal in proposals:
             proposal.tactics = dedupe(proposal.tactics)
-        return out
+        return proposals
 
     def _continue(self, rows: list[list[int]]) -> tuple[list[str], list[float]]:
         """Sampled continuations of each row (its last token is the tactic's first), decoded from
-        the first token, with the continuation's log-probability."""
+        the first token, with the continuation's log-probability (``renormalize_logits``: the
+        scores ``generate`` returns are the log-probabilities it sampled from)."""
         if not rows:
             return [], []
         ids, mask = _left_pad(rows, self.eos)
@@ -141,9 +154,12 @@ class ModelPolicy:
         torch.manual_seed(seed)  # generate() samples from the global generator
         out = self.model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=self.temperature,
                                   top_k=0, max_new_tokens=self.max_new_tokens, eos_token_id=self.eos,
-                                  pad_token_id=self.eos, output_scores=True, return_dict_in_generate=True)
+                                  pad_token_id=self.eos, output_scores=True, return_dict_in_generate=True,
+                                  renormalize_logits=True)
         new = out.sequences[:, ids.shape[1]:]
-        step_lp = self.model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)
+        # per step, so no (rows, steps, vocabulary) tensor is ever built
+        step_lp = torch.cat([scores.gather(-1, new[:, i:i + 1]) for i, scores in enumerate(out.scores)], dim=1) \
+            if out.scores else torch.zeros(new.shape)
         texts, scores = [], []
         for row, tokens, lps in zip(rows, new, step_lp):
             keep = []

@@ -46,17 +46,30 @@ def test_prm_eval_report(artifacts, tmp_path):
     folder = evaluate.run(config)
     metrics = json.loads((folder / "metrics.json").read_text())
     (lean_set, bench_set) = metrics
-    prefixes = [p for p in (training_prefix(r.labels) for r in read_split(artifacts / "prm_data" / "small", "test")) if p]
+    from prm.evaluate import spread_over_theorems
+
+    held_out = read_split(artifacts / "prm_data" / "small", "test")
+    labelled = [r for r in held_out if training_prefix(r.labels)]
+    prefixes = [training_prefix(r.labels) for r in spread_over_theorems(labelled)]
     truth = [t[:4] for t in prefixes[:10]]
+    # the ten proofs are spread over the held-out theorems: as many distinct theorems as there can be
+    names = [r.name for r in spread_over_theorems(labelled)][:10]
+    assert metrics[lean_set]["theorems"] == len(set(names)) == min(10, len({r.name for r in held_out
+                                                                            if training_prefix(r.labels)}))
+    rate = metrics[lean_set]["base_rate"]
+    assert rate["correct_proofs"] == metrics[lean_set]["methods"]["always_correct"]["exact"]
+    assert rate["correct_steps"] == sum(map(sum, truth)) / sum(map(len, truth))
     assert metrics[lean_set]["cut"] == sum(len(p) > 4 for p in prefixes[:10]) and metrics[bench_set]["cut"] == 0
     assert metrics[lean_set]["methods"]["always_correct"]["exact"] == sum(all(t) for t in truth) / len(truth)
     assert metrics[bench_set]["methods"]["always_correct"]["exact"] == 0.5
     assert set(metrics[lean_set]["methods"]) == {"verifier", "always_correct", "first_error_at_random",
-                                                 "classifier_prefixes"}
+                                                 "classifier_prefixes", "tfidf_steps"}
+    assert "tfidf_steps" not in metrics[bench_set]["methods"]  # trained on Lean steps: the Lean set only
     assert metrics[lean_set]["methods"]["classifier_prefixes"]["parsed"] == 1.0  # every Lean proof has tactics
     assert "classifier_prefixes" not in metrics[bench_set]["methods"]  # prose-only sets have no programs
     report = (folder / "report.md").read_text()
-    assert "| verifier |" in report and "processbench: gsm8k.json" in report and "every Lean failure counts" in report
+    assert "| tfidf_steps |" in report and "Base rate:" in report and "first error" in report
+    assert "| verifier |" in report and "processbench: gsm8k.json" in report and "reviewer: rules" in report
     assert (folder / "report.png").is_file() and (folder / "manifest.json").is_file()
     rows = (folder / "predictions.jsonl").read_text().splitlines()
     assert len(rows) == len(truth) + 4

@@ -47,6 +47,21 @@ def test_generate_samples_with_the_real_sampler_and_records_parse_failures(artif
     assert manifest["counts"]["completions"] == 2
 
 
+def test_a_real_generator_feeds_the_parser_labeller_and_reviewer(artifacts):
+    """The paper path at tiny scale: a model writes the completions (the paper config's generator is
+    a real model writing prose + tactics), and prm-label reads them through the same parser,
+    labeller and default reviewer; a random tiny model writes no paired proof, so every completion
+    is a counted rejection and nothing is labelled from it."""
+    generate.run(_config(statements=StatementSet(limit=1), run="tinygen"), progress=False)
+    config = LabelConfig(run="tinygen", recorded=None, generated="artifacts://prm_samples/tinygen",
+                         backend=BackendConfig(kind="replay", replay=ReplayBackendConfig(sources=["repl_io"])))
+    folder = label.run(config, progress=False)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    rejected = sum(v for k, v in manifest["counts"].items() if k.startswith("rejected:"))
+    labelled = sum(v for k, v in manifest["counts"].items() if k.startswith("status:"))
+    assert rejected + labelled == 2 and manifest["reviewer"] == "rules"
+
+
 def test_generate_is_sharded_and_resumable(artifacts, monkeypatch):
     monkeypatch.setattr(generate, "_generator", lambda config: (Scripted(), None))
     monkeypatch.setattr(generate, "render_paired_prompt", lambda *a, **k: "prompt")
@@ -83,8 +98,9 @@ def test_label_generated_paired_proofs_by_prefix_compilation(artifacts):
     assert len(records) == 1 and records[0].labeller == "prefix" and records[0].lean_version  # from the recording
     assert records[0].labels == [False, False] and records[0].first_error == 0
     manifest = json.loads((folder / "manifest.json").read_text())
-    assert manifest["counts"]["rejected:missing_tactic"] == 1 and manifest["reviewer"] == "none"
-    assert "No reviewer" in (folder / "report.md").read_text()
+    assert manifest["counts"]["rejected:missing_tactic"] == 1 and manifest["reviewer"] == "rules"  # on by default
+    assert records[0].reviewer[0]["verdict"] == "mathematical"  # not a parse error: the failure counts
+    assert "First failures sorted" in (folder / "report.md").read_text()
 
 
 def test_embedded_default_labels_split_by_theorem(artifacts):
@@ -103,3 +119,11 @@ def test_embedded_default_labels_split_by_theorem(artifacts):
             assert r.labels == [True] * r.first_error + [False] * (len(r.labels) - r.first_error)
     report = (folder / "report.md").read_text()
     assert "tactic-level labels from recorded Lean output" in report and (folder / "first_error.png").is_file()
+    assert "the recordings carry no prose" in report
+    # the scripted reviewer sorted every located first failure; a parse error keeps no negative label
+    manifest = json.loads((folder / "manifest.json").read_text())
+    reviewed = {k: v for k, v in manifest["counts"].items() if k.startswith("reviewer:")}
+    assert sum(reviewed.values()) == sum(r.first_error is not None for r in records) > 0
+    for r in records:
+        if r.reviewer and r.reviewer[0]["verdict"] != "mathematical":
+            assert r.labels[r.first_error:] == [None] * (len(r.labels) - r.first_error)

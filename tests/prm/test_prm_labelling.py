@@ -20,9 +20,10 @@ from leanloop.lean.standins.repl import prepare_repl_dir
 from leanloop.lean.types import Category, Outcome
 from leanloop.lean.verifier import Verifier
 from prm.labelling import (
-    INFRA_ERROR, OK, UNAVAILABLE, IncrementalChecker, PrefixChecker, ReviewRule, RuleReviewer, label_paired_proof,
-    labels_from_outcome, parse_review, propagate, split_prefix_errors, training_prefix,
+    INFRA_ERROR, OK, UNAVAILABLE, IncrementalChecker, PrefixChecker, label_paired_proof, labels_from_outcome,
+    propagate, split_prefix_errors, training_prefix,
 )
+from prm.review import ReviewRule, RuleReviewer, parse_review
 from prm.paired import PairedStep
 from prm.steps import split_steps
 
@@ -231,7 +232,7 @@ def test_only_errors_on_the_proofs_by_fall_to_the_last_step(shared_data):
 
 def test_model_reviewer_whose_answer_has_no_verdict_drops_the_failure(incremental, verifier):
     from leanloop.training.models import ModelSpec
-    from prm.labelling import ModelReviewer
+    from prm.review import ModelReviewer
 
     reviewer = ModelReviewer(ModelSpec(name="qwen3-tiny"), max_new_tokens=4)  # random weights: no VERDICT line
     labels = label_paired_proof(steps("exact my_fake_premise"), header="", name=None, reviewer=reviewer,

@@ -1,4 +1,5 @@
-"""make bench-search in --smoke mode: it runs both modes on the same work and reports the ratio."""
+"""make bench-search in --smoke mode: it runs both modes on the same work and reports the ratio; the
+synthetic-policy mode (``--policy noisy``) prints search vs sampling at a fixed call budget."""
 
 from __future__ import annotations
 
@@ -6,14 +7,9 @@ import re
 
 
 def test_bench_search_smoke(search_data, capsys, monkeypatch):
-    import shutil
-
     from bench.search import main
 
-    root = search_data.parent.parent
-    if not (root / "search_data" / "default").exists():
-        shutil.copytree(search_data, root / "search_data" / "default")
-    monkeypatch.setenv("LEANLOOP_ARTIFACTS", str(root))
+    _as_default_run(search_data, monkeypatch)
     assert main(["--smoke"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"solved 4/4", out)  # the oracle over the replay environment
@@ -22,3 +18,49 @@ def test_bench_search_smoke(search_data, capsys, monkeypatch):
     # and the two modes draw their samples in a different order
     assert len(rows) == 2 and rows[0][1] == rows[1][1] and all(int(r[2]) > 0 for r in rows)
     assert re.search(r"batched vs one at a time: [\d.]+x expansions/s wall, [\d.]+x CPU", out)
+
+
+def _as_default_run(search_data, monkeypatch):
+    import shutil
+
+    root = search_data.parent.parent
+    if not (root / "search_data" / "default").exists():
+        shutil.copytree(search_data, root / "search_data" / "default")
+    monkeypatch.setenv("LEANLOOP_ARTIFACTS", str(root))
+
+
+def test_bench_search_noisy_policy_smoke(search_data, capsys, monkeypatch):
+    from bench.search import main
+
+    _as_default_run(search_data, monkeypatch)
+    assert main(["--smoke", "--policy", "noisy"]) == 0
+    out = capsys.readouterr().out
+    rows = re.findall(r"^\s*([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\S+)$",
+                      out, flags=re.M)
+    assert len(rows) == 2 and "held-out theorems" in out
+    for p, q, rate, budget, search, fixed, equal, calls, target in rows:
+        assert 0 <= float(search) <= 12 and 0 <= float(fixed) <= 12 and 0 <= float(equal) <= 12
+        assert 0 < float(calls) <= int(budget)  # the search keeps to its call budget
+    assert re.search(r"held-out targets met: \d+/\d+", out)
+
+
+def test_synthetic_policy_and_dead_end_environment(search_data):
+    from search.env import EnvGoal, ReplayEnv
+    from search.goals import parse_state
+    from search.synthetic import DeadEndEnv, NoisyPolicy
+
+    replay = ReplayEnv.from_run(search_data)  # its own call counter
+    goal = EnvGoal(tuple(parse_state(replay.roots[next(iter(replay.roots))])))
+    env = DeadEndEnv(replay, dead_end_rate=0.5, seed=1)
+    wrong = sorted({t for ts in replay.by_state.values() for t in ts})[:40]
+    answers = [env.apply(goal, t) for t in wrong if t not in replay.recorded_tactics(goal.text)]
+    again = [env.apply(goal, t) for t in wrong if t not in replay.recorded_tactics(goal.text)]
+    assert [a.status for a in answers] == [a.status for a in again]  # deterministic per goal and tactic
+    dead = [a for a in answers if a.ok]
+    assert 0 < len(dead) < len(answers) and all(a.goals[0].key != goal.key for a in dead)
+    assert all(env.apply(goal, t).ok for t in replay.recorded_tactics(goal.text))  # the recording still answers
+    # p = 1, q = 1: the recorded tactic first every time; p = 0: never among the candidates
+    sure = NoisyPolicy(env, p=1.0, q=1.0, k=8, seed=0).propose([goal.text], 8)[0]
+    assert len(sure.tactics) == 8 and sure.tactics[0][0] in replay.recorded_tactics(goal.text)
+    never = NoisyPolicy(env, p=0.0, q=1.0, k=8, seed=0).propose([goal.text] * 20, 8)
+    assert not any(t in replay.recorded_tactics(goal.text) for proposal in never for t, _ in proposal.tactics)

@@ -62,7 +62,7 @@ class _ListPolicy:
 
 def test_cycles_are_rejected_and_counted():
     env = _LoopEnv()
-    config = SearchConfig(simulations=5)
+    config = SearchConfig(simulations=5, first_expansion_samples=None)  # every proposed tactic at once
     searches, _ = start_searches(["t"], env, config)
     SearchBatch(searches, _ListPolicy(["rename_i", "exact foo"]), config).run()
     search = searches[0]
@@ -86,3 +86,76 @@ def test_search_prefers_the_shorter_proof_and_keeps_going_any_time(search_data, 
     batch.run(budget=200)  # any-time: the same tree keeps growing
     assert searches[0].solved
     assert searches[0].proof().depth == json.loads(row["tree"])["depth"]
+
+
+class _TranspositionEnv(ProofEnv):
+    """R --split--> [A, E] and R --other--> [C, F]; E and C close; A --reduce--> [C]; F is stuck. C
+    is solved through the second edge, which leaves A (and so R through the first edge) stale:
+    the selection finds R solved only when it walks into A's solved edge."""
+
+    name = "transposition"
+    MOVES = {("R", "split"): ["A", "E"], ("R", "other"): ["C", "F"], ("E", "close"): [],
+             ("C", "close"): [], ("A", "reduce"): ["C"]}
+
+    def _start(self, theorem):
+        return EnvResult(EnvStatus.OK, [EnvGoal(tuple(parse_state("⊢ R")))])
+
+    def _apply(self, goal, tactic, timeout):
+        result = self.MOVES.get((goal.goals[0].target, tactic))
+        if result is None:
+            return EnvResult(EnvStatus.ERROR, error="no")
+        return EnvResult(EnvStatus.OK, [EnvGoal(tuple(parse_state(f"⊢ {t}"))) for t in result])
+
+
+class _ScriptPolicy:
+    SCRIPT = {"R": [("split", 0.0), ("other", 0.0)], "A": [("reduce", 0.0)], "E": [("close", 0.0)],
+              "C": [("close", 0.0)], "F": [("stuck", 0.0)]}
+
+    def propose(self, states, samples):
+        return [Proposal(list(self.SCRIPT[parse_state(s)[0].target]), 1.0) for s in states]
+
+
+def test_a_root_solved_through_a_stale_transposition_records_its_iteration():
+    from search.evaluate import SearchEvalConfig, summarize
+    from search.simplify import SimplifyStats
+
+    env = _TranspositionEnv()
+    config = SearchConfig(simulations=30, widening_c=0.0, first_play_urgency=0.0)
+    searches, _ = start_searches(["t"], env, config)
+    search = searches[0]
+    SearchBatch(searches, _ScriptPolicy(), config).run()
+    assert search.solved
+    a = search.table[EnvGoal(tuple(parse_state("⊢ A"))).key]
+    assert a.solved_depth is not None  # refreshed on the way down, not by a backup
+    assert search.stats.solved_at_iteration is not None and search.stats.env_calls_to_solve is not None
+    row = {"theorem": "t", "started": True, "solved": True, "proof": {}, **search.stats.__dict__}
+    metrics = summarize([row], SearchEvalConfig(budgets=[1, 30], baseline=False), SimplifyStats())
+    assert metrics["solved_vs_budget"]["30"] == 1
+    # a row written before the iteration was always recorded still summarizes (its iterations bound it)
+    metrics = summarize([{**row, "solved_at_iteration": None}], SearchEvalConfig(budgets=[1, 30], baseline=False),
+                        SimplifyStats())
+    assert metrics["solved"] == 1
+
+
+class _WideEnv(ProofEnv):
+    """Every tactic fails: each expansion of the root shows how many tactics it ran."""
+
+    name = "wide"
+
+    def _start(self, theorem):
+        return EnvResult(EnvStatus.OK, [EnvGoal(tuple(parse_state("⊢ R")))])
+
+    def _apply(self, goal, tactic, timeout):
+        return EnvResult(EnvStatus.ERROR, error="no")
+
+
+def test_re_expansions_widen_and_the_call_budget_binds():
+    tactics = [f"t{i}" for i in range(16)]
+    config = SearchConfig(simulations=5, samples_per_expansion=8, first_expansion_samples=1, expansion_growth=2.0)
+    searches, _ = start_searches(["t"], _WideEnv(), config)
+    SearchBatch(searches, _ListPolicy(tactics), config).run()
+    # a root with no applicable tactic is re-expanded every iteration: 1, 2, 4, 8, then the 1 left unused
+    assert searches[0].stats.env_calls == 1 + 2 + 4 + 8 + 1 and searches[0].root.expansions == 5
+    searches, _ = start_searches(["t"], _WideEnv(), config)
+    SearchBatch(searches, _ListPolicy(tactics), config).run(budget=100, calls=6)
+    assert searches[0].stats.env_calls == 6  # 1 + 2 + then only the 3 that fit

@@ -23,6 +23,21 @@ def test_cycle_key_ignores_hypothesis_order_names_and_whitespace():
     assert d.cycle_key == a.cycle_key
 
 
+def test_cycle_key_is_the_same_for_renamed_and_reordered_hypotheses_of_one_type():
+    # two variables of one type, told apart only by how the other hypotheses use them: printed in
+    # either order, under any names, the goal is the same
+    printed = ["x y : ℕ\nhx : 0 < x\nhy : 1 < y\n⊢ x * y = y * x",
+               "y x : ℕ\nhy : 1 < y\nhx : 0 < x\n⊢ x * y = y * x",
+               "a b : ℕ\nh1 : 0 < a\nh2 : 1 < b\n⊢ a * b = b * a",
+               "b a : ℕ\nh2 : 1 < b\nh1 : 0 < a\n⊢ a * b = b * a"]
+    assert len({parse_goal(text).cycle_key for text in printed}) == 1
+    # swapping which variable is bounded by what is a different goal when the target is not symmetric
+    left = parse_goal("x y : ℕ\nhx : 0 < x\nhy : 1 < y\n⊢ x - y = 0")
+    right = parse_goal("x y : ℕ\nhx : 1 < x\nhy : 0 < y\n⊢ x - y = 0")
+    assert left.cycle_key != right.cycle_key
+    assert left.cycle_key == parse_goal("y x : ℕ\nhy : 1 < y\nhx : 0 < x\n⊢ x - y = 0").cycle_key
+
+
 def test_states_split_into_goals_and_metavariables_group_them():
     goals = parse_state("case h\nx : ℕ\n⊢ x = ?a\n\ncase a\n⊢ ℕ\n\ncase b\nh : x\n  = 2\n⊢ 0 < ?a")
     assert [g.case for g in goals] == ["h", "a", "b"] and goals[2].hypotheses[0].type == "x\n  = 2"

@@ -1,0 +1,106 @@
+"""A synthetic policy and dead-end environments: the search measured apart from any model.
+
+The tiny embedded model proves nothing, with search or without, so the algorithm is measured with
+a policy whose quality is a knob:
+
+- ``NoisyPolicy``: ``k`` candidates per goal; the tactic recorded at that goal is among them with
+  probability ``p`` and, when it is, ranked first with probability ``q``; the other candidates are
+  tactics recorded at *other* goals (plausible Lean, wrong here). Log-probabilities fall with rank.
+  Its critic knows nothing (a constant distance), so the search is judged on its own.
+- ``DeadEndEnv``: the replay environment, except that a wrong tactic "succeeds" at rate
+  ``dead_end_rate`` into a new goal from which nothing was recorded (what Lean does with a
+  plausible but useless tactic: ``simp`` rewriting the goal into an unprovable one). Which wrong
+  tactics succeed is a hash of (seed, goal, tactic), so the environment is deterministic: the same
+  call answers the same everywhere, for the search and for the sampling baseline alike. The dead-end
+  goal keeps the goal's hypotheses and target and gains one hypothesis naming where it came from,
+  so dead ends from different (goal, tactic) pairs are different goals.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from typing import Sequence
+
+from search.env import EnvGoal, EnvResult, EnvStatus, ProofEnv, ReplayEnv
+from search.goals import Goal, Hypothesis, node_exact_key, normalize_tactic, parse_state
+from search.mcts import Proposal
+
+
+def _unit(*parts: str) -> float:
+    """A deterministic number in [0, 1) from its parts."""
+    digest = hashlib.blake2b("\x1f".join(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+class DeadEndEnv(ProofEnv):
+    """``ReplayEnv`` whose unrecorded tactics fail, or (at ``dead_end_rate``) lead into a dead end."""
+
+    name = "dead_end"
+
+    def __init__(self, replay: ReplayEnv, dead_end_rate: float = 0.3, seed: int = 0) -> None:
+        super().__init__()
+        if not 0.0 <= dead_end_rate < 1.0:
+            raise ValueError(f"dead_end_rate must be in [0, 1), got {dead_end_rate}")
+        self.replay = replay
+        self.rate = dead_end_rate
+        self.seed = str(seed)
+
+    def recorded_tactics(self, state_text: str) -> list[str]:
+        return self.replay.recorded_tactics(state_text)
+
+    def _start(self, theorem: str) -> EnvResult:
+        return self.replay._start(theorem)
+
+    def _apply(self, goal: EnvGoal, tactic: str, timeout: float | None) -> EnvResult:
+        recorded = self.replay._apply(goal, tactic, timeout)
+        if recorded.ok or self.rate == 0.0:
+            return recorded if recorded.ok else EnvResult(EnvStatus.ERROR, error="wrong tactic (synthetic)")
+        tag = hashlib.blake2b(f"{self.seed}\x1f{goal.key}\x1f{normalize_tactic(tactic)}".encode(),
+                              digest_size=6).hexdigest()
+        if _unit(self.seed, goal.key, normalize_tactic(tactic)) >= self.rate:
+            return EnvResult(EnvStatus.ERROR, error="wrong tactic (synthetic)")
+        first = goal.goals[0]
+        dead = Goal(first.hypotheses + (Hypothesis(("h_dead",), f"dead_end_{tag}"),), first.target, first.case)
+        return EnvResult(EnvStatus.OK, [EnvGoal((dead,) + goal.goals[1:])])
+
+
+class NoisyPolicy:
+    """``k`` candidates: the recorded tactic with probability ``p``, first with probability ``q``
+    when present; the rest drawn from tactics recorded at other goals. Fresh draws on every call
+    (a resampled goal gets new candidates), reproducible from ``seed``."""
+
+    def __init__(self, env: ReplayEnv | DeadEndEnv, p: float, q: float, k: int = 8, seed: int = 0,
+                 distance: float = 1.0) -> None:
+        replay = env.replay if isinstance(env, DeadEndEnv) else env
+        self.env = replay
+        self.p, self.q, self.k = p, q, k
+        self.distance = distance
+        self.rng = random.Random(seed)
+        self.pool = sorted({t for tactics in replay.by_state.values() for t in tactics})
+        self.calls = 0
+
+    def _candidates(self, state: str) -> list[str]:
+        try:
+            recorded = self.env.by_state.get(node_exact_key(tuple(parse_state(state))), [])
+        except ValueError:
+            recorded = []
+        own = {normalize_tactic(t) for t in recorded}
+        wrong: list[str] = []
+        while len(wrong) < self.k:
+            tactic = self.pool[self.rng.randrange(len(self.pool))]
+            if normalize_tactic(tactic) not in own and tactic not in wrong:
+                wrong.append(tactic)
+        if not recorded or self.rng.random() >= self.p:
+            return wrong
+        right = recorded[self.rng.randrange(len(recorded))]
+        rank = 0 if self.rng.random() < self.q else self.rng.randrange(1, self.k)
+        return wrong[:rank] + [right] + wrong[rank:self.k - 1]
+
+    def propose(self, states: Sequence[str], samples: int) -> list[Proposal]:
+        self.calls += 1
+        out = []
+        for state in states:
+            tactics = self._candidates(state)[:max(samples, 1)]
+            out.append(Proposal([(t, -0.5 * rank) for rank, t in enumerate(tactics)], self.distance))
+        return out
