@@ -1,6 +1,6 @@
 """Audits of the RL reward: what the step's time limit cost, and whether the judge agrees.
 
-Judge audit (``JudgeAudit``, issue 16): the REPL fast path answers from the process the candidate's
+Judge audit (``JudgeAudit``): the REPL fast path answers from the process the candidate's
 code runs in, so its "valid" is not the final word. Every accepted reward (or a configured share)
 is re-checked asynchronously by the judge (Lean FRO's comparator, ``leanloop.lean.judge``) in a
 background thread while training goes on. A disagreement (the fast path paid 1, the judge

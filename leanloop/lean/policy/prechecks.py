@@ -48,7 +48,7 @@ _RL_KEYWORDS: dict[str, str] = {
                      "infixr", "infix", "prefix", "postfix", "binder_predicate"], R.SYNTAX_EXTENSION),
     **dict.fromkeys(["elab_rules", "elab", "run_cmd", "run_elab", "run_meta", "run_tac", "#eval", "#eval!",
                      "builtin_initialize", "initialize", "simproc_decl", "simproc", "dsimproc"], R.METAPROGRAM),
-    # elaboration-time code without a command keyword (issue 16): term/tactic-level metaprograms,
+    # elaboration-time code without a command keyword: term/tactic-level metaprograms,
     # the monads and APIs any payload needs (unchecked declarations, environment and attribute
     # edits, IO refs that outlive the command), code carried by tactic configuration
     **dict.fromkeys(["by_elab", "run_conv", "dbg_trace", "dbgTrace", "dbgTraceIfShared", "discharger",
