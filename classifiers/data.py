@@ -21,8 +21,7 @@ from tqdm.auto import tqdm
 
 from classifiers.corpus import Corpus, JsonlCorpus, load_corpus, load_jsonl_corpus
 from leanloop.artifacts import resolve_path, resolve_run
-
-EVAL_SPLITS = ("validation", "test")
+from leanloop.corpus import EVAL_SPLITS, VALID
 
 
 class EncodedSplit(Dataset):
@@ -170,7 +169,7 @@ class ClassifierData(L.LightningDataModule):
         return self._loader("train", train=True)
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader("validation", train=False)
+        return self._loader(VALID, train=False)
 
     def test_dataloader(self) -> list[DataLoader]:
         # Both evaluation splits: validation picks the threshold, test is reported at it.

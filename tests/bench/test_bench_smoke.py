@@ -92,3 +92,13 @@ def test_bench_rl_smoke(isolated):
     step = r["step"]
     assert positive(step["ratio_cpu_s"], step["ratio_wall_s"])
     assert (isolated / "bench" / "rl.json").is_file()
+
+
+def test_bench_evaluators_smoke():
+    from bench.evaluators import COMPONENTS, main
+
+    r = main(["--smoke"])["rl_lean"]
+    assert r["rows"] > 0 and set(r["margins"]) == set(COMPONENTS) - {"stack"}
+    for name in COMPONENTS:
+        assert 0 <= r[name]["auroc"] <= 1 and 0 <= r[name]["fpr"] <= 1
+    assert r["stack_beats_every_part"] == all(m > 0 for m in r["margins"].values())

@@ -25,7 +25,7 @@ def test_fast_dev_run_exports_a_loadable_classifier(trained_runs, kind):
     assert spec.threshold_source.startswith("validation split")
     assert "test/auroc" in manifest["metrics"]
     scored = manifest["counts"]["scored"]
-    assert scored["validation"] > 0 and scored["test"] > 0
+    assert scored["valid"] > 0 and scored["test"] > 0
 
     evaluator = ClassifierEvaluator.load(final)
     corpus = result.corpus
@@ -83,7 +83,7 @@ def test_data_stage_corpus_is_read_theorem_disjoint(tmp_path, monkeypatch):
     categories = manifest["counts"]["category"]
     assert labelled == sum(categories.get(c, 0) for c in ("valid", "invalid", "precheck_rejected"))
     names = {split: set(data.names) for split, data in corpus.splits.items()}
-    assert not names["train"] & names["test"] and not names["train"] & names["validation"]
+    assert not names["train"] & names["test"] and not names["train"] & names["valid"]
     assert all(len(data) for data in corpus.splits.values())
 
 
