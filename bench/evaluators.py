@@ -125,15 +125,17 @@ def block(rows: list[dict[str, Any]], history: History, scorer, known: list[bool
     return {"labels": np.asarray([rows[i]["label"] for i in hidden], dtype=int), "learned": np.asarray(learned),
             "problem_prior": rate(hist), "sibling_rate": rate(sib),
             "evidence": np.asarray([(v + 2.0 * prior_mean) / (t + 2.0) for v, t in evidence]),
-            "_evidence": evidence}
+            "_evidence": evidence, "_groups": [groups[i] for i in hidden]}
 
 
-def evaluate(valid: dict[str, Any], test: dict[str, Any], stacker: Stacker | None = None) -> dict[str, Any]:
-    """Fit the stack (unless given) and every threshold on ``valid``; metrics on ``test``."""
-    from leanloop.metrics import select_threshold, verdict_metrics
+def evaluate(valid: dict[str, Any], test: dict[str, Any], prior_mean: float, stacker: Stacker | None = None,
+             resamples: int = 1000) -> dict[str, Any]:
+    """Fit the stack (unless given) and every threshold on ``valid``; metrics on ``test``, with the
+    stack's AUROC margin over each part as a paired bootstrap interval grouped by problem."""
+    from leanloop.metrics import paired_bootstrap, select_threshold, verdict_metrics
 
     if stacker is None:
-        stacker = Stacker.fit(valid["learned"], valid["_evidence"], valid["labels"],
+        stacker = Stacker.fit(valid["learned"], valid["_evidence"], valid["labels"], prior_mean=prior_mean,
                               fitted_on={"bench": "rl_lean validation block"})
     for part in (valid, test):
         part["stack"] = stacker.predict(part["learned"], part["_evidence"])
@@ -148,12 +150,19 @@ def evaluate(valid: dict[str, Any], test: dict[str, Any], stacker: Stacker | Non
         out[name] = {"auroc": float(metrics["auroc"]), "accuracy": float(metrics["accuracy"]),
                      "fpr": float(metrics["fpr"]), "threshold": float(threshold)}
     out["margins"] = {name: out["stack"]["auroc"] - out[name]["auroc"] for name in COMPONENTS if name != "stack"}
+    out["margin_intervals"] = {}
+    for name in out["margins"]:
+        gap = paired_bootstrap(test["labels"], test["_groups"], test["stack"], test[name], metrics=("auroc",),
+                               n_resamples=resamples)["auroc"]
+        out["margin_intervals"][name] = [float(gap.low), float(gap.high), float(gap.share_positive)]
     out["stack_beats_every_part"] = all(m > 0 for m in out["margins"].values())
     return out, stacker
 
 
 def rl_lean_benchmark(rows: list[dict[str, Any]], history_rounds: int, valid_rounds: int,
-                      fraction: float = REVEAL_FRACTION) -> tuple[dict[str, Any], Stacker]:
+                      fraction: float = REVEAL_FRACTION, resamples: int = 1000
+                      ) -> tuple[dict[str, Any], Stacker, dict[str, Any]]:
+    """Results, the fitted stacker and the validation block's components."""
     last = max(r["round"] for r in rows)
     if history_rounds < 1 or history_rounds + valid_rounds > last:
         raise SystemExit(f"bench.evaluators: need 1 <= history rounds and history + validation rounds <= {last}")
@@ -168,7 +177,7 @@ def rl_lean_benchmark(rows: list[dict[str, Any]], history_rounds: int, valid_rou
         known = reveal_siblings([r["name"] for r in part], [r["label"] for r in part], fraction,
                                 times=[r["time_s"] for r in part])
         parts.append(block(part, history, scorer, known, prior))
-    result, stacker = evaluate(*parts)
+    result, stacker = evaluate(*parts, prior_mean=prior, resamples=resamples)
     result.update({"history_rounds": f"0-{history_rounds - 1}",
                    "valid_rounds": f"{history_rounds}-{history_rounds + valid_rounds - 1}",
                    "test_rounds": f"{history_rounds + valid_rounds}-{last}", "reveal_fraction": fraction})
@@ -180,7 +189,7 @@ def apollo_benchmark(rl_rows: list[dict[str, Any]], rows: list[dict[str, Any]], 
     scorer = learned_scorer(rl_rows)
     known = reveal_siblings([r["name"] for r in rows], [r["label"] for r in rows], fraction, seed=seed)
     test = block(rows, History.from_rows(rl_rows), scorer, known, stacker.prior_mean)
-    result, _ = evaluate(valid, test, stacker)
+    result, _ = evaluate(valid, test, stacker.prior_mean, stacker)
     result.update({"history": "RL-Lean rounds 0-8", "reveal": f"seeded {fraction:.0%} per problem (seed {seed})",
                    "provers": sorted({r["prover"] for r in rows})})
     return result
@@ -188,12 +197,16 @@ def apollo_benchmark(rl_rows: list[dict[str, Any]], rows: list[dict[str, Any]], 
 
 def table(title: str, result: dict[str, Any]) -> list[str]:
     lines = [f"{title}: {result['rows']} scored (unrevealed) candidates, pass rate {result['test_pass_rate']:.3f}",
-             f"  {'component':<14} {'AUROC':>7} {'acc@thr':>8} {'FPR':>6} {'thr':>6} {'stack margin':>13}"]
+             f"  {'component':<14} {'AUROC':>7} {'acc@thr':>8} {'FPR':>6} {'thr':>6}   stack AUROC margin [95%], "
+             "share of resamples > 0"]
     for name in COMPONENTS:
         m = result[name]
-        margin = "" if name == "stack" else f"{result['margins'][name]:+.3f}"
-        lines.append(f"  {name:<14} {m['auroc']:7.3f} {m['accuracy']:8.3f} {m['fpr']:6.3f} {m['threshold']:6.2f} "
-                     f"{margin:>13}")
+        margin = ""
+        if name != "stack":
+            low, high, share = result["margin_intervals"][name]
+            margin = f"{result['margins'][name]:+.3f} [{low:+.3f}, {high:+.3f}], {share:.0%}"
+        lines.append(f"  {name:<14} {m['auroc']:7.3f} {m['accuracy']:8.3f} {m['fpr']:6.3f} {m['threshold']:6.2f}   "
+                     f"{margin}")
     verdict = "beats every part" if result["stack_beats_every_part"] else "does NOT beat every part"
     lines.append(f"  stack {verdict} (AUROC margins above)")
     return lines
@@ -203,7 +216,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="python -m bench.evaluators", description=__doc__.splitlines()[0])
     parser.add_argument("--history-rounds", type=int, default=4)
     parser.add_argument("--valid-rounds", type=int, default=2)
-    parser.add_argument("--smoke", action="store_true", help="RL-Lean only, first 60 problems (seconds)")
+    parser.add_argument("--smoke", action="store_true", help="RL-Lean only, first 60 problems, 100 resamples (seconds)")
     parser.add_argument("--json", default=None, help="also write the numbers here")
     args = parser.parse_args(argv)
     began = time.perf_counter()
@@ -212,7 +225,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.smoke:
         keep = sorted({r["name"] for r in rows})[:60]
         rows = [r for r in rows if r["name"] in keep]
-    result, stacker, valid = rl_lean_benchmark(rows, args.history_rounds, args.valid_rounds)
+    result, stacker, valid = rl_lean_benchmark(rows, args.history_rounds, args.valid_rounds,
+                                               resamples=100 if args.smoke else 1000)
     out: dict[str, Any] = {"rl_lean": result}
     lines = table(f"RL-Lean rounds {result['test_rounds']} (history {result['history_rounds']}, stacker fitted "
                   f"on {result['valid_rounds']})", result)

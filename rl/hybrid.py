@@ -88,13 +88,23 @@ class RewardScorer:
     def score(self, candidates: Sequence[Candidate]) -> StepScores:
         return asyncio.run(self.ascore(candidates))
 
-    async def _evaluate(self, programs: list[str]) -> tuple[list[Prediction], float]:
+    async def _evaluate(self, candidates: Sequence[Candidate], ready: list[int],
+                        answers: dict[int, tuple[Outcome, float]]) -> tuple[list[Prediction], float]:
+        """The evaluator's predictions for the ready rollouts. A history-aware evaluator
+        (``learned`` + ``combine``, classifiers.history) scores the programs while Lean runs, then
+        combines at the cutoff with the verdicts of the group's siblings Lean has returned by then."""
+        programs = [candidates[i].program for i in ready]
         deadline = deadline_in(self.evaluator_deadline_s) if self.evaluator_deadline_s else None
+        combine = getattr(self.evaluator, "combine", None)
         began = time.perf_counter()
-        predictions = await asyncio.to_thread(self.evaluator.score, programs, deadline)
+        score = self.evaluator.learned if callable(combine) else self.evaluator.score
+        predictions = await asyncio.to_thread(score, programs, deadline)
         if len(predictions) != len(programs):
             raise RuntimeError(f"{type(self.evaluator).__name__}.score returned {len(predictions)} predictions "
                                f"for {len(programs)} programs; the Evaluator interface gives one per program")
+        if callable(combine):
+            known = [answers[i][0].label if i in answers else None for i in ready]
+            predictions = combine(predictions, [candidates[i].problem.name for i in ready], known)
         return list(predictions), time.perf_counter() - began
 
     async def ascore(self, candidates: Sequence[Candidate]) -> StepScores:
@@ -111,7 +121,7 @@ class RewardScorer:
         if self.protocol.uses_lean:
             tasks = {i: asyncio.create_task(check(i)) for i in ready}
         watch = self.evaluator is not None and bool(ready) and (not self.protocol.lean_decides or self.shadow)
-        evaluation = asyncio.create_task(self._evaluate([candidates[i].program for i in ready])) if watch else None
+        evaluation = asyncio.create_task(self._evaluate(candidates, ready, answers)) if watch else None
 
         predictions: dict[int, Prediction] = {}
         evaluator_s = cutoff = None

@@ -330,6 +330,8 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
                 self.replay.add(candidate.problem.name, StoredProof(candidate.completion, ids, r.source.value, step))
             if r.outcome is not None and r.source is not Source.PRECHECK:
                 self.labels.add(candidate.program, r.outcome.label, candidate.problem.name)
+                if callable(getattr(self.evaluator, "observe", None)):  # history-aware: later steps see it
+                    self.evaluator.observe([candidate.problem.name], [r.outcome.label])
         out.update(datamodule.curriculum.counts())
         self.drift_monitor.observe_step(scores)
         if self.auditor is not None:
@@ -338,6 +340,8 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
                 self.drift_monitor.observe(recheck.verdict, recheck.outcome.label, "audit")
                 self.labels.add(candidates[recheck.index].program, recheck.outcome.label,
                                 candidates[recheck.index].problem.name)
+                if callable(getattr(self.evaluator, "observe", None)):
+                    self.evaluator.observe([candidates[recheck.index].problem.name], [recheck.outcome.label])
             if report.unfinished:
                 self.audits.append(report.to_dict())
                 self._append(AUDIT_FILE, report.to_dict())
