@@ -155,3 +155,13 @@ class ClassifierEvaluator:
             UNSCORED if s is None else Prediction(verdict=s >= self.threshold, score=s, trace=None, time_s=t)
             for s, t in zip(scores, times)
         ]
+
+
+# The history-aware evaluator is part of this public loader: other stages (rl's hybrid reward, the
+# cascade report) reach it here.
+from classifiers.history import (  # noqa: E402
+    History, HistoryEvaluator, Stacker, reveal_siblings, sibling_counts,
+)
+
+__all__ = ["CLASSIFIER_FILE", "ClassifierEvaluator", "ClassifierSpec", "History", "HistoryEvaluator", "Stacker",
+           "build_inputs", "model_scores", "reveal_siblings", "sibling_counts"]

@@ -202,7 +202,8 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
             self.judge_audit = JudgeAudit(ComparatorJudge(self.audit_config.judge.judge), self.audit_config.judge)
         self.refresher = None
         if self.refresh_config.enabled:
-            self.refresher = EvaluatorRefresher(self.evaluator, self.refresh_config)
+            # a history-aware evaluator refreshes its learned part (its stacker stays as saved)
+            self.refresher = EvaluatorRefresher(getattr(self.evaluator, "base", self.evaluator), self.refresh_config)
         self.provenance = self._provenance()
         print(f"[rl] {self.provenance}", file=sys.stderr)
 

@@ -46,7 +46,7 @@ def build_evaluator(config: EvaluatorConfig) -> tuple[Any | None, dict[str, Any]
         return evaluator, {"kind": "classifier", "classifier": evaluator.spec.kind, "path": str(final),
                            "run": str(run) if run else None, "threshold": evaluator.threshold, "trained": True}
     if config.kind == "history":
-        from classifiers.history import History, HistoryEvaluator
+        from classifiers.evaluator import History, HistoryEvaluator
 
         if not config.path:
             raise ValueError("evaluator.kind history needs evaluator.path (a classifiers run that saved its stacker)")
