@@ -116,7 +116,8 @@ def _known_label(value: Any, where: dict[str, Any], field: str) -> bool | None:
 
 def _history_scores(args: argparse.Namespace, items: list[tuple[dict[str, Any], str]], deadline: float | None):
     """The history-aware evaluator's predictions, plus each row's learned score and evidence."""
-    from classifiers.history import History, HistoryEvaluator, evidence_for
+    from classifiers.evaluator import load_history_evaluator
+    from classifiers.history import History, evidence_for
 
     from leanloop.artifacts import ManifestError
 
@@ -127,8 +128,8 @@ def _history_scores(args: argparse.Namespace, items: list[tuple[dict[str, Any], 
         except (FileNotFoundError, KeyError, ValueError, ManifestError) as error:
             raise SystemExit(f"classify: --history {args.history}: {error}") from None
     try:
-        evaluator = HistoryEvaluator.load(args.model, history=history, threshold=args.threshold,
-                                          batch_size=args.batch_size, device=args.device)
+        evaluator = load_history_evaluator(args.model, history=history, threshold=args.threshold,
+                                           batch_size=args.batch_size, device=args.device)
     except FileNotFoundError as error:
         raise SystemExit(f"classify: {error}") from None
     groups = [where.get(args.group_field) for where, _ in items]

@@ -163,5 +163,14 @@ from classifiers.history import (  # noqa: E402
     History, HistoryEvaluator, Stacker, reveal_siblings, sibling_counts,
 )
 
+
+def load_history_evaluator(final_dir: str | Path, history: History | None = None, threshold: float | None = None,
+                           **evaluator_options: Any) -> HistoryEvaluator:
+    """A classifier run's ``final/`` (model, ``classifier.json``, ``history_stacker.json``) as the
+    history-aware evaluator; ``evaluator_options`` go to :meth:`ClassifierEvaluator.load`."""
+    stacker = Stacker.load(final_dir)  # first: a run without one fails before its model loads
+    return HistoryEvaluator(ClassifierEvaluator.load(final_dir, **evaluator_options), stacker, history, threshold)
+
+
 __all__ = ["CLASSIFIER_FILE", "ClassifierEvaluator", "ClassifierSpec", "History", "HistoryEvaluator", "Stacker",
-           "build_inputs", "model_scores", "reveal_siblings", "sibling_counts"]
+           "build_inputs", "load_history_evaluator", "model_scores", "reveal_siblings", "sibling_counts"]

@@ -17,6 +17,7 @@ group-relative. So the two are combined:
 
 Rollouts of one group with the same evidence still differ by their own program's score.
 :class:`HistoryEvaluator` is an :class:`leanloop.evaluator.Evaluator`; the RL stage's hybrid race
+(loaded from a classifier run by :func:`classifiers.evaluator.load_history_evaluator`)
 calls :meth:`HistoryEvaluator.learned` while Lean runs and :meth:`HistoryEvaluator.combine` at the
 cutoff, with the sibling verdicts Lean has returned by then.
 """
@@ -222,15 +223,6 @@ class HistoryEvaluator:
         self.stacker = stacker
         self.history = history if history is not None else History()
         self.threshold = stacker.threshold if threshold is None else threshold
-
-    @classmethod
-    def load(cls, final_dir: str | Path, history: History | None = None, threshold: float | None = None,
-             **evaluator_options: Any) -> "HistoryEvaluator":
-        """A classifier run's ``final/`` (model + ``classifier.json`` + ``history_stacker.json``)."""
-        from classifiers.evaluator import ClassifierEvaluator
-
-        stacker = Stacker.load(final_dir)
-        return cls(ClassifierEvaluator.load(final_dir, **evaluator_options), stacker, history, threshold)
 
     def learned(self, programs: Sequence[str], deadline: float | None = None) -> list[Prediction]:
         return list(self.base.score(programs, deadline))
