@@ -181,3 +181,10 @@ def test_history_evaluator_uses_the_siblings_lean_returned_before_the_cutoff(rep
     assert sibling.prediction.score == pytest.approx(float(stacker.predict([learned[1]], [(0, 1)])[0]), abs=1e-6)
     assert other.prediction.score == pytest.approx(float(stacker.predict([learned[2]], [(0, 0)])[0]), abs=1e-6)
     assert sibling.prediction.score < float(stacker.predict([learned[1]], [(0, 0)])[0])
+    # the drift monitor tracks the stacked verdicts and, beside them, the learned part alone
+    assert set(scores.learned) == {0, 1, 2} and scores.learned[1].score == pytest.approx(learned[1], abs=1e-6)
+    monitor = DriftMonitor(DriftConfig(min_pairs=1))
+    assert monitor.observe_step(scores) == 1  # only the first rollout has a Lean label
+    report = monitor.report(1)
+    assert report.learned["pairs"] == 1 and report.metrics()["drift/learned/accuracy"] in (0.0, 1.0)
+    assert report.to_dict()["learned"]["accuracy"] == report.learned["accuracy"]
