@@ -102,3 +102,16 @@ def test_bench_evaluators_smoke():
     for name in COMPONENTS:
         assert 0 <= r[name]["auroc"] <= 1 and 0 <= r[name]["fpr"] <= 1
     assert r["stack_beats_every_part"] == all(m > 0 for m in r["margins"].values())
+
+
+def test_bench_classifier_curve_smoke():
+    from bench.classifier_curve import crossing, main
+
+    r = main(["--smoke"])
+    assert [p["requested"] for p in r["points"]] == [16, "all"]
+    for point in r["points"]:
+        assert 0 <= point["classifier_mean"] <= 1 and 0 <= point["tfidf_mean"] <= 1
+        assert point["gap"] == pytest.approx(point["classifier_mean"] - point["tfidf_mean"])
+    assert crossing([250, 500], [-0.1, 0.01]) == {"measured": True, "rows": 500}
+    extrapolated = crossing([250, 1000], [-0.2, -0.1])  # +0.1 per 4x rows: zero at 4,000
+    assert not extrapolated["measured"] and extrapolated["rows"] == pytest.approx(4000)
