@@ -68,18 +68,13 @@ def baseline_rows(corpus: Corpus, config: EvaluationConfig,
             index = sorted(rows[split]) if rows is not None else list(range(len(data)))
             values = np.asarray(score_fn([data.programs[i] for i in index]), dtype=float) if index else []
             scores[split] = dict(zip(index, map(float, values)))
-        valid = corpus.splits[VALID]
-        threshold = 0.5
-        if scores[VALID]:
-            order = sorted(scores[VALID])
-            threshold = _threshold([valid.labels[i] for i in order],
-                                   np.asarray([scores[VALID][i] for i in order]), config)
-        out += rows_for(name, corpus, scores, threshold)
+        out += _thresholded(name, corpus, scores, config)
     return out
 
 
 def _thresholded(name: str, corpus: Corpus, scores: dict[str, dict[int, float]],
-                  config: EvaluationConfig) -> list[dict[str, Any]]:
+                 config: EvaluationConfig) -> list[dict[str, Any]]:
+    """Rows of one evaluator at the threshold chosen on its validation scores (0.5 without any)."""
     threshold = 0.5
     if scores.get(VALID):
         order = sorted(scores[VALID])
