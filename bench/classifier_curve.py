@@ -5,9 +5,9 @@ The classifier stage is run (the real recipe, ``--config``, default the embedded
 pretrained MiniLM) on a seeded random 250 / 500 / 1,000 / all of the corpus's labelled training
 programs, three seeds each, with validation and test whole; TF-IDF + logistic regression is fitted
 on the same rows in the same run's report. Printed per size: test AUROC of both (mean and each seed)
-and the gap; then the smallest size at which the classifier's mean reaches TF-IDF's, or, when it
-never does, where a straight line through the gap against log(rows) crosses zero (an extrapolation,
-said as such). Runs land in ``artifacts/classifiers/curve_<config>_n<rows>_s<seed>`` (a finished
+and the gap; then the smallest size from which the classifier's mean stays at or above TF-IDF's, or,
+when there is none, where a straight line through the gap against log(rows) crosses zero (an
+extrapolation, said as such; none when the gap does not shrink). Runs land in ``artifacts/classifiers/curve_<config>_n<rows>_s<seed>`` (a finished
 one is skipped on a rerun). ``--json PATH`` writes the numbers.
 """
 
@@ -46,9 +46,10 @@ def run_one(config: str, corpus: str, rows: int | None, seed: int, resamples: in
 
 
 def crossing(sizes: list[int], gaps: list[float]) -> dict[str, Any]:
-    """Where the classifier's mean AUROC reaches TF-IDF's: measured, or extrapolated on log(rows)."""
-    for n, gap in zip(sizes, gaps):
-        if gap >= 0:
+    """The smallest measured size from which the classifier's mean AUROC stays at or above TF-IDF's
+    (at every larger size too); else where a line through the gap against log(rows) crosses zero."""
+    for i, n in enumerate(sizes):
+        if all(gap >= 0 for gap in gaps[i:]):
             return {"measured": True, "rows": n}
     if len(sizes) < 2:
         return {"measured": False, "rows": None}
@@ -90,12 +91,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               f"({', '.join(f'{v:.3f}' for v in point['tfidf'])}): gap {point['gap']:+.3f}", flush=True)
     where = crossing([int(p["rows"]) for p in points if p["rows"]], [p["gap"] for p in points if p["rows"]])
     if where["measured"]:
-        print(f"the classifier reaches TF-IDF's mean test AUROC at {where['rows']} training rows")
+        print(f"the classifier is at or above TF-IDF's mean test AUROC from {where['rows']} training rows on")
     elif where["rows"]:
-        print(f"the classifier stays below TF-IDF at every measured size; a straight line through the gap "
+        print(f"the classifier does not stay at or above TF-IDF; a straight line through the gap "
               f"against log(rows) crosses zero at ~{where['rows']:,.0f} rows (an extrapolation)")
     else:
-        print("the classifier stays below TF-IDF and the gap does not shrink with more rows: no crossing in sight")
+        print("the classifier does not stay at or above TF-IDF and the gap does not shrink with more rows: "
+              "no crossing in sight")
     out = {"config": config, "corpus": corpus, "seeds": seeds, "points": points, "crossing": where,
            "wall_s": time.perf_counter() - began}
     print(f"bench.classifier_curve: {out['wall_s']:.0f} s")

@@ -113,5 +113,6 @@ def test_bench_classifier_curve_smoke():
         assert 0 <= point["classifier_mean"] <= 1 and 0 <= point["tfidf_mean"] <= 1
         assert point["gap"] == pytest.approx(point["classifier_mean"] - point["tfidf_mean"])
     assert crossing([250, 500], [-0.1, 0.01]) == {"measured": True, "rows": 500}
+    assert crossing([250, 500, 1000], [0.01, -0.05, -0.1])["rows"] is None  # ahead once, then falling behind
     extrapolated = crossing([250, 1000], [-0.2, -0.1])  # +0.1 per 4x rows: zero at 4,000
     assert not extrapolated["measured"] and extrapolated["rows"] == pytest.approx(4000)
