@@ -116,6 +116,18 @@ bench-train: setup ## packed vs padded batches (padding, tokens/s, identical los
 classifiers: setup ## encoder + one-token verdict classifiers and their report (CONFIG=configs/classifiers/X.yaml, RUN=name, ARGS=overrides)
 	$(if $(CONFIG),$(call stage,classifiers.train,),$(PY) -m classifiers.train_defaults $(if $(RUN),--prefix $(RUN)) $(ARGS))
 
+# The history-aware evaluator (classifiers/history.py) against its parts on the RL-Lean rounds and the
+# APOLLO attempts, with the hybrid cutoff simulated from the recorded verification times.
+.PHONY: bench-evaluators
+bench-evaluators: setup ## history-aware evaluator vs learned score / problem prior / sibling rate: AUROC, accuracy, FPR, margins (ARGS=--json PATH)
+	$(PY) -m bench.evaluators $(ARGS)
+
+# Learning curve of a classifier recipe vs TF-IDF on the data run's test split (the stage itself at
+# 250 / 500 / 1,000 / all training rows, three seeds; ~1 CPU hour for the encoder): where it crosses.
+.PHONY: bench-classifier-curve
+bench-classifier-curve: setup ## classifier vs TF-IDF test AUROC at 250/500/1000/all training rows, 3 seeds (ARGS="--config ... --json PATH")
+	$(PY) -m bench.classifier_curve $(ARGS)
+
 # How a classifier recipe is judged: K folds of the config's data run (train + validation, grouped by
 # theorem; the test split is never read), the stage once per fold (as a sweep: finished folds are
 # skipped; ARGS="--executor submit --profile ..." for SLURM), TF-IDF fitted per fold beside it.

@@ -10,6 +10,14 @@ stdout or ``--out``::
 ``verdict`` is ``score >= threshold`` (the threshold chosen on validation when the model was
 trained, unless ``--threshold`` is given); with ``--deadline S`` programs not scored within S
 seconds get ``score`` and ``verdict`` null.
+
+``--history artifacts://data/<run>`` scores with the history-aware evaluator
+(:mod:`classifiers.history`): the run's saved stacker combines the classifier's score (then in
+``learned_score``) with what Lean said about the program's problem in that data run, matched by the
+JSONL field ``--group-field`` (default ``name``). With ``--known-label-field L``, rows whose field L
+holds a label (true/false) are siblings already judged: they inform the other rows of their group
+(never themselves), as finished Lean checks do in a hybrid RL step. ``evidence`` is the
+[valid, total] count each score used.
 """
 
 from __future__ import annotations
@@ -38,11 +46,17 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--run", default=None,
                         help="write artifacts/classify/<run>/ (scores + manifest) instead of --out/stdout")
     parser.add_argument("--shard", default=None, help="I/N: score shard I of N only (with --run; see classifiers.score)")
+    parser.add_argument("--history", default=None,
+                        help="a data run (artifacts://data/<run>) whose Lean labels are per-problem evidence")
+    parser.add_argument("--group-field", default="name", help="JSONL field naming a program's problem (default: name)")
+    parser.add_argument("--known-label-field", default=None,
+                        help="JSONL field with a label already known: such rows inform the rest of their group")
     parser.set_defaults(func=classify)
 
 
-def read_inputs(paths: list[str], field: str) -> Iterator[tuple[dict[str, Any], str]]:
-    """(where it came from, program) for every input program, in order; clear errors on bad input."""
+def read_inputs(paths: list[str], field: str, keep: tuple[str, ...] = ()) -> Iterator[tuple[dict[str, Any], str]]:
+    """(where it came from, program) for every input program, in order; clear errors on bad input.
+    ``keep``: more row fields copied into ``where`` (the history-aware scoring reads them)."""
     for name in paths:
         path = Path(name)
         if not path.is_file():
@@ -57,7 +71,7 @@ def read_inputs(paths: list[str], field: str) -> Iterator[tuple[dict[str, Any], 
             if not isinstance(program, str) or not program.strip():
                 raise SystemExit(f"classify: {path}:{number} has no program in field '{field}' (use --field)")
             where = {"input": str(path), "line": number}
-            where.update({key: row[key] for key in PASSED_THROUGH if key in row})
+            where.update({key: row[key] for key in PASSED_THROUGH + keep if key in row})
             yield where, program
 
 
@@ -66,24 +80,79 @@ def classify(args: argparse.Namespace) -> int:
         if not args.run:
             print("classify: --shard writes a run: add --run NAME", file=sys.stderr)
             return 2
+        if args.history is not None or args.known_label_field is not None:
+            print("classify: --history / --known-label-field score files without --run (a run and its shards "
+                  "score programs one by one); drop --run, or drop the history options", file=sys.stderr)
+            return 2
         from classifiers.score import run_from_args
 
         return run_from_args(args)
     from classifiers.evaluator import ClassifierEvaluator
     from leanloop.evaluator import deadline_in
 
-    items = list(read_inputs(args.inputs, args.field))
-    evaluator = ClassifierEvaluator.load(args.model, batch_size=args.batch_size, device=args.device,
-                                         threshold=args.threshold)
+    history_mode = args.history is not None or args.known_label_field is not None
+    keep = tuple(f for f in (args.group_field, args.known_label_field) if f and history_mode)
+    items = list(read_inputs(args.inputs, args.field, keep))
     deadline = deadline_in(args.deadline) if args.deadline is not None else None
-    predictions = evaluator.score([program for _, program in items], deadline=deadline)
+    programs = [program for _, program in items]
+    extra: list[dict[str, Any]] = [{} for _ in items]
+    if history_mode:
+        evaluator, predictions, extra = _history_scores(args, items, deadline)
+    else:
+        evaluator = ClassifierEvaluator.load(args.model, batch_size=args.batch_size, device=args.device,
+                                             threshold=args.threshold)
+        predictions = evaluator.score(programs, deadline=deadline)
     out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout
     try:
-        for (where, _), prediction in zip(items, predictions):
+        for (where, _), prediction, more in zip(items, predictions, extra):
             row = {**where, "score": prediction.score, "verdict": prediction.verdict,
-                   "threshold": evaluator.threshold, "time_s": round(prediction.time_s, 6)}
+                   "threshold": evaluator.threshold, "time_s": round(prediction.time_s, 6), **more}
             out.write(dumps_line(row))
     finally:
         if out is not sys.stdout:
             out.close()
     return 0
+
+
+def _known_label(value: Any, where: dict[str, Any], field: str) -> bool | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "valid", "1", "pass"):
+        return True
+    if text in ("false", "invalid", "0", "fail"):
+        return False
+    raise SystemExit(f"classify: {where.get('input')}:{where.get('line')} has {field}={value!r}; "
+                     "a known label is true/false (or valid/invalid), or null when unknown")
+
+
+def _history_scores(args: argparse.Namespace, items: list[tuple[dict[str, Any], str]], deadline: float | None):
+    """The history-aware evaluator's predictions, plus each row's learned score and evidence."""
+    from classifiers.evaluator import load_history_evaluator
+    from classifiers.history import History, evidence_for
+
+    from leanloop.artifacts import ManifestError
+
+    history = None
+    if args.history is not None:
+        try:
+            history = History.from_corpus(args.history)
+        except (FileNotFoundError, KeyError, ValueError, ManifestError) as error:
+            raise SystemExit(f"classify: --history {args.history}: {error}") from None
+    try:
+        evaluator = load_history_evaluator(args.model, history=history, threshold=args.threshold,
+                                           batch_size=args.batch_size, device=args.device)
+    except FileNotFoundError as error:
+        raise SystemExit(f"classify: {error}") from None
+    groups = [where.get(args.group_field) for where, _ in items]
+    groups = [None if g is None else str(g) for g in groups]
+    known = None
+    if args.known_label_field:
+        known = [_known_label(where.get(args.known_label_field), where, args.known_label_field) for where, _ in items]
+    learned = evaluator.learned([program for _, program in items], deadline)
+    predictions = evaluator.combine(learned, groups, known)
+    evidence = evidence_for(evaluator.history, groups, known)
+    extra = [{"learned_score": p.score, "evidence": list(e)} for p, e in zip(learned, evidence)]
+    return evaluator, predictions, extra

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from classifiers.run_report import MAJORITY, PREDICTIONS, TFIDF, read_predictions, write_report
+from classifiers.run_report import BASELINES, PREDICTIONS, read_predictions, write_report
 from leanloop.artifacts import Manifest, read_manifest, resolve_path, resolve_run
 
 
@@ -54,7 +54,7 @@ def combine(runs: list[Path]) -> list[dict[str, Any]]:
             name = row["evaluator"]
             owner = owners.setdefault(name, str(run))
             if owner != str(run):
-                if name not in (TFIDF, MAJORITY):
+                if name not in BASELINES:
                     raise ValueError(f"evaluator {name} appears in both {owner} and {run}")
                 known = scores[name].get(row["id"])
                 if known is not None and abs(known - row["score"]) > 1e-9:

@@ -5,7 +5,7 @@ Two sources:
 - the data stage's corpus (``artifacts/data/<run>/``, the normal case): only rows with a label take
   part: ``valid`` (True), ``invalid`` and ``precheck_rejected`` (False). Timeouts, infrastructure
   errors, unavailable and input errors have no label and are counted, not used. Splits are the data
-  stage's theorem-disjoint ``train`` / ``validation`` / ``test``.
+  stage's theorem-disjoint ``train`` / ``valid`` / ``test`` (:data:`leanloop.corpus.SPLITS`).
 - a JSONL file of programs with recorded verdicts (:class:`JsonlCorpus`), e.g. the shipped RL-Lean
   compilation results: used by ``debug.yaml`` so the smallest run needs no data run first. Exact
   duplicate programs are kept once; splits are theorem-disjoint by a hash of the theorem name.
@@ -19,15 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from leanloop.artifacts import resolve_run
-from leanloop.corpus import SPLITS as CORPUS_SPLITS, corpus_files, read_corpus  # noqa: F401 (corpus_files: crossval)
+from leanloop.corpus import SPLITS, VALID, canonical_split, corpus_files, read_corpus  # noqa: F401 (corpus_files: crossval)
 from leanloop.jsonl import numbered_jsonl
 from leanloop.paths import resolve_shared
 
-CORPUS_VALID = CORPUS_SPLITS[1]
-
-SPLITS = ("train", "validation", "test")
-# The corpus's middle split (leanloop.corpus: "valid") is the classifiers' Lightning validation loop.
-SPLIT_ALIASES = {CORPUS_VALID: "validation"}
 COLUMNS = ("program", "name", "split", "category", "label")
 # Rejected before compilation, not compiled in time, or no answer: no label (LLF Section 3).
 UNLABELLED = frozenset({"precheck_rejected", "timeout", "infra_error", "unavailable", "input_error"})
@@ -61,7 +56,7 @@ def _split_rows(run: Path, rows: list[dict[str, Any]], max_rows_per_split: int |
     counts: Counter[str] = Counter()
     splits = {name: Split([], [], []) for name in SPLITS}
     for row in rows:
-        split = SPLIT_ALIASES.get(row["split"], row["split"])
+        split = canonical_split(row["split"])
         counts[f"{split}/{row['category']}"] += 1
         if split not in splits:
             raise ValueError(f"corpus row with unknown split {split!r} in {run}; expected one of {SPLITS}")
@@ -75,7 +70,7 @@ def _split_rows(run: Path, rows: list[dict[str, Any]], max_rows_per_split: int |
         target.names.append(row["name"] or "")
     for name, split in splits.items():
         counts[f"{name}/labelled"] = len(split)
-    overlap = set(splits["train"].names) & (set(splits["validation"].names) | set(splits["test"].names))
+    overlap = set(splits["train"].names) & (set(splits[VALID].names) | set(splits["test"].names))
     if overlap:
         raise ValueError(
             f"corpus {run} is not theorem-disjoint: {len(overlap)} theorem(s) in train and an "
@@ -96,19 +91,19 @@ class JsonlCorpus:
     no_label_if: str | None = None
     """Dotted field that, when non-empty, means Lean gave no verdict (e.g. RL-Lean's
     ``compilation_result.system_errors``: timeouts and crashes get no label, never "invalid")."""
-    validation_fraction: float = 0.1
+    valid_fraction: float = 0.1
     test_fraction: float = 0.1
 
 
-def theorem_split(name: str, validation_fraction: float, test_fraction: float) -> str:
+def theorem_split(name: str, valid_fraction: float, test_fraction: float) -> str:
     """Deterministic theorem-level split: every program of a theorem lands in the same split."""
     import hashlib
 
     u = int(hashlib.sha256(name.encode()).hexdigest()[:12], 16) / 16**12
     if u < test_fraction:
         return "test"
-    if u < test_fraction + validation_fraction:
-        return "validation"
+    if u < test_fraction + valid_fraction:
+        return VALID
     return "train"
 
 
@@ -136,5 +131,5 @@ def load_jsonl_corpus(source: JsonlCorpus, max_rows_per_split: int | None = None
         name = str(record[source.name_field])
         rows.append({"program": program, "name": name, "label": None if label is None else bool(label),
                      "category": "recorded" if label is not None else "unlabelled",
-                     "split": theorem_split(name, source.validation_fraction, source.test_fraction)})
+                     "split": theorem_split(name, source.valid_fraction, source.test_fraction)})
     return _split_rows(path, rows, max_rows_per_split)

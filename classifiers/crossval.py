@@ -30,13 +30,13 @@ from typing import Any, Literal
 
 import numpy as np
 
-from classifiers.corpus import CORPUS_VALID, SPLIT_ALIASES, corpus_files, load_corpus
+from classifiers.corpus import corpus_files, load_corpus
 from leanloop.artifacts import (MANIFEST, Manifest, ManifestError, default_run_name, describe_input, read_manifest,
                                 resolve_path, resolve_run)
-from leanloop.corpus import canonical_split
+from leanloop.corpus import VALID, canonical_split
 from leanloop.paths import REPO_ROOT, artifacts_root, repo_file
 
-POOLED = ("train", "validation")
+POOLED = ("train", VALID)
 METRIC = "val/auroc"
 
 
@@ -71,7 +71,7 @@ def _write_folds(source: Path, targets: list[Path], folds: int) -> None:
     from sklearn.model_selection import GroupKFold
 
     table = pa.concat_tables([pq.read_table(f) for f in corpus_files(source)])
-    splits = [SPLIT_ALIASES.get(canonical_split(s), s) for s in table.column("split").to_pylist()]
+    splits = [canonical_split(s) for s in table.column("split").to_pylist()]
     names = [name or "" for name in table.column("name").to_pylist()]  # as classifiers.corpus reads them
     # Every train/validation row takes part (unlabelled ones too: they stay counted, as in the
     # data run); the folds balance rows per theorem group.
@@ -82,7 +82,7 @@ def _write_folds(source: Path, targets: list[Path], folds: int) -> None:
     pooled = table.take(pa.array(pool, type=pa.int64()))
     for fold, (_, held_out) in enumerate(GroupKFold(folds).split(pool, groups=[names[i] for i in pool])):
         held = {pool[j] for j in held_out}
-        new_split = pa.array([CORPUS_VALID if i in held else "train" for i in pool])  # the corpus's own names
+        new_split = pa.array([VALID if i in held else "train" for i in pool])
         fold_table = pooled.set_column(table.schema.get_field_index("split"), "split", new_split)
         target = targets[fold]
         (target / MANIFEST).unlink(missing_ok=True)  # a fold half rewritten never passes as finished
@@ -105,7 +105,7 @@ def tfidf_aurocs(fold_corpora: list[str]) -> list[float]:
     results = []
     for path in fold_corpora:
         corpus = load_corpus(path)
-        train, held = corpus.splits["train"], corpus.splits["validation"]
+        train, held = corpus.splits["train"], corpus.splits[VALID]
         scores = TfidfBaseline().fit(train.programs, train.labels).scores(held.programs)
         results.append(float(auroc(np.asarray(held.labels, dtype=int), scores)))
     return results

@@ -19,10 +19,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 from tqdm.auto import tqdm
 
-from classifiers.corpus import Corpus, JsonlCorpus, load_corpus, load_jsonl_corpus
+from classifiers.corpus import Corpus, JsonlCorpus, Split, load_corpus, load_jsonl_corpus
 from leanloop.artifacts import resolve_path, resolve_run
-
-EVAL_SPLITS = ("validation", "test")
+from leanloop.corpus import EVAL_SPLITS, VALID
 
 
 class EncodedSplit(Dataset):
@@ -99,10 +98,19 @@ class PackedBatches(Sampler[list[int]]):
             yield self.packs[i]
 
 
+def subsample(split: Split, n: int, seed: int) -> Split:
+    """A seeded random ``n`` of a split's rows, in their corpus order (all of them if it has fewer)."""
+    import random
+
+    keep = sorted(random.Random(seed).sample(range(len(split)), min(n, len(split))))
+    return Split([split.programs[i] for i in keep], [split.labels[i] for i in keep], [split.names[i] for i in keep])
+
+
 class ClassifierData(L.LightningDataModule):
     def __init__(self, corpus: str | None = "artifacts://data/default", jsonl: JsonlCorpus | None = None,
                  batch_size: int = 16, eval_batch_size: int = 32, num_workers: int = 0,
-                 max_rows_per_split: int | None = None, length_grouped: bool = True) -> None:
+                 max_rows_per_split: int | None = None, length_grouped: bool = True,
+                 train_rows: int | None = None, train_rows_seed: int = 0) -> None:
         """
         Args:
             corpus: the data stage's run: ``artifacts://data/<run>`` or its folder.
@@ -113,6 +121,9 @@ class ClassifierData(L.LightningDataModule):
             num_workers: DataLoader workers (0: tokenized in memory already, collation is cheap).
             max_rows_per_split: keep only the first N labelled rows of each split (debug configs).
             length_grouped: batch training programs of similar length together.
+            train_rows: train on a seeded random N of the labelled training programs (learning
+                curves, ``bench.classifier_curve``); validation and test stay whole. None: all.
+            train_rows_seed: the seed of that draw.
         """
         super().__init__()
         if (corpus is None) == (jsonl is None):
@@ -125,6 +136,9 @@ class ClassifierData(L.LightningDataModule):
         self.num_workers = num_workers
         self.max_rows_per_split = max_rows_per_split
         self.length_grouped = length_grouped
+        if train_rows is not None and train_rows < 1:
+            raise ValueError(f"data.train_rows must be at least 1 (or null for all), got {train_rows}")
+        self.train_rows, self.train_rows_seed = train_rows, train_rows_seed
         self.corpus: Corpus | None = None
         self.encoded: dict[str, EncodedSplit] = {}
 
@@ -138,6 +152,9 @@ class ClassifierData(L.LightningDataModule):
             self.corpus = load_corpus(self.corpus_path, self.max_rows_per_split)
         if not len(self.corpus.splits["train"]):
             raise ValueError(f"corpus {self.corpus.path} has no labelled training programs")
+        if self.train_rows is not None:
+            self.corpus.splits["train"] = subsample(self.corpus.splits["train"], self.train_rows, self.train_rows_seed)
+            self.corpus.counts["train/used"] = len(self.corpus.splits["train"])
         for name, split in self.corpus.splits.items():
             ids = [module.encode(p) for p in tqdm(split.programs, desc=f"tokenize {name}", leave=False)]
             self.encoded[name] = EncodedSplit(ids, split.labels)
@@ -170,7 +187,7 @@ class ClassifierData(L.LightningDataModule):
         return self._loader("train", train=True)
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader("validation", train=False)
+        return self._loader(VALID, train=False)
 
     def test_dataloader(self) -> list[DataLoader]:
         # Both evaluation splits: validation picks the threshold, test is reported at it.

@@ -155,3 +155,22 @@ class ClassifierEvaluator:
             UNSCORED if s is None else Prediction(verdict=s >= self.threshold, score=s, trace=None, time_s=t)
             for s, t in zip(scores, times)
         ]
+
+
+# The history-aware evaluator is part of this public loader: other stages (rl's hybrid reward, the
+# cascade report) reach it here.
+from classifiers.history import (  # noqa: E402
+    History, HistoryEvaluator, Stacker, reveal_siblings, sibling_counts,
+)
+
+
+def load_history_evaluator(final_dir: str | Path, history: History | None = None, threshold: float | None = None,
+                           **evaluator_options: Any) -> HistoryEvaluator:
+    """A classifier run's ``final/`` (model, ``classifier.json``, ``history_stacker.json``) as the
+    history-aware evaluator; ``evaluator_options`` go to :meth:`ClassifierEvaluator.load`."""
+    stacker = Stacker.load(final_dir)  # first: a run without one fails before its model loads
+    return HistoryEvaluator(ClassifierEvaluator.load(final_dir, **evaluator_options), stacker, history, threshold)
+
+
+__all__ = ["CLASSIFIER_FILE", "ClassifierEvaluator", "ClassifierSpec", "History", "HistoryEvaluator", "Stacker",
+           "build_inputs", "load_history_evaluator", "model_scores", "reveal_siblings", "sibling_counts"]

@@ -29,11 +29,11 @@ from classifiers.scoring import (
     EncoderInputs, OneTokenInputs, encoder_logits, encoder_scores, onetoken_logits, onetoken_loss,
     onetoken_scores, prepare_pooling,
 )
+from leanloop.corpus import EVAL_SPLITS, VALID
 from leanloop.training.models import ModelSpec
 from leanloop.training.module import HFModule
 from leanloop.training.optim import OptimConfig
 
-EVAL_SPLITS = ("validation", "test")
 LOGGED_TEST_METRICS = ("auroc", "accuracy", "f1", "macro_f1", "mcc", "tpr", "fpr")
 
 
@@ -119,15 +119,15 @@ class ClassifierModule(HFModule):
         return np.asarray([labels[i] for i in order], dtype=int), np.asarray([rows[i] for i in order])
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        loss = self._collect("validation", batch)
+        loss = self._collect(VALID, batch)
         self.log("val/loss", loss, prog_bar=True, batch_size=len(batch["labels"]))
 
     def on_validation_epoch_end(self) -> None:
         from leanloop.metrics import auroc
 
-        rows = self._gathered("validation")
+        rows = self._gathered(VALID)
         if rows:
-            labels, scores = self._labels("validation", rows)
+            labels, scores = self._labels(VALID, rows)
             self.log("val/auroc", auroc(labels, scores), prog_bar=True)
 
     def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
@@ -138,8 +138,8 @@ class ClassifierModule(HFModule):
         from leanloop.metrics import auroc, select_threshold, verdict_metrics
 
         self.scored = {split: self._gathered(split) for split in EVAL_SPLITS}
-        if self.scored["validation"]:
-            labels, scores = self._labels("validation", self.scored["validation"])
+        if self.scored[VALID]:
+            labels, scores = self._labels(VALID, self.scored[VALID])
             c = self.evaluation
             choice = select_threshold(labels, scores, c.threshold_criterion, c.threshold_target)
             self.threshold = choice.threshold
@@ -161,6 +161,28 @@ class ClassifierModule(HFModule):
         spec = self.spec()
         spec.threshold, spec.threshold_source = self.threshold, self.threshold_source
         spec.write(final_dir)
+        self.export_stacker(final_dir)
+
+    def export_stacker(self, final_dir: Path) -> None:
+        """``history_stacker.json`` beside the weights (classifiers.history): fitted on the validation
+        scores, so the run's history-aware evaluator is reproducible. Skipped, with a line, when the
+        validation split cannot fit one (no scores, one class only)."""
+        from classifiers.history import History, fit_split_stacker
+
+        corpus = getattr(getattr(self._trainer, "datamodule", None), "corpus", None)
+        scored = self.scored.get(VALID)
+        if corpus is None or not scored:
+            return
+        train, valid = corpus.splits["train"], corpus.splits[VALID]
+        order = sorted(scored)
+        try:
+            stacker = fit_split_stacker([valid.names[i] for i in order], [valid.labels[i] for i in order],
+                                        [scored[i] for i in order], History.from_rows(
+                                            {"name": n, "label": y} for n, y in zip(train.names, train.labels)))
+        except ValueError as error:
+            print(f"[classifiers] no history stacker saved: {error}")
+            return
+        stacker.save(final_dir)
 
     def manifest_counts(self) -> dict[str, Any]:
         return {"scored": {split: len(rows) for split, rows in self.scored.items()}}

@@ -19,11 +19,15 @@ import numpy as np
 from classifiers.baselines import TfidfBaseline, majority_scores
 from classifiers.config import EvaluationConfig
 from classifiers.corpus import Corpus
+from leanloop.corpus import EVAL_SPLITS, VALID
 from leanloop.jsonl import read_jsonl, write_jsonl
 
-EVAL_SPLITS = ("validation", "test")
 TFIDF = "tfidf_logreg"
 MAJORITY = "majority_class"
+PRIOR = "per_problem_prior"
+SIBLINGS = "sibling_rate"
+# Every report leads with these; its first line says whether one of them beats a learned model.
+BASELINES = (MAJORITY, PRIOR, TFIDF, SIBLINGS)
 PREDICTIONS = "predictions.jsonl"
 
 
@@ -64,14 +68,63 @@ def baseline_rows(corpus: Corpus, config: EvaluationConfig,
             index = sorted(rows[split]) if rows is not None else list(range(len(data)))
             values = np.asarray(score_fn([data.programs[i] for i in index]), dtype=float) if index else []
             scores[split] = dict(zip(index, map(float, values)))
-        validation = corpus.splits["validation"]
-        threshold = 0.5
-        if scores["validation"]:
-            order = sorted(scores["validation"])
-            threshold = _threshold([validation.labels[i] for i in order],
-                                   np.asarray([scores["validation"][i] for i in order]), config)
-        out += rows_for(name, corpus, scores, threshold)
+        out += _thresholded(name, corpus, scores, config)
     return out
+
+
+def _thresholded(name: str, corpus: Corpus, scores: dict[str, dict[int, float]],
+                 config: EvaluationConfig) -> list[dict[str, Any]]:
+    """Rows of one evaluator at the threshold chosen on its validation scores (0.5 without any)."""
+    threshold = 0.5
+    if scores.get(VALID):
+        order = sorted(scores[VALID])
+        threshold = _threshold([corpus.splits[VALID].labels[i] for i in order],
+                               np.asarray([scores[VALID][i] for i in order]), config)
+    return rows_for(name, corpus, scores, threshold)
+
+
+def _split_evidence(corpus: Corpus, split: str, seed: int = 0):
+    from classifiers.history import History, split_evidence
+
+    train = corpus.splits["train"]
+    history = History.from_rows({"name": n, "label": y} for n, y in zip(train.names, train.labels))
+    data = corpus.splits[split]
+    return history, split_evidence(data.names, data.labels, history, seed=seed)
+
+
+def evidence_rows(corpus: Corpus, config: EvaluationConfig,
+                  rows: dict[str, Iterable[int]] | None = None) -> list[dict[str, Any]]:
+    """The two baselines from Lean's own labels: the per-problem prior (the theorem's pass rate in the
+    training split, shrunk toward the overall rate: on a theorem-disjoint split every test theorem is
+    unseen, so it is the overall rate and its AUROC 0.5) and the sibling rate (the pass rate of the
+    theorem's other programs among a seeded 43% revealed, as a hybrid step knows them at its cutoff)."""
+    train = corpus.splits["train"]
+    prior_mean = float(np.mean(train.labels)) if len(train) else 0.5
+    prior: dict[str, dict[int, float]] = {}
+    siblings: dict[str, dict[int, float]] = {}
+    for split in EVAL_SPLITS:
+        history, (_, sibling) = _split_evidence(corpus, split)
+        data = corpus.splits[split]
+        index = sorted(rows[split]) if rows is not None else list(range(len(data)))
+        prior[split], siblings[split] = {}, {}
+        for i in index:
+            hv, ht = history.get(data.names[i])
+            sv, st = sibling[i]
+            prior[split][i] = (hv + 2 * prior_mean) / (ht + 2)
+            siblings[split][i] = (sv + 2 * prior_mean) / (st + 2)
+    return _thresholded(PRIOR, corpus, prior, config) + _thresholded(SIBLINGS, corpus, siblings, config)
+
+
+def stack_rows(name: str, corpus: Corpus, scores: dict[str, dict[int, float]], stacker: Any) -> list[dict[str, Any]]:
+    """The history-aware evaluator (a saved :class:`classifiers.history.Stacker` over a classifier's
+    scores), on the same simulated evidence as :func:`evidence_rows`, at the stacker's threshold."""
+    stacked: dict[str, dict[int, float]] = {}
+    for split in EVAL_SPLITS:
+        _, (evidence, _) = _split_evidence(corpus, split)
+        index = sorted(scores.get(split, {}))
+        values = stacker.predict([scores[split][i] for i in index], [evidence[i] for i in index]) if index else []
+        stacked[split] = dict(zip(index, map(float, values)))
+    return rows_for(name, corpus, stacked, stacker.threshold)
 
 
 def write_predictions(rows: Iterable[dict[str, Any]], path: str | Path) -> Path:
@@ -82,11 +135,15 @@ def read_predictions(path: str | Path) -> list[dict[str, Any]]:
     return list(read_jsonl(path))
 
 
+LEADING = (TFIDF, MAJORITY, PRIOR, SIBLINGS)
+
+
 def order_evaluators(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """TF-IDF first (the reference of the paired differences), majority second, the rest in order."""
+    """The baselines first, TF-IDF at their head (the reference of the paired differences), then the
+    learned evaluators in order."""
     names = list(dict.fromkeys(r["evaluator"] for r in rows))
-    rank = {name: i for i, name in enumerate([n for n in (TFIDF, MAJORITY) if n in names] +
-                                              [n for n in names if n not in (TFIDF, MAJORITY)])}
+    rank = {name: i for i, name in enumerate([n for n in LEADING if n in names] +
+                                              [n for n in names if n not in LEADING])}
     return sorted(rows, key=lambda r: rank[r["evaluator"]])  # stable: rows keep their order per evaluator
 
 
@@ -108,10 +165,11 @@ def headline(summary_path: Path, rows: list[dict[str, Any]], classifiers: Sequen
              n_resamples: int) -> list[str]:
     """The lines that answer "does the classifier beat TF-IDF on the test split?"."""
     summary = json.loads(summary_path.read_text())["evaluators"]
+    lines = baseline_verdict(summary, classifiers)[2:]  # the verdict itself is the report's first line
     if TFIDF not in summary:
-        return []
+        return lines
     base = summary[TFIDF]
-    lines = ["## Headline (test split, theorem-disjoint)", ""]
+    lines += ["## Headline (test split, theorem-disjoint)", ""]
     for name in classifiers:
         if name not in summary:
             continue
@@ -133,6 +191,34 @@ def headline(summary_path: Path, rows: list[dict[str, Any]], classifiers: Sequen
                     "table below gives each evaluator minus TF-IDF on the same bootstrap resamples.", ""]
 
 
+def baseline_verdict(summary: dict[str, Any], learned: Sequence[str]) -> list[str]:
+    """The report's first line: which baseline beats which learned evaluator on test AUROC (or that
+    none does), then the baselines' AUROC and accuracy, before anything else."""
+    baselines = [b for b in BASELINES if b in summary]
+    learned = [n for n in learned if n in summary]
+    if not baselines or not learned:
+        return []
+
+    def auroc(name: str) -> float:
+        value = summary[name]["metrics"].get("auroc")
+        return float("nan") if value is None else float(value)
+
+    beaten = []
+    for name in learned:
+        better = [b for b in baselines if auroc(b) >= auroc(name)]
+        if better:
+            best = max(better, key=auroc)
+            beaten.append(f"`{best}` ({auroc(best):.3f}) beats `{name}` ({auroc(name):.3f})")
+    if beaten:
+        first = "**A BASELINE BEATS THE LEARNED MODEL** on test AUROC: " + "; ".join(beaten) + "."
+    else:
+        first = ("No baseline beats the learned model on test AUROC (" + ", ".join(
+            f"`{n}` {auroc(n):.3f}" for n in learned) + f"; best baseline {max(auroc(b) for b in baselines):.3f}).")
+    lines = [first, "", "Baselines (test split): " + "; ".join(
+        f"`{b}` AUROC {auroc(b):.3f}, accuracy {summary[b]['metrics']['accuracy']:.3f}" for b in baselines) + ".", ""]
+    return lines
+
+
 def write_report(rows: list[dict[str, Any]], out_dir: str | Path, n_resamples: int,
                  title: str | None = None) -> Path:
     """``predictions.jsonl`` + ``report.md`` + plots in ``out_dir``; returns the report's path."""
@@ -143,8 +229,10 @@ def write_report(rows: list[dict[str, Any]], out_dir: str | Path, n_resamples: i
     rows = order_evaluators(rows)
     predictions = write_predictions(rows, out / PREDICTIONS)
     report = build_report(predictions, out, n_resamples=n_resamples)
-    classifiers = [n for n in dict.fromkeys(r["evaluator"] for r in rows) if n not in (TFIDF, MAJORITY)]
-    top = [f"# {title}", ""] if title else []
+    classifiers = [n for n in dict.fromkeys(r["evaluator"] for r in rows) if n not in BASELINES]
+    summary = json.loads((out / "summary.json").read_text())["evaluators"]
+    top = baseline_verdict(summary, classifiers)[:1]  # line one: does a baseline beat a learned model?
+    top += [f"# {title}", ""] if title else [""]
     top += headline(out / "summary.json", rows, classifiers, n_resamples)
     body = report.read_text(encoding="utf-8")
     report.write_text("\n".join(top) + "\n" + body, encoding="utf-8")

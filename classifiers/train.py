@@ -39,20 +39,26 @@ def run(args: list[str] | None = None):
 
 
 def write_run_report(result):
-    from classifiers.run_report import baseline_rows, rows_for, write_report
+    from classifiers.history import STACKER_FILE, Stacker
+    from classifiers.run_report import baseline_rows, evidence_rows, rows_for, stack_rows, write_report
+    from leanloop.corpus import VALID
 
     module, corpus = result.model, result.datamodule.corpus
-    if module.scored.get("validation") and not corpus.splits["test"]:
+    if module.scored.get(VALID) and not corpus.splits["test"]:
         # a cross-validation fold (classifiers.crossval): the test split is left out on purpose
         print("[classifiers] the corpus has no test split: no report written (validation AUROC is in the manifest)")
         return None
-    if not module.scored.get("validation") or not module.scored.get("test"):
+    if not module.scored.get(VALID) or not module.scored.get("test"):
         print("[classifiers] no validation/test scores (trainer.test did not run): no report written",
               file=sys.stderr)
         return None
     rows = rows_for(f"{module.kind}:{result.run_dir.name}", corpus, module.scored, module.threshold)
     if module.evaluation.baselines:
         rows += baseline_rows(corpus, module.evaluation, rows=module.scored)
+        rows += evidence_rows(corpus, module.evaluation, rows=module.scored)
+    stacker_path = result.run_dir / "final" / STACKER_FILE
+    if stacker_path.is_file():
+        rows += stack_rows(f"history:{result.run_dir.name}", corpus, module.scored, Stacker.load(stacker_path))
     fast = bool(result.manifest and result.manifest.get("fast_dev_run"))
     # fast_dev_run scores one batch per split: the report still runs end to end, on few resamples.
     resamples = 50 if fast else module.evaluation.n_resamples

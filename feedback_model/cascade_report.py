@@ -80,6 +80,49 @@ def table3(records: list[dict[str, Any]], results: dict[str, dict[str, Any]], n_
     return lines + [""], summary
 
 
+def baselines(records: list[dict[str, Any]], seed: int) -> dict[str, dict[str, float]]:
+    """The trivial judges on the one-token rows' programs: the majority class (a constant: AUROC 0.5,
+    accuracy the larger class share of the sample) and the sibling rate (the pass rate of the
+    problem's other programs among a seeded 43% revealed, as a hybrid step knows them at its cutoff;
+    Laplace-smoothed toward the sample's rate, so an unseen problem ranks in the middle)."""
+    from classifiers.evaluator import reveal_siblings, sibling_counts
+    from leanloop.metrics.verdicts import verdict_metrics
+
+    mine = [r for r in records if r["evaluator"] == "one-token"]
+    if not mine:
+        return {}
+    labels = [bool(r["label"]) for r in mine]
+    groups = ["\0".join(bootstrap_group(r)) for r in mine]
+    rate = float(np.mean(labels))
+    out = {"majority class": {"auroc": 0.5, "accuracy": max(rate, 1 - rate)}}
+    counts = sibling_counts(groups, reveal_siblings(groups, labels, seed=seed))
+    scores = [(v + 2 * rate) / (t + 2) for v, t in counts]
+    metrics = verdict_metrics(labels, scores, [s >= rate for s in scores])
+    out["sibling rate"] = {"auroc": float(metrics["auroc"]), "accuracy": float(metrics["accuracy"])}
+    return out
+
+
+def baseline_verdict(summary: dict[str, Any], trivial: dict[str, dict[str, float]]) -> list[str]:
+    """The report's first line: which baseline beats which evaluator (AUROC where the evaluator has a
+    graded score, accuracy otherwise), or that none does; then the baselines' numbers."""
+    if not trivial:
+        return []
+    beaten = []
+    for name, entry in summary.items():
+        metric = "auroc" if entry["auroc_defined"] else "accuracy"
+        ours = entry["metrics"].get(metric)
+        if ours is None or (isinstance(ours, float) and np.isnan(ours)):
+            continue
+        better = [(b, v[metric]) for b, v in trivial.items() if v[metric] >= ours]
+        if better:
+            b, v = max(better, key=lambda item: item[1])
+            beaten.append(f"{b} ({metric} {v:.3f}) beats {name} ({ours:.3f})")
+    first = ("**A BASELINE BEATS A LEARNED EVALUATOR**: " + "; ".join(beaten) + "." if beaten else
+             "No baseline beats any evaluator (AUROC for graded scores, accuracy for hard verdicts).")
+    return [first, "", "Baselines: " + "; ".join(f"{b}: AUROC {v['auroc']:.3f}, accuracy {v['accuracy']:.3f}"
+                                                 for b, v in trivial.items()) + ".", ""]
+
+
 def feedback_quality(records: list[dict[str, Any]]) -> tuple[list[str], dict[str, Any]]:
     from leanloop.metrics.feedback import FEEDBACK_METRICS, feedback_metrics
 
@@ -200,8 +243,10 @@ def write_report(out: Path, config: CascadeEvalConfig, rows: list[dict[str, Any]
     valid = sum(r["label"] for r in rows)
     unscored = Counter((r["evaluator"], unscored_kind(r["unscored"])) for r in records if r["unscored"])
     g = config.generation
-    lines = [
-        f"# Cascade evaluation `{config.run}` (the seed's Table 3)", "",
+    trivial = baselines(records, config.seed)
+    verdict = baseline_verdict(summary, trivial)
+    lines = [*verdict[:1],
+        f"# Cascade evaluation `{config.run}` (the seed's Table 3)", "", *verdict[2:],
         f"Split `{config.split}` of `{config.corpus}`: {len(rows)} labelled programs of "
         f"{len({r['name'] for r in rows})} problems ({valid} valid, {len(rows) - valid} invalid)"
         + (f", problems drawn at random (seed {config.seed}) up to {config.sample_programs} programs"
@@ -239,7 +284,7 @@ def write_report(out: Path, config: CascadeEvalConfig, rows: list[dict[str, Any]
               "", "More plots and tables (ROC, PR, reliability, score histograms, feedback-metric distributions, "
               "paired differences): [details/report.md](details/report.md).", ""]
     (out / "report.md").write_text("\n".join(lines), encoding="utf-8")
-    body = {"evaluators": summary, "feedback_quality": quality, "budget": curves,
+    body = {"evaluators": summary, "baselines": trivial, "feedback_quality": quality, "budget": curves,
             "programs": len(rows), "valid": valid}
     (out / "summary.json").write_text(json.dumps(body, indent=2, default=float), encoding="utf-8")
     return body

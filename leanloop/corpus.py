@@ -20,6 +20,9 @@ from leanloop.artifacts import resolve_run
 STAGE = "data"
 CORPUS_FILE = "corpus.parquet"
 SPLITS = ("train", "valid", "test")
+VALID = SPLITS[1]
+# The splits a model is judged on: ``valid`` chooses thresholds and stackers, ``test`` reports at them.
+EVAL_SPLITS = SPLITS[1:]
 SPLIT_ALIASES = {"validation": "valid", "val": "valid", "dev": "valid"}
 
 COLUMNS = ("id", "program", "name", "split", "category", "label", "first_error", "reasons", "messages", "tactics",
@@ -121,5 +124,5 @@ def held_out_names(ref: str | os.PathLike) -> set[str]:
     return {name for name, split in corpus_splits(ref).items() if split != "train"}
 
 
-__all__ = ["COLUMNS", "CORPUS_FILE", "SPLITS", "SPLIT_ALIASES", "arrow_schema", "canonical_split", "corpus_files",
-           "corpus_splits", "features", "held_out_names", "load_corpus", "read_corpus"]
+__all__ = ["COLUMNS", "CORPUS_FILE", "EVAL_SPLITS", "SPLITS", "SPLIT_ALIASES", "VALID", "arrow_schema", "canonical_split",
+           "corpus_files", "corpus_splits", "features", "held_out_names", "load_corpus", "read_corpus"]

@@ -110,16 +110,21 @@ class RewardConfig:
 
 @dataclass
 class EvaluatorConfig:
-    kind: Literal["classifier", "untrained_onetoken", "factory", "none"] = "classifier"
-    """classifier: a classifiers run (``path``); factory: ``factory`` ("module:callable") called with
+    kind: Literal["classifier", "history", "untrained_onetoken", "factory", "none"] = "classifier"
+    """classifier: a classifiers run (``path``); history: the same run's history-aware evaluator
+    (classifiers.history: its score stacked with the problem's earlier Lean labels and, at the hybrid
+    cutoff, the verdicts of the group's finished siblings; the run must have saved its stacker); factory: ``factory`` ("module:callable") called with
     ``path`` and ``options`` (e.g. the feedback cascade); untrained_onetoken: a randomly initialised
     one-token classifier (debug runs only: its verdicts are noise, and the logs say so); none."""
     path: str | None = None
     """A classifier run (``artifacts://classifiers/onetoken_default``) or its final/ folder."""
     factory: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    history: str | None = None
+    """kind history: a data run (``artifacts://data/default``) whose Lean labels start the per-problem
+    evidence; every step's Lean labels join it. None: the evidence starts empty."""
     threshold: float | None = None
-    """Override the threshold recorded with the classifier."""
+    """Override the threshold recorded with the classifier (kind history: with its stacker)."""
     batch_size: int = 16
     device: str = "auto"
     base: ModelSpec = field(default_factory=lambda: ModelSpec("qwen3-tiny"))

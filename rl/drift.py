@@ -49,6 +49,9 @@ class DriftReport:
     lean_share: float | None
     alarm: bool
     reasons: list[str] = field(default_factory=list)
+    learned: dict[str, float | None] | None = None
+    """A history-aware evaluator's learned part alone on the same pairs (accuracy, fpr, fnr): how
+    much of the agreement the per-problem evidence adds. None for other evaluators."""
 
     def metrics(self, prefix: str = "drift") -> dict[str, float]:
         out = {f"{prefix}/pairs": float(self.pairs), f"{prefix}/alarm": float(self.alarm)}
@@ -56,6 +59,9 @@ class DriftReport:
             value = getattr(self, key)
             if value is not None:
                 out[f"{prefix}/{key}"] = float(value)
+        for key, value in (self.learned or {}).items():
+            if value is not None:
+                out[f"{prefix}/learned/{key}"] = float(value)
         return out
 
     def to_dict(self) -> dict:
@@ -76,6 +82,7 @@ class DriftMonitor:
     def __init__(self, config: DriftConfig | None = None):
         self.config = config or DriftConfig()
         self.pairs: list[Pair] = []
+        self.learned_pairs: list[Pair] = []
         self.lean_rewards = 0
         self.verdict_rewards = 0
         self.history: list[DriftReport] = []
@@ -83,7 +90,7 @@ class DriftMonitor:
     def observe_step(self, scores: StepScores) -> int:
         """Pairs from one step's scoring; returns how many were added."""
         added = 0
-        for r in scores.rewards:
+        for i, r in enumerate(scores.rewards):
             if r.source in (Source.LEAN, Source.EVALUATOR, Source.NONE) and r.lean != "input_error":
                 self.verdict_rewards += 1
                 self.lean_rewards += r.source is Source.LEAN
@@ -92,6 +99,9 @@ class DriftMonitor:
             if label is not None and verdict is not None:
                 self.pairs.append(Pair(bool(verdict), bool(label), "in_step"))
                 added += 1
+                learned = scores.learned.get(i)
+                if learned is not None and learned.verdict is not None:
+                    self.learned_pairs.append(Pair(bool(learned.verdict), bool(label), "in_step"))
         return added
 
     def observe(self, verdict: bool | None, label: bool | None, origin: str) -> None:
@@ -115,8 +125,13 @@ class DriftMonitor:
                 reasons.append(f"false-positive rate {fpr:.2f} > {c.fpr_alarm}")
             if accuracy is not None and accuracy < c.accuracy_alarm:
                 reasons.append(f"accuracy {accuracy:.2f} < {c.accuracy_alarm}")
-        report = DriftReport(step, len(self.pairs), n_valid, n_invalid, accuracy, fpr, fnr, share, bool(reasons), reasons)
+        learned = None
+        if self.learned_pairs:
+            l_accuracy, l_fpr, l_fnr, _, _ = agreement(self.learned_pairs)
+            learned = {"pairs": float(len(self.learned_pairs)), "accuracy": l_accuracy, "fpr": l_fpr, "fnr": l_fnr}
+        report = DriftReport(step, len(self.pairs), n_valid, n_invalid, accuracy, fpr, fnr, share, bool(reasons), reasons,
+                             learned)
         self.history.append(report)
         if reset:
-            self.pairs, self.lean_rewards, self.verdict_rewards = [], 0, 0
+            self.pairs, self.learned_pairs, self.lean_rewards, self.verdict_rewards = [], [], 0, 0
         return report

@@ -38,6 +38,8 @@ class StepScores:
     lean_in_time: int = 0  # Lean answers used (hybrid: before the cutoff, or awaited)
     lean_cancelled: int = 0
     cancelled_index: list[int] = field(default_factory=list)
+    learned: dict[int, Prediction] = field(default_factory=dict)
+    """A history-aware evaluator's learned part alone, per rollout index (the drift monitor tracks both)."""
 
     def values(self) -> list[float | None]:
         return [r.reward for r in self.rewards]
@@ -88,14 +90,28 @@ class RewardScorer:
     def score(self, candidates: Sequence[Candidate]) -> StepScores:
         return asyncio.run(self.ascore(candidates))
 
-    async def _evaluate(self, programs: list[str]) -> tuple[list[Prediction], float]:
+    async def _evaluate(self, candidates: Sequence[Candidate], ready: list[int],
+                        answers: dict[int, tuple[Outcome, float]]
+                        ) -> tuple[list[Prediction], float, dict[int, Prediction]]:
+        """The evaluator's predictions for the ready rollouts. A history-aware evaluator
+        (``learned`` + ``combine``, classifiers.history) scores the programs while Lean runs, then
+        combines at the cutoff with the verdicts of the group's siblings Lean has returned by then;
+        its learned predictions alone come back too (by rollout index; empty for other evaluators)."""
+        programs = [candidates[i].program for i in ready]
         deadline = deadline_in(self.evaluator_deadline_s) if self.evaluator_deadline_s else None
+        combine = getattr(self.evaluator, "combine", None)
         began = time.perf_counter()
-        predictions = await asyncio.to_thread(self.evaluator.score, programs, deadline)
+        score = self.evaluator.learned if callable(combine) else self.evaluator.score
+        predictions = await asyncio.to_thread(score, programs, deadline)
         if len(predictions) != len(programs):
             raise RuntimeError(f"{type(self.evaluator).__name__}.score returned {len(predictions)} predictions "
                                f"for {len(programs)} programs; the Evaluator interface gives one per program")
-        return list(predictions), time.perf_counter() - began
+        learned: dict[int, Prediction] = {}
+        if callable(combine):
+            known = [answers[i][0].label if i in answers else None for i in ready]
+            learned = dict(zip(ready, predictions))
+            predictions = combine(predictions, [candidates[i].problem.name for i in ready], known)
+        return list(predictions), time.perf_counter() - began, learned
 
     async def ascore(self, candidates: Sequence[Candidate]) -> StepScores:
         loop = asyncio.get_running_loop()
@@ -111,16 +127,17 @@ class RewardScorer:
         if self.protocol.uses_lean:
             tasks = {i: asyncio.create_task(check(i)) for i in ready}
         watch = self.evaluator is not None and bool(ready) and (not self.protocol.lean_decides or self.shadow)
-        evaluation = asyncio.create_task(self._evaluate([candidates[i].program for i in ready])) if watch else None
+        evaluation = asyncio.create_task(self._evaluate(candidates, ready, answers)) if watch else None
 
         predictions: dict[int, Prediction] = {}
         evaluator_s = cutoff = None
+        learned: dict[int, Prediction] = {}
         used: dict[int, tuple[Outcome, float]] = {}
         cancelled: list[int] = []
         if not ready:
             pass  # everything was decided by the harness: nothing to race
         elif self.protocol is Protocol.HYBRID:
-            preds, evaluator_s = await evaluation
+            preds, evaluator_s, learned = await evaluation
             cutoff = loop.time() - t0
             predictions = dict(zip(ready, preds))
             used = dict(answers)  # the verdicts Lean returned before the cutoff
@@ -136,10 +153,10 @@ class RewardScorer:
             await asyncio.gather(*tasks.values())
             used = dict(answers)
             if evaluation is not None:
-                preds, evaluator_s = await evaluation
+                preds, evaluator_s, learned = await evaluation
                 predictions = dict(zip(ready, preds))
         else:
-            preds, evaluator_s = await evaluation
+            preds, evaluator_s, learned = await evaluation
             predictions = dict(zip(ready, preds))
         rewards = []
         for i, candidate in enumerate(candidates):
@@ -148,4 +165,4 @@ class RewardScorer:
                                    lean_time_s=at, cancelled=i in cancelled))
         return StepScores(rewards, self.protocol, scoring_s=loop.time() - t0, cutoff_s=cutoff, evaluator_s=evaluator_s,
                           lean_started=len(tasks), lean_in_time=len(used), lean_cancelled=len(cancelled),
-                          cancelled_index=cancelled)
+                          cancelled_index=cancelled, learned=learned)

@@ -203,7 +203,8 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
             self.judge_audit = JudgeAudit(ComparatorJudge(self.audit_config.judge.judge), self.audit_config.judge)
         self.refresher = None
         if self.refresh_config.enabled:
-            self.refresher = EvaluatorRefresher(self.evaluator, self.refresh_config)
+            # a history-aware evaluator refreshes its learned part (its stacker stays as saved)
+            self.refresher = EvaluatorRefresher(getattr(self.evaluator, "base", self.evaluator), self.refresh_config)
         self.provenance = self._provenance()
         print(f"[rl] {self.provenance}", file=sys.stderr)
 
@@ -342,6 +343,8 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
                     self.replay.add(candidate.problem.name, proof)
             if r.outcome is not None and r.source is not Source.PRECHECK:
                 self.labels.add(candidate.program, r.outcome.label, candidate.problem.name)
+                if callable(getattr(self.evaluator, "observe", None)):  # history-aware: later steps see it
+                    self.evaluator.observe([candidate.problem.name], [r.outcome.label])
         out.update(datamodule.curriculum.counts())
         self.drift_monitor.observe_step(scores)
         if self.auditor is not None:
@@ -350,6 +353,8 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
                 self.drift_monitor.observe(recheck.verdict, recheck.outcome.label, "audit")
                 self.labels.add(candidates[recheck.index].program, recheck.outcome.label,
                                 candidates[recheck.index].problem.name)
+                if callable(getattr(self.evaluator, "observe", None)):
+                    self.evaluator.observe([candidates[recheck.index].problem.name], [recheck.outcome.label])
             if report.unfinished:
                 self.audits.append(report.to_dict())
                 self._append(AUDIT_FILE, report.to_dict())

@@ -45,6 +45,20 @@ def build_evaluator(config: EvaluatorConfig) -> tuple[Any | None, dict[str, Any]
                                              threshold=config.threshold)
         return evaluator, {"kind": "classifier", "classifier": evaluator.spec.kind, "path": str(final),
                            "run": str(run) if run else None, "threshold": evaluator.threshold, "trained": True}
+    if config.kind == "history":
+        from classifiers.evaluator import History, load_history_evaluator
+
+        if not config.path:
+            raise ValueError("evaluator.kind history needs evaluator.path (a classifiers run that saved its stacker)")
+        try:
+            found = resolve_artifact(config.path, "classifiers")
+        except FileNotFoundError as error:
+            raise FileNotFoundError(f"evaluator {config.path!r}: {error}") from None
+        history = History.from_corpus(config.history) if config.history else History()
+        evaluator = load_history_evaluator(found.outputs, history=history, threshold=config.threshold,
+                                           batch_size=config.batch_size, device=device)
+        return evaluator, {**evaluator.describe(), "kind": "history", "path": str(found.outputs),
+                           "run": str(found.run) if found.run else None, "history": config.history, "trained": True}
     if config.kind == "factory":
         if not config.factory or ":" not in config.factory:
             raise ValueError("evaluator.kind factory needs evaluator.factory: 'module:callable'")

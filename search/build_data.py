@@ -19,13 +19,12 @@ from typing import Any
 from tqdm import tqdm
 
 from leanloop.artifacts import FINAL, Manifest
+from leanloop.corpus import SPLITS, VALID
 from leanloop.jsonl import numbered_jsonl
 from leanloop.lean.session import SessionConfig
 from leanloop.paths import resolve_shared
 from leanloop.tool import run_tool
 from search.trees import TREE_SCHEMA_VERSION, build_tree
-
-SPLITS = ("train", "validation", "test")
 
 
 @dataclass
@@ -35,7 +34,7 @@ class SearchDataConfig:
     steps: str | None = "shared://tactic_states/steps.derived.jsonl"
     """LeanDojo-traced steps: one JSON row per step (full_name, file_path, tactic_idx, tactic,
     state_before, state_after, url, commit, thm_start, thm_end)."""
-    validation_fraction: float = 0.05
+    valid_fraction: float = 0.05
     test_fraction: float = 0.10
     """Theorems go to a split by a hash of (file, name): stable across runs and machines."""
     lean_files: list[str] = field(default_factory=list)
@@ -49,10 +48,10 @@ class SearchDataConfig:
     """Output: artifacts/search_data/<run>/."""
 
 
-def theorem_split(file_path: str, name: str, validation: float, test: float) -> str:
+def theorem_split(file_path: str, name: str, valid: float, test: float) -> str:
     digest = hashlib.sha256(f"{file_path}\0{name}".encode()).digest()
     point = int.from_bytes(digest[:8], "big") / 2**64
-    return "test" if point < test else "validation" if point < test + validation else "train"
+    return "test" if point < test else VALID if point < test + valid else "train"
 
 
 def read_steps(path: str) -> dict[tuple[str, str], list[dict[str, Any]]]:
@@ -78,7 +77,7 @@ def build(config: SearchDataConfig, out: Path) -> Manifest:
     nested = 0
     for (file_path, name), steps in tqdm(sorted(by_theorem.items()), desc="trees", unit="theorem"):
         result = build_tree(steps)
-        split = theorem_split(file_path, name, config.validation_fraction, config.test_fraction)
+        split = theorem_split(file_path, name, config.valid_fraction, config.test_fraction)
         nested += result.nested_steps
         for t in result.transitions:
             transitions.setdefault(t.key, {"state": t.state, "tactic": t.tactic, "result": list(t.result),
@@ -153,7 +152,7 @@ def extract_lean_files(config: SearchDataConfig, transitions: dict, drops: Count
                 if item.tree is None:
                     drops["lean_extraction_failed"] += 1
                     continue
-                split = theorem_split(str(path), item.name, config.validation_fraction, config.test_fraction)
+                split = theorem_split(str(path), item.name, config.valid_fraction, config.test_fraction)
                 for node in item.tree.nodes():
                     if node.tactic is not None:
                         t = Transition(node.state, node.tactic, tuple(c.state for c in node.children))

@@ -13,6 +13,7 @@ import lightning as L
 from torch.utils.data import DataLoader
 
 from leanloop.artifacts import resolve_run
+from leanloop.corpus import VALID
 from leanloop.jsonl import read_jsonl
 from leanloop.paths import resolve_shared
 from leanloop.training.models import ModelSpec, load_tokenizer
@@ -107,7 +108,7 @@ class SearchData(L.LightningDataModule):
         self.counts["augmented_steps"] = len(augmented)
         rows = train + replay * self.replay_repeats + augmented
         rng.shuffle(rows)
-        val = steps_of_split(run, "validation")[: self.max_val_examples]
+        val = steps_of_split(run, VALID)[: self.max_val_examples]
         self.train_rows = pack_examples(self._encode(tokenizer, rows, "train"), self.max_length)
         self.val_rows = pack_examples(self._encode(tokenizer, val, "val"), self.max_length)
         self.tokenizer = tokenizer

@@ -136,6 +136,7 @@ class ReplayEnv(ProofEnv):
         import pandas as pd
 
         from leanloop.artifacts import read_manifest
+        from leanloop.corpus import SPLITS
 
         run_dir = Path(run_dir)
         read_manifest(run_dir, stage="search_data")
@@ -143,7 +144,7 @@ class ReplayEnv(ProofEnv):
         for row in transitions:
             row["result"] = list(row["result"])
         roots: dict[str, str] = {}
-        for split in ("train", "validation", "test"):
+        for split in SPLITS:
             frame = pd.read_parquet(run_dir / "final" / f"{split}.parquet", columns=["name", "statement_goal"])
             roots.update(zip(frame["name"], frame["statement_goal"]))
         return cls(transitions, roots)

@@ -6,8 +6,8 @@ Each JSONL row is one candidate judged by one evaluator:
   evaluator's belief the program is valid), ``group`` (the problem; the bootstrap unit);
 - optional: ``prediction`` (the evaluator's verdict; default ``score >= --threshold``),
   ``evaluator`` (several evaluators in one file get one section each and paired differences against
-  the first; rows are paired by ``id``, else by order), ``split`` (``validation`` rows choose
-  thresholds, the rest are reported), ``benchmark`` and ``run`` (pools of the budget replay),
+  the first; rows are paired by ``id``, else by order), ``split`` (``valid`` rows, or
+  ``validation``/``val``/``dev``, choose thresholds, the rest are reported), ``benchmark`` and ``run`` (pools of the budget replay),
   ``reference_trace`` and ``trace`` (feedback metrics), ``truncated``.
 
 Rows with no label (Lean timed out, crashed, or gave no recorded answer) are counted and left out.
@@ -31,7 +31,6 @@ from leanloop.metrics.budget import budget_curve, build_pools
 from leanloop.metrics.feedback import FEEDBACK_METRICS, feedback_metrics
 from leanloop.metrics.verdicts import (as_labels, pr_points, roc_points, select_threshold, verdict_metrics)
 
-VALIDATION_SPLITS = {"validation", "val", "dev"}
 VALID_FRACTIONS = (0.05, 0.1, 0.25, 0.5)
 REPORTED = ("accuracy", "f1", "macro_f1", "mcc", "auroc")
 
@@ -186,7 +185,9 @@ def _plots(out_dir: Path, evaluators: list[Predictions], feedback: dict[str, dic
 
 
 def _validation_rows(ev: Predictions) -> np.ndarray:
-    return np.asarray([str(r.get("split", "")).lower() in VALIDATION_SPLITS for r in ev.rows])
+    from leanloop.corpus import VALID, canonical_split
+
+    return np.asarray([canonical_split(str(r.get("split", "")).lower()) == VALID for r in ev.rows])
 
 
 def matched_targets(evaluators: Sequence[Predictions], match_to: str | None, threshold: float

@@ -94,3 +94,27 @@ def test_bench_rl_smoke(isolated):
     gate = r["gate"]
     assert gate["judged"] == gate["projects"] > 0 and positive(gate["ratio_to_fast_path"])
     assert (isolated / "bench" / "rl.json").is_file()
+
+
+def test_bench_evaluators_smoke():
+    from bench.evaluators import COMPONENTS, main
+
+    r = main(["--smoke"])["rl_lean"]
+    assert r["rows"] > 0 and set(r["margins"]) == set(COMPONENTS) - {"stack"}
+    for name in COMPONENTS:
+        assert 0 <= r[name]["auroc"] <= 1 and 0 <= r[name]["fpr"] <= 1
+    assert r["stack_beats_every_part"] == all(m > 0 for m in r["margins"].values())
+
+
+def test_bench_classifier_curve_smoke():
+    from bench.classifier_curve import crossing, main
+
+    r = main(["--smoke"])
+    assert [p["requested"] for p in r["points"]] == [16, "all"]
+    for point in r["points"]:
+        assert 0 <= point["classifier_mean"] <= 1 and 0 <= point["tfidf_mean"] <= 1
+        assert point["gap"] == pytest.approx(point["classifier_mean"] - point["tfidf_mean"])
+    assert crossing([250, 500], [-0.1, 0.01]) == {"measured": True, "rows": 500}
+    assert crossing([250, 500, 1000], [0.01, -0.05, -0.1])["rows"] is None  # ahead once, then falling behind
+    extrapolated = crossing([250, 1000], [-0.2, -0.1])  # +0.1 per 4x rows: zero at 4,000
+    assert not extrapolated["measured"] and extrapolated["rows"] == pytest.approx(4000)

@@ -22,7 +22,7 @@ def corpus():
 
 def test_real_corpus_is_theorem_disjoint_and_leaves_system_errors_unlabelled(corpus):
     names = {split: set(data.names) for split, data in corpus.splits.items()}
-    assert not names["train"] & (names["validation"] | names["test"]) and not names["validation"] & names["test"]
+    assert not names["train"] & (names["valid"] | names["test"]) and not names["valid"] & names["test"]
     unlabelled = sum(v for k, v in corpus.counts.items() if k.endswith("/unlabelled"))
     assert unlabelled > 0  # recorded timeouts / system errors carry no label
     for data in corpus.splits.values():
@@ -30,7 +30,7 @@ def test_real_corpus_is_theorem_disjoint_and_leaves_system_errors_unlabelled(cor
 
 
 def test_tfidf_learns_something_real(corpus):
-    train, validation = corpus.splits["train"], corpus.splits["validation"]
+    train, validation = corpus.splits["train"], corpus.splits["valid"]
     # every other training program: half the fit's cost, still hundreds of theorems
     baseline = TfidfBaseline(TfidfConfig()).fit(train.programs[::2], train.labels[::2])
     scores = baseline.scores(validation.programs)
@@ -50,12 +50,12 @@ def test_baseline_rows_threshold_on_validation():
     # a 300-program prefix of each split keeps the second TF-IDF fit cheap
     corpus = load_jsonl_corpus(JsonlCorpus(RL_LEAN, no_label_if="compilation_result.system_errors"), 300)
     config = EvaluationConfig()
-    rows = baseline_rows(corpus, config, rows={"validation": range(len(corpus.splits["validation"])),
+    rows = baseline_rows(corpus, config, rows={"valid": range(len(corpus.splits["valid"])),
                                                "test": range(40)})
     tfidf = [r for r in rows if r["evaluator"] == TFIDF]
-    assert {r["split"] for r in tfidf} == {"validation", "test"}
+    assert {r["split"] for r in tfidf} == {"valid", "test"}
     assert sum(r["split"] == "test" for r in tfidf) == 40
-    validation = [r for r in tfidf if r["split"] == "validation"]
+    validation = [r for r in tfidf if r["split"] == "valid"]
     chosen = select_threshold([int(r["label"]) for r in validation], [r["score"] for r in validation]).threshold
     assert all(r["threshold"] == chosen and r["prediction"] == (r["score"] >= chosen) for r in tfidf)
     assert {r["evaluator"] for r in rows} == {TFIDF, MAJORITY}

@@ -43,3 +43,44 @@ def test_classify_rejects_rows_without_a_program(trained_runs, tmp_path):
     bad.write_text(json.dumps({"code": "theorem x : True := trivial"}) + "\n")
     with pytest.raises(SystemExit, match="no program in field 'program'"):
         main(["classify", "--model", str(trained_runs["encoder"].run_dir / "final"), str(bad)])
+
+
+def test_classify_with_history_and_known_siblings(trained_runs, real_programs, tmp_path, monkeypatch, capsys):
+    """--history: the data run's Lean labels per problem; --known-label-field: judged rows inform the
+    rest of their group. Scores are the saved stacker's, reproducible from its coefficients."""
+    import shutil
+
+    from classifiers.history import History, Stacker
+    from data.build import build, parse_config
+    from leanloop.paths import REPO_ROOT
+
+    monkeypatch.setenv("LEANLOOP_ARTIFACTS", str(tmp_path / "artifacts"))
+    build(parse_config(["--config", str(REPO_ROOT / "configs/data/debug.yaml")]), progress=False)
+    capsys.readouterr()  # the build's own log lines
+    final = tmp_path / "final"
+    shutil.copytree(trained_runs["encoder"].run_dir / "final", final)
+    stacker = Stacker(coef=[1.0, 1.5, 0.1, 0.0], intercept=-0.2, prior_mean=0.4, threshold=0.5)
+    stacker.save(final)
+    history = History.from_corpus("artifacts://data/debug")
+    name = next(n for n, _, _ in real_programs if history.get(n)[1])  # a problem the data run labelled
+    rows = [{"name": name, "program": p, "known": None} for n, p, _ in real_programs[:3]]
+    rows.append({"name": name, "program": real_programs[3][1], "known": True})
+    jsonl = tmp_path / "group.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    args = ["classify", "--model", str(final), str(jsonl), "--history", "artifacts://data/debug"]
+    assert main(args + ["--known-label-field", "known"]) == 0
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    valid, total = history.get(name)
+    assert [r["evidence"] for r in out] == [[valid + 1, total + 1]] * 3 + [[valid, total]]  # never its own sibling
+    learned = ClassifierEvaluator.load(final).score([r["program"] for r in rows])
+    assert [r["learned_score"] for r in out] == pytest.approx([p.score for p in learned], abs=1e-6)
+    expected = stacker.predict([p.score for p in learned], [tuple(r["evidence"]) for r in out])
+    assert [r["score"] for r in out] == pytest.approx(expected.tolist(), abs=1e-6)
+    assert all(r["verdict"] == (r["score"] >= 0.5) for r in out)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"name": name, "program": rows[0]["program"], "known": "maybe"}) + "\n")
+    with pytest.raises(SystemExit, match="a known label is true/false"):
+        main(["classify", "--model", str(final), str(bad), "--known-label-field", "known"])
+    (final / "history_stacker.json").unlink()
+    with pytest.raises(SystemExit, match="no history stacker"):
+        main(args)

@@ -22,14 +22,14 @@ def test_folds_partition_train_and_validation_by_theorem(artifacts, corpus):
     from classifiers.crossval import fold_runs
 
     source = load_corpus(corpus).splits
-    pooled = {(n, p) for s in ("train", "validation") for n, p in zip(source[s].names, source[s].programs)}
+    pooled = {(n, p) for s in ("train", "valid") for n, p in zip(source[s].names, source[s].programs)}
     folds = fold_runs(corpus, 3)
     assert folds == [f"artifacts://data/debug_cv3_fold{i}" for i in range(3)]
     held_theorems = []
     for path in folds:
         splits = load_corpus(path).splits  # load_corpus itself refuses a theorem in train and validation
         assert len(splits["test"]) == 0  # the test split is never read
-        held = set(zip(splits["validation"].names, splits["validation"].programs))
+        held = set(zip(splits["valid"].names, splits["valid"].programs))
         rest = set(zip(splits["train"].names, splits["train"].programs))
         assert held and rest and held | rest == pooled and not held & rest
         held_theorems.append({name for name, _ in held})
@@ -87,8 +87,8 @@ def test_crossval_runs_every_fold_and_compares_with_tfidf(artifacts, corpus, cap
         assert not [k for k in manifest["metrics"] if k.startswith("test/")]  # test untouched
         splits = load_corpus(f"artifacts://data/debug_cv2_fold{fold['fold']}").splits
         baseline = TfidfBaseline().fit(splits["train"].programs, splits["train"].labels)
-        assert fold["tfidf"] == pytest.approx(auroc(splits["validation"].labels,
-                                                    baseline.scores(splits["validation"].programs)))
+        assert fold["tfidf"] == pytest.approx(auroc(splits["valid"].labels,
+                                                    baseline.scores(splits["valid"].programs)))
     table = (folder / "crossval.md").read_text()
     assert "| mean |" in table and f"in {summary['classifier_wins']} of 2 folds" in table
 

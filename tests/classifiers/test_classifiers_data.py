@@ -52,3 +52,16 @@ def test_unlabelled_categories_never_train_as_false(tmp_path):
     corpus = _split_rows(tmp_path, rows, None)
     assert corpus.splits["train"].labels == [True, False]
     assert corpus.counts["train/precheck_rejected"] == 2 and corpus.counts["train/labelled"] == 2
+
+
+def test_train_rows_subsample_is_seeded_and_keeps_corpus_order():
+    from classifiers.corpus import Split
+    from classifiers.data import subsample
+
+    split = Split([f"p{i}" for i in range(50)], [i % 3 == 0 for i in range(50)], [f"t{i // 5}" for i in range(50)])
+    a, b, c = subsample(split, 20, 0), subsample(split, 20, 0), subsample(split, 20, 1)
+    assert a.programs == b.programs and a.programs != c.programs and len(a) == 20
+    assert a.programs == sorted(a.programs, key=lambda p: int(p[1:]))  # corpus order
+    assert all(split.labels[int(p[1:])] == y and split.names[int(p[1:])] == n
+               for p, y, n in zip(a.programs, a.labels, a.names))
+    assert len(subsample(split, 500, 0)) == 50

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from classifiers.run_report import MAJORITY, TFIDF, read_predictions
+from classifiers.run_report import BASELINES, MAJORITY, PRIOR, SIBLINGS, TFIDF, read_predictions
 from classifiers.evaluator import ClassifierEvaluator, ClassifierSpec
 
 
@@ -25,7 +25,7 @@ def test_fast_dev_run_exports_a_loadable_classifier(trained_runs, kind):
     assert spec.threshold_source.startswith("validation split")
     assert "test/auroc" in manifest["metrics"]
     scored = manifest["counts"]["scored"]
-    assert scored["validation"] > 0 and scored["test"] > 0
+    assert scored["valid"] > 0 and scored["test"] > 0
 
     evaluator = ClassifierEvaluator.load(final)
     corpus = result.corpus
@@ -44,12 +44,19 @@ def test_run_report_has_both_baselines_on_the_same_rows(trained_runs):
     by_evaluator: dict[str, set[str]] = {}
     for row in rows:
         by_evaluator.setdefault(row["evaluator"], set()).add(row["id"])
-    assert set(by_evaluator) == {TFIDF, MAJORITY, "encoder:debug"}
+    stacked = (result.run_dir / "final" / "history_stacker.json").is_file()
+    assert set(by_evaluator) == {*BASELINES, "encoder:debug"} | ({"history:debug"} if stacked else set())
     assert len({frozenset(ids) for ids in by_evaluator.values()}) == 1  # every evaluator judged the same programs
     train_labels = result.corpus.splits["train"].labels
     majority = float(sum(train_labels) > len(train_labels) / 2)
     assert {r["score"] for r in rows if r["evaluator"] == MAJORITY} == {majority}
     report = (result.run_dir / "report.md").read_text()
+    # line one says whether a baseline beats the learned model; the baselines lead the report
+    first = report.splitlines()[0]
+    assert first.startswith("**A BASELINE BEATS THE LEARNED MODEL**") or first.startswith("No baseline beats")
+    baselines = next(i for i, line in enumerate(report.splitlines()) if line.startswith("Baselines (test split)"))
+    assert baselines < report.splitlines().index("## Headline (test split, theorem-disjoint)")
+    assert all(f"`{b}` AUROC" in report.splitlines()[baselines] for b in (MAJORITY, PRIOR, TFIDF, SIBLINGS))
     assert "## Headline" in report and "TF-IDF" in report and "Paired differences" in report
     assert (result.run_dir / "roc.png").stat().st_size > 0
 
@@ -83,7 +90,7 @@ def test_data_stage_corpus_is_read_theorem_disjoint(tmp_path, monkeypatch):
     categories = manifest["counts"]["category"]
     assert labelled == sum(categories.get(c, 0) for c in ("valid", "invalid", "precheck_rejected"))
     names = {split: set(data.names) for split, data in corpus.splits.items()}
-    assert not names["train"] & names["test"] and not names["train"] & names["validation"]
+    assert not names["train"] & names["test"] and not names["train"] & names["valid"]
     assert all(len(data) for data in corpus.splits.values())
 
 

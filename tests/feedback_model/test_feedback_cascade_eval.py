@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 
+import pytest
+
 from feedback_model.config import TraceFormat
 from feedback_model.cascade_eval import EVALUATORS, evaluate, parse_config
 
@@ -83,6 +85,12 @@ def test_cascade_eval_report_is_consistent_across_the_six_evaluators(artifacts, 
     assert f"cut at the output limit (invalid by the rule): {cut} of the {len(judged)} judged" in text
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["budget"]) == set(EVALUATORS)
+    # line one: does a trivial baseline (majority class, sibling rate) beat an evaluator?
+    first = text.splitlines()[0]
+    assert first.startswith("**A BASELINE BEATS A LEARNED EVALUATOR**") or first.startswith("No baseline beats")
+    assert set(summary["baselines"]) == {"majority class", "sibling rate"}
+    rate = sum(r["label"] for r in by_evaluator["one-token"].values()) / len(ids)
+    assert summary["baselines"]["majority class"]["accuracy"] == pytest.approx(max(rate, 1 - rate))
     assert summary["evaluators"]["cascade"]["timing"]["load_s"] > 0  # sequential: swaps are paid and counted
     manifest = json.loads((out / "manifest.json").read_text())
     assert set(manifest["inputs"]) == {"corpus", "feedback_model", "gate"}

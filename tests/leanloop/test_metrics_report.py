@@ -27,7 +27,7 @@ def predictions(shared_data, tmp_path_factory):
     rows = [row for row in rows if row["group"] in problems]
     out = []
     for row in rows:
-        split = "validation" if row["round"] <= 2 else "test"
+        split = "valid" if row["round"] <= 2 else "test"
         base = {k: row[k] for k in ("id", "group", "benchmark", "run", "label", "reference_trace")}
         out.append({**base, "split": split, "evaluator": "pass_rate", "score": row["score"]})
         out.append({**base, "split": split, "evaluator": "copy_baseline", "score": 1.0, "prediction": True,
@@ -103,7 +103,7 @@ def test_matched_targets_are_the_cascades_validation_rates_and_every_pair_is_com
     extended.write_text("".join(json.dumps(r) + "\n" for r in records + cascade))
     labelled, _ = read_predictions(extended)
     fpr, recall = matched_targets(split_by_evaluator(labelled), "cascade", 0.5)
-    val = [r for r in cascade if r["split"] == "validation" and r["label"] is not None]
+    val = [r for r in cascade if r["split"] == "valid" and r["label"] is not None]
     negatives = [r for r in val if not r["label"]]
     positives = [r for r in val if r["label"]]
     assert fpr == pytest.approx(sum(r["prediction"] for r in negatives) / len(negatives))

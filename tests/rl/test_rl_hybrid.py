@@ -157,3 +157,34 @@ def test_evaluator_only_starts_no_lean_check(replay, classifier, batch):
     assert all(r.reward == 0.0 for r in scores.rewards)  # threshold above 1 rejects everything
     with pytest.raises(ValueError, match="needs an evaluator"):
         RewardScorer(Verifier(backend, "rl"), None, "hybrid")
+
+
+def test_history_evaluator_uses_the_siblings_lean_returned_before_the_cutoff(replay, classifier, batch):
+    """A history-aware evaluator scores while Lean runs; at the cutoff the group's finished sibling
+    (a recorded error: invalid) lowers the score of its unfinished rollout, and not of another group's."""
+    from dataclasses import replace
+
+    from classifiers.history import History, HistoryEvaluator, Stacker
+
+    group = batch[0].problem
+    candidates = [batch[0], replace(batch[4], problem=group), batch[5]]
+    delays = {batch[0].program: 0.0, batch[4].program: SLOW, batch[5].program: SLOW}
+    backend = TimedBackend(replay, delay=lambda program, response: delays.get(program, 0.0))
+    stacker = Stacker(coef=[1.0, 2.0, 0.0, 0.0], intercept=0.0, prior_mean=0.5, threshold=0.5)
+    inner = classifier(threshold=0.5)
+    evaluator = HistoryEvaluator(Slow(inner, 0.5), stacker, History())
+    scores = RewardScorer(Verifier(backend, "rl", 16, 60.0), evaluator, "hybrid").score(candidates)
+    first, sibling, other = scores.rewards
+    assert (first.source, first.lean) == (Source.LEAN, "invalid")
+    assert sibling.source is Source.EVALUATOR and other.source is Source.EVALUATOR
+    learned = [p.score for p in inner.score([c.program for c in candidates])]
+    assert sibling.prediction.score == pytest.approx(float(stacker.predict([learned[1]], [(0, 1)])[0]), abs=1e-6)
+    assert other.prediction.score == pytest.approx(float(stacker.predict([learned[2]], [(0, 0)])[0]), abs=1e-6)
+    assert sibling.prediction.score < float(stacker.predict([learned[1]], [(0, 0)])[0])
+    # the drift monitor tracks the stacked verdicts and, beside them, the learned part alone
+    assert set(scores.learned) == {0, 1, 2} and scores.learned[1].score == pytest.approx(learned[1], abs=1e-6)
+    monitor = DriftMonitor(DriftConfig(min_pairs=1))
+    assert monitor.observe_step(scores) == 1  # only the first rollout has a Lean label
+    report = monitor.report(1)
+    assert report.learned["pairs"] == 1 and report.metrics()["drift/learned/accuracy"] in (0.0, 1.0)
+    assert report.to_dict()["learned"]["accuracy"] == report.learned["accuracy"]

@@ -69,7 +69,7 @@ def test_search_data_run(search_data):
     assert counts["theorems"] == counts["trees"] + sum(counts["dropped"].values())
     assert counts["steps"] == 5895 and counts["trees"] > 1500 and counts["dropped"]["sorry"] == 18
     assert manifest["verified"] is False and manifest["inputs"]["steps"]["hash"].startswith("sha256:")
-    splits = {s: pd.read_parquet(search_data / "final" / f"{s}.parquet") for s in ("train", "validation", "test")}
+    splits = {s: pd.read_parquet(search_data / "final" / f"{s}.parquet") for s in ("train", "valid", "test")}
     names = [set(zip(f["file_path"], f["name"])) for f in splits.values()]
     assert not (names[0] & names[1] or names[0] & names[2] or names[1] & names[2])  # split by theorem
     row = splits["train"].iloc[0]

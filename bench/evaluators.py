@@ -1,0 +1,245 @@
+"""``python -m bench.evaluators`` (``make bench-evaluators``): the history-aware evaluator against its
+parts, measured the way a hybrid RL step meets it, on real recorded Lean verdicts.
+
+RL-Lean (the shipped nine rounds of one prover on the 244 miniF2F-test problems, one candidate per
+problem per round):
+
+- rounds ``0..H-1`` are the history (what Lean said about each problem before); the learned score is
+  a TF-IDF + logistic regression fitted on the history's programs, cross-fitted by problem so that it
+  never saw the problem it scores (:func:`learned_scorer`; the project's trained classifiers need a
+  data run, this needs nothing);
+- the next ``V`` rounds are the validation block: the stacker (:class:`classifiers.history.Stacker`)
+  and every component's threshold are fitted there, with rounds ``0..H-1`` as history;
+- the remaining rounds are the test block, with every earlier round (validation included) as history.
+
+In each block a problem's candidates form one group, as a GRPO group would, and the cutoff is
+simulated with the recorded verification times: one cutoff time for the whole block, at which the
+fastest 43% of the verdicts are back (LLF Section 6.1); those are the revealed siblings and are not
+scored, the rest are. A second prover, APOLLO (DeepSeek-Prover-V2-7B and APOLLO's split prover on
+the same problems), is scored with the stacker and thresholds fitted on RL-Lean's validation block
+(no refit), all nine RL-Lean rounds as history, the learned score refitted on them, and a seeded 43%
+of each problem's APOLLO attempts revealed (no times are recorded there).
+
+Components: the learned score alone, the per-problem prior (history pass rate), the sibling rate
+(revealed siblings only), the evidence (history + siblings, the Beta posterior the stacker reads) and
+the stack. Reported per component: AUROC, accuracy at the validation threshold, FPR there, and the
+stack's margin over each part. ``--json PATH`` also writes the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import re
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from classifiers.history import REVEAL_FRACTION, History, Stacker, reveal_siblings, sibling_counts
+from leanloop.paths import shared_data_dir
+
+RL_LEAN = "candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz"
+APOLLO = "candidates/apollo_deepseek_v2_split_prover_minif2f_test.jsonl.gz"
+FOLDS = 5
+COMPONENTS = ("learned", "problem_prior", "sibling_rate", "evidence", "stack")
+
+
+def rl_lean_rows(shared: Path) -> list[dict[str, Any]]:
+    """Answered RL-Lean candidates: name, round, label, program, verification time."""
+    from leanloop.lean.replies import parse_response
+    from leanloop.traces.recorded import iter_rl_lean
+
+    rows = []
+    for record in iter_rl_lean(shared / RL_LEAN):
+        response = parse_response(record.reply, record.program)
+        if response.status.value != "ok":
+            continue  # timeouts and crashes: no label
+        found = re.search(r"round(\d+)", record.extra["source"])
+        rows.append({"name": record.extra["name"], "round": int(found.group(1)), "program": record.program,
+                     "label": bool(record.extra["verdict_pass"]), "time_s": float(response.time_s)})
+    return rows
+
+
+def apollo_rows(shared: Path) -> list[dict[str, Any]]:
+    """APOLLO attempts with a Lean verdict ("No 'theorem' found" and timeouts are not verdicts)."""
+    rows = []
+    with gzip.open(shared / APOLLO, "rt", encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            messages = str(row.get("messages") or "")
+            if row.get("verdict") is None or "No 'theorem' found" in messages or "timed out" in messages.lower() \
+                    or row.get("status") == "timeout":
+                continue
+            rows.append({"name": row["name"], "program": row["program"], "label": bool(row["verdict"]),
+                         "prover": row["prover"]})
+    return rows
+
+
+def problem_fold(name: str, folds: int) -> int:
+    import hashlib
+
+    return int(hashlib.sha256(name.encode()).hexdigest()[:8], 16) % folds
+
+
+def learned_scorer(train: list[dict[str, Any]], folds: int = FOLDS):
+    """TF-IDF + logistic regression, cross-fitted by problem: a row is scored by the model fitted on the
+    other folds' problems, so the learned score never saw its problem (as a classifier trained on a
+    theorem-disjoint corpus meets a new problem) and carries what the program says, not which problem
+    it is; the per-problem part is the evidence's job."""
+    from classifiers.baselines import TfidfBaseline
+
+    models = {}
+    for fold in range(folds):
+        rows = [r for r in train if problem_fold(r["name"], folds) != fold]
+        models[fold] = TfidfBaseline().fit([r["program"] for r in rows], [r["label"] for r in rows])
+
+    def score(rows: list[dict[str, Any]]) -> np.ndarray:
+        out = np.zeros(len(rows))
+        for fold, model in models.items():
+            index = [i for i, r in enumerate(rows) if problem_fold(r["name"], folds) == fold]
+            if index:
+                out[index] = model.scores([rows[i]["program"] for i in index])
+        return out
+
+    return score
+
+
+def block(rows: list[dict[str, Any]], history: History, scorer, known: list[bool | None],
+          prior_mean: float) -> dict[str, np.ndarray]:
+    """Component scores of the unrevealed rows of one block (with their labels)."""
+    groups = [r["name"] for r in rows]
+    hidden = [i for i, k in enumerate(known) if k is None]
+    siblings = sibling_counts(groups, known)
+    learned = scorer([rows[i] for i in hidden])
+    hist = [history.get(groups[i]) for i in hidden]
+    sib = [siblings[i] for i in hidden]
+    evidence = [(hv + sv, ht + st) for (hv, ht), (sv, st) in zip(hist, sib)]
+
+    def rate(counts):
+        return np.asarray([(v + 1) / (t + 2) for v, t in counts])  # Laplace: an unseen problem scores 0.5
+
+    return {"labels": np.asarray([rows[i]["label"] for i in hidden], dtype=int), "learned": np.asarray(learned),
+            "problem_prior": rate(hist), "sibling_rate": rate(sib),
+            "evidence": np.asarray([(v + 2.0 * prior_mean) / (t + 2.0) for v, t in evidence]),
+            "_evidence": evidence, "_groups": [groups[i] for i in hidden]}
+
+
+def evaluate(valid: dict[str, Any], test: dict[str, Any], prior_mean: float, stacker: Stacker | None = None,
+             resamples: int = 1000) -> dict[str, Any]:
+    """Fit the stack (unless given) and every threshold on ``valid``; metrics on ``test``, with the
+    stack's AUROC margin over each part as a paired bootstrap interval grouped by problem."""
+    from leanloop.metrics import paired_bootstrap, select_threshold, verdict_metrics
+
+    if stacker is None:
+        stacker = Stacker.fit(valid["learned"], valid["_evidence"], valid["labels"], prior_mean=prior_mean,
+                              fitted_on={"bench": "rl_lean validation block"})
+    for part in (valid, test):
+        part["stack"] = stacker.predict(part["learned"], part["_evidence"])
+    out: dict[str, Any] = {"rows": int(len(test["labels"])), "valid_rows": int(len(valid["labels"])),
+                           "test_pass_rate": float(test["labels"].mean()),
+                           "stacker": {"coef": dict(zip(stacker.features, stacker.coef)),
+                                       "intercept": stacker.intercept}}
+    for name in COMPONENTS:
+        threshold = (stacker.threshold if name == "stack" else
+                     select_threshold(valid["labels"], valid[name]).threshold)
+        metrics = verdict_metrics(test["labels"], test[name], threshold=threshold)
+        out[name] = {"auroc": float(metrics["auroc"]), "accuracy": float(metrics["accuracy"]),
+                     "fpr": float(metrics["fpr"]), "threshold": float(threshold)}
+    out["margins"] = {name: out["stack"]["auroc"] - out[name]["auroc"] for name in COMPONENTS if name != "stack"}
+    out["margin_intervals"] = {}
+    for name in out["margins"]:
+        gap = paired_bootstrap(test["labels"], test["_groups"], test["stack"], test[name], metrics=("auroc",),
+                               n_resamples=resamples)["auroc"]
+        out["margin_intervals"][name] = [float(gap.low), float(gap.high), float(gap.share_positive)]
+    out["stack_beats_every_part"] = all(m > 0 for m in out["margins"].values())
+    return out, stacker
+
+
+def rl_lean_benchmark(rows: list[dict[str, Any]], history_rounds: int, valid_rounds: int,
+                      fraction: float = REVEAL_FRACTION, resamples: int = 1000
+                      ) -> tuple[dict[str, Any], Stacker, dict[str, Any]]:
+    """Results, the fitted stacker and the validation block's components."""
+    last = max(r["round"] for r in rows)
+    if history_rounds < 1 or history_rounds + valid_rounds > last:
+        raise SystemExit(f"bench.evaluators: need 1 <= history rounds and history + validation rounds <= {last}")
+    earlier = [r for r in rows if r["round"] < history_rounds]
+    valid_rows = [r for r in rows if history_rounds <= r["round"] < history_rounds + valid_rounds]
+    test_rows = [r for r in rows if r["round"] >= history_rounds + valid_rounds]
+    prior = float(np.mean([r["label"] for r in earlier]))
+    parts = []
+    for part, history_from in ((valid_rows, earlier), (test_rows, earlier + valid_rows)):
+        history = History.from_rows(history_from)
+        scorer = learned_scorer(history_from)
+        known = reveal_siblings([r["name"] for r in part], [r["label"] for r in part], fraction,
+                                times=[r["time_s"] for r in part])
+        parts.append(block(part, history, scorer, known, prior))
+    result, stacker = evaluate(*parts, prior_mean=prior, resamples=resamples)
+    result.update({"history_rounds": f"0-{history_rounds - 1}",
+                   "valid_rounds": f"{history_rounds}-{history_rounds + valid_rounds - 1}",
+                   "test_rounds": f"{history_rounds + valid_rounds}-{last}", "reveal_fraction": fraction})
+    return result, stacker, parts[0]
+
+
+def apollo_benchmark(rl_rows: list[dict[str, Any]], rows: list[dict[str, Any]], stacker: Stacker,
+                     valid: dict[str, Any], fraction: float = REVEAL_FRACTION, seed: int = 0) -> dict[str, Any]:
+    scorer = learned_scorer(rl_rows)
+    known = reveal_siblings([r["name"] for r in rows], [r["label"] for r in rows], fraction, seed=seed)
+    test = block(rows, History.from_rows(rl_rows), scorer, known, stacker.prior_mean)
+    result, _ = evaluate(valid, test, stacker.prior_mean, stacker)
+    result.update({"history": "RL-Lean rounds 0-8", "reveal": f"seeded {fraction:.0%} per problem (seed {seed})",
+                   "provers": sorted({r["prover"] for r in rows})})
+    return result
+
+
+def table(title: str, result: dict[str, Any]) -> list[str]:
+    lines = [f"{title}: {result['rows']} scored (unrevealed) candidates, pass rate {result['test_pass_rate']:.3f}",
+             f"  {'component':<14} {'AUROC':>7} {'acc@thr':>8} {'FPR':>6} {'thr':>6}   stack AUROC margin [95%], "
+             "share of resamples > 0"]
+    for name in COMPONENTS:
+        m = result[name]
+        margin = ""
+        if name != "stack":
+            low, high, share = result["margin_intervals"][name]
+            margin = f"{result['margins'][name]:+.3f} [{low:+.3f}, {high:+.3f}], {share:.0%}"
+        lines.append(f"  {name:<14} {m['auroc']:7.3f} {m['accuracy']:8.3f} {m['fpr']:6.3f} {m['threshold']:6.2f}   "
+                     f"{margin}")
+    verdict = "beats every part" if result["stack_beats_every_part"] else "does NOT beat every part"
+    lines.append(f"  stack {verdict} (AUROC margins above)")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(prog="python -m bench.evaluators", description=__doc__.splitlines()[0])
+    parser.add_argument("--history-rounds", type=int, default=4)
+    parser.add_argument("--valid-rounds", type=int, default=2)
+    parser.add_argument("--smoke", action="store_true", help="RL-Lean only, first 60 problems, 100 resamples (seconds)")
+    parser.add_argument("--json", default=None, help="also write the numbers here")
+    args = parser.parse_args(argv)
+    began = time.perf_counter()
+    shared = shared_data_dir()
+    rows = rl_lean_rows(shared)
+    if args.smoke:
+        keep = sorted({r["name"] for r in rows})[:60]
+        rows = [r for r in rows if r["name"] in keep]
+    result, stacker, valid = rl_lean_benchmark(rows, args.history_rounds, args.valid_rounds,
+                                               resamples=100 if args.smoke else 1000)
+    out: dict[str, Any] = {"rl_lean": result}
+    lines = table(f"RL-Lean rounds {result['test_rounds']} (history {result['history_rounds']}, stacker fitted "
+                  f"on {result['valid_rounds']})", result)
+    if not args.smoke:
+        out["apollo"] = apollo_benchmark(rows, apollo_rows(shared), stacker, valid)
+        lines += table("APOLLO (second prover; RL-Lean's stacker and thresholds, no refit)", out["apollo"])
+    print("\n".join(lines))
+    print(f"stacker coefficients: {json.dumps(result['stacker'])}")
+    print(f"bench.evaluators: {time.perf_counter() - began:.1f} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+    return out
+
+
+if __name__ == "__main__":
+    main()
