@@ -100,7 +100,7 @@ pretrain: setup ## continued pretraining, CLM or MLM (CONFIG=configs/pretrain/X.
 	$(call stage,pretrain.train,configs/pretrain/default.yaml)
 
 pretrain-corpus: setup ## build a pretraining corpus once (CORPUS=configs/pretrain/corpus/X.yaml, RUN=name) -> artifacts/pretrain_corpus/
-	$(call stage,pretrain.corpus,$(or $(CORPUS),configs/pretrain/corpus/shipped.yaml))
+	$(call stage,pretrain.documents,$(or $(CORPUS),configs/pretrain/corpus/shipped.yaml))
 
 bench-train: setup ## packed vs padded batches (padding, tokens/s, identical loss) + classifier scoring throughput
 	$(PY) -m bench.train $(ARGS)

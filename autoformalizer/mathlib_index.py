@@ -220,7 +220,7 @@ def _collapse(text: str, limit: int) -> str:
 
 def extract_file(text: str, module: str) -> Iterator[dict[str, Any]]:
     """Declarations of one Lean source file, in the shipped index's row format."""
-    from leanloop.lean.policy.masking import mask
+    from leanloop.lean.acceptance.masking import mask
 
     masked = mask(text).text
     events = [(m.start(), "scope", m) for m in _SCOPE.finditer(masked)]

@@ -177,7 +177,7 @@ _OPEN = re.compile(r"^\s*open\s+(?:scoped\s+)?([^\n]+)$", re.M)
 def used_names(program: str, index: MathlibIndex) -> set[str]:
     """Indexed Mathlib names a program uses as terms: identifiers outside comments, strings, header
     lines and tactic position, resolved through the program's ``open`` namespaces."""
-    from leanloop.lean.policy.masking import mask
+    from leanloop.lean.acceptance.masking import mask
 
     opens = [ns for line in _OPEN.findall(program) for ns in line.split() if ns[0].isupper()]
     code = mask(program).text

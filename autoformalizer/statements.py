@@ -1,6 +1,6 @@
 """Lean statement text: masking, well-formedness, the signature/body split, canonical forms.
 
-Text-only (no Lean): comments and string literals are masked first (with ``leanloop.lean.policy``'s masker),
+Text-only (no Lean): comments and string literals are masked first (with ``leanloop.lean.acceptance``'s masker),
 so a ``:=`` or a bracket inside a docstring or a ``--`` comment never counts.
 """
 
@@ -10,7 +10,7 @@ import difflib
 import re
 from dataclasses import dataclass, field
 
-from leanloop.lean.policy.masking import mask as _policy_mask
+from leanloop.lean.acceptance.masking import mask as _policy_mask
 
 OPENERS = {"(": ")", "[": "]", "{": "}", "⟨": "⟩", "⦃": "⦄", "⟦": "⟧", "⌊": "⌋", "⌈": "⌉"}
 CLOSERS = {v: k for k, v in OPENERS.items()}

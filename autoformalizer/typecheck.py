@@ -3,7 +3,7 @@
 The program is the harness's header (imports and opens, never the model's) followed by the
 candidate's first declaration with its body replaced by ``by sorry`` (a body that already is
 ``sorry`` is kept verbatim, so recorded programs replay). It goes through the project's one
-acceptance policy, profile ``statement`` (``leanloop.lean.policy``: the hardened text prechecks with
+acceptance policy, profile ``statement`` (``leanloop.lean.acceptance``: the hardened text prechecks with
 ``sorry`` allowed, the harness heartbeat line), on any Verifier backend. A statement type-checks when
 Lean reports no error (the design's rule: ``warnings="allowed"``, the default; a deprecation or a
 linter warning does not make a statement ill-typed); ``warnings="only_sorry"`` keeps the profile's
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Literal, Sequence
 
-from leanloop.lean.policy import AcceptancePolicy
-from leanloop.lean.policy.policy import PROFILES
-from leanloop.lean.policy.policy import is_sorry_warning
+from leanloop.lean.acceptance import AcceptancePolicy
+from leanloop.lean.acceptance.policy import PROFILES
+from leanloop.lean.acceptance.policy import is_sorry_warning
 from leanloop.lean.types import Category, LeanBackend, LeanMessage, Outcome, VerifyRequest
 from leanloop.lean.verifier import Verifier
 

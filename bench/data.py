@@ -48,7 +48,7 @@ def per_second(fn, items: list, min_cpu_s: float = 1.5) -> tuple[float, int]:
 
 
 def bench_prechecks(programs: list[tuple[str, str]], min_cpu_s: float = 1.5) -> dict[str, float]:
-    from leanloop.lean.policy import AcceptancePolicy, mask
+    from leanloop.lean.acceptance import AcceptancePolicy, mask
 
     rates = {"mask": per_second(lambda p: mask(p[1]), programs, min_cpu_s)[0]}
     for profile in ("collection", "rl"):

@@ -51,7 +51,7 @@ COMPONENTS = ("learned", "problem_prior", "sibling_rate", "evidence", "stack")
 def rl_lean_rows(shared: Path) -> list[dict[str, Any]]:
     """Answered RL-Lean candidates: name, round, label, program, verification time."""
     from leanloop.lean.replies import parse_response
-    from leanloop.traces.recorded import iter_rl_lean
+    from leanloop.traces.reference_pairs import iter_rl_lean
 
     rows = []
     for record in iter_rl_lean(shared / RL_LEAN):

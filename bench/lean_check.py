@@ -48,8 +48,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from leanloop.lean.local import LocalBackend, LocalBackendConfig, standin_config
-from leanloop.lean.policy import AcceptancePolicy
-from leanloop.lean.policy import reasons as R
+from leanloop.lean.acceptance import AcceptancePolicy
+from leanloop.lean.acceptance import reasons as R
 from leanloop.lean.recordings import KIMINA_MATCH_LEAN_VERSION, resolve_source
 from leanloop.lean.replay import ReplayBackend
 from leanloop.lean.types import Category, LeanBackend, VerifyRequest
@@ -453,7 +453,7 @@ def check_reverify(target: Target) -> dict[str, Any]:
 
 def check_fixtures(target: Target) -> dict[str, Any]:
     from leanloop.prover.statements import read_statements
-    from rl.harness import RewardHarness, Stage
+    from rl.reward_harness import RewardHarness, Stage
 
     from rl import exploits as redteam
 

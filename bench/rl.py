@@ -161,7 +161,7 @@ def trl_step(config: BenchConfig, root: Path) -> dict:
     from leanloop.training.models import ModelSpec, load_model, load_tokenizer
     from rl.config import EvaluatorConfig
     from rl.reward_evaluator import build_evaluator
-    from rl.harness import RewardHarness, Stage
+    from rl.reward_harness import RewardHarness, Stage
     from leanloop.prover.prompt import PromptConfig, render_prompt
 
     spec = ModelSpec("qwen3-tiny")

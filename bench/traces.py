@@ -35,7 +35,7 @@ from leanloop.metrics.verdicts import verdict_metrics
 from leanloop.paths import shared_data_dir
 from leanloop.traces.annotate import annotate
 from leanloop.traces.parse import trace_verdict
-from leanloop.traces.recorded import iter_recorded, iter_rl_lean
+from leanloop.traces.reference_pairs import iter_recorded, iter_rl_lean
 
 
 def rl_lean_predictions(shared: Path, with_traces: bool = True) -> list[dict[str, Any]]:

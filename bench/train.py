@@ -47,7 +47,7 @@ SPEEDUP_TARGET = 1.5
 
 def default_corpus_examples(tokenizer, max_length: int, documents_limit: int | None = None) -> list[dict]:
     from pretrain.config import CorpusConfig, JsonlSource
-    from pretrain.corpus import collect_documents
+    from pretrain.documents import collect_documents
 
     corpus = yaml.safe_load((REPO_ROOT / "configs/pretrain/default.yaml").read_text())["data"]["corpus"]
     # the holdout (a data-stage run's eval theorems, a few dozen documents) is left in: lengths

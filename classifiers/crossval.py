@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from classifiers.corpus import corpus_files, load_corpus
+from classifiers.examples import corpus_files, load_corpus
 from leanloop.artifacts import (MANIFEST, Manifest, ManifestError, default_run_name, describe_input, read_manifest,
                                 resolve_path, resolve_run)
 from leanloop.corpus import VALID, canonical_split
@@ -72,7 +72,7 @@ def _write_folds(source: Path, targets: list[Path], folds: int) -> None:
 
     table = pa.concat_tables([pq.read_table(f) for f in corpus_files(source)])
     splits = [canonical_split(s) for s in table.column("split").to_pylist()]
-    names = [name or "" for name in table.column("name").to_pylist()]  # as classifiers.corpus reads them
+    names = [name or "" for name in table.column("name").to_pylist()]  # as classifiers.examples reads them
     # Every train/validation row takes part (unlabelled ones too: they stay counted, as in the
     # data run); the folds balance rows per theorem group.
     pool = [i for i, split in enumerate(splits) if split in POOLED]

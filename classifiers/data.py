@@ -19,7 +19,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 from tqdm.auto import tqdm
 
-from classifiers.corpus import Corpus, JsonlCorpus, Split, load_corpus, load_jsonl_corpus
+from classifiers.examples import Corpus, JsonlCorpus, Split, load_corpus, load_jsonl_corpus
 from leanloop.artifacts import resolve_path, resolve_run
 from leanloop.corpus import EVAL_SPLITS, VALID
 

@@ -96,7 +96,7 @@ class History:
     def from_corpus(cls, ref: str, group_field: str = "name") -> "History":
         """Every labelled row of a data-stage run (``artifacts://data/<run>`` or its folder), all splits:
         the run is the history, not a training set (the rows it scores need not be in it)."""
-        from classifiers.corpus import UNLABELLED
+        from classifiers.examples import UNLABELLED
         from leanloop.artifacts import resolve_run
         from leanloop.corpus import read_corpus
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from classifiers.baselines import TfidfBaseline, majority_scores
 from classifiers.config import EvaluationConfig
-from classifiers.corpus import Corpus
+from classifiers.examples import Corpus
 from leanloop.corpus import EVAL_SPLITS, VALID
 from leanloop.jsonl import read_jsonl, write_jsonl
 

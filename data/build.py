@@ -27,7 +27,7 @@ from typing import Any, Callable
 from data.config import DataConfig
 from data.corpus import SPLITS, split_of, write_corpus
 from data.journal import JOURNAL, Journal, JournalMismatch
-from leanloop.lean.policy import BENCHMARK_HEADER, AcceptancePolicy
+from leanloop.lean.acceptance import BENCHMARK_HEADER, AcceptancePolicy
 from data.reconcile import format_reconciliation, reconcile
 from data.shard import record as shard_record, select as select_shard
 from data.sources import CandidateSet, load_candidates

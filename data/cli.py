@@ -5,7 +5,7 @@
     leanloop verify PROGRAM.lean --backend replay [--profile ...] [--name NAME] [--statement S]
         -> {"category": ..., "label": ..., "messages": [...], "first_error": ..., "reasons": [...], ...}
 
-Without ``--header`` the benchmark header is the seed's miniF2F header (``leanloop.lean.policy.BENCHMARK_HEADER``).
+Without ``--header`` the benchmark header is the seed's miniF2F header (``leanloop.lean.acceptance.BENCHMARK_HEADER``).
 Without ``--name`` the target is the last theorem the program declares.
 """
 
@@ -43,7 +43,7 @@ def _read(path: str, what: str) -> str:
 def _target_name(program: str, given: str | None) -> str | None:
     if given:
         return given
-    from leanloop.lean.policy import mask
+    from leanloop.lean.acceptance import mask
 
     names = _LAST_THEOREM.findall(mask(program).text)
     return names[-1].removeprefix("_root_.") if names else None
@@ -59,8 +59,8 @@ def _fail(message: str) -> int:
 
 
 def precheck_command(args: argparse.Namespace) -> int:
-    from leanloop.lean.policy import BENCHMARK_HEADER, AcceptancePolicy
-    from leanloop.lean.policy import reasons as R
+    from leanloop.lean.acceptance import BENCHMARK_HEADER, AcceptancePolicy
+    from leanloop.lean.acceptance import reasons as R
 
     try:
         header = _read(args.header, "header") if args.header else BENCHMARK_HEADER
@@ -91,10 +91,10 @@ def _options(pairs: list[str]) -> dict:
 
 def verify_command(args: argparse.Namespace) -> int:
     from leanloop.lean.backends import make_backend
-    from leanloop.lean.policy import BENCHMARK_HEADER, AcceptancePolicy
+    from leanloop.lean.acceptance import BENCHMARK_HEADER, AcceptancePolicy
     from leanloop.lean.types import Category, Outcome, VerifyRequest
     from leanloop.lean.verifier import Verifier
-    from leanloop.lean.policy import reasons as R
+    from leanloop.lean.acceptance import reasons as R
 
     try:
         header = _read(args.header, "header") if args.header else BENCHMARK_HEADER

@@ -61,7 +61,7 @@ class DataConfig:
     they supply the statement and header for rows that carry none (earlier files win)."""
     header: str | None = None
     """Benchmark header when neither the row nor a statement file gives one; None = the seed's
-    miniF2F header (leanloop.lean.policy.BENCHMARK_HEADER)."""
+    miniF2F header (leanloop.lean.acceptance.BENCHMARK_HEADER)."""
     profile: str = "collection"
     """Acceptance policy profile: ``collection`` (the seed's, verbatim: what replay recordings answer),
     ``collection_llf`` (LLF's: 800,000 heartbeats and the printed-signature check, ``signature_text``; a real

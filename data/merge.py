@@ -24,7 +24,7 @@ from data.reconcile import reconcile
 from data.shard import NOT_HASHED
 from data.sources import load_candidates
 from leanloop.artifacts import Manifest, run_dir as stage_run_dir
-from leanloop.lean.policy import BENCHMARK_HEADER
+from leanloop.lean.acceptance import BENCHMARK_HEADER
 from leanloop.lean.types import Category
 from leanloop.sharding import MergeRefused, Shard, check_shards, shard_dir, sum_counts
 from leanloop.tool import parse_config as parse_tool_config, run_parsed_tool

@@ -7,7 +7,7 @@ under another. ``name_mismatch`` catches that before Lean runs (an ``input_error
 Full names follow Lean's rules as far as text shows them: ``namespace A.B`` ... ``end A.B`` scope
 declarations (``section`` and ``mutual`` blocks also end with ``end`` but add no namespace); ``theorem _root_.x`` is ``x`` whatever the namespace;
 ``protected`` / ``private`` and attributes do not change the name; comments and string literals
-are masked first (``leanloop.lean.policy.mask``). Names in the harness's own namespace
+are masked first (``leanloop.lean.acceptance.mask``). Names in the harness's own namespace
 (``LeanloopHarness``) belong to the acceptance policy's harness, never to a candidate.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from leanloop.lean.policy import HARNESS_NAMESPACE, mask
+from leanloop.lean.acceptance import HARNESS_NAMESPACE, mask
 
 # `theorem NAME`, `lemma NAME`, `namespace A.B`, `section [S]`, `end [A.B]`, as whole words
 _SCOPE_OR_DECL = re.compile(

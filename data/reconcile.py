@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
-from leanloop.lean.policy import reasons as R
+from leanloop.lean.acceptance import reasons as R
 from data.sources import CandidateSet
 from leanloop.lean.types import Category, Outcome
 

@@ -19,7 +19,7 @@ class JsonlSource:
 
 @dataclass
 class CorpusConfig:
-    """What text goes in. Either ``prebuilt`` (a corpus built by ``python -m pretrain.corpus``)
+    """What text goes in. Either ``prebuilt`` (a corpus built by ``python -m pretrain.documents``)
     or the sources below, collected in-process (small corpora such as the embedded default)."""
 
     prebuilt: str | None = None
@@ -40,7 +40,7 @@ class CorpusConfig:
 
 @dataclass
 class CorpusBuild:
-    """``python -m pretrain.corpus``: materialize a corpus once, reuse it across runs."""
+    """``python -m pretrain.documents``: materialize a corpus once, reuse it across runs."""
 
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     run: str = "default"

@@ -19,7 +19,7 @@ from leanloop.training.packing import PackedCollator, lm_examples, needs_flatten
 from leanloop.paths import resolve_shared
 from pretrain.config import CorpusConfig
 from leanloop.artifacts import resolve_run
-from pretrain.corpus import CORPUS_STAGE, collect_documents, is_validation
+from pretrain.documents import CORPUS_STAGE, collect_documents, is_validation
 
 
 def mlm_examples(tokenizer: Any, text: str, max_length: int) -> list[dict[str, list[int]]]:

@@ -87,7 +87,7 @@ class PRMData(L.LightningDataModule):
         if self.dataset is not None:
             folder = resolve_run(self.dataset, DATA_STAGE)
             return {s: read_split(folder, s) for s in ("train", "valid")}
-        from prm.recorded import build_recorded
+        from prm.recorded_steps import build_recorded
 
         records, _ = build_recorded(self.recorded, self.splits, progress=False)
         return {s: [r for r in records if r.split == s] for s in ("train", "valid")}

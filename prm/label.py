@@ -3,7 +3,7 @@
     python -m prm.label --config configs/prm/label/default.yaml [--recorded.limit 100 ...]
 
 Sources: the embedded default (recorded whole programs labelled from their recorded first error,
-:mod:`prm.recorded`) and/or a prm-generate run's paired proofs (parsed, checked in order by the
+:mod:`prm.recorded_steps`) and/or a prm-generate run's paired proofs (parsed, checked in order by the
 incremental or prefix checker, reviewed, judged: :mod:`prm.labelling`). Outputs: final/<split>.parquet
 (:mod:`prm.dataset`), report.md + first_error.png, config.yaml, manifest.json.
 """
@@ -151,7 +151,7 @@ def work(config: LabelConfig, folder: Path, progress: bool = True) -> Manifest:
     manifest = Manifest(stage=DATA_STAGE, run=config.run, seed=config.splits.seed)
     if config.recorded is not None:
         from leanloop.paths import resolve_shared
-        from prm.recorded import build_recorded
+        from prm.recorded_steps import build_recorded
 
         recorded, recorded_counts = build_recorded(config.recorded, config.splits, config.profile, progress,
                                                    reviewer=_reviewer(config))

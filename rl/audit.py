@@ -43,7 +43,7 @@ from typing import Any, Literal
 from leanloop.lean.judge import ComparatorJudge, JudgeConfig
 from leanloop.lean.types import Category, Outcome, VerifyRequest
 from leanloop.lean.verifier import Verifier
-from rl.harness import Candidate
+from rl.reward_harness import Candidate
 from rl.hybrid import StepScores
 from rl.reward import CANCELLED
 

@@ -31,10 +31,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Sequence
 
-from leanloop.lean.policy import AcceptancePolicy, StatementError, mask, parse_statement
+from leanloop.lean.acceptance import AcceptancePolicy, StatementError, mask, parse_statement
 from leanloop.lean.types import Category, LeanBackend, Outcome, VerifyRequest
 from leanloop.lean.verifier import Verifier
-from rl.harness import trusted_prefix
+from rl.reward_harness import trusted_prefix
 from leanloop.prover.statements import Statement
 
 CHECKS = ("compile", "hypotheses", "negation", "triviality")
@@ -154,7 +154,7 @@ def filter_programs(statement: Statement, config: FilterConfig) -> list[FilterPr
         trusted = f"theorem {name} {decl} := by"
         program = head + trusted + f"\n  {tactic}\n"
         # the harness elaborates the trusted claim after the statement's own context (its opens,
-        # variables and definitions), as for the reward (rl.harness.trusted_prefix)
+        # variables and definitions), as for the reward (rl.reward_harness.trusted_prefix)
         out.append(FilterProgram(check, VerifyRequest(program, name=name, statement=trusted,
                                                       header=trusted_prefix(statement)), "rl"))
     return out

@@ -23,7 +23,7 @@ from typing import Sequence
 from leanloop.lean.types import Outcome
 from leanloop.lean.verifier import Verifier
 from leanloop.evaluator import Evaluator, Prediction, deadline_in
-from rl.harness import Candidate, Stage
+from rl.reward_harness import Candidate, Stage
 from rl.reward import Protocol, RewardRule, RolloutReward, Source, combine
 
 

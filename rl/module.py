@@ -5,7 +5,7 @@ One training step:
 1. the step's problems (trusted statements from :class:`rl.data.RLData`'s curriculum) are rendered
    as the sft run rendered them and G completions are sampled for each (:mod:`leanloop.grpo.rollout`);
 2. the harness turns each completion into the program Lean checks against the trusted statement
-   (:mod:`rl.harness`); the scorer races Lean and the evaluator under the configured protocol
+   (:mod:`rl.reward_harness`); the scorer races Lean and the evaluator under the configured protocol
    (:mod:`rl.hybrid`, :mod:`rl.reward`);
 3. group-normalised advantages and TRL's clipped objective (+ beta KL) (:mod:`leanloop.grpo.objective`);
 4. afterwards: curriculum and replay buffer updates, timeout audit, drift monitor, evaluator refresh.
@@ -30,7 +30,7 @@ from typing import Any
 import lightning as L
 
 from leanloop.jsonl import append_jsonl
-from leanloop.lean.policy import AcceptancePolicy
+from leanloop.lean.acceptance import AcceptancePolicy
 from leanloop.lean.verifier import Verifier
 from leanloop.training.inputs import model_identity
 from leanloop.training.models import load_tokenizer
@@ -43,7 +43,7 @@ from rl.config import (
 )
 from rl.curriculum import ReplayBuffer, StoredProof
 from rl.drift import DriftMonitor
-from rl.harness import HarnessCounts, RewardHarness
+from rl.reward_harness import HarnessCounts, RewardHarness
 from rl.hybrid import RewardScorer, StepScores
 from rl.policy import build_policy, export_policy, resolve_base, unwrap
 from rl.refresh import EvaluatorRefresher, LabelBuffer

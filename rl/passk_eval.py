@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from leanloop.lean.types import Category
-from rl.harness import RewardHarness, Stage
+from rl.reward_harness import RewardHarness, Stage
 from leanloop.prover.passk import NO_PROGRAM, mean_pass_at_k, pass_at_k_report, per_statement, repeat_summary
 from leanloop.prover.statements import Statement
 

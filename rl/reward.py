@@ -25,7 +25,7 @@ from typing import Literal
 
 from leanloop.lean.types import Category, Outcome
 from leanloop.evaluator import Prediction
-from rl.harness import Candidate, Stage
+from rl.reward_harness import Candidate, Stage
 
 
 class Protocol(str, Enum):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from leanloop.lean.policy.masking import mask
+from leanloop.lean.acceptance.masking import mask
 
 _OPEN, _CLOSE = "([{⦃⟨", ")]}⦄⟩"
 _BY = re.compile(r"\s*by\b")

@@ -169,7 +169,7 @@ def test_numbers_are_read_as_the_seeds_write_them():
 
 # -- worked examples of the code rows ------------------------------------------------------------------
 def _collection_llf_heartbeats():
-    from leanloop.lean.policy import AcceptancePolicy
+    from leanloop.lean.acceptance import AcceptancePolicy
     from leanloop.lean.types import VerifyRequest
 
     statement = "theorem t (h₀ : 1 = 1) : True := by\n"
@@ -180,7 +180,7 @@ def _collection_llf_heartbeats():
 
 
 def _collection_llf_compares_printed_signatures():
-    from leanloop.lean.policy.policy import signature_mismatch
+    from leanloop.lean.acceptance.policy import signature_mismatch
     from leanloop.lean.types import VerifyRequest
 
     statement = "theorem t (x : ℕ) (h₀ : x = 2) : x + x = 4 := by\n"
@@ -192,7 +192,7 @@ def _collection_llf_compares_printed_signatures():
 
 
 def _statement_rule_is_recorded_per_row():
-    from leanloop.lean.policy import AcceptancePolicy
+    from leanloop.lean.acceptance import AcceptancePolicy
 
     rules = {name: AcceptancePolicy(name).profile.statement_rule for name in ("collection", "collection_llf", "rl")}
     assert rules == {"collection": "none", "collection_llf": "signature_text", "rl": "check_theorem"}
@@ -379,9 +379,9 @@ def _trivial_never_readmitted():
 def _typecheck_is_no_error():
     from dataclasses import replace
 
-    from leanloop.lean.policy import AcceptancePolicy
-    from leanloop.lean.policy.harness import verbatim
-    from leanloop.lean.policy.policy import PROFILES
+    from leanloop.lean.acceptance import AcceptancePolicy
+    from leanloop.lean.acceptance.submission import verbatim
+    from leanloop.lean.acceptance.policy import PROFILES
     from leanloop.lean.types import Category, LeanMessage, LeanResponse, Position, ResponseStatus, VerifyRequest
 
     program = "theorem t : 1 = 1 := by sorry"

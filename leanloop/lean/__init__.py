@@ -18,7 +18,7 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    # Lazy: the Verifier needs leanloop.lean.policy, which itself imports leanloop.lean.types.
+    # Lazy: the Verifier needs leanloop.lean.acceptance, which itself imports leanloop.lean.types.
     if name == "Verifier":
         from leanloop.lean.verifier import Verifier
 

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from leanloop.jsonl import read_jsonl, write_jsonl
-from leanloop.lean.policy import reasons as R
-from leanloop.lean.policy.harness import StatementError, parse_statement
+from leanloop.lean.acceptance import reasons as R
+from leanloop.lean.acceptance.submission import StatementError, parse_statement
 from leanloop.lean.replies import NO_RECORDED_ANSWER
 # Lean's module-name -> source-path rule lives in the stand-in (standard library only, it cannot
 # import this module); the judge writes the projects the stand-in (or the real tool) reads

@@ -3,7 +3,7 @@
 Two layers:
 - a ``LeanBackend`` compiles one program and returns Lean's raw answer (``LeanResponse``):
   messages, tactic records, and whether Lean answered at all (timeout, crash, no recording);
-- the acceptance policy (``leanloop.lean.policy``) turns a request plus that answer into an ``Outcome``
+- the acceptance policy (``leanloop.lean.acceptance``) turns a request plus that answer into an ``Outcome``
   with one of the seven categories. Labels exist only for ``valid`` / ``invalid`` /
   ``precheck_rejected``; the other categories stay in every output with no label.
 """

@@ -12,9 +12,9 @@ import asyncio
 import time
 from typing import Callable, Sequence
 
-from leanloop.lean.policy import AcceptancePolicy
-from leanloop.lean.policy import reasons as R
-from leanloop.lean.policy.harness import Submission
+from leanloop.lean.acceptance import AcceptancePolicy
+from leanloop.lean.acceptance import reasons as R
+from leanloop.lean.acceptance.submission import Submission
 from leanloop.lean.types import LeanBackend, LeanResponse, Outcome, ResponseStatus, VerifyRequest
 
 # A backend gets this much longer than the per-item timeout before the Verifier gives up on it

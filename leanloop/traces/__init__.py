@@ -6,7 +6,7 @@
 - :mod:`leanloop.traces.parse`: complete blocks, the verdict rule, source preservation;
 - :mod:`leanloop.traces.hypotheses`: hypothesis deduplication of proof states;
 - :mod:`leanloop.traces.source`: program normalization and Lean-position mapping;
-- :mod:`leanloop.traces.recorded`: the real recorded replies in ``../shared/data``;
+- :mod:`leanloop.traces.reference_pairs`: the real recorded replies in ``../shared/data``;
 - :mod:`leanloop.traces.cli`: ``leanloop trace annotate|verdict``.
 """
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from leanloop.lean.policy.masking import mask
+from leanloop.lean.acceptance.masking import mask
 
 from autoformalizer.reward import GatedReward
 from autoformalizer.statements import canonicalize, faithfulness, find_declaration, well_formed
@@ -118,7 +118,7 @@ def test_typecheck_tier_is_no_error_and_the_strict_warning_rule_is_an_option(rep
     only messages are linter warnings used to drop to 0.1 ("only the sorry warning allowed"); that
     rule stays as warnings="only_sorry"."""
     from autoformalizer.typecheck import StatementChecker, interpret
-    from leanloop.lean.policy.harness import verbatim
+    from leanloop.lean.acceptance.submission import verbatim
     from leanloop.lean.types import ResponseStatus, VerifyRequest
 
     program, response = next(

@@ -19,13 +19,13 @@ class TrainedRun:
 
     run_dir: Path
     manifest: dict[str, Any]
-    corpus: Any  # classifiers.corpus.Corpus the run trained and was scored on
+    corpus: Any  # classifiers.examples.Corpus the run trained and was scored on
 
 
 def _read_run(run_dir: Path) -> TrainedRun:
     import yaml
 
-    from classifiers.corpus import JsonlCorpus, load_jsonl_corpus
+    from classifiers.examples import JsonlCorpus, load_jsonl_corpus
 
     data = yaml.safe_load((run_dir / "config.yaml").read_text())["data"]
     corpus = load_jsonl_corpus(JsonlCorpus(**data["jsonl"]), data["max_rows_per_split"])

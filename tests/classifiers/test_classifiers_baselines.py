@@ -8,7 +8,7 @@ import pytest
 
 from classifiers.baselines import TfidfBaseline, TfidfConfig, majority_scores
 from classifiers.config import EvaluationConfig
-from classifiers.corpus import JsonlCorpus, load_jsonl_corpus
+from classifiers.examples import JsonlCorpus, load_jsonl_corpus
 from classifiers.run_report import MAJORITY, TFIDF, baseline_rows
 from leanloop.metrics import auroc, select_threshold
 

@@ -18,7 +18,7 @@ def corpus(artifacts, debug_corpus):
 
 
 def test_folds_partition_train_and_validation_by_theorem(artifacts, corpus):
-    from classifiers.corpus import load_corpus
+    from classifiers.examples import load_corpus
     from classifiers.crossval import fold_runs
 
     source = load_corpus(corpus).splits
@@ -69,7 +69,7 @@ def test_fold_errors_are_clear(artifacts, corpus):
 
 def test_crossval_runs_every_fold_and_compares_with_tfidf(artifacts, corpus, capsys):
     from classifiers.baselines import TfidfBaseline
-    from classifiers.corpus import load_corpus
+    from classifiers.examples import load_corpus
     from classifiers.crossval import main
     from leanloop.metrics import auroc
 

@@ -43,7 +43,7 @@ def test_unlabelled_categories_never_train_as_false(tmp_path):
     """LLF Section 3: candidates rejected before compilation, timeouts and infrastructure errors are
     not in the labelled corpus. A corpus built before the rule gave precheck_rejected rows label False;
     the classifiers still leave them (and any other unlabelled category) out."""
-    from classifiers.corpus import _split_rows
+    from classifiers.examples import _split_rows
 
     rows = [{"program": f"theorem t{i} : True := trivial", "name": f"t{i}", "split": "train", "category": category,
              "label": label}
@@ -55,7 +55,7 @@ def test_unlabelled_categories_never_train_as_false(tmp_path):
 
 
 def test_train_rows_subsample_is_seeded_and_keeps_corpus_order():
-    from classifiers.corpus import Split
+    from classifiers.examples import Split
     from classifiers.data import subsample
 
     split = Split([f"p{i}" for i in range(50)], [i % 3 == 0 for i in range(50)], [f"t{i // 5}" for i in range(50)])

@@ -78,7 +78,7 @@ def test_combined_report_over_both_runs(trained_runs):
 
 def test_data_stage_corpus_is_read_theorem_disjoint(tmp_path, monkeypatch):
     """The normal source: a data-stage run (built here from configs/data/debug.yaml, replay backend)."""
-    from classifiers.corpus import load_corpus
+    from classifiers.examples import load_corpus
     from data.build import build, parse_config
     from leanloop.paths import REPO_ROOT
 
@@ -95,7 +95,7 @@ def test_data_stage_corpus_is_read_theorem_disjoint(tmp_path, monkeypatch):
 
 
 def test_missing_corpus_run_is_explained(artifacts):
-    from classifiers.corpus import load_corpus
+    from classifiers.examples import load_corpus
 
     with pytest.raises(FileNotFoundError, match="make data"):
         load_corpus("artifacts://data/never_built")

@@ -19,8 +19,8 @@ from data.config import SourceConfig
 from data.corpus import SPLITS, split_of
 from leanloop.corpus import load_corpus
 from data.journal import JOURNAL, Journal, JournalMismatch
-from leanloop.lean.policy import BENCHMARK_HEADER
-from leanloop.lean.policy import reasons as R
+from leanloop.lean.acceptance import BENCHMARK_HEADER
+from leanloop.lean.acceptance import reasons as R
 from data.reconcile import reconcile
 from data.sources import item_id, load_candidates
 from leanloop.lean.recordings import normalize_program

@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 from leanloop.metrics.feedback import (FEEDBACK_METRICS, anchored_block_keys, block_keys, feedback_metrics,
                                        feedback_scores, multiset_f1, trace_tokens)
 from leanloop.traces.annotate import annotate
-from leanloop.traces.recorded import iter_recorded
+from leanloop.traces.reference_pairs import iter_recorded
 from leanloop.lean.replies import parse_response
 
 WORDS = st.sampled_from(["x", "h₁", "⊢", "x + 0 = x", "exact h", "simp", "ℝ", "0 < a", "rfl", "(", "·"])

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from leanloop.lean.policy.masking import mask
+from leanloop.lean.acceptance.masking import mask
 from leanloop.prover.extract import extract_program, last_lean_block
 from leanloop.prover.statements import read_statements
 

@@ -17,7 +17,7 @@ from leanloop.lean.types import LeanResponse, ResponseStatus
 from leanloop.traces.annotate import annotate, annotate_response, message_text
 from leanloop.traces.hypotheses import HypothesisDictionary, parse_state
 from leanloop.traces.parse import STATE_HEADER, extract_blocks, parse_payload, strip_feedback, trace_verdict
-from leanloop.traces.recorded import REPL_FOLDERS, RecordedReply, iter_recorded
+from leanloop.traces.reference_pairs import REPL_FOLDERS, RecordedReply, iter_recorded
 from leanloop.traces.source import normalize_program, source_preservation
 
 

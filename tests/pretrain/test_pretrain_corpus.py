@@ -11,7 +11,7 @@ import pytest
 from leanloop.artifacts import Manifest
 from leanloop.paths import REPO_ROOT
 from pretrain.config import CorpusConfig, JsonlSource
-from pretrain.corpus import collect_documents, is_validation, load_prebuilt, main as build_main
+from pretrain.documents import collect_documents, is_validation, load_prebuilt, main as build_main
 
 PROOFS = "shared://candidates/kimina_prover_preview_minif2f_test_solved.jsonl"
 MOBENCH = "shared://statements/matholympiadbench_goedel_prover_v2.jsonl"

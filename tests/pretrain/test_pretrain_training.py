@@ -31,7 +31,7 @@ def test_packed_rows_hold_every_token_once():
 def test_prebuilt_corpus_is_tokenized_once(artifacts, monkeypatch):
     import pretrain.data
     from pretrain.config import CorpusBuild
-    from pretrain.corpus import build
+    from pretrain.documents import build
 
     out = build(CorpusBuild(corpus=CorpusConfig(jsonl=[PROOFS], max_documents=6), run="small"))
     config = CorpusConfig(prebuilt="artifacts://pretrain_corpus/small")
@@ -127,7 +127,7 @@ def test_default_holds_out_the_data_corpus_eval_theorems(artifacts, shared_data)
     counts = manifest["counts"]["corpus"]
     assert counts["holdout_theorems"] == len(evaluated)
     assert counts["rows"]["held_out"] == sum(r["name"] in evaluated for r in proofs)
-    from pretrain.corpus import collect_documents
+    from pretrain.documents import collect_documents
 
     documents, _ = collect_documents(CorpusConfig(jsonl=[PROOFS], holdout="artifacts://data/debug"))
     assert documents and not any(d["name"] in evaluated for d in documents)

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from leanloop.lean.policy import parse_statement
+from leanloop.lean.acceptance import parse_statement
 from leanloop.lean.types import Category, VerifyRequest
 from leanloop.lean.verifier import Verifier
 from rl.filters import (
@@ -54,7 +54,7 @@ def test_filter_programs_state_what_they_check(goedel):
     trivial = programs["triviality"].request
     assert trivial.statement.endswith(": v = 65 := by") and "first |" in trivial.program
     # each is a well-formed request for its policy: the rl harness parses the derived statement
-    from leanloop.lean.policy import AcceptancePolicy
+    from leanloop.lean.acceptance import AcceptancePolicy
 
     for check in ("hypotheses", "negation", "triviality"):
         prepared = AcceptancePolicy("rl", heartbeats=40_000).prepare(programs[check].request)

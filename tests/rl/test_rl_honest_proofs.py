@@ -16,10 +16,10 @@ from collections import Counter
 
 import pytest
 
-from leanloop.lean.policy import mask, parse_axioms_reply
-from leanloop.lean.policy.harness import HARNESS_NAMESPACE
+from leanloop.lean.acceptance import mask, parse_axioms_reply
+from leanloop.lean.acceptance.submission import HARNESS_NAMESPACE
 from leanloop.lean.types import Category, LeanMessage, LeanResponse, Position, ResponseStatus
-from rl.harness import RewardHarness, Stage, split_docstring
+from rl.reward_harness import RewardHarness, Stage, split_docstring
 
 NAME = "mathd_algebra_478"
 

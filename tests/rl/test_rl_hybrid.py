@@ -16,7 +16,7 @@ import pytest
 from leanloop.lean.verifier import Verifier
 from rl.audit import AuditConfig, TimeoutAudit
 from rl.drift import DriftConfig, DriftMonitor
-from rl.harness import RewardHarness, Stage
+from rl.reward_harness import RewardHarness, Stage
 from rl.hybrid import RewardScorer
 from rl.latency import TimedBackend
 from rl.reward import Protocol, Source

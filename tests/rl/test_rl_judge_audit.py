@@ -84,7 +84,7 @@ def test_quoted_pass_at_k_counts_the_judges_verdict(audit, shared_data):
 
     from leanloop.lean.types import Category, Outcome
     from rl.passk_eval import EvaluationConfig, SamplingProtocol, evaluate_policy
-    from rl.harness import RewardHarness
+    from rl.reward_harness import RewardHarness
     from leanloop.grpo.rollout import GenerationConfig
     from leanloop.prover.statements import Statement
 
@@ -207,7 +207,7 @@ def test_the_step_hook_withholds_gated_rewards_and_holds_back_async_credit(tmp_p
     from types import SimpleNamespace
 
     from leanloop.prover.statements import Statement
-    from rl.harness import Candidate, Stage
+    from rl.reward_harness import Candidate, Stage
     from rl.module import GRPOModule
     from rl.reward import RolloutReward, Source
 

@@ -18,12 +18,12 @@ from dataclasses import replace
 
 import pytest
 
-from leanloop.lean.policy import parse_axioms_reply
-from leanloop.lean.policy import reasons as R
+from leanloop.lean.acceptance import parse_axioms_reply
+from leanloop.lean.acceptance import reasons as R
 from leanloop.lean.types import Category, LeanMessage, LeanResponse, Position, ResponseStatus
 from leanloop.lean.verifier import Verifier
 from leanloop.evaluator import Prediction
-from rl.harness import RewardHarness, Stage, extract_proof
+from rl.reward_harness import RewardHarness, Stage, extract_proof
 from rl.hybrid import RewardScorer
 from rl.exploits import NAME, NO_CODE, block, exploits
 from rl.reward import Protocol, Source, combine

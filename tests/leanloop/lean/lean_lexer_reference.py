@@ -3,7 +3,7 @@
 Written from Lean's parser rules (``Lean.Parser.Basic``: ``whitespace``, ``finishCommentBlock``,
 ``tokenFnAux``, ``strLitFnAux``, ``quotedCharCoreFn``, ``charLitFnAux``, ``rawStrLitFnAux``,
 ``numberFnAux``, ``identFnAux`` / ``mkIdResult``) as a character-by-character state machine with
-an explicit token table, so it shares no code and no regex with ``leanloop.lean.policy.masking``.
+an explicit token table, so it shares no code and no regex with ``leanloop.lean.acceptance.masking``.
 It reports which offsets Lean reads as comment or literal text, and where (if anywhere) Lean's
 lexer stops with an error.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from leanloop.lean.policy.lexing import IdentTable
+from leanloop.lean.acceptance.lexing import IdentTable
 
 _WS = " \t\r\n"
 _HEX = "0123456789abcdefABCDEF"

@@ -15,8 +15,8 @@ from dataclasses import replace
 
 import pytest
 
-from leanloop.lean.policy import AcceptancePolicy, parse_axioms_reply
-from leanloop.lean.policy import reasons as R
+from leanloop.lean.acceptance import AcceptancePolicy, parse_axioms_reply
+from leanloop.lean.acceptance import reasons as R
 from leanloop.lean.types import (Category, LeanBackend, LeanMessage, LeanResponse, Position, ResponseStatus,
                                  VerifyRequest)
 from leanloop.lean.verifier import Verifier
@@ -171,7 +171,7 @@ def test_a_missing_trailer_reply_scores_zero(accepted, statements, replay):
 
 def test_candidate_failures_score_zero_in_every_reward_protocol(accepted, statements):
     from rl.reward import Protocol, combine
-    from rl.harness import Candidate, Stage
+    from rl.reward_harness import Candidate, Stage
     from leanloop.evaluator import Prediction
 
     policy = AcceptancePolicy("rl")
@@ -192,8 +192,8 @@ def _with_before(accepted, text: str) -> str:
 
 
 def test_the_check_line_names_only_global_declarations_and_closes_the_candidates_scopes(accepted, statements):
-    from leanloop.lean.policy.harness import open_scopes
-    from leanloop.lean.policy import mask
+    from leanloop.lean.acceptance.submission import open_scopes
+    from leanloop.lean.acceptance import mask
 
     policy = AcceptancePolicy("rl")
     # the candidate's theorem is Decoy.mathd_algebra_478; a section variable of the same name
@@ -238,7 +238,7 @@ def test_scope_capture_commands_are_refused(accepted, statements, capture):
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from leanloop.lean.policy import mask  # noqa: E402
+from leanloop.lean.acceptance import mask  # noqa: E402
 
 # (text, is it code Lean's lexer reads as tokens?) — literals and comments as Lean lexes them
 _CODE = ["x", "h'", "f''", "get!", "decide?", "!", "?", "(", ")", ":=", "1", "Nat.succ", "r", "a'b'", "#eval"]

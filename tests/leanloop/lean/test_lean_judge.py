@@ -16,7 +16,7 @@ import pytest
 
 from leanloop.lean.judge import (ComparatorJudge, ComparatorProject, JudgeConfig, challenge_text, module_file,
                                  report_reasons)
-from leanloop.lean.policy import reasons as R
+from leanloop.lean.acceptance import reasons as R
 from leanloop.lean.standins.comparator import prepare_comparator_dir
 from leanloop.lean.types import Category, VerifyRequest
 

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from leanloop.lean.policy import AcceptancePolicy, mask
-from leanloop.lean.policy import reasons as R
-from leanloop.lean.policy.lexing import CLASSIC, LATIN, TRANSITION, table_for
+from leanloop.lean.acceptance import AcceptancePolicy, mask
+from leanloop.lean.acceptance import reasons as R
+from leanloop.lean.acceptance.lexing import CLASSIC, LATIN, TRANSITION, table_for
 from leanloop.lean.recordings import SOURCE_ALIASES, load_recordings
 from leanloop.lean.types import Category, VerifyRequest
 
@@ -212,7 +212,7 @@ def test_real_lean_errors_never_sit_in_blanked_text_of_confusable_programs():
 def test_word_boundaries_are_leans_not_pythons(accepted, statements):
     """`ᶜ` is a word character to Python and a symbol to Lean: `xᶜLean.Elab…` is `x`, `ᶜ` and the
     name `Lean.Elab…`, so the word rules must see `Elab`; `h'sorry` / `x!sorry` stay identifiers."""
-    from leanloop.lean.policy.prechecks import continues_name
+    from leanloop.lean.acceptance.prechecks import continues_name
 
     assert not continues_name("hᶜsorry", 2) and not continues_name("!sorry", 1) and not continues_name("2sorry", 1)
     assert not continues_name("#checksorry", 6) and not continues_name("''sorry", 2)

@@ -18,7 +18,7 @@ from leanloop.lean.line_shift import header_line_counts
 from leanloop.lean.replies import response_from_kimina_result, response_from_rl_lean
 from leanloop.lean.standins.kimina_server import KiminaStandIn
 from leanloop.lean.types import LeanMessage, ResponseStatus
-from leanloop.traces.recorded import iter_kimina_demo
+from leanloop.traces.reference_pairs import iter_kimina_demo
 
 
 def named_tokens(data: str) -> tuple[str, ...] | None:

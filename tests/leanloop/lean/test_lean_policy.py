@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from leanloop.lean.policy import BENCHMARK_HEADER, AcceptancePolicy, mask, parse_axioms_reply, parse_statement
-from leanloop.lean.policy import reasons as R
-from leanloop.lean.policy.harness import compose
+from leanloop.lean.acceptance import BENCHMARK_HEADER, AcceptancePolicy, mask, parse_axioms_reply, parse_statement
+from leanloop.lean.acceptance import reasons as R
+from leanloop.lean.acceptance.submission import compose
 from leanloop.lean.types import Category, LeanMessage, LeanResponse, Position, ResponseStatus, VerifyRequest
 
 
@@ -337,7 +337,7 @@ def test_rl_needs_trusted_statement(accepted):
 
 def test_statement_profile_accepts_sorry_but_not_errors():
     """Real REPL recordings: a program whose only complaint is the sorry warning, and one with an error."""
-    from leanloop.lean.policy.harness import verbatim
+    from leanloop.lean.acceptance.submission import verbatim
     from leanloop.lean.replay import ReplayBackend
 
     index = ReplayBackend(["repl_io"]).index
@@ -368,7 +368,7 @@ def test_statement_profile_accepts_sorry_but_not_errors():
 def test_statement_profile_allows_only_the_sorry_warning():
     """A real REPL recording whose only messages are linter warnings (no error, no sorry): clean
     for `collection`, INVALID for `statement` ("only the sorry warning allowed"), with the reason."""
-    from leanloop.lean.policy.harness import verbatim
+    from leanloop.lean.acceptance.submission import verbatim
     from leanloop.lean.replay import ReplayBackend
 
     index = ReplayBackend(["repl_io", "repl_all_versions"]).index

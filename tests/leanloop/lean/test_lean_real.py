@@ -15,7 +15,7 @@ import pytest
 
 from leanloop.lean.local import LocalBackend, LocalBackendConfig
 from leanloop.lean.session import LeanSession
-from leanloop.lean.policy import reasons as R
+from leanloop.lean.acceptance import reasons as R
 from leanloop.lean.types import Category, ResponseStatus, VerifyRequest
 from leanloop.lean.verifier import Verifier
 

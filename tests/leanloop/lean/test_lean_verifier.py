@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from leanloop.lean.policy import reasons as R
+from leanloop.lean.acceptance import reasons as R
 from leanloop.lean import Verifier
 from leanloop.lean.replay import ReplayBackend
 from leanloop.lean.types import Category, LeanBackend, LeanResponse, VerifyRequest

@@ -11,7 +11,7 @@ Hardening (RL-environment guide; the policy probes every hole):
   * ``continuation`` answers (raw provers that continue ``... := by``): the completion up to the
     first fence is the proof body.
   The program is ``trusted header + trusted context + helpers + trusted statement + body``.
-- The program then goes through the ``rl`` acceptance policy (``leanloop.lean.policy``): prechecks on the
+- The program then goes through the ``rl`` acceptance policy (``leanloop.lean.acceptance``): prechecks on the
   masked text (sorry in disguise, axioms, native_decide, implemented_by, options, notation/macros,
   a redeclared target...), the harness block that elaborates the trusted statement before any
   candidate code, the check theorem ``@name : expected`` and ``#print axioms`` read only from
@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Literal
 
-from leanloop.lean.policy import AcceptancePolicy, mask
-from leanloop.lean.policy.harness import Submission, split_docstring, statement_prefix
+from leanloop.lean.acceptance import AcceptancePolicy, mask
+from leanloop.lean.acceptance.submission import Submission, split_docstring, statement_prefix
 from leanloop.lean.types import Category, Outcome, VerifyRequest
 from leanloop.prover.extract import last_lean_block
 from leanloop.prover.statements import Statement
@@ -163,7 +163,7 @@ def trusted_program(problem: Statement, proof: ProofBody) -> str:
     # replaces (two doc comments in a row do not parse); the trusted one is used
     helpers = split_docstring(proof.helpers)[0] if proof.helpers else ""
     if helpers and _NAMESPACE.search(mask(helpers).text):
-        from leanloop.lean.policy.harness import open_scopes
+        from leanloop.lean.acceptance.submission import open_scopes
 
         if any(not s.startswith("\0") for s in open_scopes(mask(helpers).text)):
             # the completion declared the target `_root_.<name>` inside its namespace: keep it global
@@ -222,7 +222,7 @@ class HarnessCounts:
 
     @classmethod
     def of(cls, candidates: list[Candidate]) -> "HarnessCounts":
-        from leanloop.lean.policy.reasons import code_of
+        from leanloop.lean.acceptance.reasons import code_of
 
         counts = cls()
         for c in candidates:

@@ -8,7 +8,7 @@ held out, unreadable, missing field); nothing is dropped silently.
 
 For large corpora (paper: Mathlib + Lean Pool, ~130M tokens) build once and reuse:
 
-    python -m pretrain.corpus --config configs/pretrain/corpus/mathlib.yaml
+    python -m pretrain.documents --config configs/pretrain/corpus/mathlib.yaml
     # -> artifacts/pretrain_corpus/<run>/documents.parquet + manifest.json
     # then in a pretrain config:  data.corpus.prebuilt: artifacts://pretrain_corpus/<run>
 """
@@ -161,8 +161,8 @@ def _build(config: CorpusBuild, out: Path) -> Manifest:
 
 
 def main(argv: list[str] | None = None) -> Path:
-    """``python -m pretrain.corpus --config configs/pretrain/corpus/X.yaml [--run NAME]``"""
-    config, resolved = parse_config(CorpusBuild, argv, prog="python -m pretrain.corpus", overwrite=True,
+    """``python -m pretrain.documents --config configs/pretrain/corpus/X.yaml [--run NAME]``"""
+    config, resolved = parse_config(CorpusBuild, argv, prog="python -m pretrain.documents", overwrite=True,
                                     description="build a pretraining corpus (documents.parquet + manifest.json)")
     return build(config, resolved=resolved, overwrite=config.overwrite)
 
@@ -170,4 +170,4 @@ def main(argv: list[str] | None = None) -> Path:
 if __name__ == "__main__":
     from leanloop.tool import cli_entry
 
-    raise SystemExit(cli_entry(main, prog="python -m pretrain.corpus"))
+    raise SystemExit(cli_entry(main, prog="python -m pretrain.documents"))

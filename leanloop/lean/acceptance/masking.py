@@ -40,7 +40,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from leanloop.lean.policy.lexing import CLASSIC, QUOTE_TOKENS, TRANSITION, IdentTable, table_for
+from leanloop.lean.acceptance.lexing import CLASSIC, QUOTE_TOKENS, TRANSITION, IdentTable, table_for
 
 # Where something that is not plain code may start. `'` is checked further below.
 _START = re.compile(r'/-|--|r#*"|"|\'|«')

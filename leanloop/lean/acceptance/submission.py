@@ -42,8 +42,8 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
-from leanloop.lean.policy.lexing import CLASSIC
-from leanloop.lean.policy.masking import mask
+from leanloop.lean.acceptance.lexing import CLASSIC
+from leanloop.lean.acceptance.masking import mask
 
 HARNESS_NAMESPACE = "LeanloopHarness"
 
@@ -202,7 +202,7 @@ def _header_cut(program: str, header: str | None) -> int:
             return 0
         if program.startswith(head) and program[len(head):len(head) + 1] in ("", "\n"):
             return min(len(program), len(head) + 1)
-    from leanloop.lean.policy.prechecks import header_block  # local: prechecks imports masking only
+    from leanloop.lean.acceptance.prechecks import header_block  # local: prechecks imports masking only
 
     block = header_block(mask(program).text)
     if not (block.modules or block.prelude):

@@ -1,9 +1,9 @@
-"""The acceptance policy (one object, two profiles): see ``leanloop.lean.policy.policy``."""
+"""The acceptance policy (one object, two profiles): see ``leanloop.lean.acceptance.policy``."""
 
-from leanloop.lean.policy.axioms import ALLOWED_AXIOMS, AxiomReply, parse_axioms_reply
-from leanloop.lean.policy.harness import HARNESS_NAMESPACE, Signature, StatementError, Submission, parse_statement
-from leanloop.lean.policy.masking import mask
-from leanloop.lean.policy.policy import (
+from leanloop.lean.acceptance.axioms import ALLOWED_AXIOMS, AxiomReply, parse_axioms_reply
+from leanloop.lean.acceptance.submission import HARNESS_NAMESPACE, Signature, StatementError, Submission, parse_statement
+from leanloop.lean.acceptance.masking import mask
+from leanloop.lean.acceptance.policy import (
     BENCHMARK_HEADER,
     COLLECTION,
     HARNESS_HEARTBEATS,

@@ -55,10 +55,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from leanloop.lean.policy import reasons as R
-from leanloop.lean.policy.axioms import ALLOWED_AXIOMS, describe_axiom, parse_axioms_reply
-from leanloop.lean.policy.harness import StatementError, Submission, compose, parse_statement, verbatim
-from leanloop.lean.policy.prechecks import run_prechecks
+from leanloop.lean.acceptance import reasons as R
+from leanloop.lean.acceptance.axioms import ALLOWED_AXIOMS, describe_axiom, parse_axioms_reply
+from leanloop.lean.acceptance.submission import StatementError, Submission, compose, parse_statement, verbatim
+from leanloop.lean.acceptance.prechecks import run_prechecks
 from leanloop.lean.types import (
     Category,
     LeanMessage,

@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from leanloop.lean.policy import reasons as R
-from leanloop.lean.policy.lexing import CLASSIC
-from leanloop.lean.policy.masking import mask
+from leanloop.lean.acceptance import reasons as R
+from leanloop.lean.acceptance.lexing import CLASSIC
+from leanloop.lean.acceptance.masking import mask
 
 # Word boundaries are Lean's, not Python's `\w` (a modifier letter such as Mathlib's postfix `ᶜ`
 # is a word character to Python and a symbol to Lean: `hᶜsorry` is `h`, `ᶜ`, `sorry`). The
