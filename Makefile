@@ -110,11 +110,13 @@ bench-train: setup ## packed vs padded batches (padding, tokens/s, identical los
 # Default: both verdict classifiers on artifacts/data/default (encoder: the shipped MiniLM; one-token:
 # tiny Qwen3 from artifacts/pretrain/default), side by side on one core each (classifiers/train_defaults.py:
 # 2-core CPU budget, 10 minutes for both; logs in artifacts/classifiers/<run>.log), then one report beside
-# the majority and TF-IDF baselines in artifacts/classifiers/default_report/. CONFIG=... trains just that
-# config; RUN=x names the default pair's runs x_encoder_default, x_onetoken_default (report x_default_report).
+# the majority and TF-IDF baselines in artifacts/classifiers/default_report/ (the shared stage recipe:
+# classifiers.train_defaults trains each --config as a run of its own). CONFIG=... trains just that
+# config with classifiers.train; RUN=x names the default pair's runs x_encoder_default, x_onetoken_default
+# (report x_default_report).
 .PHONY: classifiers
 classifiers: setup ## encoder + one-token verdict classifiers and their report (CONFIG=configs/classifiers/X.yaml, RUN=name, ARGS=overrides)
-	$(if $(CONFIG),$(call stage,classifiers.train,),$(PY) -m classifiers.train_defaults $(if $(RUN),--prefix $(RUN)) $(ARGS))
+	$(call stage,$(if $(CONFIG),classifiers.train,classifiers.train_defaults),configs/classifiers/encoder_default.yaml configs/classifiers/onetoken_default.yaml)
 
 # The history-aware evaluator (classifiers/history.py) against its parts on the RL-Lean rounds and the
 # APOLLO attempts, with the hybrid cutoff simulated from the recorded verification times.

@@ -12,7 +12,7 @@ def test_run_names_follow_the_prefix():
 
 def test_a_failed_run_is_reported_with_its_log_and_no_report_is_written(artifacts, capsys):
     # an unknown option makes both runs fail at parse time (seconds): nothing is trained
-    assert main(["--prefix", "bad", "--no_such_option", "1"]) == 1
+    assert main(["--run", "bad", "--no_such_option", "1"]) == 1
     err = capsys.readouterr().err
     for run in ("bad_encoder_default", "bad_onetoken_default"):
         assert f"[classifiers] {run} FAILED" in err
