@@ -125,8 +125,8 @@ def noisy(args) -> int:
 
     trees = _trees()
     replay = ReplayEnv.from_run(trees)
-    held_out = sorted(pd.read_parquet(trees / "test.parquet")["name"])[: args.theorems]
-    train = sorted(pd.read_parquet(trees / "train.parquet")["name"])[: args.train_theorems]
+    held_out = sorted(pd.read_parquet(trees / "final" / "test.parquet")["name"])[: args.theorems]
+    train = sorted(pd.read_parquet(trees / "final" / "train.parquet")["name"])[: args.train_theorems]
     from search.config import SearchConfig
 
     config = SearchConfig()
