@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from classifiers.history import REVEAL_FRACTION, History, Stacker, reveal_siblings, sibling_counts
+from classifiers.history import REVEAL_FRACTION, History, Stacker, reveal_siblings, shrunk_rate, sibling_counts
 from leanloop.paths import shared_data_dir
 
 RL_LEAN = "candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz"
@@ -119,12 +119,12 @@ def block(rows: list[dict[str, Any]], history: History, scorer, known: list[bool
     sib = [siblings[i] for i in hidden]
     evidence = [(hv + sv, ht + st) for (hv, ht), (sv, st) in zip(hist, sib)]
 
-    def rate(counts):
-        return np.asarray([(v + 1) / (t + 2) for v, t in counts])  # Laplace: an unseen problem scores 0.5
+    def rate(counts, prior: float) -> np.ndarray:
+        return shrunk_rate([v for v, _ in counts], [t for _, t in counts], prior)
 
     return {"labels": np.asarray([rows[i]["label"] for i in hidden], dtype=int), "learned": np.asarray(learned),
-            "problem_prior": rate(hist), "sibling_rate": rate(sib),
-            "evidence": np.asarray([(v + 2.0 * prior_mean) / (t + 2.0) for v, t in evidence]),
+            # Laplace for the single-source rates (an unseen problem scores 0.5), the fit split's rate for the evidence
+            "problem_prior": rate(hist, 0.5), "sibling_rate": rate(sib, 0.5), "evidence": rate(evidence, prior_mean),
             "_evidence": evidence, "_groups": [groups[i] for i in hidden]}
 
 

@@ -45,6 +45,17 @@ EPSILON = 1e-4
 REVEAL_FRACTION = 0.43
 
 
+PRIOR_STRENGTH = 2.0
+"""Pseudo-attempts of the prior pass rate in a problem's Beta posterior."""
+
+
+def shrunk_rate(valid: Any, total: Any, prior_mean: float, strength: float = PRIOR_STRENGTH) -> np.ndarray:
+    """A problem's pass rate from ``valid`` of ``total`` Lean labels, shrunk toward ``prior_mean``
+    (the Beta posterior mean; ``total`` 0 gives the prior)."""
+    valid, total = np.asarray(valid, dtype=float), np.asarray(total, dtype=float)
+    return (valid + strength * prior_mean) / (total + strength)
+
+
 def logit(p: Any) -> np.ndarray:
     p = np.clip(np.asarray(p, dtype=float), EPSILON, 1 - EPSILON)
     return np.log(p / (1 - p))
@@ -133,7 +144,7 @@ class Stacker:
     intercept: float
     prior_mean: float
     """Pass rate the evidence shrinks toward (the fitting split's)."""
-    strength: float = 2.0
+    strength: float = PRIOR_STRENGTH
     """Pseudo-attempts of the prior in the evidence's Beta posterior."""
     threshold: float = 0.5
     threshold_source: str = "default 0.5"
@@ -141,8 +152,7 @@ class Stacker:
     fitted_on: dict[str, Any] = field(default_factory=dict)
 
     def posterior(self, valid: Any, total: Any) -> np.ndarray:
-        valid, total = np.asarray(valid, dtype=float), np.asarray(total, dtype=float)
-        return (valid + self.strength * self.prior_mean) / (total + self.strength)
+        return shrunk_rate(valid, total, self.prior_mean, self.strength)
 
     def design(self, scores: Sequence[float], evidence: Sequence[tuple[int, int]]) -> np.ndarray:
         return design(scores, evidence, self.prior_mean, self.strength)
@@ -153,7 +163,7 @@ class Stacker:
 
     @classmethod
     def fit(cls, scores: Sequence[float], evidence: Sequence[tuple[int, int]], labels: Sequence[bool],
-            prior_mean: float | None = None, strength: float = 2.0, C: float = 1.0,
+            prior_mean: float | None = None, strength: float = PRIOR_STRENGTH, C: float = 1.0,
             fitted_on: dict[str, Any] | None = None) -> "Stacker":
         """Fit on one split's learned scores, evidence counts and Lean labels; threshold at best MCC there."""
         from sklearn.linear_model import LogisticRegression
@@ -199,7 +209,7 @@ def design(scores: Sequence[float], evidence: Sequence[tuple[int, int]], prior_m
     counts = np.asarray(evidence, dtype=float).reshape(-1, 2)
     valid, total = counts[:, 0], counts[:, 1]
     score_logit = logit(scores)
-    evidence_logit = logit((valid + strength * prior_mean) / (total + strength))
+    evidence_logit = logit(shrunk_rate(valid, total, prior_mean, strength))
     return np.column_stack([score_logit, evidence_logit, np.log1p(total), score_logit * (total == 0)])
 
 

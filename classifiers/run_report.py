@@ -98,6 +98,8 @@ def evidence_rows(corpus: Corpus, config: EvaluationConfig,
     training split, shrunk toward the overall rate: on a theorem-disjoint split every test theorem is
     unseen, so it is the overall rate and its AUROC 0.5) and the sibling rate (the pass rate of the
     theorem's other programs among a seeded 43% revealed, as a hybrid step knows them at its cutoff)."""
+    from classifiers.history import shrunk_rate
+
     train = corpus.splits["train"]
     prior_mean = float(np.mean(train.labels)) if len(train) else 0.5
     prior: dict[str, dict[int, float]] = {}
@@ -110,8 +112,8 @@ def evidence_rows(corpus: Corpus, config: EvaluationConfig,
         for i in index:
             hv, ht = history.get(data.names[i])
             sv, st = sibling[i]
-            prior[split][i] = (hv + 2 * prior_mean) / (ht + 2)
-            siblings[split][i] = (sv + 2 * prior_mean) / (st + 2)
+            prior[split][i] = float(shrunk_rate(hv, ht, prior_mean))
+            siblings[split][i] = float(shrunk_rate(sv, st, prior_mean))
     return _thresholded(PRIOR, corpus, prior, config) + _thresholded(SIBLINGS, corpus, siblings, config)
 
 

@@ -34,7 +34,7 @@ from data.sources import CandidateSet, load_candidates
 from leanloop.lean.backends import make_backend
 from leanloop.lean.types import Category, LeanBackend, LeanResponse, Outcome, VerifyRequest
 from leanloop.artifacts import Manifest, content_hash, run_dir as artifact_run_dir, run_lock
-from leanloop.paths import artifacts_root, resolve_shared
+from leanloop.paths import resolve_shared
 from leanloop.sharding import Shard, ShardSpecError, shard_run
 from leanloop.tool import cli_entry, parse_config as parse_tool_config, run_parsed_tool, start_run
 
@@ -279,8 +279,7 @@ def build(config: DataConfig, *, backend: LeanBackend | None = None, progress: b
     import yaml
 
     check_config(config)
-    artifact_run_dir(STAGE, config.run)  # the parent run's name is checked even for a shard
-    run_dir = artifacts_root() / STAGE / shard_run(config.run, Shard.parse(config.shard))
+    run_dir = artifact_run_dir(STAGE, shard_run(config.run, Shard.parse(config.shard)))
     with run_lock(run_dir):
         start_run(run_dir, resolved or yaml.safe_dump(asdict(config), sort_keys=False, allow_unicode=True),
                   clear_final=False)  # final/ is replaced atomically by write_corpus

@@ -30,6 +30,13 @@ COLUMNS = ("id", "program", "name", "split", "category", "label", "first_error",
            "verify_time", "lean_version", "duplicates", "recorded_verdict")
 
 
+class CorpusColumnsError(ValueError, KeyError):
+    """A corpus run without the columns asked for (built by an older data stage): a user's input
+    error (ValueError, one line at the command line), and a lookup error to code that catches KeyError."""
+
+    __str__ = Exception.__str__  # the message as written, not KeyError's quoted repr
+
+
 def canonical_split(name: str | None) -> str | None:
     """``validation``/``val``/``dev`` -> ``valid``; the other names as they are."""
     return SPLIT_ALIASES.get(name, name) if name is not None else None
@@ -80,8 +87,8 @@ def read_corpus(ref: str | os.PathLike, columns: Sequence[str] | None = None,
     wanted = list(columns) if columns is not None else list(dataset.schema.names)
     missing = [c for c in wanted if c not in dataset.schema.names]
     if missing:
-        raise KeyError(f"corpus {ref} lacks columns {missing} (has {dataset.schema.names}); "
-                       "rebuild it with the data stage (`make data`)")
+        raise CorpusColumnsError(f"corpus {ref} lacks columns {missing} (has {dataset.schema.names}); "
+                                 "rebuild it with the data stage (`make data`)")
     rows = dataset.to_table(columns=wanted).to_pylist()
     if "split" in wanted:
         for row in rows:
@@ -124,5 +131,5 @@ def held_out_names(ref: str | os.PathLike) -> set[str]:
     return {name for name, split in corpus_splits(ref).items() if split != "train"}
 
 
-__all__ = ["COLUMNS", "CORPUS_FILE", "EVAL_SPLITS", "SPLITS", "SPLIT_ALIASES", "VALID", "arrow_schema", "canonical_split",
+__all__ = ["COLUMNS", "CORPUS_FILE", "CorpusColumnsError", "EVAL_SPLITS", "SPLITS", "SPLIT_ALIASES", "VALID", "arrow_schema", "canonical_split",
            "corpus_files", "corpus_splits", "features", "held_out_names", "load_corpus", "read_corpus"]

@@ -102,8 +102,10 @@ class ShortErrors:
 
 
 # what a user can cause: named files and runs that do not exist or are not what the stage needs,
-# bad values; OSError covers a read-only or full artifacts folder
-USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError, ManifestError, KeyError)
+# bad values; OSError covers a read-only or full artifacts folder. Not KeyError: a missing dict key
+# is a bug far more often than a user's doing, and its one line would hide where it happened (an
+# input that lacks a field raises a ValueError subclass such as leanloop.corpus.CorpusColumnsError).
+USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError, ManifestError)
 
 
 def cli_entry(main: Callable[..., Any], *args: Any, prog: str | None = None) -> int:

@@ -12,6 +12,7 @@ The completion mask covers the tokens up to and including the first stop token, 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Sequence
 
 import torch
@@ -179,8 +180,14 @@ def trl_generation():
                 self.tp_group, _ = torch.distributed.new_subgroups_by_enumeration(
                     [list(range(i * tp, (i + 1) * tp)) for i in range(world // tp)])
             dtype = str(next(self.model.parameters()).dtype).removeprefix("torch.")
-            self.llm = start_engine(engine_model_path(self.model, self.processing_class), self.engine_config,
-                                    in_process=True, dtype=dtype, quantization=_vllm_quantization(self.model))
+            path = getattr(self.model, "name_or_path", "") or ""
+            if not Path(path).is_dir():  # a preset built from a config: its layout saved for the engine
+                import tempfile
+
+                self._scratch = tempfile.TemporaryDirectory(prefix="leanloop-vllm-policy-")  # removed with the run
+                path = save_architecture(self.model, self.processing_class, self._scratch.name)
+            self.llm = start_engine(path, self.engine_config, in_process=True, dtype=dtype,
+                                    quantization=_vllm_quantization(self.model))
             if self.enable_sleep_mode:
                 self.llm.sleep(level=2)
             self._llm_weights_sleeping = self.enable_sleep_mode
@@ -189,20 +196,11 @@ def trl_generation():
     return Generation
 
 
-def engine_model_path(model: Any, tokenizer: Any) -> str:
-    """The folder vLLM loads the policy's architecture from: the policy's own checkpoint, or for a
-    preset built from a config (the tiny debug models) that config and the tokenizer saved once to a
-    scratch folder with fresh weights -- the first sync replaces every weight anyway."""
-    from pathlib import Path
-
-    path = getattr(model, "name_or_path", "") or ""
-    if path and Path(path).is_dir():
-        return path
-    import tempfile
-
+def save_architecture(model: Any, tokenizer: Any, folder: str) -> str:
+    """``folder`` holding the policy's config with fresh weights and the tokenizer, for vLLM to load a
+    preset policy built from a config (the tiny debug models): the first sync replaces every weight."""
     from transformers import AutoModelForCausalLM
 
-    folder = tempfile.mkdtemp(prefix="leanloop-vllm-policy-")
     config = (model.get_base_model() if hasattr(model, "get_base_model") else model).config
     AutoModelForCausalLM.from_config(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
