@@ -256,7 +256,7 @@ class VLLMRollout(TransformersRollout):
     takes token-id prompts and returns token ids plus the sampled tokens' log-probabilities; this
     class only lays them out as :class:`Rollouts`. The engine starts at the first ``generate``
     (the trainer, hence the ranks, is known only then); the policy's weights are synced before
-    every call, so rollouts are on-policy up to the engine's numerics."""
+    the first call after every optimizer step, so rollouts are on-policy up to the engine's numerics."""
 
     def __init__(self, tokenizer: Any, config: GenerationConfig, stop_tokens: Sequence[str],
                  trainer: Any | None = None):
@@ -266,6 +266,7 @@ class VLLMRollout(TransformersRollout):
         import_vllm()  # fail before any model is loaded when the optional extra is missing
         self.trainer = trainer
         self.engine = None
+        self._synced_step: int | None = None  # the trainer's global step whose weights the engine holds
 
     def bind(self, trainer: Any) -> None:
         """The Lightning trainer whose ranks the engine follows (the rl stage calls this at fit start)."""
@@ -296,7 +297,10 @@ class VLLMRollout(TransformersRollout):
         if self.engine is None:
             self.engine = self._start(model)
         self._sampling(self.engine)
-        self.engine.sync_weights()
+        step = getattr(self.trainer, "global_step", None)
+        if step is None or step != self._synced_step:  # TRL too syncs once per optimizer step, not per call
+            self.engine.sync_weights()
+            self._synced_step = step
         encoded = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
         repeated = [ids for ids in encoded for _ in range(num_generations)]  # TRL's layout: group after group
         _, rows, logprobs, _ = self.engine.generate(repeated, None, num_generations)

@@ -193,3 +193,17 @@ def test_importance_weights_scale_the_surrogate_not_the_kl_term():
     weighted = per_token_loss(logps, None, ref, adv, mask, config, torch.tensor([[0.5, 2.0]]))
     surrogate = plain.per_token_loss - 0.1 * plain.per_token_kl
     assert torch.allclose(weighted.per_token_loss, surrogate * torch.tensor([[0.5, 2.0]]) + 0.1 * plain.per_token_kl)
+
+
+def test_weights_are_synced_once_per_optimizer_step(fake_vllm, lora_policy):
+    policy, tokenizer = lora_policy
+    rollout = VLLMRollout(tokenizer, GenerationConfig(backend="vllm", max_new_tokens=2), [tokenizer.eos_token])
+    trainer = SimpleNamespace(global_rank=0, local_rank=0, world_size=1, strategy=SimpleNamespace(), global_step=0)
+    rollout.bind(trainer)
+    rollout.generate(policy, ["theorem t : True := by"], 2)
+    rollout.generate(policy, ["theorem t : True := by"], 2)  # same step (pass@k batches): no second push
+    llm = fake_vllm.instances[0]
+    assert llm.resets == 1
+    trainer.global_step = 1
+    rollout.generate(policy, ["theorem t : True := by"], 2)
+    assert llm.resets == 2
