@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from classifiers.examples import corpus_files, load_corpus
+from classifiers.examples import corpus_files, load_labelled
 from leanloop.artifacts import (MANIFEST, Manifest, ManifestError, default_run_name, describe_input, read_manifest,
                                 resolve_path, resolve_run)
 from leanloop.corpus import VALID, canonical_split
@@ -104,7 +104,7 @@ def tfidf_aurocs(fold_corpora: list[str]) -> list[float]:
 
     results = []
     for path in fold_corpora:
-        corpus = load_corpus(path)
+        corpus = load_labelled(path)
         train, held = corpus.splits["train"], corpus.splits[VALID]
         scores = TfidfBaseline().fit(train.programs, train.labels).scores(held.programs)
         results.append(float(auroc(np.asarray(held.labels, dtype=int), scores)))

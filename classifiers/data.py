@@ -19,7 +19,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 from tqdm.auto import tqdm
 
-from classifiers.examples import Corpus, JsonlCorpus, Split, load_corpus, load_jsonl_corpus
+from classifiers.examples import Corpus, JsonlCorpus, Split, load_jsonl_corpus, load_labelled
 from leanloop.artifacts import resolve_path, resolve_run
 from leanloop.corpus import EVAL_SPLITS, VALID
 
@@ -149,7 +149,7 @@ class ClassifierData(L.LightningDataModule):
         if self.jsonl is not None:
             self.corpus = load_jsonl_corpus(self.jsonl, self.max_rows_per_split)
         else:
-            self.corpus = load_corpus(self.corpus_path, self.max_rows_per_split)
+            self.corpus = load_labelled(self.corpus_path, self.max_rows_per_split)
         if not len(self.corpus.splits["train"]):
             raise ValueError(f"corpus {self.corpus.path} has no labelled training programs")
         if self.train_rows is not None:

@@ -45,7 +45,7 @@ class Corpus:
     counts: dict[str, Any]  # rows per split and category, unlabelled ones included
 
 
-def load_corpus(path: str, max_rows_per_split: int | None = None) -> Corpus:
+def load_labelled(path: str, max_rows_per_split: int | None = None) -> Corpus:
     """Labelled rows of a data-stage run, per split (``max_rows_per_split``: a deterministic prefix,
     for debug configs only)."""
     run = resolve_run(path, "data")  # a finished data run, or a clear error

@@ -18,16 +18,16 @@ def corpus(artifacts, debug_corpus):
 
 
 def test_folds_partition_train_and_validation_by_theorem(artifacts, corpus):
-    from classifiers.examples import load_corpus
+    from classifiers.examples import load_labelled
     from classifiers.crossval import fold_runs
 
-    source = load_corpus(corpus).splits
+    source = load_labelled(corpus).splits
     pooled = {(n, p) for s in ("train", "valid") for n, p in zip(source[s].names, source[s].programs)}
     folds = fold_runs(corpus, 3)
     assert folds == [f"artifacts://data/debug_cv3_fold{i}" for i in range(3)]
     held_theorems = []
     for path in folds:
-        splits = load_corpus(path).splits  # load_corpus itself refuses a theorem in train and validation
+        splits = load_labelled(path).splits  # load_labelled itself refuses a theorem in train and validation
         assert len(splits["test"]) == 0  # the test split is never read
         held = set(zip(splits["valid"].names, splits["valid"].programs))
         rest = set(zip(splits["train"].names, splits["train"].programs))
@@ -69,7 +69,7 @@ def test_fold_errors_are_clear(artifacts, corpus):
 
 def test_crossval_runs_every_fold_and_compares_with_tfidf(artifacts, corpus, capsys):
     from classifiers.baselines import TfidfBaseline
-    from classifiers.examples import load_corpus
+    from classifiers.examples import load_labelled
     from classifiers.crossval import main
     from leanloop.metrics import auroc
 
@@ -85,7 +85,7 @@ def test_crossval_runs_every_fold_and_compares_with_tfidf(artifacts, corpus, cap
         assert manifest["inputs"]["corpus"]["path"].endswith(f"data/debug_cv2_fold{fold['fold']}")
         assert fold["classifier"] == pytest.approx(manifest["metrics"]["val/auroc"])
         assert not [k for k in manifest["metrics"] if k.startswith("test/")]  # test untouched
-        splits = load_corpus(f"artifacts://data/debug_cv2_fold{fold['fold']}").splits
+        splits = load_labelled(f"artifacts://data/debug_cv2_fold{fold['fold']}").splits
         baseline = TfidfBaseline().fit(splits["train"].programs, splits["train"].labels)
         assert fold["tfidf"] == pytest.approx(auroc(splits["valid"].labels,
                                                     baseline.scores(splits["valid"].programs)))

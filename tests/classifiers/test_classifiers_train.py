@@ -78,13 +78,13 @@ def test_combined_report_over_both_runs(trained_runs):
 
 def test_data_stage_corpus_is_read_theorem_disjoint(tmp_path, monkeypatch):
     """The normal source: a data-stage run (built here from configs/data/debug.yaml, replay backend)."""
-    from classifiers.examples import load_corpus
+    from classifiers.examples import load_labelled
     from data.build import build, parse_config
     from leanloop.paths import REPO_ROOT
 
     monkeypatch.setenv("LEANLOOP_ARTIFACTS", str(tmp_path))
     build(parse_config(["--config", str(REPO_ROOT / "configs/data/debug.yaml")]), progress=False)
-    corpus = load_corpus("artifacts://data/debug")
+    corpus = load_labelled("artifacts://data/debug")
     manifest = json.loads((tmp_path / "data/debug/manifest.json").read_text())
     labelled = sum(len(split) for split in corpus.splits.values())
     categories = manifest["counts"]["category"]
@@ -95,7 +95,7 @@ def test_data_stage_corpus_is_read_theorem_disjoint(tmp_path, monkeypatch):
 
 
 def test_missing_corpus_run_is_explained(artifacts):
-    from classifiers.examples import load_corpus
+    from classifiers.examples import load_labelled
 
     with pytest.raises(FileNotFoundError, match="make data"):
-        load_corpus("artifacts://data/never_built")
+        load_labelled("artifacts://data/never_built")
