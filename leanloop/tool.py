@@ -140,7 +140,10 @@ def parse_config(cls: type[C], argv: list[str] | None = None, prog: str | None =
     """``--config a.yaml --config b.yaml --x.y value`` -> (an instance of dataclass ``cls``, the
     resolved config as YAML). With ``overwrite`` the parser also takes ``--overwrite``, returned as
     the instance's ``overwrite`` attribute."""
-    from jsonargparse import ActionConfigFile, ArgumentParser
+    from jsonargparse import ActionConfigFile, ArgumentParser, set_parsing_settings
+
+    # a config field's docstring is its --help text
+    set_parsing_settings(docstring_parse_attribute_docstrings=True)
 
     class Parser(ShortErrors, ArgumentParser):
         pass
