@@ -216,7 +216,7 @@ bench-smoke: setup ## every bench-* target in its --smoke mode (tiny sizes; chec
 lean-check: setup ## first thing to run with Lean: every Lean-side assumption checked here -> artifacts/lean_check/<run>/report.md (LEAN_PROJECT=path, RUN=name, ARGS="--sample_size 500 --only [reverify]")
 	$(PY) -m bench.lean_check --config configs/lean_check/default.yaml $(if $(LEAN_PROJECT),--lean_project $(LEAN_PROJECT)) \
 		$(if $(RUN),--run $(RUN)) $(ARGS)
-gpu-check: setup ## every GPU-only path once at tiny scale, CPU equivalents without CUDA -> artifacts/gpu_check/report.json (ARGS="--only zero2 ...")
+gpu-check: setup ## every GPU-only path once at tiny scale, CPU equivalents without CUDA -> artifacts/gpu_check/report.json (ARGS="--only '[zero2,zero3]'")
 	$(PY) -m bench.gpu_check $(ARGS)
 
 # -- paper protocols (docs/paper_protocols.yaml; tests/test_paper_protocols.py checks every paper config) --

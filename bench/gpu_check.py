@@ -26,7 +26,6 @@ of a few checks). Exit status 1 when a check failed.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -42,6 +41,7 @@ import torch
 
 from leanloop.artifacts import TOOL_ENTRIES, upstream_configs
 from leanloop.paths import REPO_ROOT
+from leanloop.tool import cli_entry, parse_config
 
 STEP_TIMEOUT_S = 240  # one debug step; the whole GPU run is meant to stay under 8 minutes
 # |log p_vLLM - log p_trainer| per sampled token, both bf16. Provisional bounds from bf16's 8-bit
@@ -49,6 +49,14 @@ STEP_TIMEOUT_S = 240  # one debug step; the whole GPU run is meant to stay under
 # gpu-check first runs, its report's measured mean/max go to docs/results/gpu_check.md and these
 # bounds are set from them.
 VLLM_LOGP_TOLERANCE = {"mean": 0.05, "max": 0.5}
+
+
+@dataclass
+class GpuCheckConfig:
+    out: str | None = None
+    """Report path (default: <artifacts>/gpu_check/report.json)."""
+    only: list[str] | None = None
+    """Check names to run, as a list (``--only '[step:pretrain,nf4_moe_policy]'``); default: all."""
 
 
 class Skipped(Exception):
@@ -351,14 +359,11 @@ def run_check(name: str, fn: Callable[[], dict[str, Any]]) -> CheckResult:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(prog="python -m bench.gpu_check", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=None, help="report path (default: <artifacts>/gpu_check/report.json)")
-    parser.add_argument("--only", nargs="*", default=None,
-                        help="check names to run (e.g. step:pretrain nf4_moe_policy); default: all")
-    args = parser.parse_args(argv)
+    config, _ = parse_config(GpuCheckConfig, argv, prog="python -m bench.gpu_check",
+                             description=__doc__.split("\n\n")[0])
     from leanloop.artifacts import artifacts_root
 
-    out = Path(args.out) if args.out else artifacts_root() / "gpu_check" / "report.json"
+    out = Path(config.out) if config.out else artifacts_root() / "gpu_check" / "report.json"
     began = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as scratch:
         steps = Steps(Path(scratch))
@@ -377,11 +382,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             ("vllm_sample", lambda: check_vllm_sample(steps)),
         ]
         known = {name for name, _ in checks}
-        if args.only is not None and not set(args.only) <= known:
-            parser.error(f"unknown checks {sorted(set(args.only) - known)}; known: {sorted(known)}")
+        if config.only is not None and not set(config.only) <= known:
+            raise ValueError(f"unknown checks {sorted(set(config.only) - known)}; known: {sorted(known)}")
         device = torch.cuda.get_device_name(0) if cuda() else "cpu (no CUDA: CPU equivalents, GPU-only paths skipped)"
         print(f"[gpu-check] device: {device}", flush=True)
-        results = [run_check(name, fn) for name, fn in checks if args.only is None or name in args.only]
+        results = [run_check(name, fn) for name, fn in checks if config.only is None or name in config.only]
     report = {
         "device": device, "cuda": cuda(), "torch": torch.__version__, "seconds": round(time.perf_counter() - began, 1),
         "counts": {s: sum(r.status == s for r in results) for s in ("passed", "failed", "skipped")},
@@ -394,4 +399,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    sys.exit(1 if main()["counts"]["failed"] else 0)
+    raise SystemExit(cli_entry(lambda: 1 if main()["counts"]["failed"] else 0, prog="python -m bench.gpu_check"))
