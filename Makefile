@@ -211,7 +211,7 @@ autoformalizer-retrieval: setup ## System B recall@8 on the shipped statements (
 
 # --- benches' smoke mode, the GPU check and the Lean check ---
 .PHONY: bench-smoke gpu-check lean-check
-bench-smoke: setup ## every bench-* target in its --smoke mode (tiny sizes; checks they run, measures nothing)
+bench-smoke: setup ## every bench-* target in its smoke mode (tiny sizes; checks they run, measures nothing)
 	$(PY) -m pytest -q tests/bench/test_bench_smoke.py tests/search/test_bench_search.py
 lean-check: setup ## first thing to run with Lean: every Lean-side assumption checked here -> artifacts/lean_check/<run>/report.md (LEAN_PROJECT=path, RUN=name, ARGS="--sample_size 500 --only [reverify]")
 	$(PY) -m bench.lean_check --config configs/lean_check/default.yaml $(if $(LEAN_PROJECT),--lean_project $(LEAN_PROJECT)) \

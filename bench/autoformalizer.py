@@ -16,18 +16,19 @@ unquantized embedding and head would dwarf this small MoE body, which they do no
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import os
 import statistics
 import time
+from dataclasses import dataclass
 
 import torch
 
 from autoformalizer.adapters import AdapterConfig, apply_adapters
 from leanloop.training.moe import MoEArchConfig, tiny_qwen3_moe
 from autoformalizer.quantize import QuantConfig, estimate_bytes, paper_memory_report, parameter_bytes, quantize_nf4_
+from leanloop.tool import cli_entry, parse_config
 
 # bos/eos/pad: the last id of the bench vocabulary (Qwen's <|endoftext|>, 151,643, lies outside it)
 BENCH_ARCH = MoEArchConfig(
@@ -42,6 +43,24 @@ SMOKE_ARCH = MoEArchConfig(
     head_dim=32, intermediate_size=128, moe_intermediate_size=64, num_experts=4, num_experts_per_tok=2,
     bos_token_id=1_023, eos_token_id=1_023, pad_token_id=1_023,
 )
+
+
+@dataclass
+class BenchConfig:
+    threads: int = 1
+    """Torch intra-op threads."""
+    batch: int = 2
+    """Sequences per forward and training step."""
+    seq: int = 128
+    """Tokens per sequence."""
+    repeats: int = 3
+    """Interleaved repetitions per timing (medians)."""
+    smoke: bool = False
+    """A tiny MoE, one repetition: checks the bench runs (seconds)."""
+
+    def __post_init__(self) -> None:
+        if self.smoke:
+            self.batch, self.seq, self.repeats = 1, 16, 1
 
 
 def cpu_seconds(fn) -> float:
@@ -120,46 +139,37 @@ def bench_adapters(arch: MoEArchConfig, quant: QuantConfig, batch: int, seq: int
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m bench.autoformalizer", description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
-    parser.add_argument("--batch", type=int, default=2)
-    parser.add_argument("--seq", type=int, default=128)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--smoke", action="store_true", help="a tiny MoE, one repetition: checks the bench runs (seconds)")
-    args = parser.parse_args(argv)
-    arch = BENCH_ARCH
-    if args.smoke:
-        arch, args.batch, args.seq, args.repeats = SMOKE_ARCH, 1, 16, 1
-    torch.set_num_threads(args.threads)
+    config, _ = parse_config(BenchConfig, argv, prog="python -m bench.autoformalizer",
+                             description=__doc__.split("\n\n")[0])
+    arch = SMOKE_ARCH if config.smoke else BENCH_ARCH
+    torch.set_num_threads(config.threads)
     torch.manual_seed(0)
     quant = QuantConfig(compute_dtype="float32")  # CPU matmuls are faster in fp32 than bf16
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     params = sum(p.numel() for p in tiny_qwen3_moe(arch, unfused=False).parameters())
-    print(f"[bench-autoformalizer]{' SMOKE (tiny sizes, ratios meaningless)' if args.smoke else ''} {cores} usable cores, torch threads {args.threads}; bench MoE: "
+    print(f"[bench-autoformalizer]{' SMOKE (tiny sizes, ratios meaningless)' if config.smoke else ''} {cores} usable cores, torch threads {config.threads}; bench MoE: "
           f"{arch.num_hidden_layers} layers, hidden {arch.hidden_size}, {arch.num_experts} experts "
-          f"top-{arch.num_experts_per_tok}, {params / 1e6:.1f} M parameters; batch {args.batch} x {args.seq} tokens")
+          f"top-{arch.num_experts_per_tok}, {params / 1e6:.1f} M parameters; batch {config.batch} x {config.seq} tokens")
     memory = bench_memory(arch, quant)
     print(f"[memory] bf16 {memory['bf16_bytes'] / 2**20:.1f} MiB -> NF4 {memory['nf4_bytes'] / 2**20:.1f} MiB: "
           f"{memory['ratio']:.2f}x smaller (module-tree estimate {memory['nf4_estimate_bytes'] / 2**20:.1f} MiB)")
     print(f"[memory] Qwen3-Coder-30B-A3B (module tree): bf16 {memory['paper_bf16_gb']:.2f} GB -> NF4 "
           f"{memory['paper_nf4_gb']:.2f} GB, {memory['paper_ratio']:.2f}x (seed: ~60 GB -> ~16.7 GB)")
-    forward = bench_forward(arch, args.batch, args.seq, args.repeats)
+    forward = bench_forward(arch, config.batch, config.seq, config.repeats)
     for impl in ("eager", "grouped_mm"):
         r = forward[impl]
         print(f"[forward] fused ({impl}) {r['fused_s'] * 1e3:.0f} ms vs unfused {r['unfused_s'] * 1e3:.0f} ms "
               f"CPU per forward: unfused/fused {r['unfused_over_fused']:.2f}x")
     print(f"[forward] max |logit difference| fused vs unfused: {forward['max_abs_logit_diff']:.2e}")
-    adapters = bench_adapters(arch, quant, args.batch, args.seq, args.repeats)
+    adapters = bench_adapters(arch, quant, config.batch, config.seq, config.repeats)
     print(f"[train step] QLoRA {adapters['qlora']['tokens_per_s']:.0f} tokens/s vs QDoRA "
           f"{adapters['qdora']['tokens_per_s']:.0f} tokens/s: QDoRA {adapters['qdora_slowdown']:.2f}x slower "
           "(seed: ~2.2x)")
-    result = {"cores": cores, "threads": args.threads, "memory": {k: v for k, v in memory.items() if k != "paper_table"},
+    result = {"cores": cores, "threads": config.threads, "memory": {k: v for k, v in memory.items() if k != "paper_table"},
               "forward": forward, "adapters": adapters}
     print(json.dumps(result, default=float))
     return result
 
 
 if __name__ == "__main__":
-    from leanloop.tool import cli_entry
-
     raise SystemExit(cli_entry(main, prog="python -m bench.autoformalizer"))

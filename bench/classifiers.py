@@ -14,18 +14,33 @@ slows every number alike (the ratios are the comparable part).
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from leanloop.jsonl import read_jsonl
 from leanloop.paths import artifacts_root, shared_data_dir
+from leanloop.tool import cli_entry, parse_config
 
 SCORE_TOLERANCE = 1e-4  # float32 sums in a different order (padded vs unpadded rows)
 DEFAULT_RUNS = {"encoder": "classifiers/encoder_default", "onetoken": "classifiers/onetoken_default"}
+
+
+@dataclass
+class BenchConfig:
+    programs: int = 96
+    """Real programs scored per measurement."""
+    batch_size: int = 16
+    """Programs per forward of the batched evaluators."""
+    smoke: bool = False
+    """8 programs, batch 4: checks the bench runs (seconds; ratios meaningless)."""
+
+    def __post_init__(self) -> None:
+        if self.smoke:
+            self.programs, self.batch_size = 8, 4
 
 
 def real_programs(n: int) -> list[str]:
@@ -94,16 +109,10 @@ def throughput(ev, programs: list[str], repeats: int = 1) -> tuple[float, list[f
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--programs", type=int, default=96, help="real programs scored per measurement")
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--smoke", action="store_true",
-                        help="8 programs, batch 4: checks the bench runs (seconds; ratios meaningless)")
-    args = parser.parse_args(argv)
-    if args.smoke:
-        args.programs, args.batch_size = 8, 4
+    config, _ = parse_config(BenchConfig, argv, prog="python -m bench.classifiers",
+                             description=__doc__.splitlines()[0])
     torch.set_num_threads(max(1, os.cpu_count() or 1))
-    programs = real_programs(args.programs)
+    programs = real_programs(config.programs)
     results: dict[str, float] = {}
     print(f"classifier scoring throughput: {len(programs)} real RL-Lean programs, {os.cpu_count()} cores, "
           f"load average {os.getloadavg()[0]:.1f}, torch threads {torch.get_num_threads()}")
@@ -111,7 +120,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     for kind in ("encoder", "onetoken"):
         from classifiers.evaluator import ClassifierEvaluator
 
-        batched, source = evaluator(kind, args.batch_size)
+        batched, source = evaluator(kind, config.batch_size)
         single = ClassifierEvaluator(batched.spec, batched.model, batched.tokenizer, batch_size=1)
         results[f"{kind}_batched"], batched_scores = throughput(batched, programs)
         few = programs[: max(8, len(programs) // 4)]
@@ -121,7 +130,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         results[f"{kind}_max_score_gap"] = gap
         agree &= gap <= SCORE_TOLERANCE
         print(f"  {kind:9s} ({source}, context {batched.spec.max_length}): "
-              f"{results[f'{kind}_batched']:8.1f} candidates/s at batch {args.batch_size}, "
+              f"{results[f'{kind}_batched']:8.1f} candidates/s at batch {config.batch_size}, "
               f"{results[f'{kind}_single']:8.1f} at batch 1 "
               f"(batching x{results[f'{kind}_batched'] / results[f'{kind}_single']:.2f}); "
               f"batched vs one-at-a-time scores differ by at most {gap:.1e}")
@@ -134,4 +143,4 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(cli_entry(main, prog="python -m bench.classifiers"))

@@ -12,17 +12,24 @@ Measured in one run on the shipped real candidates (RL-Lean + Kimina-Prover, 2,4
 
 from __future__ import annotations
 
-import argparse
 import os
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from leanloop.jsonl import read_jsonl
 from leanloop.paths import REPO_ROOT, shared_data_dir
+from leanloop.tool import cli_entry, parse_config
 
 PRECHECK_TARGET = 5_000.0  # programs/s on one core
 SEED_LEAN_RATE = 0.8  # programs/s, the seed's 64-worker pool
+
+
+@dataclass
+class BenchConfig:
+    smoke: bool = False
+    """200 programs, 0.05 s per rate, the debug corpus config: checks the bench runs (seconds)."""
 
 
 def shipped_programs(shared: Path) -> list[tuple[str, str]]:
@@ -58,13 +65,14 @@ def bench_prechecks(programs: list[tuple[str, str]], min_cpu_s: float = 1.5) -> 
 
 
 def bench_build(config_name: str = "default") -> dict[str, float]:
-    from data.build import build, parse_config
+    from data.build import build, parse_config as parse_build_config
 
     previous = os.environ.get("LEANLOOP_ARTIFACTS")
     with tempfile.TemporaryDirectory() as root:
         os.environ["LEANLOOP_ARTIFACTS"] = root
         try:
-            config = parse_config(["--config", str(REPO_ROOT / f"configs/data/{config_name}.yaml"), "--run", "bench"])
+            config = parse_build_config(["--config", str(REPO_ROOT / f"configs/data/{config_name}.yaml"),
+                                         "--run", "bench"])
             fresh = build(config, progress=False, quiet=True)
             resumed = build(config, progress=False, quiet=True)
         finally:  # the caller's artifacts folder again (the bench also runs inside the test suite)
@@ -78,28 +86,25 @@ def bench_build(config_name: str = "default") -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m bench.data", description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true",
-                        help="200 programs, 0.05 s per rate, the debug corpus config: checks the bench runs (seconds)")
-    args = parser.parse_args(argv)
+    config, _ = parse_config(BenchConfig, argv, prog="python -m bench.data", description=__doc__.splitlines()[0])
     shared = shared_data_dir()
     programs = shipped_programs(shared)
-    if args.smoke:
+    if config.smoke:
         programs = programs[:200]
     cores = os.cpu_count()
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cores
     mean_chars = sum(len(p) for _, p in programs) / len(programs)
     print(f"[bench-data] machine: {cores} cores ({usable} usable); {len(programs)} shipped programs, "
           f"mean {mean_chars:,.0f} characters")
-    rates = bench_prechecks(programs, 0.05 if args.smoke else 1.5)
+    rates = bench_prechecks(programs, 0.05 if config.smoke else 1.5)
     for name, rate in rates.items():
         line = f"[bench-data] {name:<10} {rate:>9,.0f} programs/s on one core ({1e6 / rate:6.1f} µs/program)"
         if name != "mask":
             line += f"  -> {rate / PRECHECK_TARGET:.2f}x the {PRECHECK_TARGET:,.0f}/s target"
             line += f"; policy time per Lean check: {SEED_LEAN_RATE / rate:.1e} of the seed pool's"
         print(line)
-    build = bench_build("debug" if args.smoke else "default")
-    print(f"[bench-data] corpus build ({'debug' if args.smoke else 'default'} config, replay backend, {usable} usable cores): "
+    build = bench_build("debug" if config.smoke else "default")
+    print(f"[bench-data] corpus build ({'debug' if config.smoke else 'default'} config, replay backend, {usable} usable cores): "
           f"{build['input_rows']} rows / {build['distinct']} distinct programs in {build['fresh_s']:.2f}s "
           f"= {build['input_rows'] / build['fresh_s']:,.0f} rows/s end to end (load, precheck, replay, "
           f"traces, parquet, manifest)")
@@ -112,4 +117,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(cli_entry(main, prog="python -m bench.data"))

@@ -12,25 +12,63 @@ alternates from program to program so neither always runs on a warm cache. Print
 
 The model is the trained embedded default (``artifacts/feedback_model/default``) when it exists; the
 bench says which model it used. A random-init tiny model is the fallback (it copies poorly, so its
-ratio says little). Where a CUDA GPU is present the same pairs run there too, with ``--paper-model``
+ratio says little). Where a CUDA GPU is present the same pairs run there too, with ``--paper_model``
 (e.g. a Qwen3-4B feedback model) when given, and with vLLM's n-gram speculation when vLLM is installed.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
-import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from leanloop.tool import cli_entry, parse_config
+
 TARGET = 3.0
 SEED_REPORTED = 3.04
+
+
+@dataclass
+class BenchConfig:
+    model: str = "artifacts://feedback_model/default"
+    """Feedback run or final/ folder (a random-init qwen3-tiny when it does not exist)."""
+    corpus: str = "artifacts://data/default"
+    """Data run whose programs are generated for."""
+    split: str = "test"
+    """Corpus split the programs are drawn from."""
+    programs: int = 8
+    """Real programs, each generated twice."""
+    max_input_tokens: int = 1024
+    """Programs whose prompt is longer are passed over."""
+    max_new_tokens: int = 1024
+    """Generated tokens per trace at most."""
+    draft_tokens: int = 8
+    """Tokens copied per draft."""
+    ngram_size: int = 3
+    """Longest n-gram matched to find a draft."""
+    paper_model: str | None = None
+    """GPU only: a large feedback model's run or final/."""
+    fp8: bool = False
+    """vLLM only: FP8 weights."""
+    threads: int = 1
+    """Torch intra-op threads on CPU (a tiny model gains nothing from more, and on busy shared cores idle
+    threads spin and distort both runs); 0: torch's default."""
+    seed: int = 0
+    """Seed of the program sample."""
+    json: str | None = None
+    """Also write the results to this JSON file."""
+    smoke: bool = False
+    """2 programs of <= 512 prompt tokens, 16 new tokens: checks the bench runs (seconds)."""
+
+    def __post_init__(self) -> None:
+        if self.smoke:
+            self.programs, self.max_input_tokens, self.max_new_tokens = 2, 512, 16
 
 
 def pick_programs(corpus: str, split: str, count: int, tokenizer: Any, fmt: Any, max_input_tokens: int,
@@ -230,74 +268,54 @@ def show(title: str, result: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="artifacts://feedback_model/default", help="feedback run or final/ folder")
-    parser.add_argument("--corpus", default="artifacts://data/default")
-    parser.add_argument("--split", default="test")
-    parser.add_argument("--programs", type=int, default=8, help="real programs, each generated twice")
-    parser.add_argument("--max-input-tokens", type=int, default=1024)
-    parser.add_argument("--max-new-tokens", type=int, default=1024)
-    parser.add_argument("--draft-tokens", type=int, default=8)
-    parser.add_argument("--ngram-size", type=int, default=3)
-    parser.add_argument("--paper-model", default=None, help="GPU only: a large feedback model's run or final/")
-    parser.add_argument("--fp8", action="store_true", help="vLLM only: FP8 weights")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch intra-op threads on CPU (a tiny model gains nothing from more, and on busy "
-                             "shared cores idle threads spin and distort both runs); 0: torch's default")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", default=None, help="also write the results to this JSON file")
-    parser.add_argument("--smoke", action="store_true",
-                        help="2 programs of <= 512 prompt tokens, 16 new tokens: checks the bench runs (seconds)")
-    args = parser.parse_args(argv)
-    if args.smoke:
-        args.programs, args.max_input_tokens, args.max_new_tokens = 2, 512, 16
-
-    if args.threads > 0:
-        torch.set_num_threads(args.threads)
+    config, _ = parse_config(BenchConfig, argv, prog="python -m bench.feedback", description=__doc__.splitlines()[0])
+    if config.threads > 0:
+        torch.set_num_threads(config.threads)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print(f"[bench-feedback] {cores} core(s), load average {os.getloadavg()[0]:.1f}, torch threads {torch.get_num_threads()}, "
           f"GPU: {torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'none'}")
     results: dict[str, Any] = {}
-    model, tokenizer, fmt, description = load_model(args.model, "cpu")
+    model, tokenizer, fmt, description = load_model(config.model, "cpu")
     print(f"[bench-feedback] model: {description}")
-    programs = pick_programs(args.corpus, args.split, args.programs, tokenizer, fmt, args.max_input_tokens, args.seed)
-    print(f"[bench-feedback] {len(programs)} programs of split {args.split!r} (prompt tokens "
-          f"{min(len(p) for _, p in programs)}-{max(len(p) for _, p in programs)}), greedy, max {args.max_new_tokens} "
-          f"new tokens, {args.draft_tokens} draft tokens, n-gram <= {args.ngram_size}")
-    results["cpu"] = {"model": description, **paired_runs(model, tokenizer, programs, args.max_new_tokens,
-                                                          args.draft_tokens, args.ngram_size, "cpu")}
+    programs = pick_programs(config.corpus, config.split, config.programs, tokenizer, fmt, config.max_input_tokens,
+                             config.seed)
+    print(f"[bench-feedback] {len(programs)} programs of split {config.split!r} (prompt tokens "
+          f"{min(len(p) for _, p in programs)}-{max(len(p) for _, p in programs)}), greedy, max {config.max_new_tokens} "
+          f"new tokens, {config.draft_tokens} draft tokens, n-gram <= {config.ngram_size}")
+    results["cpu"] = {"model": description, **paired_runs(model, tokenizer, programs, config.max_new_tokens,
+                                                          config.draft_tokens, config.ngram_size, "cpu")}
     show(f"CPU, transformers prompt lookup — {description}", results["cpu"])
 
     if torch.cuda.is_available():
-        targets = [(args.model, model, tokenizer, description)]
-        if args.paper_model:
-            big, big_tok, _, big_description = load_model(args.paper_model, "cuda")
-            targets.append((args.paper_model, big, big_tok, big_description))
+        targets = [(config.model, model, tokenizer, description)]
+        if config.paper_model:
+            big, big_tok, _, big_description = load_model(config.paper_model, "cuda")
+            targets.append((config.paper_model, big, big_tok, big_description))
         for ref, gpu_model, gpu_tok, gpu_description in targets:
             key = f"gpu:{ref}"
             results[key] = {"model": gpu_description, **paired_runs(gpu_model.to("cuda"), gpu_tok, programs,
-                                                                     args.max_new_tokens, args.draft_tokens,
-                                                                     args.ngram_size, "cuda")}
+                                                                     config.max_new_tokens, config.draft_tokens,
+                                                                     config.ngram_size, "cuda")}
             show(f"GPU, transformers prompt lookup — {gpu_description}", results[key])
         try:
             from leanloop.artifacts import resolve_model
             from leanloop.vllm_engine import import_vllm
 
             import_vllm()
-            ref = args.paper_model or args.model
+            ref = config.paper_model or config.model
             results["gpu:vllm"] = vllm_pairs(resolve_model(ref, "feedback_model"), tokenizer, programs,
-                                             args.max_new_tokens, args.draft_tokens, args.ngram_size, args.fp8)
-            print(f"\n== GPU, vLLM n-gram speculation ({ref}{', FP8' if args.fp8 else ''}): "
+                                             config.max_new_tokens, config.draft_tokens, config.ngram_size, config.fp8)
+            print(f"\n== GPU, vLLM n-gram speculation ({ref}{', FP8' if config.fp8 else ''}): "
                   f"speedup {results['gpu:vllm']['speedup']:.2f}x, verdict agreement "
                   f"{results['gpu:vllm']['verdict_agreement']:.1%}")
         except ImportError as error:
             print(f"\n[bench-feedback] vLLM not measured: {error}")
     else:
         print("\n[bench-feedback] no GPU here: the paper-model and vLLM measurements are skipped")
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2, default=str))
+    if config.json:
+        Path(config.json).write_text(json.dumps(results, indent=2, default=str))
     return results
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    raise SystemExit(cli_entry(main, prog="python -m bench.feedback"))

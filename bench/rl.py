@@ -36,6 +36,7 @@ from pathlib import Path
 
 from leanloop.jsonl import read_jsonl
 from leanloop.paths import REPO_ROOT, artifacts_root, shared_data_dir
+from leanloop.tool import cli_entry, parse_config
 
 SEED_LEAN_S, SEED_HYBRID_S, SEED_STEP_REDUCTION = 420.0, 90.0, 0.31
 
@@ -45,22 +46,33 @@ class BenchConfig:
     batch: int = 1024
     """Proofs per step (paper: 128 problems x 8 rollouts)."""
     workers: int = 64
+    """Lean workers of the simulated pool (paper: 64)."""
     timeout: float = 60.0
+    """Seconds per Lean check in the simulation (paper: 60)."""
     draws: int = 20
     """Batches sampled (with replacement) from the recorded Lean times per scenario."""
     evaluator: str | None = "artifacts://classifiers/onetoken_default"
     """Classifier run whose latency is measured; an untrained tiny one-token classifier if it does not exist."""
     latency_programs: int = 64
+    """Real programs the evaluator's latency is measured on."""
     steps: int = 3
     """Measured GRPO steps per implementation (after ``warmup``)."""
     warmup: int = 1
+    """GRPO steps per implementation run before measuring."""
     num_generations: int = 4
+    """Rollouts per problem (G)."""
     problems: int = 2
+    """Problems per GRPO step."""
     completion_tokens: int = 32
+    """Tokens per rollout (fixed: minimum and maximum)."""
     threads: int = 1
+    """Torch threads of the GRPO step comparison."""
     skip_step: bool = False
+    """Leave out the GRPO step comparison with TRL."""
     skip_scheduler: bool = False
+    """Leave out the scheduler simulation."""
     skip_gate: bool = False
+    """Leave out the judge gate measurement."""
     gate_rounds: int = 3
     """Times every recorded comparator project is judged through the gate."""
     smoke: bool = False
@@ -292,14 +304,7 @@ def report(config: BenchConfig, scheduler: dict | None, step: dict | None, gate:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from jsonargparse import ArgumentParser
-
-    parser = ArgumentParser(prog="python -m bench.rl", description=__doc__.splitlines()[0])
-    parser.add_class_arguments(BenchConfig, as_group=False)
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if "--smoke" in argv:  # a plain flag, as in every other bench
-        argv[argv.index("--smoke")] = "--smoke=true"
-    config = BenchConfig(**vars(parser.parse_args(argv)))
+    config, _ = parse_config(BenchConfig, argv, prog="python -m bench.rl", description=__doc__.splitlines()[0])
     os.environ.setdefault("WANDB_MODE", "disabled")
     scheduler = None if config.skip_scheduler else bench_scheduler(config)
     saved_root = os.environ.get("LEANLOOP_ARTIFACTS")
@@ -319,4 +324,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(cli_entry(main, prog="python -m bench.rl"))

@@ -17,11 +17,11 @@ metrics come from the copy-the-input baseline (the program with no feedback).
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -33,9 +33,16 @@ from leanloop.metrics.budget import budget_curve, build_pools
 from leanloop.metrics.feedback import feedback_scores
 from leanloop.metrics.verdicts import verdict_metrics
 from leanloop.paths import shared_data_dir
+from leanloop.tool import cli_entry, parse_config
 from leanloop.traces.annotate import annotate
 from leanloop.traces.parse import trace_verdict
 from leanloop.traces.reference_pairs import iter_recorded, iter_rl_lean
+
+
+@dataclass
+class BenchConfig:
+    smoke: bool = False
+    """0.05 s per rate, 200 bootstrap resamples: checks the bench runs (seconds)."""
 
 
 def rl_lean_predictions(shared: Path, with_traces: bool = True) -> list[dict[str, Any]]:
@@ -79,12 +86,9 @@ def _rate(work: Callable[[], int], min_seconds: float = 1.0) -> tuple[float, int
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    parser = argparse.ArgumentParser(prog="python -m bench.traces", description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true",
-                        help="0.05 s per rate, 200 bootstrap resamples: checks the bench runs (seconds)")
-    args = parser.parse_args(argv)
-    min_seconds = 0.05 if args.smoke else 1.0
-    resamples, loop_resamples = (200, 10) if args.smoke else (5000, 250)
+    config, _ = parse_config(BenchConfig, argv, prog="python -m bench.traces", description=__doc__.splitlines()[0])
+    min_seconds = 0.05 if config.smoke else 1.0
+    resamples, loop_resamples = (200, 10) if config.smoke else (5000, 250)
     shared = shared_data_dir()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print(f"bench.traces on {cores} core(s); rates are per CPU second (single-threaded Python)")
@@ -157,4 +161,4 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(cli_entry(main, prog="python -m bench.traces"))

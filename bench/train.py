@@ -26,16 +26,17 @@ Reported side by side in one run:
 
 from __future__ import annotations
 
-import argparse
 import copy
 import os
 import random
 import time
+from dataclasses import dataclass
 
 import torch
 import yaml
 
 from leanloop.paths import REPO_ROOT
+from leanloop.tool import cli_entry, parse_config
 from leanloop.training.models import ModelSpec, load_model, load_tokenizer
 from leanloop.training.packing import (
     IGNORE, PackedCollator, PaddedCollator, lm_examples, pack_examples, pack_lengths,
@@ -43,6 +44,25 @@ from leanloop.training.packing import (
 
 PADDING_TARGET = 0.02
 SPEEDUP_TARGET = 1.5
+
+
+@dataclass
+class BenchConfig:
+    examples: int = 40
+    """Random examples trained both ways."""
+    max_length: int = 512
+    """Tokens per example and per packed row."""
+    batch_size: int = 4
+    """Sequences per step."""
+    seed: int = 0
+    """Seed of the sampled examples, their order and the initial weights."""
+    smoke: bool = False
+    """The corpus's first 200 documents, 4 examples of 64 tokens, batch 2: checks the bench runs (seconds;
+    ratios meaningless)."""
+
+    def __post_init__(self) -> None:
+        if self.smoke:
+            self.examples, self.max_length, self.batch_size = 4, 64, 2
 
 
 def default_corpus_examples(tokenizer, max_length: int, documents_limit: int | None = None) -> list[dict]:
@@ -185,21 +205,12 @@ def report(r: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--examples", type=int, default=40, help="random examples trained both ways")
-    parser.add_argument("--max_length", type=int, default=512)
-    parser.add_argument("--batch_size", type=int, default=4)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--smoke", action="store_true",
-                        help="the corpus's first 200 documents, 4 examples of 64 tokens, batch 2: checks the bench "
-                             "runs (seconds; ratios meaningless)")
-    args = parser.parse_args(argv)
-    if args.smoke:
-        args.examples, args.max_length, args.batch_size = 4, 64, 2
-    result = bench_packing(args.examples, args.max_length, args.batch_size, args.seed, 200 if args.smoke else None)
+    config, _ = parse_config(BenchConfig, argv, prog="python -m bench.train", description=__doc__.splitlines()[0])
+    result = bench_packing(config.examples, config.max_length, config.batch_size, config.seed,
+                           200 if config.smoke else None)
     print(report(result), flush=True)
     return result
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(cli_entry(main, prog="python -m bench.train"))

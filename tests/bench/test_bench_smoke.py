@@ -1,4 +1,4 @@
-"""Every ``make bench-*`` benchmark runs in its ``--smoke`` mode (tiny sizes, a few iterations) and
+"""Every ``make bench-*`` benchmark runs in its smoke mode (tiny sizes, a few iterations) and
 returns well-formed ratios, so a broken bench cannot land. The numbers themselves mean nothing at
 these sizes; only ``make bench-*`` measures."""
 
@@ -28,7 +28,7 @@ def test_bench_autoformalizer_smoke(capsys):
     from bench.autoformalizer import BENCH_ARCH, main
 
     meta_model(BENCH_ARCH)  # the full bench's model builds (its pad id lies inside its vocabulary)
-    r = main(["--smoke"])
+    r = main(["--smoke", "true"])
     m = r["memory"]
     assert m["nf4_bytes"] < m["bf16_bytes"] and m["ratio"] == pytest.approx(m["bf16_bytes"] / m["nf4_bytes"])
     assert m["nf4_estimate_bytes"] == m["nf4_bytes"]  # the module-tree estimate is exact
@@ -47,12 +47,12 @@ def test_bench_autoformalizer_smoke(capsys):
 def test_bench_data_and_traces_smoke():
     from bench import data, traces
 
-    r = data.main(["--smoke"])
+    r = data.main(["--smoke", "true"])
     assert r["programs"] == 200
     assert positive(*r["precheck_per_s"].values(), r["resumed_speedup"])
     assert set(r["precheck_target_ratio"]) == {"collection", "rl"}
     assert r["build"]["input_rows"] >= r["build"]["distinct"] > 0 and r["build"]["resumed_verified"] == 0
-    t = traces.main(["--smoke"])
+    t = traces.main(["--smoke", "true"])
     assert positive(*t.values())
     assert t["parsing_cost"] == pytest.approx(t["annotations_per_s"] / t["raw_annotations_per_s"])
     assert 0.5 < t["auroc"] <= 1 and 0 < t["coverage_at_1_ranked"] <= 1
@@ -61,12 +61,12 @@ def test_bench_data_and_traces_smoke():
 def test_bench_train_and_classifiers_smoke():
     from bench import classifiers, train
 
-    r = train.main(["--smoke"])
+    r = train.main(["--smoke", "true"])
     assert r["documents_limit"] == 200 and r["sample"]["examples"] == 4
     assert 0 <= r["corpus"]["packed"] <= r["corpus"]["padded"] < 1
     assert positive(r["speedup"], r["wall_speedup"])
     assert r["loss_abs_diff"] < 1e-4  # packing is exact
-    c = classifiers.main(["--smoke"])
+    c = classifiers.main(["--smoke", "true"])
     assert positive(c["encoder_batched"], c["onetoken_batched"], c["onetoken_over_encoder"])
     assert c["encoder_max_score_gap"] <= classifiers.SCORE_TOLERANCE
     assert c["onetoken_max_score_gap"] <= classifiers.SCORE_TOLERANCE
@@ -78,7 +78,7 @@ def test_bench_feedback_smoke(isolated):
     from leanloop.paths import REPO_ROOT
 
     build(parse_config(["--config", str(REPO_ROOT / "configs/data/debug.yaml")]), progress=False, quiet=True)
-    r = feedback.main(["--smoke", "--corpus", "artifacts://data/debug"])["cpu"]
+    r = feedback.main(["--smoke", "true", "--corpus", "artifacts://data/debug"])["cpu"]
     assert r["model"] == "random-init qwen3-tiny"  # no trained feedback model in the fresh root
     assert positive(r["speedup"]) and r["verdict_agreement"] == 1.0  # greedy: drafting changes nothing
 
@@ -86,7 +86,7 @@ def test_bench_feedback_smoke(isolated):
 def test_bench_rl_smoke(isolated):
     from bench import rl
 
-    r = rl.main(["--smoke"])
+    r = rl.main(["--smoke", "true"])
     scenarios = r["scheduler"]["scenarios"]
     assert scenarios and all(s[name]["scoring_s"] > 0 for s in scenarios for name in ("lean", "hybrid"))
     step = r["step"]
