@@ -130,3 +130,21 @@ def test_under_rl_the_recorded_program_is_reached_but_the_harness_cannot_be_answ
     assert lines[submission.header_lines - 1] == "theorem h1 : a = b := rfl"
     assert lines[submission.header_lines] == "set_option maxHeartbeats 800000"
 
+
+def test_search_eval_over_recordings_counts_verified_proofs_as_solved(artifacts):
+    from search import evaluate
+
+    report = evaluate.main(["--config", "configs/search/eval/recorded.yaml", "--run", "t"])
+    metrics = report.manifest["metrics"]
+    assert metrics["theorems"] == metrics["search_closed"] == metrics["oracle_solved"] >= len(ROUND_TRIP)
+    assert metrics["solved"] == metrics["verified_valid"] == len(ROUND_TRIP)
+    assert metrics["verdicts"] == {"valid": len(ROUND_TRIP), "unavailable": metrics["theorems"] - len(ROUND_TRIP)}
+    rows = [json.loads(line) for line in (report.run_dir / "results.jsonl").read_text().splitlines()]
+    assert {r["theorem"] for r in rows if r.get("verdict") == "valid"} == ROUND_TRIP
+    assert "model" not in report.manifest["inputs"] and "recordings:repl_io" in report.manifest["inputs"]
+    text = (report.run_dir / "report.md").read_text()
+    assert "recorded REPL replies" in text and "`collection` profile" in text
+    # the oracle has tactics only where something was recorded: with Lean it is a user's mistake, no run
+    with pytest.raises(SystemExit, match="policy 'oracle'"):
+        evaluate.main(["--config", "configs/search/eval/recorded.yaml", "--environment", "http", "--run", "u"])
+    assert not (artifacts / "search_eval" / "u").exists()
