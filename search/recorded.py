@@ -22,9 +22,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from leanloop.lean.acceptance.policy import is_sorry_warning
+from leanloop.lean.acceptance import AcceptancePolicy
+from leanloop.lean.acceptance.submission import verbatim
 from leanloop.lean.recordings import Recording, RecordingIndex
-from leanloop.lean.types import LeanResponse, ResponseStatus, TacticRecord
+from leanloop.lean.types import Category, TacticRecord, VerifyRequest
 from leanloop.prover.statements import Statement, StatementError, split_statement
 from search.env import ReplayEnv
 from search.goals import NO_GOALS
@@ -32,6 +33,7 @@ from search.trees import Transition, TreeNode, build_tree
 
 # REPL session recordings: the sources whose replies carry per-tactic goals (``allTactics``)
 REPL_SOURCES: tuple[str, ...] = ("repl_io", "repl_all_versions")
+_COLLECTION = AcceptancePolicy("collection", header=None)
 
 
 @dataclass
@@ -45,10 +47,11 @@ class RecordedProblem:
     transitions: list[Transition] = field(default_factory=list)
 
 
-def accepted(response: LeanResponse) -> bool:
-    """Lean answered with no error and no ``sorry`` warning."""
-    return response.status is ResponseStatus.OK and not any(
-        m.severity == "error" or is_sorry_warning(m) for m in response.messages)
+def accepted(recording: Recording) -> bool:
+    """Lean's recorded answer passes the collection rule (an answer, no error, no ``sorry``
+    warning), so every tactic block of the program closed its goals."""
+    request = VerifyRequest(program=recording.program)
+    return _COLLECTION.judge(request, verbatim(recording.program), recording.response).category is Category.VALID
 
 
 def _offset(lines: list[str], line: int, column: int) -> int:
@@ -76,7 +79,7 @@ def problems_from_recording(recording: Recording) -> tuple[list[RecordedProblem]
     response = recording.response
     if not response.tactics:
         return [], Counter(no_tactic_records=1)
-    if not accepted(response):
+    if not accepted(recording):
         return [], Counter(not_accepted=1)
     program = recording.program.replace("\r\n", "\n")
     lines = program.split("\n")
