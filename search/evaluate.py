@@ -5,11 +5,16 @@ Without Lean the environment is the replay of recorded steps on the held-out the
 ``make search-data`` run: a tactic nobody recorded at a goal is ``unavailable`` (a failed
 expansion, counted separately from Lean errors), so the numbers measure how well the model finds
 *recorded* proofs, a lower bound on what it would prove with Lean. Every found proof is then sent
-to the Verifier (``rl`` profile) as one program; LeanDojo's steps carry no program text, so there
-the verdict is ``unavailable`` and the report counts it: nothing is claimed verified that was not.
+to the Verifier (profile ``verifier_profile``, ``rl`` by default) as one program; LeanDojo's steps
+carry no program text, so there the verdict is ``unavailable`` and the report counts it: nothing is
+claimed verified that was not.
 With Lean (``repl``/``http``) a theorem counts as solved (``solved``, pass@k, solved vs budget)
 only when a found proof's whole program is ``valid`` (paper App. E); ``search_closed`` counts the
-theorems where the search closed every goal, verified or not.
+theorems where the search closed every goal, verified or not. ``recorded`` (no Lean either) searches
+the theorems of recorded programs Lean accepted, whose replies give the goals before each tactic
+(``search.recorded``): there the statement text is known, so ``solved`` is the Verifier's verdict too,
+``valid`` only where the found proof renders to a recorded program (profile ``collection``, which
+compiles programs verbatim as the recordings hold them).
 
 The search is any-time, so one run to the largest budget gives every smaller budget: a theorem
 solved at iteration i counts for each budget >= i. The baseline ("no search") samples one tactic
@@ -42,6 +47,7 @@ from search.env import EnvGoal, ProofEnv, ReplayEnv
 from search.http_env import HttpEnvConfig
 from search.mcts import Search, SearchBatch, start_searches
 from search.program import FoundProof, verify_found
+from search.recorded import REPL_SOURCES
 from search.simplify import SimplifyStats, simplify
 
 
@@ -54,9 +60,13 @@ class SearchEvalConfig:
     trees: str = "artifacts://search_data/default"
     """Replay environment: the search-data run whose recorded transitions answer, and whose
     ``split`` theorems are searched."""
-    environment: Literal["replay", "repl", "http"] = "replay"
+    environment: Literal["replay", "recorded", "repl", "http"] = "replay"
     """``repl`` (lean-interact on this machine, options ``lean``) or ``http`` (a pool started with
-    ``python -m search.http_env``, options ``http``) search ``statements`` with Lean instead."""
+    ``python -m search.http_env``, options ``http``) search ``statements`` with Lean instead;
+    ``recorded`` searches the replayable theorems of ``recordings`` (no Lean)."""
+    recordings: list[str] = field(default_factory=lambda: list(REPL_SOURCES))
+    """``recorded``: REPL recordings (aliases or paths, as the replay backend takes them) whose accepted
+    programs carry the goals before each tactic."""
     statements: str | None = None
     """With Lean: a statement JSONL (``shared://statements/minif2f_goedel_prover_v2_repaired.jsonl``);
     found proofs are then checked as whole programs against these trusted statements."""
@@ -81,7 +91,15 @@ class SearchEvalConfig:
     """The no-search baseline's fixed environment calls per theorem (None: max(budgets) x
     search.samples_per_expansion)."""
     verifier: BackendConfig = field(default_factory=BackendConfig)
-    """The Verifier's backend for whole-program checks (profile ``rl``)."""
+    """The Verifier's backend for whole-program checks."""
+    verifier_profile: Literal["rl", "collection", "collection_llf"] = "rl"
+    """The acceptance profile of those checks. Under ``rl`` the harness adds lines that no recording
+    holds, so on replay a clean recorded program is ``unavailable`` (``no_trailer_reply``);
+    ``collection`` compiles the program verbatim, so a recorded verdict answers it."""
+    policy: Literal["model", "oracle"] = "model"
+    """``oracle``: the tactics recorded at each goal (``replay`` / ``recorded`` only; ``model`` is
+    unused): what the environment can confirm, and the verification path exercised without a
+    trained model."""
     threads: int | None = 1
     """torch intra-op threads: 1 suits a tiny model on a shared CPU (more threads spin against each
     other: measured 100x slower forwards under load); raise it for a real model."""
@@ -130,12 +148,17 @@ def sample_without_search(policy: Any, env: ProofEnv, roots: list[EnvGoal], call
 def evaluate(config: SearchEvalConfig, out: Path) -> tuple[Manifest, dict[str, Any]]:
     import pandas as pd
 
-    from leanloop.training.module import set_torch_threads
-    from search.model import ModelPolicy
-
-    set_torch_threads(config.threads)
     torch.manual_seed(config.seed)
-    model_dir = resolve_model(config.model)
+    if config.policy == "oracle" and config.environment not in ("replay", "recorded"):
+        raise SystemExit(f"search-eval: policy 'oracle' proposes recorded tactics; environment "
+                         f"{config.environment!r} has none (use replay or recorded)")
+    model_dir = None
+    if config.policy == "model":  # the oracle runs no model: no threads to set, no Lightning to import
+        from leanloop.training.module import set_torch_threads
+        from search.model import ModelPolicy
+
+        set_torch_threads(config.threads)
+        model_dir = resolve_model(config.model)
     trees_run = None
     statements: dict[str, Any] = {}  # theorem text started in the environment -> its Statement
     if config.environment == "replay":
@@ -145,6 +168,8 @@ def evaluate(config: SearchEvalConfig, out: Path) -> tuple[Manifest, dict[str, A
         if config.limit is not None:
             frame = frame.head(config.limit)
         names = list(frame["name"])
+    elif config.environment == "recorded":
+        env, names, statements = _recorded_environment(config)
     else:
         env, names, statements = _lean_environment(config)
     budget = max(config.budgets)
@@ -152,8 +177,14 @@ def evaluate(config: SearchEvalConfig, out: Path) -> tuple[Manifest, dict[str, A
     simplify_stats = SimplifyStats()
     found: list[FoundProof] = []
     for attempt in range(config.attempts):
-        policy = ModelPolicy.from_pretrained(str(model_dir), max_new_tokens=config.max_new_tokens,
-                                             first_token_cap=config.search.first_token_cap, seed=config.seed + attempt)
+        if model_dir is None:
+            from search.policy import OraclePolicy
+
+            policy: Any = OraclePolicy(env)  # type: ignore[arg-type]
+        else:
+            policy = ModelPolicy.from_pretrained(str(model_dir), max_new_tokens=config.max_new_tokens,
+                                                 first_token_cap=config.search.first_token_cap,
+                                                 seed=config.seed + attempt)
         searches, failed = start_searches(names, env, config.search)
         for name, why in failed.items():
             shown = statements[name].name if name in statements else name
@@ -176,7 +207,7 @@ def evaluate(config: SearchEvalConfig, out: Path) -> tuple[Manifest, dict[str, A
             rows += chunk_rows
             progress.update(len(chunk))
         progress.close()
-    verifier = Verifier(config.verifier.build(), "rl")
+    verifier = Verifier(config.verifier.build(), config.verifier_profile)
     outcomes = verify_found(verifier, found)
     for proof, outcome in zip(found, outcomes):
         for row in rows:
@@ -196,15 +227,22 @@ def evaluate(config: SearchEvalConfig, out: Path) -> tuple[Manifest, dict[str, A
     metrics = summarize(rows, config, simplify_stats)
     metrics["oracle_solved"] = oracle_solved
     report_path = write_report(out, metrics, config)
-    environment = ("replay of recorded LeanDojo steps (no Lean)" if config.environment == "replay"
-                   else f"Lean ({config.environment}) on {config.statements}")
+    environment = {"replay": "replay of recorded LeanDojo steps (no Lean)",
+                   "recorded": f"replay of recorded REPL replies (no Lean): {', '.join(config.recordings)}"
+                   }.get(config.environment, f"Lean ({config.environment}) on {config.statements}")
     manifest = Manifest(stage="search_eval", run=config.run, seed=config.seed, counts={"theorems": len(names)},
                         metrics=metrics, extra={"environment": environment, "report": report_path.name})
     if trees_run is not None:
         manifest.add_input("trees", trees_run)
     if config.statements:
         manifest.add_input("statements", resolve_shared(config.statements))
-    manifest.add_input("model", model_dir.parent if (model_dir.parent / "manifest.json").is_file() else model_dir)
+    if config.environment == "recorded":
+        from leanloop.lean.recordings import resolve_source
+
+        for source in config.recordings:
+            manifest.add_input(f"recordings:{source}", resolve_source(source))
+    if model_dir is not None:
+        manifest.add_input("model", model_dir.parent if (model_dir.parent / "manifest.json").is_file() else model_dir)
     print(f"[search-eval] solved {metrics['solved']}/{metrics['theorems']} at budget {budget} "
           f"(no search: {metrics.get('baseline_solved')}) -> {report_path}")
     return manifest, metrics
@@ -228,6 +266,17 @@ def _lean_environment(config: SearchEvalConfig) -> tuple[ProofEnv, list[str], di
     return env, list(by_text), by_text
 
 
+def _recorded_environment(config: SearchEvalConfig) -> tuple[ProofEnv, list[str], dict[str, Any]]:
+    from search.recorded import recorded_env, recorded_problems
+
+    problems, _ = recorded_problems(config.recordings)
+    problems = sorted(problems, key=lambda p: p.statement.name)[:config.limit]
+    if not problems:
+        raise SystemExit(f"search-eval: no replayable theorem in the recordings {config.recordings}")
+    return recorded_env(problems), [p.statement.name for p in problems], {p.statement.name: p.statement
+                                                                            for p in problems}
+
+
 def _row(search: Search, attempt: int, env: ProofEnv, simplify_stats: SimplifyStats,
          found: list[FoundProof], statement: Any = None) -> dict[str, Any]:
     stats = search.stats
@@ -239,7 +288,8 @@ def _row(search: Search, attempt: int, env: ProofEnv, simplify_stats: SimplifySt
         row.update(proof=simple.to_dict(), proof_depth=simple.depth, proof_size_before=proof.size,
                    proof_size=simple.size)
         if statement is not None:  # a trusted statement: the proof is checked as a whole program
-            found.append(FoundProof(statement.name, simple, statement.statement, statement.header, statement.context))
+            found.append(FoundProof(statement.name, simple, statement.statement, statement.header, statement.context,
+                                    theorem=statement.theorem))
         else:  # traced steps: no statement text
             found.append(FoundProof(search.name, simple))
     return row
@@ -252,7 +302,7 @@ def summarize(rows: list[dict[str, Any]], config: SearchEvalConfig, simplify_sta
     for r in started:
         by_theorem.setdefault(r["theorem"], []).append(r)
     closed_rows = [r for r in started if r["solved"]]
-    # with Lean only the whole program's verdict proves a theorem; the replay has no program to check
+    # only the whole program's verdict proves a theorem, except on traced steps: no program to check
     solved_rows = [r for r in closed_rows if config.environment == "replay" or r.get("verdict") == "valid"]
     proved = {id(r) for r in solved_rows}
     curve = {}
@@ -322,21 +372,28 @@ def write_report(out: Path, metrics: dict[str, Any], config: SearchEvalConfig) -
     ax.set_xscale("log", base=2)
     ax.set_xlabel("search budget (iterations)")
     ax.set_ylabel(f"theorems solved (of {metrics['theorems']})")
-    ax.set_title(f"pass@{config.attempts}, {config.split + ' split, replay' if config.environment == 'replay' else 'Lean'}"
-                 " environment")
+    shown = {"replay": config.split + " split, replay", "recorded": "recorded programs"}
+    ax.set_title(f"pass@{config.attempts}, {shown.get(config.environment, 'Lean')} environment")
     ax.legend(fontsize=8)
     fig.tight_layout()
     save(fig, out / "solved_vs_budget.png", dpi=120)
     def fmt(value: Any) -> str:
         return f"{value:.3g}" if isinstance(value, float) else str(value)
 
+    environment = {
+        "replay": f"Environment: **replay of recorded LeanDojo steps, no Lean** ({config.split} split of "
+                  f"`{config.trees}`). A tactic nobody recorded at a goal is `unavailable`, so these numbers count "
+                  "proofs made of recorded steps only: a lower bound on what the model would prove with Lean.",
+        "recorded": "Environment: **replay of recorded REPL replies, no Lean** "
+                    f"({', '.join(f'`{s}`' for s in config.recordings)}): the theorems of programs Lean accepted, "
+                    "with the goals Lean recorded before each tactic. A tactic nobody recorded at a goal is "
+                    "`unavailable`; a found proof is `valid` only where its program is a recorded program.",
+    }.get(config.environment, f"Environment: **Lean** ({config.environment}) on `{config.statements}`.")
+    policy = (f"Model: `{config.model}`" if config.policy == "model"
+              else "Policy: the recorded tactics at each goal (oracle)")
     lines = [
-        f"# Search evaluation: {config.run}", "",
-        (f"Environment: **replay of recorded LeanDojo steps, no Lean** ({config.split} split of `{config.trees}`). "
-         "A tactic nobody recorded at a goal is `unavailable`, so these numbers count proofs made of recorded "
-         "steps only: a lower bound on what the model would prove with Lean." if config.environment == "replay"
-         else f"Environment: **Lean** ({config.environment}) on `{config.statements}`."), "",
-        f"Model: `{config.model}`; {config.attempts} attempt(s) per theorem; budget {metrics['budget']} iterations, "
+        f"# Search evaluation: {config.run}", "", environment, "",
+        f"{policy}; {config.attempts} attempt(s) per theorem; budget {metrics['budget']} iterations, "
         f"{config.search.samples_per_expansion} tactics sampled per expansion.", "",
         "| metric | value |", "|---|---|",
     ]
@@ -351,7 +408,7 @@ def write_report(out: Path, metrics: dict[str, Any], config: SearchEvalConfig) -
         lines += ["", "`oracle_solved`: the recorded tactics offered as the policy at the same budget: the most this "
                   "environment can confirm."]
     lines += ["", "Solved vs budget: " + ", ".join(f"{b}: {s}" for b, s in zip(budgets, solved)), "",
-              "Whole-program verdicts of the found proofs (Verifier, `rl` profile): "
+              f"Whole-program verdicts of the found proofs (Verifier, `{config.verifier_profile}` profile): "
               + (", ".join(f"{k} {v}" for k, v in metrics["verdicts"].items()) or "none found") + ". "
               + ("The traced steps carry no program text, so a found proof cannot be written as a program here: "
                  "its verdict is `unavailable` and `verified_valid` stays 0. `solved`, pass@k and solved vs budget "

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from leanloop.lean.acceptance.submission import statement_prefix
 from leanloop.lean.types import Category, Outcome, VerifyRequest
 from search.trees import TreeNode
 
@@ -60,6 +61,19 @@ class FoundProof:
     statement: str | None = None
     header: str = ""
     preamble: str = ""
+    theorem: str | None = None
+    """The declared name the program must prove, when it is not ``name`` (a problem's key)."""
+
+
+def found_request(proof: FoundProof) -> VerifyRequest | None:
+    """The Verifier's request for a found proof (None without a statement). The header is the
+    statement's own (empty: the program imports nothing, not the benchmark's header) followed by its
+    context, so the harness elaborates the trusted statement where the statement stands."""
+    if not proof.statement:
+        return None
+    return VerifyRequest(program=render_program(proof.tree, proof.statement, proof.header, proof.preamble),
+                         name=proof.theorem or proof.name, statement=proof.statement,
+                         header=statement_prefix(proof.header, proof.preamble))
 
 
 def verify_found(verifier, proofs: Sequence[FoundProof]) -> list[Outcome]:
@@ -68,14 +82,13 @@ def verify_found(verifier, proofs: Sequence[FoundProof]) -> list[Outcome]:
     requests, index = [], []
     outcomes: list[Outcome | None] = [None] * len(proofs)
     for i, proof in enumerate(proofs):
-        if not proof.statement:
+        request = found_request(proof)
+        if request is None:
             outcomes[i] = Outcome(Category.UNAVAILABLE, reasons=[
                 "no_statement_text: the theorem is known only by its goal (traced steps carry no program "
                 "text), so the proof cannot be checked as a whole program"], backend=verifier.backend.name)
             continue
-        program = render_program(proof.tree, proof.statement, proof.header, proof.preamble)
-        requests.append(VerifyRequest(program=program, name=proof.name, statement=proof.statement,
-                                      header=proof.header or None))
+        requests.append(request)
         index.append(i)
     for i, outcome in zip(index, verifier.check_sync(requests) if requests else []):
         outcomes[i] = outcome
