@@ -11,9 +11,12 @@ A field counts as read when the project's source outside ``tests/`` reads ``.fie
 ``getattr(x, "field")``, or loops ``getattr`` over a literal list of names that holds it; except a
 read in its own class's ``__post_init__`` (validating a value is not using it), ``self.field`` in a
 class that does not derive from the config (that is the other class's own attribute) and
-``module.field`` (a module's attribute). The check goes by name, so a field that shares its name
-with an attribute read elsewhere passes: it catches the fields whose name nothing reads at all.
-``READ_GENERICALLY`` lists the fields read by other means, each with the reason.
+``module.field`` (a module's attribute). A section (a field whose type is another config, such as
+search's ``lean: SessionConfig``) counts as read only in a module that names its config's class or a
+config holding it: section names (``lean``, ``reward``, ``backend``) are read all over. The check
+goes by name, so a plain field that shares its name with an attribute read elsewhere passes: it
+catches the fields whose name nothing reads at all. ``READ_GENERICALLY`` lists the fields read by
+other means, each with the reason.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from pathlib import Path
 
 from leanloop.paths import REPO_ROOT
 
-STAGES = ("data", "pretrain", "sft", "classifiers", "feedback_model", "autoformalizer", "rl", "search", "prm",
+PACKAGES = ("data", "pretrain", "sft", "classifiers", "feedback_model", "autoformalizer", "rl", "search", "prm",
           "leanloop", "cluster", "bench")
 # calls whose class argument is parsed from YAML files and command-line options
 PARSERS = ("parse_config", "parse_tool_config", "run_tool", "add_class_arguments", "add_dataclass_arguments")
@@ -168,9 +171,11 @@ class Project:
                 found.append(target)
         return found
 
-    def roots(self, stages: tuple[str, ...]) -> set[tuple[str, str]]:
+    def roots(self, packages: tuple[str, ...]) -> set[tuple[str, str]]:
+        """The classes of the packages' ``config`` modules, the classes parsed from options and the
+        classes a training stage's modules take."""
         found = {(module, name) for module, classes in self.classes.items()
-                 if module.split(".")[0] in stages and module.split(".")[-1] == "config" for name in classes}
+                 if module.split(".")[0] in packages and module.split(".")[-1] == "config" for name in classes}
         found.update(target for module, arg in self.parsed for target in self.names_in(module, arg))
         for module, arg in self.trained:
             for target in self.names_in(module, arg):
@@ -188,10 +193,10 @@ class Project:
             found += self.init_annotations(base)
         return found
 
-    def configs(self, stages: tuple[str, ...] = STAGES) -> dict[tuple[str, str], dict[str, list[tuple[str, str]]]]:
+    def configs(self, packages: tuple[str, ...] = PACKAGES) -> dict[tuple[str, str], dict[str, list[tuple[str, str]]]]:
         """Every config dataclass -> its fields -> the project classes each one's type names: the roots
         and, transitively, what their fields' types and their bases name."""
-        todo, found = sorted(self.roots(stages)), {}
+        todo, found = sorted(self.roots(packages)), {}
         while todo:
             target = todo.pop()
             node = self.classes[target[0]][target[1]]
@@ -234,7 +239,7 @@ def project(root: Path) -> Project:
     return Project(root)
 
 
-def unread_fields(root: Path = REPO_ROOT, stages: tuple[str, ...] = STAGES,
+def unread_fields(root: Path = REPO_ROOT, packages: tuple[str, ...] = PACKAGES,
                   allowed: dict[str, str] | None = None) -> list[str]:
     """``module.Class.field`` of every config field that nothing reads and no allowlist entry covers.
 
@@ -244,7 +249,7 @@ def unread_fields(root: Path = REPO_ROOT, stages: tuple[str, ...] = STAGES,
     holds it (directly or not) counts."""
     allowed = READ_GENERICALLY if allowed is None else allowed
     source = project(root)
-    configs = source.configs(stages)
+    configs = source.configs(packages)
     named_in = source.named_in()
     holders = {target: {target} for target in configs}
     grew = True
@@ -320,11 +325,17 @@ def test_the_check_reports_unread_fields(tmp_path):
             "def main(config: DemoConfig):\n"
             "    return getattr(config, 'by_name'), config.inner.kept, [getattr(config, k) for k in ('looped',)]\n"),
         "demo/other.py": "def g(x):\n    return x.section\n",  # no module that knows DemoConfig reads it
+        "demo/report.py": (  # a tool's config, found through run_tool
+            "from dataclasses import dataclass\nfrom leanloop.tool import run_tool\n"
+            "@dataclass\nclass ReportConfig:\n    run: str = 'default'\n    title: str = ''\n"
+            "def main(argv=None):\n    return run_tool('report', ReportConfig, lambda config, folder: config.run, argv)\n"),
         "tests/test_demo.py": "def test(config):\n    return config.unused, config.inner.deep\n",
     }.items():
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(text)
     unread = ["demo.config.DemoConfig.module_attr", "demo.config.DemoConfig.other_self", "demo.config.DemoConfig.section",
               "demo.config.DemoConfig.unused", "demo.config.DemoConfig.validated"]
-    assert unread_fields(tmp_path, stages=("demo",), allowed={}) == [*unread, "demo.inner.Inner.deep"]
-    assert unread_fields(tmp_path, stages=("demo",), allowed={"demo.inner.Inner.*": "why"}) == unread
+    assert unread_fields(tmp_path, packages=("demo",), allowed={}) == [*unread, "demo.inner.Inner.deep",
+                                                                       "demo.report.ReportConfig.title"]
+    allowed = {"demo.inner.Inner.*": "why", "demo.report.ReportConfig.title": "why"}
+    assert unread_fields(tmp_path, packages=("demo",), allowed=allowed) == unread
