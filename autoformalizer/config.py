@@ -1,11 +1,12 @@
 """Typed configuration of the autoformalizer (read by jsonargparse from configs/autoformalizer/eval/*.yaml).
 
 The sections here cover the policy model (unfused MoE, NF4, adapters), retrieval (System B),
-repair (System A + loop), the gated reward, the Lean backend of the compile checks, the statement
-pairs (:mod:`autoformalizer.data`) and the evaluation. The training stages take the same sections
-as LightningModule / LightningDataModule arguments (``model.policy``, ``model.reward``,
-``model.lean``, ``data.pairs``): one set of dataclasses, read by LightningCLI there and by
-jsonargparse here.
+repair (System A + loop), the Lean backend of the compile checks, the statement pairs
+(:mod:`autoformalizer.data`) and the evaluation. The training stages take the same sections as
+LightningModule / LightningDataModule arguments (``model.policy``, ``model.lean``, ``data.pairs``):
+one set of dataclasses, read by LightningCLI there and by jsonargparse here. GRPO's gated reward
+(``model.reward``, :class:`autoformalizer.reward.RewardConfig`) is the training stage's alone: the
+evaluation measures statements, it pays no rewards.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from autoformalizer.adapters import AdapterConfig
 from leanloop.training.moe import MoEArchConfig
 from autoformalizer.quantize import QuantConfig
 from autoformalizer.retrieval import RetrievalConfig
-from autoformalizer.reward import RewardConfig
 from autoformalizer.typecheck import DEFAULT_HEADER, ERROR_CHARS
 
 
@@ -161,7 +161,6 @@ class AutoformalizerConfig:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     repair: RepairConfig = field(default_factory=RepairConfig)
-    reward: RewardConfig = field(default_factory=RewardConfig)
     lean: LeanCheckConfig = field(default_factory=LeanCheckConfig)
     pairs: PairsConfig = field(default_factory=PairsConfig)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
