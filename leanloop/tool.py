@@ -2,7 +2,8 @@
 ``run_tool`` is :func:`leanloop.training.cli.run_stage`'s contract without Lightning.
 
 1. :func:`parse_config`: ``--config a.yaml --config b.yaml`` (later wins) plus dotted overrides
-   (``--verifier.timeout 30``) into the tool's typed config dataclass, plus ``--overwrite``.
+   (``--verifier.timeout 30``) into the tool's typed config dataclass, plus ``--overwrite``; the
+   fields a tool names ``positional`` are typed bare (``leanloop precheck PROGRAM.lean``).
 2. :func:`open_run`: the run folder ``artifacts/<stage>/<run>/`` and the rule every stage shares: a
    finished run (it has ``manifest.json``) with the same resolved config is skipped; one with another
    config is an error unless ``--overwrite true``; a finished fast_dev_run result is replaced. Before
@@ -136,10 +137,12 @@ def cli_entry(main: Callable[..., Any], *args: Any, prog: str | None = None) -> 
 
 
 def parse_config(cls: type[C], argv: list[str] | None = None, prog: str | None = None,
-                 description: str | None = None, *, overwrite: bool = False) -> tuple[C, str]:
+                 description: str | None = None, *, overwrite: bool = False,
+                 positional: tuple[str, ...] = ()) -> tuple[C, str]:
     """``--config a.yaml --config b.yaml --x.y value`` -> (an instance of dataclass ``cls``, the
     resolved config as YAML). With ``overwrite`` the parser also takes ``--overwrite``, returned as
-    the instance's ``overwrite`` attribute."""
+    the instance's ``overwrite`` attribute. The fields named in ``positional`` are given bare, in
+    that order (a list field takes one or more values)."""
     from jsonargparse import ActionConfigFile, ArgumentParser
 
     class Parser(ShortErrors, ArgumentParser):
@@ -155,7 +158,8 @@ def parse_config(cls: type[C], argv: list[str] | None = None, prog: str | None =
         parser.add_argument("--overwrite", type=bool, default=False,
                             help="replace a finished run that had a different config")
         add_verify_argument(parser)
-    parser.add_class_arguments(cls, as_group=False)
+    parser.add_class_arguments(cls, as_group=False, skip=set(positional) or None)
+    add_positional_arguments(parser, cls, positional)
     namespace = parser.parse_args(argv)
     resolved = namespace.clone()
     del resolved["config"]
@@ -168,6 +172,27 @@ def parse_config(cls: type[C], argv: list[str] | None = None, prog: str | None =
     if overwrite:
         object.__setattr__(config, "overwrite", bool(namespace.overwrite))
     return config, parser.dump(resolved)
+
+
+def add_positional_arguments(parser: Any, cls: type, names: tuple[str, ...]) -> None:
+    """The dataclass fields ``names`` as positional arguments, with the fields' docstrings as help."""
+    import dataclasses
+    import typing
+
+    import docstring_parser
+
+    if not names:
+        return
+    hints = typing.get_type_hints(cls)
+    docs = {param.arg_name: param.description for param in docstring_parser.parse_from_object(cls).params}
+    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    for name in names:
+        if name not in known:
+            raise TypeError(f"{cls.__name__} has no field {name!r} to take positionally")
+        kind = hints[name]
+        many = typing.get_origin(kind) is list
+        parser.add_argument(name, type=typing.get_args(kind)[0] if many else kind, nargs="+" if many else None,
+                            metavar=name.upper(), help=docs.get(name))
 
 
 def add_verify_argument(parser: Any) -> None:
@@ -300,5 +325,5 @@ def run_parsed_tool(stage: str, config: C, resolved: str, work: Callable[[C, Pat
     return ToolResult(folder, skipped=False, config=config, manifest=read_manifest(folder), value=value)
 
 
-__all__ = ["CONFIG_FILE", "ConfigFileError", "RunExistsError", "ShortErrors", "changed_keys", "check_config_files", "add_verify_argument", "cli_entry", "ToolResult", "comparable_config", "finished_with_same_config",
+__all__ = ["CONFIG_FILE", "ConfigFileError", "RunExistsError", "ShortErrors", "changed_keys", "check_config_files", "add_positional_arguments", "add_verify_argument", "cli_entry", "ToolResult", "comparable_config", "finished_with_same_config",
            "parse_config", "run_parsed_tool", "run_tool", "set_verify_mode", "start_run", "was_fast_dev_run"]
