@@ -268,29 +268,16 @@ class SubmitConfig:
 def main(argv: list[str] | None = None) -> int:
     from leanloop.tool import parse_stage_tool
 
-    tokens = list(sys.argv[1:] if argv is None else argv)
-    profile_changes = {}
-    rest = []
-    index = 0
-    # --profile.<field> VALUE changes one profile field (load_profile types it)
-    while index < len(tokens):
-        token = tokens[index]
-        if token.startswith("--profile."):
-            key, eq, value = token[len("--profile."):].partition("=")
-            if not eq:
-                index += 1
-                value = tokens[index] if index < len(tokens) else ""
-            profile_changes[key] = value
-        else:
-            rest.append(token)
-        index += 1
-    args, configs, stage_args = parse_stage_tool(SubmitConfig, rest, prog="python -m cluster.submit",
+    args, configs, stage_args = parse_stage_tool(SubmitConfig, argv, prog="python -m cluster.submit",
                                                  description="send one stage run to SLURM (or run it locally)")
     if not configs:
         print("submit: no --config: name the stage's config file(s)", file=sys.stderr)
         return 2
     try:
         overrides = parse_cli_overrides(stage_args)
+        # --profile.<field> VALUE changes one profile field (load_profile types it), not the stage
+        profile_changes = {key.removeprefix("profile."): overrides.pop(key) for key in list(overrides)
+                           if key.startswith("profile.")}
         profile = load_profile(args.profile, **profile_changes)
         run = StageRun(stage=args.stage, configs=configs, run=args.run or default_run_name(configs),
                        overrides=overrides, entry=args.entry)
