@@ -64,7 +64,7 @@ bench-data: setup ## precheck / corpus / annotation / metric throughput
 	$(PY) -m bench.traces $(ARGS)
 
 # --- the judge: Lean FRO's comparator, see leanloop/lean/README.md ---
-judge: setup ## re-check a corpus's valid rows with comparator (IN=artifacts/data/X/final/corpus.parquet OUT=judged.jsonl [ARGS="--project-template DIR"])
+judge: setup ## re-check a corpus's valid rows with comparator (IN=artifacts/data/X/final/corpus.parquet OUT=judged.jsonl [ARGS="--project_template DIR"])
 	$(PY) -m leanloop.lean.judge $(IN) $(OUT) $(ARGS)
 
 # --- training machinery: sweeps and cluster ---

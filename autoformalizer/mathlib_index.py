@@ -13,7 +13,6 @@ and like the shipped index it does not see ``variable`` binders or generated nam
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import gzip
 import hashlib
@@ -303,8 +302,10 @@ def write_index(rows: Iterable[dict[str, Any]], out: str | Path) -> int:
 class BuildIndexConfig:
     """``leanloop mathlib-index``: a declaration index from a Mathlib checkout."""
 
-    mathlib: str  # root of the checkout (holds Mathlib/)
+    mathlib: str
+    """Root of a Mathlib checkout (holds Mathlib/)."""
     out: str = "artifacts/autoformalizer/mathlib_index/mathlib_declarations.jsonl.gz"
+    """Output .jsonl.gz."""
 
 
 def build_index(config: BuildIndexConfig) -> int:
@@ -313,9 +314,8 @@ def build_index(config: BuildIndexConfig) -> int:
     return count
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("mathlib-index", help="build a Mathlib declaration index from a checkout",
-                                   description=BuildIndexConfig.__doc__)
-    parser.add_argument("--mathlib", required=True, help="root of a Mathlib checkout (holds Mathlib/)")
-    parser.add_argument("--out", default=BuildIndexConfig.out, help="output .jsonl.gz")
-    parser.set_defaults(func=lambda args: 0 if build_index(BuildIndexConfig(args.mathlib, args.out)) else 1)
+def index_command(argv: list[str] | None = None, prog: str = "leanloop mathlib-index") -> int:
+    from leanloop.tool import parse_config
+
+    config, _ = parse_config(BuildIndexConfig, argv, prog=prog, description=BuildIndexConfig.__doc__)
+    return 0 if build_index(config) else 1

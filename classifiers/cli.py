@@ -14,7 +14,7 @@ seconds get ``score`` and ``verdict`` null.
 ``--history artifacts://data/<run>`` scores with the history-aware evaluator
 (:mod:`classifiers.history`): the run's saved stacker combines the classifier's score (then in
 ``learned_score``) with what Lean said about the program's problem in that data run, matched by the
-JSONL field ``--group-field`` (default ``name``). With ``--known-label-field L``, rows whose field L
+JSONL field ``--group_field`` (default ``name``). With ``--known_label_field L``, rows whose field L
 holds a label (true/false) are siblings already judged: they inform the other rows of their group
 (never themselves), as finished Lean checks do in a hybrid RL step. ``evidence`` is the
 [valid, total] count each score used.
@@ -22,36 +22,35 @@ holds a label (true/false) are siblings already judged: they inform the other ro
 
 from __future__ import annotations
 
-import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from classifiers.score import ScoreConfig
 from leanloop.jsonl import JsonlError, dumps_line, numbered_jsonl
+from leanloop.tool import parse_config
 
 PASSED_THROUGH = ("id", "name", "split", "label")
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("classify", help="score programs with a trained verdict classifier",
-                                   description=__doc__.splitlines()[0])
-    parser.add_argument("inputs", nargs="+", help=".lean files and/or JSONL files of programs")
-    parser.add_argument("--model", required=True, help="a classifier run's final/ folder (artifacts/classifiers/<run>/final)")
-    parser.add_argument("--field", default="program", help="JSONL field holding the program (default: program)")
-    parser.add_argument("--out", default=None, help="write JSONL here instead of stdout")
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--threshold", type=float, default=None, help="override the run's validation threshold")
-    parser.add_argument("--deadline", type=float, default=None, help="seconds; unscored programs get null")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--run", default=None,
-                        help="write artifacts/classify/<run>/ (scores + manifest) instead of --out/stdout")
-    parser.add_argument("--shard", default=None, help="I/N: score shard I of N only (with --run; see classifiers.score)")
-    parser.add_argument("--history", default=None,
-                        help="a data run (artifacts://data/<run>) whose Lean labels are per-problem evidence")
-    parser.add_argument("--group-field", default="name", help="JSONL field naming a program's problem (default: name)")
-    parser.add_argument("--known-label-field", default=None,
-                        help="JSONL field with a label already known: such rows inform the rest of their group")
-    parser.set_defaults(func=classify)
+@dataclass
+class ClassifyConfig(ScoreConfig):
+    """``leanloop classify`` options: :class:`classifiers.score.ScoreConfig`'s (as a run with
+    ``--run``), plus those of scoring to stdout or ``--out``."""
+
+    run: str | None = None
+    """Write artifacts/classify/<run>/ (scores + manifest) instead of --out/stdout."""
+    out: str | None = None
+    """Write JSONL here instead of stdout."""
+    deadline: float | None = None
+    """Seconds; unscored programs get null."""
+    history: str | None = None
+    """A data run (artifacts://data/<run>) whose Lean labels are per-problem evidence."""
+    group_field: str = "name"
+    """JSONL field naming a program's problem."""
+    known_label_field: str | None = None
+    """JSONL field with a label already known: such rows inform the rest of their group."""
 
 
 def read_inputs(paths: list[str], field: str, keep: tuple[str, ...] = ()) -> Iterator[tuple[dict[str, Any], str]]:
@@ -75,13 +74,16 @@ def read_inputs(paths: list[str], field: str, keep: tuple[str, ...] = ()) -> Ite
             yield where, program
 
 
-def classify(args: argparse.Namespace) -> int:
-    if args.run or args.shard:
+def classify(argv: list[str] | None = None, prog: str = "leanloop classify") -> int:
+    args, _ = parse_config(ClassifyConfig, argv, prog=prog, description="score programs with a trained verdict "
+                           "classifier", positional=("inputs",))
+    if args.run or args.shard or args.merge_shards:
         if not args.run:
-            print("classify: --shard writes a run: add --run NAME", file=sys.stderr)
+            print(f"classify: {'--shard' if args.shard else '--merge_shards'} writes a run: add --run NAME",
+                  file=sys.stderr)
             return 2
         if args.history is not None or args.known_label_field is not None:
-            print("classify: --history / --known-label-field score files without --run (a run and its shards "
+            print("classify: --history / --known_label_field score files without --run (a run and its shards "
                   "score programs one by one); drop --run, or drop the history options", file=sys.stderr)
             return 2
         from classifiers.score import run_from_args
@@ -128,7 +130,7 @@ def _known_label(value: Any, where: dict[str, Any], field: str) -> bool | None:
                      "a known label is true/false (or valid/invalid), or null when unknown")
 
 
-def _history_scores(args: argparse.Namespace, items: list[tuple[dict[str, Any], str]], deadline: float | None):
+def _history_scores(args: ClassifyConfig, items: list[tuple[dict[str, Any], str]], deadline: float | None):
     """The history-aware evaluator's predictions, plus each row's learned score and evidence."""
     from classifiers.evaluator import load_history_evaluator
     from classifiers.history import History, evidence_for

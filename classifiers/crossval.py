@@ -24,7 +24,7 @@ import csv
 import json
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -204,29 +204,30 @@ def _plot(path: Path, name: str, done: list[FoldResult]) -> None:
     save(fig, path, dpi=100)
 
 
-def build_parser():
-    from jsonargparse import ArgumentParser
+@dataclass
+class CrossValConfig:
+    """``python -m classifiers.crossval`` options; each ``--config`` is a classifier config file (repeat
+    to layer several, in order)."""
 
-    parser = ArgumentParser(prog="python -m classifiers.crossval", description=__doc__.splitlines()[0])
-    parser.add_argument("--config", type=str, action="append", required=True,
-                        help="a classifier config file; repeat to layer several, in order")
-    parser.add_argument("--folds", type=int, default=5)
-    parser.add_argument("--corpus", type=str | None, default=None,
-                        help="data run to fold (default: the configs' data.corpus)")
-    parser.add_argument("--name", type=str | None, default=None,
-                        help="sweep and run-name prefix (default: cv<K>_<config stems>)")
-    parser.add_argument("--overrides", type=dict[str, Any], default={},
-                        help="dotted options for every fold, e.g. '{model.init_args.optim.lr: 1e-4}'")
-    parser.add_argument("--executor", type=Literal["local", "submit"], default="local")
-    parser.add_argument("--profile", type=str | None, default=None, help="cluster profile for --executor submit")
-    return parser
+    folds: int = 5
+    """How many theorem-grouped folds."""
+    corpus: str | None = None
+    """Data run to fold (default: the configs' data.corpus)."""
+    name: str | None = None
+    """Sweep and run-name prefix (default: cv<K>_<config stems>)."""
+    overrides: dict[str, Any] = field(default_factory=dict)
+    """Dotted options for every fold, e.g. '{model.init_args.optim.lr: 1e-4}'."""
+    executor: Literal["local", "submit"] = "local"
+    """Run the folds here, one after another, or through cluster.submit."""
+    profile: str | None = None
+    """Cluster profile for --executor submit."""
 
 
-def sweep_file(folder: Path, name: str, args: Any, folds: list[str]) -> Path:
+def sweep_file(folder: Path, name: str, args: CrossValConfig, configs: list[str], folds: list[str]) -> Path:
     """The folds as a sweep file of the cluster stage (its typed ``SweepConfig`` fields)."""
     import yaml
 
-    sweep = {"name": name, "stage": "classifiers", "config": list(args.config), "metric": METRIC, "mode": "max",
+    sweep = {"name": name, "stage": "classifiers", "config": list(configs), "metric": METRIC, "mode": "max",
              "overrides": {k: v for k, v in args.overrides.items() if k not in ("data.corpus", "data.jsonl")},
              "runs": [{"name": f"fold{i}", "overrides": {"data.corpus": path, "data.jsonl": None}}
                       for i, path in enumerate(folds)],
@@ -255,18 +256,23 @@ def _number(value: str | None) -> float | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    from leanloop.tool import parse_stage_tool
+
+    args, configs, _ = parse_stage_tool(CrossValConfig, argv, prog="python -m classifiers.crossval",
+                                        description=__doc__.splitlines()[0], forward=False)
     try:
-        corpus = args.corpus or config_corpus(args.config, args.overrides)
+        if not configs:
+            raise CrossValError("no --config: name the classifier config file(s) to cross-validate")
+        corpus = args.corpus or config_corpus(configs, args.overrides)
         folds = fold_runs(corpus, args.folds)
-        name = args.name or f"cv{args.folds}_{default_run_name(args.config)}"
+        name = args.name or f"cv{args.folds}_{default_run_name(configs)}"
         folder = artifacts_root() / "sweeps" / name  # where cluster.sweep writes the summary
-        check_request(folder, args.config, args.overrides, folds)
+        check_request(folder, configs, args.overrides, folds)
     except (CrossValError, ValueError, ManifestError, FileNotFoundError) as error:
         print(f"crossval: {error}", file=sys.stderr)
         return 2
     print(f"[crossval] {len(folds)} theorem-grouped folds of {corpus}: {', '.join(folds)}", flush=True)
-    status = run_sweep(sweep_file(folder, name, args, folds))
+    status = run_sweep(sweep_file(folder, name, args, configs, folds))
     summary_csv = folder / "sweep_summary.csv"
     if not summary_csv.is_file():
         print(f"crossval: the sweep wrote no {summary_csv} (exit status {status})", file=sys.stderr)

@@ -150,16 +150,16 @@ def merge(config: ScoreConfig, folder: Path, count: int) -> Manifest:
     return _write(config, folder, rows, skipped, None)
 
 
-def run_from_args(args: Any) -> int:
+def run_from_args(args: ScoreConfig) -> int:
     """``leanloop classify --run NAME [--shard I/N] ...``: the same scoring as a run of this module."""
     import json
+    from dataclasses import fields
 
-    argv = ["--model", str(args.model), "--inputs", json.dumps(list(args.inputs)), "--run", args.run,
-            "--field", args.field, "--batch_size", str(args.batch_size), "--device", args.device]
-    if args.threshold is not None:
-        argv += ["--threshold", str(args.threshold)]
-    if args.shard:
-        argv += ["--shard", args.shard]
+    argv = []
+    for option in fields(ScoreConfig):
+        value = getattr(args, option.name)
+        if value is not None:
+            argv += [f"--{option.name}", value if isinstance(value, str) else json.dumps(value)]
     return main(argv)
 
 

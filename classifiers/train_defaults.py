@@ -12,10 +12,10 @@ to every run (``--trainer.max_steps 10``).
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from leanloop.paths import REPO_ROOT, artifacts_root
@@ -56,16 +56,24 @@ def train_side_by_side(prefix: str | None, overrides: list[str], logs: Path,
     return failed
 
 
+@dataclass
+class TrainDefaultsConfig:
+    """``python -m classifiers.train_defaults`` options; each ``--config`` is a classifier config, a run
+    of its own (default: the two default configs), and any other option an override for every run."""
+
+    run: str | None = None
+    """Name the runs <run>_encoder_default, ... (default: the configs' stems)."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m classifiers.train_defaults", description=__doc__.splitlines()[0])
-    parser.add_argument("--config", action="append", type=Path, default=None,
-                        help="a classifier config; each is a run of its own (default: the two default configs)")
-    parser.add_argument("--run", default=None, help="name the runs <run>_encoder_default, ... (default: the configs' stems)")
-    args, overrides = parser.parse_known_args(argv)
-    configs = tuple(args.config) if args.config else DEFAULTS
+    from leanloop.tool import parse_stage_tool
+
+    args, given, overrides = parse_stage_tool(TrainDefaultsConfig, argv, prog="python -m classifiers.train_defaults",
+                                              description=__doc__.splitlines()[0])
+    configs = tuple(Path(c) for c in given) if given else DEFAULTS
     missing = [str(c) for c in configs if not Path(c).is_file()]
     if missing:
-        parser.error(f"config file not found: {', '.join(missing)}")
+        raise SystemExit(f"python -m classifiers.train_defaults: config file not found: {', '.join(missing)}")
     if train_side_by_side(args.run, overrides, artifacts_root() / "classifiers", configs):
         return 1
     from classifiers.combined_report import ReportConfig, main as report

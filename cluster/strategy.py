@@ -12,7 +12,7 @@ and precision at fit time).
 from __future__ import annotations
 
 import json
-import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,12 +48,20 @@ def deepspeed_config(strategy: Any) -> dict[str, Any] | None:
     return dict(config) if type(strategy).__name__ == "DeepSpeedStrategy" and config else None
 
 
+@dataclass
+class StrategyFiles:
+    """``python -m cluster.strategy FILE...`` options."""
+
+    files: list[str] = field(default_factory=list)
+    """Config files with a ``trainer`` section (configs/strategy/*.yaml, a stage config), layered in order."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    paths = list(sys.argv[1:] if argv is None else argv)
-    if not paths:
-        print(__doc__.splitlines()[0], file=sys.stderr)
-        return 2
-    options = load_trainer_options(*paths)
+    from leanloop.tool import parse_config
+
+    args, _ = parse_config(StrategyFiles, argv, prog="python -m cluster.strategy", description=__doc__.splitlines()[0],
+                           positional=("files",))
+    options = load_trainer_options(*args.files)
     strategy = options.get("strategy")
     print(f"strategy: {strategy if isinstance(strategy, str) else type(strategy).__name__}")
     for key in ("accelerator", "devices", "num_nodes", "precision"):

@@ -14,13 +14,12 @@ Lightning's ``SLURMEnvironment`` needs to take ranks, ``MASTER_ADDR`` and the po
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from cluster.command import CommandError, StageCommand, StageRun, default_run_name, parse_cli_overrides
 from cluster.profile import DEFAULT_PROFILE, ClusterProfile, ProfileError, load_profile
@@ -246,47 +245,41 @@ def submit_array(runs: list[StageRun], profile: ClusterProfile, log_dir: Path, n
     return submissions
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m cluster.submit", description="send one stage run to SLURM (or run it locally)",
-        allow_abbrev=False,
-        epilog="Anything after the known options is a dotted override passed to the stage, e.g. "
-               "--model.optim.lr 1e-4 --trainer.max_steps 100.",
-    )
-    parser.add_argument("--stage", required=True, help="stage folder: pretrain, classifiers, sft, ...")
-    parser.add_argument("--config", action="append", required=True,
-                        help="stage config; repeat to layer (e.g. add configs/strategy/zero2.yaml)")
-    parser.add_argument("--run", help="run name (default: the config stems joined by '+', like the stage)")
-    parser.add_argument("--entry", help="module to run instead of <stage>.train")
-    parser.add_argument("--profile", default=str(DEFAULT_PROFILE), help="cluster profile YAML")
-    parser.add_argument("--wait", choices=["yes", "no", "auto"], default="auto",
-                        help="block until the job ends (auto: yes for local jobs, no on SLURM)")
-    parser.add_argument("--dry_run", action="store_true", help="print the command and resources only")
-    return parser
+@dataclass
+class SubmitConfig:
+    """``python -m cluster.submit`` options. Every ``--config`` is the stage's (repeat to layer, e.g. add
+    configs/strategy/zero2.yaml); ``--profile.<field> VALUE`` changes one profile field; any other
+    option is a dotted override passed to the stage (``--model.optim.lr 1e-4 --trainer.max_steps 100``)."""
+
+    stage: str
+    """Stage folder: pretrain, classifiers, sft, ..."""
+    run: str | None = None
+    """Run name (default: the config stems joined by '+', like the stage)."""
+    entry: str | None = None
+    """Module to run instead of <stage>.train."""
+    profile: str = str(DEFAULT_PROFILE)
+    """Cluster profile YAML."""
+    wait: Literal["yes", "no", "auto"] = "auto"
+    """Block until the job ends (auto: yes for local jobs, no on SLURM)."""
+    dry_run: bool = False
+    """Print the command and resources only."""
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args, rest = parser.parse_known_args(argv)
-    profile_changes = {}
-    stage_args = []
-    index = 0
-    # --profile.<field> VALUE changes one profile field; everything else goes to the stage
-    while index < len(rest):
-        token = rest[index]
-        if token.startswith("--profile."):
-            key, eq, value = token[len("--profile."):].partition("=")
-            if not eq:
-                index += 1
-                value = rest[index] if index < len(rest) else ""
-            profile_changes[key] = value
-        else:
-            stage_args.append(token)
-        index += 1
+    from leanloop.tool import parse_stage_tool
+
+    args, configs, stage_args = parse_stage_tool(SubmitConfig, argv, prog="python -m cluster.submit",
+                                                 description="send one stage run to SLURM (or run it locally)")
+    if not configs:
+        print("submit: no --config: name the stage's config file(s)", file=sys.stderr)
+        return 2
     try:
         overrides = parse_cli_overrides(stage_args)
+        # --profile.<field> VALUE changes one profile field (load_profile types it), not the stage
+        profile_changes = {key.removeprefix("profile."): overrides.pop(key) for key in list(overrides)
+                           if key.startswith("profile.")}
         profile = load_profile(args.profile, **profile_changes)
-        run = StageRun(stage=args.stage, configs=args.config, run=args.run or default_run_name(args.config),
+        run = StageRun(stage=args.stage, configs=configs, run=args.run or default_run_name(configs),
                        overrides=overrides, entry=args.entry)
         if args.dry_run:
             print(run.shell(distributed_overrides(run, profile)))

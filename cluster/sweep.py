@@ -364,20 +364,22 @@ def _collect(run: SweepRun, submission: Any, status: RunStatus, submit_error: ty
         status.status, status.detail = "failed", "job ended without a manifest"
 
 
-def build_parser():
-    from jsonargparse import ArgumentParser
+@dataclass
+class SweepOptions:
+    """The command line of ``python -m cluster.sweep``."""
 
-    parser = ArgumentParser(prog="python -m cluster.sweep", description=__doc__.splitlines()[0])
-    parser.add_argument("--sweep", type=str, required=True, help="sweep file, e.g. configs/sweeps/pretrain_lr.yaml")
-    parser.add_argument("--executor", type=Literal["local", "submit"] | None, default=None,
-                        help="override the sweep file's executor")
-    parser.add_argument("--profile", type=str | None, default=None, help="cluster profile for --executor submit")
-    parser.add_argument("--wait", type=bool, default=True,
-                        help="with submit: wait for the jobs, then summarize (false: submit and return)")
-    parser.add_argument("--dry_run", type=bool, default=False, help="list the runs and their commands only")
-    parser.add_argument("--summary_only", type=bool, default=False,
-                        help="run nothing; summarize the runs that have finished")
-    return parser
+    sweep: str
+    """Sweep file, e.g. configs/sweeps/pretrain_lr.yaml."""
+    executor: Literal["local", "submit"] | None = None
+    """Override the sweep file's executor."""
+    profile: str | None = None
+    """Cluster profile for ``--executor submit``."""
+    wait: bool = True
+    """With submit: wait for the jobs, then summarize (false: submit and return)."""
+    dry_run: bool = False
+    """List the runs and their commands only."""
+    summary_only: bool = False
+    """Run nothing; summarize the runs that have finished."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -385,7 +387,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from cluster.profile import ProfileError
 
-    args = build_parser().parse_args(argv)
+    from leanloop.tool import parse_config
+
+    args, _ = parse_config(SweepOptions, argv, prog="python -m cluster.sweep", description=__doc__.splitlines()[0])
     try:
         sweep = load_sweep(args.sweep)
         if args.profile and (args.executor or sweep.executor) != "submit":

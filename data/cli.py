@@ -3,6 +3,7 @@
     leanloop precheck PROGRAM.lean [--header HEADER.lean] [--profile rl|collection] [--name NAME]
         -> {"ok": bool, "reasons": [str, ...], "profile": ..., "name": ...}; exit 0 either way
     leanloop verify PROGRAM.lean --backend replay [--profile ...] [--name NAME] [--statement S]
+           [--sources '[alias, path]'] [--option.url http://host:8000]
         -> {"category": ..., "label": ..., "messages": [...], "first_error": ..., "reasons": [...], ...}
 
 Without ``--header`` the benchmark header is the seed's miniF2F header (``leanloop.lean.acceptance.BENCHMARK_HEADER``).
@@ -11,17 +12,53 @@ Without ``--name`` the target is the last theorem the program declares.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal
+
+from leanloop.tool import parse_config
+
+Profile = Literal["collection", "collection_llf", "rl", "statement"]
 
 _LAST_THEOREM = re.compile(r"(?<![\w.'])(?:theorem|lemma)\s+([^\s({\[⦃:]+)")
 
 
 class _InputProblem(Exception):
     pass
+
+
+@dataclass
+class PrecheckConfig:
+    """``leanloop precheck`` options: deterministic text prechecks; prints {ok, reasons}; exit 0 either way."""
+
+    program: str
+    """PROGRAM.lean."""
+    header: str | None = None
+    """Benchmark header file (default: the seed's miniF2F header)."""
+    profile: Profile = "collection"
+    """The acceptance policy's profile."""
+    name: str | None = None
+    """Target theorem (default: the last theorem declared)."""
+
+
+@dataclass
+class VerifyConfig(PrecheckConfig):
+    """``leanloop verify`` options: precheck, compile with the backend, judge with the policy; prints
+    the Outcome as JSON."""
+
+    backend: str = "replay"
+    """replay (recorded real Lean output), local, kimina."""
+    statement: str | None = None
+    """Trusted statement (text or a file); the rl profile needs it."""
+    timeout: float = 60.0
+    """Per-program Lean timeout in seconds."""
+    sources: list[str] | None = None
+    """replay: recording sources (aliases or paths)."""
+    option: dict[str, Any] = field(default_factory=dict)
+    """Backend options (``leanloop.lean.backends.make_backend``), one at a time: ``--option.url http://host:8000``."""
 
 
 def _read(path: str, what: str) -> str:
@@ -58,10 +95,11 @@ def _fail(message: str) -> int:
     return 2
 
 
-def precheck_command(args: argparse.Namespace) -> int:
+def precheck(argv: list[str] | None = None, prog: str = "leanloop precheck") -> int:
     from leanloop.lean.acceptance import BENCHMARK_HEADER, AcceptancePolicy
     from leanloop.lean.acceptance import reasons as R
 
+    args, _ = parse_config(PrecheckConfig, argv, prog=prog, description=PrecheckConfig.__doc__, positional=("program",))
     try:
         header = _read(args.header, "header") if args.header else BENCHMARK_HEADER
         program = _read(args.program, "program")
@@ -76,36 +114,22 @@ def precheck_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _options(pairs: list[str]) -> dict:
-    options = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise ValueError(f"--option expects KEY=VALUE, got {pair!r}")
-        try:
-            options[key] = json.loads(value)
-        except json.JSONDecodeError:
-            options[key] = value
-    return options
-
-
-def verify_command(args: argparse.Namespace) -> int:
+def verify(argv: list[str] | None = None, prog: str = "leanloop verify") -> int:
     from leanloop.lean.backends import make_backend
     from leanloop.lean.acceptance import BENCHMARK_HEADER, AcceptancePolicy
     from leanloop.lean.types import Category, Outcome, VerifyRequest
     from leanloop.lean.verifier import Verifier
     from leanloop.lean.acceptance import reasons as R
 
+    args, _ = parse_config(VerifyConfig, argv, prog=prog, description=VerifyConfig.__doc__, positional=("program",))
     try:
         header = _read(args.header, "header") if args.header else BENCHMARK_HEADER
         program = _read(args.program, "program")
         statement = args.statement
         if statement and Path(statement).is_file():
             statement = _read(statement, "statement")
-        options = _options(args.option)
+        options = dict(args.option)
     except FileNotFoundError as exc:
-        return _fail(str(exc))
-    except ValueError as exc:
         return _fail(str(exc))
     except _InputProblem as exc:
         outcome = Outcome(Category.INPUT_ERROR, reasons=[R.reason(R.BAD_REQUEST, str(exc))])
@@ -123,28 +147,3 @@ def verify_command(args: argparse.Namespace) -> int:
     outcome = verifier.check_sync([request])[0]
     _emit(outcome.to_dict() | {"profile": args.profile, "name": name})
     return 0
-
-
-def register(subparsers) -> None:
-    pre = subparsers.add_parser("precheck", help="acceptance-policy prechecks of one program (JSON out)",
-                                description="Deterministic text prechecks; prints {ok, reasons}; exit 0 either way.")
-    pre.add_argument("program", help="PROGRAM.lean")
-    pre.add_argument("--header", help="benchmark header file (default: the seed's miniF2F header)")
-    pre.add_argument("--profile", choices=["collection", "collection_llf", "rl", "statement"], default="collection")
-    pre.add_argument("--name", help="target theorem (default: the last theorem declared)")
-    pre.set_defaults(func=precheck_command)
-
-    ver = subparsers.add_parser("verify", help="check one program with a Lean backend (JSON out)",
-                                description="Precheck, compile with the backend, judge with the policy; "
-                                            "prints the Outcome as JSON.")
-    ver.add_argument("program", help="PROGRAM.lean")
-    ver.add_argument("--backend", default="replay", help="replay (recorded real Lean output), local, kimina")
-    ver.add_argument("--profile", choices=["collection", "collection_llf", "rl", "statement"], default="collection")
-    ver.add_argument("--header", help="benchmark header file (default: the seed's miniF2F header)")
-    ver.add_argument("--name", help="target theorem (default: the last theorem declared)")
-    ver.add_argument("--statement", help="trusted statement (text or a file); the rl profile needs it")
-    ver.add_argument("--timeout", type=float, default=60.0, help="per-program Lean timeout in seconds")
-    ver.add_argument("--sources", nargs="+", help="replay: recording sources (aliases or paths)")
-    ver.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                     help="backend option (JSON value), repeatable, e.g. --option url=http://host:8000")
-    ver.set_defaults(func=verify_command)

@@ -10,10 +10,9 @@ while a shard is missing or unfinished or when one was built with another config
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -127,27 +126,40 @@ def _merge_traces(parts: list[dict[str, Any]], order: dict[str, int]) -> Counter
     return total
 
 
+@dataclass
+class MergeConfig(DataConfig):
+    """The build's own config (the same ``--config`` files and overrides) plus the shard count."""
+
+    count: int = 0
+    """How many shards the build was cut into (``--shard I/N``'s N)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m data.merge --config X.yaml --count N [--run NAME] [overrides]``"""
+    import yaml
 
-    parser = argparse.ArgumentParser(prog="python -m data.merge", add_help=False)
-    parser.add_argument("--count", type=int, required=True, help="how many shards the build was cut into")
-    known, rest = parser.parse_known_args(argv)
-    config, resolved = parse_tool_config(DataConfig, rest, prog="python -m data.merge",
-                                         description=__doc__.splitlines()[0], overwrite=True)
+    merging, resolved = parse_tool_config(MergeConfig, argv, prog="python -m data.merge",
+                                          description=__doc__.splitlines()[0], overwrite=True)
+    count = merging.count
+    # the parent run is the one-process build's run: its config is the build's, without the count
+    config = DataConfig(**{f.name: getattr(merging, f.name) for f in fields(DataConfig)})
+    object.__setattr__(config, "overwrite", merging.overwrite)
+    settings = yaml.safe_load(resolved)
+    settings.pop("count", None)
+    resolved = yaml.safe_dump(settings, sort_keys=False)
     if config.shard:
         print(f"data.merge: merging builds the parent run; drop --shard {config.shard}", file=sys.stderr)
         return 2
-    if known.count < 1:
-        print(f"data.merge: --count must be at least 1, got {known.count}", file=sys.stderr)
+    if count < 1:
+        print(f"data.merge: --count must be at least 1, got {count}", file=sys.stderr)
         return 2
 
     def work(config: DataConfig, run_dir: Path) -> tuple[Manifest, Any]:
-        return merge(config, run_dir, known.count)
+        return merge(config, run_dir, count)
 
     try:
         # refused before the parent run folder is touched
-        check_shards(stage_run_dir(STAGE, config.run), known.count, asdict(config), NOT_HASHED, what="corpus")
+        check_shards(stage_run_dir(STAGE, config.run), count, asdict(config), NOT_HASHED, what="corpus")
         outcome = run_parsed_tool(STAGE, config, resolved, work, run=config.run, overwrite=config.overwrite,
                                   clear_final=False)
     except MergeRefused as exc:
@@ -160,4 +172,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from leanloop.tool import cli_entry
+
+    raise SystemExit(cli_entry(main, prog="python -m data.merge"))

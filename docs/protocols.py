@@ -2,7 +2,7 @@
 paper config as its stage resolves it), and check its citations against the seed texts.
 
     python docs/protocols.py           # rewrite docs/paper_protocols.md
-    python docs/protocols.py --check   # exit 1 when the .md is stale (tests/test_paper_protocols.py too)
+    python docs/protocols.py --check true   # exit 1 when the .md is stale (tests/test_paper_protocols.py too)
 
 The YAML is the source; the Markdown is generated, never edited by hand. ``quote_problems`` is the
 citation check: a quote occurs in its seed (whitespace-normalised), holds the row's value and sits in
@@ -12,12 +12,12 @@ number near them in the sections searched, except in sentences it lists as anoth
 
 from __future__ import annotations
 
-import argparse
 import functools
 import math
 import os
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -381,10 +381,18 @@ def render(document: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@dataclass
+class ProtocolsConfig:
+    """``python docs/protocols.py`` options."""
+
+    check: bool = False
+    """Exit 1 when the .md is not up to date instead of rewriting it."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 when the .md is not up to date")
-    args = parser.parse_args(argv)
+    from leanloop.tool import parse_config
+
+    args, _ = parse_config(ProtocolsConfig, argv, prog="python docs/protocols.py", description=__doc__.splitlines()[0])
     text = render(load_document())
     if args.check:
         if not RENDERED.is_file() or RENDERED.read_text() != text:

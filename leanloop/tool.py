@@ -2,7 +2,10 @@
 ``run_tool`` is :func:`leanloop.training.cli.run_stage`'s contract without Lightning.
 
 1. :func:`parse_config`: ``--config a.yaml --config b.yaml`` (later wins) plus dotted overrides
-   (``--verifier.timeout 30``) into the tool's typed config dataclass, plus ``--overwrite``.
+   (``--verifier.timeout 30``) into the tool's typed config dataclass, plus ``--overwrite``; the
+   fields a tool names ``positional`` are typed bare (``leanloop precheck PROGRAM.lean``).
+   :func:`parse_stage_tool` is its form for a tool that runs a stage (``cluster.submit``): there
+   ``--config`` names the stage's config files, and the options that are not the tool's go to the stage.
 2. :func:`open_run`: the run folder ``artifacts/<stage>/<run>/`` and the rule every stage shares: a
    finished run (it has ``manifest.json``) with the same resolved config is skipped; one with another
    config is an error unless ``--overwrite true``; a finished fast_dev_run result is replaced. Before
@@ -136,18 +139,18 @@ def cli_entry(main: Callable[..., Any], *args: Any, prog: str | None = None) -> 
 
 
 def parse_config(cls: type[C], argv: list[str] | None = None, prog: str | None = None,
-                 description: str | None = None, *, overwrite: bool = False) -> tuple[C, str]:
+                 description: str | None = None, *, overwrite: bool = False,
+                 positional: tuple[str, ...] = ()) -> tuple[C, str]:
     """``--config a.yaml --config b.yaml --x.y value`` -> (an instance of dataclass ``cls``, the
     resolved config as YAML). With ``overwrite`` the parser also takes ``--overwrite``, returned as
-    the instance's ``overwrite`` attribute."""
+    the instance's ``overwrite`` attribute. The fields named in ``positional`` are given bare, in
+    that order (a list field takes one or more values)."""
     from jsonargparse import ActionConfigFile, ArgumentParser, set_parsing_settings
-
-    # a config field's docstring is its --help text
-    set_parsing_settings(docstring_parse_attribute_docstrings=True)
 
     class Parser(ShortErrors, ArgumentParser):
         pass
 
+    set_parsing_settings(docstring_parse_attribute_docstrings=True)  # the fields' docstrings are the help
     parser = Parser(prog=prog, description=description)
     try:
         check_config_files(list(sys.argv[1:] if argv is None else argv))
@@ -158,7 +161,8 @@ def parse_config(cls: type[C], argv: list[str] | None = None, prog: str | None =
         parser.add_argument("--overwrite", type=bool, default=False,
                             help="replace a finished run that had a different config")
         add_verify_argument(parser)
-    parser.add_class_arguments(cls, as_group=False)
+    parser.add_class_arguments(cls, as_group=False, skip=set(positional) or None)
+    add_positional_arguments(parser, cls, positional)
     namespace = parser.parse_args(argv)
     resolved = namespace.clone()
     del resolved["config"]
@@ -171,6 +175,63 @@ def parse_config(cls: type[C], argv: list[str] | None = None, prog: str | None =
     if overwrite:
         object.__setattr__(config, "overwrite", bool(namespace.overwrite))
     return config, parser.dump(resolved)
+
+
+def parse_stage_tool(cls: type[C], argv: list[str] | None = None, prog: str | None = None,
+                     description: str | None = None, *, forward: bool = True) -> tuple[C, list[str], list[str]]:
+    """For a tool that runs a stage: (the tool's options, an instance of dataclass ``cls``; the stage's
+    ``--config`` files, in order; the stage's other arguments). With ``forward`` every option that
+    is not a field of ``cls`` (``--model.optim.lr 1e-4``) is the stage's, passed on as typed;
+    without, it is an error like any unknown option."""
+    import dataclasses
+
+    own_names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    tokens = list(sys.argv[1:] if argv is None else argv)
+    own: list[str] = []
+    configs: list[str] = []
+    stage: list[str] = []
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        name, eq, value = token[2:].partition("=") if token.startswith("--") else ("", "", "")
+        if name == "config":
+            if not eq:
+                index += 1
+                value = tokens[index] if index < len(tokens) else ""
+            if not value:
+                raise SystemExit(f"{prog}: --config needs a file (a config of the stage)")
+            configs.append(value)
+        elif token in ("-h", "--help") or not forward or (token.startswith("--") and name in own_names):
+            own.append(token)
+            if token.startswith("--") and name in own_names and not eq and index + 1 < len(tokens):
+                index += 1
+                own.append(tokens[index])
+        else:
+            stage.append(token)  # a stage option, or the value that follows it
+        index += 1
+    config, _ = parse_config(cls, own, prog=prog, description=description)
+    return config, configs, stage
+
+
+def add_positional_arguments(parser: Any, cls: type, names: tuple[str, ...]) -> None:
+    """The dataclass fields ``names`` as positional arguments, with the fields' docstrings as help."""
+    import dataclasses
+    import typing
+
+    import docstring_parser
+
+    if not names:
+        return
+    hints = typing.get_type_hints(cls)
+    docs = {param.arg_name: param.description for param in docstring_parser.parse_from_object(cls).params}
+    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    for name in names:
+        if name not in known:
+            raise TypeError(f"{cls.__name__} has no field {name!r} to take positionally")
+        kind = hints[name]
+        many = typing.get_origin(kind) is list
+        parser.add_argument(name, type=typing.get_args(kind)[0] if many else kind, nargs="+" if many else None,
+                            metavar=name.upper(), help=docs.get(name))
 
 
 def add_verify_argument(parser: Any) -> None:
@@ -303,5 +364,5 @@ def run_parsed_tool(stage: str, config: C, resolved: str, work: Callable[[C, Pat
     return ToolResult(folder, skipped=False, config=config, manifest=read_manifest(folder), value=value)
 
 
-__all__ = ["CONFIG_FILE", "ConfigFileError", "RunExistsError", "ShortErrors", "changed_keys", "check_config_files", "add_verify_argument", "cli_entry", "ToolResult", "comparable_config", "finished_with_same_config",
-           "parse_config", "run_parsed_tool", "run_tool", "set_verify_mode", "start_run", "was_fast_dev_run"]
+__all__ = ["CONFIG_FILE", "ConfigFileError", "RunExistsError", "ShortErrors", "changed_keys", "check_config_files", "add_positional_arguments", "add_verify_argument", "cli_entry", "ToolResult", "comparable_config", "finished_with_same_config",
+           "parse_config", "parse_stage_tool", "run_parsed_tool", "run_tool", "set_verify_mode", "start_run", "was_fast_dev_run"]

@@ -13,14 +13,13 @@ Both sides are aiohttp (the Kimina client's HTTP stack too). Protocol (JSON over
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import itertools
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 from search.env import EnvGoal, EnvResult, EnvStatus, ProofEnv
 from search.goals import parse_state
@@ -224,15 +223,29 @@ class HttpEnv(ProofEnv):
         self._loop.stop()
 
 
+@dataclass
+class ServeConfig:
+    """``python -m search.http_env`` options: the server side of :class:`HttpEnv`."""
+
+    backend: Literal["repl", "replay"] = "repl"
+    """``repl``: Lean REPL environments; ``replay``: a search-data run's recorded proof states."""
+    workers: int = 4
+    """How many environments the pool holds."""
+    host: str = "0.0.0.0"
+    """Address to listen on."""
+    port: int = 12340
+    """Port to listen on."""
+    replay_run: str = "artifacts/search_data/default"
+    """replay: a search-data run."""
+    project_dir: str | None = None
+    """repl: a Lean project with Mathlib built."""
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Serve a pool of proof environments over HTTP")
-    parser.add_argument("--backend", choices=["repl", "replay"], default="repl")
-    parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--host", default="0.0.0.0")
-    parser.add_argument("--port", type=int, default=12340)
-    parser.add_argument("--replay_run", default="artifacts/search_data/default", help="replay: a search-data run")
-    parser.add_argument("--project_dir", default=None, help="repl: a Lean project with Mathlib built")
-    args = parser.parse_args(argv)
+    from leanloop.tool import parse_config
+
+    args, _ = parse_config(ServeConfig, argv, prog="python -m search.http_env",
+                           description="Serve a pool of proof environments over HTTP")
     factory: Callable[[], ProofEnv]
     if args.backend == "replay":
         from search.env import ReplayEnv
@@ -249,4 +262,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from leanloop.tool import cli_entry
+
+    raise SystemExit(cli_entry(main, prog="python -m search.http_env"))

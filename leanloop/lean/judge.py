@@ -296,23 +296,30 @@ def judge_rows(rows: list[dict], judge: ComparatorJudge, only_valid: bool = True
     return out, summary
 
 
+@dataclass
+class JudgeRowsConfig(JudgeConfig):
+    """``python -m leanloop.lean.judge ROWS OUT [--all true] [judge options]``."""
+
+    rows: str = ""
+    """JSONL or parquet rows with program / name / statement / header (e.g.
+    artifacts/data/<run>/final/corpus.parquet)."""
+    out: str = ""
+    """Where to write the rows with judge_category / judge_reasons."""
+    all: bool = False
+    """Judge every row, not only category == valid."""
+
+
 def main(argv: list[str] | None = None) -> None:
     """``python -m leanloop.lean.judge IN.jsonl OUT.jsonl``: re-check rows with comparator."""
-    import argparse
     import sys
+    from dataclasses import fields
 
-    parser = argparse.ArgumentParser(description="Re-check proofs with Lean FRO's comparator (the judge).")
-    parser.add_argument("rows", help="JSONL or parquet rows with program / name / statement / header "
-                        "(e.g. artifacts/data/<run>/final/corpus.parquet)")
-    parser.add_argument("out", help="where to write the rows with judge_category / judge_reasons")
-    parser.add_argument("--all", action="store_true", help="judge every row, not only category == valid")
-    for name in ("comparator", "landrun", "lean4export", "nanoda_bin", "project_template", "lake_path", "workdir"):
-        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None)
-    parser.add_argument("--nanoda", action="store_true")
-    parser.add_argument("--timeout", type=float, default=None)
-    parser.add_argument("--concurrency", type=int, default=None)
-    args = parser.parse_args(argv)
-    options = {k: v for k, v in vars(args).items() if k not in ("rows", "out", "all") and v not in (None, False)}
+    from leanloop.tool import parse_config
+
+    args, _ = parse_config(JudgeRowsConfig, argv, prog="python -m leanloop.lean.judge",
+                           description="Re-check proofs with Lean FRO's comparator (the judge).",
+                           positional=("rows", "out"))
+    options = {f.name: getattr(args, f.name) for f in fields(JudgeConfig)}
     judge = ComparatorJudge(JudgeConfig(**options))
     if args.rows.endswith(".parquet"):  # a data corpus (artifacts/data/<run>/final/corpus.parquet)
         import pyarrow.parquet as pq
@@ -330,4 +337,6 @@ __all__ = ["ComparatorJudge", "ComparatorProject", "JudgeConfig", "challenge_tex
 
 
 if __name__ == "__main__":
-    main()
+    from leanloop.tool import cli_entry
+
+    raise SystemExit(cli_entry(main, prog="python -m leanloop.lean.judge"))

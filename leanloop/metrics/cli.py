@@ -5,18 +5,69 @@
   preservation against the reference's source).
 - ``leanloop metrics verdicts PREDICTIONS.jsonl`` (rows with ``label``, ``score``, ``group``; optional
   ``prediction``) prints ``accuracy``, ``f1``, ``macro_f1``, ``mcc``, ``auroc``, the per-class
-  metrics, and ``intervals`` from the grouped bootstrap.
+  metrics, and ``intervals`` from the grouped bootstrap; ``--valid_fraction [0.1, 0.3]`` adds the
+  PPV at those valid fractions.
 - ``leanloop report PREDICTIONS.jsonl --out DIR`` writes ``DIR/report.md`` with PNG plots.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from leanloop.tool import parse_config
+
+
+@dataclass
+class FeedbackConfig:
+    """``leanloop metrics feedback`` options."""
+
+    reference: str
+    """REFERENCE.lean: the reference trace."""
+    prediction: str
+    """PREDICTION.lean: the predicted trace."""
+
+
+@dataclass
+class Bootstrap:
+    """The grouped bootstrap's options (``leanloop metrics verdicts``, ``leanloop report``)."""
+
+    threshold: float = 0.5
+    """Accept when score >= threshold (used when rows have no 'prediction')."""
+    resamples: int = 5000
+    """Grouped bootstrap resamples."""
+    seed: int = 42
+    """Bootstrap seed."""
+
+
+@dataclass(kw_only=True)
+class VerdictsConfig(Bootstrap):
+    """``leanloop metrics verdicts`` options."""
+
+    predictions: str
+    """PREDICTIONS.jsonl: rows with label, score, group."""
+    valid_fraction: list[float] = field(default_factory=list)
+    """Also report PPV at these valid fractions π."""
+
+
+@dataclass(kw_only=True)
+class PredictionReportConfig(Bootstrap):
+    """``leanloop report`` options."""
+
+    predictions: str
+    """PREDICTIONS.jsonl: rows with label, score, group."""
+    out: str
+    """Folder for report.md and the PNG plots."""
+    target_fpr: float | None = None
+    """Matched-FPR threshold target (default: the --match_to evaluator's validation FPR)."""
+    target_recall: float | None = None
+    """Matched-recall threshold target (default: the --match_to evaluator's validation recall)."""
+    match_to: str = "cascade"
+    """Evaluator whose validation rates set the matched targets."""
 
 
 def _clean(value: Any) -> Any:
@@ -39,11 +90,13 @@ def _read(path: str, what: str) -> str:
     return file.read_text(encoding="utf-8")
 
 
-def _feedback(args: argparse.Namespace) -> int:
+def feedback(argv: list[str] | None = None, prog: str = "leanloop metrics feedback") -> int:
     from leanloop.metrics.feedback import feedback_scores
     from leanloop.traces.parse import strip_feedback, trace_verdict
     from leanloop.traces.source import source_preservation
 
+    args, _ = parse_config(FeedbackConfig, argv, prog=prog, description="feedback metrics of PREDICTION against "
+                           "REFERENCE", positional=("reference", "prediction"))
     reference, prediction = _read(args.reference, "reference"), _read(args.prediction, "prediction")
     if not reference.strip():
         print(f"error: reference {args.reference} is blank; feedback metrics need a reference trace", file=sys.stderr)
@@ -55,11 +108,13 @@ def _feedback(args: argparse.Namespace) -> int:
     return 0
 
 
-def _verdicts(args: argparse.Namespace) -> int:
+def verdicts(argv: list[str] | None = None, prog: str = "leanloop metrics verdicts") -> int:
     from leanloop.metrics.bootstrap import grouped_bootstrap
     from leanloop.metrics.report import read_predictions, split_by_evaluator
     from leanloop.metrics.verdicts import verdict_metrics
 
+    args, _ = parse_config(VerdictsConfig, argv, prog=prog, description="verdict metrics with grouped bootstrap "
+                           "intervals", positional=("predictions",))
     try:
         rows, unlabelled = read_predictions(args.predictions)
         evaluators = split_by_evaluator(rows)
@@ -80,9 +135,11 @@ def _verdicts(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(args: argparse.Namespace) -> int:
+def report(argv: list[str] | None = None, prog: str = "leanloop report") -> int:
     from leanloop.metrics.report import build_report
 
+    args, _ = parse_config(PredictionReportConfig, argv, prog=prog, description="Markdown report with plots from a "
+                           "predictions file", positional=("predictions",))
     try:
         path = build_report(args.predictions, args.out, threshold=args.threshold, n_resamples=args.resamples,
                             seed=args.seed, target_fpr=args.target_fpr, target_recall=args.target_recall,
@@ -92,39 +149,3 @@ def _report(args: argparse.Namespace) -> int:
         return 1
     print(path)
     return 0
-
-
-def _bootstrap_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--threshold", type=float, default=0.5, help="accept when score >= threshold "
-                        "(used when rows have no 'prediction')")
-    parser.add_argument("--resamples", type=int, default=5000, help="grouped bootstrap resamples")
-    parser.add_argument("--seed", type=int, default=42, help="bootstrap seed")
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    metrics = subparsers.add_parser("metrics", help="feedback and verdict metrics as JSON")
-    commands = metrics.add_subparsers(dest="metrics_command", metavar="SUBCOMMAND")
-    metrics.set_defaults(func=lambda args: (metrics.print_help(), 2)[1])
-
-    feedback = commands.add_parser("feedback", help="feedback metrics of PREDICTION against REFERENCE")
-    feedback.add_argument("reference", metavar="REFERENCE.lean")
-    feedback.add_argument("prediction", metavar="PREDICTION.lean")
-    feedback.set_defaults(func=_feedback)
-
-    verdicts = commands.add_parser("verdicts", help="verdict metrics with grouped bootstrap intervals")
-    verdicts.add_argument("predictions", metavar="PREDICTIONS.jsonl", help="rows with label, score, group")
-    verdicts.add_argument("--valid-fraction", type=float, action="append", default=[],
-                          help="also report PPV at this valid fraction π (repeatable)")
-    _bootstrap_options(verdicts)
-    verdicts.set_defaults(func=_verdicts)
-
-    report = subparsers.add_parser("report", help="Markdown report with plots from a predictions file")
-    report.add_argument("predictions", metavar="PREDICTIONS.jsonl")
-    report.add_argument("--out", required=True, metavar="DIR", help="folder for report.md and the PNG plots")
-    report.add_argument("--target-fpr", type=float, default=None,
-                        help="matched-FPR threshold target (default: the --match-to evaluator's validation FPR)")
-    report.add_argument("--target-recall", type=float, default=None,
-                        help="matched-recall threshold target (default: the --match-to evaluator's validation recall)")
-    report.add_argument("--match-to", default="cascade", help="evaluator whose validation rates set the matched targets")
-    _bootstrap_options(report)
-    report.set_defaults(func=_report)

@@ -1,17 +1,46 @@
 """``leanloop trace``: annotate a program with a recorded Lean reply; judge a predicted trace.
 
-- ``leanloop trace annotate PROGRAM.lean RESPONSE.json [--include-warnings]`` prints the annotated
-  program. RESPONSE.json is a REPL reply, a Kimina ``/verify`` reply or an RL-Lean
+- ``leanloop trace annotate PROGRAM.lean RESPONSE.json [--include_warnings true]`` prints the
+  annotated program. RESPONSE.json is a REPL reply, a Kimina ``/verify`` reply or an RL-Lean
   ``compilation_result`` (or a whole RL-Lean row).
-- ``leanloop trace verdict TRACE.lean [--truncated]`` prints ``{"valid": bool, "reason": str}``.
+- ``leanloop trace verdict TRACE.lean [--truncated true]`` prints ``{"valid": bool, "reason": str}``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+
+from leanloop.tool import parse_config
+
+
+@dataclass
+class AnnotateConfig:
+    """``leanloop trace annotate`` options."""
+
+    program: str
+    """PROGRAM.lean: the program Lean checked."""
+    response: str
+    """RESPONSE.json: a REPL reply, Kimina /verify reply, or RL-Lean compilation_result."""
+    include_warnings: bool = False
+    """Also write warnings (skipped by default)."""
+    result_index: int = 0
+    """Which entry of a Kimina 'results' list."""
+    line_offset: int | None = None
+    """Lines to add to the reply's positions (default: 0 for the REPL, detected for Kimina/RL-Lean,
+    whose positions count from after the import header)."""
+
+
+@dataclass
+class VerdictConfig:
+    """``leanloop trace verdict`` options."""
+
+    trace: str
+    """TRACE.lean: a predicted trace."""
+    truncated: bool = False
+    """Generation stopped at the output limit."""
 
 
 def _read_text(path: str, what: str) -> str:
@@ -24,10 +53,12 @@ def _read_text(path: str, what: str) -> str:
         raise SystemExit(f"error: {what} {path} is not UTF-8 text ({exc})") from exc
 
 
-def _annotate(args: argparse.Namespace) -> int:
+def annotate(argv: list[str] | None = None, prog: str = "leanloop trace annotate") -> int:
     from leanloop.traces.annotate import annotate_response
     from leanloop.lean.replies import parse_response
 
+    args, _ = parse_config(AnnotateConfig, argv, prog=prog, description="print PROGRAM annotated with Lean's "
+                           "feedback from RESPONSE", positional=("program", "response"))
     program = _read_text(args.program, "program")
     try:
         reply = json.loads(_read_text(args.response, "response"))
@@ -43,31 +74,11 @@ def _annotate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _verdict(args: argparse.Namespace) -> int:
+def verdict(argv: list[str] | None = None, prog: str = "leanloop trace verdict") -> int:
     from leanloop.traces.parse import trace_verdict
 
-    verdict = trace_verdict(_read_text(args.trace, "trace"), truncated=args.truncated)
-    print(json.dumps(verdict.to_dict()))
+    args, _ = parse_config(VerdictConfig, argv, prog=prog, description="print the verdict of a predicted trace "
+                           "as JSON", positional=("trace",))
+    result = trace_verdict(_read_text(args.trace, "trace"), truncated=args.truncated)
+    print(json.dumps(result.to_dict()))
     return 0
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    trace = subparsers.add_parser("trace", help="feedback traces: annotate with Lean's reply, judge a trace")
-    commands = trace.add_subparsers(dest="trace_command", metavar="SUBCOMMAND")
-    trace.set_defaults(func=lambda args: (trace.print_help(), 2)[1])
-
-    annotate = commands.add_parser("annotate", help="print PROGRAM annotated with Lean's feedback from RESPONSE")
-    annotate.add_argument("program", metavar="PROGRAM.lean")
-    annotate.add_argument("response", metavar="RESPONSE.json",
-                          help="REPL reply, Kimina /verify reply, or RL-Lean compilation_result")
-    annotate.add_argument("--include-warnings", action="store_true", help="also write warnings (skipped by default)")
-    annotate.add_argument("--result-index", type=int, default=0, help="which entry of a Kimina 'results' list")
-    annotate.add_argument("--line-offset", type=int, default=None,
-                          help="lines to add to the reply's positions (default: 0 for the REPL, detected for "
-                               "Kimina/RL-Lean, whose positions count from after the import header)")
-    annotate.set_defaults(func=_annotate)
-
-    verdict = commands.add_parser("verdict", help="print the verdict of a predicted trace as JSON")
-    verdict.add_argument("trace", metavar="TRACE.lean")
-    verdict.add_argument("--truncated", action="store_true", help="generation stopped at the output limit")
-    verdict.set_defaults(func=_verdict)

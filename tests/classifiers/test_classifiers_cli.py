@@ -46,7 +46,7 @@ def test_classify_rejects_rows_without_a_program(trained_runs, tmp_path):
 
 
 def test_classify_with_history_and_known_siblings(trained_runs, real_programs, tmp_path, monkeypatch, capsys):
-    """--history: the data run's Lean labels per problem; --known-label-field: judged rows inform the
+    """--history: the data run's Lean labels per problem; --known_label_field: judged rows inform the
     rest of their group. Scores are the saved stacker's, reproducible from its coefficients."""
     import shutil
 
@@ -68,7 +68,7 @@ def test_classify_with_history_and_known_siblings(trained_runs, real_programs, t
     jsonl = tmp_path / "group.jsonl"
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     args = ["classify", "--model", str(final), str(jsonl), "--history", "artifacts://data/debug"]
-    assert main(args + ["--known-label-field", "known"]) == 0
+    assert main(args + ["--known_label_field", "known"]) == 0
     out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     valid, total = history.get(name)
     assert [r["evidence"] for r in out] == [[valid + 1, total + 1]] * 3 + [[valid, total]]  # never its own sibling
@@ -80,7 +80,7 @@ def test_classify_with_history_and_known_siblings(trained_runs, real_programs, t
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"name": name, "program": rows[0]["program"], "known": "maybe"}) + "\n")
     with pytest.raises(SystemExit, match="a known label is true/false"):
-        main(["classify", "--model", str(final), str(bad), "--known-label-field", "known"])
+        main(["classify", "--model", str(final), str(bad), "--known_label_field", "known"])
     (final / "history_stacker.json").unlink()
     with pytest.raises(SystemExit, match="no history stacker"):
         main(args)

@@ -28,7 +28,7 @@ def test_sharded_scores_merge_into_the_one_process_scores(trained_runs, real_pro
     with open(jsonl, "w", encoding="utf-8") as handle:
         for name, program, passed in real_programs[:40] + real_programs[:3]:  # three duplicates at the end
             handle.write(json.dumps({"name": name, "program": program, "label": passed}) + "\n")
-    common = ["classify", "--model", str(final), str(jsonl), "--batch-size", "1"]
+    common = ["classify", "--model", str(final), str(jsonl), "--batch_size", "1"]
     assert cli_main([*common, "--run", "one"]) == 0
     one = artifacts / "classify" / "one" / "final" / "scores.jsonl"
     assert len(rows(one)) == 43 and [r["line"] for r in rows(one)] == list(range(1, 44))

@@ -107,13 +107,13 @@ def test_cli_overrides_and_dry_run(artifacts, capsys):
         parse_cli_overrides(["--model.optim.lr"])
     with pytest.raises(CommandError, match="expected an option"):
         parse_cli_overrides(["lr", "1"])
-    code = submit_main(["--stage", "pretrain", "--config", DEBUG, "--dry_run", "--model.optim.lr", "1e-4",
+    code = submit_main(["--stage", "pretrain", "--config", DEBUG, "--dry_run", "true", "--model.optim.lr", "1e-4",
                         "--profile.time_min", "5"])
     out = capsys.readouterr().out
     assert code == 0
     # the run name defaults to the config stem, exactly as the stage CLI would name it
     assert f"python -m pretrain.train --config {DEBUG} --run debug --model.optim.lr 1e-4" in out
-    assert submit_main(["--stage", "nosuchstage", "--config", DEBUG, "--dry_run"]) == 2
+    assert submit_main(["--stage", "nosuchstage", "--config", DEBUG, "--dry_run", "true"]) == 2
     assert "no module 'nosuchstage.train'" in capsys.readouterr().err
 
 
@@ -128,7 +128,7 @@ def test_submit_and_the_stage_name_a_layered_run_by_one_rule(artifacts, capsys):
     named = yaml.safe_load(stage.config)["run"]
     assert named == default_run_name(configs) == "debug+ddp_cpu"
     capsys.readouterr()
-    assert submit_main(["--stage", "pretrain", *[a for c in configs for a in ("--config", c)], "--dry_run"]) == 0
+    assert submit_main(["--stage", "pretrain", *[a for c in configs for a in ("--config", c)], "--dry_run", "true"]) == 0
     assert f" --run {named}" in capsys.readouterr().out
     with pytest.raises(CommandError, match="name the run"):
         from cluster.command import default_run_name as cluster_run_name

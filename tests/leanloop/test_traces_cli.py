@@ -45,7 +45,7 @@ def test_annotate_each_reply_format(capsys, tmp_path, shared_data, rl_rows):
     for i, (program, reply) in enumerate(cases):
         warnings = i == 1
         code, out, err = _run(capsys, "trace", "annotate", _write(tmp_path / f"p{i}.lean", program),
-                              _write(tmp_path / f"r{i}.json", reply), *(["--include-warnings"] if warnings else []))
+                              _write(tmp_path / f"r{i}.json", reply), "--include_warnings", str(warnings).lower())
         assert code == 0, err
         expected = annotate_reply(program, json.loads(reply), include_warnings=warnings)
         assert out.rstrip("\n") == expected.rstrip("\n") and "/- <feedback>" in out
@@ -71,7 +71,7 @@ def test_verdict_contract(capsys, tmp_path, rl_rows):
     good = _write(tmp_path / "good.lean", annotate_reply(passing["code"], passing))
     assert json.loads(_run(capsys, "trace", "verdict", bad)[1]) == {"valid": False, "reason": "error_message"}
     assert json.loads(_run(capsys, "trace", "verdict", good)[1]) == {"valid": True, "reason": "no_error"}
-    assert json.loads(_run(capsys, "trace", "verdict", good, "--truncated")[1]) == {"valid": False,
+    assert json.loads(_run(capsys, "trace", "verdict", good, "--truncated", "true")[1]) == {"valid": False,
                                                                                      "reason": "output_limit"}
     # The installed entry point, as checks outside the suite call it.
     result = subprocess.run([sys.executable, "-m", "leanloop.cli", "trace", "verdict", bad], capture_output=True,
@@ -99,7 +99,7 @@ def test_metrics_verdicts_and_report_contract(capsys, tmp_path, rl_rows):
     rows = [{"label": row["verdict_pass"] if not row["compilation_result"].get("system_messages") else None,
              "score": min(len(row["code"]) / 2000, 1.0), "group": row["name"]} for row in rl_rows]
     path = _write(tmp_path / "predictions.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
-    code, out, err = _run(capsys, "metrics", "verdicts", path, "--resamples", "300", "--valid-fraction", "0.1")
+    code, out, err = _run(capsys, "metrics", "verdicts", path, "--resamples", "300", "--valid_fraction", "[0.1]")
     result = json.loads(out)
     assert code == 0, err
     for key in ("accuracy", "f1", "macro_f1", "mcc", "auroc"):

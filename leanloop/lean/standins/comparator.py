@@ -12,6 +12,9 @@ Challenge, Solution, config and the expected exit code that comparator's test ru
   JSON report: neither was recorded, and a stand-in never makes Lean output up;
 - anything else: prints ``no recorded Lean answer`` and exits 2; the judge maps that to
   UNAVAILABLE, never to a verdict.
+
+It parses its own argv with argparse (not ``leanloop.tool.parse_config``): it is started exactly as
+the real tool is (``comparator config.json``) and imports nothing from this repository.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ the server; kimina-ast-server 2.1.3 itself reports "No available REPLs" as a per
 with HTTP 200).
 
     python -m leanloop.lean.standins.kimina_server --port 12332 [--api-key KEY]
+
+It parses its own argv (argparse, not ``leanloop.tool.parse_config``) so that it starts with the
+Kimina server's own options (``--host``, ``--port``, ``--api-key``) wherever the real one would.
 """
 
 from __future__ import annotations

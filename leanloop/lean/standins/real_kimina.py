@@ -28,7 +28,6 @@ fault on that body, so the server's own timeout, kill and restart answer it.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -39,8 +38,9 @@ import sys
 import tempfile
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Literal
 
 from leanloop.paths import REPO_ROOT, resolve_shared
 
@@ -265,12 +265,21 @@ class RealKiminaServer:
             self._log.close()
 
 
+@dataclass
+class SetupConfig:
+    """``python -m leanloop.lean.standins.real_kimina setup [--venv DIR]``."""
+
+    command: Literal["setup"]
+    """``setup``: create the server's venv (idempotent, fast when done)."""
+    venv: str = str(VENV)
+    """Where the server's venv goes."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m leanloop.lean.standins.real_kimina",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["setup"])
-    parser.add_argument("--venv", default=str(VENV))
-    args = parser.parse_args(argv)
+    from leanloop.tool import parse_config
+
+    args, _ = parse_config(SetupConfig, argv, prog="python -m leanloop.lean.standins.real_kimina",
+                           description=__doc__.splitlines()[0], positional=("command",))
     try:
         setup(Path(args.venv))
     except subprocess.CalledProcessError as exc:
@@ -281,4 +290,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from leanloop.tool import cli_entry
+
+    raise SystemExit(cli_entry(main, prog="python -m leanloop.lean.standins.real_kimina"))

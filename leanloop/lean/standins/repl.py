@@ -2,7 +2,9 @@
 """Stand-in for the Lean REPL binary, replaying recorded REPL transcripts.
 
 Standard library only: lean-interact starts it as a subprocess (``lake env .lake/build/bin/repl``),
-so it must start fast and import nothing from this repository.
+so it must start fast and import nothing from this repository; for the same reason it reads its one
+option (``--config standin.json``, written by :func:`prepare_repl_dir`) with argparse, not
+``leanloop.tool.parse_config``.
 
 Protocol (as the real REPL): a request is JSON followed by a blank line on stdin; the reply is JSON
 followed by a blank line on stdout. State is what makes a reply meaningful, so a request is answered

@@ -132,7 +132,7 @@ def test_the_cli_rejudges_the_valid_rows_of_a_corpus(tmp_path, judge, recorded):
             row("simple_axiom_issue", "invalid", False)]
     source, out = tmp_path / "corpus.jsonl", tmp_path / "judged.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    main([str(source), str(out), "--comparator", judge.config.comparator, "--lake-path", judge.config.lake_path])
+    main([str(source), str(out), "--comparator", judge.config.comparator, "--lake_path", judge.config.lake_path])
     judged = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r.get("judge_category") for r in judged] == ["valid", "invalid", None]  # invalid rows left alone
     # a data corpus is parquet
@@ -141,7 +141,7 @@ def test_the_cli_rejudges_the_valid_rows_of_a_corpus(tmp_path, judge, recorded):
 
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "corpus.parquet")
     main([str(tmp_path / "corpus.parquet"), str(out), "--comparator", judge.config.comparator,
-          "--lake-path", judge.config.lake_path])
+          "--lake_path", judge.config.lake_path])
     assert [json.loads(line).get("judge_category") for line in out.read_text().splitlines()] == ["valid", "invalid", None]
 
 
