@@ -246,7 +246,7 @@ search-demo: setup ## the search part of make demo (~1-2 CPU minutes): trees, a 
 	$(PY) -m search.train --config configs/search/demo.yaml
 	$(PY) -m search.evaluate --config configs/search/eval/demo.yaml
 
-bench-search: setup ## expansions/s and env calls/s vs the replay environment, batched vs one-at-a-time searches; ARGS="--policy noisy": search vs sampling with a synthetic policy at fixed call budgets (ARGS=--smoke)
+bench-search: setup ## expansions/s and env calls/s vs the replay environment, batched vs one-at-a-time searches; ARGS="--policy noisy": search vs sampling with a synthetic policy at fixed call budgets (ARGS="--smoke true")
 	$(PY) -m bench.search $(ARGS)
 
 # --- prm stage (LeanPRM: Lean-grounded step labels and a step verifier) ---

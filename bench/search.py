@@ -1,4 +1,6 @@
-"""``python -m bench.search [--smoke] [--policy model|noisy]`` (``make bench-search``): search
+"""Search throughput, or search against sampling with a synthetic policy.
+
+``python -m bench.search [--smoke true] [--policy model|noisy]`` (``make bench-search``): search
 throughput against the replay environment (``--policy model``, the default), or search against
 sampling with a synthetic policy of controlled quality (``--policy noisy``, ``search.synthetic``).
 
@@ -22,12 +24,14 @@ sampling's count where it is reliable (q = 1).
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
+
+from leanloop.tool import cli_entry, parse_config
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -56,12 +60,41 @@ SETTINGS = ((0.4, 0.125, 0.0), (0.6, 1.0, 0.0), (0.4, 0.125, 0.3), (0.4, 0.5, 0.
 BUDGETS = (32, 128, 256)  # environment calls per theorem: 4, 16 and 32 expansions of 8 tactics
 
 
-def _setting(text: str) -> tuple[float, float, float]:
-    try:
-        p, q, rate = (float(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a setting is p,q,dead_end_rate (three numbers), got {text!r}") from None
-    return p, q, rate
+@dataclass
+class BenchConfig:
+    smoke: bool = False
+    """A few seconds: tiny sizes (tests)."""
+    policy: Literal["model", "noisy"] = "model"
+    """model: throughput with the actor-critic; noisy: search vs sampling with the synthetic policy."""
+    theorems: int | None = None
+    """Held-out theorems (model: 16; noisy: all of the test split)."""
+    train_theorems: int = 169
+    """noisy: train theorems also reported (the tuning set)."""
+    settings: list[tuple[float, float, float]] = field(default_factory=lambda: list(SETTINGS))
+    """noisy: (p, q, dead-end rate) triples, e.g. ``--settings '[[0.4,0.5,0.3]]'``."""
+    budgets: list[int] = field(default_factory=lambda: list(BUDGETS))
+    """noisy: environment calls per theorem, e.g. ``--budgets '[32,256]'``."""
+    seeds: int = 3
+    """noisy: seeds averaged."""
+    k: int = 8
+    """noisy: candidates per goal."""
+    budget: int = 4
+    """model: search iterations per theorem."""
+    samples: int = 4
+    """model: tactics sampled per expansion."""
+    max_new_tokens: int = 16
+    """model: tokens per sampled tactic."""
+
+    def __post_init__(self) -> None:
+        if any(len(setting) != 3 for setting in self.settings):
+            raise ValueError("a setting is [p, q, dead_end_rate] (three numbers)")
+        if not self.smoke:
+            return
+        if self.policy == "noisy":
+            self.theorems, self.train_theorems, self.seeds, self.budgets = 12, 0, 1, [32]
+            self.settings = [(0.6, 1.0, 0.0), (0.4, 0.5, 0.3)]
+        else:
+            self.theorems, self.budget, self.samples, self.max_new_tokens = 4, 2, 2, 4
 
 
 def noisy_table(replay, names: list[str], settings, budgets, seeds: int, k: int = 8,
@@ -151,31 +184,10 @@ def noisy(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true", help="a few seconds: tiny sizes (tests)")
-    parser.add_argument("--policy", choices=("model", "noisy"), default="model",
-                        help="model: throughput with the actor-critic; noisy: search vs sampling, synthetic policy")
-    parser.add_argument("--theorems", type=int, default=None,
-                        help="held-out theorems (model: 16; noisy: all of the test split)")
-    parser.add_argument("--train_theorems", type=int, default=169, help="noisy: train theorems also reported (the tuning set)")
-    parser.add_argument("--settings", type=_setting, nargs="+", default=list(SETTINGS),
-                        help="noisy: p,q,dead_end_rate triples")
-    parser.add_argument("--budgets", type=int, nargs="+", default=list(BUDGETS),
-                        help="noisy: environment calls per theorem")
-    parser.add_argument("--seeds", type=int, default=3, help="noisy: seeds averaged")
-    parser.add_argument("--k", type=int, default=8, help="noisy: candidates per goal")
-    parser.add_argument("--budget", type=int, default=4)
-    parser.add_argument("--samples", type=int, default=4)
-    parser.add_argument("--max_new_tokens", type=int, default=16)
-    args = parser.parse_args(argv)
+    args, _ = parse_config(BenchConfig, argv, prog="python -m bench.search", description=__doc__.splitlines()[0])
     if args.policy == "noisy":
-        if args.smoke:
-            args.theorems, args.train_theorems, args.seeds, args.budgets = 12, 0, 1, [32]
-            args.settings = [(0.6, 1.0, 0.0), (0.4, 0.5, 0.3)]
         return noisy(args)
     args.theorems = args.theorems or 16
-    if args.smoke:
-        args.theorems, args.budget, args.samples, args.max_new_tokens = 4, 2, 2, 4
 
     import pandas as pd
     import torch
@@ -237,4 +249,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(cli_entry(main, prog="python -m bench.search"))

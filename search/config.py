@@ -53,6 +53,14 @@ class SearchConfig:
     """Each visit to an unsolved goal lowers its value by this many tactics, so a goal whose
     tactics keep failing or leading to goals that go nowhere falls in value and the search moves to
     its siblings or re-samples its parent (0: the value is the plain mean). Ours, tuned there."""
+    failed_expansion_value: float | None = None
+    """Value backed up by a re-expansion of a goal that has edges when none of its new tactics
+    applied (None: the critic's estimate of the goal, as if nothing had been learned). Ours."""
+    candidate_order: Literal["rank", "frequency"] = "frequency"
+    """Which untried tactics an expansion runs: the current proposal's best-ranked (``rank``), or
+    those the policy proposed most often over all proposals at this goal so far, ties by
+    log-probability (``frequency``: the samples' empirical distribution, so a tactic the policy
+    keeps proposing is tried before one it proposed once). Ours."""
     and_sibling: Literal["hardest", "least_visited"] = "hardest"
     """At an AND node, which unsolved child to descend into: the lowest value (the hardest decides
     the proof) or the least visited (budget spread evenly over the goals still open). Unvisited

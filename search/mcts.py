@@ -57,6 +57,7 @@ class GoalNode:
     expansions: int = 0
     tried: set[str] = field(default_factory=set)
     solved_depth: int | None = None
+    proposed: dict[str, list] = field(default_factory=dict)  # tactic key -> [times proposed, best log-prob, spelling]
 
     def __post_init__(self) -> None:
         self.key = self.goal.key
@@ -208,12 +209,21 @@ class Search:
         self.stats.duplicates += len(proposal.tactics) - len(unique)
         fresh = [(t, lp) for t, lp in unique if " ".join(t.split()) not in leaf.tried]
         self.stats.duplicates += len(unique) - len(fresh)
-        return fresh[:self.samples(leaf)]
+        if self.config.candidate_order == "rank":
+            return fresh[:self.samples(leaf)]
+        for tactic, lp in unique:
+            seen = leaf.proposed.setdefault(" ".join(tactic.split()), [0, lp, tactic])
+            seen[0] += 1
+            seen[1] = max(seen[1], lp)
+        pool = [(key, entry) for key, entry in leaf.proposed.items() if key not in leaf.tried]
+        pool.sort(key=lambda item: (-item[1][0], -item[1][1]))
+        return [(entry[2], entry[1]) for _, entry in pool[:self.samples(leaf)]]
 
     def expand(self, path: list, proposal: Proposal, tried: list[tuple[str, float]],
                results: Sequence[EnvResult]) -> None:
         leaf: GoalNode = path[-1]
         leaf.expansions += 1
+        edges_before = len(leaf.edges)
         self.stats.expansions += 1
         self.stats.env_calls += len(results)
         path_keys = {n.cycle_key for n in path if isinstance(n, GoalNode)}
@@ -231,10 +241,13 @@ class Search:
             children = [self.table.setdefault(g.key, GoalNode(g)) for g in result.goals]
             leaf.edges.append(TacticEdge(tactic, weight / total, children))
         leaf.refresh_solved()
+        grew = len(leaf.edges) > edges_before
         if leaf.solved_depth is not None:
             value = -float(leaf.solved_depth)
         elif not leaf.edges:
             value = self.config.no_tactic_value
+        elif not grew and self.config.failed_expansion_value is not None:
+            value = self.config.failed_expansion_value
         else:
             value = -float(proposal.distance)
         self.backpropagate(path, value)

@@ -10,7 +10,7 @@ def test_bench_search_smoke(search_data, capsys, monkeypatch):
     from bench.search import main
 
     _as_default_run(search_data, monkeypatch)
-    assert main(["--smoke"]) == 0
+    assert main(["--smoke", "true"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"solved 4/4", out)  # the oracle over the replay environment
     rows = re.findall(r"^(one search at a time|\d+ searches batched)\s+(\d+)\s+(\d+)", out, flags=re.M)
@@ -33,7 +33,7 @@ def test_bench_search_noisy_policy_smoke(search_data, capsys, monkeypatch):
     from bench.search import main
 
     _as_default_run(search_data, monkeypatch)
-    assert main(["--smoke", "--policy", "noisy"]) == 0
+    assert main(["--smoke", "true", "--policy", "noisy"]) == 0
     out = capsys.readouterr().out
     rows = re.findall(r"^\s*([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\S+)$",
                       out, flags=re.M)
