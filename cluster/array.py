@@ -67,13 +67,10 @@ STAGES: dict[str, ArrayStage] = {
     "data": ArrayStage("data", "data.build", lambda shard: ["--shard", str(shard)], "data.merge",
                        lambda count: ["--count", str(count)],
                        lambda folder: _count_lines(folder / "journal.jsonl", skip=1), "programs"),
-    # the sampler: one row per attempt, in its own shard file (leanloop.prover.shards)
-    "sample": ArrayStage("sample", "sft.sample",
-                         lambda shard: ["--shard.index", str(shard.index), "--shard.count", str(shard.count)],
-                         "sft.sample", lambda count: ["--merge_only", "true", "--shard.count", str(count)],
-                         lambda folder: _count_lines(folder.parent / f"shard-{int(folder.name.split('-of-')[0]):05d}"
-                                                     f"-of-{int(folder.name.split('-of-')[1]):05d}.jsonl"),
-                         "attempts"),
+    # the sampler: one row per attempt in the shard's journal (leanloop.prover.shards)
+    "sample": ArrayStage("sample", "sft.sample", lambda shard: ["--shard", str(shard)],
+                         "sft.sample", lambda count: ["--merge_shards", str(count)],
+                         lambda folder: _count_lines(folder / "journal.jsonl"), "attempts"),
     # scoring with a trained classifier: one score row per program
     "classify": ArrayStage("classify", "classifiers.score", lambda shard: ["--shard", str(shard)],
                            "classifiers.score", lambda count: ["--merge_shards", str(count)],
