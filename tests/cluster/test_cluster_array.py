@@ -152,3 +152,28 @@ def test_slurm_sample_array_is_the_one_process_sample(jobs_env, artifacts, tmp_p
     merged = sample_dir("slurm") / "final" / "candidates.jsonl"
     assert merged.read_bytes() == (sample_dir("one") / "final" / "candidates.jsonl").read_bytes()
     assert shard_states("sample", sample_dir("slurm"))["summary"] == {"done": 2}
+
+
+def test_slurm_classify_array_is_the_one_process_scores(jobs_env, trained_runs, real_programs, artifacts, tmp_path,
+                                                        capsys):
+    """``make classify ARRAY=2`` on SLURM with a tiny trained classifier on real RL-Lean programs: the
+    merge job writes the score file one process writes (``batch_size: 1``; ``time_s`` is each run's own)."""
+    from classifiers.score import main as score_main
+
+    def scores(run: str) -> list[dict]:
+        path = artifacts / "classify" / run / "final" / "scores.jsonl"
+        return [{k: v for k, v in json.loads(line).items() if k != "time_s"} for line in path.read_text().splitlines()]
+
+    programs = tmp_path / "programs.jsonl"
+    programs.write_text("".join(json.dumps({"name": n, "program": p}) + "\n" for n, p, _ in real_programs[:12]))
+    config = tmp_path / "classify.yaml"
+    config.write_text(json.dumps({"model": str(trained_runs["encoder"].run_dir / "final"), "inputs": [str(programs)],
+                                  "batch_size": 1}))
+    assert score_main(["--config", str(config), "--run", "one"]) == 0
+    assert array_main(["--stage", "classify", "--config", str(config), "--run", "slurm", "--array", "2",
+                       "--profile", str(PROFILES_DIR / "slurm_cpu_test.yaml"), "--wait", "yes"]) == 0, \
+        capsys.readouterr().err
+    assert "as 2 shards to slurm: shards 0, 1" in capsys.readouterr().out
+    assert scores("slurm") == scores("one") and len(scores("one")) == 12
+    status = shard_states("classify", artifacts / "classify" / "slurm")
+    assert status["summary"] == {"done": 2} and status["programs"] == 12 and status["merged"]
