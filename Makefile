@@ -77,7 +77,7 @@ classify: setup ## score programs with a trained classifier as a run -> artifact
 	$(if $(ARRAY),$(call array,classify,configs/classify/default.yaml),$(call stage,classifiers.score,configs/classify/default.yaml))
 
 status: setup ## shards of an array run: done / running / failed and the array's rows per second (RUN=data/NAME, sample/NAME, classify/NAME)
-	$(PY) -m cluster.array --status --run $(or $(RUN),$(error set RUN=<stage>/<run>, e.g. RUN=data/default))
+	$(PY) -m cluster.array --status true --run $(or $(RUN),$(error set RUN=<stage>/<run>, e.g. RUN=data/default))
 
 sweep: setup ## run a grid/list of one stage's runs, skipping finished ones (SWEEP=configs/sweeps/X.yaml [ARGS="--executor submit --profile ..."])
 	$(PY) -m cluster.sweep --sweep $(or $(SWEEP),$(error set SWEEP=configs/sweeps/<name>.yaml)) $(ARGS)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.array import main as array_main, shard_states
+from cluster.array import main as array_main, shard_states, split_argv
 from cluster.profile import PROFILES_DIR
 from data.build import build, parse_config
 from leanloop.paths import REPO_ROOT
@@ -71,8 +71,24 @@ def test_local_array_merges_into_the_one_process_corpus(one_process, artifacts, 
     assert json.loads((run / "shards" / "1-of-2" / "manifest.json").read_text())["metrics"]["resumed"] == resumed
     assert_same_corpus(run, one_process)
 
-    assert array_main(["--status", "--run", "data/arr"]) == 0
+    assert array_main(["--status", "true", "--run", "data/arr"]) == 0
     assert "2 shards, 2 done" in capsys.readouterr().out
+
+
+def test_the_tools_options_and_the_stages(artifacts, capsys):
+    """cluster.array's own options (its ArrayConfig, through leanloop.tool.parse_config) and the rest, the
+    stage's --config files included, for every shard in the order given; a mistake is one line and exit 2."""
+    assert split_argv(["--stage", "data", "--config", DEFAULT, "--timeout", "9", "--config=b.yaml", "--array=2",
+                       "--backend.kind", "replay", "--wait", "no"]) == (
+        ["--stage=data", "--array=2", "--wait=no"], [DEFAULT, "b.yaml"], ["--timeout", "9", "--backend.kind", "replay"])
+    with pytest.raises(SystemExit) as exit_:
+        array_main(["--stage", "data", "--config", DEFAULT, "--array", "2", "--wait", "maybe"])
+    assert exit_.value.code == 2 and "Expected a typing.Literal" in capsys.readouterr().err
+    assert array_main(["--stage", "data", "--config", DEFAULT]) == 2
+    assert capsys.readouterr().err.strip() == ("array: name --stage, --config and --array N "
+                                               "(make data ARRAY=N [CONFIG=...] [PROFILE=...])")
+    assert array_main(["--stage", "lean", "--config", DEFAULT, "--array", "2"]) == 2
+    assert "does not run as a job array" in capsys.readouterr().err
 
 
 @pytest.fixture
