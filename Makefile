@@ -73,11 +73,11 @@ judge: setup ## re-check a corpus's valid rows with comparator (IN=artifacts/dat
 # stage's config names that folder, and its manifest is checked. CONFIG may list several files
 # (later ones override), e.g. CONFIG="configs/sft/paper.yaml configs/strategy/zero2.yaml".
 .PHONY: sweep submit probe status classify
-classify: setup ## score programs with a trained classifier as a run -> artifacts/classify/<run>/final/scores.jsonl (CONFIG=configs/classify/X.yaml, RUN=name, ARGS=overrides; ARRAY=N [PROFILE=...]: a job array + merge)
+classify: setup ## score programs with a trained classifier (with feedback: the feedback model's traces) as a run -> artifacts/classify/<run>/final/scores.jsonl (CONFIG=configs/classify/X.yaml, RUN=name, ARGS=overrides; ARRAY=N [PROFILE=...]: a job array + merge)
 	$(if $(ARRAY),$(call array,classify,configs/classify/default.yaml),$(call stage,classifiers.score,configs/classify/default.yaml))
 
 status: setup ## shards of an array run: done / running / failed and the array's rows per second (RUN=data/NAME, sample/NAME, classify/NAME)
-	$(PY) -m cluster.array --status --run $(or $(RUN),$(error set RUN=<stage>/<run>, e.g. RUN=data/default))
+	$(PY) -m cluster.array --status true --run $(or $(RUN),$(error set RUN=<stage>/<run>, e.g. RUN=data/default))
 
 sweep: setup ## run a grid/list of one stage's runs, skipping finished ones (SWEEP=configs/sweeps/X.yaml [ARGS="--executor submit --profile ..."])
 	$(PY) -m cluster.sweep --sweep $(or $(SWEEP),$(error set SWEEP=configs/sweeps/<name>.yaml)) $(ARGS)

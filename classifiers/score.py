@@ -6,6 +6,10 @@ prints, in input order) and ``manifest.json`` (inputs and model hashes, counts).
 ``.lean`` files, JSONL files (program in ``field``) and corpus parquet files (``final/corpus.parquet``
 of a data run; rows without a program, i.e. input errors, are skipped and counted).
 
+With ``feedback`` set, ``model`` names a feedback model run instead (``artifacts://feedback_model/<run>``)
+and the feedback model labels the programs at scale: each row also holds its predicted trace and
+the verdict rule's reason, through the same shards and merge.
+
 ``--shard I/N`` scores only the programs whose key (the row's ``id``, the corpus's dedup key, else
 a hash of name and program) falls in shard I of N, as the run ``<run>/shards/<I>-of-<N>/``;
 ``--merge_shards N`` joins N finished shards into ``<run>`` in input order, refusing in one line a
@@ -37,7 +41,8 @@ PASSED_THROUGH = ("id", "name", "split", "label")
 @dataclass
 class ScoreConfig:
     model: str
-    """A classifier run's final/ folder (``artifacts://classifiers/<run>/final``)."""
+    """A classifier run's final/ folder (``artifacts://classifiers/<run>/final``); with ``feedback``, a
+    feedback model run (``artifacts://feedback_model/<run>``) or its final/ folder."""
     inputs: list[str] = field(default_factory=list)
     """``.lean``, JSONL or corpus parquet files (``artifacts://`` and ``shared://`` references work)."""
     run: str = "default"
@@ -52,6 +57,10 @@ class ScoreConfig:
     """``I/N``: score shard I of N only, as the run ``<run>/shards/<I>-of-<N>/``."""
     merge_shards: int = 0
     """Above 0: merge that many finished shards into the run instead of scoring."""
+    feedback: dict[str, Any] | None = None
+    """Label with the feedback model ``model`` names: the options of ``feedback_model.factory.evaluator``
+    (``mode``: feedback, the default here, or cascade; ``generation``; ``self_consistency``;
+    ``cascade``). Each row then carries its ``trace`` and ``reason``."""
 
 
 def item_key(where: dict[str, Any], program: str) -> str:
@@ -95,11 +104,20 @@ def score(config: ScoreConfig, folder: Path) -> Manifest:
     skipped: Counter = Counter()
     items = [(where, program) for where, program in read_items(config, skipped)
              if shard is None or shard.owns(item_key(where, program))]
-    evaluator = ClassifierEvaluator.load(resolve_path(config.model), batch_size=config.batch_size,
-                                         device=config.device, threshold=config.threshold)
+    if config.feedback is None:
+        evaluator = ClassifierEvaluator.load(resolve_path(config.model), batch_size=config.batch_size,
+                                             device=config.device, threshold=config.threshold)
+    else:
+        from feedback_model.factory import evaluator as feedback_evaluator
+
+        evaluator = feedback_evaluator(config.model, **{"mode": "feedback", **config.feedback})
     predictions = evaluator.score([program for _, program in items]) if items else []
-    rows = [{**where, "score": p.score, "verdict": p.verdict, "threshold": evaluator.threshold,
-             "time_s": round(p.time_s, 6)} for (where, _), p in zip(items, predictions)]
+    rows = []
+    for (where, _), p in zip(items, predictions):
+        row = {**where, "score": p.score, "verdict": p.verdict, "threshold": getattr(evaluator, "threshold", None)}
+        if config.feedback is not None:
+            row.update(trace=p.trace, reason=getattr(p, "reason", None))
+        rows.append({**row, "time_s": round(p.time_s, 6)})
     return _write(config, folder, rows, skipped, shard)
 
 

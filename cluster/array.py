@@ -1,4 +1,4 @@
-"""``python -m cluster.array --stage data --config X.yaml --array N --profile P.yaml [--run NAME]``
+"""``python -m cluster.array --stage data --config X.yaml --array N --profile P.yaml [--run NAME] [--wait yes]``
 
 A data-parallel stage (the corpus build, sampling, scoring) as N shards and one merge: on SLURM
 one job array through ``cluster.submit``'s executor (the profile's time limit, CPUs, GPUs and
@@ -13,24 +13,27 @@ Each shard is the stage's own command with its shard option (``--shard I/N``), w
 it names any run. Resubmitting submits only the shards without a manifest (finished shards are
 never redone) and the merge.
 
-``python -m cluster.array --status --stage data --run NAME`` (``make status RUN=data/NAME``): each
+``python -m cluster.array --status true --run data/NAME`` (``make status RUN=data/NAME``): each
 shard done / running / pending / failed, and the rows per second of the whole array.
+
+The tool's own options are the fields of :class:`ArrayConfig`; every other option, the stage's
+``--config`` files included, is the stage's and goes to every shard and to the merge.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from cluster.command import CommandError, StageCommand, StageRun, default_run_name, parse_cli_overrides
 from cluster.profile import DEFAULT_PROFILE, ClusterProfile, ProfileError, load_profile
 from leanloop.artifacts import MANIFEST, run_dir
 from leanloop.sharding import SHARDS, Shard, all_shards, shard_dir
+from leanloop.tool import parse_config
 
 ARRAY_RECORD = "array.json"
 
@@ -53,8 +56,7 @@ class ArrayStage:
     folder: str
     """``artifacts/<folder>/<run>/``."""
     module: str
-    """The shard's entry point (``python -m <module>``)."""
-    shard_args: Callable[[Shard], list[str]]
+    """The shard's entry point (``python -m <module> ... --shard I/N``)."""
     merge_module: str
     merge_args: Callable[[int], list[str]]
     rows_done: Callable[[Path], int]
@@ -64,19 +66,14 @@ class ArrayStage:
 
 STAGES: dict[str, ArrayStage] = {
     # the corpus build: one journal line per labelled program (after the fingerprint line)
-    "data": ArrayStage("data", "data.build", lambda shard: ["--shard", str(shard)], "data.merge",
-                       lambda count: ["--count", str(count)],
+    "data": ArrayStage("data", "data.build", "data.merge", lambda count: ["--count", str(count)],
                        lambda folder: _count_lines(folder / "journal.jsonl", skip=1), "programs"),
-    # the sampler: one row per attempt, in its own shard file (leanloop.prover.shards)
-    "sample": ArrayStage("sample", "sft.sample",
-                         lambda shard: ["--shard.index", str(shard.index), "--shard.count", str(shard.count)],
-                         "sft.sample", lambda count: ["--merge_only", "true", "--shard.count", str(count)],
-                         lambda folder: _count_lines(folder.parent / f"shard-{int(folder.name.split('-of-')[0]):05d}"
-                                                     f"-of-{int(folder.name.split('-of-')[1]):05d}.jsonl"),
-                         "attempts"),
+    # the sampler: one row per attempt in the shard's journal (leanloop.prover.shards)
+    "sample": ArrayStage("sample", "sft.sample", "sft.sample", lambda count: ["--merge_shards", str(count)],
+                         lambda folder: _count_lines(folder / "journal.jsonl"), "attempts"),
     # scoring with a trained classifier: one score row per program
-    "classify": ArrayStage("classify", "classifiers.score", lambda shard: ["--shard", str(shard)],
-                           "classifiers.score", lambda count: ["--merge_shards", str(count)],
+    "classify": ArrayStage("classify", "classifiers.score", "classifiers.score",
+                           lambda count: ["--merge_shards", str(count)],
                            lambda folder: sum(_count_lines(path) for path in (folder / "final").glob("*.jsonl")),
                            "programs"),
 }
@@ -123,8 +120,12 @@ class ArraySubmission:
         return json.loads((self.run.run_dir / MANIFEST).read_text())
 
 
+def shard_argv(run: StageRun, shard: Shard) -> list[str]:
+    return run.argv() + ["--shard", str(shard)]
+
+
 def shard_command(run: StageRun, spec: ArrayStage, shard: Shard, profile: ClusterProfile) -> StageCommand:
-    return StageCommand(argv=run.argv() + spec.shard_args(shard), run_dir=str(shard_dir(run.run_dir, shard)),
+    return StageCommand(argv=shard_argv(run, shard), run_dir=str(shard_dir(run.run_dir, shard)),
                         env=dict(profile.env))
 
 
@@ -196,7 +197,7 @@ def _record(run: StageRun, count: int, cluster: str, shards: dict[int, Any], mer
     path.write_text(json.dumps({
         "stage": run.stage, "run": run.run, "count": count, "executor": cluster, "logs": str(log_dir),
         "jobs": jobs, "merge_job": str(merge.job_id), "submitted": time.time(),
-        "shard_argv": run.argv() + spec.shard_args(Shard(0, count)), "merge_module": spec.merge_module,
+        "shard_argv": shard_argv(run, Shard(0, count)), "merge_module": spec.merge_module,
     }, indent=2) + "\n")
 
 
@@ -292,23 +293,56 @@ def parse_run_ref(ref: str, stage: str | None) -> tuple[str, Path]:
     return stage, run_dir(array_stage(stage).folder, parts[-1])
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m cluster.array", allow_abbrev=False,
-                                     description="a data-parallel stage as one job array plus a merge job",
-                                     epilog="Anything after the known options is passed to every shard.")
-    parser.add_argument("--stage", help=f"one of {', '.join(STAGES)}")
-    parser.add_argument("--config", action="append", help="stage config; repeat to layer")
-    parser.add_argument("--run", help="run name (default: the config stems joined by '+')")
-    parser.add_argument("--array", type=int, help="number of shards")
-    parser.add_argument("--profile", default=str(DEFAULT_PROFILE), help="cluster profile YAML")
-    parser.add_argument("--wait", choices=["yes", "no", "auto"], default="auto",
-                        help="block until the merge ends (auto: yes for local jobs, no on SLURM)")
-    parser.add_argument("--status", action="store_true", help="show the shards of --run instead")
-    return parser
+@dataclass
+class ArrayConfig:
+    """The options of ``python -m cluster.array`` itself (the others are the stage's)."""
+
+    stage: str | None = None
+    """The stage to shard: data, sample or classify."""
+    run: str | None = None
+    """Run name (default: the config stems joined by '+'); with ``--status true``: data/NAME."""
+    array: int | None = None
+    """Number of shards."""
+    profile: str = str(DEFAULT_PROFILE)
+    """Cluster profile YAML (configs/cluster/local.yaml: local processes)."""
+    wait: Literal["yes", "no", "auto"] = "auto"
+    """Block until the merge ends (auto: yes for local jobs, no on SLURM)."""
+    status: bool = False
+    """Show the shards of ``--run`` instead of submitting."""
+
+
+OWN_OPTIONS = {f"--{item.name}" for item in fields(ArrayConfig)}
+HELP = ("--help", "-h")
+
+
+def split_argv(argv: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """(this tool's options, the stage's config files, the stage's other options), in order."""
+    own: list[str] = []
+    configs: list[str] = []
+    stage: list[str] = []
+    index = 0
+    while index < len(argv):
+        name, eq, value = argv[index].partition("=")
+        if name in HELP or (name != "--config" and name not in OWN_OPTIONS):
+            (own if name in HELP else stage).append(argv[index])
+            index += 1
+            continue
+        if not eq:
+            index += 1
+            value = argv[index] if index < len(argv) else ""
+        if name == "--config":
+            configs.append(value)
+        else:
+            own.append(f"{name}={value}")
+        index += 1
+    return own, configs, stage
 
 
 def main(argv: list[str] | None = None) -> int:
-    args, rest = build_parser().parse_known_args(argv)
+    own, configs, stage_args = split_argv(list(sys.argv[1:] if argv is None else argv))
+    args, _ = parse_config(ArrayConfig, own, "python -m cluster.array",
+                           "a data-parallel stage as one job array of shards plus a merge job; every option "
+                           "that is not listed here (the stage's --config files included) goes to the stage")
     try:
         if args.status:
             if not args.run:
@@ -316,12 +350,12 @@ def main(argv: list[str] | None = None) -> int:
             stage, parent = parse_run_ref(args.run, args.stage)
             print(format_status(shard_states(stage, parent)))
             return 0
-        if not args.stage or not args.config or args.array is None:
+        if not args.stage or not configs or args.array is None:
             raise ArrayError("name --stage, --config and --array N (make data ARRAY=N [CONFIG=...] [PROFILE=...])")
         spec = array_stage(args.stage)
         profile = load_profile(args.profile)
-        run = StageRun(stage=spec.folder, configs=args.config, run=args.run or default_run_name(args.config),
-                       overrides=parse_cli_overrides(rest), entry=spec.module)
+        run = StageRun(stage=spec.folder, configs=configs, run=args.run or default_run_name(configs),
+                       overrides=parse_cli_overrides(stage_args), entry=spec.module)
         submission = submit_array(run, args.array, profile)
     except (ArrayError, CommandError, ProfileError) as error:
         print(f"array: {error}", file=sys.stderr)
@@ -343,4 +377,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from leanloop.tool import cli_entry
+
+    raise SystemExit(cli_entry(main, prog="python -m cluster.array"))

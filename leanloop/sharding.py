@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import subprocess
 from dataclasses import dataclass
@@ -73,6 +74,28 @@ def shard_of(key: str, count: int) -> int:
     """The shard of ``count`` that owns ``key`` (stable across processes, machines and versions)."""
     digest = hashlib.sha256(f"{SALT}\0{key}".encode()).digest()
     return int.from_bytes(digest[:8], "big") % count
+
+
+def process_shard(option: str | None) -> Shard | None:
+    """The shard this process runs: ``--shard I/N`` when given; else an array task's own, from
+    ``LEANLOOP_SHARD_INDEX``/``_COUNT`` (``cluster.submit`` with an array profile) or SLURM's
+    ``SLURM_ARRAY_TASK_ID`` (relative to ``SLURM_ARRAY_TASK_MIN``) of ``SLURM_ARRAY_TASK_COUNT``;
+    else None (one process, the whole input)."""
+    shard = Shard.parse(option)
+    if shard is not None:
+        return shard
+    for index_var, count_var, first_var in (("LEANLOOP_SHARD_INDEX", "LEANLOOP_SHARD_COUNT", None),
+                                            ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN")):
+        index = os.environ.get(index_var)
+        if index is None:
+            continue
+        count = os.environ.get(count_var)
+        if not count:
+            raise ShardSpecError(f"this process is array task {index} ({index_var}), but {count_var} does not say "
+                                 "how many shards there are; pass --shard I/N")
+        first = int(os.environ.get(first_var) or 0) if first_var else 0
+        return Shard(int(index) - first, int(count))
+    return None
 
 
 def shard_run(run: str, shard: Shard | None) -> str:
@@ -169,4 +192,4 @@ def sum_counts(tables: Iterable[Any]) -> Any:
 
 
 __all__ = ["MergeRefused", "SHARDS", "Shard", "ShardSpecError", "add_counts", "all_shards", "check_shards",
-           "code_version", "config_hash", "shard_dir", "shard_of", "shard_record", "shard_run", "sum_counts"]
+           "code_version", "config_hash", "process_shard", "shard_dir", "shard_of", "shard_record", "shard_run", "sum_counts"]

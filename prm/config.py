@@ -101,8 +101,11 @@ class GenerateConfig:
     threads: int | None = None
     vllm: VLLMEngineConfig = field(default_factory=VLLMEngineConfig)
     """backend vllm only: the engine's size (:mod:`leanloop.vllm_engine`)."""
-    shard_index: int | None = None
-    shard_count: int | None = None
+    shard: str | None = None
+    """``I/N``: sample only shard I of N of the statements (a stable hash of each name picks its
+    shard) as the run ``<run>/shards/<I>-of-<N>/``; default: an array task's own shard, else all."""
+    merge_shards: int = 0
+    """Above 0: merge that many finished shards into the run's final/samples.jsonl instead of sampling."""
     system: str | None = None
 
 

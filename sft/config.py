@@ -19,16 +19,6 @@ from leanloop.vllm_engine import VLLMEngineConfig
 
 
 @dataclass
-class ShardConfig:
-    index: int | None = None
-    """This process's shard; default: ``SLURM_ARRAY_TASK_ID`` when set, else 0."""
-    count: int | None = None
-    """How many shards; default: ``SLURM_ARRAY_TASK_COUNT`` when set, else 1 (or ``processes``)."""
-    processes: int = 1
-    """Run ``processes`` local worker processes, one shard each, then merge."""
-
-
-@dataclass
 class GenerationConfig:
     backend: Literal["transformers", "vllm"] = "transformers"
     """transformers (CPU or GPU) or vllm (GPU, optional ``gpu`` extra)."""
@@ -36,7 +26,8 @@ class GenerationConfig:
     """transformers: cpu / cuda / auto."""
     threads: int | None = None
     """transformers on CPU: torch intra-op threads (None: torch's default). Small models on busy
-    machines run far faster with 1 thread per process; shard over processes instead."""
+    machines run far faster with 1 thread per process; shard over processes instead
+    (``make sample ARRAY=N PROFILE=configs/cluster/local.yaml``)."""
     statements_per_batch: int = 1
     """Statements handed to the generator at once (vLLM batches them; written after each batch)."""
     vllm: VLLMEngineConfig = field(default_factory=VLLMEngineConfig)
@@ -55,13 +46,16 @@ class SampleConfig:
     any other checkpoint). Setting one that differs from the sft run's is an error."""
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     generation: GenerationConfig = field(default_factory=GenerationConfig)
-    shard: ShardConfig = field(default_factory=ShardConfig)
+    shard: str | None = None
+    """``I/N``: sample only the statements of shard I of N (a stable hash of each statement's name
+    picks its shard) as the run ``<run>/shards/<I>-of-<N>/``; default: the array task's own shard
+    (``LEANLOOP_SHARD_INDEX``/``_COUNT``, ``SLURM_ARRAY_TASK_ID``/``_COUNT``), else every statement."""
     source: str = "sft-sample"
     """The ``source`` field of every candidate row."""
     keep_completion: bool = True
     """Store each raw completion beside its extracted program (audits of the extractor)."""
-    merge_only: bool = False
-    """Only merge finished shards into final/candidates.jsonl."""
+    merge_shards: int = 0
+    """Above 0: merge that many finished shards into the run's final/candidates.jsonl instead of sampling."""
 
 
 @dataclass

@@ -3,24 +3,26 @@
     python -m sft.sample --config configs/sft/sample/default.yaml [--sampling.k 8 ...]
 
 Outputs in ``artifacts/sample/<run>/``:
-  shards/shard-IIIII-of-NNNNN.jsonl   per-shard rows, appended per statement (resumable)
-  final/candidates.jsonl              all shards merged in statement-set order (deterministic)
+  journal.jsonl                       rows appended per statement (resumable)
+  final/candidates.jsonl              all rows in statement-set order (deterministic)
   config.yaml, manifest.json          resolved config; prover identity, counts, extraction failures
 
-Sharding: ``--shard.index i --shard.count n``; or an array job, whose tasks say which shard they
-are (``LEANLOOP_SHARD_INDEX``/``_COUNT`` from ``cluster.submit`` with an array profile, or SLURM's
-``SLURM_ARRAY_TASK_ID``/``_COUNT``); or ``--shard.processes n`` to run n local workers. Attempts
-are seeded per statement, so any sharding merges to the same file. The shard that completes the set
-merges it; ``--merge_only true`` merges explicitly. Each row is one attempt, in the format ``data/sources.py``
-reads: name, header, statement, program (null with ``extraction_reason`` when nothing could be
-extracted), source, prover (the checkpoint's path and manifest hash) and the sampling parameters.
+Sharding (:mod:`leanloop.prover.shards`): ``--shard I/N`` samples the statements whose name hashes
+to shard I of N as the run ``<run>/shards/<I>-of-<N>/`` (its own journal and manifest); without
+``--shard`` an array task samples its own shard (``LEANLOOP_SHARD_INDEX``/``_COUNT`` from
+``cluster.submit`` with an array profile, or SLURM's ``SLURM_ARRAY_TASK_ID``/``_COUNT``).
+``--merge_shards N`` merges the N finished shards into the run, refusing in one line a missing shard
+or one sampled with another config or code version; ``make sample ARRAY=N [PROFILE=...]`` does both
+(cluster/README.md). Attempts are seeded per statement, so any sharding merges to the file one
+process writes. Each row is one attempt, in the format ``data/sources.py`` reads: name, header,
+statement, program (null with ``extraction_reason`` when nothing could be extracted), source,
+prover (the checkpoint's path and manifest hash) and the sampling parameters.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections import Counter
 from dataclasses import asdict
@@ -35,21 +37,14 @@ from sft.config import SampleConfig
 from leanloop.prover.extract import extract_program
 from leanloop.prover.generation import Attempt, SamplingConfig
 from leanloop.prover.prompt import PromptConfig, render_prompt, stop_token, trained_prompt
-from leanloop.prover.shards import (
-    ShardError,
-    ShardFile,
-    ShardSpec,
-    merge_shards,
-    shard_from_env,
-    sharded_by_environment,
-)
+from leanloop.prover.shards import SampleJournal, ShardError, merge_journals, owned, run_folder
 from leanloop.prover.statements import Statement, load_statement_set  # noqa: F401 (load_statement_set: tests)
-from leanloop.sharding import MergeRefused, Shard, check_shards, shard_dir, shard_record
+from leanloop.sharding import MergeRefused, Shard, ShardSpecError, check_shards, process_shard, shard_record, shard_run
 
 STAGE = "sample"
 CANDIDATES = "candidates.jsonl"
 # config keys that say which shard a process is, not what is sampled
-NOT_HASHED = ("run", "shard", "merge_only")
+NOT_HASHED = ("run", "shard", "merge_shards")
 
 
 def sample_dir(run: str) -> Path:
@@ -155,53 +150,52 @@ def make_generator(config: SampleConfig):
     return TransformersGenerator(model.to(device), tokenizer, stops), tokenizer
 
 
-def sample_shard(config: SampleConfig, statements: list[Statement], spec: ShardSpec,
-                 folder: Path, prover: dict, generator: tuple | None = None) -> ShardFile:
-    """Sample this shard's statements not already in its shard file. ``generator``: a
-    ``(generator, tokenizer)`` pair already loaded (else built from the config when needed)."""
+def sample_shard(config: SampleConfig, statements: list[Statement], shard: Shard | None,
+                 folder: Path, prover: dict, generator: tuple | None = None) -> SampleJournal:
+    """Sample the statements of ``shard`` (all without one) not already in its journal, in the
+    folder of the run or of the shard's run. ``generator``: a ``(generator, tokenizer)`` pair
+    already loaded (else built from the config when needed)."""
     from tqdm import tqdm
 
-    shard = ShardFile(folder / "shards" / spec.file_name(), config.sampling.k)
-    if shard.dropped:
-        print(f"[sample] {spec.file_name()}: dropped {shard.dropped} rows of an unfinished "
-              "statement; it is sampled again", file=sys.stderr)
-    todo = [s for s in spec.select(statements) if s.name not in shard.done]
+    journal = SampleJournal(folder, config.sampling.k)
+    if journal.dropped:
+        print(f"[sample] {journal.path}: dropped {journal.dropped} rows of an unfinished statement; it is "
+              "sampled again", file=sys.stderr)
+    todo = [s for s in owned(statements, shard) if s.name not in journal.done]
     if not todo:
-        return shard
+        return journal
     generator, tokenizer = generator or make_generator(config)
     step = max(1, config.generation.statements_per_batch)
-    with tqdm(total=len(todo), desc=f"sample shard {spec.index}/{spec.count}", unit="stmt") as bar:
+    with tqdm(total=len(todo), desc="sample" + (f" shard {shard}" if shard else ""), unit="stmt") as bar:
         for start in range(0, len(todo), step):
             batch = todo[start:start + step]
             prompts = [render_prompt(s.prompt, config.prompt, tokenizer) for s in batch]
             results = generator.sample_batch(prompts, [s.name for s in batch], config.sampling)
             for statement, attempts in zip(batch, results):
-                shard.append(statement.name, candidate_rows(
+                journal.append(statement.name, candidate_rows(
                     statement, attempts, prover=prover, source=config.source,
                     sampling=config.sampling, keep_completion=config.keep_completion,
                     allow_continuation=config.prompt.style == "raw"))
             bar.update(len(batch))
-    return shard
+    return journal
 
 
-def _finish_shard(config: SampleConfig, spec: ShardSpec, folder: Path, shard: ShardFile) -> None:
-    """A finished shard's own manifest, ``shards/<I>-of-<N>/manifest.json``: an array resubmits
-    only shards without one, and the merge checks each one's config and code version."""
-    if spec.count < 2:
-        return
-    part = Shard(spec.index, spec.count)
-    manifest = Manifest(stage=STAGE, run=f"{config.run}/shards/{part.name}", seed=config.sampling.seed,
-                        counts={"statements": len(shard.done), "attempts": sum(map(len, shard.done.values()))})
-    manifest.extra = {"shard": shard_record(part, asdict(config), NOT_HASHED), "samples": f"../{spec.file_name()}"}
-    manifest.write(shard_dir(folder, part))
+def _finish_shard(config: SampleConfig, shard: Shard, folder: Path, journal: SampleJournal) -> None:
+    """A finished shard's own manifest: an array resubmits only shards without one, and the merge
+    checks each one's config and code version."""
+    manifest = Manifest(stage=STAGE, run=shard_run(config.run, shard), seed=config.sampling.seed,
+                        counts={"statements": len(journal.done), "attempts": sum(map(len, journal.done.values()))})
+    manifest.extra = {"shard": shard_record(shard, asdict(config), NOT_HASHED)}
+    manifest.write(folder)
 
 
 def merge(config: SampleConfig, statements: list[Statement], count: int, folder: Path,
           prover: dict) -> Path:
-    """Merge all shards into final/candidates.jsonl and write the manifest."""
-    if count > 1:
+    """Write final/candidates.jsonl and the manifest of the run from its own journal (``count`` 0)
+    or from its ``count`` finished shards."""
+    if count:
         check_shards(folder, count, asdict(config), NOT_HASHED, what="samples")
-    rows = merge_shards(folder / "shards", count, [s.name for s in statements], config.sampling.k)
+    rows = merge_journals(folder, count, [s.name for s in statements], config.sampling.k)
     final = folder / "final"
     final.mkdir(parents=True, exist_ok=True)
     target = write_jsonl(final / CANDIDATES, rows)
@@ -221,7 +215,7 @@ def merge(config: SampleConfig, statements: list[Statement], count: int, folder:
         "not_extracted_by_reason": dict(failures),
         "by_method": dict(Counter(row["extraction"] or "none" for row in rows)),
         "finish_reason": dict(Counter(row["finish_reason"] for row in rows)),
-        "shards": count,
+        "shards": count or 1,
     }
     manifest.extra = {"prover": prover, "sampling": config.sampling.record(),
                       "prompt": asdict(config.prompt), "generation": config.generation.backend,
@@ -236,7 +230,7 @@ def _config_text(config: SampleConfig) -> str:
     ran does not change what the merged run holds."""
     import yaml
 
-    return yaml.safe_dump({k: v for k, v in asdict(config).items() if k not in ("shard", "merge_only")},
+    return yaml.safe_dump({k: v for k, v in asdict(config).items() if k not in ("shard", "merge_shards")},
                           sort_keys=False, allow_unicode=True)
 
 
@@ -244,68 +238,50 @@ def _read(path: Path) -> str | None:
     return path.read_text() if path.is_file() else None
 
 
-def _run_processes(config: SampleConfig, count: int, folder: Path) -> None:
-    """One local worker per shard, same entry point; threads split between them."""
-    import yaml
-
-    folder.mkdir(parents=True, exist_ok=True)
-    launch = folder / "launch.yaml"
-    launch.write_text(yaml.safe_dump(asdict(config), sort_keys=False, allow_unicode=True))
-    threads = str(max(1, (os.cpu_count() or 1) // count))
-    env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
-    workers = [subprocess.Popen(
-        [sys.executable, "-m", "sft.sample", "--config", str(launch),
-         "--shard.index", str(i), "--shard.count", str(count), "--shard.processes", "1"], env=env)
-        for i in range(count)]
-    failed = [i for i, worker in enumerate(workers) if worker.wait() != 0]
-    if failed:
-        raise RuntimeError(f"sampling workers for shards {failed} failed (see their output); rerun "
-                           "to resume them")
-
-
 def run(config: SampleConfig, generator: tuple | None = None) -> Path | None:
-    """Sample (this shard, or all shards via local processes) and merge when complete. Returns the
-    merged candidates file, or None while other shards are unfinished. ``generator``: see
-    :func:`sample_shard` (a caller sampling several runs from one loaded model)."""
+    """Sample the run (or this process's shard of it), or merge its shards (``merge_shards``).
+    Returns the run's candidates file, or None after a shard (the merge writes the file).
+    ``generator``: see :func:`sample_shard` (a caller sampling several runs from one loaded model)."""
     folder = sample_dir(config.run)
+    if config.shard and config.merge_shards:
+        raise ShardSpecError("--shard samples one shard and --merge_shards merges them: pass one of the two")
+    shard = None if config.merge_shards else process_shard(config.shard)
     statements = load_statement_set(config.statements)
     prover = prover_identity(config.model)
     config.prompt = trained_prompt(config.model, config.prompt)
-    _check_fingerprint(folder, _fingerprint(config, prover, [s.name for s in statements]))
+    if config.merge_shards:  # refused before the run folder is touched
+        check_shards(folder, config.merge_shards, asdict(config), NOT_HASHED, what="samples")
     # leanloop.tool's rule: a run finished with this config is skipped; otherwise its old manifest
-    # goes before any output is rewritten (the fingerprint above refuses another sampling setup)
-    if (folder / MANIFEST).is_file() and (folder / "final" / CANDIDATES).is_file() and \
+    # goes before any output is rewritten
+    if shard is None and (folder / MANIFEST).is_file() and (folder / "final" / CANDIDATES).is_file() and \
             comparable_config(_read(folder / CONFIG_FILE)) == comparable_config(_config_text(config)):
         print(f"[sample] {folder} already finished with this config; skipping", file=sys.stderr)
         return folder / "final" / CANDIDATES
-    (folder / MANIFEST).unlink(missing_ok=True)
-    if (config.shard.processes > 1 and config.shard.index is None
-            and not sharded_by_environment() and not config.merge_only):
-        count = config.shard.count or config.shard.processes
-        if count != config.shard.processes:
-            raise ValueError(f"shard.processes={config.shard.processes} runs one process per "
-                             f"shard, but shard.count={count}")
-        _run_processes(config, count, folder)
-        return merge(config, statements, count, folder, prover)
-    spec = shard_from_env(config.shard.index, config.shard.count)
-    if not config.merge_only:
-        shard = sample_shard(config, statements, spec, folder, prover, generator)
-        _finish_shard(config, spec, folder, shard)
-    try:
-        return merge(config, statements, spec.count, folder, prover)
-    except (ShardError, MergeRefused) as error:
-        if config.merge_only:
-            raise
-        print(f"[sample] shard {spec.index} of {spec.count} is done; not merged yet: {error}",
-              file=sys.stderr)
-        return None
+    fingerprint = _fingerprint(config, prover, [s.name for s in statements])
+    if config.merge_shards:
+        _check_fingerprint(folder, fingerprint)
+        (folder / MANIFEST).unlink(missing_ok=True)
+        return merge(config, statements, config.merge_shards, folder, prover)
+    work = run_folder(folder, shard)
+    # the sampling setup a journal was made with (another one is refused before anything is appended)
+    _check_fingerprint(work, fingerprint)
+    (work / MANIFEST).unlink(missing_ok=True)
+    if shard is not None:
+        (work / CONFIG_FILE).write_text(_config_text(config))
+    journal = sample_shard(config, statements, shard, work, prover, generator)
+    if shard is None:
+        return merge(config, statements, 0, folder, prover)
+    _finish_shard(config, shard, work, journal)
+    print(f"[sample] shard {shard} is done; merge the {shard.count} shards with --merge_shards {shard.count}",
+          file=sys.stderr)
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
     config, _ = parse_config(SampleConfig, argv, "sft.sample", __doc__.splitlines()[0])
     try:
         target = run(config)
-    except (ShardError, MergeRefused) as error:
+    except (ShardError, ShardSpecError, MergeRefused) as error:
         print(f"sft.sample: {error}", file=sys.stderr)
         return 2
     if target is not None:

@@ -1,73 +1,51 @@
-"""Sharded, resumable sample files and their deterministic merge.
+"""Resumable sample journals of a statement set, sharded by statement, and their deterministic merge.
 
-A statement set is cut round-robin into ``count`` shards (shard ``i`` holds statements i, i+count,
-...). Each shard appends one statement's k attempts at once to ``shard-IIIII-of-NNNNN.jsonl`` and
-fsyncs, so a killed run loses at most the statement in flight: on restart, a torn last line and any
-statement with fewer than k rows are dropped and sampled again, every finished statement is skipped.
-Merging orders rows by the statement set's order and the attempt number, so the result does not
-depend on how many shards there were or in which order they finished.
+A statement belongs to the shard that :mod:`leanloop.sharding` assigns to its name (a stable hash),
+so a shard's statements never depend on the other shards or on earlier shard counts. A run samples
+into its journal: ``<run>/journal.jsonl`` for one process, ``<run>/shards/<I>-of-<N>/journal.jsonl``
+for shard I of N (a run of its own with its own manifest). Each statement's k attempts are appended
+at once and fsynced, so a killed run loses at most the statement in flight: on restart, a torn last
+line and any statement with fewer than k rows are dropped and sampled again, every finished
+statement is skipped. Merging orders rows by the statement set's order and the attempt number, so
+the result does not depend on how many shards there were or in which order they finished.
 """
 
 from __future__ import annotations
 
 import os
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Sequence, TypeVar
 
 from leanloop.jsonl import JsonlError, dumps_line, read_appended, write_jsonl
+from leanloop.sharding import MergeRefused, Shard, all_shards, shard_dir, shard_of
+
+JOURNAL = "journal.jsonl"
+T = TypeVar("T")
 
 
 class ShardError(RuntimeError):
-    """Shards are missing, incomplete or inconsistent with the statement set."""
+    """A journal that cannot be resumed: a corrupt row, a statement with the wrong number of
+    attempts, or samples made with another sampling setup."""
 
 
-@dataclass(frozen=True)
-class ShardSpec:
-    index: int = 0
-    count: int = 1
-
-    def __post_init__(self) -> None:
-        if self.count < 1 or not 0 <= self.index < self.count:
-            raise ShardError(f"shard index must be in [0, {self.count}); got {self.index} of "
-                             f"{self.count}")
-
-    def select(self, items: Sequence) -> list:
-        return list(items[self.index::self.count])
-
-    def file_name(self) -> str:
-        return f"shard-{self.index:05d}-of-{self.count:05d}.jsonl"
+def run_folder(parent: str | Path, shard: Shard | None) -> Path:
+    """The folder a process samples into: the run itself, or its shard's run."""
+    return Path(parent) if shard is None else shard_dir(Path(parent), shard)
 
 
-def shard_from_env(index: int | None, count: int | None) -> ShardSpec:
-    """The shard this process samples: explicit config wins; then ``LEANLOOP_SHARD_INDEX`` /
-    ``LEANLOOP_SHARD_COUNT`` (set by ``cluster.submit`` for each task of an array profile); then a
-    SLURM array task's ``SLURM_ARRAY_TASK_ID`` (relative to ``SLURM_ARRAY_TASK_MIN``) of
-    ``SLURM_ARRAY_TASK_COUNT``."""
-    if index is None and os.environ.get("LEANLOOP_SHARD_INDEX") is not None:
-        index = int(os.environ["LEANLOOP_SHARD_INDEX"])
-        count = count or int(os.environ.get("LEANLOOP_SHARD_COUNT", "0")) or None
-    task = os.environ.get("SLURM_ARRAY_TASK_ID")
-    if index is None and task is not None:
-        index = int(task) - int(os.environ.get("SLURM_ARRAY_TASK_MIN", "0"))
-        count = count or int(os.environ.get("SLURM_ARRAY_TASK_COUNT", "0")) or None
-    if index is not None and count is None:
-        raise ShardError(f"this process is shard {index}, but neither shard.count nor "
-                         "LEANLOOP_SHARD_COUNT / SLURM_ARRAY_TASK_COUNT says how many shards there are")
-    return ShardSpec(index or 0, count or 1)
-
-
-def sharded_by_environment() -> bool:
-    return any(os.environ.get(v) is not None for v in ("LEANLOOP_SHARD_INDEX", "SLURM_ARRAY_TASK_ID"))
+def owned(statements: Sequence[T], shard: Shard | None) -> list[T]:
+    """The statements (anything with a ``name``) that ``shard`` samples, in statement-set order; all
+    of them without a shard."""
+    return [s for s in statements if shard is None or shard.owns(s.name)]
 
 
 def _read_rows(path: Path) -> tuple[list[dict], bool]:
-    """Rows of a shard file, and whether a torn last line (a write cut by a kill) was found."""
+    """Rows of a journal, and whether a torn last line (a write cut by a kill) was found."""
     try:
         return read_appended(path)
     except JsonlError as error:
-        raise ShardError(f"{error}: a corrupt row inside a shard; delete the shard file to sample that "
+        raise ShardError(f"{error}: a corrupt row inside a journal; delete the journal to sample that "
                          "shard again") from None
 
 
@@ -80,11 +58,11 @@ def complete_groups(rows: Iterable[dict], k: int) -> dict[str, list[dict]]:
             if set(attempts) == set(range(k))}
 
 
-class ShardFile:
-    """Append-only writer of one shard, resuming from what a previous run finished."""
+class SampleJournal:
+    """Append-only writer of one run's (or shard's) journal, resuming from what a previous run finished."""
 
-    def __init__(self, path: str | Path, k: int):
-        self.path, self.k = Path(path), k
+    def __init__(self, folder: str | Path, k: int):
+        self.path, self.k = Path(folder) / JOURNAL, k
         self.done: dict[str, list[dict]] = {}
         self.dropped = 0  # rows of unfinished statements discarded on resume
         if self.path.is_file():
@@ -93,10 +71,7 @@ class ShardFile:
             kept = sum(len(group) for group in self.done.values())
             self.dropped = len(rows) - kept + int(torn)
             if self.dropped:
-                self._rewrite([row for group in self.done.values() for row in group])
-
-    def _rewrite(self, rows: list[dict]) -> None:
-        write_jsonl(self.path, rows)
+                write_jsonl(self.path, [row for group in self.done.values() for row in group])
 
     def append(self, name: str, rows: list[dict]) -> None:
         if len(rows) != self.k:
@@ -109,25 +84,24 @@ class ShardFile:
         self.done[name] = rows
 
 
-def merge_shards(folder: str | Path, count: int, names: Sequence[str], k: int) -> list[dict]:
-    """All shards' rows in statement-set order, attempts ascending. Fails (naming the missing
-    statements and shards) unless every statement has all k attempts."""
-    folder = Path(folder)
+def merge_journals(parent: str | Path, count: int, names: Sequence[str], k: int) -> list[dict]:
+    """All rows in statement-set order, attempts ascending: from the run's own journal (``count``
+    0) or from its ``count`` shards' journals. :class:`MergeRefused` (naming the missing statements
+    and their shards) unless every statement has all k attempts."""
+    parent = Path(parent)
+    folders = [parent] if count == 0 else [shard_dir(parent, shard) for shard in all_shards(count)]
     groups: dict[str, list[dict]] = {}
-    for index in range(count):
-        path = folder / ShardSpec(index, count).file_name()
-        if not path.is_file():
-            continue
-        rows, _ = _read_rows(path)
-        groups.update(complete_groups(rows, k))
+    for folder in folders:
+        if (folder / JOURNAL).is_file():
+            groups.update(complete_groups(_read_rows(folder / JOURNAL)[0], k))
     missing = [name for name in names if name not in groups]
     if missing:
-        owners = sorted({names.index(name) % count for name in missing})
-        raise ShardError(f"{len(missing)} of {len(names)} statements are not sampled yet (e.g. "
-                         f"{missing[:3]}); unfinished shards: {owners[:10]} of {count}. Run those "
-                         "shards (or resume them) before merging")
+        where = (f"unfinished shards: {sorted({shard_of(name, count) for name in missing})[:10]} of {count}"
+                 if count else "the run is unfinished")
+        raise MergeRefused(f"not merging samples {parent.name}: {len(missing)} of {len(names)} statements are not "
+                           f"sampled yet (e.g. {missing[:3]}); {where}. Run (or resume) them before merging")
     unknown = set(groups) - set(names)
     if unknown:
-        raise ShardError(f"{folder} holds samples for {len(unknown)} statements outside this "
-                         f"statement set (e.g. {sorted(unknown)[:3]}); it belongs to another config")
+        raise MergeRefused(f"not merging samples {parent.name}: it holds samples for {len(unknown)} statements "
+                           f"outside this statement set (e.g. {sorted(unknown)[:3]}); it belongs to another config")
     return [row for name in names for row in groups[name]]

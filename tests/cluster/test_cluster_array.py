@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.array import main as array_main, shard_states
+from cluster.array import main as array_main, shard_states, split_argv
 from cluster.profile import PROFILES_DIR
 from data.build import build, parse_config
 from leanloop.paths import REPO_ROOT
@@ -71,8 +71,24 @@ def test_local_array_merges_into_the_one_process_corpus(one_process, artifacts, 
     assert json.loads((run / "shards" / "1-of-2" / "manifest.json").read_text())["metrics"]["resumed"] == resumed
     assert_same_corpus(run, one_process)
 
-    assert array_main(["--status", "--run", "data/arr"]) == 0
+    assert array_main(["--status", "true", "--run", "data/arr"]) == 0
     assert "2 shards, 2 done" in capsys.readouterr().out
+
+
+def test_the_tools_options_and_the_stages(artifacts, capsys):
+    """cluster.array's own options (its ArrayConfig, through leanloop.tool.parse_config) and the rest, the
+    stage's --config files included, for every shard in the order given; a mistake is one line and exit 2."""
+    assert split_argv(["--stage", "data", "--config", DEFAULT, "--timeout", "9", "--config=b.yaml", "--array=2",
+                       "--backend.kind", "replay", "--wait", "no"]) == (
+        ["--stage=data", "--array=2", "--wait=no"], [DEFAULT, "b.yaml"], ["--timeout", "9", "--backend.kind", "replay"])
+    with pytest.raises(SystemExit) as exit_:
+        array_main(["--stage", "data", "--config", DEFAULT, "--array", "2", "--wait", "maybe"])
+    assert exit_.value.code == 2 and "Expected a typing.Literal" in capsys.readouterr().err
+    assert array_main(["--stage", "data", "--config", DEFAULT]) == 2
+    assert capsys.readouterr().err.strip() == ("array: name --stage, --config and --array N "
+                                               "(make data ARRAY=N [CONFIG=...] [PROFILE=...])")
+    assert array_main(["--stage", "lean", "--config", DEFAULT, "--array", "2"]) == 2
+    assert "does not run as a job array" in capsys.readouterr().err
 
 
 @pytest.fixture
@@ -152,3 +168,28 @@ def test_slurm_sample_array_is_the_one_process_sample(jobs_env, artifacts, tmp_p
     merged = sample_dir("slurm") / "final" / "candidates.jsonl"
     assert merged.read_bytes() == (sample_dir("one") / "final" / "candidates.jsonl").read_bytes()
     assert shard_states("sample", sample_dir("slurm"))["summary"] == {"done": 2}
+
+
+def test_slurm_classify_array_is_the_one_process_scores(jobs_env, trained_runs, real_programs, artifacts, tmp_path,
+                                                        capsys):
+    """``make classify ARRAY=2`` on SLURM with a tiny trained classifier on real RL-Lean programs: the
+    merge job writes the score file one process writes (``batch_size: 1``; ``time_s`` is each run's own)."""
+    from classifiers.score import main as score_main
+
+    def scores(run: str) -> list[dict]:
+        path = artifacts / "classify" / run / "final" / "scores.jsonl"
+        return [{k: v for k, v in json.loads(line).items() if k != "time_s"} for line in path.read_text().splitlines()]
+
+    programs = tmp_path / "programs.jsonl"
+    programs.write_text("".join(json.dumps({"name": n, "program": p}) + "\n" for n, p, _ in real_programs[:12]))
+    config = tmp_path / "classify.yaml"
+    config.write_text(json.dumps({"model": str(trained_runs["encoder"].run_dir / "final"), "inputs": [str(programs)],
+                                  "batch_size": 1}))
+    assert score_main(["--config", str(config), "--run", "one"]) == 0
+    assert array_main(["--stage", "classify", "--config", str(config), "--run", "slurm", "--array", "2",
+                       "--profile", str(PROFILES_DIR / "slurm_cpu_test.yaml"), "--wait", "yes"]) == 0, \
+        capsys.readouterr().err
+    assert "as 2 shards to slurm: shards 0, 1" in capsys.readouterr().out
+    assert scores("slurm") == scores("one") and len(scores("one")) == 12
+    status = shard_states("classify", artifacts / "classify" / "slurm")
+    assert status["summary"] == {"done": 2} and status["programs"] == 12 and status["merged"]

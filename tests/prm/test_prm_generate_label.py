@@ -10,6 +10,7 @@ import pytest
 
 from leanloop.artifacts import Manifest
 from leanloop.prover.generation import Attempt, SamplingConfig
+from leanloop.sharding import MergeRefused
 from leanloop.training.models import ModelSpec
 from prm import generate, label
 from leanloop.prover.statements import StatementsConfig as StatementSet
@@ -66,16 +67,24 @@ def test_generate_is_sharded_and_resumable(artifacts, monkeypatch):
     monkeypatch.setattr(generate, "_generator", lambda config: (Scripted(), None))
     monkeypatch.setattr(generate, "render_paired_prompt", lambda *a, **k: "prompt")
     Scripted.calls = []
-    first = generate.run(_config(shard_index=0, shard_count=2), progress=False)
-    assert not (first / "final").exists()  # shard 1 is missing: nothing merged yet
-    generate.run(_config(shard_index=1, shard_count=2), progress=False)
-    rows = [json.loads(l) for l in (first / "final" / "samples.jsonl").read_text().splitlines()]
-    assert len(rows) == 6 and len(Scripted.calls) == 3
-    assert [r["parse"] for r in rows[:2]] == ["ok (1 steps)", "text_outside_step"]
-    generate.run(_config(shard_index=1, shard_count=2), progress=False)  # finished: nothing sampled again
+    whole = generate.run(_config(run="whole"), progress=False)
     assert len(Scripted.calls) == 3
+    first = generate.run(_config(shard="0/2"), progress=False)
+    assert first == artifacts / "prm_samples" / "t" / "shards" / "0-of-2" and not (first.parent.parent / "final").exists()
+    with pytest.raises(MergeRefused, match="shard 1/2 is missing"):
+        generate.run(_config(merge_shards=2), progress=False)
+    generate.run(_config(shard="1/2"), progress=False)
+    assert len(Scripted.calls) == 6  # each statement sampled by the one shard that owns it
+    folder = generate.run(_config(merge_shards=2), progress=False)
+    rows = [json.loads(l) for l in (folder / "final" / "samples.jsonl").read_text().splitlines()]
+    assert (folder / "final" / "samples.jsonl").read_bytes() == (whole / "final" / "samples.jsonl").read_bytes()
+    assert len(rows) == 6 and [r["parse"] for r in rows[:2]] == ["ok (1 steps)", "text_outside_step"]
+    generate.run(_config(shard="1/2"), progress=False)  # finished: nothing sampled again
+    assert len(Scripted.calls) == 6
     with pytest.raises(Exception, match="another model"):
         generate.run(_config(sampling=SamplingConfig(k=3, max_new_tokens=4)), progress=False)
+    with pytest.raises(Exception, match="another model"):
+        generate.run(_config(shard="1/2", sampling=SamplingConfig(k=3, max_new_tokens=4)), progress=False)
 
 
 def _samples_run(artifacts, rows):

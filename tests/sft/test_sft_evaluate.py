@@ -18,7 +18,7 @@ from leanloop.prover.generation import Attempt, SamplingConfig
 from leanloop.prover.passk import pass_at_k
 from leanloop.prover.prompt import PromptConfig
 from sft.sample import candidate_rows, merge, sample_dir
-from leanloop.prover.shards import ShardFile, ShardSpec
+from leanloop.prover.shards import SampleJournal
 from leanloop.prover.statements import read_statements
 
 DSP = "shared://statements/minif2f_deepseek_prover_v1.5.jsonl"
@@ -43,7 +43,7 @@ def attempts(shared_data):
 
 
 def _sample_run(attempts, novel_name, empty_name) -> tuple[SampleConfig, dict]:
-    """Write the attempts as a sample run with the sampler's own row builder, shard and merge; one
+    """Write the attempts as a sample run with the sampler's own row builder, journal and merge; one
     attempt becomes an unrecorded proof, another an empty completion."""
     statements = {s.name: s for s in read_statements(DSP).statements}
     chosen = [statements[name] for name in attempts]
@@ -51,7 +51,7 @@ def _sample_run(attempts, novel_name, empty_name) -> tuple[SampleConfig, dict]:
                           statements=StatementsConfig(path=DSP, names=list(attempts)),
                           prompt=PromptConfig(), sampling=SamplingConfig(k=K))
     prover = {"path": "Slim205/RL-Lean Expert_V2 rounds 0-3", "hash": None}
-    shard = ShardFile(sample_dir(config.run) / "shards" / ShardSpec(0, 1).file_name(), K)
+    journal = SampleJournal(sample_dir(config.run), K)
     verdicts = {}
     for statement in chosen:
         completions = [r["code"][len(statement.prompt):] for r in attempts[statement.name]]
@@ -63,8 +63,8 @@ def _sample_run(attempts, novel_name, empty_name) -> tuple[SampleConfig, dict]:
         verdicts[statement.name] = verdict
         rows = candidate_rows(statement, [Attempt(c, "stop", 0) for c in completions], prover=prover,
                               source="rl_lean", sampling=config.sampling, keep_completion=True)
-        shard.append(statement.name, rows)
-    merge(config, chosen, 1, sample_dir(config.run), prover)
+        journal.append(statement.name, rows)
+    merge(config, chosen, 0, sample_dir(config.run), prover)
     return config, verdicts
 
 

@@ -39,13 +39,11 @@ def test_sample_array_merges_to_the_one_process_file(tiny_prover, tiny_generator
     status = shard_states("sample", folder)
     assert status["summary"] == {"done": 2} and status["attempts"] == 8 and status["merged"]
 
-    # shard 1 lost (its file and manifest): refused in one line, then only shard 1 runs again
+    # shard 1 lost (its journal and manifest): refused in one line, then only shard 1 runs again
     shutil.rmtree(folder / "shards" / "1-of-2")
-    samples = folder / "shards" / "shard-00001-of-00002.jsonl"
-    samples.unlink()
     (folder / "manifest.json").unlink()
     capsys.readouterr()
-    assert sample_main(["--config", str(config), "--run", "arr", "--merge_only", "true", "--shard.count", "2"]) == 2
+    assert sample_main(["--config", str(config), "--run", "arr", "--merge_shards", "2"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "shard 1/2 is missing" in err
     assert array_main(args) == 0, capsys.readouterr().err
@@ -59,7 +57,7 @@ def test_sample_array_merges_to_the_one_process_file(tiny_prover, tiny_generator
     manifest["shard"]["code"] = "0" * 40
     path.write_text(json.dumps(manifest))
     capsys.readouterr()
-    assert sample_main(["--config", str(config), "--run", "arr", "--merge_only", "true", "--shard.count", "2"]) == 2
+    assert sample_main(["--config", str(config), "--run", "arr", "--merge_shards", "2"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "another code version" in err
     assert os.environ["OMP_NUM_THREADS"] == "1"

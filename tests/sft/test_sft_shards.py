@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from leanloop.training.models import ModelSpec
-from sft.config import SampleConfig, ShardConfig, StatementsConfig
 from leanloop.prover.generation import SamplingConfig
+from leanloop.prover.shards import SampleJournal, ShardError, merge_journals
+from leanloop.sharding import MergeRefused, Shard, ShardSpecError, process_shard, shard_dir
+from leanloop.training.models import ModelSpec
+from sft.config import SampleConfig, StatementsConfig
 from sft.sample import load_statement_set, run, sample_dir
-from leanloop.prover.shards import ShardError, ShardFile, ShardSpec, merge_shards, shard_from_env
 
 
 class CountingGenerator:
@@ -23,59 +24,74 @@ class CountingGenerator:
         return self.inner.sample_batch(prompts, names, config)
 
 
-def _config(prover, run_name, shard=None, temperature=1.0):
+def _config(prover, run_name, shard=None, temperature=1.0, merge_shards=0):
     return SampleConfig(
         model=ModelSpec(name=str(prover)), run=run_name,
         statements=StatementsConfig(path="shared://statements/minif2f_goedel_prover_v2_repaired.jsonl",
-                                    limit=3),
+                                    limit=4),
         sampling=SamplingConfig(k=2, max_new_tokens=4, temperature=temperature),
-        shard=shard or ShardConfig())
-
+        shard=shard, merge_shards=merge_shards)
 
 
 def test_shards_merge_to_the_unsharded_file_and_resume(tiny_prover, tiny_generator, artifacts):
     whole = run(_config(tiny_prover, "whole"), tiny_generator).read_bytes()
-
-    assert run(_config(tiny_prover, "split", ShardConfig(index=0, count=2)), tiny_generator) is None
-    merged = run(_config(tiny_prover, "split", ShardConfig(index=1, count=2)), tiny_generator)
-    assert merged.read_bytes() == whole
-
-    # kill shard 0 mid-statement: keep its first statement, one row of the next, half a line
-    shard0 = sample_dir("split") / "shards" / ShardSpec(0, 2).file_name()
-    lines = shard0.read_text().splitlines(keepends=True)
-    assert len(lines) == 4  # statements 0 and 2 of 3, k=2 each
-    shard0.write_text("".join(lines[:3]) + lines[3][: len(lines[3]) // 2])
-    (sample_dir("split") / "final" / "candidates.jsonl").unlink()
-    counting = CountingGenerator(tiny_generator[0])
     statements = load_statement_set(_config(tiny_prover, "split").statements)
-    merged = run(_config(tiny_prover, "split", ShardConfig(index=0, count=2)), (counting, tiny_generator[1]))
-    assert counting.names == [statements[2].name]  # only the unfinished statement is sampled again
+    names = [s.name for s in statements]
+
+    for index in range(3):
+        assert run(_config(tiny_prover, "split", f"{index}/3"), tiny_generator) is None
+    # each shard holds exactly the statements the stable hash gives it, in statement-set order
+    held = {index: list(SampleJournal(shard_dir(sample_dir("split"), Shard(index, 3)), 2).done)
+            for index in range(3)}
+    assert held == {index: [n for n in names if Shard(index, 3).owns(n)] for index in range(3)}
+    merged = run(_config(tiny_prover, "split", merge_shards=3), tiny_generator)
     assert merged.read_bytes() == whole
+
+    # kill the fullest shard mid-statement: keep its first statement, one row of the next, half a line
+    index = max(range(3), key=lambda i: len(held[i]))
+    assert len(held[index]) >= 2
+    journal = shard_dir(sample_dir("split"), Shard(index, 3)) / "journal.jsonl"
+    lines = journal.read_text().splitlines(keepends=True)
+    journal.write_text("".join(lines[:3]) + lines[3][: len(lines[3]) // 2])
+    (shard_dir(sample_dir("split"), Shard(index, 3)) / "manifest.json").unlink()
+    (sample_dir("split") / "manifest.json").unlink()
+    with pytest.raises(MergeRefused, match=f"shard {index}/3 is unfinished"):
+        run(_config(tiny_prover, "split", merge_shards=3), tiny_generator)
+    counting = CountingGenerator(tiny_generator[0])
+    assert run(_config(tiny_prover, "split", f"{index}/3"), (counting, tiny_generator[1])) is None
+    assert counting.names == held[index][1:]  # only the unfinished statements are sampled again
+    assert run(_config(tiny_prover, "split", merge_shards=3), tiny_generator).read_bytes() == whole
 
     with pytest.raises(ShardError, match="different sampling"):
-        run(_config(tiny_prover, "split", ShardConfig(index=0, count=2), temperature=0.7), tiny_generator)
+        run(_config(tiny_prover, "split", f"{index}/3", temperature=0.7), tiny_generator)
+    with pytest.raises(ShardSpecError, match="pass one of the two"):
+        run(_config(tiny_prover, "split", "0/3", merge_shards=3), tiny_generator)
 
 
-def test_merge_names_missing_shards(tmp_path):
-    ShardFile(tmp_path / ShardSpec(0, 2).file_name(), k=1).append("a", [{"name": "a", "attempt": 0}])
-    with pytest.raises(ShardError, match=r"unfinished shards: \[1\]"):
-        merge_shards(tmp_path, 2, ["a", "b"], k=1)
-    assert merge_shards(tmp_path, 2, ["a"], k=1) == [{"name": "a", "attempt": 0}]
+def test_merge_names_missing_statements_and_their_shards(tmp_path):
+    owner = Shard(1, 2) if Shard(1, 2).owns("b") else Shard(0, 2)
+    SampleJournal(shard_dir(tmp_path, Shard(1 - owner.index, 2)), k=1).append("a", [{"name": "a", "attempt": 0}])
+    with pytest.raises(MergeRefused, match=rf"unfinished shards: \[{owner.index}\]"):
+        merge_journals(tmp_path, 2, ["a", "b"], k=1)
+    with pytest.raises(MergeRefused, match="outside this statement set"):
+        merge_journals(tmp_path, 2, [], k=1)
     with pytest.raises(ShardError, match="expected k=1"):
-        ShardFile(tmp_path / "x.jsonl", k=1).append("c", [])
+        SampleJournal(tmp_path, k=1).append("c", [])
 
 
-def test_slurm_array_task_picks_the_shard(monkeypatch):
+def test_an_array_task_picks_its_shard(monkeypatch):
+    for name in ("LEANLOOP_SHARD_INDEX", "LEANLOOP_SHARD_COUNT", "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN",
+                 "SLURM_ARRAY_TASK_COUNT"):
+        monkeypatch.delenv(name, raising=False)
+    assert process_shard(None) is None
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "5")
     monkeypatch.setenv("SLURM_ARRAY_TASK_MIN", "2")
     monkeypatch.setenv("SLURM_ARRAY_TASK_COUNT", "4")
-    assert shard_from_env(None, None) == ShardSpec(3, 4)
-    assert shard_from_env(0, 2) == ShardSpec(0, 2)  # explicit config wins
-    assert ShardSpec(3, 4).select(list(range(10))) == [3, 7]
+    assert process_shard(None) == Shard(3, 4)
+    assert process_shard("0/2") == Shard(0, 2)  # the option wins
     monkeypatch.setenv("LEANLOOP_SHARD_INDEX", "6")  # cluster.submit's array tasks
     monkeypatch.setenv("LEANLOOP_SHARD_COUNT", "8")
-    assert shard_from_env(None, None) == ShardSpec(6, 8)
+    assert process_shard(None) == Shard(6, 8)
     monkeypatch.delenv("LEANLOOP_SHARD_COUNT")
-    monkeypatch.delenv("SLURM_ARRAY_TASK_COUNT")
-    with pytest.raises(ShardError, match="how many shards"):
-        shard_from_env(None, None)
+    with pytest.raises(ShardSpecError, match="how many shards"):
+        process_shard(None)
