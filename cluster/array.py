@@ -144,7 +144,7 @@ def _array_profile(profile: ClusterProfile) -> ClusterProfile:
     """The profile per array task: one task (the shard uses its CPUs/GPUs itself) that SLURM
     requeues on preemption or node failure."""
     extra = {"requeue": True, **profile.slurm_additional}
-    return replace(profile, distributed=False, array=0, shard_args=[], slurm_additional=extra)
+    return replace(profile, distributed=False, array=0, slurm_additional=extra)
 
 
 def _merge_profile(profile: ClusterProfile, depends_on: str | None) -> ClusterProfile:
@@ -153,7 +153,7 @@ def _merge_profile(profile: ClusterProfile, depends_on: str | None) -> ClusterPr
     if depends_on:
         extra["dependency"] = f"afterany:{depends_on}"
         extra["kill-on-invalid-dep"] = "yes"
-    return replace(profile, distributed=False, array=0, shard_args=[], gpus_per_node=0, slurm_additional=extra)
+    return replace(profile, distributed=False, array=0, gpus_per_node=0, slurm_additional=extra)
 
 
 def submit_array(run: StageRun, count: int, profile: ClusterProfile) -> ArraySubmission:

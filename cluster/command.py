@@ -249,15 +249,12 @@ class StageCommand:
     run_dir: str
     cwd: str = str(REPO_ROOT)
     env: dict[str, str] = field(default_factory=dict)
-    shard_args: list[str] = field(default_factory=list)
     shard_count: int = 0
 
     def command(self, shard: int | None = None) -> list[str]:
-        argv = list(self.argv)
-        if shard is not None and self.shard_args:
-            index_key, count_key = self.shard_args
-            argv += [f"--{index_key}", str(shard), f"--{count_key}", str(self.shard_count)]
-        return argv
+        """The stage's command line; an array task's also names its shard (``--shard I/N``, the
+        option every sharded stage takes)."""
+        return list(self.argv) + ([] if shard is None else ["--shard", f"{shard}/{self.shard_count}"])
 
     def __call__(self, shard: int | None = None) -> dict[str, Any]:
         env = {**os.environ, **self.env}

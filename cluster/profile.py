@@ -45,12 +45,10 @@ class ClusterProfile:
     ``--trainer.devices`` are set to match). False: one task per node that uses the GPUs itself
     (e.g. a sampler with tensor-parallel vLLM)."""
     array: int = 0
-    """Above 0: an array job of this many shards, each told its shard (see ``shard_args``)."""
+    """Above 0: an array job of this many shards, each told its shard: ``--shard I/N`` on its
+    command line (sharded stages only: data, sample, classify, prm-generate) and
+    ``LEANLOOP_SHARD_INDEX``/``_COUNT`` in its environment."""
     array_parallelism: int = 64
-    shard_args: list[str] = field(default_factory=list)
-    """Two dotted options that receive the shard index and count, e.g.
-    ``[sample.shard_index, sample.num_shards]``. Every shard also gets ``LEANLOOP_SHARD_INDEX`` and
-    ``LEANLOOP_SHARD_COUNT`` in its environment."""
     setup: list[str] = field(default_factory=list)
     """Shell lines run on the node before the job (``module load cuda``, ``source .venv/bin/activate``)."""
     env: dict[str, str] = field(default_factory=dict)
@@ -66,10 +64,6 @@ class ClusterProfile:
             raise ProfileError(f"time_min must be at least 1 minute, got {self.time_min}")
         if self.array < 0:
             raise ProfileError(f"array must be 0 (no array) or the number of shards, got {self.array}")
-        if self.shard_args and len(self.shard_args) != 2:
-            raise ProfileError(
-                f"shard_args names two options (shard index, shard count), got {self.shard_args}"
-            )
         if self.array and self.nodes > 1:
             raise ProfileError("an array job shards work over independent tasks; use nodes: 1 with array")
         if self.nodes > 1 and self.gpus_per_node and not self.distributed:

@@ -192,7 +192,7 @@ def sbatch_preview(run: StageRun, profile: ClusterProfile) -> str | None:
 def _command(run: StageRun, profile: ClusterProfile) -> StageCommand:
     extra = distributed_overrides(run, profile)
     return StageCommand(argv=run.argv(extra), run_dir=str(run.run_dir), env=dict(profile.env),
-                        shard_args=list(profile.shard_args), shard_count=profile.array)
+                        shard_count=profile.array)
 
 
 def _record(run: StageRun, command: StageCommand, executor: str, jobs: list[Any], profile: ClusterProfile,

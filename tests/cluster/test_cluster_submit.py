@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cluster.command import CommandError, StageRun, parse_cli_overrides
+from cluster.command import CommandError, StageCommand, StageRun, parse_cli_overrides
 from cluster.profile import PROFILES_DIR, ProfileError, load_profile
 from cluster.submit import SubmitError, distributed_overrides, main as submit_main, sbatch_preview
 from cluster.sweep import expand, load_sweep, run_sweep
@@ -58,9 +58,14 @@ def test_multinode_profile_gives_one_task_per_gpu_and_matching_trainer_options()
     assert sharded.tasks_per_node(cpu_processes=2) == 1 and sharded.trainer_overrides() == {}  # shards use GPUs themselves
 
 
+def test_an_array_task_names_its_shard_on_the_command_line():
+    command = StageCommand(argv=["python", "-m", "sft.sample", "--run", "r"], run_dir="r", shard_count=8)
+    assert command.command() == ["python", "-m", "sft.sample", "--run", "r"]
+    assert command.command(6)[-2:] == ["--shard", "6/8"]  # the one shard option of every sharded stage
+
+
 @pytest.mark.parametrize("changes, message", [
     ({"nodes": 0}, "nodes must be at least 1"),
-    ({"shard_args": ["only.index"]}, "names two options"),
     ({"array": 4, "nodes": 2}, "use nodes: 1 with array"),
     ({"nodes": 2, "gpus_per_node": 4, "distributed": False}, "need distributed: true"),
     ({"executor": "kubernetes"}, "executor"),
