@@ -31,11 +31,12 @@ class SearchConfig:
     """Softmax temperature over the sampled tactics' log-probabilities (not given)."""
     no_tactic_value: float = -40.0
     """Value of a goal where no sampled tactic applied (not given; the reference code's default)."""
-    widening_c: float = 1.5
+    widening_c: float = 1.0
     widening_alpha: float = 0.5
     """Progressive widening: re-sample tactics at an OR node while its expansions <=
-    widening_c * visits**widening_alpha (Section 3; constants not given: c = 1.5 is ours, tuned on the
-    synthetic-policy benchmark, where c = 0.5 re-sampled a goal only at 16 and 36 visits)."""
+    widening_c * visits**widening_alpha (Section 3; constants not given: c = 1.0 is ours, tuned on the
+    synthetic-policy benchmark's train theorems together with ``candidate_order`` and
+    ``and_sibling``; c = 0.5 re-sampled a goal only at 16 and 36 visits)."""
     first_expansion_samples: int | None = 1
     """Tactics run at a goal's first expansion; its n-th re-expansion (progressive widening) runs
     ``first_expansion_samples * expansion_growth**n``, rounded up, at most ``samples_per_expansion``
@@ -53,18 +54,16 @@ class SearchConfig:
     """Each visit to an unsolved goal lowers its value by this many tactics, so a goal whose
     tactics keep failing or leading to goals that go nowhere falls in value and the search moves to
     its siblings or re-samples its parent (0: the value is the plain mean). Ours, tuned there."""
-    failed_expansion_value: float | None = None
-    """Value backed up by a re-expansion of a goal that has edges when none of its new tactics
-    applied (None: the critic's estimate of the goal, as if nothing had been learned). Ours."""
     candidate_order: Literal["rank", "frequency"] = "frequency"
     """Which untried tactics an expansion runs: the current proposal's best-ranked (``rank``), or
     those the policy proposed most often over all proposals at this goal so far, ties by
     log-probability (``frequency``: the samples' empirical distribution, so a tactic the policy
     keeps proposing is tried before one it proposed once). Ours."""
-    and_sibling: Literal["hardest", "least_visited"] = "hardest"
+    and_sibling: Literal["hardest", "least_visited"] = "least_visited"
     """At an AND node, which unsolved child to descend into: the lowest value (the hardest decides
     the proof) or the least visited (budget spread evenly over the goals still open). Unvisited
-    children go first either way. Ours."""
+    children go first either way. Ours: with a critic that cannot tell a dead end from progress
+    (the synthetic benchmark's), spreading the calls won there."""
     tactic_timeout: float = 10.0
     """Seconds per tactic application (not given)."""
     max_depth: int = 64

@@ -223,7 +223,6 @@ class Search:
                results: Sequence[EnvResult]) -> None:
         leaf: GoalNode = path[-1]
         leaf.expansions += 1
-        edges_before = len(leaf.edges)
         self.stats.expansions += 1
         self.stats.env_calls += len(results)
         path_keys = {n.cycle_key for n in path if isinstance(n, GoalNode)}
@@ -241,13 +240,10 @@ class Search:
             children = [self.table.setdefault(g.key, GoalNode(g)) for g in result.goals]
             leaf.edges.append(TacticEdge(tactic, weight / total, children))
         leaf.refresh_solved()
-        grew = len(leaf.edges) > edges_before
         if leaf.solved_depth is not None:
             value = -float(leaf.solved_depth)
         elif not leaf.edges:
             value = self.config.no_tactic_value
-        elif not grew and self.config.failed_expansion_value is not None:
-            value = self.config.failed_expansion_value
         else:
             value = -float(proposal.distance)
         self.backpropagate(path, value)

@@ -159,3 +159,30 @@ def test_re_expansions_widen_and_the_call_budget_binds():
     searches, _ = start_searches(["t"], _WideEnv(), config)
     SearchBatch(searches, _ListPolicy(tactics), config).run(budget=100, calls=6)
     assert searches[0].stats.env_calls == 6  # 1 + 2 + then only the 3 that fit
+
+
+class _ScriptedPolicy:
+    """Proposes the given lists in turn, best first."""
+
+    def __init__(self, *proposals):
+        self.proposals = list(proposals)
+        self.calls = 0
+
+    def propose(self, states, samples):
+        tactics = self.proposals[min(self.calls, len(self.proposals) - 1)]
+        self.calls += 1
+        return [Proposal([(t, -0.1 * rank) for rank, t in enumerate(tactics)], 2.0) for _ in states]
+
+
+def test_frequency_order_runs_the_tactic_proposed_most_often_first():
+    def second_tactic_run(order):
+        config = SearchConfig(simulations=2, samples_per_expansion=3, first_expansion_samples=1, candidate_order=order)
+        searches, _ = start_searches(["t"], _WideEnv(), config)
+        SearchBatch(searches, _ScriptedPolicy(["a", "b", "c"], ["d", "b", "e"]), config).run()
+        assert searches[0].root.expansions == 2 and searches[0].stats.env_calls == 2
+        return searches[0].root.tried - {"a"}
+
+    # "b" is in both proposals: the samples say the policy puts more mass on it than on "d", which
+    # led only the second proposal
+    assert second_tactic_run("frequency") == {"b"}
+    assert second_tactic_run("rank") == {"d"}
