@@ -169,7 +169,8 @@ def noisy(args) -> int:
           f"{config.first_expansion_samples or config.samples_per_expansion} run at a goal's first expansion "
           f"(growth x{config.expansion_growth} per re-expansion), widening c "
           f"{config.widening_c} alpha {config.widening_alpha}, first-play urgency {config.first_play_urgency}, "
-          f"dead-end decay {config.dead_end_decay})")
+          f"dead-end decay {config.dead_end_decay}, candidate order {config.candidate_order}, edge prior {config.edge_prior}, "
+          f"AND siblings {config.and_sibling})")
     results = {}
     for title, names in (("train theorems (tuning)", train), ("held-out theorems", held_out)):
         if not names:

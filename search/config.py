@@ -31,11 +31,11 @@ class SearchConfig:
     """Softmax temperature over the sampled tactics' log-probabilities (not given)."""
     no_tactic_value: float = -40.0
     """Value of a goal where no sampled tactic applied (not given; the reference code's default)."""
-    widening_c: float = 1.0
+    widening_c: float = 1.5
     widening_alpha: float = 0.5
     """Progressive widening: re-sample tactics at an OR node while its expansions <=
-    widening_c * visits**widening_alpha (Section 3; constants not given: c = 1.0 is ours, tuned on the
-    synthetic-policy benchmark's train theorems together with ``candidate_order`` and
+    widening_c * visits**widening_alpha (Section 3; constants not given: c = 1.5 is ours, tuned on the
+    synthetic-policy benchmark's train theorems with ``candidate_order``, ``edge_prior`` and
     ``and_sibling``; c = 0.5 re-sampled a goal only at 16 and 36 visits)."""
     first_expansion_samples: int | None = 1
     """Tactics run at a goal's first expansion; its n-th re-expansion (progressive widening) runs
@@ -59,6 +59,11 @@ class SearchConfig:
     those the policy proposed most often over all proposals at this goal so far, ties by
     log-probability (``frequency``: the samples' empirical distribution, so a tactic the policy
     keeps proposing is tried before one it proposed once). Ours."""
+    edge_prior: Literal["expansion", "frequency"] = "frequency"
+    """An edge's prior in PUCT: its tactic's softmax share among those its expansion ran
+    (``expansion``), or how many of the goal's proposals held it (``frequency``: the samples'
+    empirical distribution, so the visits follow the tactics the policy keeps proposing; with one
+    tactic run per expansion every ``expansion`` prior is 1). Ours, tuned there."""
     and_sibling: Literal["hardest", "least_visited"] = "least_visited"
     """At an AND node, which unsolved child to descend into: the lowest value (the hardest decides
     the proof) or the least visited (budget spread evenly over the goals still open). Unvisited

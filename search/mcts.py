@@ -172,6 +172,11 @@ class Search:
         while len(path) < 2 * self.config.max_depth:
             if self._widen(node) or not node.edges:
                 return path
+            if self.config.edge_prior == "frequency" and node.proposed:
+                for e in node.edges:
+                    seen = node.proposed.get(" ".join(e.tactic.split()))
+                    if seen:
+                        e.prior = seen[0]
             prior_sum = sum(e.prior for e in node.edges)
             edges = [e for e in node.edges if not any(ch.key in on_path for ch in e.children)]
             if not edges:

@@ -186,3 +186,27 @@ def test_frequency_order_runs_the_tactic_proposed_most_often_first():
     # led only the second proposal
     assert second_tactic_run("frequency") == {"b"}
     assert second_tactic_run("rank") == {"d"}
+
+
+class _TwoWayEnv(ProofEnv):
+    """``a`` and ``b`` each lead to a goal where nothing applies; every other tactic fails."""
+
+    name = "two_way"
+
+    def _start(self, theorem):
+        return EnvResult(EnvStatus.OK, [EnvGoal(tuple(parse_state("⊢ R")))])
+
+    def _apply(self, goal, tactic, timeout):
+        if goal.text == "⊢ R" and tactic in ("a", "b"):
+            return EnvResult(EnvStatus.OK, [EnvGoal(tuple(parse_state(f"⊢ {tactic.upper()}")))])
+        return EnvResult(EnvStatus.ERROR, error="no")
+
+
+def test_frequency_priors_follow_how_often_each_edge_was_proposed():
+    config = SearchConfig(simulations=3, samples_per_expansion=2, first_expansion_samples=1, widening_c=1.5)
+    searches, _ = start_searches(["t"], _TwoWayEnv(), config)
+    SearchBatch(searches, _ScriptedPolicy(["a", "b"], ["x"], ["b", "c"]), config).run()
+    root = searches[0].root
+    assert [e.tactic for e in root.edges] == ["a", "b"]  # a first (tie, better rank), then b: proposed twice
+    searches[0].select()
+    assert {e.tactic: e.prior for e in root.edges} == {"a": 1, "b": 2}
