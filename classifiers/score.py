@@ -58,9 +58,9 @@ class ScoreConfig:
     merge_shards: int = 0
     """Above 0: merge that many finished shards into the run instead of scoring."""
     feedback: dict[str, Any] | None = None
-    """Label with the feedback model ``model`` names: the options of ``feedback_model.factory.evaluator``
-    (``mode``: feedback, the default here, or cascade; ``generation``; ``self_consistency``;
-    ``cascade``). Each row then carries its ``trace`` and ``reason``."""
+    """Label with the feedback model ``model`` names, one greedy trace per program:
+    ``{generation: {...}}`` (``feedback_model.config.GenerationConfig``). Each row then carries its
+    ``trace`` and ``reason``."""
 
 
 def item_key(where: dict[str, Any], program: str) -> str:
@@ -108,9 +108,12 @@ def score(config: ScoreConfig, folder: Path) -> Manifest:
         evaluator = ClassifierEvaluator.load(resolve_path(config.model), batch_size=config.batch_size,
                                              device=config.device, threshold=config.threshold)
     else:
-        from feedback_model.factory import evaluator as feedback_evaluator
+        from feedback_model.evaluator import FeedbackEvaluator, GenerationConfig
 
-        evaluator = feedback_evaluator(config.model, **{"mode": "feedback", **config.feedback})
+        unknown = sorted(set(config.feedback) - {"generation"})
+        if unknown:
+            raise ValueError(f"feedback labelling reads only feedback.generation (greedy traces), not {unknown}")
+        evaluator = FeedbackEvaluator.load(config.model, GenerationConfig(**config.feedback.get("generation", {})))
     predictions = evaluator.score([program for _, program in items]) if items else []
     rows = []
     for (where, _), p in zip(items, predictions):

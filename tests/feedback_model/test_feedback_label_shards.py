@@ -49,4 +49,4 @@ def test_the_shipped_feedback_labelling_config_parses():
     from leanloop.tool import parse_config
 
     config, _ = parse_config(ScoreConfig, ["--config", str(REPO_ROOT / "configs/classify/feedback.yaml")])
-    assert config.model == "artifacts://feedback_model/default" and config.feedback["mode"] == "feedback"
+    assert config.model == "artifacts://feedback_model/default" and set(config.feedback) == {"generation"}
