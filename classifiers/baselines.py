@@ -90,8 +90,10 @@ class Baselines:
 
     def __init__(self, programs: Sequence[str], labels: Sequence[bool], names: Sequence[str],
                  tfidf: TfidfConfig | None = None) -> None:
-        from classifiers.history import History
+        from classifiers.history import REVEAL_FRACTION, History
 
+        self.reveal_fraction = REVEAL_FRACTION
+        """Share of each problem's labels the sibling rate sees (a hybrid step's cutoff)."""
         self.labels = [bool(y) for y in labels]
         self.tfidf = TfidfBaseline(tfidf).fit(programs, self.labels)
         self.history = History.from_rows({"name": n, "label": y} for n, y in zip(names, self.labels))
@@ -107,7 +109,7 @@ class Baselines:
         names, labels = list(names), [bool(y) for y in labels]
         if not names:
             return {name: np.zeros(0) for name in BASELINES}
-        _, siblings = split_evidence(names, labels, self.history, seed=seed)
+        _, siblings = split_evidence(names, labels, self.history, self.reveal_fraction, seed=seed)
         prior = [self.history.get(name) for name in names]
         return {
             MAJORITY: majority_scores(self.labels, len(names)),

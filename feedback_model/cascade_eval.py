@@ -161,7 +161,6 @@ def baseline_results(corpus: Sequence[dict[str, Any]], rows: list[dict[str, Any]
     evaluated rows themselves when the validation split is what is evaluated, or lacks a class).
     None of them when the training split lacks a class: the results then say why."""
     from classifiers.evaluator import BASELINES, Baselines
-    from classifiers.history import REVEAL_FRACTION
     from leanloop.corpus import VALID, canonical_split
     from leanloop.metrics import select_threshold
 
@@ -194,7 +193,7 @@ def baseline_results(corpus: Sequence[dict[str, Any]], rows: list[dict[str, Any]
         results[name] = {"seconds": seconds, "load_s": fit_s,
                          "timing": {"gate_s": 0.0, "load_s": 0.0, "traces_s": 0.0, "other_s": seconds},
                          "baseline": {"threshold": threshold, "threshold_split": threshold_split,
-                                      "train_programs": len(train), "reveal_fraction": REVEAL_FRACTION}}
+                                      "train_programs": len(train), "reveal_fraction": baselines.reveal_fraction}}
         for row, score in zip(rows, scores[name].tolist()):
             records.append({"evaluator": name, "id": row["id"], "label": bool(row["label"]),
                             "group": row["name"] or row["id"], "split": row["split"],

@@ -209,7 +209,7 @@ def write_report(out: Path, config: CascadeEvalConfig, rows: list[dict[str, Any]
     fitted = next(iter(trivial.values()), None)
     lines = [*verdict[:1],
         f"# Cascade evaluation `{config.run}` (the seed's Table 3)", "", *verdict[2:],
-        (f"Baselines (the verdicts table's first rows, as in the classifier reports): fitted on the corpus's "
+        (f"How the baselines (the verdicts table's first rows, as in the classifier reports) were made: fitted on the corpus's "
          f"training split ({fitted['train_programs']} labelled programs), each thresholded at its best MCC "
          f"on {fitted['threshold_split']}; the sibling rate reveals a seeded "
          f"{fitted['reveal_fraction']:.0%} of each problem's evaluated programs, as a hybrid step knows them at its cutoff."

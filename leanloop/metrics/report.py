@@ -359,8 +359,8 @@ def _align(a: Predictions, b: Predictions) -> tuple[Predictions, Predictions]:
 
 def baseline_verdict(summary: dict[str, Any], learned: Sequence[str], baselines: Sequence[str],
                      split: str = "test") -> list[str]:
-    """The first line of every evaluator report: which trivial baseline beats which learned evaluator
-    (on AUROC where the evaluator's score is graded, on accuracy where it gives a hard verdict:
+    """The first line of every evaluator report: which trivial baseline beats or matches which learned
+    evaluator (on AUROC where the evaluator's score is graded, on accuracy where it gives a hard verdict:
     ``summary[name]["auroc_defined"]`` false or no AUROC), or that none does; then a line of the
     baselines' AUROC and accuracy. ``summary``: evaluator -> {"metrics": {...}} on ``split``."""
     baselines = [b for b in baselines if b in summary]
@@ -385,7 +385,8 @@ def baseline_verdict(summary: dict[str, Any], learned: Sequence[str], baselines:
         better = [b for b in baselines if value(b, metric) >= value(name, metric)]
         if better:
             best = max(better, key=lambda b: value(b, metric))
-            beaten.append(f"`{best}` ({shown(best, metric)}) beats `{name}` ({shown(name, metric)})")
+            verb = "beats" if value(best, metric) > value(name, metric) else "matches"  # a tie is no gain either
+            beaten.append(f"`{best}` ({shown(best, metric)}) {verb} `{name}` ({shown(name, metric)})")
     on = f"on {split} AUROC" + (" (accuracy for hard verdicts)" if any(metric_of(n) == "accuracy" for n in learned)
                                 else "")
     if beaten:
