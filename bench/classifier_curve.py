@@ -72,9 +72,15 @@ def run_one(recipe: str, corpus: str, rows: int | None, seed: int, resamples: in
             "rows": used}
 
 
+FARTHEST = 100
+"""An extrapolated crossing beyond this many times the largest measured size is no crossing in sight
+(a nearly flat line through noisy gaps crosses zero at an absurd size)."""
+
+
 def crossing(sizes: list[int], gaps: list[float]) -> dict[str, Any]:
     """The smallest measured size from which the classifier's mean AUROC stays at or above TF-IDF's
-    (at every larger size too); else where a line through the gap against log(rows) crosses zero."""
+    (at every larger size too); else where a line through the gap against log(rows) crosses zero,
+    when that is within :data:`FARTHEST` times the data (``beyond``: the farther crossing, if any)."""
     for i, n in enumerate(sizes):
         if all(gap >= 0 for gap in gaps[i:]):
             return {"measured": True, "rows": n}
@@ -83,7 +89,11 @@ def crossing(sizes: list[int], gaps: list[float]) -> dict[str, Any]:
     slope, intercept = np.polyfit(np.log(sizes), gaps, 1)
     if slope <= 0:
         return {"measured": False, "rows": None, "slope_per_log_row": float(slope)}
-    return {"measured": False, "rows": float(math.exp(-intercept / slope)), "slope_per_log_row": float(slope)}
+    log_rows = -intercept / slope
+    if log_rows > math.log(FARTHEST * max(sizes)):
+        return {"measured": False, "rows": None, "slope_per_log_row": float(slope),
+                "beyond": float(math.exp(min(log_rows, 700.0)))}
+    return {"measured": False, "rows": float(math.exp(log_rows)), "slope_per_log_row": float(slope)}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -118,6 +128,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     elif where["rows"]:
         print(f"the classifier does not stay at or above TF-IDF; a straight line through the gap "
               f"against log(rows) crosses zero at ~{where['rows']:,.0f} rows (an extrapolation)")
+    elif where.get("beyond"):
+        print(f"the classifier does not stay at or above TF-IDF; a straight line through the gap against log(rows) "
+              f"(slope {where['slope_per_log_row']:+.4f} per e-fold) crosses zero only beyond {FARTHEST}x the "
+              f"data (~{where['beyond']:.1e} rows): no crossing in sight")
     else:
         print("the classifier does not stay at or above TF-IDF and the gap does not shrink with more rows: "
               "no crossing in sight")

@@ -118,6 +118,8 @@ def test_bench_classifier_curve_smoke():
     assert crossing([250, 500, 1000], [0.01, -0.05, -0.1])["rows"] is None  # ahead once, then falling behind
     extrapolated = crossing([250, 1000], [-0.2, -0.1])  # +0.1 per 4x rows: zero at 4,000
     assert not extrapolated["measured"] and extrapolated["rows"] == pytest.approx(4000)
+    flat = crossing([250, 500, 1000, 1506], [-0.153, -0.211, -0.225, -0.131])  # the one-token curve's gaps
+    assert flat["rows"] is None and flat["beyond"] > 100 * 1506 and flat["slope_per_log_row"] > 0
 
 
 def test_bench_classifier_curve_and_evaluators_refuse_bad_options_in_one_line(capsys):
