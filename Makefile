@@ -121,13 +121,13 @@ classifiers: setup ## encoder + one-token verdict classifiers and their report (
 # The history-aware evaluator (classifiers/history.py) against its parts on the RL-Lean rounds and the
 # APOLLO attempts, with the hybrid cutoff simulated from the recorded verification times.
 .PHONY: bench-evaluators
-bench-evaluators: setup ## history-aware evaluator vs learned score / problem prior / sibling rate: AUROC, accuracy, FPR, margins (ARGS=--json PATH)
+bench-evaluators: setup ## history-aware evaluator vs learned score / problem prior / sibling rate: AUROC, accuracy, FPR, margins (ARGS="--history_rounds 4 --valid_rounds 2 --json PATH")
 	$(PY) -m bench.evaluators $(ARGS)
 
 # Learning curve of a classifier recipe vs TF-IDF on the data run's test split (the stage itself at
 # 250 / 500 / 1,000 / all training rows, three seeds; ~1 CPU hour for the encoder): where it crosses.
 .PHONY: bench-classifier-curve
-bench-classifier-curve: setup ## classifier vs TF-IDF test AUROC at 250/500/1000/all training rows, 3 seeds (ARGS="--config ... --json PATH")
+bench-classifier-curve: setup ## classifier vs TF-IDF test AUROC at 250/500/1000/all training rows, 3 seeds (ARGS="--recipe configs/classifiers/X.yaml --sizes all --seeds 0 --json PATH")
 	$(PY) -m bench.classifier_curve $(ARGS)
 
 # How a classifier recipe is judged: K folds of the config's data run (train + validation, grouped by

@@ -1,22 +1,23 @@
 """``python -m bench.classifier_curve`` (``make bench-classifier-curve``): learning curve of a learned
 classifier against TF-IDF on the project's test split.
 
-The classifier stage is run (the real recipe, ``--config``, default the embedded encoder on the
+The classifier stage is run (the real recipe, ``--recipe``, default the embedded encoder on the
 pretrained MiniLM) on a seeded random 250 / 500 / 1,000 / all of the corpus's labelled training
 programs, three seeds each, with validation and test whole; TF-IDF + logistic regression is fitted
 on the same rows in the same run's report. Printed per size: test AUROC of both (mean and each seed)
 and the gap; then the smallest size from which the classifier's mean stays at or above TF-IDF's, or,
 when there is none, where a straight line through the gap against log(rows) crosses zero (an
-extrapolation, said as such; none when the gap does not shrink). Runs land in ``artifacts/classifiers/curve_<config>_n<rows>_s<seed>`` (a finished
-one is skipped on a rerun). ``--json PATH`` writes the numbers.
+extrapolation, said as such; none when the gap does not shrink). Runs land in
+``artifacts/classifiers/curve_<recipe>_n<rows>_s<seed>`` (a finished one is skipped on a rerun).
+Options: :class:`CurveConfig` (``--json PATH`` writes the numbers).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +28,39 @@ from leanloop.paths import REPO_ROOT
 SIZES = (250, 500, 1000, None)  # None: every training row
 
 
-def run_one(config: str, corpus: str, rows: int | None, seed: int, resamples: int, extra: list[str]) -> dict[str, float]:
+@dataclass
+class CurveConfig:
+    """``python -m bench.classifier_curve`` options."""
+
+    recipe: str = str(REPO_ROOT / "configs/classifiers/encoder_default.yaml")
+    """The classifiers stage's config trained at every point (``--config`` of ``python -m classifiers.train``)."""
+    corpus: str = "artifacts://data/default"
+    sizes: str = "250,500,1000,all"
+    """Training rows per point, comma-separated (all: every row)."""
+    seeds: str = "0,1,2"
+    resamples: int = 200
+    """Bootstrap resamples of each run's report."""
+    smoke: bool = False
+    """configs/classifiers/debug.yaml (its own recorded-verdicts file), 2 sizes, 1 seed, one batch."""
+    json: str | None = None
+    """Also write the numbers to this file."""
+
+
+def parse_list(text: str, what: str, allow_all: bool = False) -> list[int | None]:
+    try:
+        return [None if allow_all and part.strip() == "all" else int(part) for part in text.split(",")]
+    except ValueError:
+        raise ValueError(f"{what} is a comma-separated list of integers{' or all' if allow_all else ''}, "
+                         f"got {text!r}") from None
+
+
+def run_one(recipe: str, corpus: str, rows: int | None, seed: int, resamples: int, extra: list[str]) -> dict[str, float]:
     """Test AUROC of the classifier and of TF-IDF for one (size, seed)."""
     from classifiers.run_report import TFIDF
     from classifiers.train import run
 
-    name = f"curve_{Path(config).stem}_n{rows or 'all'}_s{seed}"
-    result = run(["--config", config, "--run", name, "--data.corpus", corpus, "--seed_everything", str(seed),
+    name = f"curve_{Path(recipe).stem}_n{rows or 'all'}_s{seed}"
+    result = run(["--config", recipe, "--run", name, "--data.corpus", corpus, "--seed_everything", str(seed),
                   "--data.train_rows", "null" if rows is None else str(rows), "--data.train_rows_seed", str(seed),
                   "--model.init_args.evaluation.n_resamples", str(resamples), "--log.csv", "false", *extra])
     summary = json.loads((result.run_dir / "summary.json").read_text())["evaluators"]
@@ -45,9 +72,15 @@ def run_one(config: str, corpus: str, rows: int | None, seed: int, resamples: in
             "rows": used}
 
 
+FARTHEST = 100
+"""An extrapolated crossing beyond this many times the largest measured size is no crossing in sight
+(a nearly flat line through noisy gaps crosses zero at an absurd size)."""
+
+
 def crossing(sizes: list[int], gaps: list[float]) -> dict[str, Any]:
     """The smallest measured size from which the classifier's mean AUROC stays at or above TF-IDF's
-    (at every larger size too); else where a line through the gap against log(rows) crosses zero."""
+    (at every larger size too); else where a line through the gap against log(rows) crosses zero,
+    when that is within :data:`FARTHEST` times the data (``beyond``: the farther crossing, if any)."""
     for i, n in enumerate(sizes):
         if all(gap >= 0 for gap in gaps[i:]):
             return {"measured": True, "rows": n}
@@ -56,37 +89,37 @@ def crossing(sizes: list[int], gaps: list[float]) -> dict[str, Any]:
     slope, intercept = np.polyfit(np.log(sizes), gaps, 1)
     if slope <= 0:
         return {"measured": False, "rows": None, "slope_per_log_row": float(slope)}
-    return {"measured": False, "rows": float(math.exp(-intercept / slope)), "slope_per_log_row": float(slope)}
+    log_rows = -intercept / slope
+    if log_rows > math.log(FARTHEST * max(sizes)):
+        return {"measured": False, "rows": None, "slope_per_log_row": float(slope),
+                "beyond": float(math.exp(min(log_rows, 700.0)))}
+    return {"measured": False, "rows": float(math.exp(log_rows)), "slope_per_log_row": float(slope)}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(prog="python -m bench.classifier_curve", description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default=str(REPO_ROOT / "configs/classifiers/encoder_default.yaml"))
-    parser.add_argument("--corpus", default="artifacts://data/default")
-    parser.add_argument("--sizes", default="250,500,1000,all", help="training rows per point (all: every row)")
-    parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--resamples", type=int, default=200, help="bootstrap resamples of each run's report")
-    parser.add_argument("--smoke", action="store_true",
-                        help="configs/classifiers/debug.yaml (its own recorded-verdicts file), 2 sizes, 1 seed, one batch")
-    parser.add_argument("--json", default=None)
-    args = parser.parse_args(argv)
-    sizes = [None if s == "all" else int(s) for s in args.sizes.split(",")]
-    seeds = [int(s) for s in args.seeds.split(",")]
+    from leanloop.tool import parse_config
+
+    options = parse_config(CurveConfig, argv, prog="python -m bench.classifier_curve",
+                        description=__doc__.splitlines()[0])[0]
+    sizes = parse_list(options.sizes, "sizes", allow_all=True)
+    seeds = [int(s) for s in parse_list(options.seeds, "seeds")]
+    if any(n is not None and n < 1 for n in sizes):
+        raise ValueError(f"sizes must be at least 1 training row each, got {options.sizes!r}")
     extra: list[str] = []
-    config, corpus = args.config, args.corpus
-    if args.smoke:
-        config, sizes, seeds = str(REPO_ROOT / "configs/classifiers/debug.yaml"), [16, None], [0]
+    recipe, corpus = options.recipe, options.corpus
+    if options.smoke:
+        recipe, sizes, seeds = str(REPO_ROOT / "configs/classifiers/debug.yaml"), [16, None], [0]
         corpus, extra = "null", ["--trainer.fast_dev_run", "true"]
     began = time.perf_counter()
     points: list[dict[str, Any]] = []
     for rows in sizes:
-        runs = [run_one(config, corpus, rows, seed, args.resamples, extra) for seed in seeds]
+        runs = [run_one(recipe, corpus, rows, seed, options.resamples, extra) for seed in seeds]
         point = {"rows": runs[0]["rows"] if rows is None else rows, "requested": rows or "all",
                  "classifier": [r["classifier"] for r in runs], "tfidf": [r["tfidf"] for r in runs]}
         point["classifier_mean"], point["tfidf_mean"] = float(np.mean(point["classifier"])), float(np.mean(point["tfidf"]))
         point["gap"] = point["classifier_mean"] - point["tfidf_mean"]
         points.append(point)
-        print(f"rows {point['rows']!s:>5}: {Path(config).stem} AUROC {point['classifier_mean']:.3f} "
+        print(f"rows {point['rows']!s:>5}: {Path(recipe).stem} AUROC {point['classifier_mean']:.3f} "
               f"({', '.join(f'{v:.3f}' for v in point['classifier'])}) vs TF-IDF {point['tfidf_mean']:.3f} "
               f"({', '.join(f'{v:.3f}' for v in point['tfidf'])}): gap {point['gap']:+.3f}", flush=True)
     where = crossing([int(p["rows"]) for p in points if p["rows"]], [p["gap"] for p in points if p["rows"]])
@@ -95,16 +128,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     elif where["rows"]:
         print(f"the classifier does not stay at or above TF-IDF; a straight line through the gap "
               f"against log(rows) crosses zero at ~{where['rows']:,.0f} rows (an extrapolation)")
+    elif where.get("beyond"):
+        print(f"the classifier does not stay at or above TF-IDF; a straight line through the gap against log(rows) "
+              f"(slope {where['slope_per_log_row']:+.4f} per e-fold) crosses zero only beyond {FARTHEST}x the "
+              f"data (~{where['beyond']:.1e} rows): no crossing in sight")
     else:
         print("the classifier does not stay at or above TF-IDF and the gap does not shrink with more rows: "
               "no crossing in sight")
-    out = {"config": config, "corpus": corpus, "seeds": seeds, "points": points, "crossing": where,
+    out = {"recipe": recipe, "corpus": corpus, "seeds": seeds, "points": points, "crossing": where,
            "wall_s": time.perf_counter() - began}
     print(f"bench.classifier_curve: {out['wall_s']:.0f} s")
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+    if options.json:
+        Path(options.json).write_text(json.dumps(out, indent=2) + "\n")
     return out
 
 
 if __name__ == "__main__":
-    main()
+    from leanloop.tool import cli_entry
+
+    raise SystemExit(cli_entry(main, prog="python -m bench.classifier_curve"))

@@ -23,17 +23,18 @@ of each problem's APOLLO attempts revealed (no times are recorded there).
 Components: the learned score alone, the per-problem prior (history pass rate), the sibling rate
 (revealed siblings only), the evidence (history + siblings, the Beta posterior the stacker reads) and
 the stack. Reported per component: AUROC, accuracy at the validation threshold, FPR there, and the
-stack's margin over each part. ``--json PATH`` also writes the numbers.
+stack's margin over each part. Options: :class:`EvaluatorsBenchConfig` (``--json PATH`` also writes
+the numbers).
 """
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import re
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,20 @@ RL_LEAN = "candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz"
 APOLLO = "candidates/apollo_deepseek_v2_split_prover_minif2f_test.jsonl.gz"
 FOLDS = 5
 COMPONENTS = ("learned", "problem_prior", "sibling_rate", "evidence", "stack")
+
+
+@dataclass
+class EvaluatorsBenchConfig:
+    """``python -m bench.evaluators`` options."""
+
+    history_rounds: int = 4
+    """H: RL-Lean rounds 0..H-1 are the history."""
+    valid_rounds: int = 2
+    """V: the next V rounds are the validation block (stacker and thresholds); the rest are the test."""
+    smoke: bool = False
+    """RL-Lean only, its first 60 problems, 100 resamples (seconds; the numbers mean nothing)."""
+    json: str | None = None
+    """Also write the numbers to this file."""
 
 
 def rl_lean_rows(shared: Path) -> list[dict[str, Any]]:
@@ -164,8 +179,9 @@ def rl_lean_benchmark(rows: list[dict[str, Any]], history_rounds: int, valid_rou
                       ) -> tuple[dict[str, Any], Stacker, dict[str, Any]]:
     """Results, the fitted stacker and the validation block's components."""
     last = max(r["round"] for r in rows)
-    if history_rounds < 1 or history_rounds + valid_rounds > last:
-        raise SystemExit(f"bench.evaluators: need 1 <= history rounds and history + validation rounds <= {last}")
+    if history_rounds < 1 or valid_rounds < 1 or history_rounds + valid_rounds > last:
+        raise ValueError(f"need history_rounds, valid_rounds >= 1 and history_rounds + valid_rounds <= {last} (got "
+                         f"{history_rounds} + {valid_rounds})")
     earlier = [r for r in rows if r["round"] < history_rounds]
     valid_rows = [r for r in rows if history_rounds <= r["round"] < history_rounds + valid_rounds]
     test_rows = [r for r in rows if r["round"] >= history_rounds + valid_rounds]
@@ -213,33 +229,33 @@ def table(title: str, result: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(prog="python -m bench.evaluators", description=__doc__.splitlines()[0])
-    parser.add_argument("--history-rounds", type=int, default=4)
-    parser.add_argument("--valid-rounds", type=int, default=2)
-    parser.add_argument("--smoke", action="store_true", help="RL-Lean only, first 60 problems, 100 resamples (seconds)")
-    parser.add_argument("--json", default=None, help="also write the numbers here")
-    args = parser.parse_args(argv)
+    from leanloop.tool import parse_config
+
+    config = parse_config(EvaluatorsBenchConfig, argv, prog="python -m bench.evaluators",
+                        description=__doc__.splitlines()[0])[0]
     began = time.perf_counter()
     shared = shared_data_dir()
     rows = rl_lean_rows(shared)
-    if args.smoke:
+    if config.smoke:
         keep = sorted({r["name"] for r in rows})[:60]
         rows = [r for r in rows if r["name"] in keep]
-    result, stacker, valid = rl_lean_benchmark(rows, args.history_rounds, args.valid_rounds,
-                                               resamples=100 if args.smoke else 1000)
+    result, stacker, valid = rl_lean_benchmark(rows, config.history_rounds, config.valid_rounds,
+                                               resamples=100 if config.smoke else 1000)
     out: dict[str, Any] = {"rl_lean": result}
     lines = table(f"RL-Lean rounds {result['test_rounds']} (history {result['history_rounds']}, stacker fitted "
                   f"on {result['valid_rounds']})", result)
-    if not args.smoke:
+    if not config.smoke:
         out["apollo"] = apollo_benchmark(rows, apollo_rows(shared), stacker, valid)
         lines += table("APOLLO (second prover; RL-Lean's stacker and thresholds, no refit)", out["apollo"])
     print("\n".join(lines))
     print(f"stacker coefficients: {json.dumps(result['stacker'])}")
     print(f"bench.evaluators: {time.perf_counter() - began:.1f} s")
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+    if config.json:
+        Path(config.json).write_text(json.dumps(out, indent=2) + "\n")
     return out
 
 
 if __name__ == "__main__":
-    main()
+    from leanloop.tool import cli_entry
+
+    raise SystemExit(cli_entry(main, prog="python -m bench.evaluators"))

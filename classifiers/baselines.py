@@ -1,10 +1,17 @@
-"""The two baselines every classifier report shows beside the learned classifiers.
+"""The trivial baselines every evaluator report leads with (the classifiers' and ``cascade-eval``'s).
 
 - majority class: the training split's most frequent label, as a constant score (its AUROC is 0.5
   by construction; its accuracy is the number a classifier must clear to be worth anything);
+- per-problem prior: the problem's pass rate among the training labels, shrunk toward the overall
+  rate (:func:`classifiers.history.shrunk_rate`; on a theorem-disjoint split every evaluated problem
+  is unseen, so it is the overall rate and its AUROC 0.5);
 - TF-IDF + logistic regression on the raw program text (scikit-learn): a bag of Lean tokens and
   token pairs. It picks up tactic choices and theorem families, which is most of what a small
-  model learns too, so a learned classifier has to beat it to show it reads the proof.
+  model learns too, so a learned classifier has to beat it to show it reads the proof;
+- sibling rate: the pass rate of the problem's other programs among a seeded 43% revealed, as a
+  hybrid GRPO step knows them at its cutoff (:func:`classifiers.history.split_evidence`).
+
+:class:`Baselines` fits all four on one training split and scores any labelled rows.
 """
 
 from __future__ import annotations
@@ -13,6 +20,13 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+
+TFIDF = "tfidf_logreg"
+MAJORITY = "majority_class"
+PRIOR = "per_problem_prior"
+SIBLINGS = "sibling_rate"
+# Every evaluator report leads with these; its first line says whether one of them beats a learned model.
+BASELINES = (MAJORITY, PRIOR, TFIDF, SIBLINGS)
 
 
 @dataclass
@@ -68,3 +82,38 @@ class TfidfBaseline:
         if self.pipeline is None:
             raise RuntimeError("TfidfBaseline.scores called before fit")
         return self.pipeline.predict_proba(list(programs))[:, 1]
+
+
+class Baselines:
+    """The four baselines (:data:`BASELINES`) fitted on one training split's programs, labels and
+    problem names."""
+
+    def __init__(self, programs: Sequence[str], labels: Sequence[bool], names: Sequence[str],
+                 tfidf: TfidfConfig | None = None) -> None:
+        from classifiers.history import REVEAL_FRACTION, History
+
+        self.reveal_fraction = REVEAL_FRACTION
+        """Share of each problem's labels the sibling rate sees (a hybrid step's cutoff)."""
+        self.labels = [bool(y) for y in labels]
+        self.tfidf = TfidfBaseline(tfidf).fit(programs, self.labels)
+        self.history = History.from_rows({"name": n, "label": y} for n, y in zip(names, self.labels))
+        self.prior_mean = float(np.mean(self.labels))
+
+    def scores(self, programs: Sequence[str], labels: Sequence[bool], names: Sequence[str],
+               seed: int = 0) -> dict[str, np.ndarray]:
+        """Each baseline's scores of these rows. The sibling rate reveals a seeded share of each
+        problem's ``labels`` among these rows (the same draw as the history-aware evaluator's
+        evidence for the same rows and seed), so score a whole split, or whole problems, at once."""
+        from classifiers.history import shrunk_rate, split_evidence
+
+        names, labels = list(names), [bool(y) for y in labels]
+        if not names:
+            return {name: np.zeros(0) for name in BASELINES}
+        _, siblings = split_evidence(names, labels, self.history, self.reveal_fraction, seed=seed)
+        prior = [self.history.get(name) for name in names]
+        return {
+            MAJORITY: majority_scores(self.labels, len(names)),
+            PRIOR: shrunk_rate([v for v, _ in prior], [t for _, t in prior], self.prior_mean),
+            TFIDF: self.tfidf.scores(programs),
+            SIBLINGS: shrunk_rate([v for v, _ in siblings], [t for _, t in siblings], self.prior_mean),
+        }

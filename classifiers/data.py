@@ -19,7 +19,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 from tqdm.auto import tqdm
 
-from classifiers.examples import Corpus, JsonlCorpus, Split, load_jsonl_corpus, load_labelled
+from classifiers.examples import Corpus, JsonlCorpus, Split, add_training_programs, load_jsonl_corpus, load_labelled
 from leanloop.artifacts import resolve_path, resolve_run
 from leanloop.corpus import EVAL_SPLITS, VALID
 
@@ -110,7 +110,8 @@ class ClassifierData(L.LightningDataModule):
     def __init__(self, corpus: str | None = "artifacts://data/default", jsonl: JsonlCorpus | None = None,
                  batch_size: int = 16, eval_batch_size: int = 32, num_workers: int = 0,
                  max_rows_per_split: int | None = None, length_grouped: bool = True,
-                 train_rows: int | None = None, train_rows_seed: int = 0) -> None:
+                 train_rows: int | None = None, train_rows_seed: int = 0,
+                 extra_train: list[JsonlCorpus] | None = None) -> None:
         """
         Args:
             corpus: the data stage's run: ``artifacts://data/<run>`` or its folder.
@@ -124,6 +125,10 @@ class ClassifierData(L.LightningDataModule):
             train_rows: train on a seeded random N of the labelled training programs (learning
                 curves, ``bench.classifier_curve``); validation and test stay whole. None: all.
             train_rows_seed: the seed of that draw.
+            extra_train: files of programs with recorded verdicts added to the training split only
+                (e.g. the APOLLO attempts in ``shared://candidates/``); programs of a validation or
+                test theorem are left out, so the evaluation splits stay the corpus's own. The
+                report's TF-IDF baseline is fitted on the same enlarged training split. None: none.
         """
         super().__init__()
         if (corpus is None) == (jsonl is None):
@@ -139,6 +144,7 @@ class ClassifierData(L.LightningDataModule):
         if train_rows is not None and train_rows < 1:
             raise ValueError(f"data.train_rows must be at least 1 (or null for all), got {train_rows}")
         self.train_rows, self.train_rows_seed = train_rows, train_rows_seed
+        self.extra_train = list(extra_train or [])
         self.corpus: Corpus | None = None
         self.encoded: dict[str, EncodedSplit] = {}
 
@@ -150,6 +156,9 @@ class ClassifierData(L.LightningDataModule):
             self.corpus = load_jsonl_corpus(self.jsonl, self.max_rows_per_split)
         else:
             self.corpus = load_labelled(self.corpus_path, self.max_rows_per_split)
+        if self.extra_train:
+            add_training_programs(self.corpus, self.extra_train)
+            self.corpus.counts["train/used"] = len(self.corpus.splits["train"])
         if not len(self.corpus.splits["train"]):
             raise ValueError(f"corpus {self.corpus.path} has no labelled training programs")
         if self.train_rows is not None:
@@ -194,9 +203,10 @@ class ClassifierData(L.LightningDataModule):
         return [self._loader(split, train=False) for split in EVAL_SPLITS]
 
     def manifest_inputs(self) -> dict[str, Path]:
+        extra = {f"extra_train_{i}": resolve_path(source.path) for i, source in enumerate(self.extra_train)}
         if self.jsonl is not None:
-            return {"labelled_programs": resolve_path(self.jsonl.path)}
-        return {"corpus": resolve_run(self.corpus_path, "data")}
+            return {"labelled_programs": resolve_path(self.jsonl.path), **extra}
+        return {"corpus": resolve_run(self.corpus_path, "data"), **extra}
 
     def manifest_counts(self) -> dict[str, Any]:
         return {"corpus": self.corpus.counts} if self.corpus is not None else {}

@@ -157,8 +157,9 @@ class ClassifierEvaluator:
         ]
 
 
-# The history-aware evaluator is part of this public loader: other stages (rl's hybrid reward, the
-# cascade report) reach it here.
+# The history-aware evaluator and the trivial baselines are part of this public loader: other stages
+# (rl's hybrid reward, the cascade report, which leads with the same baselines) reach them here.
+from classifiers.baselines import BASELINES, Baselines  # noqa: E402
 from classifiers.history import (  # noqa: E402
     History, HistoryEvaluator, Stacker, reveal_siblings, sibling_counts,
 )
@@ -172,5 +173,5 @@ def load_history_evaluator(final_dir: str | Path, history: History | None = None
     return HistoryEvaluator(ClassifierEvaluator.load(final_dir, **evaluator_options), stacker, history, threshold)
 
 
-__all__ = ["CLASSIFIER_FILE", "ClassifierEvaluator", "ClassifierSpec", "History", "HistoryEvaluator", "Stacker",
+__all__ = ["BASELINES", "Baselines", "CLASSIFIER_FILE", "ClassifierEvaluator", "ClassifierSpec", "History", "HistoryEvaluator", "Stacker",
            "build_inputs", "load_history_evaluator", "model_scores", "reveal_siblings", "sibling_counts"]

@@ -91,6 +91,9 @@ class JsonlCorpus:
     no_label_if: str | None = None
     """Dotted field that, when non-empty, means Lean gave no verdict (e.g. RL-Lean's
     ``compilation_result.system_errors``: timeouts and crashes get no label, never "invalid")."""
+    no_label_pattern: str | None = None
+    """With ``no_label_if``: only a value matching this regular expression means no verdict (APOLLO's
+    ``messages`` hold Lean's output, and "timed out" or "No 'theorem' found" there is none)."""
     valid_fraction: float = 0.1
     test_fraction: float = 0.1
 
@@ -113,7 +116,17 @@ def _dotted(record: dict[str, Any], path: str) -> Any:
     return record
 
 
-def load_jsonl_corpus(source: JsonlCorpus, max_rows_per_split: int | None = None) -> Corpus:
+def no_verdict(value: Any, pattern: str | None) -> bool:
+    if pattern is None:
+        return bool(value)
+    import re
+
+    return value is not None and re.search(pattern, str(value)) is not None
+
+
+def read_jsonl_rows(source: JsonlCorpus) -> list[dict[str, Any]]:
+    """The file's programs (exact duplicates kept once) with ``name``, ``label`` (None where Lean gave
+    no verdict) and ``category``; no split yet."""
     path = resolve_shared(source.path)
     if not path.is_file():
         raise FileNotFoundError(f"labelled-programs file {path} not found (from `path: {source.path}`)")
@@ -123,13 +136,44 @@ def load_jsonl_corpus(source: JsonlCorpus, max_rows_per_split: int | None = None
         if missing:
             raise ValueError(f"{path}:{number}: missing or empty {missing}")
         program, label = record[source.program_field], record.get(source.label_field)
-        if source.no_label_if and _dotted(record, source.no_label_if):
+        if source.no_label_if and no_verdict(_dotted(record, source.no_label_if), source.no_label_pattern):
             label = None
         if program in seen:
             continue
         seen.add(program)
-        name = str(record[source.name_field])
-        rows.append({"program": program, "name": name, "label": None if label is None else bool(label),
-                     "category": "recorded" if label is not None else "unlabelled",
-                     "split": theorem_split(name, source.valid_fraction, source.test_fraction)})
-    return _split_rows(path, rows, max_rows_per_split)
+        rows.append({"program": program, "name": str(record[source.name_field]),
+                     "label": None if label is None else bool(label),
+                     "category": "recorded" if label is not None else "unlabelled"})
+    return rows
+
+
+def load_jsonl_corpus(source: JsonlCorpus, max_rows_per_split: int | None = None) -> Corpus:
+    rows = [dict(row, split=theorem_split(row["name"], source.valid_fraction, source.test_fraction))
+            for row in read_jsonl_rows(source)]
+    return _split_rows(resolve_shared(source.path), rows, max_rows_per_split)
+
+
+def add_training_programs(corpus: Corpus, sources: list[JsonlCorpus]) -> None:
+    """Append the labelled programs of ``sources`` to the corpus's training split, in place. Programs
+    of a theorem in the validation or test split are left out (the splits stay theorem-disjoint, and
+    the evaluation splits stay the corpus's own), as are programs the training split already has;
+    each source's counts land in ``corpus.counts``."""
+    train = corpus.splits["train"]
+    held_out = set(corpus.splits[VALID].names) | set(corpus.splits["test"].names)
+    known = set(train.programs)
+    for source in sources:
+        kept = held = unlabelled = 0
+        for row in read_jsonl_rows(source):
+            if row["label"] is None:
+                unlabelled += 1
+            elif row["name"] in held_out:
+                held += 1
+            elif row["program"] not in known:
+                known.add(row["program"])
+                train.programs.append(row["program"])
+                train.labels.append(row["label"])
+                train.names.append(row["name"])
+                kept += 1
+        tag = Path(source.path).name
+        corpus.counts.update({f"extra_train/{tag}/added": kept, f"extra_train/{tag}/evaluation_theorem": held,
+                              f"extra_train/{tag}/unlabelled": unlabelled})

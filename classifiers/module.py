@@ -44,12 +44,14 @@ class ClassifierModule(HFModule):
 
     def __init__(self, base: ModelSpec, optim: OptimConfig | None = None,
                  inputs: InputConfig | None = None, evaluation: EvaluationConfig | None = None,
-                 gradient_checkpointing: bool = False) -> None:
+                 gradient_checkpointing: bool = False, class_weight: Literal["balanced"] | None = None) -> None:
         super().__init__(base, optim)  # HFModule puts the model in train mode (dropout on)
         if gradient_checkpointing:
             self.model.gradient_checkpointing_enable()
         self.input_config = inputs or InputConfig()
         self.evaluation = evaluation or EvaluationConfig()
+        self.class_weight = class_weight
+        self._class_weights: torch.Tensor | None = None  # per class (invalid, valid), set at fit start
         self.threshold = 0.5
         self.threshold_source = "default 0.5 (no validation scores yet)"
         self.scored: dict[str, dict[int, float]] = {}  # split -> corpus row index -> score
@@ -91,6 +93,27 @@ class ClassifierModule(HFModule):
         return batch
 
     # -- loops ------------------------------------------------------------------------------
+    def on_fit_start(self) -> None:
+        """``class_weight: balanced``: each class weighs n / (2 n_class) in the training loss (sklearn's
+        rule), from the training split's labels, so the minority class (a quarter of this corpus's
+        programs are valid) counts as much as the majority."""
+        super().on_fit_start()
+        if self.class_weight is None:
+            return
+        labels = torch.tensor(self.trainer.datamodule.corpus.splits["train"].labels, dtype=torch.long)
+        counts = torch.bincount(labels, minlength=2).float()
+        if (counts == 0).any():
+            raise ValueError("class_weight: balanced needs valid and invalid training programs")
+        self._class_weights = (len(labels) / (2 * counts)).to(self.device)
+
+    def weighted(self, losses: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Mean of per-program losses, weighted by class when ``class_weight`` is set (normalised by the
+        batch's total weight, as ``F.cross_entropy(weight=...)`` does)."""
+        if self._class_weights is None or not self.training:
+            return losses.mean()
+        weights = self._class_weights.to(losses.device)[labels]
+        return (losses * weights).sum() / weights.sum()
+
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         loss = self.loss(self.logits(batch), batch["labels"])
         self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["labels"]))
@@ -196,7 +219,8 @@ class EncoderClassifier(ClassifierModule):
     def __init__(self, base: ModelSpec | None = None, optim: OptimConfig | None = None,
                  inputs: InputConfig | None = None, evaluation: EvaluationConfig | None = None,
                  freeze_embeddings: bool = False, freeze_layers: int = 0,
-                 pooling: Literal["cls", "mean"] = "cls", gradient_checkpointing: bool = False) -> None:
+                 pooling: Literal["cls", "mean"] = "cls", gradient_checkpointing: bool = False,
+                 class_weight: Literal["balanced"] | None = None) -> None:
         """``freeze_embeddings``: keep the (pretrained) token embeddings fixed: with ~1.5k training
         programs, updating 30k x 384 embedding rows mostly overfits, and skipping them makes CPU
         steps cheaper. ``freeze_layers``: also keep the lowest N transformer layers fixed (no
@@ -209,7 +233,7 @@ class EncoderClassifier(ClassifierModule):
 
         self.auto_class = AutoModelForSequenceClassification
         base = base or ModelSpec("minilm")
-        super().__init__(base, optim, inputs, evaluation, gradient_checkpointing)
+        super().__init__(base, optim, inputs, evaluation, gradient_checkpointing, class_weight)
         if self.input_config.pack_tokens:
             raise ValueError("inputs.pack_tokens packs one-token training rows; the encoder classifies one program "
                              "per row (set it to null)")
@@ -238,7 +262,7 @@ class EncoderClassifier(ClassifierModule):
         return encoder_logits(self.model, batch, self.format.pooling)
 
     def loss(self, logits, labels):
-        return F.cross_entropy(logits.float(), labels)
+        return self.weighted(F.cross_entropy(logits.float(), labels, reduction="none"), labels)
 
     def scores(self, logits):
         return encoder_scores(logits)
@@ -256,11 +280,13 @@ class OneTokenClassifier(ClassifierModule):
 
     def __init__(self, base: ModelSpec | None = None, optim: OptimConfig | None = None,
                  inputs: InputConfig | None = None, evaluation: EvaluationConfig | None = None,
-                 prompt: OneTokenFormat | None = None, gradient_checkpointing: bool = False) -> None:
+                 prompt: OneTokenFormat | None = None, gradient_checkpointing: bool = False,
+                 class_weight: Literal["balanced"] | None = None) -> None:
         from transformers import AutoModelForCausalLM
 
         self.auto_class = AutoModelForCausalLM
-        super().__init__(base or ModelSpec("qwen3-tiny"), optim, inputs, evaluation, gradient_checkpointing)
+        super().__init__(base or ModelSpec("qwen3-tiny"), optim, inputs, evaluation, gradient_checkpointing,
+                         class_weight)
         self.prompt = prompt or OneTokenFormat()
         self.format = OneTokenInputs(self.tokenizer, self.input_config.max_length, self.input_config.head_fraction,
                                      self.prompt.suffix, self.prompt.true_token, self.prompt.false_token,
@@ -271,7 +297,7 @@ class OneTokenClassifier(ClassifierModule):
         return onetoken_logits(self.model, batch)
 
     def loss(self, logits, labels):
-        return onetoken_loss(logits, self._targets.to(labels.device)[labels])
+        return self.weighted(onetoken_loss(logits, self._targets.to(labels.device)[labels], reduction="none"), labels)
 
     def scores(self, logits):
         return onetoken_scores(logits, self.format.true_id, self.format.false_id)

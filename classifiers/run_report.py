@@ -1,4 +1,4 @@
-"""After fit: the classifier's validation/test scores beside the two baselines, as one predictions
+"""After fit: the classifier's validation/test scores beside the four baselines, as one predictions
 file and one report (``leanloop.metrics.report``: tables with grouped bootstrap intervals, paired
 differences, ROC / PR / reliability / score plots).
 
@@ -16,18 +16,13 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from classifiers.baselines import TfidfBaseline, majority_scores
+from classifiers.baselines import BASELINES, MAJORITY, PRIOR, SIBLINGS, TFIDF, Baselines  # noqa: F401 (names)
 from classifiers.config import EvaluationConfig
 from classifiers.examples import Corpus
 from leanloop.corpus import EVAL_SPLITS, VALID
 from leanloop.jsonl import read_jsonl, write_jsonl
+from leanloop.metrics.report import baseline_verdict
 
-TFIDF = "tfidf_logreg"
-MAJORITY = "majority_class"
-PRIOR = "per_problem_prior"
-SIBLINGS = "sibling_rate"
-# Every report leads with these; its first line says whether one of them beats a learned model.
-BASELINES = (MAJORITY, PRIOR, TFIDF, SIBLINGS)
 PREDICTIONS = "predictions.jsonl"
 
 
@@ -53,23 +48,23 @@ def rows_for(name: str, corpus: Corpus, scores: dict[str, dict[int, float]], thr
 
 def baseline_rows(corpus: Corpus, config: EvaluationConfig,
                   rows: dict[str, Iterable[int]] | None = None) -> list[dict[str, Any]]:
-    """Majority class and TF-IDF + logistic regression, fit on train, thresholded on validation.
+    """The four baselines (:class:`classifiers.baselines.Baselines`), fitted on train, each
+    thresholded on its validation scores.
 
-    ``rows``: the corpus rows to score per split (default all); pass the classifier's scored rows so
-    that every evaluator judges the same programs (the report pairs them by id).
+    ``rows``: the corpus rows to report per split (default all); pass the classifier's scored rows so
+    that every evaluator judges the same programs (the report pairs them by id). The sibling rate's
+    reveal is drawn over the whole split, the draw the history-aware evaluator's rows see.
     """
     train = corpus.splits["train"]
-    out: list[dict[str, Any]] = []
-    tfidf = TfidfBaseline(config.tfidf).fit(train.programs, train.labels)
-    for name, score_fn in ((TFIDF, tfidf.scores), (MAJORITY, lambda p: majority_scores(train.labels, len(p)))):
-        scores: dict[str, dict[int, float]] = {}
-        for split in EVAL_SPLITS:
-            data = corpus.splits[split]
-            index = sorted(rows[split]) if rows is not None else list(range(len(data)))
-            values = np.asarray(score_fn([data.programs[i] for i in index]), dtype=float) if index else []
-            scores[split] = dict(zip(index, map(float, values)))
-        out += _thresholded(name, corpus, scores, config)
-    return out
+    baselines = Baselines(train.programs, train.labels, train.names, config.tfidf)
+    scores: dict[str, dict[str, dict[int, float]]] = {name: {} for name in BASELINES}
+    for split in EVAL_SPLITS:
+        data = corpus.splits[split]
+        index = sorted(rows[split]) if rows is not None else list(range(len(data)))
+        values = baselines.scores(data.programs, data.labels, data.names)
+        for name in BASELINES:
+            scores[name][split] = {i: float(values[name][i]) for i in index}
+    return [row for name in BASELINES for row in _thresholded(name, corpus, scores[name], config)]
 
 
 def _thresholded(name: str, corpus: Corpus, scores: dict[str, dict[int, float]],
@@ -92,34 +87,10 @@ def _split_evidence(corpus: Corpus, split: str, seed: int = 0):
     return history, split_evidence(data.names, data.labels, history, seed=seed)
 
 
-def evidence_rows(corpus: Corpus, config: EvaluationConfig,
-                  rows: dict[str, Iterable[int]] | None = None) -> list[dict[str, Any]]:
-    """The two baselines from Lean's own labels: the per-problem prior (the theorem's pass rate in the
-    training split, shrunk toward the overall rate: on a theorem-disjoint split every test theorem is
-    unseen, so it is the overall rate and its AUROC 0.5) and the sibling rate (the pass rate of the
-    theorem's other programs among a seeded 43% revealed, as a hybrid step knows them at its cutoff)."""
-    from classifiers.history import shrunk_rate
-
-    train = corpus.splits["train"]
-    prior_mean = float(np.mean(train.labels)) if len(train) else 0.5
-    prior: dict[str, dict[int, float]] = {}
-    siblings: dict[str, dict[int, float]] = {}
-    for split in EVAL_SPLITS:
-        history, (_, sibling) = _split_evidence(corpus, split)
-        data = corpus.splits[split]
-        index = sorted(rows[split]) if rows is not None else list(range(len(data)))
-        prior[split], siblings[split] = {}, {}
-        for i in index:
-            hv, ht = history.get(data.names[i])
-            sv, st = sibling[i]
-            prior[split][i] = float(shrunk_rate(hv, ht, prior_mean))
-            siblings[split][i] = float(shrunk_rate(sv, st, prior_mean))
-    return _thresholded(PRIOR, corpus, prior, config) + _thresholded(SIBLINGS, corpus, siblings, config)
-
-
 def stack_rows(name: str, corpus: Corpus, scores: dict[str, dict[int, float]], stacker: Any) -> list[dict[str, Any]]:
     """The history-aware evaluator (a saved :class:`classifiers.history.Stacker` over a classifier's
-    scores), on the same simulated evidence as :func:`evidence_rows`, at the stacker's threshold."""
+    scores), on the same simulated evidence as the sibling-rate baseline (:func:`baseline_rows`), at
+    the stacker's threshold."""
     stacked: dict[str, dict[int, float]] = {}
     for split in EVAL_SPLITS:
         _, (evidence, _) = _split_evidence(corpus, split)
@@ -167,7 +138,7 @@ def headline(summary_path: Path, rows: list[dict[str, Any]], classifiers: Sequen
              n_resamples: int) -> list[str]:
     """The lines that answer "does the classifier beat TF-IDF on the test split?"."""
     summary = json.loads(summary_path.read_text())["evaluators"]
-    lines = baseline_verdict(summary, classifiers)[2:]  # the verdict itself is the report's first line
+    lines = baseline_verdict(summary, classifiers, BASELINES)[2:]  # the verdict itself is the report's first line
     if TFIDF not in summary:
         return lines
     base = summary[TFIDF]
@@ -193,34 +164,6 @@ def headline(summary_path: Path, rows: list[dict[str, Any]], classifiers: Sequen
                     "table below gives each evaluator minus TF-IDF on the same bootstrap resamples.", ""]
 
 
-def baseline_verdict(summary: dict[str, Any], learned: Sequence[str]) -> list[str]:
-    """The report's first line: which baseline beats which learned evaluator on test AUROC (or that
-    none does), then the baselines' AUROC and accuracy, before anything else."""
-    baselines = [b for b in BASELINES if b in summary]
-    learned = [n for n in learned if n in summary]
-    if not baselines or not learned:
-        return []
-
-    def auroc(name: str) -> float:
-        value = summary[name]["metrics"].get("auroc")
-        return float("nan") if value is None else float(value)
-
-    beaten = []
-    for name in learned:
-        better = [b for b in baselines if auroc(b) >= auroc(name)]
-        if better:
-            best = max(better, key=auroc)
-            beaten.append(f"`{best}` ({auroc(best):.3f}) beats `{name}` ({auroc(name):.3f})")
-    if beaten:
-        first = "**A BASELINE BEATS THE LEARNED MODEL** on test AUROC: " + "; ".join(beaten) + "."
-    else:
-        first = ("No baseline beats the learned model on test AUROC (" + ", ".join(
-            f"`{n}` {auroc(n):.3f}" for n in learned) + f"; best baseline {max(auroc(b) for b in baselines):.3f}).")
-    lines = [first, "", "Baselines (test split): " + "; ".join(
-        f"`{b}` AUROC {auroc(b):.3f}, accuracy {summary[b]['metrics']['accuracy']:.3f}" for b in baselines) + ".", ""]
-    return lines
-
-
 def write_report(rows: list[dict[str, Any]], out_dir: str | Path, n_resamples: int,
                  title: str | None = None) -> Path:
     """``predictions.jsonl`` + ``report.md`` + plots in ``out_dir``; returns the report's path."""
@@ -233,7 +176,7 @@ def write_report(rows: list[dict[str, Any]], out_dir: str | Path, n_resamples: i
     report = build_report(predictions, out, n_resamples=n_resamples)
     classifiers = [n for n in dict.fromkeys(r["evaluator"] for r in rows) if n not in BASELINES]
     summary = json.loads((out / "summary.json").read_text())["evaluators"]
-    top = baseline_verdict(summary, classifiers)[:1]  # line one: does a baseline beat a learned model?
+    top = baseline_verdict(summary, classifiers, BASELINES)[:1]  # line one: does a baseline beat a learned model?
     top += [f"# {title}", ""] if title else [""]
     top += headline(out / "summary.json", rows, classifiers, n_resamples)
     body = report.read_text(encoding="utf-8")

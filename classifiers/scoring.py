@@ -205,6 +205,6 @@ def onetoken_scores(logits: torch.Tensor, true_id: int, false_id: int) -> torch.
     return torch.sigmoid(logits[:, true_id] - logits[:, false_id])
 
 
-def onetoken_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+def onetoken_loss(logits: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
     """Cross-entropy over the full vocabulary: the model learns to emit the verdict token."""
-    return F.cross_entropy(logits.float(), targets)
+    return F.cross_entropy(logits.float(), targets, reduction=reduction)

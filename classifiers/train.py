@@ -40,7 +40,7 @@ def run(args: list[str] | None = None):
 
 def write_run_report(result):
     from classifiers.history import STACKER_FILE, Stacker
-    from classifiers.run_report import baseline_rows, evidence_rows, rows_for, stack_rows, write_report
+    from classifiers.run_report import baseline_rows, rows_for, stack_rows, write_report
     from leanloop.corpus import VALID
 
     module, corpus = result.model, result.datamodule.corpus
@@ -55,7 +55,6 @@ def write_run_report(result):
     rows = rows_for(f"{module.kind}:{result.run_dir.name}", corpus, module.scored, module.threshold)
     if module.evaluation.baselines:
         rows += baseline_rows(corpus, module.evaluation, rows=module.scored)
-        rows += evidence_rows(corpus, module.evaluation, rows=module.scored)
     stacker_path = result.run_dir / "final" / STACKER_FILE
     if stacker_path.is_file():
         rows += stack_rows(f"history:{result.run_dir.name}", corpus, module.scored, Stacker.load(stacker_path))

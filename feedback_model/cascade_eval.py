@@ -7,7 +7,10 @@ self-consistency in stage two, and the cascade with the gate's calibrated thresh
 row). Written
 to ``artifacts/cascade_eval/<run>/``:
 
-- ``report.md``: accuracy, F1 (valid class), MCC and AUROC (only where the score is graded: a greedy
+- ``report.md``: its first line says whether a trivial baseline beats a learned evaluator (the
+  classifier reports' rule and baselines: majority class, per-problem prior, TF-IDF + logistic
+  regression fitted on the corpus's training split, sibling rate; their rows lead the table);
+  accuracy, F1 (valid class), MCC and AUROC (only where the score is graded: a greedy
   trace gives a hard verdict, so AUROC is not defined for it) with grouped-bootstrap 95% intervals,
   valid recall and false-positive rate, unscored programs, throughput (candidates/s) and the time
   accounting (gate / load-swap / traces / other); feedback-quality metrics (block F1, anchored block
@@ -150,6 +153,56 @@ def evaluate_all(config: CascadeEvalConfig, programs: list[str]) -> dict[str, di
     return results
 
 
+def baseline_results(corpus: Sequence[dict[str, Any]], rows: list[dict[str, Any]],
+                     config: CascadeEvalConfig) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Prediction records and results of the classifier reports' baselines
+    (:class:`classifiers.evaluator.Baselines`) on the evaluated ``rows``: fitted on the corpus's
+    labelled training split, each thresholded at its best MCC on the validation split (on the
+    evaluated rows themselves when the validation split is what is evaluated, or lacks a class).
+    None of them when the training split lacks a class: the results then say why."""
+    from classifiers.evaluator import BASELINES, Baselines
+    from leanloop.corpus import VALID, canonical_split
+    from leanloop.metrics import select_threshold
+
+    def labelled(split: str) -> list[dict[str, Any]]:
+        return [r for r in corpus if canonical_split(r["split"]) == split and r["label"] is not None]
+
+    def columns(part: Sequence[dict[str, Any]]) -> tuple[list[str], list[bool], list[str]]:
+        return [r["program"] for r in part], [bool(r["label"]) for r in part], [r["name"] or r["id"] for r in part]
+
+    train = labelled("train")
+    if len({bool(r["label"]) for r in train}) < 2:
+        return [], {"baselines_missing": f"the corpus's training split has {len(train)} labelled programs, "
+                                         "not both classes"}
+    began = time.perf_counter()
+    baselines = Baselines(*columns(train))
+    fit_s = time.perf_counter() - began
+    began = time.perf_counter()
+    scores = baselines.scores(*columns(rows), seed=config.seed)
+    seconds = (time.perf_counter() - began) / len(BASELINES)  # one call scores all four: each gets a share
+    validation = labelled(VALID)
+    threshold_split = f"the `{VALID}` split ({len(validation)} programs)"
+    if canonical_split(config.split) == VALID or len({bool(r["label"]) for r in validation}) < 2:
+        validation, threshold_split = rows, "the evaluated programs themselves (no separate validation split)"
+    fitted = baselines.scores(*columns(validation), seed=config.seed)
+    labels = [int(r["label"]) for r in validation]
+    records: list[dict[str, Any]] = []
+    results: dict[str, dict[str, Any]] = {}
+    for name in BASELINES:
+        threshold = float(select_threshold(labels, fitted[name]).threshold)
+        results[name] = {"seconds": seconds, "load_s": fit_s,
+                         "timing": {"gate_s": 0.0, "load_s": 0.0, "traces_s": 0.0, "other_s": seconds},
+                         "baseline": {"threshold": threshold, "threshold_split": threshold_split,
+                                      "train_programs": len(train), "reveal_fraction": baselines.reveal_fraction}}
+        for row, score in zip(rows, scores[name].tolist()):
+            records.append({"evaluator": name, "id": row["id"], "label": bool(row["label"]),
+                            "group": row["name"] or row["id"], "split": row["split"],
+                            "benchmark": row.get("source") or "", "run": "", "prediction": score >= threshold,
+                            "score": float(score), "unscored": None, "reason": None, "truncated": False,
+                            "time_s": None, "cost": None})
+    return records, results
+
+
 def prediction_rows(name: str, rows: list[dict[str, Any]], predictions: list[Any],
                     references: dict[str, str]) -> list[dict[str, Any]]:
     out = []
@@ -192,15 +245,17 @@ def evaluate(config: CascadeEvalConfig) -> Path:
 def _evaluate(config: CascadeEvalConfig, out: Path) -> Manifest:
     from leanloop.artifacts import resolve_model, resolve_run
 
-    rows = select_programs(read_corpus(config.corpus, ("id", "program", "name", "split", "category", "label",
-                                                       "messages", "reference_trace", "trace_kind", "source")),
-                           config.split, config.sample_programs, config.seed, config.max_per_problem)
+    corpus = read_corpus(config.corpus, ("id", "program", "name", "split", "category", "label", "messages",
+                                         "reference_trace", "trace_kind", "source"))
+    rows = select_programs(corpus, config.split, config.sample_programs, config.seed, config.max_per_problem)
     references = balanced_sample(rows, config.feedback_per_prover_label, config.seed)
     print(f"[cascade-eval] {len(rows)} programs of split {config.split}; feedback-quality sample {len(references)}",
           file=sys.stderr)
     results = evaluate_all(config, [r["program"] for r in rows])
-    records = [record for name in EVALUATORS
-               for record in prediction_rows(name, rows, results[name]["predictions"], references)]
+    records, trivial = baseline_results(corpus, rows, config)
+    results.update(trivial)
+    records += [record for name in EVALUATORS
+                for record in prediction_rows(name, rows, results[name]["predictions"], references)]
     body = write_report(out, config, rows, records, results, references)
 
     manifest = Manifest(stage=STAGE, run=config.run, seed=config.seed,

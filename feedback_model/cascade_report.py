@@ -50,13 +50,14 @@ def _with_interval(point: float, interval: Any) -> str:
 
 def table3(records: list[dict[str, Any]], results: dict[str, dict[str, Any]], n_resamples: int,
            seed: int) -> tuple[list[str], dict[str, Any]]:
+    """The verdicts table: the baselines' rows first, then the six evaluators'."""
     from leanloop.metrics.bootstrap import grouped_bootstrap
     from leanloop.metrics.verdicts import verdict_metrics
 
     lines = ["| evaluator | n | accuracy | F1 (valid) | MCC | AUROC | valid recall | FPR | unscored | "
              "candidates/s |", "|---|---|---|---|---|---|---|---|---|---|"]
     summary: dict[str, Any] = {}
-    for name in EVALUATORS:
+    for name in dict.fromkeys(r["evaluator"] for r in records):
         mine = [r for r in records if r["evaluator"] == name]
         labels = [r["label"] for r in mine]
         scores = [r["score"] for r in mine]
@@ -64,7 +65,7 @@ def table3(records: list[dict[str, Any]], results: dict[str, dict[str, Any]], n_
         groups = [bootstrap_group(r) for r in mine]
         metrics = verdict_metrics(labels, scores, verdicts)
         intervals = grouped_bootstrap(labels, groups, scores, verdicts, n_resamples=n_resamples, seed=seed)
-        graded = name in GRADED
+        graded = name in GRADED or name not in EVALUATORS  # every baseline has a graded score
         throughput = len(mine) / results[name]["seconds"] if results[name]["seconds"] > 0 else float("nan")
         unscored = sum(r["unscored"] is not None for r in mine)
         auroc_cell = _with_interval(metrics["auroc"], intervals["auroc"]) if graded else "– (hard verdict)"
@@ -78,49 +79,6 @@ def table3(records: list[dict[str, Any]], results: dict[str, dict[str, Any]], n_
                          "scoring_s": results[name]["seconds"], "load_s": results[name]["load_s"],
                          "timing": results[name]["timing"], "cost_per_candidate": mean_cost(mine)}
     return lines + [""], summary
-
-
-def baselines(records: list[dict[str, Any]], seed: int) -> dict[str, dict[str, float]]:
-    """The trivial judges on the one-token rows' programs: the majority class (a constant: AUROC 0.5,
-    accuracy the larger class share of the sample) and the sibling rate (the pass rate of the
-    problem's other programs among a seeded 43% revealed, as a hybrid step knows them at its cutoff;
-    Laplace-smoothed toward the sample's rate, so an unseen problem ranks in the middle)."""
-    from classifiers.evaluator import reveal_siblings, sibling_counts
-    from leanloop.metrics.verdicts import verdict_metrics
-
-    mine = [r for r in records if r["evaluator"] == "one-token"]
-    if not mine:
-        return {}
-    labels = [bool(r["label"]) for r in mine]
-    groups = ["\0".join(bootstrap_group(r)) for r in mine]
-    rate = float(np.mean(labels))
-    out = {"majority class": {"auroc": 0.5, "accuracy": max(rate, 1 - rate)}}
-    counts = sibling_counts(groups, reveal_siblings(groups, labels, seed=seed))
-    scores = [(v + 2 * rate) / (t + 2) for v, t in counts]
-    metrics = verdict_metrics(labels, scores, [s >= rate for s in scores])
-    out["sibling rate"] = {"auroc": float(metrics["auroc"]), "accuracy": float(metrics["accuracy"])}
-    return out
-
-
-def baseline_verdict(summary: dict[str, Any], trivial: dict[str, dict[str, float]]) -> list[str]:
-    """The report's first line: which baseline beats which evaluator (AUROC where the evaluator has a
-    graded score, accuracy otherwise), or that none does; then the baselines' numbers."""
-    if not trivial:
-        return []
-    beaten = []
-    for name, entry in summary.items():
-        metric = "auroc" if entry["auroc_defined"] else "accuracy"
-        ours = entry["metrics"].get(metric)
-        if ours is None or (isinstance(ours, float) and np.isnan(ours)):
-            continue
-        better = [(b, v[metric]) for b, v in trivial.items() if v[metric] >= ours]
-        if better:
-            b, v = max(better, key=lambda item: item[1])
-            beaten.append(f"{b} ({metric} {v:.3f}) beats {name} ({ours:.3f})")
-    first = ("**A BASELINE BEATS A LEARNED EVALUATOR**: " + "; ".join(beaten) + "." if beaten else
-             "No baseline beats any evaluator (AUROC for graded scores, accuracy for hard verdicts).")
-    return [first, "", "Baselines: " + "; ".join(f"{b}: AUROC {v['auroc']:.3f}, accuracy {v['accuracy']:.3f}"
-                                                 for b, v in trivial.items()) + ".", ""]
 
 
 def feedback_quality(records: list[dict[str, Any]]) -> tuple[list[str], dict[str, Any]]:
@@ -172,7 +130,7 @@ def plots(out: Path, summary: dict[str, Any], curves: dict[str, Any]) -> list[st
     plt = pyplot()
     from matplotlib.ticker import MaxNLocator
 
-    names = list(summary)
+    names = [name for name in summary if name in EVALUATORS]
     fig, ax = plt.subplots(figsize=(7, 3.5))
     ax.barh(names, [summary[n]["candidates_per_s"] for n in names], color="tab:blue")
     ax.set(xlabel="candidates / s (scoring wall time)", title="Throughput per configuration")
@@ -228,7 +186,10 @@ def unscored_kind(reason: str) -> str:
 
 def write_report(out: Path, config: CascadeEvalConfig, rows: list[dict[str, Any]], records: list[dict[str, Any]],
                  results: dict[str, dict[str, Any]], references: dict[str, str]) -> dict[str, Any]:
-    from leanloop.metrics.report import build_report
+    """``records``: the baselines' rows (``results[name]["baseline"]`` says how each was fitted)
+    first, then the six evaluators'."""
+    from classifiers.evaluator import BASELINES
+    from leanloop.metrics.report import baseline_verdict, build_report
 
     predictions = out / "predictions.jsonl"
     with open(predictions, "w", encoding="utf-8") as handle:
@@ -243,10 +204,17 @@ def write_report(out: Path, config: CascadeEvalConfig, rows: list[dict[str, Any]
     valid = sum(r["label"] for r in rows)
     unscored = Counter((r["evaluator"], unscored_kind(r["unscored"])) for r in records if r["unscored"])
     g = config.generation
-    trivial = baselines(records, config.seed)
-    verdict = baseline_verdict(summary, trivial)
+    trivial = {name: results[name]["baseline"] for name in BASELINES if name in results}
+    verdict = baseline_verdict(summary, EVALUATORS, list(trivial), config.split)
+    fitted = next(iter(trivial.values()), None)
     lines = [*verdict[:1],
         f"# Cascade evaluation `{config.run}` (the seed's Table 3)", "", *verdict[2:],
+        (f"How the baselines (the verdicts table's first rows, as in the classifier reports) were made: fitted on the corpus's "
+         f"training split ({fitted['train_programs']} labelled programs), each thresholded at its best MCC "
+         f"on {fitted['threshold_split']}; the sibling rate reveals a seeded "
+         f"{fitted['reveal_fraction']:.0%} of each problem's evaluated programs, as a hybrid step knows them at its cutoff."
+         if fitted else f"No baselines: {results.get('baselines_missing', 'the corpus has no labelled training split')}."),
+        "",
         f"Split `{config.split}` of `{config.corpus}`: {len(rows)} labelled programs of "
         f"{len({r['name'] for r in rows})} problems ({valid} valid, {len(rows) - valid} invalid)"
         + (f", problems drawn at random (seed {config.seed}) up to {config.sample_programs} programs"

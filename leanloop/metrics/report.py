@@ -355,3 +355,45 @@ def _align(a: Predictions, b: Predictions) -> tuple[Predictions, Predictions]:
         raise ValueError(f"evaluators {a.name} and {b.name} must judge the same rows (same labels and groups, "
                          "paired by 'id' or by order) for paired differences")
     return a, b
+
+
+def baseline_verdict(summary: dict[str, Any], learned: Sequence[str], baselines: Sequence[str],
+                     split: str = "test") -> list[str]:
+    """The first line of every evaluator report: which trivial baseline beats or matches which learned
+    evaluator (on AUROC where the evaluator's score is graded, on accuracy where it gives a hard verdict:
+    ``summary[name]["auroc_defined"]`` false or no AUROC), or that none does; then a line of the
+    baselines' AUROC and accuracy. ``summary``: evaluator -> {"metrics": {...}} on ``split``."""
+    baselines = [b for b in baselines if b in summary]
+    learned = [n for n in learned if n in summary]
+    if not baselines or not learned:
+        return []
+
+    def value(name: str, metric: str) -> float:
+        got = summary[name]["metrics"].get(metric)
+        return float("nan") if got is None else float(got)
+
+    def metric_of(name: str) -> str:
+        graded = summary[name].get("auroc_defined", True) and not math.isnan(value(name, "auroc"))
+        return "auroc" if graded else "accuracy"
+
+    def shown(name: str, metric: str) -> str:
+        return f"{'' if metric == 'auroc' else 'accuracy '}{value(name, metric):.3f}"
+
+    beaten = []
+    for name in learned:
+        metric = metric_of(name)
+        better = [b for b in baselines if value(b, metric) >= value(name, metric)]
+        if better:
+            best = max(better, key=lambda b: value(b, metric))
+            verb = "beats" if value(best, metric) > value(name, metric) else "matches"  # a tie is no gain either
+            beaten.append(f"`{best}` ({shown(best, metric)}) {verb} `{name}` ({shown(name, metric)})")
+    on = f"on {split} AUROC" + (" (accuracy for hard verdicts)" if any(metric_of(n) == "accuracy" for n in learned)
+                                else "")
+    if beaten:
+        first = f"**A BASELINE BEATS THE LEARNED MODEL** {on}: " + "; ".join(beaten) + "."
+    else:
+        first = (f"No baseline beats the learned model {on} (" + ", ".join(
+            f"`{n}` {shown(n, metric_of(n))}" for n in learned) + f"; best baseline AUROC "
+            f"{max(value(b, 'auroc') for b in baselines):.3f}, accuracy {max(value(b, 'accuracy') for b in baselines):.3f}).")
+    return [first, "", f"Baselines ({split} split): " + "; ".join(
+        f"`{b}` AUROC {value(b, 'auroc'):.3f}, accuracy {value(b, 'accuracy'):.3f}" for b in baselines) + ".", ""]

@@ -99,7 +99,7 @@ def test_bench_rl_smoke(isolated):
 def test_bench_evaluators_smoke():
     from bench.evaluators import COMPONENTS, main
 
-    r = main(["--smoke"])["rl_lean"]
+    r = main(["--smoke", "true"])["rl_lean"]
     assert r["rows"] > 0 and set(r["margins"]) == set(COMPONENTS) - {"stack"}
     for name in COMPONENTS:
         assert 0 <= r[name]["auroc"] <= 1 and 0 <= r[name]["fpr"] <= 1
@@ -109,7 +109,7 @@ def test_bench_evaluators_smoke():
 def test_bench_classifier_curve_smoke():
     from bench.classifier_curve import crossing, main
 
-    r = main(["--smoke"])
+    r = main(["--smoke", "true"])
     assert [p["requested"] for p in r["points"]] == [16, "all"]
     for point in r["points"]:
         assert 0 <= point["classifier_mean"] <= 1 and 0 <= point["tfidf_mean"] <= 1
@@ -118,3 +118,18 @@ def test_bench_classifier_curve_smoke():
     assert crossing([250, 500, 1000], [0.01, -0.05, -0.1])["rows"] is None  # ahead once, then falling behind
     extrapolated = crossing([250, 1000], [-0.2, -0.1])  # +0.1 per 4x rows: zero at 4,000
     assert not extrapolated["measured"] and extrapolated["rows"] == pytest.approx(4000)
+    flat = crossing([250, 500, 1000, 1506], [-0.153, -0.211, -0.225, -0.131])  # the one-token curve's gaps
+    assert flat["rows"] is None and flat["beyond"] > 100 * 1506 and flat["slope_per_log_row"] > 0
+
+
+def test_bench_classifier_curve_and_evaluators_refuse_bad_options_in_one_line(capsys):
+    from bench import classifier_curve, evaluators
+    from leanloop.tool import cli_entry
+
+    assert cli_entry(classifier_curve.main, ["--sizes", "250,ten"], prog="bench.classifier_curve") == 2
+    assert cli_entry(evaluators.main, ["--history_rounds", "8", "--valid_rounds", "2"], prog="bench.evaluators") == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2 and "sizes is a comma-separated list" in lines[0] and "history_rounds" in lines[1]
+    with pytest.raises(SystemExit) as exit_:  # an unknown option: the parser's one line, exit 2
+        classifier_curve.main(["--config_file", "x"])
+    assert exit_.value.code == 2

@@ -1,5 +1,6 @@
 """Baselines on real labelled programs (the shipped RL-Lean candidates with their recorded verdicts,
-split by theorem): majority class and TF-IDF + logistic regression, thresholds from validation."""
+split by theorem): majority class, per-problem prior, TF-IDF + logistic regression and sibling rate,
+thresholds from validation."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from classifiers.baselines import TfidfBaseline, TfidfConfig, majority_scores
 from classifiers.config import EvaluationConfig
 from classifiers.examples import JsonlCorpus, load_jsonl_corpus
-from classifiers.run_report import MAJORITY, TFIDF, baseline_rows
+from classifiers.run_report import BASELINES, MAJORITY, PRIOR, TFIDF, baseline_rows
 from leanloop.metrics import auroc, select_threshold
 
 RL_LEAN = "shared://candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz"
@@ -58,7 +59,11 @@ def test_baseline_rows_threshold_on_validation():
     validation = [r for r in tfidf if r["split"] == "valid"]
     chosen = select_threshold([int(r["label"]) for r in validation], [r["score"] for r in validation]).threshold
     assert all(r["threshold"] == chosen and r["prediction"] == (r["score"] >= chosen) for r in tfidf)
-    assert {r["evaluator"] for r in rows} == {TFIDF, MAJORITY}
+    assert {r["evaluator"] for r in rows} == set(BASELINES)
+    # every split theorem is unseen in train: the per-problem prior is the training pass rate
+    train_rate = np.mean(corpus.splits["train"].labels)
+    prior = {r["score"] for r in rows if r["evaluator"] == PRIOR}
+    assert len(prior) == 1 and prior.pop() == pytest.approx(train_rate)
     assert all(r["group"] for r in rows)  # theorem names: the bootstrap's groups
 
 

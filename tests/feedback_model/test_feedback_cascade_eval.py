@@ -7,8 +7,12 @@ from collections import Counter, defaultdict
 
 import pytest
 
+from classifiers.baselines import MAJORITY, PRIOR, TFIDF, TfidfBaseline
+from classifiers.evaluator import BASELINES
 from feedback_model.config import TraceFormat
 from feedback_model.cascade_eval import EVALUATORS, evaluate, parse_config
+from leanloop.metrics import auroc
+from leanloop.metrics.report import baseline_verdict
 
 
 def test_cascade_eval_report_is_consistent_across_the_six_evaluators(artifacts, feedback_corpus, saved_gate,
@@ -27,9 +31,9 @@ def test_cascade_eval_report_is_consistent_across_the_six_evaluators(artifacts, 
     by_evaluator = defaultdict(dict)
     for record in records:
         by_evaluator[record["evaluator"]][record["id"]] = record
-    assert list(by_evaluator) == list(EVALUATORS)
+    assert list(by_evaluator) == [*BASELINES, *EVALUATORS]  # the baselines lead
     ids = list(by_evaluator["one-token"])
-    assert len(ids) >= 4 and all(set(by_evaluator[name]) == set(ids) for name in EVALUATORS)
+    assert len(ids) >= 4 and all(set(by_evaluator[name]) == set(ids) for name in by_evaluator)
 
     # whole problems: every test-split candidate of a sampled problem is in
     from feedback_model.pairs import read_corpus
@@ -85,12 +89,37 @@ def test_cascade_eval_report_is_consistent_across_the_six_evaluators(artifacts, 
     assert f"cut at the output limit (invalid by the rule): {cut} of the {len(judged)} judged" in text
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["budget"]) == set(EVALUATORS)
-    # line one: does a trivial baseline (majority class, sibling rate) beat an evaluator?
-    first = text.splitlines()[0]
-    assert first.startswith("**A BASELINE BEATS A LEARNED EVALUATOR**") or first.startswith("No baseline beats")
-    assert set(summary["baselines"]) == {"majority class", "sibling rate"}
-    rate = sum(r["label"] for r in by_evaluator["one-token"].values()) / len(ids)
-    assert summary["baselines"]["majority class"]["accuracy"] == pytest.approx(max(rate, 1 - rate))
+    # the classifier reports' four baselines, fitted on the corpus's training split, lead the table
+    train = [r for r in rows if r["split"] == "train" and r["label"] is not None]
+    test_labels = [by_evaluator["one-token"][i]["label"] for i in ids]
+    tfidf = TfidfBaseline().fit([r["program"] for r in train], [r["label"] for r in train])
+    assert [by_evaluator[TFIDF][i]["score"] for i in ids] == pytest.approx(
+        tfidf.scores([program_of[i] for i in ids]).tolist())
+    assert summary["evaluators"][TFIDF]["metrics"]["auroc"] == pytest.approx(
+        auroc(test_labels, [by_evaluator[TFIDF][i]["score"] for i in ids]))
+    majority = float(sum(r["label"] for r in train) > len(train) / 2)
+    assert {by_evaluator[MAJORITY][i]["score"] for i in ids} == {majority}
+    # a theorem-disjoint split: no test theorem has training labels, so its prior is the training rate
+    train_rate = sum(r["label"] for r in train) / len(train)
+    assert [by_evaluator[PRIOR][i]["score"] for i in ids] == pytest.approx([train_rate] * len(ids))
+    assert summary["evaluators"][PRIOR]["metrics"]["auroc"] == pytest.approx(0.5)
+    assert set(summary["baselines"]) == set(BASELINES)
+    assert all(summary["baselines"][b]["threshold_split"].startswith("the `valid` split") for b in BASELINES)
+    lines = text.splitlines()
+    table = [line.split(" | ")[0][2:] for line in lines[lines.index("## Verdicts"):] if line.startswith("| ")][1:]
+    assert table[:len(BASELINES) + len(EVALUATORS)] == [*BASELINES, *EVALUATORS]
+    # line one: the classifier reports' rule (one function), AUROC for graded scores, accuracy for
+    # hard verdicts
+    first = lines[0]
+    assert first == baseline_verdict(summary["evaluators"], EVALUATORS, BASELINES, "test")[0]
+    metric = {name: summary["evaluators"][name]["metrics"] for name in summary["evaluators"]}
+    gate_beaten = max(metric[b]["auroc"] for b in BASELINES) >= metric["one-token"]["auroc"]
+    greedy_beaten = max(metric[b]["accuracy"] for b in BASELINES) >= metric["feedback greedy"]["accuracy"]
+    assert any(f"{verb} `one-token` (" in first for verb in ("beats", "matches")) == gate_beaten
+    assert any(f"{verb} `feedback greedy` (accuracy " in first for verb in ("beats", "matches")) == greedy_beaten
+    assert first.startswith("**A BASELINE BEATS THE LEARNED MODEL** on test AUROC (accuracy for hard verdicts): "
+                            if gate_beaten or greedy_beaten else "No baseline beats the learned model")
+    assert lines[3].startswith("Baselines (test split): `majority_class` AUROC 0.500")
     assert summary["evaluators"]["cascade"]["timing"]["load_s"] > 0  # sequential: swaps are paid and counted
     manifest = json.loads((out / "manifest.json").read_text())
     assert set(manifest["inputs"]) == {"corpus", "feedback_model", "gate"}

@@ -113,3 +113,22 @@ def test_matched_targets_are_the_cascades_validation_rates_and_every_pair_is_com
     assert f"Matched targets: FPR {fpr:.3f}, recall {recall:.3f} (`cascade`'s validation rates)" in text
     for pair in ("copy_baseline − pass_rate", "cascade − pass_rate", "cascade − copy_baseline"):
         assert f"| {pair} |" in text
+
+
+def test_baseline_verdict_compares_auroc_for_graded_scores_and_accuracy_for_hard_verdicts():
+    from leanloop.metrics.report import baseline_verdict
+
+    def entry(auroc, accuracy, graded=True):
+        return {"metrics": {"auroc": auroc, "accuracy": accuracy}, "auroc_defined": graded}
+
+    summary = {"majority": entry(0.5, 0.70), "tfidf": entry(0.80, 0.60), "encoder": entry(0.72, 0.75),
+               "gate": entry(0.80, 0.50), "greedy": entry(float("nan"), 0.65, graded=False)}
+    first, _, numbers, _ = baseline_verdict(summary, ["encoder", "gate", "greedy"], ["majority", "tfidf"], "test")
+    assert first == ("**A BASELINE BEATS THE LEARNED MODEL** on test AUROC (accuracy for hard verdicts): "
+                     "`tfidf` (0.800) beats `encoder` (0.720); `tfidf` (0.800) matches `gate` (0.800); "
+                     "`majority` (accuracy 0.700) beats `greedy` (accuracy 0.650).")
+    assert numbers == "Baselines (test split): `majority` AUROC 0.500, accuracy 0.700; `tfidf` AUROC 0.800, accuracy 0.600."
+    summary["encoder"] = entry(0.85, 0.75)
+    assert baseline_verdict(summary, ["encoder"], ["majority", "tfidf"])[0] == (
+        "No baseline beats the learned model on test AUROC (`encoder` 0.850; best baseline AUROC 0.800, accuracy 0.700).")
+    assert baseline_verdict(summary, ["encoder"], ["absent"]) == []
