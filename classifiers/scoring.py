@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from classifiers.truncation import HEAD_FRACTION, truncate_head_tail
+from leanloop.training.packing import pad_token_id
 
 VALID = 1  # index of the "valid" class in the encoder's two logits
 POOLINGS = ("cls", "mean")
@@ -146,7 +147,7 @@ class OneTokenInputs:
         if self.true_id == self.false_id:
             raise ValueError("true_token and false_token map to the same id")
         self.budget = program_budget(self.max_length, len(self.suffix_ids), self.program_tokens, "the suffix")
-        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        self.pad_id = pad_token_id(self.tokenizer)
         if self.pad_id is None:
             raise ValueError("the one-token tokenizer has neither a pad nor an eos token to pad with")
 

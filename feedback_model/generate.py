@@ -27,6 +27,7 @@ from typing import Any, Protocol, Sequence
 import torch
 
 from feedback_model.config import GenerationConfig
+from leanloop.training.packing import pad_token_id
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ class HFTraceGenerator:
         self.tokenizer = tokenizer
         self.config = config
         self.eos_id = tokenizer.eos_token_id
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
+        self.pad_id = pad_token_id(tokenizer)
         if self.eos_id is None:
             raise ValueError("the feedback model's tokenizer has no end-of-text token: traces could never finish")
         self.device = next(model.parameters()).device
