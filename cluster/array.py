@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Literal
 
@@ -33,7 +33,7 @@ from cluster.command import CommandError, StageCommand, StageRun, default_run_na
 from cluster.profile import DEFAULT_PROFILE, ClusterProfile, ProfileError, load_profile
 from leanloop.artifacts import MANIFEST, run_dir
 from leanloop.sharding import SHARDS, Shard, all_shards, shard_dir
-from leanloop.tool import parse_config
+from leanloop.tool import parse_stage_tool
 
 ARRAY_RECORD = "array.json"
 
@@ -311,38 +311,11 @@ class ArrayConfig:
     """Show the shards of ``--run`` instead of submitting."""
 
 
-OWN_OPTIONS = {f"--{item.name}" for item in fields(ArrayConfig)}
-HELP = ("--help", "-h")
-
-
-def split_argv(argv: list[str]) -> tuple[list[str], list[str], list[str]]:
-    """(this tool's options, the stage's config files, the stage's other options), in order."""
-    own: list[str] = []
-    configs: list[str] = []
-    stage: list[str] = []
-    index = 0
-    while index < len(argv):
-        name, eq, value = argv[index].partition("=")
-        if name in HELP or (name != "--config" and name not in OWN_OPTIONS):
-            (own if name in HELP else stage).append(argv[index])
-            index += 1
-            continue
-        if not eq:
-            index += 1
-            value = argv[index] if index < len(argv) else ""
-        if name == "--config":
-            configs.append(value)
-        else:
-            own.append(f"{name}={value}")
-        index += 1
-    return own, configs, stage
-
-
 def main(argv: list[str] | None = None) -> int:
-    own, configs, stage_args = split_argv(list(sys.argv[1:] if argv is None else argv))
-    args, _ = parse_config(ArrayConfig, own, "python -m cluster.array",
-                           "a data-parallel stage as one job array of shards plus a merge job; every option "
-                           "that is not listed here (the stage's --config files included) goes to the stage")
+    args, configs, stage_args = parse_stage_tool(
+        ArrayConfig, argv, "python -m cluster.array",
+        "a data-parallel stage as one job array of shards plus a merge job; every option that is not "
+        "listed here (the stage's --config files included) goes to the stage")
     try:
         if args.status:
             if not args.run:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.array import main as array_main, shard_states, split_argv
+from cluster.array import ArrayConfig, main as array_main, shard_states
+from leanloop.tool import parse_stage_tool
 from cluster.profile import PROFILES_DIR
 from data.build import build, parse_config
 from leanloop.paths import REPO_ROOT
@@ -78,9 +79,11 @@ def test_local_array_merges_into_the_one_process_corpus(one_process, artifacts, 
 def test_the_tools_options_and_the_stages(artifacts, capsys):
     """cluster.array's own options (its ArrayConfig, through leanloop.tool.parse_config) and the rest, the
     stage's --config files included, for every shard in the order given; a mistake is one line and exit 2."""
-    assert split_argv(["--stage", "data", "--config", DEFAULT, "--timeout", "9", "--config=b.yaml", "--array=2",
-                       "--backend.kind", "replay", "--wait", "no"]) == (
-        ["--stage=data", "--array=2", "--wait=no"], [DEFAULT, "b.yaml"], ["--timeout", "9", "--backend.kind", "replay"])
+    own, configs, stage = parse_stage_tool(ArrayConfig, ["--stage", "data", "--config", DEFAULT, "--timeout", "9",
+                                                         "--config=b.yaml", "--array=2", "--backend.kind", "replay",
+                                                         "--wait", "no"])
+    assert (own.stage, own.array, own.wait) == ("data", 2, "no")
+    assert configs == [DEFAULT, "b.yaml"] and stage == ["--timeout", "9", "--backend.kind", "replay"]
     with pytest.raises(SystemExit) as exit_:
         array_main(["--stage", "data", "--config", DEFAULT, "--array", "2", "--wait", "maybe"])
     assert exit_.value.code == 2 and "Expected a typing.Literal" in capsys.readouterr().err
