@@ -214,12 +214,12 @@ class Search:
         self.stats.duplicates += len(proposal.tactics) - len(unique)
         fresh = [(t, lp) for t, lp in unique if " ".join(t.split()) not in leaf.tried]
         self.stats.duplicates += len(unique) - len(fresh)
-        if self.config.candidate_order == "rank":
-            return fresh[:self.samples(leaf)]
-        for tactic, lp in unique:
+        for tactic, lp in unique:  # the samples' counts: candidate_order and edge_prior "frequency" read them
             seen = leaf.proposed.setdefault(" ".join(tactic.split()), [0, lp, tactic])
             seen[0] += 1
             seen[1] = max(seen[1], lp)
+        if self.config.candidate_order == "rank":
+            return fresh[:self.samples(leaf)]
         pool = [(key, entry) for key, entry in leaf.proposed.items() if key not in leaf.tried]
         pool.sort(key=lambda item: (-item[1][0], -item[1][1]))
         return [(entry[2], entry[1]) for _, entry in pool[:self.samples(leaf)]]
