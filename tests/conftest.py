@@ -61,6 +61,28 @@ def shared_data():
     return shared_data_dir()
 
 
+@pytest.fixture(scope="session")
+def assert_same_data_run():
+    """``check(run, one)``: a data run (a merged array, say) is the one-process run ``one``: the same
+    corpus byte for byte, and the same manifest but for what differs between any two builds (folder
+    name, clock, timings, code checkout; the config but for its run name)."""
+    import json
+
+    volatile = ("run", "created", "metrics", "git", "config")
+
+    def body(folder):
+        manifest = json.loads((folder / "manifest.json").read_text())
+        out = {k: v for k, v in manifest.items() if k not in volatile}
+        out["config"] = {k: v for k, v in manifest["config"].items() if k != "run"}
+        return out
+
+    def check(run, one):
+        assert (run / "final" / "corpus.parquet").read_bytes() == (one / "final" / "corpus.parquet").read_bytes()
+        assert body(run) == body(one)
+
+    return check
+
+
 @pytest.fixture
 def artifacts(tmp_path, monkeypatch):
     """An isolated artifacts root for one test."""

@@ -19,16 +19,6 @@ from data.build import build, parse_config
 from leanloop.paths import REPO_ROOT
 
 DEFAULT = "configs/data/default.yaml"
-VOLATILE = ("run", "created", "metrics", "git", "config")
-
-
-def comparable(run: Path) -> dict:
-    manifest = json.loads((run / "manifest.json").read_text())
-    body = {k: v for k, v in manifest.items() if k not in VOLATILE}
-    body["config"] = {k: v for k, v in manifest["config"].items() if k != "run"}
-    return body
-
-
 @pytest.fixture(scope="module")
 def one_process(tmp_path_factory):
     """The default corpus built by one process (the reference every array must reproduce)."""
@@ -37,11 +27,6 @@ def one_process(tmp_path_factory):
         patch.setenv("LEANLOOP_ARTIFACTS", str(root))
         build(parse_config(["--config", str(REPO_ROOT / DEFAULT), "--run", "one"]), progress=False, quiet=True)
     return root / "data" / "one"
-
-
-def assert_same_corpus(run: Path, one: Path) -> None:
-    assert (run / "final" / "corpus.parquet").read_bytes() == (one / "final" / "corpus.parquet").read_bytes()
-    assert comparable(run) == comparable(one)
 
 
 def interrupt(shard: Path) -> int:
@@ -54,12 +39,12 @@ def interrupt(shard: Path) -> int:
     return keep - 1  # the first line is the journal's fingerprint
 
 
-def test_local_array_merges_into_the_one_process_corpus(one_process, artifacts, capsys):
+def test_local_array_merges_into_the_one_process_corpus(one_process, artifacts, capsys, assert_same_data_run):
     args = ["--stage", "data", "--config", DEFAULT, "--run", "arr", "--array", "2",
             "--profile", str(PROFILES_DIR / "local.yaml")]
     assert array_main(args) == 0
     run = artifacts / "data" / "arr"
-    assert_same_corpus(run, one_process)
+    assert_same_data_run(run, one_process)
     status = shard_states("data", run)
     assert status["summary"] == {"done": 2} and status["merged"]
     assert status["programs"] == json.loads((one_process / "manifest.json").read_text())["metrics"]["verified_now"]
@@ -70,7 +55,7 @@ def test_local_array_merges_into_the_one_process_corpus(one_process, artifacts, 
     assert array_main(args) == 0
     assert "shards 1;" in capsys.readouterr().out  # only the interrupted shard ran again
     assert json.loads((run / "shards" / "1-of-2" / "manifest.json").read_text())["metrics"]["resumed"] == resumed
-    assert_same_corpus(run, one_process)
+    assert_same_data_run(run, one_process)
 
     assert array_main(["--status", "true", "--run", "data/arr"]) == 0
     assert "2 shards, 2 done" in capsys.readouterr().out
@@ -107,14 +92,14 @@ def jobs_env(slurm, artifacts, monkeypatch):
 
 
 def test_slurm_array_merges_into_the_one_process_corpus_and_reruns_only_a_killed_shard(
-        one_process, jobs_env, artifacts, capsys):
+        one_process, jobs_env, artifacts, capsys, assert_same_data_run):
     args = ["--stage", "data", "--config", DEFAULT, "--run", "slurm", "--array", "4",
             "--profile", str(PROFILES_DIR / "slurm_cpu_test.yaml"), "--wait", "yes"]
     assert array_main(args) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     assert "as 4 shards to slurm: shards 0, 1, 2, 3" in out
     run = artifacts / "data" / "slurm"
-    assert_same_corpus(run, one_process)
+    assert_same_data_run(run, one_process)
     record = json.loads((run / "array.json").read_text())
     # one job array (shared job id) and a merge job after it
     assert len({job.split("_")[0] for job in record["jobs"].values()}) == 1
@@ -127,7 +112,7 @@ def test_slurm_array_merges_into_the_one_process_corpus_and_reruns_only_a_killed
     assert array_main(args) == 0, capsys.readouterr().err
     assert "shards 2;" in capsys.readouterr().out
     assert json.loads((run / "shards" / "2-of-4" / "manifest.json").read_text())["metrics"]["resumed"] == resumed
-    assert_same_corpus(run, one_process)
+    assert_same_data_run(run, one_process)
     assert shard_states("data", run)["summary"] == {"done": 4}
 
 

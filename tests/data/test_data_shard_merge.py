@@ -23,16 +23,6 @@ from leanloop.paths import REPO_ROOT
 from leanloop.sharding import Shard, ShardSpecError, shard_of
 
 DEFAULT = str(REPO_ROOT / "configs/data/default.yaml")
-# keys of a manifest that differ between any two builds (folder name, clock, code checkout)
-VOLATILE = ("run", "created", "metrics", "git", "config")
-
-
-def comparable(manifest: dict) -> dict:
-    body = {k: v for k, v in manifest.items() if k not in VOLATILE}
-    body["config"] = {k: v for k, v in manifest["config"].items() if k != "run"}
-    return body
-
-
 def with_duplicates(tmp: Path) -> str:
     """The default config plus the first 300 RL-Lean rows read again as a second source: 300
     duplicates, each of which must be counted in its original's shard."""
@@ -67,7 +57,7 @@ def tree(built, tmp_path, monkeypatch):
     return root, config
 
 
-def test_four_shards_merge_into_exactly_the_one_process_corpus(tree, capsys):
+def test_four_shards_merge_into_exactly_the_one_process_corpus(tree, capsys, assert_same_data_run):
     root, config = tree
     one, four = root / "data" / "one", root / "data" / "four"
     shard_manifests = [json.loads((four / "shards" / f"{i}-of-4" / "manifest.json").read_text()) for i in range(4)]
@@ -79,9 +69,8 @@ def test_four_shards_merge_into_exactly_the_one_process_corpus(tree, capsys):
 
     assert merge_main(["--config", config, "--run", "four", "--count", "4"]) == 0
     assert "merged 4 shards" in capsys.readouterr().out
-    assert (four / "final" / "corpus.parquet").read_bytes() == (one / "final" / "corpus.parquet").read_bytes()
+    assert_same_data_run(four, one)
     merged = json.loads((four / "manifest.json").read_text())
-    assert comparable(merged) == comparable(single)
     assert merged["metrics"]["verified_now"] == single["metrics"]["verified_now"]
     assert merged["metrics"]["shards"] == 4 and "shard" not in merged
     assert merged["reconciliation"]["rl_lean_again"]["duplicates"] == 300
@@ -105,7 +94,7 @@ def _build_and_die(config: str, root: str, after: int) -> None:
           on_item=on_item)
 
 
-def test_a_shard_killed_mid_build_resumes_and_merges_to_the_same_corpus(tree, capsys):
+def test_a_shard_killed_mid_build_resumes_and_merges_to_the_same_corpus(tree, capsys, assert_same_data_run):
     root, config = tree
     killed = root / "data" / "killed"
     for index in (0, 1, 3):  # the other shards finished earlier
@@ -128,9 +117,7 @@ def test_a_shard_killed_mid_build_resumes_and_merges_to_the_same_corpus(tree, ca
     assert manifest["metrics"]["resumed"] == journaled  # nothing verified twice
     assert merge_main(["--config", config, "--run", "killed", "--count", "4"]) == 0
     one = root / "data" / "one"
-    assert (killed / "final" / "corpus.parquet").read_bytes() == (one / "final" / "corpus.parquet").read_bytes()
-    assert comparable(json.loads((killed / "manifest.json").read_text())) == \
-        comparable(json.loads((one / "manifest.json").read_text()))
+    assert_same_data_run(killed, one)
 
 
 def test_merge_refuses_a_missing_or_mismatched_shard_in_one_line(tree, capsys):

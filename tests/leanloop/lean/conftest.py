@@ -35,3 +35,9 @@ def statements(shared_data):
     """DeepSeek-Prover's miniF2F statements by name."""
     with open(shared_data / "statements/minif2f_deepseek_prover_v1.5.jsonl", encoding="utf-8") as fh:
         return {row["name"]: row for row in map(json.loads, fh)}
+
+
+@pytest.fixture(scope="module")
+def accepted(rl_rows):
+    """A real program Lean accepted (RL-Lean's mathd_algebra_478), with no comment or string inside its proof."""
+    return next(r for r in rl_rows if r["verdict_pass"] and r["name"] == "mathd_algebra_478")

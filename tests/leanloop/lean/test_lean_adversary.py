@@ -29,11 +29,6 @@ def codes(reasons):
 
 
 @pytest.fixture(scope="module")
-def accepted(rl_rows):
-    return next(r for r in rl_rows if r["verdict_pass"] and r["name"] == NAME)
-
-
-@pytest.fixture(scope="module")
 def real_error(rl_rows, replay):
     """A real Lean error message (text as Lean printed it) from a recorded failed program."""
     return next(m for r in rl_rows if not r["verdict_pass"] for m in replay.answer(r["code"]).messages

@@ -31,11 +31,6 @@ def codes(reasons):
     return {R.code_of(r) for r in reasons}
 
 
-@pytest.fixture(scope="module")
-def accepted(rl_rows):
-    return next(r for r in rl_rows if r["verdict_pass"] and r["name"] == NAME)
-
-
 def request_for(accepted, statements, program):
     return VerifyRequest(program=program, name=NAME, statement=statements[NAME]["formal_statement"],
                          header=statements[NAME]["header"])

@@ -26,13 +26,6 @@ def codes(reasons: list[str]) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def accepted(rl_rows):
-    """A real program Lean accepted, with no comment or string inside its proof."""
-    row = next(r for r in rl_rows if r["verdict_pass"] and r["name"] == "mathd_algebra_478")
-    return row
-
-
-@pytest.fixture(scope="module")
 def axiom_replies(shared_data):
     rows = [json.loads(line) for line in open(shared_data / "lean_text/reference_manual_lean_outputs.jsonl")]
     out = []
