@@ -86,8 +86,6 @@ class BenchConfig:
     """model: tokens per sampled tactic."""
 
     def __post_init__(self) -> None:
-        if any(len(setting) != 3 for setting in self.settings):
-            raise ValueError("a setting is [p, q, dead_end_rate] (three numbers)")
         if not self.smoke:
             return
         if self.policy == "noisy":

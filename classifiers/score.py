@@ -110,9 +110,6 @@ def score(config: ScoreConfig, folder: Path) -> Manifest:
     else:
         from feedback_model.evaluator import FeedbackEvaluator, GenerationConfig
 
-        unknown = sorted(set(config.feedback) - {"generation"})
-        if unknown:
-            raise ValueError(f"feedback labelling reads only feedback.generation (greedy traces), not {unknown}")
         evaluator = FeedbackEvaluator.load(config.model, GenerationConfig(**config.feedback.get("generation", {})))
     predictions = evaluator.score([program for _, program in items]) if items else []
     rows = []
@@ -195,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
             raise ShardSpecError("--shard scores one shard and --merge_shards merges them: pass one of the two")
         if not config.inputs:
             raise ShardSpecError("no inputs to score (set inputs: in the config)")
+        unknown = sorted(set(config.feedback or {}) - {"generation"})
+        if unknown:  # refused before the run folder is touched
+            raise ValueError(f"feedback labelling reads only feedback.generation (greedy traces), not {unknown}")
         if config.merge_shards:  # refused before the run folder is touched
             check_shards(run_dir(STAGE, config.run), config.merge_shards, asdict(config), NOT_HASHED, what="scores")
 
@@ -212,4 +212,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from leanloop.tool import cli_entry
+
+    raise SystemExit(cli_entry(main, prog="python -m classifiers.score"))
