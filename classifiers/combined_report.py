@@ -92,6 +92,8 @@ def main(config: ReportConfig) -> Path:
 
 
 if __name__ == "__main__":
-    from leanloop.tool import parse_config
+    from leanloop.tool import cli_entry, parse_config
 
-    main(parse_config(ReportConfig, prog="python -m classifiers.combined_report", description=__doc__.splitlines()[0])[0])
+    prog = "python -m classifiers.combined_report"
+    raise SystemExit(cli_entry(lambda: main(parse_config(ReportConfig, prog=prog, description=__doc__.splitlines()[0])[0]),
+                               prog=prog))
