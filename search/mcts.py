@@ -172,11 +172,6 @@ class Search:
         while len(path) < 2 * self.config.max_depth:
             if self._widen(node) or not node.edges:
                 return path
-            if self.config.edge_prior == "frequency" and node.proposed:
-                for e in node.edges:
-                    seen = node.proposed.get(" ".join(e.tactic.split()))
-                    if seen:
-                        e.prior = seen[0]
             prior_sum = sum(e.prior for e in node.edges)
             edges = [e for e in node.edges if not any(ch.key in on_path for ch in e.children)]
             if not edges:
@@ -218,6 +213,9 @@ class Search:
             seen = leaf.proposed.setdefault(" ".join(tactic.split()), [0, lp, tactic])
             seen[0] += 1
             seen[1] = max(seen[1], lp)
+        if self.config.edge_prior == "frequency":  # the counts change only here, so the priors too
+            for edge in leaf.edges:
+                edge.prior = leaf.proposed.get(" ".join(edge.tactic.split()), [edge.prior])[0]
         if self.config.candidate_order == "rank":
             return fresh[:self.samples(leaf)]
         pool = [(key, entry) for key, entry in leaf.proposed.items() if key not in leaf.tried]
@@ -243,7 +241,8 @@ class Search:
                 self.stats.cycles += 1
                 continue
             children = [self.table.setdefault(g.key, GoalNode(g)) for g in result.goals]
-            leaf.edges.append(TacticEdge(tactic, weight / total, children))
+            prior = leaf.proposed[" ".join(tactic.split())][0] if self.config.edge_prior == "frequency" else weight / total
+            leaf.edges.append(TacticEdge(tactic, prior, children))
         leaf.refresh_solved()
         if leaf.solved_depth is not None:
             value = -float(leaf.solved_depth)
