@@ -21,8 +21,9 @@ the same problems), is scored with the stacker and thresholds fitted on RL-Lean'
 of each problem's APOLLO attempts revealed (no times are recorded there).
 
 Components: the learned score alone, the per-problem prior (history pass rate), the sibling rate
-(revealed siblings only), the evidence (history + siblings, the Beta posterior the stacker reads) and
-the stack. Reported per component: AUROC, accuracy at the validation threshold, FPR there, and the
+(revealed siblings only), the evidence (history + siblings pooled in one Beta posterior), the
+neighbour margin (the nearest accepted known proof of the problem minus the nearest rejected one,
+over the history's programs and the revealed siblings) and the stack. Reported per component: AUROC, accuracy at the validation threshold, FPR there, and the
 stack's margin over each part. Options: :class:`EvaluatorsBenchConfig` (``--json PATH`` also writes
 the numbers).
 """
@@ -40,13 +41,13 @@ from typing import Any
 
 import numpy as np
 
-from classifiers.history import REVEAL_FRACTION, History, Stacker, reveal_siblings, shrunk_rate, sibling_counts
+from classifiers.history import REVEAL_FRACTION, History, Stacker, gather_evidence, reveal_siblings, shrunk_rate
 from leanloop.paths import shared_data_dir
 
 RL_LEAN = "candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz"
 APOLLO = "candidates/apollo_deepseek_v2_split_prover_minif2f_test.jsonl.gz"
 FOLDS = 5
-COMPONENTS = ("learned", "problem_prior", "sibling_rate", "evidence", "stack")
+COMPONENTS = ("learned", "problem_prior", "sibling_rate", "evidence", "neighbour", "stack")
 
 
 @dataclass
@@ -128,18 +129,19 @@ def block(rows: list[dict[str, Any]], history: History, scorer, known: list[bool
     """Component scores of the unrevealed rows of one block (with their labels)."""
     groups = [r["name"] for r in rows]
     hidden = [i for i, k in enumerate(known) if k is None]
-    siblings = sibling_counts(groups, known)
+    every = gather_evidence(history, [r["program"] for r in rows], groups, known)
+    evidence = [every[i] for i in hidden]
     learned = scorer([rows[i] for i in hidden])
-    hist = [history.get(groups[i]) for i in hidden]
-    sib = [siblings[i] for i in hidden]
-    evidence = [(hv + sv, ht + st) for (hv, ht), (sv, st) in zip(hist, sib)]
 
     def rate(counts, prior: float) -> np.ndarray:
         return shrunk_rate([v for v, _ in counts], [t for _, t in counts], prior)
 
     return {"labels": np.asarray([rows[i]["label"] for i in hidden], dtype=int), "learned": np.asarray(learned),
             # Laplace for the single-source rates (an unseen problem scores 0.5), the fit split's rate for the evidence
-            "problem_prior": rate(hist, 0.5), "sibling_rate": rate(sib, 0.5), "evidence": rate(evidence, prior_mean),
+            "problem_prior": rate([e.history for e in evidence], 0.5),
+            "sibling_rate": rate([e.siblings for e in evidence], 0.5),
+            "evidence": rate([e.counts for e in evidence], prior_mean),
+            "neighbour": np.asarray([e.neighbour for e in evidence]),
             "_evidence": evidence, "_groups": [groups[i] for i in hidden]}
 
 

@@ -7,8 +7,8 @@ Evaluator interface (:mod:`leanloop.evaluator`).
 - :mod:`classifiers.module` / :mod:`classifiers.data` / :mod:`classifiers.config` / :mod:`classifiers.train`
   the Lightning stage (``python -m classifiers.train --config configs/classifiers/X.yaml``);
 - :mod:`classifiers.evaluator` batch scoring of a finished run (``ClassifierEvaluator.load(<run>/final)``);
-- :mod:`classifiers.baselines` / :mod:`classifiers.run_report` / :mod:`classifiers.combined_report` the four
-  baselines (majority, per-problem prior, TF-IDF, sibling rate), thresholds on validation, reports with
+- :mod:`classifiers.baselines` / :mod:`classifiers.run_report` / :mod:`classifiers.combined_report` the trivial
+  baselines (majority, per-problem prior, TF-IDF, sibling rate, nearest proof), thresholds on validation, reports with
   grouped bootstrap intervals;
 - :mod:`classifiers.cli` ``leanloop classify``.
 """

@@ -9,9 +9,13 @@
   token pairs. It picks up tactic choices and theorem families, which is most of what a small
   model learns too, so a learned classifier has to beat it to show it reads the proof;
 - sibling rate: the pass rate of the problem's other programs among a seeded 43% revealed, as a
-  hybrid GRPO step knows them at its cutoff (:func:`classifiers.history.split_evidence`).
+  hybrid GRPO step knows them at its cutoff (:func:`classifiers.history.split_evidence`);
+- nearest proof: the same revealed siblings and the training split's programs of the problem, as
+  :func:`classifiers.history.neighbour_margin` (how close the program's proof is to the nearest
+  accepted one minus the nearest rejected one), mapped to [0, 1]. No learning at all, and on the
+  RL-Lean rounds it ranks as well as the history-aware stack (docs/results/evaluators.md).
 
-:class:`Baselines` fits all four on one training split and scores any labelled rows.
+:class:`Baselines` fits all five on one training split and scores any labelled rows.
 """
 
 from __future__ import annotations
@@ -25,8 +29,9 @@ TFIDF = "tfidf_logreg"
 MAJORITY = "majority_class"
 PRIOR = "per_problem_prior"
 SIBLINGS = "sibling_rate"
+NEAREST = "nearest_proof"
 # Every evaluator report leads with these; its first line says whether one of them beats a learned model.
-BASELINES = (MAJORITY, PRIOR, TFIDF, SIBLINGS)
+BASELINES = (MAJORITY, PRIOR, TFIDF, SIBLINGS, NEAREST)
 
 
 @dataclass
@@ -85,7 +90,7 @@ class TfidfBaseline:
 
 
 class Baselines:
-    """The four baselines (:data:`BASELINES`) fitted on one training split's programs, labels and
+    """The baselines (:data:`BASELINES`) fitted on one training split's programs, labels and
     problem names."""
 
     def __init__(self, programs: Sequence[str], labels: Sequence[bool], names: Sequence[str],
@@ -96,24 +101,27 @@ class Baselines:
         """Share of each problem's labels the sibling rate sees (a hybrid step's cutoff)."""
         self.labels = [bool(y) for y in labels]
         self.tfidf = TfidfBaseline(tfidf).fit(programs, self.labels)
-        self.history = History.from_rows({"name": n, "label": y} for n, y in zip(names, self.labels))
+        self.history = History.from_rows({"name": n, "label": y, "program": p}
+                                         for n, y, p in zip(names, self.labels, programs))
         self.prior_mean = float(np.mean(self.labels))
 
     def scores(self, programs: Sequence[str], labels: Sequence[bool], names: Sequence[str],
                seed: int = 0) -> dict[str, np.ndarray]:
-        """Each baseline's scores of these rows. The sibling rate reveals a seeded share of each
-        problem's ``labels`` among these rows (the same draw as the history-aware evaluator's
-        evidence for the same rows and seed), so score a whole split, or whole problems, at once."""
+        """Each baseline's scores of these rows. The sibling rate and the nearest proof reveal a
+        seeded share of each problem's ``labels`` among these rows (the same draw as the history-aware
+        evaluator's evidence for the same rows and seed), so score a whole split, or whole problems, at once."""
         from classifiers.history import shrunk_rate, split_evidence
 
         names, labels = list(names), [bool(y) for y in labels]
         if not names:
             return {name: np.zeros(0) for name in BASELINES}
-        _, siblings = split_evidence(names, labels, self.history, self.reveal_fraction, seed=seed)
+        evidence = split_evidence(programs, names, labels, self.history, self.reveal_fraction, seed=seed)
+        siblings = [e.siblings for e in evidence]
         prior = [self.history.get(name) for name in names]
         return {
             MAJORITY: majority_scores(self.labels, len(names)),
             PRIOR: shrunk_rate([v for v, _ in prior], [t for _, t in prior], self.prior_mean),
             TFIDF: self.tfidf.scores(programs),
             SIBLINGS: shrunk_rate([v for v, _ in siblings], [t for _, t in siblings], self.prior_mean),
+            NEAREST: (np.asarray([e.neighbour for e in evidence]) + 1) / 2,
         }

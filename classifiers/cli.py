@@ -16,8 +16,8 @@ seconds get ``score`` and ``verdict`` null.
 ``learned_score``) with what Lean said about the program's problem in that data run, matched by the
 JSONL field ``--group_field`` (default ``name``). With ``--known_label_field L``, rows whose field L
 holds a label (true/false) are siblings already judged: they inform the other rows of their group
-(never themselves), as finished Lean checks do in a hybrid RL step. ``evidence`` is the
-[valid, total] count each score used.
+(never themselves), as finished Lean checks do in a hybrid RL step. ``evidence`` is what each
+score used: ``history`` and ``siblings`` [valid, total] counts and the ``neighbour`` margin.
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def _known_label(value: Any, where: dict[str, Any], field: str) -> bool | None:
 def _history_scores(args: ClassifyConfig, items: list[tuple[dict[str, Any], str]], deadline: float | None):
     """The history-aware evaluator's predictions, plus each row's learned score and evidence."""
     from classifiers.evaluator import load_history_evaluator
-    from classifiers.history import History, evidence_for
+    from classifiers.history import History
 
     from leanloop.artifacts import ManifestError
 
@@ -153,8 +153,9 @@ def _history_scores(args: ClassifyConfig, items: list[tuple[dict[str, Any], str]
     known = None
     if args.known_label_field:
         known = [_known_label(where.get(args.known_label_field), where, args.known_label_field) for where, _ in items]
-    learned = evaluator.learned([program for _, program in items], deadline)
-    predictions = evaluator.combine(learned, groups, known)
-    evidence = evidence_for(evaluator.history, groups, known)
-    extra = [{"learned_score": p.score, "evidence": list(e)} for p, e in zip(learned, evidence)]
+    programs = [program for _, program in items]
+    learned = evaluator.learned(programs, deadline)
+    predictions = evaluator.combine(programs, learned, groups, known)
+    evidence = evaluator.evidence(programs, groups, known)
+    extra = [{"learned_score": p.score, "evidence": e.to_json()} for p, e in zip(learned, evidence)]
     return evaluator, predictions, extra

@@ -3,22 +3,25 @@
 A learned classifier judges one program at a time. Lean has usually judged the same problem before:
 in a corpus run, in earlier RL steps, and, inside one hybrid GRPO step, for the sibling rollouts of
 the group whose checks finished before the cutoff. That evidence is strong (a problem's earlier pass
-rate ranks the RL-Lean rounds' candidates far better than any learned model here), but it says
-nothing about which of a group's unfinished rollouts is right, and GRPO's advantage is
-group-relative. So the two are combined:
+rate ranks the RL-Lean rounds' candidates far better than any learned model here), but a pass rate
+says nothing about which of a group's unfinished rollouts is right, and GRPO's advantage is
+group-relative. So three kinds of evidence are combined with the learned score:
 
-- **evidence** per problem: the Lean labels of its earlier attempts (:class:`History`) plus the
-  verdicts of the sibling rollouts known at scoring time; summarised as a Beta posterior mean that
-  shrinks toward the prior pass rate by ``strength`` pseudo-attempts;
-- **stacker** (:class:`Stacker`): a logistic regression on the learned score's logit, the
-  evidence's posterior logit and its count (:data:`FEATURES`), fitted on the validation split and
-  saved with the run (``history_stacker.json``), so every prediction can be reproduced from the
-  saved coefficients; its threshold is chosen on the same split.
+- **history**: the Lean labels of the problem's earlier attempts (:class:`History`), as a Beta
+  posterior mean shrunk toward the prior pass rate by ``strength`` pseudo-attempts, and their count;
+- **siblings**: the same for the group's rollouts whose verdicts are known at scoring time, kept
+  apart from the history (a step's fast verdicts are a biased sample; the stacker weighs them itself);
+- **neighbour**: how close this program's proof is to the nearest proof of the same problem Lean
+  accepted, minus the nearest it rejected (:func:`neighbour_margin`, over the history's kept programs
+  and the known siblings). It is what tells one rollout of a problem from another: a proof that
+  repeats an accepted one, up to small edits, is usually accepted again.
 
-Rollouts of one group with the same evidence still differ by their own program's score.
+A **stacker** (:class:`Stacker`): a logistic regression over :data:`FEATURES`, fitted on the
+validation split and saved with the run (``history_stacker.json``), so every prediction can be
+reproduced from the saved coefficients; its threshold is chosen on the same split.
 :class:`HistoryEvaluator` is an :class:`leanloop.evaluator.Evaluator`; the RL stage's hybrid race
-(loaded from a classifier run by :func:`classifiers.evaluator.load_history_evaluator`)
-calls :meth:`HistoryEvaluator.learned` while Lean runs and :meth:`HistoryEvaluator.combine` at the
+(loaded from a classifier run by :func:`classifiers.evaluator.load_history_evaluator`) calls
+:meth:`HistoryEvaluator.learned` while Lean runs and :meth:`HistoryEvaluator.combine` at the
 cutoff, with the sibling verdicts Lean has returned by then.
 """
 
@@ -26,8 +29,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections import defaultdict
+import re
+from collections import defaultdict, deque
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -36,7 +41,8 @@ import numpy as np
 from leanloop.evaluator import UNSCORED, Evaluator, Prediction
 
 STACKER_FILE = "history_stacker.json"
-FEATURES = ("score_logit", "evidence_logit", "evidence_count", "score_logit_unseen")
+FEATURES = ("score_logit", "history_logit", "history_count", "sibling_logit", "sibling_count",
+            "score_logit_unseen", "neighbour_margin")
 # Scores of exactly 0 or 1 (the majority baseline, a saturated classifier) would have infinite logits.
 EPSILON = 1e-4
 # The share of rollouts whose Lean verdict is back at the hybrid cutoff, used to simulate siblings:
@@ -47,6 +53,14 @@ REVEAL_FRACTION = 0.43
 
 PRIOR_STRENGTH = 2.0
 """Pseudo-attempts of the prior pass rate in a problem's Beta posterior."""
+KEPT_PROGRAMS = 16
+"""A problem's most recent programs the history keeps per verdict, for :func:`neighbour_margin`
+(bounded, so a long RL run's history stays small)."""
+SHINGLE = 5
+"""Characters per shingle of :func:`neighbour_margin`'s Jaccard similarity. Measured on the RL-Lean
+rounds (bench.evaluators, all four splits): 5-character shingles of the proof view gave the stack a
+larger margin over the problem prior than whitespace tokens, token 2/3/5-grams, or the whole file."""
+_PROOF_START = re.compile(r":=\s*by\b|:=")
 
 
 def shrunk_rate(valid: Any, total: Any, prior_mean: float, strength: float = PRIOR_STRENGTH) -> np.ndarray:
@@ -61,30 +75,94 @@ def logit(p: Any) -> np.ndarray:
     return np.log(p / (1 - p))
 
 
+def proof_view(program: str) -> str:
+    """What follows a program's first ``:= by`` (else its first ``:=``; else all of it), whitespace
+    folded: the header and statement a problem's programs share would make every pair look alike."""
+    found = _PROOF_START.search(program)
+    return " ".join(program[found.end() if found else 0:].split())
+
+
+@lru_cache(maxsize=4096)
+def _shingles(view: str) -> np.ndarray:
+    # hash() of a str is salted per process; shingle sets are only compared within one process
+    grams = {view[i:i + SHINGLE] for i in range(max(1, len(view) - SHINGLE + 1))}
+    return np.unique(np.fromiter((hash(g) for g in grams), dtype=np.int64, count=len(grams)))
+
+
+def similarity(a: str, b: str) -> float:
+    """Jaccard similarity of two proof views' character shingles."""
+    x, y = _shingles(a), _shingles(b)
+    both = len(np.intersect1d(x, y, assume_unique=True))
+    return both / (len(x) + len(y) - both)
+
+
+def neighbour_margin(view: str, known: Iterable[tuple[str, bool]]) -> float:
+    """Similarity to the nearest known accepted proof minus that to the nearest known rejected one
+    (0 for a side with none), over ``known`` (proof view, Lean label) pairs of the same problem."""
+    nearest = {True: 0.0, False: 0.0}
+    for other, label in known:
+        nearest[label] = max(nearest[label], similarity(view, other))
+    return nearest[True] - nearest[False]
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What Lean had said about one program's problem when the program was scored."""
+
+    history: tuple[int, int] = (0, 0)
+    """(valid, total) Lean labels of the problem's earlier attempts."""
+    siblings: tuple[int, int] = (0, 0)
+    """(valid, total) known verdicts of the other rollouts of its group (never its own)."""
+    neighbour: float = 0.0
+    """:func:`neighbour_margin` over the history's kept programs and the known siblings."""
+
+    @property
+    def counts(self) -> tuple[int, int]:
+        """History and siblings together."""
+        return self.history[0] + self.siblings[0], self.history[1] + self.siblings[1]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"history": list(self.history), "siblings": list(self.siblings), "neighbour": round(self.neighbour, 6)}
+
+
 class History:
-    """Lean labels per problem: ``counts[group] = [valid, total]``. Unlabelled attempts are not counted."""
+    """Lean labels per problem: ``counts[group] = [valid, total]``, and the problem's most recent
+    programs per verdict (:data:`KEPT_PROGRAMS`, as proof views). Unlabelled attempts are not counted."""
 
     def __init__(self, counts: dict[str, list[int]] | None = None) -> None:
         self.counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        self.programs: dict[str, dict[bool, deque[str]]] = defaultdict(
+            lambda: {True: deque(maxlen=KEPT_PROGRAMS), False: deque(maxlen=KEPT_PROGRAMS)})
         for group, (valid, total) in (counts or {}).items():
             self.counts[group] = [int(valid), int(total)]
 
-    def observe(self, group: str | None, label: bool | None) -> None:
+    def observe(self, group: str | None, label: bool | None, program: str | None = None) -> None:
         if group is None or label is None:
             return
         entry = self.counts[group]
         entry[0] += int(bool(label))
         entry[1] += 1
+        if program is not None:
+            self.programs[group][bool(label)].append(proof_view(program))
 
-    def update(self, groups: Iterable[str | None], labels: Iterable[bool | None]) -> None:
-        for group, label in zip(groups, labels):
-            self.observe(group, label)
+    def update(self, groups: Iterable[str | None], labels: Iterable[bool | None],
+               programs: Iterable[str | None] | None = None) -> None:
+        groups, labels = list(groups), list(labels)
+        programs = list(programs) if programs is not None else [None] * len(groups)
+        for group, label, program in zip(groups, labels, programs, strict=True):
+            self.observe(group, label, program)
 
     def get(self, group: str | None) -> tuple[int, int]:
         if group is None or group not in self.counts:
             return 0, 0
         valid, total = self.counts[group]
         return valid, total
+
+    def known_programs(self, group: str | None) -> list[tuple[str, bool]]:
+        """(proof view, label) of the problem's kept programs."""
+        if group is None or group not in self.programs:
+            return []
+        return [(view, label) for label, views in self.programs[group].items() for view in views]
 
     def pass_rate(self) -> float | None:
         valid = sum(v for v, _ in self.counts.values())
@@ -96,11 +174,11 @@ class History:
 
     @classmethod
     def from_rows(cls, rows: Iterable[dict[str, Any]], group_field: str = "name",
-                  label_field: str = "label") -> "History":
+                  label_field: str = "label", program_field: str = "program") -> "History":
         history = cls()
         for row in rows:
             label = row.get(label_field)
-            history.observe(row.get(group_field), None if label is None else bool(label))
+            history.observe(row.get(group_field), None if label is None else bool(label), row.get(program_field))
         return history
 
     @classmethod
@@ -112,7 +190,7 @@ class History:
         from leanloop.corpus import read_corpus
 
         run = resolve_run(ref, "data")
-        rows = read_corpus(run, tuple(dict.fromkeys((group_field, "label", "category"))))
+        rows = read_corpus(run, tuple(dict.fromkeys((group_field, "label", "category", "program"))))
         return cls.from_rows((r for r in rows if r["category"] not in UNLABELLED), group_field, "label")
 
 
@@ -136,6 +214,26 @@ def sibling_counts(groups: Sequence[str | None], known: Sequence[bool | None] | 
     return out
 
 
+def gather_evidence(history: History | None, programs: Sequence[str], groups: Sequence[str | None],
+                    known: Sequence[bool | None] | None) -> list[Evidence]:
+    """Per item: its problem's history, its known siblings, and its neighbour margin over both."""
+    if len(programs) != len(groups):
+        raise ValueError(f"{len(groups)} groups for {len(programs)} programs")
+    siblings = sibling_counts(groups, known)
+    views = [proof_view(p) for p in programs]
+    revealed: dict[str, list[int]] = defaultdict(list)
+    for i, group in enumerate(groups):
+        if group is not None and known is not None and known[i] is not None:
+            revealed[group].append(i)
+    out = []
+    for i, group in enumerate(groups):
+        pool = history.known_programs(group) if history is not None else []
+        pool += [(views[j], bool(known[j])) for j in revealed.get(group, ()) if j != i]
+        out.append(Evidence(history=history.get(group) if history is not None else (0, 0),
+                            siblings=siblings[i], neighbour=neighbour_margin(views[i], pool)))
+    return out
+
+
 @dataclass
 class Stacker:
     """Logistic regression over :data:`FEATURES`; everything needed to reproduce a prediction."""
@@ -143,29 +241,26 @@ class Stacker:
     coef: list[float]
     intercept: float
     prior_mean: float
-    """Pass rate the evidence shrinks toward (the fitting split's)."""
+    """Pass rate the history and sibling rates shrink toward (the fitting split's)."""
     strength: float = PRIOR_STRENGTH
-    """Pseudo-attempts of the prior in the evidence's Beta posterior."""
+    """Pseudo-attempts of the prior in the Beta posteriors."""
     threshold: float = 0.5
     threshold_source: str = "default 0.5"
     features: list[str] = field(default_factory=lambda: list(FEATURES))
     fitted_on: dict[str, Any] = field(default_factory=dict)
 
-    def posterior(self, valid: Any, total: Any) -> np.ndarray:
-        return shrunk_rate(valid, total, self.prior_mean, self.strength)
-
-    def design(self, scores: Sequence[float], evidence: Sequence[tuple[int, int]]) -> np.ndarray:
+    def design(self, scores: Sequence[float], evidence: Sequence[Evidence]) -> np.ndarray:
         return design(scores, evidence, self.prior_mean, self.strength)
 
-    def predict(self, scores: Sequence[float], evidence: Sequence[tuple[int, int]]) -> np.ndarray:
+    def predict(self, scores: Sequence[float], evidence: Sequence[Evidence]) -> np.ndarray:
         z = self.design(scores, evidence) @ np.asarray(self.coef) + self.intercept
         return 1 / (1 + np.exp(-z))
 
     @classmethod
-    def fit(cls, scores: Sequence[float], evidence: Sequence[tuple[int, int]], labels: Sequence[bool],
+    def fit(cls, scores: Sequence[float], evidence: Sequence[Evidence], labels: Sequence[bool],
             prior_mean: float | None = None, strength: float = PRIOR_STRENGTH, C: float = 1.0,
             fitted_on: dict[str, Any] | None = None) -> "Stacker":
-        """Fit on one split's learned scores, evidence counts and Lean labels; threshold at best MCC there."""
+        """Fit on one split's learned scores, evidence and Lean labels; threshold at best MCC there."""
         from sklearn.linear_model import LogisticRegression
 
         from leanloop.metrics import select_threshold
@@ -197,31 +292,28 @@ class Stacker:
                                     "classifiers.history.Stacker.fit)")
         stacker = cls(**json.loads(path.read_text()))
         if list(stacker.features) != list(FEATURES):
-            raise ValueError(f"{path} was fitted on features {stacker.features}, this code computes {list(FEATURES)}")
+            raise ValueError(f"{path} was fitted on features {stacker.features}, this code computes "
+                             f"{list(FEATURES)}: retrain the classifier run (its stacker is fitted after training)")
         return stacker
 
 
-def design(scores: Sequence[float], evidence: Sequence[tuple[int, int]], prior_mean: float,
-           strength: float) -> np.ndarray:
-    """The stacker's inputs. ``score_logit_unseen`` is the score's logit on problems with no evidence
-    (zero elsewhere): without it one weight would have to serve both problems Lean has seen, where
-    the score mostly breaks ties, and unseen ones, where it is all there is."""
-    counts = np.asarray(evidence, dtype=float).reshape(-1, 2)
-    valid, total = counts[:, 0], counts[:, 1]
+def design(scores: Sequence[float], evidence: Sequence[Evidence], prior_mean: float, strength: float) -> np.ndarray:
+    """The stacker's inputs (:data:`FEATURES`). History and siblings are separate features because
+    they are different samples: the history is every earlier attempt, the siblings a step's fastest
+    verdicts. ``score_logit_unseen`` is the score's logit on problems with no evidence at all (zero
+    elsewhere): without it one weight would have to serve both problems Lean has seen, where the score
+    mostly breaks ties, and unseen ones, where it is all there is."""
+    history = np.asarray([e.history for e in evidence], dtype=float).reshape(-1, 2)
+    siblings = np.asarray([e.siblings for e in evidence], dtype=float).reshape(-1, 2)
+    neighbour = np.asarray([e.neighbour for e in evidence], dtype=float)
     score_logit = logit(scores)
-    evidence_logit = logit(shrunk_rate(valid, total, prior_mean, strength))
-    return np.column_stack([score_logit, evidence_logit, np.log1p(total), score_logit * (total == 0)])
-
-
-def evidence_for(history: History | None, groups: Sequence[str | None],
-                 known: Sequence[bool | None] | None) -> list[tuple[int, int]]:
-    """History plus known siblings, per item."""
-    siblings = sibling_counts(groups, known)
-    out = []
-    for group, (sv, st) in zip(groups, siblings):
-        hv, ht = history.get(group) if history is not None else (0, 0)
-        out.append((hv + sv, ht + st))
-    return out
+    unseen = (history[:, 1] + siblings[:, 1]) == 0
+    return np.column_stack([
+        score_logit,
+        logit(shrunk_rate(history[:, 0], history[:, 1], prior_mean, strength)), np.log1p(history[:, 1]),
+        logit(shrunk_rate(siblings[:, 0], siblings[:, 1], prior_mean, strength)), np.log1p(siblings[:, 1]),
+        score_logit * unseen, neighbour,
+    ])
 
 
 class HistoryEvaluator:
@@ -237,14 +329,19 @@ class HistoryEvaluator:
     def learned(self, programs: Sequence[str], deadline: float | None = None) -> list[Prediction]:
         return list(self.base.score(programs, deadline))
 
-    def combine(self, predictions: Sequence[Prediction], groups: Sequence[str | None] | None = None,
+    def evidence(self, programs: Sequence[str], groups: Sequence[str | None] | None = None,
+                 known: Sequence[bool | None] | None = None) -> list[Evidence]:
+        groups = list(groups) if groups is not None else [None] * len(programs)
+        return gather_evidence(self.history, programs, groups, known)
+
+    def combine(self, programs: Sequence[str], predictions: Sequence[Prediction],
+                groups: Sequence[str | None] | None = None,
                 known: Sequence[bool | None] | None = None) -> list[Prediction]:
-        """Stack learned predictions with the evidence; items the learned evaluator did not score stay
-        unscored (the caller waits for Lean for exactly those)."""
-        groups = list(groups) if groups is not None else [None] * len(predictions)
-        if len(groups) != len(predictions):
-            raise ValueError(f"{len(groups)} groups for {len(predictions)} programs")
-        evidence = evidence_for(self.history, groups, known)
+        """Stack learned predictions of ``programs`` with their evidence; items the learned evaluator
+        did not score stay unscored (the caller waits for Lean for exactly those)."""
+        if len(programs) != len(predictions):
+            raise ValueError(f"{len(predictions)} predictions for {len(programs)} programs")
+        evidence = self.evidence(programs, groups, known)
         scored = [i for i, p in enumerate(predictions) if p.score is not None]
         out = [UNSCORED] * len(predictions)
         if scored:
@@ -257,11 +354,12 @@ class HistoryEvaluator:
     def score(self, programs: Sequence[str], deadline: float | None = None,
               groups: Sequence[str | None] | None = None,
               known: Sequence[bool | None] | None = None) -> list[Prediction]:
-        return self.combine(self.learned(programs, deadline), groups, known)
+        return self.combine(programs, self.learned(programs, deadline), groups, known)
 
-    def observe(self, groups: Iterable[str | None], labels: Iterable[bool | None]) -> None:
-        """Lean labels of a finished step join the history (later steps see them)."""
-        self.history.update(groups, labels)
+    def observe(self, groups: Iterable[str | None], labels: Iterable[bool | None],
+                programs: Iterable[str | None] | None = None) -> None:
+        """Lean labels (and programs) of a finished step join the history (later steps see them)."""
+        self.history.update(groups, labels, programs)
 
     def describe(self) -> dict[str, Any]:
         return {"evaluator": "history", "history_attempts": len(self.history), "threshold": self.threshold,
@@ -292,21 +390,20 @@ def reveal_siblings(groups: Sequence[str], labels: Sequence[bool], fraction: flo
     return out
 
 
-def split_evidence(names: Sequence[str], labels: Sequence[bool], history: History | None,
-                   fraction: float = REVEAL_FRACTION, seed: int = 0
-                   ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """(evidence, siblings) per row of a labelled split, with a hybrid step's siblings simulated: a
-    seeded ``fraction`` of each theorem's labels is revealed, and every row sees the revealed labels
-    of the OTHER rows of its theorem (plus its history)."""
+def split_evidence(programs: Sequence[str], names: Sequence[str], labels: Sequence[bool],
+                   history: History | None, fraction: float = REVEAL_FRACTION, seed: int = 0) -> list[Evidence]:
+    """Evidence per row of a labelled split, with a hybrid step's siblings simulated: a seeded
+    ``fraction`` of each theorem's labels is revealed, and every row sees the revealed labels (and
+    programs) of the OTHER rows of its theorem, plus its history."""
     known = reveal_siblings(list(names), list(labels), fraction, seed=seed)
-    return evidence_for(history, list(names), known), sibling_counts(list(names), known)
+    return gather_evidence(history, list(programs), list(names), known)
 
 
-def fit_split_stacker(names: Sequence[str], labels: Sequence[bool], scores: Sequence[float],
-                      history: History | None, seed: int = 0) -> Stacker:
+def fit_split_stacker(programs: Sequence[str], names: Sequence[str], labels: Sequence[bool],
+                      scores: Sequence[float], history: History | None, seed: int = 0) -> Stacker:
     """The stacker a classifier run saves: fitted on its validation split's scores, with the training
     split's labels as history and simulated siblings (:func:`split_evidence`)."""
-    evidence, _ = split_evidence(names, labels, history, seed=seed)
+    evidence = split_evidence(programs, names, labels, history, seed=seed)
     prior = history.pass_rate() if history is not None and len(history) else None
     return Stacker.fit(scores, evidence, labels, prior_mean=prior,
                        fitted_on={"split": "valid", "siblings": f"seeded {REVEAL_FRACTION:.0%} per theorem",

@@ -199,9 +199,10 @@ class ClassifierModule(HFModule):
         train, valid = corpus.splits["train"], corpus.splits[VALID]
         order = sorted(scored)
         try:
-            stacker = fit_split_stacker([valid.names[i] for i in order], [valid.labels[i] for i in order],
-                                        [scored[i] for i in order], History.from_rows(
-                                            {"name": n, "label": y} for n, y in zip(train.names, train.labels)))
+            history = History.from_rows({"name": n, "label": y, "program": p}
+                                        for n, y, p in zip(train.names, train.labels, train.programs))
+            stacker = fit_split_stacker([valid.programs[i] for i in order], [valid.names[i] for i in order],
+                                        [valid.labels[i] for i in order], [scored[i] for i in order], history)
         except ValueError as error:
             print(f"[classifiers] no history stacker saved: {error}")
             return

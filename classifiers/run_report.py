@@ -1,4 +1,4 @@
-"""After fit: the classifier's validation/test scores beside the four baselines, as one predictions
+"""After fit: the classifier's validation/test scores beside the trivial baselines, as one predictions
 file and one report (``leanloop.metrics.report``: tables with grouped bootstrap intervals, paired
 differences, ROC / PR / reliability / score plots).
 
@@ -16,7 +16,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from classifiers.baselines import BASELINES, MAJORITY, PRIOR, SIBLINGS, TFIDF, Baselines  # noqa: F401 (names)
+from classifiers.baselines import BASELINES, MAJORITY, NEAREST, PRIOR, SIBLINGS, TFIDF, Baselines  # noqa: F401 (names)
 from classifiers.config import EvaluationConfig
 from classifiers.examples import Corpus
 from leanloop.corpus import EVAL_SPLITS, VALID
@@ -48,7 +48,7 @@ def rows_for(name: str, corpus: Corpus, scores: dict[str, dict[int, float]], thr
 
 def baseline_rows(corpus: Corpus, config: EvaluationConfig,
                   rows: dict[str, Iterable[int]] | None = None) -> list[dict[str, Any]]:
-    """The four baselines (:class:`classifiers.baselines.Baselines`), fitted on train, each
+    """The trivial baselines (:class:`classifiers.baselines.Baselines`), fitted on train, each
     thresholded on its validation scores.
 
     ``rows``: the corpus rows to report per split (default all); pass the classifier's scored rows so
@@ -82,9 +82,10 @@ def _split_evidence(corpus: Corpus, split: str, seed: int = 0):
     from classifiers.history import History, split_evidence
 
     train = corpus.splits["train"]
-    history = History.from_rows({"name": n, "label": y} for n, y in zip(train.names, train.labels))
+    history = History.from_rows({"name": n, "label": y, "program": p}
+                                for n, y, p in zip(train.names, train.labels, train.programs))
     data = corpus.splits[split]
-    return history, split_evidence(data.names, data.labels, history, seed=seed)
+    return split_evidence(data.programs, data.names, data.labels, history, seed=seed)
 
 
 def stack_rows(name: str, corpus: Corpus, scores: dict[str, dict[int, float]], stacker: Any) -> list[dict[str, Any]]:
@@ -93,7 +94,7 @@ def stack_rows(name: str, corpus: Corpus, scores: dict[str, dict[int, float]], s
     the stacker's threshold."""
     stacked: dict[str, dict[int, float]] = {}
     for split in EVAL_SPLITS:
-        _, (evidence, _) = _split_evidence(corpus, split)
+        evidence = _split_evidence(corpus, split)
         index = sorted(scores.get(split, {}))
         values = stacker.predict([scores[split][i] for i in index], [evidence[i] for i in index]) if index else []
         stacked[split] = dict(zip(index, map(float, values)))
@@ -108,7 +109,7 @@ def read_predictions(path: str | Path) -> list[dict[str, Any]]:
     return list(read_jsonl(path))
 
 
-LEADING = (TFIDF, MAJORITY, PRIOR, SIBLINGS)
+LEADING = (TFIDF, MAJORITY, PRIOR, SIBLINGS, NEAREST)
 
 
 def order_evaluators(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

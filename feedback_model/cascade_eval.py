@@ -179,7 +179,7 @@ def baseline_results(corpus: Sequence[dict[str, Any]], rows: list[dict[str, Any]
     fit_s = time.perf_counter() - began
     began = time.perf_counter()
     scores = baselines.scores(*columns(rows), seed=config.seed)
-    seconds = (time.perf_counter() - began) / len(BASELINES)  # one call scores all four: each gets a share
+    seconds = (time.perf_counter() - began) / len(BASELINES)  # one call scores them all: each gets a share
     validation = labelled(VALID)
     threshold_split = f"the `{VALID}` split ({len(validation)} programs)"
     if canonical_split(config.split) == VALID or len({bool(r["label"]) for r in validation}) < 2:

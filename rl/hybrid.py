@@ -110,7 +110,7 @@ class RewardScorer:
         if callable(combine):
             known = [answers[i][0].label if i in answers else None for i in ready]
             learned = dict(zip(ready, predictions))
-            predictions = combine(predictions, [candidates[i].problem.name for i in ready], known)
+            predictions = combine(programs, predictions, [candidates[i].problem.name for i in ready], known)
         return list(predictions), time.perf_counter() - began, learned
 
     async def ascore(self, candidates: Sequence[Candidate]) -> StepScores:

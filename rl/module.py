@@ -344,7 +344,7 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
             if r.outcome is not None and r.source is not Source.PRECHECK:
                 self.labels.add(candidate.program, r.outcome.label, candidate.problem.name)
                 if callable(getattr(self.evaluator, "observe", None)):  # history-aware: later steps see it
-                    self.evaluator.observe([candidate.problem.name], [r.outcome.label])
+                    self.evaluator.observe([candidate.problem.name], [r.outcome.label], [candidate.program])
         out.update(datamodule.curriculum.counts())
         self.drift_monitor.observe_step(scores)
         if self.auditor is not None:

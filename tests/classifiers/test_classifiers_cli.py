@@ -50,7 +50,7 @@ def test_classify_with_history_and_known_siblings(trained_runs, real_programs, t
     rest of their group. Scores are the saved stacker's, reproducible from its coefficients."""
     import shutil
 
-    from classifiers.history import History, Stacker
+    from classifiers.history import FEATURES, Evidence, History, Stacker
     from data.build import build, parse_config
     from leanloop.paths import REPO_ROOT
 
@@ -59,7 +59,8 @@ def test_classify_with_history_and_known_siblings(trained_runs, real_programs, t
     capsys.readouterr()  # the build's own log lines
     final = tmp_path / "final"
     shutil.copytree(trained_runs["encoder"].run_dir / "final", final)
-    stacker = Stacker(coef=[1.0, 1.5, 0.1, 0.0], intercept=-0.2, prior_mean=0.4, threshold=0.5)
+    weights = {"score_logit": 1.0, "history_logit": 1.5, "sibling_logit": 1.0, "neighbour_margin": 2.0}
+    stacker = Stacker(coef=[weights.get(f, 0.0) for f in FEATURES], intercept=-0.2, prior_mean=0.4, threshold=0.5)
     stacker.save(final)
     history = History.from_corpus("artifacts://data/debug")
     name = next(n for n, _, _ in real_programs if history.get(n)[1])  # a problem the data run labelled
@@ -71,10 +72,12 @@ def test_classify_with_history_and_known_siblings(trained_runs, real_programs, t
     assert main(args + ["--known_label_field", "known"]) == 0
     out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     valid, total = history.get(name)
-    assert [r["evidence"] for r in out] == [[valid + 1, total + 1]] * 3 + [[valid, total]]  # never its own sibling
+    assert [r["evidence"]["history"] for r in out] == [[valid, total]] * 4
+    assert [r["evidence"]["siblings"] for r in out] == [[1, 1]] * 3 + [[0, 0]]  # never its own sibling
     learned = ClassifierEvaluator.load(final).score([r["program"] for r in rows])
     assert [r["learned_score"] for r in out] == pytest.approx([p.score for p in learned], abs=1e-6)
-    expected = stacker.predict([p.score for p in learned], [tuple(r["evidence"]) for r in out])
+    evidence = [Evidence(tuple(e["history"]), tuple(e["siblings"]), e["neighbour"]) for e in (r["evidence"] for r in out)]
+    expected = stacker.predict([p.score for p in learned], evidence)
     assert [r["score"] for r in out] == pytest.approx(expected.tolist(), abs=1e-6)
     assert all(r["verdict"] == (r["score"] >= 0.5) for r in out)
     bad = tmp_path / "bad.jsonl"

@@ -1,6 +1,7 @@
 """The history-aware evaluator (classifiers.history) on real recorded RL-Lean verdicts: evidence
-counts, the stacker's fit / save / reproduce cycle, the Evaluator contract and the hybrid split of
-``learned`` (while Lean runs) and ``combine`` (at the cutoff, with the siblings Lean returned)."""
+counts, the neighbour margin, the stacker's fit / save / reproduce cycle, the Evaluator contract and
+the hybrid split of ``learned`` (while Lean runs) and ``combine`` (at the cutoff, with the siblings
+Lean returned)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 
 from classifiers.baselines import TfidfBaseline
 from classifiers.history import (
-    FEATURES, STACKER_FILE, History, HistoryEvaluator, Stacker, reveal_siblings, sibling_counts,
+    FEATURES, KEPT_PROGRAMS, STACKER_FILE, Evidence, History, HistoryEvaluator, Stacker, gather_evidence,
+    neighbour_margin, proof_view, reveal_siblings, sibling_counts,
 )
 from leanloop.evaluator import UNSCORED, Evaluator, Prediction
 
@@ -59,10 +61,19 @@ def test_stacker_fits_saves_and_reproduces(rounds, tmp_path):
     learned = TfidfBaseline().fit([r["program"] for r in train], [r["label"] for r in train])
     history = History.from_rows(train)
     scores = learned.scores([r["program"] for r in valid])
-    evidence = [history.get(r["name"]) for r in valid]
+    evidence = gather_evidence(history, [r["program"] for r in valid], [r["name"] for r in valid], None)
     stacker = Stacker.fit(scores, evidence, [r["label"] for r in valid])
     assert stacker.features == list(FEATURES) and len(stacker.coef) == len(FEATURES)
-    assert stacker.coef[1] > 0  # a problem Lean accepted before is more likely accepted again
+    assert dict(zip(FEATURES, stacker.coef))["neighbour_margin"] > 0  # a proof close to an accepted one
+    # on the next round (not fitted on) the stack ranks better than the learned score alone
+    from sklearn.metrics import roc_auc_score
+
+    after = [r for r in rounds if r["round"] == 5]
+    later = learned.scores([r["program"] for r in after])
+    stacked = stacker.predict(later, gather_evidence(history, [r["program"] for r in after],
+                                                     [r["name"] for r in after], None))
+    labels = [r["label"] for r in after]
+    assert roc_auc_score(labels, stacked) > roc_auc_score(labels, later)
     again = Stacker.load(stacker.save(tmp_path))
     assert (tmp_path / STACKER_FILE).is_file()
     assert np.allclose(again.predict(scores, evidence), stacker.predict(scores, evidence))
@@ -73,28 +84,72 @@ def test_stacker_fits_saves_and_reproduces(rounds, tmp_path):
 
 def test_history_evaluator_contract_and_hybrid_split(rounds):
     train = [r for r in rounds if r["round"] < 5]
+    weights = {"score_logit": 1.0, "history_logit": 1.0, "sibling_logit": 1.0, "neighbour_margin": 2.0}
     evaluator = HistoryEvaluator(TfidfEvaluator([r["program"] for r in train], [r["label"] for r in train]),
-                                 Stacker(coef=[1.0, 1.0, 0.0, 0.0], intercept=0.0, prior_mean=0.4),
+                                 Stacker(coef=[weights.get(f, 0.0) for f in FEATURES], intercept=0.0, prior_mean=0.4),
                                  History.from_rows(train))
     assert isinstance(evaluator, Evaluator)
     step = [r for r in rounds if r["round"] >= 5][:24]
     programs, groups = [r["program"] for r in step], [r["name"] for r in step]
     learned = evaluator.learned(programs)
     full = evaluator.score(programs, groups=groups)
-    assert [p.score for p in evaluator.combine(learned, groups)] == [p.score for p in full]
+    assert [p.score for p in evaluator.combine(programs, learned, groups)] == [p.score for p in full]
     assert all(p.verdict == (p.score >= evaluator.threshold) for p in full)
     # same evidence, different programs: the learned score still orders them within a problem
     a, b = Prediction(True, 0.9, None, 0.0), Prediction(False, 0.2, None, 0.0)
-    first, second = evaluator.combine([a, b], [groups[0], groups[0]])
+    same = [programs[0], programs[0]]
+    first, second = evaluator.combine(same, [a, b], [groups[0], groups[0]])
     assert first.score > second.score
     # a valid sibling raises the score of the unfinished rollouts of its group, an invalid one lowers it
-    base = evaluator.combine([b, b], ["fresh", "fresh"])[1].score
-    up = evaluator.combine([b, b], ["fresh", "fresh"], known=[True, None])[1].score
-    down = evaluator.combine([b, b], ["fresh", "fresh"], known=[False, None])[1].score
+    pair = programs[:2]
+    base = evaluator.combine(pair, [b, b], ["fresh", "fresh"])[1].score
+    up = evaluator.combine(pair, [b, b], ["fresh", "fresh"], known=[True, None])[1].score
+    down = evaluator.combine(pair, [b, b], ["fresh", "fresh"], known=[False, None])[1].score
     assert down < base < up
     # unscored by the learned part (its deadline passed): unscored, so the caller waits for Lean
-    assert evaluator.combine([UNSCORED, a], ["x", "x"])[0] == UNSCORED
-    # the step's Lean labels become history for the next
-    before = evaluator.combine([b], ["fresh"])[0].score
-    evaluator.observe(["fresh", "fresh"], [True, True])
-    assert evaluator.combine([b], ["fresh"])[0].score > before
+    assert evaluator.combine(pair, [UNSCORED, a], ["x", "x"])[0] == UNSCORED
+    with pytest.raises(ValueError, match="1 predictions for 2 programs"):
+        evaluator.combine(pair, [a], ["x", "x"])
+    # the step's Lean labels (and programs) become history for the next
+    before = evaluator.combine(pair[:1], [b], ["fresh"])[0].score
+    evaluator.observe(["fresh", "fresh"], [True, True], pair)
+    assert evaluator.history.get("fresh") == (2, 2)
+    assert evaluator.combine(pair[:1], [b], ["fresh"])[0].score > before
+
+
+def test_proof_view_and_neighbour_margin(rounds):
+    # the header and statement a problem's programs share are not part of the view
+    program = next(r["program"] for r in rounds if r["label"])
+    view = proof_view(program)
+    assert "import Mathlib" not in view and view and view in " ".join(program.split())
+    assert proof_view("theorem t : 1 = 1 :=\n  rfl") == "rfl"
+    assert neighbour_margin(view, []) == 0.0
+    assert neighbour_margin(view, [(view, True)]) == pytest.approx(1.0)  # Lean accepted this very proof
+    assert neighbour_margin(view, [(view, False), ("simp", True)]) < -0.9
+    # on a problem with accepted and rejected attempts in rounds 0-5, the later programs that repeat an
+    # accepted proof sit closer to it than to the rejected ones, and vice versa
+    earlier = [r for r in rounds if r["round"] < 6]
+    history = History.from_rows(earlier)
+    later = [r for r in rounds if r["round"] >= 6]
+    evidence = gather_evidence(history, [r["program"] for r in later], [r["name"] for r in later], None)
+    margins = np.asarray([e.neighbour for e in evidence])
+    labels = np.asarray([r["label"] for r in later])
+    assert margins[labels].mean() > 0.3 > -0.3 > margins[~labels].mean()
+
+
+def test_gather_evidence_keeps_history_and_siblings_apart():
+    rows = [{"name": "p", "label": True, "program": "theorem p : 1 = 1 := by\n  norm_num"},
+            {"name": "p", "label": False, "program": "theorem p : 1 = 1 := by\n  linarith"}]
+    history = History.from_rows(rows)
+    programs = ["theorem p : 1 = 1 := by\n  norm_num", "theorem p : 1 = 1 := by\n  simp", "theorem q : 2 = 2 := by rfl"]
+    evidence = gather_evidence(history, programs, ["p", "p", "q"], [None, False, None])
+    assert (evidence[0].history, evidence[0].siblings, evidence[0].counts) == ((1, 2), (0, 1), (1, 3))
+    assert evidence[0].neighbour > 0.5  # the very proof Lean accepted, against a rejected linarith and simp
+    assert evidence[1].siblings == (0, 0)  # its own known label is not its own evidence
+    assert evidence[2] == Evidence()  # a problem Lean never saw: no evidence at all
+    assert evidence[0].to_json() == {"history": [1, 2], "siblings": [0, 1], "neighbour": round(evidence[0].neighbour, 6)}
+    # the history keeps a bounded number of programs per problem and verdict
+    for i in range(KEPT_PROGRAMS + 5):
+        history.observe("p", True, f"theorem p : 1 = 1 := by\n  exact rfl -- {i}")
+    assert len([v for v, label in history.known_programs("p") if label]) == KEPT_PROGRAMS
+    assert history.get("p") == (KEPT_PROGRAMS + 6, KEPT_PROGRAMS + 7)

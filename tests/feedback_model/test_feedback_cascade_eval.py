@@ -89,7 +89,7 @@ def test_cascade_eval_report_is_consistent_across_the_six_evaluators(artifacts, 
     assert f"cut at the output limit (invalid by the rule): {cut} of the {len(judged)} judged" in text
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["budget"]) == set(EVALUATORS)
-    # the classifier reports' four baselines, fitted on the corpus's training split, lead the table
+    # the classifier reports' baselines, fitted on the corpus's training split, lead the table
     train = [r for r in rows if r["split"] == "train" and r["label"] is not None]
     test_labels = [by_evaluator["one-token"][i]["label"] for i in ids]
     tfidf = TfidfBaseline().fit([r["program"] for r in train], [r["label"] for r in train])

@@ -164,13 +164,14 @@ def test_history_evaluator_uses_the_siblings_lean_returned_before_the_cutoff(rep
     (a recorded error: invalid) lowers the score of its unfinished rollout, and not of another group's."""
     from dataclasses import replace
 
-    from classifiers.history import History, HistoryEvaluator, Stacker
+    from classifiers.history import FEATURES, Evidence, History, HistoryEvaluator, Stacker
 
     group = batch[0].problem
     candidates = [batch[0], replace(batch[4], problem=group), batch[5]]
     delays = {batch[0].program: 0.0, batch[4].program: SLOW, batch[5].program: SLOW}
     backend = TimedBackend(replay, delay=lambda program, response: delays.get(program, 0.0))
-    stacker = Stacker(coef=[1.0, 2.0, 0.0, 0.0], intercept=0.0, prior_mean=0.5, threshold=0.5)
+    weights = {"score_logit": 1.0, "history_logit": 2.0, "sibling_logit": 2.0}  # counts alone: exact expectations
+    stacker = Stacker(coef=[weights.get(f, 0.0) for f in FEATURES], intercept=0.0, prior_mean=0.5, threshold=0.5)
     inner = classifier(threshold=0.5)
     evaluator = HistoryEvaluator(Slow(inner, 0.5), stacker, History())
     scores = RewardScorer(Verifier(backend, "rl", 16, 60.0), evaluator, "hybrid").score(candidates)
@@ -178,9 +179,12 @@ def test_history_evaluator_uses_the_siblings_lean_returned_before_the_cutoff(rep
     assert (first.source, first.lean) == (Source.LEAN, "invalid")
     assert sibling.source is Source.EVALUATOR and other.source is Source.EVALUATOR
     learned = [p.score for p in inner.score([c.program for c in candidates])]
-    assert sibling.prediction.score == pytest.approx(float(stacker.predict([learned[1]], [(0, 1)])[0]), abs=1e-6)
-    assert other.prediction.score == pytest.approx(float(stacker.predict([learned[2]], [(0, 0)])[0]), abs=1e-6)
-    assert sibling.prediction.score < float(stacker.predict([learned[1]], [(0, 0)])[0])
+    def stacked(score, siblings):
+        return float(stacker.predict([score], [Evidence(siblings=siblings)])[0])
+
+    assert sibling.prediction.score == pytest.approx(stacked(learned[1], (0, 1)), abs=1e-6)
+    assert other.prediction.score == pytest.approx(stacked(learned[2], (0, 0)), abs=1e-6)
+    assert sibling.prediction.score < stacked(learned[1], (0, 0))
     # the drift monitor tracks the stacked verdicts and, beside them, the learned part alone
     assert set(scores.learned) == {0, 1, 2} and scores.learned[1].score == pytest.approx(learned[1], abs=1e-6)
     monitor = DriftMonitor(DriftConfig(min_pairs=1))
