@@ -23,9 +23,9 @@ of each problem's APOLLO attempts revealed (no times are recorded there).
 Components: the learned score alone, the per-problem prior (history pass rate), the sibling rate
 (revealed siblings only), the evidence (history + siblings pooled in one Beta posterior), the
 neighbour margin (the nearest accepted known proof of the problem minus the nearest rejected one,
-over the history's programs and the revealed siblings) and the stack. Reported per component: AUROC, accuracy at the validation threshold, FPR there, and the
-stack's margin over each part. Options: :class:`EvaluatorsBenchConfig` (``--json PATH`` also writes
-the numbers).
+over the history's programs and the revealed siblings) and the stack. Reported per component:
+AUROC, accuracy at the validation threshold, FPR there, and the stack's margin over each part.
+Options: :class:`EvaluatorsBenchConfig` (``--json PATH`` also writes the numbers).
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ SHINGLE = 5
 """Characters per shingle of :func:`neighbour_margin`'s Jaccard similarity. Measured on the RL-Lean
 rounds (bench.evaluators, all four splits): 5-character shingles of the proof view gave the stack a
 larger margin over the problem prior than whitespace tokens, token 2/3/5-grams, or the whole file."""
-_PROOF_START = re.compile(r":=\s*by\b|:=")
+_PROOF_START = re.compile(r":=(\s*by\b)?")
 
 
 def shrunk_rate(valid: Any, total: Any, prior_mean: float, strength: float = PRIOR_STRENGTH) -> np.ndarray:
@@ -76,8 +76,9 @@ def logit(p: Any) -> np.ndarray:
 
 
 def proof_view(program: str) -> str:
-    """What follows a program's first ``:= by`` (else its first ``:=``; else all of it), whitespace
-    folded: the header and statement a problem's programs share would make every pair look alike."""
+    """What follows a program's first ``:=`` (and the ``by`` right after it; all of the program if it
+    has none), whitespace folded: the header and statement a problem's programs share would make
+    every pair look alike."""
     found = _PROOF_START.search(program)
     return " ".join(program[found.end() if found else 0:].split())
 

@@ -76,7 +76,8 @@ def test_classify_with_history_and_known_siblings(trained_runs, real_programs, t
     assert [r["evidence"]["siblings"] for r in out] == [[1, 1]] * 3 + [[0, 0]]  # never its own sibling
     learned = ClassifierEvaluator.load(final).score([r["program"] for r in rows])
     assert [r["learned_score"] for r in out] == pytest.approx([p.score for p in learned], abs=1e-6)
-    evidence = [Evidence(tuple(e["history"]), tuple(e["siblings"]), e["neighbour"]) for e in (r["evidence"] for r in out)]
+    evidence = [Evidence(tuple(r["evidence"]["history"]), tuple(r["evidence"]["siblings"]), r["evidence"]["neighbour"])
+                for r in out]
     expected = stacker.predict([p.score for p in learned], evidence)
     assert [r["score"] for r in out] == pytest.approx(expected.tolist(), abs=1e-6)
     assert all(r["verdict"] == (r["score"] >= 0.5) for r in out)

@@ -147,7 +147,8 @@ def test_gather_evidence_keeps_history_and_siblings_apart():
     assert evidence[0].neighbour > 0.5  # the very proof Lean accepted, against a rejected linarith and simp
     assert evidence[1].siblings == (0, 0)  # its own known label is not its own evidence
     assert evidence[2] == Evidence()  # a problem Lean never saw: no evidence at all
-    assert evidence[0].to_json() == {"history": [1, 2], "siblings": [0, 1], "neighbour": round(evidence[0].neighbour, 6)}
+    assert evidence[0].to_json() == {"history": [1, 2], "siblings": [0, 1],
+                                     "neighbour": round(evidence[0].neighbour, 6)}
     # the history keeps a bounded number of programs per problem and verdict
     for i in range(KEPT_PROGRAMS + 5):
         history.observe("p", True, f"theorem p : 1 = 1 := by\n  exact rfl -- {i}")
