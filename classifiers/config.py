@@ -28,6 +28,13 @@ class InputConfig:
     """The program's own budget, with special tokens / the prompt suffix on top (LLF Section 4.1:
     8,192 = 2,048 head + 6,144 tail program tokens; max_length must then hold them all). None: what
     ``max_length`` leaves after them."""
+    preamble: Literal["keep", "drop_header", "drop_header_and_docstring"] = "keep"
+    """What of each program's start is dropped before tokenizing: ``drop_header`` its leading
+    import / open / set_option lines (the same in every program of the default corpus),
+    ``drop_header_and_docstring`` the informal ``/-- -/`` docstring after them too, so a truncated
+    view's head starts at the theorem (:func:`classifiers.scoring.strip_preamble`). Training and
+    scoring alike (recorded in classifier.json); the baselines read the whole program. Measured in
+    docs/results/classifiers.md (2026-12-04)."""
     pack_tokens: int | None = None
     """One-token training only: the training programs packed into rows of up to this many tokens,
     each program attending to itself alone and scored at its own verdict position (LLF Section 4.1:

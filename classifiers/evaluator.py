@@ -47,6 +47,7 @@ class ClassifierSpec:
     false_token: str | None = None
     pooling: str = "cls"  # encoder only: cls (the model's own head) or mean (masked mean of the token states)
     program_tokens: int | None = None  # the program's budget with special tokens / suffix on top
+    preamble: str = "keep"  # what of the program's start is dropped before tokenizing (scoring.PREAMBLES)
 
     def write(self, folder: str | Path) -> Path:
         path = Path(folder) / CLASSIFIER_FILE
@@ -74,10 +75,11 @@ class ClassifierSpec:
 
 def build_inputs(spec: ClassifierSpec, tokenizer: Any) -> EncoderInputs | OneTokenInputs:
     if spec.kind == "encoder":
-        return EncoderInputs(tokenizer, spec.max_length, spec.head_fraction, spec.pooling, spec.program_tokens)
+        return EncoderInputs(tokenizer, spec.max_length, spec.head_fraction, spec.pooling, spec.program_tokens,
+                             spec.preamble)
     if spec.kind == "onetoken":
         return OneTokenInputs(tokenizer, spec.max_length, spec.head_fraction, spec.suffix,
-                              spec.true_token, spec.false_token, spec.program_tokens)
+                              spec.true_token, spec.false_token, spec.program_tokens, spec.preamble)
     raise ValueError(f"unknown classifier kind {spec.kind!r} in {CLASSIFIER_FILE}; expected encoder or onetoken")
 
 

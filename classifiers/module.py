@@ -249,7 +249,7 @@ class EncoderClassifier(ClassifierModule):
                 f"{positions} positions ({base.name}); lower inputs.max_length"
             )
         self.format = EncoderInputs(self.tokenizer, self.input_config.max_length, self.input_config.head_fraction,
-                                    pooling, self.input_config.program_tokens)
+                                    pooling, self.input_config.program_tokens, self.input_config.preamble)
         prepare_pooling(self.model, pooling)
         pooler = getattr(self.model.base_model, "pooler", None)
         if pooling == "mean" and pooler is not None:
@@ -271,7 +271,8 @@ class EncoderClassifier(ClassifierModule):
     def spec(self) -> ClassifierSpec:
         return ClassifierSpec(kind="encoder", max_length=self.input_config.max_length,
                               head_fraction=self.input_config.head_fraction, pooling=self.format.pooling,
-                              program_tokens=self.input_config.program_tokens)
+                              program_tokens=self.input_config.program_tokens,
+                              preamble=self.input_config.preamble)
 
 
 class OneTokenClassifier(ClassifierModule):
@@ -291,7 +292,7 @@ class OneTokenClassifier(ClassifierModule):
         self.prompt = prompt or OneTokenFormat()
         self.format = OneTokenInputs(self.tokenizer, self.input_config.max_length, self.input_config.head_fraction,
                                      self.prompt.suffix, self.prompt.true_token, self.prompt.false_token,
-                                     self.input_config.program_tokens)
+                                     self.input_config.program_tokens, self.input_config.preamble)
         self._targets = torch.tensor([self.format.false_id, self.format.true_id])
 
     def logits(self, batch):
@@ -307,7 +308,8 @@ class OneTokenClassifier(ClassifierModule):
         return ClassifierSpec(kind="onetoken", max_length=self.input_config.max_length,
                               head_fraction=self.input_config.head_fraction, suffix=self.prompt.suffix,
                               true_token=self.prompt.true_token, false_token=self.prompt.false_token,
-                              program_tokens=self.input_config.program_tokens)
+                              program_tokens=self.input_config.program_tokens,
+                              preamble=self.input_config.preamble)
 
 
 def freeze_bottom(model: Any, n_layers: int) -> None:

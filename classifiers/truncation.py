@@ -3,7 +3,9 @@
 A program longer than the context keeps its first quarter and its last three quarters: at the
 paper's 8,192-token context that is the first 2,048 and the last 6,144 tokens. The tail gets more
 room because the verdict is decided where the proof is (the end of the file); the head keeps the
-imports and the theorem statement. At other contexts the same 1:3 split applies to the budget left
+imports and the theorem statement (at the embedded encoder's 256 tokens the 63-token head is mostly
+the default corpus's shared header and docstring, and the statement is often cut: ``inputs.preamble``
+drops them first). At other contexts the same 1:3 split applies to the budget left
 after the model's own tokens (an encoder's [CLS]/[SEP], the one-token prompt suffix): MiniLM's 512
 positions minus [CLS] and [SEP] leave 510 = 127 head + 383 tail.
 """
