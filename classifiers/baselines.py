@@ -101,8 +101,7 @@ class Baselines:
         """Share of each problem's labels the sibling rate sees (a hybrid step's cutoff)."""
         self.labels = [bool(y) for y in labels]
         self.tfidf = TfidfBaseline(tfidf).fit(programs, self.labels)
-        self.history = History.from_rows({"name": n, "label": y, "program": p}
-                                         for n, y, p in zip(names, self.labels, programs))
+        self.history = History.from_columns(names, self.labels, programs)
         self.prior_mean = float(np.mean(self.labels))
 
     def scores(self, programs: Sequence[str], labels: Sequence[bool], names: Sequence[str],

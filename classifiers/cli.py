@@ -155,7 +155,7 @@ def _history_scores(args: ClassifyConfig, items: list[tuple[dict[str, Any], str]
         known = [_known_label(where.get(args.known_label_field), where, args.known_label_field) for where, _ in items]
     programs = [program for _, program in items]
     learned = evaluator.learned(programs, deadline)
-    predictions = evaluator.combine(programs, learned, groups, known)
     evidence = evaluator.evidence(programs, groups, known)
+    predictions = evaluator.stack(learned, evidence)
     extra = [{"learned_score": p.score, "evidence": e.to_json()} for p, e in zip(learned, evidence)]
     return evaluator, predictions, extra

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from classifiers.baselines import TfidfConfig
-from classifiers.scoring import FALSE_TOKEN, ONETOKEN_SUFFIX, TRUE_TOKEN
+from classifiers.scoring import FALSE_TOKEN, ONETOKEN_SUFFIX, TRUE_TOKEN, Preamble
 from classifiers.truncation import HEAD_FRACTION
 
 
@@ -28,7 +28,7 @@ class InputConfig:
     """The program's own budget, with special tokens / the prompt suffix on top (LLF Section 4.1:
     8,192 = 2,048 head + 6,144 tail program tokens; max_length must then hold them all). None: what
     ``max_length`` leaves after them."""
-    preamble: Literal["keep", "drop_header", "drop_header_and_docstring"] = "keep"
+    preamble: Preamble = "keep"
     """What of each program's start is dropped before tokenizing: ``drop_header`` its leading
     import / open / set_option lines (the same in every program of the default corpus),
     ``drop_header_and_docstring`` the informal ``/-- -/`` docstring after them too, so a truncated

@@ -183,6 +183,14 @@ class History:
         return history
 
     @classmethod
+    def from_columns(cls, names: Sequence[str | None], labels: Sequence[bool | None],
+                     programs: Sequence[str | None]) -> "History":
+        """One split's columns (a corpus split's names, labels and programs) as a history."""
+        history = cls()
+        history.update(names, labels, programs)
+        return history
+
+    @classmethod
     def from_corpus(cls, ref: str, group_field: str = "name") -> "History":
         """Every labelled row of a data-stage run (``artifacts://data/<run>`` or its folder), all splits:
         the run is the history, not a training set (the rows it scores need not be in it)."""
@@ -342,7 +350,10 @@ class HistoryEvaluator:
         did not score stay unscored (the caller waits for Lean for exactly those)."""
         if len(programs) != len(predictions):
             raise ValueError(f"{len(predictions)} predictions for {len(programs)} programs")
-        evidence = self.evidence(programs, groups, known)
+        return self.stack(predictions, self.evidence(programs, groups, known))
+
+    def stack(self, predictions: Sequence[Prediction], evidence: Sequence[Evidence]) -> list[Prediction]:
+        """The stacker over learned predictions and their already gathered evidence."""
         scored = [i for i, p in enumerate(predictions) if p.score is not None]
         out = [UNSCORED] * len(predictions)
         if scored:

@@ -199,8 +199,7 @@ class ClassifierModule(HFModule):
         train, valid = corpus.splits["train"], corpus.splits[VALID]
         order = sorted(scored)
         try:
-            history = History.from_rows({"name": n, "label": y, "program": p}
-                                        for n, y, p in zip(train.names, train.labels, train.programs))
+            history = History.from_columns(train.names, train.labels, train.programs)
             stacker = fit_split_stacker([valid.programs[i] for i in order], [valid.names[i] for i in order],
                                         [valid.labels[i] for i in order], [scored[i] for i in order], history)
         except ValueError as error:

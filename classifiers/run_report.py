@@ -78,23 +78,18 @@ def _thresholded(name: str, corpus: Corpus, scores: dict[str, dict[int, float]],
     return rows_for(name, corpus, scores, threshold)
 
 
-def _split_evidence(corpus: Corpus, split: str, seed: int = 0):
-    from classifiers.history import History, split_evidence
-
-    train = corpus.splits["train"]
-    history = History.from_rows({"name": n, "label": y, "program": p}
-                                for n, y, p in zip(train.names, train.labels, train.programs))
-    data = corpus.splits[split]
-    return split_evidence(data.programs, data.names, data.labels, history, seed=seed)
-
-
 def stack_rows(name: str, corpus: Corpus, scores: dict[str, dict[int, float]], stacker: Any) -> list[dict[str, Any]]:
     """The history-aware evaluator (a saved :class:`classifiers.history.Stacker` over a classifier's
     scores), on the same simulated evidence as the sibling-rate baseline (:func:`baseline_rows`), at
     the stacker's threshold."""
+    from classifiers.history import History, split_evidence
+
+    train = corpus.splits["train"]
+    history = History.from_columns(train.names, train.labels, train.programs)
     stacked: dict[str, dict[int, float]] = {}
     for split in EVAL_SPLITS:
-        evidence = _split_evidence(corpus, split)
+        data = corpus.splits[split]
+        evidence = split_evidence(data.programs, data.names, data.labels, history)
         index = sorted(scores.get(split, {}))
         values = stacker.predict([scores[split][i] for i in index], [evidence[i] for i in index]) if index else []
         stacked[split] = dict(zip(index, map(float, values)))

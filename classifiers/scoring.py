@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence, get_args
 
 import torch
 import torch.nn.functional as F
@@ -46,8 +46,9 @@ def _program_ids(tokenizer: Any, program: str) -> list[int]:
 # below it), and a leading block comment (`/- -/`, the informal `/-- -/` docstring).
 _HEADER_LINE = re.compile(r"(?:import|open|set_option)\b[^\n]*?(?<!\bin)(?:\n|\Z)")
 _BLOCK_COMMENT = re.compile(r"/-.*?-/", re.S)
-PREAMBLES = ("keep", "drop_header", "drop_header_and_docstring")
+Preamble = Literal["keep", "drop_header", "drop_header_and_docstring"]
 """``inputs.preamble``: what of a program's start is dropped before tokenizing (:func:`strip_preamble`)."""
+PREAMBLES = get_args(Preamble)
 
 
 def strip_preamble(program: str, docstring: bool = False) -> str:
@@ -69,10 +70,15 @@ def strip_preamble(program: str, docstring: bool = False) -> str:
     return rest or program
 
 
-def preamble_view(program: str, preamble: str) -> str:
-    """``program`` as ``inputs.preamble`` says the model sees it."""
+def check_preamble(preamble: str) -> str:
     if preamble not in PREAMBLES:
         raise ValueError(f"inputs.preamble must be one of {PREAMBLES}, got {preamble!r}")
+    return preamble
+
+
+def preamble_view(program: str, preamble: str) -> str:
+    """``program`` as ``inputs.preamble`` says the model sees it."""
+    check_preamble(preamble)
     return program if preamble == "keep" else strip_preamble(program, docstring=preamble == "drop_header_and_docstring")
 
 
@@ -104,7 +110,7 @@ class EncoderInputs:
     """What of the program's start is dropped before tokenizing (:data:`PREAMBLES`)."""
 
     def __post_init__(self) -> None:
-        preamble_view("", self.preamble)  # an unknown value is refused here, not at the first program
+        check_preamble(self.preamble)  # an unknown value is refused here, not at the first program
         if self.pooling not in POOLINGS:
             raise ValueError(f"encoder pooling must be one of {POOLINGS}, got {self.pooling!r}")
         # The tokenizer's own template: where its special tokens go around one sequence.
@@ -182,7 +188,7 @@ class OneTokenInputs:
     """What of the program's start is dropped before tokenizing (:data:`PREAMBLES`)."""
 
     def __post_init__(self) -> None:
-        preamble_view("", self.preamble)  # an unknown value is refused here, not at the first program
+        check_preamble(self.preamble)  # an unknown value is refused here, not at the first program
         self.suffix_ids = _program_ids(self.tokenizer, self.suffix)
         self.true_id = self._single(self.true_token)
         self.false_id = self._single(self.false_token)
