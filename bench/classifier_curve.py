@@ -97,10 +97,11 @@ def crossing(sizes: list[int], gaps: list[float]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    from leanloop.tool import parse_config
+    from leanloop.tool import check_output_file, parse_config
 
     options = parse_config(CurveConfig, argv, prog="python -m bench.classifier_curve",
                         description=__doc__.splitlines()[0])[0]
+    check_output_file(options.json)
     sizes = parse_list(options.sizes, "sizes", allow_all=True)
     seeds = [int(s) for s in parse_list(options.seeds, "seeds")]
     if any(n is not None and n < 1 for n in sizes):

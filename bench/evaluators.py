@@ -231,10 +231,11 @@ def table(title: str, result: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    from leanloop.tool import parse_config
+    from leanloop.tool import check_output_file, parse_config
 
     config = parse_config(EvaluatorsBenchConfig, argv, prog="python -m bench.evaluators",
                         description=__doc__.splitlines()[0])[0]
+    check_output_file(config.json)
     began = time.perf_counter()
     shared = shared_data_dir()
     rows = rl_lean_rows(shared)

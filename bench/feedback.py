@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from leanloop.tool import cli_entry, parse_config
+from leanloop.tool import check_output_file, cli_entry, parse_config
 
 TARGET = 3.0
 SEED_REPORTED = 3.04
@@ -269,6 +269,7 @@ def show(title: str, result: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     config, _ = parse_config(BenchConfig, argv, prog="python -m bench.feedback", description=__doc__.splitlines()[0])
+    check_output_file(config.json)
     if config.threads > 0:
         torch.set_num_threads(config.threads)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

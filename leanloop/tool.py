@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable
@@ -89,6 +90,26 @@ def short_usage(prog: str, make_target: str | None = None) -> str:
     return f"usage: {how}{prog} --config FILE.yaml [--run NAME] [--key.sub VALUE ...]  ({prog} --help lists every option)"
 
 
+_UNION = re.compile(r"Does not validate against any of the Union subtypes Subtypes: \[.*?\] Errors: - ")
+_NONE_ALTERNATIVE = " - Expected a <class 'NoneType'>"
+
+
+def short_parser_error(text: str) -> str:
+    """jsonargparse's error for a bad value under an optional class (``model.init_args.x.y``) lists
+    every Union alternative at every level, ~900 characters; what the user needs is the dotted key
+    and the innermost reason: ``model.inputs.preamble: Expected a typing.Literal[...]. Got value: x``."""
+    found = list(re.finditer(r'Parser key "([^"]+)": ', text))
+    if not found or "Union subtypes" not in text:
+        return text
+    keys = [match.group(1) for match in found]
+    reason = _UNION.sub("", text[found[-1].end():])
+    reason = reason.split(_NONE_ALTERNATIVE)[0].strip()
+    given = re.search(r"Given value: (.*)$", text)
+    if "value:" not in reason and given:
+        reason += f" (got {given.group(1).strip()})"
+    return f"{'.'.join(keys)}: {reason}"
+
+
 class ShortErrors:
     """Mixin for a jsonargparse parser: an argument error prints the error and a short usage (not
     the whole option list) and exits 2."""
@@ -98,7 +119,7 @@ class ShortErrors:
     def error(self, message: str, ex: Exception | None = None):  # type: ignore[override]
         if not getattr(self, "exit_on_error", True) or debugging():
             return super().error(message, ex)  # type: ignore[misc]
-        text = " ".join(line.strip() for line in str(message).splitlines() if line.strip())
+        text = short_parser_error(" ".join(line.strip() for line in str(message).splitlines() if line.strip()))
         sys.stderr.write(f"{self.prog}: error: {text}\n{short_usage(self.prog, self.make_target)}\n")  # type: ignore[attr-defined]
         sys.stderr.flush()
         raise SystemExit(2)
@@ -175,6 +196,21 @@ def parse_config(cls: type[C], argv: list[str] | None = None, prog: str | None =
     if overwrite:
         object.__setattr__(config, "overwrite", bool(namespace.overwrite))
     return config, parser.dump(resolved)
+
+
+def check_output_file(path: str | None, option: str = "--json") -> None:
+    """Refuse, before any work, an output file that could not be written at the end (its folder
+    missing or read-only, or the path a folder): a bench's numbers are never computed to be lost."""
+    if path is None:
+        return
+    target = Path(path)
+    folder = target.resolve().parent
+    if target.is_dir():
+        raise ValueError(f"{option} {path} is a folder; give a file path")
+    if not folder.is_dir():
+        raise ValueError(f"{option} {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise ValueError(f"{option} {path} is not writable")
 
 
 def parse_stage_tool(cls: type[C], argv: list[str] | None = None, prog: str | None = None,

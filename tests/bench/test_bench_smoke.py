@@ -122,7 +122,7 @@ def test_bench_classifier_curve_smoke():
     assert flat["rows"] is None and flat["beyond"] > 100 * 1506 and flat["slope_per_log_row"] > 0
 
 
-def test_bench_classifier_curve_and_evaluators_refuse_bad_options_in_one_line(capsys):
+def test_bench_classifier_curve_and_evaluators_refuse_bad_options_in_one_line(capsys, tmp_path):
     from bench import classifier_curve, evaluators
     from leanloop.tool import cli_entry
 
@@ -130,6 +130,11 @@ def test_bench_classifier_curve_and_evaluators_refuse_bad_options_in_one_line(ca
     assert cli_entry(evaluators.main, ["--history_rounds", "8", "--valid_rounds", "2"], prog="bench.evaluators") == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 2 and "sizes is a comma-separated list" in lines[0] and "history_rounds" in lines[1]
+    # an output file that could not be written is refused before any work, not after it
+    assert cli_entry(evaluators.main, ["--json", str(tmp_path / "missing" / "out.json")], prog="bench.evaluators") == 2
+    assert cli_entry(classifier_curve.main, ["--json", str(tmp_path)], prog="bench.classifier_curve") == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert "does not exist" in lines[0] and "is a folder" in lines[1]
     with pytest.raises(SystemExit) as exit_:  # an unknown option: the parser's one line, exit 2
         classifier_curve.main(["--config_file", "x"])
     assert exit_.value.code == 2

@@ -51,3 +51,22 @@ def test_the_dispatcher_refuses_in_one_line(capsys):
     assert "annotate, verdict" in capsys.readouterr().err
     assert leanloop_main(["--help"]) == 0
     assert "mathlib-index" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("option, value, expected", [
+    ("--model.init_args.inputs.preamble", "bogus",
+     "model.inputs.preamble: Expected a typing.Literal['keep', 'drop_header', 'drop_header_and_docstring']. "
+     "Got value: bogus"),
+    ("--model.init_args.optim.lr", "abc", "model.optim.lr: Expected a <class 'float'>. Got value: abc"),
+    ("--trainer.max_epochs", "abc", "trainer.max_epochs: Expected a <class 'int'> (got abc)"),
+])
+def test_a_bad_value_under_an_optional_class_names_its_key_and_reason(capsys, option, value, expected):
+    # jsonargparse lists every Union alternative at every level (~900 characters on one line)
+    from classifiers.train import run
+    from leanloop.paths import REPO_ROOT
+
+    with pytest.raises(SystemExit) as exit_:
+        run(["--config", str(REPO_ROOT / "configs/classifiers/debug.yaml"), option, value])
+    assert exit_.value.code == 2
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first == f"python -m classifiers.train: error: {expected}"
