@@ -1,4 +1,4 @@
-"""``leanloop classify --model artifacts/classifiers/<run>/final INPUT...``: programs in, scores out.
+"""``leanloop classify --model artifacts://classifiers/<run> INPUT...``: programs in, scores out.
 
 Inputs are ``.lean`` files (one program each) and/or JSONL files (one program per line, in the
 field ``--field``, default ``program``). Output: one JSON object per program, in input order, to
@@ -89,7 +89,7 @@ def classify(argv: list[str] | None = None, prog: str = "leanloop classify") -> 
         from classifiers.score import run_from_args
 
         return run_from_args(args)
-    from classifiers.evaluator import ClassifierEvaluator
+    from classifiers.score import load_scorer
     from leanloop.evaluator import deadline_in
 
     history_mode = args.history is not None or args.known_label_field is not None
@@ -101,14 +101,15 @@ def classify(argv: list[str] | None = None, prog: str = "leanloop classify") -> 
     if history_mode:
         evaluator, predictions, extra = _history_scores(args, items, deadline)
     else:
-        evaluator = ClassifierEvaluator.load(args.model, batch_size=args.batch_size, device=args.device,
-                                             threshold=args.threshold)
+        evaluator = load_scorer(args)
         predictions = evaluator.score(programs, deadline=deadline)
+        if args.feedback is not None:
+            extra = [{"trace": p.trace, "reason": getattr(p, "reason", None)} for p in predictions]
     out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout
     try:
         for (where, _), prediction, more in zip(items, predictions, extra):
             row = {**where, "score": prediction.score, "verdict": prediction.verdict,
-                   "threshold": evaluator.threshold, "time_s": round(prediction.time_s, 6), **more}
+                   "threshold": getattr(evaluator, "threshold", None), "time_s": round(prediction.time_s, 6), **more}
             out.write(dumps_line(row))
     finally:
         if out is not sys.stdout:
@@ -134,9 +135,13 @@ def _history_scores(args: ClassifyConfig, items: list[tuple[dict[str, Any], str]
     """The history-aware evaluator's predictions, plus each row's learned score and evidence."""
     from classifiers.evaluator import load_history_evaluator
     from classifiers.history import History
+    from classifiers.score import model_dir
 
     from leanloop.artifacts import ManifestError
 
+    if args.feedback is not None:
+        raise SystemExit("classify: --history / --known_label_field stack a classifier's scores; a feedback model "
+                         "(--feedback) has no history stacker: drop one of them")
     history = None
     if args.history is not None:
         try:
@@ -144,7 +149,7 @@ def _history_scores(args: ClassifyConfig, items: list[tuple[dict[str, Any], str]
         except (FileNotFoundError, KeyError, ValueError, ManifestError) as error:
             raise SystemExit(f"classify: --history {args.history}: {error}") from None
     try:
-        evaluator = load_history_evaluator(args.model, history=history, threshold=args.threshold,
+        evaluator = load_history_evaluator(model_dir(args), history=history, threshold=args.threshold,
                                            batch_size=args.batch_size, device=args.device)
     except FileNotFoundError as error:
         raise SystemExit(f"classify: {error}") from None

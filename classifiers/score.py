@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from leanloop.artifacts import Manifest, resolve_path, run_dir
+from leanloop.artifacts import Manifest, resolve_model, resolve_path, run_dir
 from leanloop.jsonl import dumps_line, numbered_jsonl
 from leanloop.sharding import (MergeRefused, Shard, ShardSpecError, check_shards, shard_dir, shard_of,
                                shard_record, shard_run)
@@ -41,8 +41,8 @@ PASSED_THROUGH = ("id", "name", "split", "label")
 @dataclass
 class ScoreConfig:
     model: str
-    """A classifier run's final/ folder (``artifacts://classifiers/<run>/final``); with ``feedback``, a
-    feedback model run (``artifacts://feedback_model/<run>``) or its final/ folder."""
+    """A finished classifier run (``artifacts://classifiers/<run>``) or its final/ folder; with
+    ``feedback``, a feedback model run (``artifacts://feedback_model/<run>``) or its final/ folder."""
     inputs: list[str] = field(default_factory=list)
     """``.lean``, JSONL or corpus parquet files (``artifacts://`` and ``shared://`` references work)."""
     run: str = "default"
@@ -96,21 +96,32 @@ def read_items(config: ScoreConfig, skipped: Counter) -> Iterator[tuple[dict[str
                 yield {"input": str(name), "line": number, **{k: row[k] for k in PASSED_THROUGH if k in row}}, program
 
 
+def model_dir(config: ScoreConfig) -> Path:
+    """The model folder ``model`` names: a finished classifier run (``artifacts://classifiers/<run>``,
+    a bare run name, its final/ folder, or a plain model folder), or with ``feedback`` a feedback model
+    run. A run without a manifest (unfinished) or whose inputs changed since is refused."""
+    return resolve_model(config.model, "classifiers" if config.feedback is None else "feedback_model")
+
+
+def load_scorer(config: ScoreConfig) -> Any:
+    """The classifier (or with ``feedback`` the feedback model) that scores the programs."""
+    if config.feedback is None:
+        from classifiers.evaluator import ClassifierEvaluator
+
+        return ClassifierEvaluator.load(model_dir(config), batch_size=config.batch_size, device=config.device,
+                                        threshold=config.threshold)
+    from feedback_model.evaluator import FeedbackEvaluator, GenerationConfig
+
+    return FeedbackEvaluator.load(model_dir(config), GenerationConfig(**config.feedback.get("generation", {})))
+
+
 def score(config: ScoreConfig, folder: Path) -> Manifest:
     """Score this run's (or shard's) programs into ``folder/final/scores.jsonl``."""
-    from classifiers.evaluator import ClassifierEvaluator
-
     shard = Shard.parse(config.shard)
     skipped: Counter = Counter()
     items = [(where, program) for where, program in read_items(config, skipped)
              if shard is None or shard.owns(item_key(where, program))]
-    if config.feedback is None:
-        evaluator = ClassifierEvaluator.load(resolve_path(config.model), batch_size=config.batch_size,
-                                             device=config.device, threshold=config.threshold)
-    else:
-        from feedback_model.evaluator import FeedbackEvaluator, GenerationConfig
-
-        evaluator = FeedbackEvaluator.load(config.model, GenerationConfig(**config.feedback.get("generation", {})))
+    evaluator = load_scorer(config)
     predictions = evaluator.score([program for _, program in items]) if items else []
     rows = []
     for (where, _), p in zip(items, predictions):
@@ -134,7 +145,7 @@ def _write(config: ScoreConfig, folder: Path, rows: list[dict[str, Any]], skippe
         "skipped_without_program": dict(sorted(skipped.items()))})
     for name in config.inputs:
         manifest.add_input(f"input:{Path(name).name}", resolve_path(name))
-    manifest.add_input("model", resolve_path(config.model))
+    manifest.add_input("model", model_dir(config))
     manifest.extra = {"config": {k: v for k, v in asdict(config).items() if k not in ("shard", "merge_shards")},
                       "scores": f"final/{SCORES}"}
     if shard is not None:

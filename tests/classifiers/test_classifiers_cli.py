@@ -88,3 +88,32 @@ def test_classify_with_history_and_known_siblings(trained_runs, real_programs, t
     (final / "history_stacker.json").unlink()
     with pytest.raises(SystemExit, match="no history stacker"):
         main(args)
+
+
+def test_classify_takes_the_model_as_a_run_reference_and_refuses_an_unfinished_run(trained_runs, real_programs,
+                                                                                    tmp_path, monkeypatch, capsys):
+    """``--model`` as its help says: ``artifacts://classifiers/<run>``, the bare run name, or the run's
+    final/ folder; all score alike. A run whose manifest is gone (unfinished) is one line, exit 2."""
+    import shutil
+
+    from leanloop.tool import cli_entry
+
+    run = trained_runs["encoder"].run_dir
+    monkeypatch.setenv("LEANLOOP_ARTIFACTS", str(run.parent.parent))
+    lean = tmp_path / "p.lean"
+    lean.write_text(real_programs[2][1], encoding="utf-8")
+    scores = []
+    for ref in (f"artifacts://classifiers/{run.name}", run.name, str(run / "final")):
+        assert main(["classify", "--model", ref, str(lean)]) == 0
+        scores.append(json.loads(capsys.readouterr().out)["score"])
+    assert scores[0] == scores[1] == scores[2]
+    unfinished = tmp_path / "artifacts" / "classifiers" / "unfinished"
+    shutil.copytree(run, unfinished)
+    (unfinished / "manifest.json").unlink()
+    monkeypatch.setenv("LEANLOOP_ARTIFACTS", str(tmp_path / "artifacts"))
+    assert cli_entry(main, ["classify", "--model", "artifacts://classifiers/unfinished", str(lean)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unfinished" in err[0]
+    with pytest.raises(SystemExit, match="no history stacker"):
+        main(["classify", "--model", str(run / "final"), str(lean), "--history", "artifacts://data/x",
+              "--feedback", "{}"])
