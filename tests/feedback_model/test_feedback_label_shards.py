@@ -42,6 +42,14 @@ def test_feedback_traces_in_shards_merge_into_the_one_process_traces(saved_feedb
     merged, single = (json.loads((artifacts / "classify" / run / "manifest.json").read_text()) for run in ("three", "one"))
     assert merged["counts"] == single["counts"] and merged["inputs"] == single["inputs"]
 
+    # without --run, `leanloop classify --feedback` prints the same rows (it once loaded a classifier instead)
+    from leanloop.cli import main as leanloop_main
+
+    out = tmp_path / "printed.jsonl"
+    assert leanloop_main(["classify", "--config", str(config), "--out", str(out)]) == 0
+    assert [{k: r[k] for k in ("line", "trace", "reason", "verdict")} for r in rows(out)] == \
+        [{k: r[k] for k in ("line", "trace", "reason", "verdict")} for r in one]
+
 
 def test_the_shipped_feedback_labelling_config_parses():
     from classifiers.score import ScoreConfig
