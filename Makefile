@@ -121,7 +121,7 @@ classifiers: setup ## encoder + one-token verdict classifiers and their report (
 # The history-aware evaluator (classifiers/history.py) against its parts on the RL-Lean rounds and the
 # APOLLO attempts, with the hybrid cutoff simulated from the recorded verification times.
 .PHONY: bench-evaluators
-bench-evaluators: setup ## history-aware evaluator vs learned score / problem prior / sibling rate / evidence / neighbour margin: AUROC, accuracy, FPR, margins (ARGS="--history_rounds 4 --valid_rounds 2 --json PATH")
+bench-evaluators: setup ## history-aware evaluator vs learned score / problem prior / sibling rate / evidence / neighbour margin: AUROC, accuracy, FPR, margins (ARGS="--history_rounds 4 --valid_rounds 2 --classifier artifacts://classifiers/RUN --json PATH")
 	$(PY) -m bench.evaluators $(ARGS)
 
 # Learning curve of a classifier recipe vs TF-IDF on the data run's test split (the stage itself at

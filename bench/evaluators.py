@@ -20,6 +20,11 @@ the same problems), is scored with the stacker and thresholds fitted on RL-Lean'
 (no refit), all nine RL-Lean rounds as history, the learned score refitted on them, and a seeded 43%
 of each problem's APOLLO attempts revealed (no times are recorded there).
 
+With ``--classifier artifacts://classifiers/<run>`` the APOLLO attempts are also scored by what that
+classifier run saved (its model, its history stacker, its thresholds), the data run ``--corpus`` as
+history: the history-aware evaluator exactly as ``leanloop classify --history`` and rl's hybrid
+reward load it, with no group verdict known and with a seeded 43% known.
+
 Components: the learned score alone, the per-problem prior (history pass rate), the sibling rate
 (revealed siblings only), the evidence (history + siblings pooled in one Beta posterior), the
 neighbour margin (the nearest accepted known proof of the problem minus the nearest rejected one,
@@ -60,6 +65,12 @@ class EvaluatorsBenchConfig:
     """V: the next V rounds are the validation block (stacker and thresholds); the rest are the test."""
     smoke: bool = False
     """RL-Lean only, its first 60 problems, 100 resamples (seconds; the numbers mean nothing)."""
+    classifier: str | None = None
+    """A classifier run (``artifacts://classifiers/<run>``): also score the APOLLO attempts with the
+    history-aware evaluator it saved, ``corpus`` as the history, as ``leanloop classify --history``
+    and rl's hybrid reward use it (its own model, stacker and thresholds; nothing refitted)."""
+    corpus: str = "artifacts://data/default"
+    """The data run whose Lean labels are the history of ``classifier``'s measurement."""
     json: str | None = None
     """Also write the numbers to this file."""
 
@@ -126,7 +137,8 @@ def learned_scorer(train: list[dict[str, Any]], folds: int = FOLDS):
 
 def block(rows: list[dict[str, Any]], history: History, scorer, known: list[bool | None],
           prior_mean: float) -> dict[str, np.ndarray]:
-    """Component scores of the unrevealed rows of one block (with their labels)."""
+    """Component scores of the unrevealed rows of one block (with their labels); ``scorer`` maps rows
+    to learned scores."""
     groups = [r["name"] for r in rows]
     hidden = [i for i, k in enumerate(known) if k is None]
     every = gather_evidence(history, [r["program"] for r in rows], groups, known)
@@ -145,23 +157,25 @@ def block(rows: list[dict[str, Any]], history: History, scorer, known: list[bool
             "_evidence": evidence, "_groups": [groups[i] for i in hidden]}
 
 
-def evaluate(valid: dict[str, Any], test: dict[str, Any], prior_mean: float, stacker: Stacker | None = None,
-             resamples: int = 1000) -> dict[str, Any]:
-    """Fit the stack (unless given) and every threshold on ``valid``; metrics on ``test``, with the
-    stack's AUROC margin over each part as a paired bootstrap interval grouped by problem."""
+def evaluate(valid: dict[str, Any] | None, test: dict[str, Any], prior_mean: float, stacker: Stacker | None = None,
+             resamples: int = 1000, thresholds: dict[str, float] | None = None) -> dict[str, Any]:
+    """Fit the stack (unless given) and every threshold on ``valid`` (or take ``thresholds``); metrics
+    on ``test``, with the stack's AUROC margin over each part as a paired bootstrap interval grouped
+    by problem."""
     from leanloop.metrics import paired_bootstrap, select_threshold, verdict_metrics
 
     if stacker is None:
         stacker = Stacker.fit(valid["learned"], valid["_evidence"], valid["labels"], prior_mean=prior_mean,
                               fitted_on={"bench": "rl_lean validation block"})
     for part in (valid, test):
-        part["stack"] = stacker.predict(part["learned"], part["_evidence"])
-    out: dict[str, Any] = {"rows": int(len(test["labels"])), "valid_rows": int(len(valid["labels"])),
+        if part is not None:
+            part["stack"] = stacker.predict(part["learned"], part["_evidence"])
+    out: dict[str, Any] = {"rows": int(len(test["labels"])), "valid_rows": None if valid is None else int(len(valid["labels"])),
                            "test_pass_rate": float(test["labels"].mean()),
                            "stacker": {"coef": dict(zip(stacker.features, stacker.coef)),
                                        "intercept": stacker.intercept}}
     for name in COMPONENTS:
-        threshold = (stacker.threshold if name == "stack" else
+        threshold = (stacker.threshold if name == "stack" else thresholds[name] if thresholds else
                      select_threshold(valid["labels"], valid[name]).threshold)
         metrics = verdict_metrics(test["labels"], test[name], threshold=threshold)
         out[name] = {"auroc": float(metrics["auroc"]), "accuracy": float(metrics["accuracy"]),
@@ -213,6 +227,34 @@ def apollo_benchmark(rl_rows: list[dict[str, Any]], rows: list[dict[str, Any]], 
     return result
 
 
+SHIPPED_MODES = (("no siblings", 0.0), ("siblings", REVEAL_FRACTION))
+"""The shipped evaluator on APOLLO: no verdict of the group known (``leanloop classify --history``
+on a file of new attempts), and a seeded 43% known (a hybrid step's cutoff)."""
+
+
+def shipped_benchmark(classifier: str, corpus: str, rows: list[dict[str, Any]], seed: int = 0,
+                      resamples: int = 1000) -> dict[str, Any]:
+    """A classifier run's saved history-aware evaluator (model, stacker, thresholds) on ``rows``, the
+    data run ``corpus`` as history. Parts are thresholded where they need no fitting: the classifier's
+    and the stacker's saved thresholds, 0.5 for the rates, 0 for the neighbour margin."""
+    from classifiers.evaluator import load_history_evaluator
+    from leanloop.artifacts import resolve_model
+
+    evaluator = load_history_evaluator(resolve_model(classifier, "classifiers"), history=History.from_corpus(corpus))
+    scores = {i: p.score for i, p in enumerate(evaluator.learned([r["program"] for r in rows]))}
+    index = {id(r): i for i, r in enumerate(rows)}
+    thresholds = {"learned": evaluator.base.threshold, "problem_prior": 0.5, "sibling_rate": 0.5,
+                  "evidence": 0.5, "neighbour": 0.0}
+    out: dict[str, Any] = {"classifier": classifier, "history": corpus, "stacker": evaluator.describe()["stacker"]}
+    for mode, fraction in SHIPPED_MODES:
+        known = (reveal_siblings([r["name"] for r in rows], [r["label"] for r in rows], fraction, seed=seed)
+                 if fraction else [None] * len(rows))
+        test = block(rows, evaluator.history, lambda part: [scores[index[id(r)]] for r in part], known,
+                     evaluator.stacker.prior_mean)
+        out[mode], _ = evaluate(None, test, evaluator.stacker.prior_mean, evaluator.stacker, resamples, thresholds)
+    return out
+
+
 def table(title: str, result: dict[str, Any]) -> list[str]:
     lines = [f"{title}: {result['rows']} scored (unrevealed) candidates, pass rate {result['test_pass_rate']:.3f}",
              f"  {'component':<14} {'AUROC':>7} {'acc@thr':>8} {'FPR':>6} {'thr':>6}   stack AUROC margin [95%], "
@@ -236,6 +278,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     config = parse_config(EvaluatorsBenchConfig, argv, prog="python -m bench.evaluators",
                         description=__doc__.splitlines()[0])[0]
     check_output_file(config.json)
+    if config.classifier:  # named runs are checked before the work, not after it
+        from leanloop.artifacts import resolve_model, resolve_run
+
+        resolve_model(config.classifier, "classifiers")
+        resolve_run(config.corpus, "data")
     began = time.perf_counter()
     shared = shared_data_dir()
     rows = rl_lean_rows(shared)
@@ -250,6 +297,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not config.smoke:
         out["apollo"] = apollo_benchmark(rows, apollo_rows(shared), stacker, valid)
         lines += table("APOLLO (second prover; RL-Lean's stacker and thresholds, no refit)", out["apollo"])
+    if config.classifier:
+        attempts = apollo_rows(shared)
+        if config.smoke:
+            attempts = [r for r in attempts if r["name"] in keep]
+        out["shipped"] = shipped_benchmark(config.classifier, config.corpus, attempts,
+                                           resamples=100 if config.smoke else 1000)
+        for mode, _ in SHIPPED_MODES:
+            lines += table(f"APOLLO, {config.classifier}'s saved history-aware evaluator, {config.corpus} as "
+                           f"history, {mode} (saved or natural thresholds)", out["shipped"][mode])
     print("\n".join(lines))
     print(f"stacker coefficients: {json.dumps(result['stacker'])}")
     print(f"bench.evaluators: {time.perf_counter() - began:.1f} s")

@@ -106,6 +106,28 @@ def test_bench_evaluators_smoke():
     assert r["stack_beats_every_part"] == all(m > 0 for m in r["margins"].values())
 
 
+def test_bench_evaluators_measures_a_classifier_runs_saved_evaluator_as_classify_loads_it(trained_runs, debug_corpus):
+    from sklearn.metrics import roc_auc_score
+
+    from bench.evaluators import COMPONENTS, SHIPPED_MODES, apollo_rows, main, rl_lean_rows
+    from classifiers.evaluator import History, Stacker, load_history_evaluator
+    from leanloop.paths import shared_data_dir
+
+    run = trained_runs["encoder"].run_dir
+    r = main(["--smoke", "true", "--classifier", str(run), "--corpus", str(debug_corpus)])["shipped"]
+    saved = Stacker.load(run / "final")
+    for mode, _ in SHIPPED_MODES:
+        assert r[mode]["rows"] > 0 and set(r[mode]["margins"]) == set(COMPONENTS) - {"stack"}
+        assert r[mode]["stack"]["threshold"] == saved.threshold  # nothing refitted
+    # no group verdict known: the stack is the saved evaluator's own score of the same attempts
+    problems = sorted({row["name"] for row in rl_lean_rows(shared_data_dir())})[:60]
+    attempts = [a for a in apollo_rows(shared_data_dir()) if a["name"] in problems]
+    evaluator = load_history_evaluator(run / "final", history=History.from_corpus(str(debug_corpus)))
+    scores = [p.score for p in evaluator.score([a["program"] for a in attempts], groups=[a["name"] for a in attempts])]
+    assert r["no siblings"]["stack"]["auroc"] == pytest.approx(roc_auc_score([a["label"] for a in attempts], scores))
+    assert r["no siblings"]["sibling_rate"]["auroc"] == 0.5  # nothing revealed: the part is constant
+
+
 def test_bench_classifier_curve_smoke():
     from bench.classifier_curve import crossing, main
 
