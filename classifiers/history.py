@@ -17,7 +17,8 @@ group-relative. So three kinds of evidence are combined with the learned score:
   repeats an accepted one, up to small edits, is usually accepted again.
 
 A **stacker** (:class:`Stacker`): a logistic regression over :data:`FEATURES`, fitted on the
-validation split and saved with the run (``history_stacker.json``), so every prediction can be
+validation split (with each use's evidence simulated there: :func:`simulated_evidence`) and saved
+with the run (``history_stacker.json``), so every prediction can be
 reproduced from the saved coefficients; its threshold is chosen on the same split.
 :class:`HistoryEvaluator` is an :class:`leanloop.evaluator.Evaluator`; the RL stage's hybrid race
 (loaded from a classifier run by :func:`classifiers.evaluator.load_history_evaluator`) calls
@@ -411,12 +412,61 @@ def split_evidence(programs: Sequence[str], names: Sequence[str], labels: Sequen
     return gather_evidence(history, list(programs), list(names), known)
 
 
+SIMULATED_DRAWS = 8
+"""Draws of :func:`simulated_evidence` with a simulated history, besides the draw without one."""
+
+
+def simulated_evidence(programs: Sequence[str], names: Sequence[str], labels: Sequence[bool],
+                       history: History | None, draws: int = SIMULATED_DRAWS, fraction: float = REVEAL_FRACTION,
+                       seed: int = 0) -> list[tuple[int, Evidence]]:
+    """(row, evidence) pairs to fit a stacker on a split whose problems ``history`` has not seen (a
+    theorem-disjoint validation split), with the evidence of each use simulated from the split's own
+    labels. Fitted only where the history was empty, a stacker cannot learn what a problem's history
+    is worth and gives it no weight, though every use of a saved one (``leanloop classify --history``
+    on new attempts, rl's hybrid reward with the corpus and earlier steps) comes with one.
+
+    - draw 0: :func:`split_evidence` for every row (``history`` only, ``fraction`` of each problem's
+      rows revealed as siblings): a hybrid step on problems never seen;
+    - draws 1..``draws``: per problem, a random share of its rows (none up to all but one) becomes its
+      history (earlier attempts, labels and programs); on every other draw ``fraction`` of the rest is
+      revealed as siblings (a hybrid step), otherwise none (scoring a file of new attempts).
+
+    In draws 1..``draws`` a row is fitted when it is neither history nor a revealed sibling."""
+    names, labels = list(names), [bool(y) for y in labels]
+    out = list(enumerate(split_evidence(programs, names, labels, history, fraction, seed)))
+    members: dict[str, list[int]] = defaultdict(list)
+    for i, name in enumerate(names):
+        members[name].append(i)
+    for draw in range(1, draws + 1):
+        rng = np.random.default_rng([seed, draw])
+        drawn = History()
+        rest: list[int] = []
+        for name in sorted(members):
+            drawn.counts[name] = list(history.get(name)) if history is not None else [0, 0]
+            for view, label in (history.known_programs(name) if history is not None else []):
+                drawn.programs[name][label].append(view)
+            index = rng.permutation(members[name]).tolist()
+            earlier = int(rng.integers(0, len(index)))
+            for i in index[:earlier]:
+                drawn.observe(name, labels[i], programs[i])
+            rest += index[earlier:]
+        rest.sort()
+        share = fraction if draw % 2 == 0 else 0.0
+        revealed = reveal_siblings([names[i] for i in rest], [labels[i] for i in rest], share, seed=seed + draw)
+        evidence = gather_evidence(drawn, [programs[i] for i in rest], [names[i] for i in rest], revealed)
+        out += [(i, e) for i, e, k in zip(rest, evidence, revealed) if k is None]
+    return out
+
+
 def fit_split_stacker(programs: Sequence[str], names: Sequence[str], labels: Sequence[bool],
                       scores: Sequence[float], history: History | None, seed: int = 0) -> Stacker:
     """The stacker a classifier run saves: fitted on its validation split's scores, with the training
-    split's labels as history and simulated siblings (:func:`split_evidence`)."""
-    evidence = split_evidence(programs, names, labels, history, seed=seed)
+    split's labels as history and each use's evidence simulated (:func:`simulated_evidence`)."""
+    pairs = simulated_evidence(programs, names, labels, history, seed=seed)
     prior = history.pass_rate() if history is not None and len(history) else None
-    return Stacker.fit(scores, evidence, labels, prior_mean=prior,
-                       fitted_on={"split": "valid", "siblings": f"seeded {REVEAL_FRACTION:.0%} per theorem",
-                                  "seed": seed, "history_attempts": len(history) if history is not None else 0})
+    return Stacker.fit([scores[i] for i, _ in pairs], [e for _, e in pairs], [labels[i] for i, _ in pairs],
+                       prior_mean=prior,
+                       fitted_on={"split": "valid", "evidence": f"simulated, {SIMULATED_DRAWS} draws with a share "
+                                  f"of each theorem as history (siblings: {REVEAL_FRACTION:.0%} on every other "
+                                  "draw) and one without", "seed": seed,
+                                  "history_attempts": len(history) if history is not None else 0})

@@ -154,3 +154,33 @@ def test_gather_evidence_keeps_history_and_siblings_apart():
         history.observe("p", True, f"theorem p : 1 = 1 := by\n  exact rfl -- {i}")
     assert len([v for v, label in history.known_programs("p") if label]) == KEPT_PROGRAMS
     assert history.get("p") == (KEPT_PROGRAMS + 6, KEPT_PROGRAMS + 7)
+
+
+def test_a_split_stacker_learns_what_history_is_worth_on_a_split_the_history_never_saw(rounds):
+    """A classifier run fits its stacker on a theorem-disjoint validation split, where the training
+    history is always empty: fitted on that alone, the history gets no weight, though every use of the
+    saved stacker comes with one. simulated_evidence moves a share of each theorem's own rows into its
+    history (never the fitted row itself) and reveals siblings on every other draw."""
+    from classifiers.history import SIMULATED_DRAWS, fit_split_stacker, simulated_evidence, split_evidence
+
+    split = set(sorted({r["name"] for r in rounds})[:40])  # a theorem-disjoint "validation split"
+    rows = [r for r in rounds if r["name"] in split and r["round"] < 5]
+    programs, names, labels = [r["program"] for r in rows], [r["name"] for r in rows], [r["label"] for r in rows]
+    others = [r for r in rounds if r["name"] not in split]  # the "training split"
+    train = History.from_rows(others)
+    pairs = simulated_evidence(programs, names, labels, train)
+    first = split_evidence(programs, names, labels, train)
+    assert [e for _, e in pairs[:len(rows)]] == first  # draw 0: the split's own evidence, every row
+    later = pairs[len(rows):]
+    per_theorem = {n: names.count(n) for n in names}
+    assert later and all(e.history[1] + e.siblings[1] <= per_theorem[names[i]] - 1 for i, e in later)
+    assert any(e.history[1] for _, e in later) and any(e.siblings[1] for _, e in later)
+    assert any(e.history[1] and not e.siblings[1] for _, e in later)  # draws without siblings
+    assert all(e.history == (0, 0) for e in first)  # what the split alone offers the history features
+    assert simulated_evidence(programs, names, labels, train) == pairs  # seeded
+    scores = TfidfBaseline().fit([r["program"] for r in others], [r["label"] for r in others]).scores(programs)
+    stacker = fit_split_stacker(programs, names, labels, scores, train)
+    alone = Stacker.fit(scores, first, labels, prior_mean=train.pass_rate())
+    history_weight = FEATURES.index("history_logit")
+    assert abs(alone.coef[history_weight]) < 0.05 < stacker.coef[history_weight]
+    assert stacker.fitted_on["rows"] == len(pairs) > len(rows) * (1 + SIMULATED_DRAWS // 4)
