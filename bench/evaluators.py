@@ -137,8 +137,7 @@ def learned_scorer(train: list[dict[str, Any]], folds: int = FOLDS):
 
 def block(rows: list[dict[str, Any]], history: History, scorer, known: list[bool | None],
           prior_mean: float) -> dict[str, np.ndarray]:
-    """Component scores of the unrevealed rows of one block (with their labels); ``scorer`` maps rows
-    to learned scores."""
+    """Component scores of the unrevealed rows of one block (with their labels)."""
     groups = [r["name"] for r in rows]
     hidden = [i for i, k in enumerate(known) if k is None]
     every = gather_evidence(history, [r["program"] for r in rows], groups, known)
@@ -241,15 +240,15 @@ def shipped_benchmark(classifier: str, corpus: str, rows: list[dict[str, Any]], 
     from leanloop.artifacts import resolve_model
 
     evaluator = load_history_evaluator(resolve_model(classifier, "classifiers"), history=History.from_corpus(corpus))
-    scores = {i: p.score for i, p in enumerate(evaluator.learned([r["program"] for r in rows]))}
-    index = {id(r): i for i, r in enumerate(rows)}
+    learned = evaluator.learned([r["program"] for r in rows])
+    rows = [dict(r, learned=p.score) for r, p in zip(rows, learned)]
     thresholds = {"learned": evaluator.base.threshold, "problem_prior": 0.5, "sibling_rate": 0.5,
                   "evidence": 0.5, "neighbour": 0.0}
     out: dict[str, Any] = {"classifier": classifier, "history": corpus, "stacker": evaluator.describe()["stacker"]}
     for mode, fraction in SHIPPED_MODES:
         known = (reveal_siblings([r["name"] for r in rows], [r["label"] for r in rows], fraction, seed=seed)
                  if fraction else [None] * len(rows))
-        test = block(rows, evaluator.history, lambda part: [scores[index[id(r)]] for r in part], known,
+        test = block(rows, evaluator.history, lambda part: [r["learned"] for r in part], known,
                      evaluator.stacker.prior_mean)
         out[mode], _ = evaluate(None, test, evaluator.stacker.prior_mean, evaluator.stacker, resamples, thresholds)
     return out
