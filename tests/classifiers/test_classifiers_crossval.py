@@ -79,6 +79,7 @@ def test_crossval_runs_every_fold_and_compares_with_tfidf(artifacts, corpus, cap
     folder = artifacts / "sweeps/cv2_debug"
     summary = json.loads((folder / "crossval.json").read_text())
     assert summary["finished"] == 2 and (folder / "crossval.png").is_file()
+    pooled_labels, pooled_tfidf = [], []
     for fold in summary["folds"]:
         run_dir = artifacts / "classifiers" / fold["run"]
         manifest = json.loads((run_dir / "manifest.json").read_text())
@@ -89,8 +90,19 @@ def test_crossval_runs_every_fold_and_compares_with_tfidf(artifacts, corpus, cap
         baseline = TfidfBaseline().fit(splits["train"].programs, splits["train"].labels)
         assert fold["tfidf"] == pytest.approx(auroc(splits["valid"].labels,
                                                     baseline.scores(splits["valid"].programs)))
+        pooled_labels += list(splits["valid"].labels)
+        pooled_tfidf += baseline.scores(splits["valid"].programs).tolist()
     table = (folder / "crossval.md").read_text()
     assert "| mean |" in table and f"in {summary['classifier_wins']} of 2 folds" in table
+    # pooled: each held-out program once, scored by its own fold's model; TF-IDF's pooled scores are
+    # the per-fold baselines' above
+    pooled = summary["pooled"]
+    held = [load_labelled(f"artifacts://data/debug_cv2_fold{i}").splits["valid"] for i in range(2)]
+    assert pooled["rows"] == sum(len(h) for h in held) and pooled["theorems"] == len({n for h in held for n in h.names})
+    assert pooled["tfidf"] == pytest.approx(auroc(pooled_labels, pooled_tfidf))
+    assert pooled["low"] <= pooled["difference"] <= pooled["high"]
+    assert pooled["difference"] == pytest.approx(pooled["classifier"] - pooled["tfidf"])
+    assert "Pooled over the finished folds" in table
 
     # rerunning trains nothing: the finished folds are reused
     stamps = {f["run"]: (artifacts / "classifiers" / f["run"] / "manifest.json").stat().st_mtime_ns
