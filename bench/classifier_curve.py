@@ -111,6 +111,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if options.smoke:
         recipe, sizes, seeds = str(REPO_ROOT / "configs/classifiers/debug.yaml"), [16, None], [0]
         corpus, extra = "null", ["--trainer.fast_dev_run", "true"]
+    else:  # named inputs are checked before the first of the runs, not inside it
+        from leanloop.artifacts import resolve_run
+        from leanloop.paths import repo_file
+
+        repo_file(recipe, "--recipe")
+        resolve_run(corpus, "data")
     began = time.perf_counter()
     points: list[dict[str, Any]] = []
     for rows in sizes:

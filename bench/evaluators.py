@@ -140,8 +140,7 @@ def block(rows: list[dict[str, Any]], history: History, scorer, known: list[bool
     """Component scores of the unrevealed rows of one block (with their labels)."""
     groups = [r["name"] for r in rows]
     hidden = [i for i, k in enumerate(known) if k is None]
-    every = gather_evidence(history, [r["program"] for r in rows], groups, known)
-    evidence = [every[i] for i in hidden]
+    evidence = gather_evidence(history, [r["program"] for r in rows], groups, known, hidden)
     learned = scorer([rows[i] for i in hidden])
 
     def rate(counts, prior: float) -> np.ndarray:
@@ -157,10 +156,10 @@ def block(rows: list[dict[str, Any]], history: History, scorer, known: list[bool
 
 
 def evaluate(valid: dict[str, Any] | None, test: dict[str, Any], prior_mean: float, stacker: Stacker | None = None,
-             resamples: int = 1000, thresholds: dict[str, float] | None = None) -> dict[str, Any]:
+             resamples: int = 1000, thresholds: dict[str, float] | None = None) -> tuple[dict[str, Any], Stacker]:
     """Fit the stack (unless given) and every threshold on ``valid`` (or take ``thresholds``); metrics
     on ``test``, with the stack's AUROC margin over each part as a paired bootstrap interval grouped
-    by problem."""
+    by problem; and the stacker."""
     from leanloop.metrics import paired_bootstrap, select_threshold, verdict_metrics
 
     if stacker is None:

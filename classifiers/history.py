@@ -160,6 +160,17 @@ class History:
         valid, total = self.counts[group]
         return valid, total
 
+    def subset(self, groups: Iterable[str]) -> "History":
+        """A copy holding only these problems' counts and kept programs."""
+        out = History()
+        for group in groups:
+            if group in self.counts:
+                out.counts[group] = list(self.counts[group])
+            if group in self.programs:
+                for label, views in self.programs[group].items():
+                    out.programs[group][label].extend(views)
+        return out
+
     def known_programs(self, group: str | None) -> list[tuple[str, bool]]:
         """(proof view, label) of the problem's kept programs."""
         if group is None or group not in self.programs:
@@ -225,8 +236,10 @@ def sibling_counts(groups: Sequence[str | None], known: Sequence[bool | None] | 
 
 
 def gather_evidence(history: History | None, programs: Sequence[str], groups: Sequence[str | None],
-                    known: Sequence[bool | None] | None) -> list[Evidence]:
-    """Per item: its problem's history, its known siblings, and its neighbour margin over both."""
+                    known: Sequence[bool | None] | None, items: Sequence[int] | None = None) -> list[Evidence]:
+    """Per item: its problem's history, its known siblings, and its neighbour margin over both.
+    ``items``: only these indices (e.g. the unrevealed ones a step scores); every item's known label
+    and program still informs the others."""
     if len(programs) != len(groups):
         raise ValueError(f"{len(groups)} groups for {len(programs)} programs")
     siblings = sibling_counts(groups, known)
@@ -236,7 +249,8 @@ def gather_evidence(history: History | None, programs: Sequence[str], groups: Se
         if group is not None and known is not None and known[i] is not None:
             revealed[group].append(i)
     out = []
-    for i, group in enumerate(groups):
+    for i in range(len(groups)) if items is None else items:
+        group = groups[i]
         pool = history.known_programs(group) if history is not None else []
         pool += [(views[j], bool(known[j])) for j in revealed.get(group, ()) if j != i]
         out.append(Evidence(history=history.get(group) if history is not None else (0, 0),
@@ -439,12 +453,9 @@ def simulated_evidence(programs: Sequence[str], names: Sequence[str], labels: Se
         members[name].append(i)
     for draw in range(1, draws + 1):
         rng = np.random.default_rng([seed, draw])
-        drawn = History()
+        drawn = history.subset(members) if history is not None else History()
         rest: list[int] = []
         for name in sorted(members):
-            drawn.counts[name] = list(history.get(name)) if history is not None else [0, 0]
-            for view, label in (history.known_programs(name) if history is not None else []):
-                drawn.programs[name][label].append(view)
             index = rng.permutation(members[name]).tolist()
             earlier = int(rng.integers(0, len(index)))
             for i in index[:earlier]:
@@ -453,8 +464,9 @@ def simulated_evidence(programs: Sequence[str], names: Sequence[str], labels: Se
         rest.sort()
         share = fraction if draw % 2 == 0 else 0.0
         revealed = reveal_siblings([names[i] for i in rest], [labels[i] for i in rest], share, seed=seed + draw)
-        evidence = gather_evidence(drawn, [programs[i] for i in rest], [names[i] for i in rest], revealed)
-        out += [(i, e) for i, e, k in zip(rest, evidence, revealed) if k is None]
+        fitted = [j for j, k in enumerate(revealed) if k is None]
+        evidence = gather_evidence(drawn, [programs[i] for i in rest], [names[i] for i in rest], revealed, fitted)
+        out += [(rest[j], e) for j, e in zip(fitted, evidence)]
     return out
 
 
