@@ -1,4 +1,4 @@
-"""The Evaluator interface shared by every learned judge of a program (DESIGN.md, "three interfaces").
+"""The Evaluator interface shared by every learned judge of a program (docs/design.md, "Interfaces").
 
 An Evaluator scores a batch of programs, optionally within a deadline, and returns one
 :class:`Prediction` per program in input order. The encoder and one-token classifiers, the feedback
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,28 @@ UNSCORED = Prediction(verdict=None, score=None, trace=None, time_s=0.0)
 class Evaluator(Protocol):
     def score(self, programs: Sequence[str], deadline: float | None = None) -> list[Prediction]:
         """One prediction per program, in order; unscored items (deadline) have verdict None."""
+        ...
+
+
+@runtime_checkable
+class HistoryAwareEvaluator(Evaluator, Protocol):
+    """An Evaluator that also reads what Lean has already said about a problem (classifiers.history).
+
+    A caller that races it against Lean scores the programs with :meth:`learned` while Lean runs,
+    then :meth:`combine`s those predictions with the verdicts Lean has returned by the cutoff
+    (``known``, None where Lean has not answered) and the problem of each program (``groups``);
+    :meth:`observe` adds a finished step's Lean labels to the history later steps see."""
+
+    def learned(self, programs: Sequence[str], deadline: float | None = None) -> list[Prediction]:
+        ...
+
+    def combine(self, programs: Sequence[str], predictions: Sequence[Prediction],
+                groups: Sequence[str | None] | None = None,
+                known: Sequence[bool | None] | None = None) -> list[Prediction]:
+        ...
+
+    def observe(self, groups: Iterable[str | None], labels: Iterable[bool | None],
+                programs: Iterable[str | None] | None = None) -> None:
         ...
 
 

@@ -22,7 +22,7 @@ from typing import Sequence
 
 from leanloop.lean.types import Outcome
 from leanloop.lean.verifier import Verifier
-from leanloop.evaluator import Evaluator, Prediction, deadline_in
+from leanloop.evaluator import Evaluator, HistoryAwareEvaluator, Prediction, deadline_in
 from rl.reward_harness import Candidate, Stage
 from rl.reward import Protocol, RewardRule, RolloutReward, Source, combine
 
@@ -93,24 +93,24 @@ class RewardScorer:
     async def _evaluate(self, candidates: Sequence[Candidate], ready: list[int],
                         answers: dict[int, tuple[Outcome, float]]
                         ) -> tuple[list[Prediction], float, dict[int, Prediction]]:
-        """The evaluator's predictions for the ready rollouts. A history-aware evaluator
-        (``learned`` + ``combine``, classifiers.history) scores the programs while Lean runs, then
+        """The evaluator's predictions for the ready rollouts. A :class:`HistoryAwareEvaluator`
+        (classifiers.history) scores the programs while Lean runs, then
         combines at the cutoff with the verdicts of the group's siblings Lean has returned by then;
         its learned predictions alone come back too (by rollout index; empty for other evaluators)."""
         programs = [candidates[i].program for i in ready]
         deadline = deadline_in(self.evaluator_deadline_s) if self.evaluator_deadline_s else None
-        combine = getattr(self.evaluator, "combine", None)
+        history_aware = isinstance(self.evaluator, HistoryAwareEvaluator)
         began = time.perf_counter()
-        score = self.evaluator.learned if callable(combine) else self.evaluator.score
+        score = self.evaluator.learned if history_aware else self.evaluator.score
         predictions = await asyncio.to_thread(score, programs, deadline)
         if len(predictions) != len(programs):
             raise RuntimeError(f"{type(self.evaluator).__name__}.score returned {len(predictions)} predictions "
                                f"for {len(programs)} programs; the Evaluator interface gives one per program")
         learned: dict[int, Prediction] = {}
-        if callable(combine):
+        if history_aware:
             known = [answers[i][0].label if i in answers else None for i in ready]
             learned = dict(zip(ready, predictions))
-            predictions = combine(programs, predictions, [candidates[i].problem.name for i in ready], known)
+            predictions = self.evaluator.combine(programs, predictions, [candidates[i].problem.name for i in ready], known)
         return list(predictions), time.perf_counter() - began, learned
 
     async def ascore(self, candidates: Sequence[Candidate]) -> StepScores:

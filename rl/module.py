@@ -29,6 +29,7 @@ from typing import Any
 
 import lightning as L
 
+from leanloop.evaluator import HistoryAwareEvaluator
 from leanloop.jsonl import append_jsonl
 from leanloop.lean.acceptance import AcceptancePolicy
 from leanloop.lean.verifier import Verifier
@@ -343,7 +344,7 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
                     self.replay.add(candidate.problem.name, proof)
             if r.outcome is not None and r.source is not Source.PRECHECK:
                 self.labels.add(candidate.program, r.outcome.label, candidate.problem.name)
-                if callable(getattr(self.evaluator, "observe", None)):  # history-aware: later steps see it
+                if isinstance(self.evaluator, HistoryAwareEvaluator):  # history-aware: later steps see it
                     self.evaluator.observe([candidate.problem.name], [r.outcome.label], [candidate.program])
         out.update(datamodule.curriculum.counts())
         self.drift_monitor.observe_step(scores)
@@ -353,7 +354,7 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
                 self.drift_monitor.observe(recheck.verdict, recheck.outcome.label, "audit")
                 self.labels.add(candidates[recheck.index].program, recheck.outcome.label,
                                 candidates[recheck.index].problem.name)
-                if callable(getattr(self.evaluator, "observe", None)):
+                if isinstance(self.evaluator, HistoryAwareEvaluator):
                     self.evaluator.observe([candidates[recheck.index].problem.name], [recheck.outcome.label])
             if report.unfinished:
                 self.audits.append(report.to_dict())

@@ -1,4 +1,4 @@
-"""The Reward interface (DESIGN.md): Lean Outcomes and evaluator Predictions combined under a named
+"""The Reward interface (docs/design.md): Lean Outcomes and evaluator Predictions combined under a named
 protocol into one reward per rollout.
 
 Protocols (seed: "Learning Lean Feedback", Section 6, Eq. 8):

@@ -1,4 +1,4 @@
-"""The layering of the repository (DESIGN.md): the shared package ``leanloop`` imports no stage; a stage
+"""The layering of the repository (docs/design.md): the shared package ``leanloop`` imports no stage; a stage
 imports only ``leanloop`` and, of another stage, only its public loader ``<stage>.evaluator``; and no
 two modules of the project import each other, directly or through others (a circle makes import
 order matter and hides which module owns what)."""

@@ -5,7 +5,7 @@ environment, so their line numbers count from the body. Where the body starts di
 server versions and the reply does not say, so the shift is DETECTED per reply from where the
 reported spans fit, never fixed. Evidence from the shipped recordings (``../shared/data``), all
 programs of the same ``import Mathlib\nimport Aesop\n\nset_option ...`` shape, pinned by
-``tests/data/test_data_line_shift.py``:
+``tests/leanloop/lean/test_lean_line_shift.py``:
 
 - ``kimina_match_pairs.jsonl`` (kimina-lean-server ``tests/match``, Jul 2025): the spans of all 43
   replies with messages fit 3 lines (the imports *and* the blank line after them, as that

@@ -165,6 +165,7 @@ def test_history_evaluator_uses_the_siblings_lean_returned_before_the_cutoff(rep
     from dataclasses import replace
 
     from classifiers.history import FEATURES, Evidence, History, HistoryEvaluator, Stacker
+    from leanloop.evaluator import HistoryAwareEvaluator
 
     group = batch[0].problem
     candidates = [batch[0], replace(batch[4], problem=group), batch[5]]
@@ -174,6 +175,8 @@ def test_history_evaluator_uses_the_siblings_lean_returned_before_the_cutoff(rep
     stacker = Stacker(coef=[weights.get(f, 0.0) for f in FEATURES], intercept=0.0, prior_mean=0.5, threshold=0.5)
     inner = classifier(threshold=0.5)
     evaluator = HistoryEvaluator(Slow(inner, 0.5), stacker, History())
+    # the declared protocol, not duck typing, decides that the cutoff combines with Lean's verdicts
+    assert isinstance(evaluator, HistoryAwareEvaluator) and not isinstance(inner, HistoryAwareEvaluator)
     scores = RewardScorer(Verifier(backend, "rl", 16, 60.0), evaluator, "hybrid").score(candidates)
     first, sibling, other = scores.rewards
     assert (first.source, first.lean) == (Source.LEAN, "invalid")
