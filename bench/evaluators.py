@@ -8,7 +8,7 @@ problem per round):
   a TF-IDF + logistic regression fitted on the history's programs, cross-fitted by problem so that it
   never saw the problem it scores (:func:`learned_scorer`; the project's trained classifiers need a
   data run, this needs nothing);
-- the next ``V`` rounds are the validation block: the stacker (:class:`classifiers.history.Stacker`)
+- the next ``V`` rounds are the validation block: the stacker (:class:`classifiers.stacker.Stacker`)
   and every component's threshold are fitted there, with rounds ``0..H-1`` as history;
 - the remaining rounds are the test block, with every earlier round (validation included) as history.
 
@@ -46,7 +46,9 @@ from typing import Any
 
 import numpy as np
 
-from classifiers.history import REVEAL_FRACTION, History, Stacker, gather_evidence, reveal_siblings, shrunk_rate
+from classifiers.evidence import History, gather_evidence, shrunk_rate
+from classifiers.history import REVEAL_FRACTION, reveal_siblings
+from classifiers.stacker import Stacker
 from leanloop.paths import shared_data_dir
 
 RL_LEAN = "candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz"

@@ -3,7 +3,7 @@
 - majority class: the training split's most frequent label, as a constant score (its AUROC is 0.5
   by construction; its accuracy is the number a classifier must clear to be worth anything);
 - per-problem prior: the problem's pass rate among the training labels, shrunk toward the overall
-  rate (:func:`classifiers.history.shrunk_rate`; on a theorem-disjoint split every evaluated problem
+  rate (:func:`classifiers.evidence.shrunk_rate`; on a theorem-disjoint split every evaluated problem
   is unseen, so it is the overall rate and its AUROC 0.5);
 - TF-IDF + logistic regression on the raw program text (scikit-learn): a bag of Lean tokens and
   token pairs. It picks up tactic choices and theorem families, which is most of what a small
@@ -11,7 +11,7 @@
 - sibling rate: the pass rate of the problem's other programs among a seeded 43% revealed, as a
   hybrid GRPO step knows them at its cutoff (:func:`classifiers.history.split_evidence`);
 - nearest proof: the same revealed siblings and the training split's programs of the problem, as
-  :func:`classifiers.history.neighbour_margin` (how close the program's proof is to the nearest
+  :func:`classifiers.evidence.neighbour_margin` (how close the program's proof is to the nearest
   accepted one minus the nearest rejected one), mapped to [0, 1]. No learning at all, and on the
   RL-Lean rounds it ranks as well as the history-aware stack (docs/results/evaluators.md).
 
@@ -95,7 +95,8 @@ class Baselines:
 
     def __init__(self, programs: Sequence[str], labels: Sequence[bool], names: Sequence[str],
                  tfidf: TfidfConfig | None = None) -> None:
-        from classifiers.history import REVEAL_FRACTION, History
+        from classifiers.evidence import History
+        from classifiers.history import REVEAL_FRACTION
 
         self.reveal_fraction = REVEAL_FRACTION
         """Share of each problem's labels the sibling rate sees (a hybrid step's cutoff)."""
@@ -109,7 +110,8 @@ class Baselines:
         """Each baseline's scores of these rows. The sibling rate and the nearest proof reveal a
         seeded share of each problem's ``labels`` among these rows (the same draw as the history-aware
         evaluator's evidence for the same rows and seed), so score a whole split, or whole problems, at once."""
-        from classifiers.history import shrunk_rate, split_evidence
+        from classifiers.evidence import shrunk_rate
+        from classifiers.history import split_evidence
 
         names, labels = list(names), [bool(y) for y in labels]
         if not names:

@@ -134,7 +134,7 @@ def _known_label(value: Any, where: dict[str, Any], field: str) -> bool | None:
 def _history_scores(args: ClassifyConfig, items: list[tuple[dict[str, Any], str]], deadline: float | None):
     """The history-aware evaluator's predictions, plus each row's learned score and evidence."""
     from classifiers.evaluator import load_history_evaluator
-    from classifiers.history import History
+    from classifiers.evidence import History
     from classifiers.score import model_dir
 
     from leanloop.artifacts import ManifestError

@@ -162,9 +162,9 @@ class ClassifierEvaluator:
 # The history-aware evaluator and the trivial baselines are part of this public loader: other stages
 # (rl's hybrid reward, the cascade report, which leads with the same baselines) reach them here.
 from classifiers.baselines import BASELINES, Baselines  # noqa: E402
-from classifiers.history import (  # noqa: E402
-    History, HistoryEvaluator, Stacker, reveal_siblings, sibling_counts,
-)
+from classifiers.evidence import History, sibling_counts  # noqa: E402
+from classifiers.history import HistoryEvaluator, reveal_siblings  # noqa: E402
+from classifiers.stacker import Stacker  # noqa: E402
 
 
 def load_history_evaluator(final_dir: str | Path, history: History | None = None, threshold: float | None = None,

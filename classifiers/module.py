@@ -190,7 +190,8 @@ class ClassifierModule(HFModule):
         """``history_stacker.json`` beside the weights (classifiers.history): fitted on the validation
         scores, so the run's history-aware evaluator is reproducible. Skipped, with a line, when the
         validation split cannot fit one (no scores, one class only)."""
-        from classifiers.history import History, fit_split_stacker
+        from classifiers.evidence import History
+        from classifiers.history import fit_split_stacker
 
         corpus = getattr(getattr(self._trainer, "datamodule", None), "corpus", None)
         scored = self.scored.get(VALID)

@@ -79,10 +79,11 @@ def _thresholded(name: str, corpus: Corpus, scores: dict[str, dict[int, float]],
 
 
 def stack_rows(name: str, corpus: Corpus, scores: dict[str, dict[int, float]], stacker: Any) -> list[dict[str, Any]]:
-    """The history-aware evaluator (a saved :class:`classifiers.history.Stacker` over a classifier's
+    """The history-aware evaluator (a saved :class:`classifiers.stacker.Stacker` over a classifier's
     scores), on the same simulated evidence as the sibling-rate baseline (:func:`baseline_rows`), at
     the stacker's threshold."""
-    from classifiers.history import History, split_evidence
+    from classifiers.evidence import History
+    from classifiers.history import split_evidence
 
     train = corpus.splits["train"]
     history = History.from_columns(train.names, train.labels, train.programs)

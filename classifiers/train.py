@@ -39,7 +39,7 @@ def run(args: list[str] | None = None):
 
 
 def write_run_report(result):
-    from classifiers.history import STACKER_FILE, Stacker
+    from classifiers.stacker import STACKER_FILE, Stacker
     from classifiers.run_report import baseline_rows, rows_for, stack_rows, write_report
     from leanloop.corpus import VALID
 

@@ -50,7 +50,8 @@ def test_classify_with_history_and_known_siblings(trained_runs, real_programs, t
     rest of their group. Scores are the saved stacker's, reproducible from its coefficients."""
     import shutil
 
-    from classifiers.history import FEATURES, Evidence, History, Stacker
+    from classifiers.evidence import Evidence, History
+    from classifiers.stacker import FEATURES, Stacker
     from data.build import build, parse_config
     from leanloop.paths import REPO_ROOT
 

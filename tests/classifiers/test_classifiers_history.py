@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from classifiers.baselines import TfidfBaseline
-from classifiers.history import (
-    FEATURES, KEPT_PROGRAMS, STACKER_FILE, Evidence, History, HistoryEvaluator, Stacker, gather_evidence,
-    neighbour_margin, proof_view, reveal_siblings, sibling_counts,
+from classifiers.evidence import (
+    KEPT_PROGRAMS, Evidence, History, gather_evidence, neighbour_margin, proof_view, sibling_counts,
 )
+from classifiers.history import HistoryEvaluator, reveal_siblings
+from classifiers.stacker import FEATURES, STACKER_FILE, Stacker
 from leanloop.evaluator import UNSCORED, Evaluator, Prediction
 
 

@@ -164,7 +164,9 @@ def test_history_evaluator_uses_the_siblings_lean_returned_before_the_cutoff(rep
     (a recorded error: invalid) lowers the score of its unfinished rollout, and not of another group's."""
     from dataclasses import replace
 
-    from classifiers.history import FEATURES, Evidence, History, HistoryEvaluator, Stacker
+    from classifiers.evidence import Evidence, History
+    from classifiers.history import HistoryEvaluator
+    from classifiers.stacker import FEATURES, Stacker
     from leanloop.evaluator import HistoryAwareEvaluator
 
     group = batch[0].problem
