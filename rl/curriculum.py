@@ -196,8 +196,8 @@ class Curriculum:
         self.rng.setstate((version, tuple(internal), gauss))
 
     def write(self, path: Path) -> None:
-        path.write_text(json.dumps({"states": [asdict(s) for s in self.states.values()],
-                                    "transitions": [asdict(t) for t in self.transitions]}, indent=1) + "\n")
+        state = self.state_dict()
+        path.write_text(json.dumps({"states": state["states"], "transitions": state["transitions"]}, indent=1) + "\n")
 
 
 class CurriculumEvents:

@@ -421,7 +421,7 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         loses whatever it had earned (rl.audit.JudgeAudit)."""
         from rl.audit import credit_agreed, revoke_rejected
 
-        curriculum = curriculum or self.trainer.datamodule.curriculum
+        curriculum = self.trainer.datamodule.curriculum if curriculum is None else curriculum
         credit_agreed(results, self.replay, curriculum, step)
         revoke_rejected(results, self.replay, curriculum, step)
         for result in results:
