@@ -216,6 +216,19 @@ bench-smoke: setup ## every bench-* target in its smoke mode (tiny sizes; checks
 lean-check: setup ## first thing to run with Lean: every Lean-side assumption checked here -> artifacts/lean_check/<run>/report.md (LEAN_PROJECT=path, RUN=name, ARGS="--sample_size 500 --only [reverify]")
 	$(PY) -m bench.lean_check --config configs/lean_check/default.yaml $(if $(LEAN_PROJECT),--lean_project $(LEAN_PROJECT)) \
 		$(if $(RUN),--run $(RUN)) $(ARGS)
+# flash-attn is built from source against the installed torch (its build imports torch, so not in
+# pip's isolated build env): after the gpu extra, with nvcc on PATH; MAX_JOBS bounds the compile's memory.
+FLASH_ATTN ?= 2.8.3.post2
+.PHONY: gpu-setup bench-gpu-extra
+gpu-setup: setup ## CUDA machine: the gpu extra (vLLM) then flash-attn built against the installed torch (needs nvcc; MAX_JOBS=4 if the build runs out of memory)
+	$(PY) -m pip install -q -e '.[dev,gpu]'
+	$(PY) -m pip install -q ninja packaging psutil wheel
+	MAX_JOBS=$(or $(MAX_JOBS),8) $(PY) -m pip install --no-build-isolation flash-attn==$(FLASH_ATTN)
+	$(PY) -c "from transformers.utils import is_flash_attn_2_available as ok; print('flash-attn usable:', ok())"
+
+bench-gpu-extra: setup ## does the gpu extra resolve with the pins on a CUDA Linux machine? pip --dry-run --report, nothing installed; needs the package index (ARGS="--python_version 3.12 --glibc 2.39")
+	$(PY) -m bench.gpu_extra $(ARGS)
+
 gpu-check: setup ## every GPU-only path once at tiny scale, CPU equivalents without CUDA -> artifacts/gpu_check/report.json (ARGS="--only '[zero2,zero3]'")
 	$(PY) -m bench.gpu_check $(ARGS)
 

@@ -270,7 +270,13 @@ def build_cascade(config: CascadeConfig, feedback: str | Path, generation: Gener
     from feedback_model.consistency import SelfConsistencyEvaluator
     from feedback_model.evaluator import FeedbackEvaluator
 
-    gate_dir = resolve_model(config.gate, "classifiers")
+    if not config.gate:
+        raise ValueError("the cascade's gate is not set: name its classifier run in cascade.gate "
+                         "(e.g. artifacts://classifiers/paper), or use mode: feedback for no gate")
+    try:
+        gate_dir = resolve_model(config.gate, "classifiers")
+    except FileNotFoundError as error:
+        raise FileNotFoundError(f"cascade.gate {config.gate}: {error}") from None
     feedback_dir = resolve_model(feedback, "feedback_model")
     gate_device = generation.device if generation.backend == "transformers" else "cuda"
 

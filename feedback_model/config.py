@@ -114,8 +114,9 @@ class SelfConsistencyConfig:
 class CascadeConfig:
     """The one-token gate in front of the feedback model."""
 
-    gate: str = "artifacts://classifiers/onetoken_default"
-    """A one-token (or encoder) classifier's run or its final/ folder (with classifier.json)."""
+    gate: str | None = None
+    """A one-token (or encoder) classifier's run or its final/ folder (with classifier.json). No
+    default: a config that loses it (a layer replacing the section) is an error, never the demo's gate."""
     threshold: float | None = 0.5
     """Gate threshold (LLF Section 5: 0.5); None uses the one the classifier calibrated on validation
     (classifier.json), which LLF reports as a separate row."""
@@ -125,6 +126,20 @@ class CascadeConfig:
     gate_batch_size: int = 16
     gate_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """The gate's weights: ``auto`` is bf16 on a GPU (LLF Section 5) and fp32 on the CPU."""
+
+
+@dataclass
+class FeedbackEvaluatorOptions:
+    """What an RL config gives the feedback model's evaluator (``model.evaluator.options``, read by
+    :func:`feedback_model.factory.evaluator`). Typed, so that config layers merge keys and numbers
+    given on the command line stay numbers."""
+
+    mode: Literal["cascade", "feedback"] = "cascade"
+    """cascade: the gate of ``cascade.gate`` first, the feedback model on its positives; feedback: alone."""
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
+    self_consistency: SelfConsistencyConfig | None = None
+    """None: one greedy trace; a section: the vote of sampled traces."""
+    cascade: CascadeConfig = field(default_factory=CascadeConfig)
 
 
 @dataclass

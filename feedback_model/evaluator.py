@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from feedback_model.config import FeedbackModelCard, GenerationConfig, TraceFormat
+from feedback_model.config import FeedbackEvaluatorOptions  # noqa: F401  (rl types evaluator.options with it)
 from feedback_model.generate import GeneratedTrace, HFTraceGenerator, TraceGenerator
 from leanloop.artifacts import locate_run, resolve_model
 from leanloop.evaluator import Prediction

@@ -64,7 +64,7 @@ def evaluator(path: str, mode: Literal["cascade", "feedback"] = "cascade",
     sc = _section(SelfConsistencyConfig, self_consistency, "self_consistency") if self_consistency else None
     if mode == "cascade":
         return build_cascade(_section(CascadeConfig, cascade or {}, "cascade"), path, generation, sc)
-    if cascade:
+    if cascade and _section(CascadeConfig, cascade, "cascade") != CascadeConfig():
         raise ValueError("evaluator option cascade is only read with mode: cascade")
     if sc is not None:
         return SelfConsistencyEvaluator.load(path, generation, self_consistency=sc)

@@ -60,12 +60,20 @@ def import_vllm():
 
 
 def distributed_rank() -> tuple[int, int, int] | None:
-    """(rank, local rank, world size) of the torch.distributed job this process belongs to, or None."""
+    """(rank, local rank, world size) of the torch.distributed job this process belongs to, or None.
+
+    The local rank (the GPU on this node) comes from ``LOCAL_RANK`` (torchrun, Lightning's own
+    launcher), else ``SLURM_LOCALID`` (under srun Lightning sets no ``LOCAL_RANK``), else the rank
+    modulo the node's GPUs: never the global rank, which is 8-15 on a second 8-GPU node."""
+    import torch
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()):
         return None
-    return dist.get_rank(), int(os.environ.get("LOCAL_RANK", dist.get_rank())), dist.get_world_size()
+    rank = dist.get_rank()
+    local = os.environ.get("LOCAL_RANK") or os.environ.get("SLURM_LOCALID")
+    local_rank = int(local) if local else rank % max(torch.cuda.device_count(), 1)
+    return rank, local_rank, dist.get_world_size()
 
 
 def engine_args(model: str, config: VLLMEngineConfig, *, dtype: str | None = None, seed: int = 0,

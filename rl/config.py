@@ -10,8 +10,9 @@ code and are re-exported here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
+from feedback_model.evaluator import FeedbackEvaluatorOptions
 from leanloop.lean.backends import BackendConfig
 from leanloop.training.models import ModelSpec
 from leanloop.training.optim import OptimConfig
@@ -119,7 +120,9 @@ class EvaluatorConfig:
     path: str | None = None
     """A classifier run (``artifacts://classifiers/onetoken_default``) or its final/ folder."""
     factory: str | None = None
-    options: dict[str, Any] = field(default_factory=dict)
+    options: FeedbackEvaluatorOptions = field(default_factory=FeedbackEvaluatorOptions)
+    """kind factory: the evaluator's options (mode, generation, self_consistency, cascade), passed as
+    keywords to the factory. Typed: config layers merge keys, numbers stay numbers."""
     history: str | None = None
     """kind history: a data run (``artifacts://data/default``) whose Lean labels start the per-problem
     evidence; every step's Lean labels join it. None: the evidence starts empty."""

@@ -14,6 +14,11 @@ rewards, hence zero advantage and no learning signal; keep the solvable-but-unso
   verified, since an evaluator's acceptance can be a false positive). When a group has no
   success at all, one of its rollouts can be replaced by a buffered proof of the same statement
   (``inject``), so the group carries signal again.
+- Under data parallelism every rank holds the same curriculum: each step all ranks draw the same
+  ``k x world_size`` statements from the shared seed and each keeps its own slice, so the ranks
+  train on disjoint problems (LLF Sec. 6: 128 problems per step = 16 per rank x 8 ranks). The
+  ranks' updates (:class:`CurriculumEvents`) are applied on every rank in rank order, which keeps
+  the copies identical.
 """
 
 from __future__ import annotations
@@ -93,17 +98,26 @@ class Curriculum:
     def active(self) -> list[str]:
         return [n for n, s in self.states.items() if s.status == ACTIVE]
 
-    def sample(self, k: int, step: int) -> tuple[list[str], bool]:
-        """``k`` statements for this step (without replacement while enough are active) and whether
-        the curriculum ran dry (no active statement: everything retired, sampled from all)."""
+    def sample(self, k: int, step: int, rank: int = 0, world_size: int = 1) -> tuple[list[str], bool]:
+        """``rank``'s ``k`` statements for this step and whether the curriculum ran dry (no active
+        statement: everything retired, sampled from all). Every rank draws the same ``k x world_size``
+        (without replacement while enough are active, else whole permutations of the pool one after
+        another) and keeps slice ``rank``: disjoint problems across ranks."""
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} outside a world of {world_size}")
         self.readmit(step)
         pool = self.active() if self.config.enabled else list(self.states)
         exhausted = not pool
         if exhausted:
             pool = [n for n, s in self.states.items() if s.status not in (DROPPED, TRIVIAL)] or list(self.states)
-        if len(pool) >= k:
-            return self.rng.sample(pool, k), exhausted
-        return [self.rng.choice(pool) for _ in range(k)], exhausted
+        total = k * world_size
+        if len(pool) >= total:
+            drawn = self.rng.sample(pool, total)
+        else:
+            drawn = []
+            while len(drawn) < total:
+                drawn += self.rng.sample(pool, len(pool))
+        return drawn[rank * k:(rank + 1) * k], exhausted
 
     # -- what happened ------------------------------------------------------------------------------
     def set_status(self, name: str, status: str, step: int, reason: str | None = None) -> None:
@@ -169,9 +183,44 @@ class Curriculum:
         return {f"curriculum/{status}": float(tally.get(status, 0))
                 for status in (ACTIVE, ALWAYS_SOLVED, NEVER_SOLVED, TRIVIAL, DROPPED)}
 
+    def state_dict(self) -> dict:
+        """Statuses, transitions and the sampler's state (plain types: a checkpoint holds them)."""
+        version, internal, gauss = self.rng.getstate()
+        return {"states": [asdict(s) for s in self.states.values()],
+                "transitions": [asdict(t) for t in self.transitions], "rng": [version, list(internal), gauss]}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.states = {s["name"]: StatementState(**s) for s in state["states"]}
+        self.transitions = [Transition(**t) for t in state["transitions"]]
+        version, internal, gauss = state["rng"]
+        self.rng.setstate((version, tuple(internal), gauss))
+
     def write(self, path: Path) -> None:
-        path.write_text(json.dumps({"states": [asdict(s) for s in self.states.values()],
-                                    "transitions": [asdict(t) for t in self.transitions]}, indent=1) + "\n")
+        state = self.state_dict()
+        path.write_text(json.dumps({"states": state["states"], "transitions": state["transitions"]}, indent=1) + "\n")
+
+
+class CurriculumEvents:
+    """One rank's curriculum updates of a step (``record``, ``credit``, ``revoke``, called as on a
+    :class:`Curriculum`), kept so that every rank can apply every rank's updates in the same order."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple] = []
+
+    def record(self, name: str, attempts: int, successes: int, step: int) -> None:
+        self.events.append(("record", name, attempts, successes, step))
+
+    def credit(self, name: str, step: int) -> None:
+        self.events.append(("credit", name, step))
+
+    def revoke(self, name: str, step: int, reason: str) -> None:
+        self.events.append(("revoke", name, step, reason))
+
+    @staticmethod
+    def apply(curriculum: Curriculum, per_rank: list[list[tuple]]) -> None:
+        for events in per_rank:
+            for method, *args in events:
+                getattr(curriculum, method)(*args)
 
 
 @dataclass

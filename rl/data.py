@@ -27,18 +27,20 @@ FILTERS_FILE = "filters.jsonl"
 
 
 class StepStream(IterableDataset):
-    """Endless stream of per-step problem lists (the trainer's max_steps ends training)."""
+    """Endless stream of this rank's per-step problem lists (the trainer's max_steps ends training):
+    its slice of the step's ``problems_per_step x world_size`` (rl.curriculum)."""
 
     def __init__(self, data: "RLData"):
         self.data = data
 
     def __iter__(self) -> Iterator[list[Statement]]:
-        step = 0
+        trainer = getattr(self.data, "trainer", None)
+        rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
         while True:
-            names, exhausted = self.data.curriculum.sample(self.data.problems_per_step, step)
+            names, exhausted = self.data.curriculum.sample(self.data.problems_per_step, self.data.step, rank, world)
             self.data.exhausted_steps += int(exhausted)
+            self.data.step += 1
             yield [self.data.by_name[n] for n in names]
-            step += 1
 
 
 class RLData(L.LightningDataModule):
@@ -71,6 +73,8 @@ class RLData(L.LightningDataModule):
         self.filter_records: list[dict] = []
         self.curriculum: Curriculum | None = None
         self.exhausted_steps = 0
+        self.step = 0  # draws so far (a resumed run continues the sequence)
+        self._restored: dict | None = None
 
     def setup(self, stage: str | None = None) -> None:
         if self.curriculum is not None:
@@ -97,6 +101,24 @@ class RLData(L.LightningDataModule):
         if not self.curriculum.active():
             raise ValueError("every training statement was dropped or retired by the filters; see filters.jsonl")
         self._write_filters()
+        if self._restored is not None:
+            self.load_state_dict(self._restored)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The curriculum and the draw count (Lightning keeps them in every checkpoint)."""
+        if self.curriculum is None:
+            return {}
+        return {"curriculum": self.curriculum.state_dict(), "step": self.step,
+                "exhausted_steps": self.exhausted_steps}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if not state:
+            return
+        if self.curriculum is None:  # restored before setup: applied once the statements are loaded
+            self._restored = state
+            return
+        self.curriculum.load_state_dict(state["curriculum"])
+        self.step, self.exhausted_steps, self._restored = state["step"], state["exhausted_steps"], None
 
     def _write_filters(self) -> None:
         trainer = getattr(self, "trainer", None)

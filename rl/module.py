@@ -20,6 +20,7 @@ prechecks (plus recorded Lean rejections from the replay backend).
 from __future__ import annotations
 
 import logging
+import random
 import sys
 import time
 from collections import Counter
@@ -42,7 +43,7 @@ from rl.config import (
     AuditConfig, DriftConfig, EvaluationConfig, EvaluatorConfig, GenerationConfig, GRPOConfig, LeanConfig, OptimConfig,
     PolicyConfig, RefreshConfig, RewardConfig,
 )
-from rl.curriculum import ReplayBuffer, StoredProof
+from rl.curriculum import CurriculumEvents, ReplayBuffer, StoredProof
 from rl.drift import DriftMonitor
 from rl.reward_harness import HarnessCounts, RewardHarness
 from rl.hybrid import RewardScorer, StepScores
@@ -143,6 +144,7 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         self.harness = RewardHarness(AcceptancePolicy(
             "rl", lean_version=getattr(self.lean.backend.options, "lean_version", None)), extraction)
         self.replay = ReplayBuffer()
+        self.replay_rng = random.Random(0)  # which buffered proof is injected (never the curriculum's draws)
         self.labels = LabelBuffer()
         self.drift_monitor = DriftMonitor(self.drift_config)
         self.scorer: RewardScorer | None = None
@@ -234,6 +236,7 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         datamodule = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         if datamodule is not None:  # the configured buffer (curriculum.replay), off included
             self.replay = ReplayBuffer(datamodule.curriculum_config.replay)
+            self.replay_rng = random.Random(f"{datamodule.seed}:{self.trainer.global_rank}")
         limit = self.generation.max_prompt_length
         if datamodule is not None and limit:
             long = [s.name for s in datamodule.statements
@@ -312,7 +315,7 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
             group = rewards[g * G:(g + 1) * G]
             if any(r.reward != 0.0 for r in group):
                 continue
-            stored = self.replay.get(problem.name, self.trainer.datamodule.curriculum.rng)
+            stored = self.replay.get(problem.name, self.replay_rng)
             if stored is None or len(stored.completion_ids) > width:
                 continue
             row = g * G + G - 1
@@ -328,12 +331,13 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         datamodule = self.trainer.datamodule
         solved_sources = set(datamodule.curriculum.config.solved_sources)
         out: dict[str, float] = {}
+        events = CurriculumEvents()  # every rank's, applied on every rank below
         held = self._judge_pending(step, candidates, rewards)  # async judge: no credit until it agrees
         for g, problem in enumerate(problems):
             group = rewards[g * G:(g + 1) * G]
             solved = sum(1 for k, r in enumerate(group, g * G)
                          if r.reward == 1.0 and r.source.value in solved_sources and k not in held)
-            datamodule.curriculum.record(problem.name, G, solved, step)
+            events.record(problem.name, G, solved, step)
         for i, (candidate, r) in enumerate(zip(candidates, rewards)):
             if r.reward == 1.0 and r.source in (Source.LEAN, Source.EVALUATOR):
                 ids = rollouts.completion_ids[i][rollouts.completion_mask[i].bool()].tolist()
@@ -346,6 +350,11 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
                 self.labels.add(candidate.program, r.outcome.label, candidate.problem.name)
                 if isinstance(self.evaluator, HistoryAwareEvaluator):  # history-aware: later steps see it
                     self.evaluator.observe([candidate.problem.name], [r.outcome.label], [candidate.program])
+        if self.judge_audit is not None:
+            self.judge_audit.submit(list(held.values()))
+            self._judge_results(self.judge_audit.collect(), step, events)
+            out.update(self.judge_audit.metrics())
+        CurriculumEvents.apply(datamodule.curriculum, self._all_ranks(events.events))
         out.update(datamodule.curriculum.counts())
         self.drift_monitor.observe_step(scores)
         if self.auditor is not None:
@@ -360,10 +369,6 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
                 self.audits.append(report.to_dict())
                 self._append(AUDIT_FILE, report.to_dict())
             out.update(report.metrics())
-        if self.judge_audit is not None:
-            self.judge_audit.submit(list(held.values()))
-            self._judge_results(self.judge_audit.collect(), step)
-            out.update(self.judge_audit.metrics())
         if self.drift_monitor.due(step):
             report = self.drift_monitor.report(step)
             out.update(report.metrics())
@@ -410,17 +415,28 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
             return {}
         return self._judge_items(step, candidates, rewards)
 
-    def _judge_results(self, results, step: int) -> None:
+    def _judge_results(self, results, step: int, curriculum=None) -> None:
         """Judge verdicts that arrived: an agreed proof gets its held-back replay entry and
-        curriculum credit; a rejected one (or a judge timeout on a fast-path-valid candidate) is
-        alarmed and loses whatever it had earned (rl.audit.JudgeAudit)."""
+        curriculum credit (into ``curriculum``: the step's events, or after fit the curriculum
+        itself); a rejected one (or a judge timeout on a fast-path-valid candidate) is alarmed and
+        loses whatever it had earned (rl.audit.JudgeAudit)."""
         from rl.audit import credit_agreed, revoke_rejected
 
-        curriculum = self.trainer.datamodule.curriculum
+        curriculum = self.trainer.datamodule.curriculum if curriculum is None else curriculum
         credit_agreed(results, self.replay, curriculum, step)
         revoke_rejected(results, self.replay, curriculum, step)
         for result in results:
             self._append(JUDGE_FILE, result.to_dict())
+
+    def _all_ranks(self, mine: list) -> list[list]:
+        """``mine`` from every rank, in rank order (just ``[mine]`` outside a distributed job)."""
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+            return [mine]
+        gathered: list[list] = [[] for _ in range(dist.get_world_size())]
+        dist.all_gather_object(gathered, mine)
+        return gathered
 
     def _append(self, name: str, row: dict) -> None:
         if self.run_dir is None or not self.trainer.is_global_zero:

@@ -66,7 +66,10 @@ def build_evaluator(config: EvaluatorConfig) -> tuple[Any | None, dict[str, Any]
         target: Any = importlib.import_module(module)
         for part in name.split("."):
             target = getattr(target, part)
-        evaluator = target(config.path, **config.options) if config.path else target(**config.options)
+        o = config.options
+        options = {"mode": o.mode, "generation": o.generation, "self_consistency": o.self_consistency,
+                   "cascade": o.cascade}
+        evaluator = target(config.path, **options) if config.path else target(**options)
         described = evaluator.describe() if callable(getattr(evaluator, "describe", None)) else {}
         return evaluator, {**described, "kind": "factory", "factory": config.factory, "path": config.path,
                            "trained": True}

@@ -55,6 +55,7 @@ from lightning.pytorch.utilities.model_helpers import is_overridden  # noqa: E40
 from leanloop.artifacts import FINAL, MAKE_TARGETS, MANIFEST, Manifest, RunNameError, default_run_name, run_dir, run_lock  # noqa: E402
 from leanloop.tool import (CONFIG_FILE, ConfigFileError, ShortErrors, add_verify_argument, check_config_files,  # noqa: E402
                            changed_keys, cli_entry, comparable_config, finished_with_same_config, set_verify_mode, start_run)
+from leanloop.training.optim import check_master_weights  # noqa: E402
 from leanloop.training.resume import (ResumeState, checkpoint_step, last_checkpoint, resumable,  # noqa: E402
                                      trim_metrics)
 
@@ -181,6 +182,11 @@ class StageCLI(LightningCLI):
         config.run = self.run_name
         resolved = self.parser.dump(config, skip_none=False, skip_check=True, skip_link_targets=False)
         self.resolved_config = resolved
+        try:
+            check_master_weights(config.trainer.get("precision"), config.trainer.get("strategy"))
+        except ValueError as error:
+            print(f"python -m {self.stage}.train: error: {error}", file=sys.stderr)
+            raise SystemExit(2) from None
         if config.dry_run:
             self.skipped = True
             return

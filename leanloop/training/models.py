@@ -17,6 +17,7 @@ WordPiece), or a path / hub id. By default a preset brings its own and a folder 
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -26,6 +27,8 @@ from typing import Any, Literal
 from leanloop.artifacts import FINAL, locate_run
 from leanloop.training.inputs import check_model_run, check_tokenizer_fits, checkpoint_name
 from leanloop.paths import resolve_shared
+
+log = logging.getLogger(__name__)
 
 # Real checkpoints named by the paper configs (hub ids; on a cluster point `path` at a local copy).
 CHECKPOINTS = {
@@ -87,6 +90,19 @@ PRESETS = {
 }
 
 
+@lru_cache(maxsize=1)
+def flash_attention_available() -> bool:
+    """Whether transformers can use flash-attn 2 here (installed, importable, a CUDA GPU); says once
+    when it cannot."""
+    from transformers.utils import is_flash_attn_2_available
+
+    if is_flash_attn_2_available():
+        return True
+    log.warning("attn_implementation flash_attention_2: flash-attn or a CUDA GPU is missing here, using sdpa "
+                "(flash-attn installs with `make gpu-setup`)")
+    return False
+
+
 @dataclass
 class ModelSpec:
     """Where a model comes from: one ``name`` (a preset, a checkpoint, or a previous run)."""
@@ -101,7 +117,8 @@ class ModelSpec:
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     """Dtype the weights are loaded in (mixed precision is the trainer's ``precision``)."""
     attn_implementation: str | None = "sdpa"
-    """sdpa / eager on CPU; flash_attention_2 on GPU (optional extra). None: the model's default."""
+    """sdpa / eager on CPU; flash_attention_2 on GPU (``make gpu-setup``; where flash-attn or CUDA is
+    missing it becomes sdpa, with one warning). None: the model's default."""
     overrides: dict[str, Any] = field(default_factory=dict)
     """Config fields to change (a preset's sizes, dropout, ...)."""
     expect_base: str | None = None
@@ -111,6 +128,9 @@ class ModelSpec:
         if not self.name or not str(self.name).strip():
             raise ValueError(f"a model spec needs a `name` (a preset: {sorted(PRESETS)}, a path, "
                              "a hub id, or artifacts://<stage>/<run>)")
+        if self.attn_implementation == "flash_attention_2" and not flash_attention_available():
+            # here, not at load: the packing collators read it too (flattened rows need flash-attn)
+            self.attn_implementation = "sdpa"
 
     @property
     def preset(self) -> str | None:

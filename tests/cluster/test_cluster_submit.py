@@ -47,6 +47,15 @@ def test_every_shipped_profile_loads_and_validates():
             assert getattr(profile, key) == value, (path.name, key)
 
 
+def test_shipped_profiles_use_the_current_nccl_variable_names():
+    """torch 2.2 renamed the process group's NCCL variables to TORCH_NCCL_* (the old names are read
+    with a deprecation warning and may go)."""
+    renamed = {"NCCL_ASYNC_ERROR_HANDLING", "NCCL_BLOCKING_WAIT", "NCCL_DESYNC_DEBUG", "NCCL_ENABLE_TIMING"}
+    envs = {path.name: load_profile(path).env for path in PROFILES_DIR.glob("*.yaml")}
+    assert envs["gpu8x2.yaml"]["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
+    assert not {name: sorted(set(env) & renamed) for name, env in envs.items() if set(env) & renamed}
+
+
 def test_multinode_profile_gives_one_task_per_gpu_and_matching_trainer_options():
     profile = load_profile(PROFILES_DIR / "gpu8x2.yaml")
     assert profile.tasks_per_node() == profile.gpus_per_node == 8

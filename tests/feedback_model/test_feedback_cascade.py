@@ -9,6 +9,7 @@ import pytest
 
 from classifiers.evaluator import ClassifierEvaluator, ClassifierSpec
 from feedback_model.cascade import CascadeEvaluator
+from feedback_model.config import CascadeConfig, FeedbackEvaluatorOptions, GenerationConfig
 
 
 class Recording:
@@ -132,8 +133,8 @@ def test_rl_builds_the_cascade_from_saved_runs_through_the_factory(saved_gate, s
 
     labelled = sorted((r for r in corpus_rows if r["label"] is not None), key=lambda r: len(r["program"]))
     programs = [labelled[0]["program"], labelled[-1]["program"]]
-    options = {"mode": "cascade", "cascade": {"gate": str(saved_gate), "threshold": 0.0, "residency": "auto"},
-               "generation": {"max_input_tokens": 400, "max_new_tokens": 4}}  # threshold 0: all pass the gate
+    options = FeedbackEvaluatorOptions("cascade", GenerationConfig(max_input_tokens=400, max_new_tokens=4),
+                                       cascade=CascadeConfig(str(saved_gate), threshold=0.0))  # 0: all pass the gate
     cascade, info = build_evaluator(EvaluatorConfig(kind="factory", factory="feedback_model.factory:evaluator",
                                                     path=str(saved_feedback_model), options=options))
     assert isinstance(cascade, Evaluator) and isinstance(cascade, CascadeEvaluator)
@@ -176,7 +177,7 @@ def test_rl_manifest_names_the_feedback_run_and_the_gate_run(saved_gate, saved_f
         (run / "final").symlink_to(final, target_is_directory=True)
         (run / "manifest.json").write_text(json.dumps({"stage": stage}))
         runs[role] = run
-    options = {"mode": "cascade", "cascade": {"gate": str(runs["gate"] / "final")}}
+    options = FeedbackEvaluatorOptions(cascade=CascadeConfig(str(runs["gate"] / "final")))
     _, info = build_evaluator(EvaluatorConfig(kind="factory", factory="feedback_model.factory:evaluator",
                                               path=str(runs["feedback"] / "final"), options=options))
     assert (info["run"], info["gate_run"]) == (str(runs["feedback"]), str(runs["gate"]))

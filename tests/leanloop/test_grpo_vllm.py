@@ -207,3 +207,25 @@ def test_weights_are_synced_once_per_optimizer_step(fake_vllm, lora_policy):
     trainer.global_step = 1
     rollout.generate(policy, ["theorem t : True := by"], 2)
     assert llm.resets == 2
+
+
+@pytest.mark.parametrize("env", [{"SLURM_LOCALID": "1"}, {"LOCAL_RANK": "1", "SLURM_LOCALID": "1"}, {}])
+def test_second_node_rank_exports_its_local_rank_not_the_global_one(monkeypatch, env):
+    """Rank 9 of 16 on two 8-GPU nodes is GPU 1 of its node: under srun Lightning sets no LOCAL_RANK,
+    and the global rank (9) used to be exported to vLLM as the local one."""
+    import os
+
+    import torch.distributed as dist
+
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SLURM_LOCALID"):
+        monkeypatch.setenv(name, "")  # recorded, so what engine_args exports is undone after the test
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_rank", lambda: 9)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 16)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+    args = engine_args("/m", VLLMEngineConfig(), seed=3)
+    assert (os.environ["RANK"], os.environ["LOCAL_RANK"], os.environ["WORLD_SIZE"]) == ("9", "1", "16")
+    assert args["distributed_executor_backend"] == "external_launcher" and args["seed"] == 3 + 9
