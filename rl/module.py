@@ -172,6 +172,17 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
             backend = TimedBackend(backend, scale=self.lean.latency_scale, unrecorded_delay=self.lean.unrecorded_delay)
         return backend
 
+    def _read_token_table(self, backend, policy) -> None:
+        """The masker lexes with the header environment's own token table, read before any candidate
+        code runs (a backend that cannot read it: the shipped table); the manifest records which."""
+        from leanloop.lean.acceptance.tokens import shipped
+
+        read = getattr(backend, "token_table", None)
+        live = read(policy.header) if read is not None and policy.header else None
+        if live is not None:
+            policy.tokens = live
+        self.results["token_table"] = (policy.tokens or shipped()).manifest()
+
     def build_rewards(self) -> None:
         """Lean verifiers (reward, matched, audit), the evaluator, the scorer and the monitors."""
         if self.scorer is not None:
@@ -185,6 +196,7 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         if hasattr(inner, "index"):
             inner.index  # load the replay recordings now, not inside the first step's race
         policy = self.harness.policy
+        self._read_token_table(inner, policy)
         timeout = self.reward_config.matched_timeout if self.protocol is Protocol.LEAN_MATCHED else self.lean.timeout
         verifier = Verifier(backend, policy, self.lean.workers, timeout) if self.protocol.uses_lean else None
         self.verifier = verifier or Verifier(backend, policy, self.lean.workers, self.lean.timeout)
@@ -490,6 +502,7 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         evaluation = self.results.get("evaluation")
         return {"reward_provenance": getattr(self, "provenance", None), "evaluator": self.evaluator_info,
                 "shared_repl": bool(self.results.get("shared_repl")),  # lean.allow_shared_repl was used
+                "token_table": self.results.get("token_table"),
                 "judge": {"enabled": self.audit_config.judge.enabled, "mode": self.audit_config.judge.mode,
                           "sources": list(self.audit_config.judge.sources)},
                 "rollouts": {k: v for k, v in self.totals.items()},

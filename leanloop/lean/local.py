@@ -63,6 +63,10 @@ log = logging.getLogger(__name__)
 # exactly one info message holding the nonce (the stand-in REPL knows this prefix: keep them equal)
 PROBE_PREFIX = "leanloop-channel-probe-"
 STANDIN_REFUSAL = "stand-in REPL: "  # how the stand-in REPL's own refusals start (standins/repl.py)
+# prints the header environment's token table (Lean.Parser.getTokenTable) as one JSON array; run
+# by the harness in a trusted REPL before any candidate code (acceptance.tokens)
+TOKEN_TABLE_COMMAND = ("run_cmd do\n  let env ← Lean.getEnv\n"
+                       "  Lean.logInfo (Lean.toJson (Lean.Parser.getTokenTable env).values).compress")
 
 
 @dataclass
@@ -398,6 +402,42 @@ class LocalBackend(LeanBackend):
                 self._sandbox = choose_sandbox(self.config.sandbox, read_only)
                 log.info("candidate REPLs: %r", self._sandbox)
         return self._sandbox.repl_config(repl_config)
+
+    def token_table(self, header: str) -> Any:
+        """The token table of ``header``'s environment (``acceptance.tokens.TokenTable``), read in a
+        trusted REPL that runs no candidate code; None when the REPL gives no such answer (the
+        stand-in has no recording of it)."""
+        import json
+
+        from lean_interact import LeanServer
+        from lean_interact.interface import Command, LeanError
+
+        from leanloop.lean.acceptance.tokens import TokenTable
+
+        try:
+            reader = LeanServer(self.repl_config())
+        except Exception as error:
+            log.warning("token table: the Lean REPL did not start (%s)", error)
+            return None
+        try:
+            reply = reader.run(Command(cmd=header.rstrip() + "\n\n" + TOKEN_TABLE_COMMAND),
+                               timeout=self.config.header_timeout)
+        except Exception as error:
+            log.warning("token table: no answer (%s: %s)", type(error).__name__, str(error)[:200])
+            return None
+        finally:
+            reader.kill()
+        if isinstance(reply, LeanError):
+            return None
+        for message in reply.messages:
+            if message.severity == "info" and message.data.startswith("["):
+                try:
+                    tokens = json.loads(message.data)
+                except ValueError:
+                    continue
+                if isinstance(tokens, list) and all(isinstance(t, str) for t in tokens):
+                    return TokenTable.live(tokens)
+        return None
 
     async def start(self) -> None:
         """Set up lean-interact and start every worker now rather than on the first programs."""
