@@ -55,7 +55,10 @@ _RL_KEYWORDS: dict[str, str] = {
                      "TacticM", "MetaM", "TermElabM", "CommandElabM", "CoreM", "MacroM", "Elab", "Meta", "Syntax",
                      "Expr", "Environment", "Attribute", "IO", "EIO", "BaseIO", "mkRef", "unsafeIO", "unsafeBaseIO",
                      "unsafeEIO", "evalExpr", "evalTactic", "addDecl", "addDeclWithoutChecking", "addAndCompile",
-                     "skipKernelTC", "modifyEnv", "setEnv"], R.METAPROGRAM),
+                     "skipKernelTC", "modifyEnv", "setEnv",
+                     # threads a tactic configuration can start (busy work outside the heartbeat budget),
+                     # and code a linarith configuration runs
+                     "Task", "asTask", "mapTask", "bindTask", "preprocessors"], R.METAPROGRAM),
     "#exit": R.EXIT_COMMAND,
     "#guard_msgs": R.MESSAGE_SUPPRESSION,
     "count_heartbeats": R.CANDIDATE_HEARTBEATS,
@@ -77,7 +80,8 @@ _DOT_OK = frozenset({"ofReduceBool", "ofReduceNat", "reduceBool", "reduceNat", "
                      "native_decide", "TacticM", "MetaM", "TermElabM", "CommandElabM", "CoreM", "MacroM", "Elab",
                      "Meta", "Syntax", "Expr", "Environment", "Attribute", "IO", "EIO", "BaseIO", "mkRef",
                      "evalExpr", "evalTactic", "addDecl", "addDeclWithoutChecking", "addAndCompile", "skipKernelTC",
-                     "modifyEnv", "setEnv", "unsafeIO", "unsafeBaseIO", "unsafeEIO"})
+                     "modifyEnv", "setEnv", "unsafeIO", "unsafeBaseIO", "unsafeEIO", "Task", "asTask", "mapTask",
+                     "bindTask"})
 # `register_option`, `register_simp_attr`, `register_linter_set`...: commands that create options,
 # attributes or linters (a linter runs after every later command, the harness's included)
 _REGISTER = re.compile(f"register_[{_REST}]*")
@@ -89,8 +93,11 @@ _NAME_CHAR = re.compile(r"[\w'!?.]")
 # Options a candidate may set under rl. Everything else is refused: options can switch off
 # checks (debug.*), change the budget the harness sets (maxHeartbeats, synthInstance.maxHeartbeats)
 # or change how later commands elaborate or print.
-RL_ALLOWED_OPTIONS = frozenset({"maxRecDepth", "synthInstance.maxSize", "exponentiation.threshold",
-                                "push_neg.use_distrib", "simprocs"})
+RL_ALLOWED_OPTIONS = frozenset({"maxRecDepth", "push_neg.use_distrib", "simprocs"})
+# Options that bound a resource (work Lean does before it gives up): a candidate may lower them,
+# never lift them above Lean's default (``register_builtin_option``'s ``defValue`` in Lean core):
+# a lifted `exponentiation.threshold` lets `2 ^ 10 ^ 9` be computed while elaborating.
+RL_BOUNDED_OPTIONS = {"exponentiation.threshold": 256, "synthInstance.maxSize": 128}
 RL_ALLOWED_OPTION_PREFIXES = ("linter.",)
 
 # attribute names (first word of an attribute item) that rl refuses, with why
@@ -205,6 +212,12 @@ def _option_reason(option: str, value: str | None = None, budget: int | None = N
                         f"set_option {option}: the harness sets the budget")
     if option.startswith("debug."):
         return R.reason(R.KERNEL_CHECK_OPTION, f"set_option {option}")
+    if option in RL_BOUNDED_OPTIONS:
+        bound = RL_BOUNDED_OPTIONS[option]
+        if value is not None and int(value.replace("_", "")) <= bound:
+            return None
+        return R.reason(R.OPTION_NOT_ALLOWED, f"set_option {option}{' ' + value if value else ''}: lifts a resource "
+                        f"bound (at most Lean's default {bound})")
     if option in RL_ALLOWED_OPTIONS or option.startswith(RL_ALLOWED_OPTION_PREFIXES):
         return None
     return R.reason(R.OPTION_NOT_ALLOWED, f"set_option {option}")
