@@ -264,6 +264,11 @@ def test_the_circuit_breaker_stops_a_step_of_infrastructure_failures():
     assert check_infra_share(7, StepScores(rewards[3:], Protocol.LEAN, 1.0, lean_started=1), 0.5) == 0.0
     with pytest.raises(ValueError):
         LeanConfig(max_infra_error_share=1.0)
+    # a candidate's own failures (its REPL killed by its limits, and anything that follows in its
+    # job: leanloop.lean.local charges it) score 0 and never count: no candidate can trip the breaker
+    charged = Outcome(Category.INVALID, reasons=["candidate_failure: after the program had killed an earlier try"])
+    abusers = [RolloutReward(0.0, Source.LEAN, "invalid", charged)] * 3 + rewards[:1]
+    assert check_infra_share(7, StepScores(abusers, Protocol.LEAN, 1.0, lean_started=4), 0.5) == 0.25
 
 
 def test_the_paper_config_gates_every_reward():
