@@ -98,24 +98,11 @@ def extract_atoms(source: str) -> set[str]:
 
 
 # -- where tokens start --------------------------------------------------------------------------
-def _ident_end(text: str, i: int, ident: IdentTable) -> int | None:
-    n = len(text)
-    while True:
-        if i < n and text[i] == "«":
-            close = text.find("»", i + 1)
-            if close < 0:
-                return None
-            i = close + 1
-        elif i < n and ident.is_id_first(text[i]):
-            i += 1
-            while i < n and ident.is_id_rest(text[i]):
-                i += 1
-        else:
-            return i
-        if i + 1 < n and text[i] == "." and (ident.is_id_first(text[i + 1]) or text[i + 1] == "«"):
-            i += 1
-            continue
-        return i
+@lru_cache(maxsize=8)
+def _identifier(ident: IdentTable) -> re.Pattern:
+    """Lean's identFn as one regex: parts (``isIdFirst isIdRest*`` or «quoted») joined by ``.``."""
+    part = f"(?:«[^»]*»|[{ident.first}][{ident.rest}]*)"
+    return re.compile(f"{part}(?:\\.{part})*")
 
 
 def token_start(text: str, pos: int, floor: int, ident: IdentTable, table: TokenTable) -> bool | None:
@@ -153,9 +140,10 @@ def token_start(text: str, pos: int, floor: int, ident: IdentTable, table: Token
             continue
         token = table.longest(text, i)
         if c == "«" or ident.is_id_first(c):
-            end = _ident_end(text, i, ident)
-            if end is None:
-                return None
+            name = _identifier(ident).match(text, i)
+            if name is None:
+                return None  # an unterminated «
+            end = name.end()
             if token and len(token) >= end - i:  # mkIdResult: a keyword as long as the identifier wins
                 end = i + len(token)
         elif token:
