@@ -8,21 +8,23 @@ busy tasks that starve honest neighbours. Three layers, for ``fresh_process`` RE
 stage's; one process per candidate):
 
 - **Sandbox** (``SandboxConfig.kind``, chosen at start-up by ``choose_sandbox``): the REPL sees the
-  whole file system read-only (the project, the toolchain, the header pickle included), a private
-  writable temp dir (its ``TMPDIR``) that disappears with it, and no network. ``auto`` tries, in
-  order: ``bwrap`` (bubblewrap, Debian package ``bubblewrap``: ``--ro-bind / /``, a tmpfs as
-  ``TMPDIR``, ``--unshare-net``), ``landrun`` (Landlock, which the judge already needs: read-only ``/``, one
-  private writable temp dir removed after the REPL exits, TCP denied) and ``unshare`` (user, mount
-  and network namespaces: read-only bind mounts of the paths the REPL reads, its own tmpfs as
-  ``TMPDIR``; the rest of the file system keeps its permissions, so prefer bwrap).
-  Each candidate tool is *probed* (a write to a read-only directory must fail, a write to the
-  private temp dir must succeed and leave nothing behind, only the loopback interface may exist); the first that passes
-  is used, and when none does start-up stops with one clear error naming what was tried
-  (``kind: off`` runs without one, and says so).
-- **Resource limits** (RLIMIT, set by the launcher before it execs the REPL): address space
-  ``memory_limit_mb`` (default 16,384 MiB: Mathlib's mapped .olean files count towards it) and CPU
-  time ``cpu_limit_s`` (default 600 s of CPU over all the REPL's threads: a candidate's spawned
-  busy tasks exhaust its own budget, not its neighbours'). On by default wherever the sandbox is.
+  whole file system read-only (the project, the toolchain, the header pickle included) and no
+  network. ``auto`` tries, in order: ``bwrap`` (bubblewrap, Debian package ``bubblewrap``),
+  ``unshare`` (user, mount, PID and network namespaces) and ``landrun`` (Landlock, which the judge
+  already needs). bwrap and unshare are *strong*: per candidate a private size-limited tmpfs over
+  ``/tmp`` (its ``TMPDIR``), ``/var/tmp``, ``/dev/shm`` and ``HOME`` (the paths the REPL reads bound
+  back read-only), the environment reduced to ``ENV_ALLOW``, its own PID namespace; landrun gives a
+  private temp dir and denies TCP but no PID namespace (weak; rl refuses it unless told). Each tool
+  is *probed* (a write to a read-only directory must fail, a write to the private temp dir must
+  succeed and leave nothing behind, only the loopback interface may exist, and for the strong ones
+  ``strength``: no file of an earlier candidate, no variable outside the allow-list, few
+  processes); the first that passes is used, and when none does start-up stops with one clear
+  error naming what was tried (``kind: off`` runs without one, and says so).
+- **Resource limits** (set by the launcher before it execs the REPL): address space, the
+  candidate's ``memory_limit_mb`` (default 16,384 MiB: Mathlib's mapped .olean files count towards
+  it) less its tmpfs directories; CPU time over all its threads, the proof's timeout x ``cores``,
+  on the worker's own ``cores`` (affinity): a candidate's spawned busy tasks exhaust its own budget
+  on its own cores, not its neighbours'. On by default wherever the sandbox is.
 - **Header pickle hash** (``checked_pickle``): the pickle's SHA-256 is recorded when the builder
   REPL writes it and checked before every unpickle; on a mismatch the pickle is rebuilt (in the
   builder, where no candidate code runs) before the candidate's REPL restores it.
@@ -99,7 +101,7 @@ class SandboxConfig:
 
     def private_mb(self) -> int:
         """MiB of the candidate's memory budget taken by its private (tmpfs) directories."""
-        return self.tmp_limit_mb + SMALL_DIR_MB * len(PRIVATE_DIRS)  # the others and HOME
+        return self.tmp_limit_mb + SMALL_DIR_MB * len(PRIVATE_DIRS)  # /var/tmp, /dev/shm and HOME
 
     def address_space_mb(self) -> int | None:
         return None if self.memory_limit_mb is None else self.memory_limit_mb - self.private_mb()
