@@ -413,7 +413,7 @@ class LocalBackend(LeanBackend):
         with self._sandbox_lock:
             if self._sandbox is None:
                 why = budget_error(self.config.sandbox, self.config.workers)
-                if why is not None:  # the rl stage refuses to start on it (rl.module.confined_backend)
+                if why is not None:  # the rl stage refuses to start on it (GRPOModule._check_sandbox)
                     log.warning("backend.local: %s", why)
                 repl_config = repl_config if repl_config is not None else self.repl_config()
                 read_only = [p for p in (getattr(repl_config, "working_dir", None), self.config.project_dir,
