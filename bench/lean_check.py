@@ -20,7 +20,11 @@ red-team fixtures, and re-implements none of them. Items (``--only`` runs a subs
   against the seed's Lean pool, the header pickle + unpickle overhead; as ratios;
 - ``sessions``: search's ``ReplEnv`` and prm's ``IncrementalChecker`` in proof-state mode;
 - ``judge``: comparator on one valid and one invalid program when comparator, landrun and
-  lean4export are installed ("not installed" otherwise).
+  lean4export are installed ("not installed" otherwise);
+- ``tokens``: the shipped token table (``leanloop/lean/acceptance/token_table.json``) against the
+  live one the benchmark header's environment reports: a live token the shipped table lacks that
+  holds a letter, digit or quote after its first character (one that changes where an identifier
+  or literal starts, ``[MOD``) fails the item; the others are listed.
 
 Without Lean it runs the same items against the stand-ins the tests use (the replay backend for
 recorded candidates, the stand-in REPL for sessions, fresh processes and timings, the stand-in
@@ -56,7 +60,7 @@ from leanloop.lean.types import Category, LeanBackend, VerifyRequest
 from leanloop.lean.verifier import Verifier
 from leanloop.paths import REPO_ROOT, artifacts_root, resolve_shared
 
-ITEMS = ("discovery", "lean_tests", "reverify", "fixtures", "timing", "sessions", "judge")
+ITEMS = ("discovery", "lean_tests", "reverify", "fixtures", "timing", "sessions", "judge", "tokens")
 # The seed's Lean pool (LLF, ../shared/seeds/000_8a041fc0978068ca.txt, Sec. 5.3 "Comparison with
 # Lean"): "Our reference is the Lean pool that collected the benchmark: 64 parallel workers with
 # environment reuse and incremental caching" ... "It handled 78,074 verification requests in
@@ -808,11 +812,40 @@ def check_judge(target: Target) -> dict[str, Any]:
     return detail
 
 
+def _changes_lexing(token: str) -> bool:
+    """Does ``token`` hold, after its first character, one that would otherwise start or continue
+    an identifier, a number or a literal (so a table without it reads the text differently)?"""
+    return any(c.isalnum() or c in "_'\"«" for c in token[1:])
+
+
+def check_tokens(target: Target) -> dict[str, Any]:
+    from leanloop.lean.acceptance import BENCHMARK_HEADER
+    from leanloop.lean.acceptance.tokens import shipped
+
+    table = shipped()
+    live = LocalBackend(target.local_config(workers=1)).token_table(BENCHMARK_HEADER)
+    if live is None:
+        if target.real:
+            raise Failed("the header environment reported no token table", {"shipped": table.manifest()})
+        return {"shipped": table.manifest(), "summary": f"shipped table: {len(table.tokens)} tokens "
+                f"(sha256 {table.sha256[:12]}); no live table here (the stand-in has no recording of it)"}
+    missing = sorted(live.tokens - table.tokens)
+    matters = [t for t in missing if _changes_lexing(t)]
+    detail = {"shipped": table.manifest(), "live": live.manifest(), "missing": missing, "missing_that_matter": matters,
+              "extra": sorted(table.tokens - live.tokens),
+              "summary": f"live {len(live.tokens)} tokens, shipped {len(table.tokens)}: {len(missing)} missing, "
+                         f"{len(matters)} of them change lexing" + (f" (e.g. {matters[:5]})" if matters else "")}
+    if matters:
+        raise Failed(detail["summary"], detail)
+    return detail
+
+
 # -- driver -------------------------------------------------------------------------------------
 
 CHECKS: dict[str, Callable[[Target], dict[str, Any]]] = {
     "discovery": check_discovery, "lean_tests": check_lean_tests, "reverify": check_reverify,
     "fixtures": check_fixtures, "timing": check_timing, "sessions": check_sessions, "judge": check_judge,
+    "tokens": check_tokens,
 }
 
 

@@ -12,10 +12,11 @@ Undecided is not agreement. Two modes (``judge.mode``):
 
 - ``async``: the reward is paid at the step, but a judged proof earns no replay-buffer entry and no
   curriculum credit until the judge agrees (``JudgeItem.proof`` is held back and handed over by
-  ``credit_agreed``); a proof the judge never decides never earns them. A judge TIMEOUT on a
-  candidate the fast path accepted (source ``lean``) is a disagreement: the candidate's code can
-  behave differently in the judge's build and spin until the judge gives up.
-- ``gate``: an accepted reward is paid only after the judge agrees, within the step's deadline
+  ``credit_agreed``); a proof the judge never decides never earns them. A judge TIMEOUT on a paid
+  candidate (fast path or evaluator) is a disagreement: the candidate's code can behave
+  differently in the judge's build and spin until the judge gives up.
+- ``gate``: every accepted reward (``share`` and ``sources`` apply to ``async`` only) is paid only
+  after the judge agrees, within the step's deadline
   (``gate_deadline_s``); a judge that does not answer in time is the fast path timing out, and a
   timeout under every protocol's rule for a proof nobody confirmed pays 0. What it costs per step
   is measured by ``make bench-rl`` (the stand-in judge, as a ratio to the fast path).
@@ -54,10 +55,11 @@ class JudgeAuditConfig:
     """Re-check accepted rewards with the judge (needs comparator, landrun and lean4export:
     leanloop/lean/README.md "The judge")."""
     share: float = 1.0
-    """Fraction of accepted rewards re-checked (chosen by a hash of the program, so reproducible)."""
+    """``async``: fraction of accepted rewards re-checked (chosen by a hash of the program, so
+    reproducible). ``gate`` judges every reward it pays."""
     sources: list[str] = field(default_factory=lambda: ["lean", "evaluator"])
     """Reward sources whose 1.0 is re-checked: ``lean`` (the REPL fast path), ``evaluator`` (paid at
-    the hybrid cutoff; an exploit that fools the evaluator is as much an exploit)."""
+    the hybrid cutoff; an exploit that fools the evaluator is as much an exploit). ``async`` only."""
     mode: Literal["async", "gate"] = "async"
     """``async``: judged after the reward is paid, credit held back until the judge agrees;
     ``gate``: the reward waits for the judge (see the module docstring)."""
@@ -197,9 +199,9 @@ class JudgeResult:
 
     @property
     def agreed(self) -> bool | None:
-        """True: the judge accepts too; False: it rejects what was paid 1, or timed out on a
-        candidate the fast path accepted; None: no verdict (undecided)."""
-        if self.timed_out and self.item.source == "lean":
+        """True: the judge accepts too; False: it rejects what was paid 1, or timed out on it
+        (whatever paid it: a candidate can spin until the judge gives up); None: no verdict."""
+        if self.timed_out:
             return False
         label = self.outcome.label
         return None if label is None else bool(label)
@@ -231,7 +233,10 @@ class JudgeAudit:
         return draw < self.config.share
 
     def wanted(self, items: list[JudgeItem]) -> list[JudgeItem]:
-        """The items the configured sources and share send to the judge."""
+        """The items the configured sources and share send to the judge; under ``gate`` every item
+        (a reward the gate pays unjudged would be the gap the gate exists to close)."""
+        if self.config.mode == "gate":
+            return list(items)
         return [i for i in items if i.source in self.config.sources and self.selected(i.request.program)]
 
     def submit(self, items: list[JudgeItem]) -> int:

@@ -77,6 +77,12 @@ class LeanConfig:
     """Run the reward checks on REPL processes shared between candidates (``kind: kimina``, or
     ``local.fresh_process: false``). Refused unless set: a candidate's elaboration-time code then
     survives into later candidates' checks (docs/threat_model.md)."""
+    sandbox: Literal["strong", "weak"] = "strong"
+    """``strong``: a local backend's candidate REPLs must run in a sandbox with private /tmp,
+    /var/tmp, /dev/shm and HOME, an environment allow-list and a PID namespace (bubblewrap, or
+    unprivileged user namespaces), and every worker's budget must fit the machine; rl refuses to
+    start otherwise. ``weak``: accept a weaker one (landrun, or none), with one warning line and
+    ``sandbox.weak`` in the manifest."""
     max_infra_error_share: float | None = 0.5
     """Circuit breaker: stop the run with an error when more than this share of a step's Lean
     checks end ``infra_error`` (a broken toolchain, header pickle or REPL set-up gives every rollout

@@ -175,6 +175,41 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
             backend = TimedBackend(backend, scale=self.lean.latency_scale, unrecorded_delay=self.lean.unrecorded_delay)
         return backend
 
+    def _check_sandbox(self, backend) -> None:
+        """A local pool's candidates must run in a strong sandbox within the machine's budget
+        (``lean.sandbox``); probed now, before any candidate, and recorded in the manifest."""
+        from leanloop.lean.sandbox import budget_error
+
+        choose = getattr(backend, "sandbox", None)
+        config = getattr(backend, "config", None)
+        if choose is None or not getattr(config, "fresh_process", False):
+            return
+        weak_ok = self.lean.sandbox == "weak"
+        why = budget_error(config.sandbox, config.workers)
+        if why is not None and not weak_ok:
+            raise ValueError(f"lean.backend.local: {why} (or set lean.sandbox: weak)")
+        sandbox = choose()
+        if not sandbox.strong and not weak_ok:
+            raise ValueError(f"the candidate REPLs' sandbox is {sandbox.kind!r}, weaker than rl needs (private /tmp, "
+                             "/var/tmp, /dev/shm and HOME, an environment allow-list, a PID namespace): install "
+                             "bubblewrap (apt-get install bubblewrap) or allow unprivileged user namespaces, or set "
+                             "lean.sandbox: weak")
+        weak = not sandbox.strong or why is not None
+        if weak:
+            log.warning("rl reward checks run in a WEAK sandbox (lean.sandbox: weak): %s", why or sandbox.kind)
+        self.results["sandbox"] = {**sandbox.manifest(), "weak": weak}
+
+    def _read_token_table(self, backend, policy) -> None:
+        """The masker lexes with the header environment's own token table, read before any candidate
+        code runs (a backend that cannot read it: the shipped table); the manifest records which."""
+        from leanloop.lean.acceptance.tokens import shipped
+
+        read = getattr(backend, "token_table", None)
+        live = read(policy.header) if read is not None and policy.header else None
+        if live is not None:
+            policy.tokens = live
+        self.results["token_table"] = (policy.tokens or shipped()).manifest()
+
     def build_rewards(self) -> None:
         """Lean verifiers (reward, matched, audit), the evaluator, the scorer and the monitors."""
         if self.scorer is not None:
@@ -188,6 +223,8 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         if hasattr(inner, "index"):
             inner.index  # load the replay recordings now, not inside the first step's race
         policy = self.harness.policy
+        self._check_sandbox(inner)
+        self._read_token_table(inner, policy)
         timeout = self.reward_config.matched_timeout if self.protocol is Protocol.LEAN_MATCHED else self.lean.timeout
         verifier = Verifier(backend, policy, self.lean.workers, timeout) if self.protocol.uses_lean else None
         self.verifier = verifier or Verifier(backend, policy, self.lean.workers, self.lean.timeout)
@@ -507,6 +544,7 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         evaluation = self.results.get("evaluation")
         return {"reward_provenance": getattr(self, "provenance", None), "evaluator": self.evaluator_info,
                 "shared_repl": bool(self.results.get("shared_repl")),  # lean.allow_shared_repl was used
+                "token_table": self.results.get("token_table"), "sandbox": self.results.get("sandbox"),
                 "judge": {"enabled": self.audit_config.judge.enabled, "mode": self.audit_config.judge.mode,
                           "sources": list(self.audit_config.judge.sources)},
                 "rollouts": {k: v for k, v in self.totals.items()},

@@ -38,9 +38,12 @@ forged on stdout is followed by the REPL's real one or by nothing (it exited), n
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import logging
 import os
 import secrets
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -50,7 +53,7 @@ from typing import Any, Callable
 
 from leanloop.lean.replies import NO_RECORDED_ANSWER, response_from_repl_reply
 from leanloop.lean.reply_rows import messages_from_json
-from leanloop.lean.sandbox import SandboxConfig, checked_pickle, choose_sandbox
+from leanloop.lean.sandbox import SandboxConfig, budget_error, checked_pickle, choose_sandbox
 from leanloop.lean.session import (
     LeanSession, Reply, ReplSetup, SessionConfig, kill_process_tree, launch_repl, load_header_pickle, refusal_status,
     split_header, standin_session_config,
@@ -63,6 +66,10 @@ log = logging.getLogger(__name__)
 # exactly one info message holding the nonce (the stand-in REPL knows this prefix: keep them equal)
 PROBE_PREFIX = "leanloop-channel-probe-"
 STANDIN_REFUSAL = "stand-in REPL: "  # how the stand-in REPL's own refusals start (standins/repl.py)
+# prints the header environment's token table (Lean.Parser.getTokenTable) as one JSON array; run
+# by the harness in a trusted REPL before any candidate code (acceptance.tokens)
+TOKEN_TABLE_COMMAND = ("run_cmd do\n  let env ← Lean.getEnv\n"
+                       "  Lean.logInfo (Lean.toJson (Lean.Parser.getTokenTable env).values).compress")
 
 
 @dataclass
@@ -191,29 +198,43 @@ class _Worker:
         header, body, offset = split_pickled_header(program)
         version = getattr(self._repl_config(), "lean_version", None)
         failures: list[str] = []
+        ran = False  # the program ran in an earlier try of this job (and that try's REPL died)
         while True:
             started = time.perf_counter()
             try:
-                return self._compile_fresh(header, body, offset, timeout, version)
+                response = self._compile_fresh(header, body, offset, timeout, version)
+                if ran and response.status is ResponseStatus.INFRA_ERROR:
+                    # the retry failed before its program ran, after the program had killed an
+                    # earlier try: charged to the program, never to the infrastructure
+                    response = dataclasses.replace(response, status=ResponseStatus.CANDIDATE_FAILURE,
+                                                   detail=f"{response.detail} (after the program had killed an "
+                                                          "earlier try)")
+                return response
             except TimeoutError as error:
                 # before the program was sent (unpickling the header) the program never ran: the
-                # infrastructure's, retryable
-                status = ResponseStatus.TIMEOUT if self.sent_program else ResponseStatus.INFRA_ERROR
+                # infrastructure's, retryable, unless an earlier try ran it (its doing, charged to it)
+                status = (ResponseStatus.TIMEOUT if self.sent_program else
+                          ResponseStatus.CANDIDATE_FAILURE if ran else ResponseStatus.INFRA_ERROR)
                 return LeanResponse(status, time_s=time.perf_counter() - started,
                                     detail=f"no reply within {timeout:g}s; the REPL was killed ({error})"
-                                    + ("" if self.sent_program else " (before the program was sent)"),
+                                    + ("" if self.sent_program else " (before the program was sent)")
+                                    + (" after the program had killed an earlier try" if ran else ""),
                                     lean_version=version)
             except _HeaderFailure as error:
-                return LeanResponse(error.status, detail=str(error), lean_version=version)
+                status = ResponseStatus.CANDIDATE_FAILURE if ran and error.status is ResponseStatus.INFRA_ERROR \
+                    else error.status
+                return LeanResponse(status, detail=str(error) + (" (after the program had killed an earlier try)"
+                                                                 if ran else ""), lean_version=version)
             except Exception as error:  # crash, broken pipe, unparsable reply: a new process and retry
                 failures.append(f"{type(error).__name__}: {str(error)[:300]}")
+                ran = ran or self.sent_program
                 if self.aborted:
                     return LeanResponse(ResponseStatus.INFRA_ERROR, detail="cancelled", lean_version=version)
                 if len(failures) > self.config.crash_retries:
                     # Died or garbled AFTER the program was sent (every try): code the program runs at
                     # elaboration time can do that, so it is the program's failure; before it was sent
                     # (start-up, header) it is the infrastructure's and stays retryable.
-                    status = ResponseStatus.CANDIDATE_FAILURE if self.sent_program else ResponseStatus.INFRA_ERROR
+                    status = ResponseStatus.CANDIDATE_FAILURE if ran else ResponseStatus.INFRA_ERROR
                     return LeanResponse(status, lean_version=version,
                                         detail=f"Lean REPL failed {len(failures)} times: " + " | ".join(failures))
                 log.warning("Lean REPL failed (%s); restarting and retrying", failures[-1])
@@ -372,8 +393,8 @@ class LocalBackend(LeanBackend):
         self._workers = [_Worker(self.repl_config, self.config, pickles) for _ in range(self.config.workers)]
         self._sandbox: Any = None
         self._sandbox_lock = threading.Lock()
-        for worker in self._workers:  # trust hook (leanloop.lean.sandbox)
-            worker.confine = self.confine
+        for slot, worker in enumerate(self._workers):  # trust hook (leanloop.lean.sandbox)
+            worker.confine = functools.partial(self.confine, slot=slot)
         self._executor = ThreadPoolExecutor(max_workers=self.config.workers, thread_name_prefix="lean-repl")
         # Idle workers wait in a queue of the running event loop. Worker threads hand a worker back
         # through `_release`, under `_pool_lock`, to whichever loop's queue is current.
@@ -386,18 +407,65 @@ class LocalBackend(LeanBackend):
         """The lean-interact ``LeanREPLConfig`` (built once: may fetch and build the REPL / Mathlib)."""
         return self._setup()
 
-    def confine(self, repl_config: Any) -> Any:
-        """``repl_config`` for a candidate's REPL: in the sandbox chosen (and probed) on first use,
-        under its resource limits (leanloop.lean.sandbox; a clear error when no sandbox works)."""
+    def sandbox(self, repl_config: Any = None) -> Any:
+        """The candidates' sandbox (``leanloop.lean.sandbox.Sandbox``), chosen and probed on first use;
+        warns when the workers' budgets could exceed the machine (``sandbox.budget_error``)."""
         with self._sandbox_lock:
             if self._sandbox is None:
+                why = budget_error(self.config.sandbox, self.config.workers)
+                if why is not None:  # the rl stage refuses to start on it (GRPOModule._check_sandbox)
+                    log.warning("backend.local: %s", why)
+                repl_config = repl_config if repl_config is not None else self.repl_config()
                 read_only = [p for p in (getattr(repl_config, "working_dir", None), self.config.project_dir,
                                          self.config.repl_path, self.config.pickle_dir, self.config.cache_dir,
                                          getattr(repl_config, "_cache_repl_dir", None),
-                                         os.path.expanduser("~/.elan")) if p]
-                self._sandbox = choose_sandbox(self.config.sandbox, read_only)
+                                         os.path.expanduser("~/.elan"), sys.prefix, sys.base_prefix) if p]
+                # CPU over all of a candidate's threads: its own proof's timeout on its own cores
+                cpu = int(self.config.timeout * self.config.sandbox.cores) + 1
+                self._sandbox = choose_sandbox(self.config.sandbox, read_only, cpu)
                 log.info("candidate REPLs: %r", self._sandbox)
-        return self._sandbox.repl_config(repl_config)
+        return self._sandbox
+
+    def confine(self, repl_config: Any, slot: int | None = None) -> Any:
+        """``repl_config`` for a candidate's REPL: in the sandbox, under its resource limits, pinned
+        to worker ``slot``'s cores (leanloop.lean.sandbox; a clear error when no sandbox works)."""
+        return self.sandbox(repl_config).repl_config(repl_config, slot)
+
+    def token_table(self, header: str) -> Any:
+        """The token table of ``header``'s environment (``acceptance.tokens.TokenTable``), read in a
+        trusted REPL that runs no candidate code; None when the REPL gives no such answer (the
+        stand-in has no recording of it)."""
+        import json
+
+        from lean_interact import LeanServer
+        from lean_interact.interface import Command, LeanError
+
+        from leanloop.lean.acceptance.tokens import TokenTable
+
+        try:
+            reader = LeanServer(self.repl_config())
+        except Exception as error:
+            log.warning("token table: the Lean REPL did not start (%s)", error)
+            return None
+        try:
+            reply = reader.run(Command(cmd=header.rstrip() + "\n\n" + TOKEN_TABLE_COMMAND),
+                               timeout=self.config.header_timeout)
+        except Exception as error:
+            log.warning("token table: no answer (%s: %s)", type(error).__name__, str(error)[:200])
+            return None
+        finally:
+            reader.kill()
+        if isinstance(reply, LeanError):
+            return None
+        for message in reply.messages:
+            if message.severity == "info" and message.data.startswith("["):
+                try:
+                    tokens = json.loads(message.data)
+                except ValueError:
+                    continue
+                if isinstance(tokens, list) and all(isinstance(t, str) for t in tokens):
+                    return TokenTable.live(tokens)
+        return None
 
     async def start(self) -> None:
         """Set up lean-interact and start every worker now rather than on the first programs."""

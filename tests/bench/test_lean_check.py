@@ -49,7 +49,7 @@ def _report(artifacts, run):
 def test_a_clean_run_against_the_standins_exits_0_and_says_nothing_was_checked(tmp_path, artifacts, rl_sample, capsys):
     candidates = _write(tmp_path / "candidates.jsonl", rl_sample)
     code = _run(tmp_path, candidates, "clean", ["discovery", "lean_tests", "reverify", "fixtures", "timing", "sessions",
-                                                 "judge"])
+                                                 "judge", "tokens"])
     screen = capsys.readouterr().out
     assert code == 0, screen
     report = _report(artifacts, "clean")
@@ -57,7 +57,8 @@ def test_a_clean_run_against_the_standins_exits_0_and_says_nothing_was_checked(t
     assert "NOTHING was checked against real Lean" in screen.splitlines()[0]
     status = {i["name"]: i["status"] for i in report["items"]}
     assert status == {"discovery": "standin", "lean_tests": "skipped", "reverify": "standin", "fixtures": "standin",
-                      "timing": "standin", "sessions": "standin", "judge": "standin"}
+                      "timing": "standin", "sessions": "standin", "judge": "standin", "tokens": "standin"}
+    assert "no live table here" in {i["name"]: i for i in report["items"]}["tokens"]["summary"]
     items = {i["name"]: i for i in report["items"]}
     assert "v4.15.0" in items["discovery"]["summary"] and "kimina_match" in items["discovery"]["detail"]["matching_recordings"]
     assert "skip" in items["lean_tests"]["summary"]

@@ -77,6 +77,17 @@ def test_share_selects_a_reproducible_fraction(audit, shared_data):
         JudgeAuditConfig(share=1.5)
 
 
+def test_gate_judges_every_reward_it_pays_whatever_the_share(audit, shared_data):
+    """``share`` and ``sources`` thin the async audit only: a gate that judged a share would pay the
+    rest unjudged."""
+    items = [_item(shared_data, "simple_match", f"t{i}", edit=f"\n-- {i}\n") for i in range(40)]
+    items[0].source = "evaluator"
+    audit.config.share, audit.config.sources = 0.2, ["lean"]
+    assert 0 < len(audit.wanted(items)) < 40
+    audit.config.mode = "gate"
+    assert audit.wanted(items) == items
+
+
 def test_quoted_pass_at_k_counts_the_judges_verdict(audit, shared_data):
     """rl.passk_eval with a judge: attempts the fast path accepted are re-checked and the judge's
     verdict is counted; a judge without an answer leaves the attempt unverified."""
@@ -162,7 +173,7 @@ def test_undecided_earns_no_credit_and_agreement_hands_it_over(audit, shared_dat
     assert revoke_rejected(results, replay, curriculum, step=4) == 0  # nothing undecided was ever credited
 
 
-def test_a_judge_timeout_on_a_fast_path_valid_candidate_is_a_disagreement(tmp_path, shared_data):
+def test_a_judge_timeout_on_a_paid_candidate_is_a_disagreement(tmp_path, shared_data):
     from rl.audit import JudgeResult
     from leanloop.lean.types import Category, Outcome
 
@@ -171,7 +182,8 @@ def test_a_judge_timeout_on_a_fast_path_valid_candidate_is_a_disagreement(tmp_pa
     assert JudgeResult(item, Outcome(Category.UNAVAILABLE)).agreed is None
     evaluator_paid = _item(shared_data, "simple_match", "spins")
     evaluator_paid.source = "evaluator"
-    assert JudgeResult(evaluator_paid, Outcome(Category.TIMEOUT)).agreed is None  # no fast path said valid
+    # whatever paid it: a candidate that fools the evaluator can spin until the judge gives up
+    assert JudgeResult(evaluator_paid, Outcome(Category.TIMEOUT)).agreed is False
     tools = prepare_comparator_dir(tmp_path / "tools", shared_data / "comparator")
     slow = SlowJudge(JudgeConfig(comparator=str(tools / "comparator"), lake_path=str(tools / "lake")))
     gate = JudgeAudit(slow, JudgeAuditConfig(enabled=True, mode="gate", gate_deadline_s=0.5))
@@ -252,3 +264,18 @@ def test_the_circuit_breaker_stops_a_step_of_infrastructure_failures():
     assert check_infra_share(7, StepScores(rewards[3:], Protocol.LEAN, 1.0, lean_started=1), 0.5) == 0.0
     with pytest.raises(ValueError):
         LeanConfig(max_infra_error_share=1.0)
+    # a candidate's own failures (its REPL killed by its limits, and anything that follows in its
+    # job: leanloop.lean.local charges it) score 0 and never count: no candidate can trip the breaker
+    charged = Outcome(Category.INVALID, reasons=["candidate_failure: after the program had killed an earlier try"])
+    abusers = [RolloutReward(0.0, Source.LEAN, "invalid", charged)] * 3 + rewards[:1]
+    assert check_infra_share(7, StepScores(abusers, Protocol.LEAN, 1.0, lean_started=4), 0.5) == 0.25
+
+
+def test_the_paper_config_gates_every_reward():
+    import yaml
+
+    from leanloop.paths import REPO_ROOT
+
+    config = yaml.safe_load((REPO_ROOT / "configs/rl/paper.yaml").read_text(encoding="utf-8"))
+    judge = JudgeAuditConfig(**config["model"]["audit"]["judge"])
+    assert judge.enabled and judge.mode == "gate"

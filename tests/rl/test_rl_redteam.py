@@ -25,7 +25,7 @@ from leanloop.lean.verifier import Verifier
 from leanloop.evaluator import Prediction
 from rl.reward_harness import RewardHarness, Stage, extract_proof
 from rl.hybrid import RewardScorer
-from rl.exploits import NAME, NO_CODE, block, exploits
+from rl.exploits import NAME, NO_CODE, benign, block, exploits
 from rl.reward import Protocol, Source, combine
 
 ACCEPT = Prediction(verdict=True, score=1.0, trace=None, time_s=0.0)
@@ -107,6 +107,14 @@ def lean_judged(accepted, replay, message_line_kind):
         return harness.policy.judge(candidate.request, sub, response, "recorded")
 
     return candidate, submission, judge
+
+
+def test_honest_completions_an_earlier_harness_refused_reach_lean(accepted):
+    statement, proof, _ = accepted
+    harness = RewardHarness("rl")
+    for name, completion in benign(statement, proof).items():
+        candidate = harness.build(statement, completion)
+        assert candidate.stage is Stage.READY, (name, candidate.precheck_reasons)
 
 
 def test_axiom_and_trailer_exploits_get_zero_through_lean(accepted, replay, axiom_replies, rl_rows):

@@ -47,6 +47,8 @@ def test_debug_fast_dev_run(artifacts):
     assert "UNTRAINED" in counts["reward_provenance"] and "replay" in counts["reward_provenance"]
     assert counts["evaluator"]["trained"] is False
     assert counts["judge"] == {"enabled": False, "mode": "async", "sources": ["lean", "evaluator"]}
+    # the replay backend reads no live token table: the masker's shipped one, named by its hash
+    assert counts["token_table"]["origin"] == "shipped" and len(counts["token_table"]["sha256"]) == 64
     rollouts = counts["rollouts"]
     assert sum(v for k, v in rollouts.items() if k.startswith("source:")) == 4  # 2 problems x G=2
     assert counts["filters"]["statements"] == 2 and counts["evaluation"]["attempts"] == 4

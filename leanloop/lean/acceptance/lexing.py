@@ -99,10 +99,3 @@ def table_for(lean_version: str | None) -> IdentTable:
         return LATIN
     return TRANSITION
 
-
-# Notation tokens (Mathlib and core) that END with a quote, so the quote after their first
-# characters is part of the token and opens no literal. Lean reads the longest token of its table
-# at a token start; these are the ones honest prover output uses (preimage, tsum / tprod; the image
-# `f '' s` needs none: a quote followed by a quote opens no char literal). A char literal after any
-# other non-ASCII symbol is refused: the masker does not know Mathlib's table.
-QUOTE_TOKENS = ("⁻¹'", "∑'", "∏'")

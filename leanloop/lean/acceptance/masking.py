@@ -24,14 +24,18 @@ strLitFn, charLitFnAux; identifier classes from ``Init/Meta.lean``, per version,
   A name goes on over a ``.`` into ``r`` (``x.r``), never into ``'``, and ends after a «quoted»
   part.
 
+Tokens: where an identifier or a literal starts after symbols is decided by Lean's token table
+(maximal munch: ``≡ 0 [MOD'"'`` is the Mathlib token ``[MOD`` and then a char literal), so the
+masker lexes the whitespace-free run before every ``'`` / ``"`` / ``r"`` with that table
+(``tokens``: the live table the harness read, else the shipped one).
+
 Failing closed (``Masked.ambiguous``, refused by the rl profile as ``ambiguous_lexing``): wherever
-the reading depends on something the masker does not know — Lean's token table (a literal glued
-to a ``#word``, to a backslash, or to a non-ASCII symbol that may begin a longer notation token,
-outside the known quote-ending tokens ``lexing.QUOTE_TOKENS``), the version (a letter whose class
-changed between Lean versions when the version is not pinned, numerals such as ``0x1f'``, raw
-strings ``r"..."`` that older Lean reads as ``r`` then a string, string escapes that not every
-version accepts), or a «quoted» name holding a quote or comment opener — the masked text takes
-one reading and ``ambiguous`` says where.
+the reading depends on something the masker does not know — a symbol no token of the table starts
+with, a ``#word`` in the run (the ``#`` commands are spread over every library), the version (a
+letter whose class changed between Lean versions when the version is not pinned, numerals such as
+``0x1f'``, raw strings ``r"..."`` that older Lean reads as ``r`` then a string, string escapes that
+not every version accepts), or a «quoted» name holding a quote or comment opener — the masked text
+takes one reading and ``ambiguous`` says where.
 CRLF line endings are text like any other here (the policy normalizes them before it masks).
 """
 
@@ -40,7 +44,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from leanloop.lean.acceptance.lexing import CLASSIC, QUOTE_TOKENS, TRANSITION, IdentTable, table_for
+from leanloop.lean.acceptance.lexing import CLASSIC, TRANSITION, IdentTable, table_for
+from leanloop.lean.acceptance.tokens import TokenTable, chunk_start, shipped, token_start
 
 # Where something that is not plain code may start. `'` is checked further below.
 _START = re.compile(r'/-|--|r#*"|"|\'|«')
@@ -55,7 +60,6 @@ _BAD_ESCAPE = re.compile(r"\\(?![\\\"'nt]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4})")
 _NOT_NEWLINE = re.compile(r"[^\n]")
 _INTERPOLATED_BEFORE = re.compile(r"(?:!|\]|" f"(?<![{CLASSIC.rest}.])" r"(?:dbg_trace|throwError|throwErrorAt|"
                                   r"throwNamedError))[ \t]*\Z")
-_DIGITS = re.compile(r"[0-9]+\Z")
 
 IDENT, LITERAL, AMBIGUOUS = "ident", "literal", "ambiguous"
 
@@ -69,83 +73,41 @@ class Masked:
     ambiguous: str | None = None
 
 
-def _run_start(program: str, pos: int, table: IdentTable) -> int:
-    start = pos
-    rest = table.rest_class()
-    while start > 0 and rest.match(program, start - 1):
-        start -= 1
-    return start
+def _hash_word(program: str, floor: int, pos: int) -> bool:
+    """A ``#word`` in the run before ``pos``: the ``#`` commands are many and spread over every
+    library, so where one ends is not left to the shipped table."""
+    at = program.find("#", floor, pos)
+    while at >= 0:
+        if at + 1 < pos and (program[at + 1].isalpha() or program[at + 1] == "_"):
+            return True
+        at = program.find("#", at + 1, pos)
+    return False
 
 
-def _unsure_token_before(program: str, start: int, table: IdentTable) -> bool:
-    """Is the character before ``start`` one whose token Lean's table may extend over ``start``
-    (``#check``, a backslash, a non-ASCII symbol, a letter whose class the version does not pin)?"""
-    if start == 0:
-        return False
-    before = program[start - 1]
-    return (before == "#" or before == "\\" or table.is_disputed(before)
-            or (ord(before) > 127 and before != "»"))
-
-
-def _name_ends_at(program: str, end: int, table: IdentTable) -> str:
-    """Does an identifier end just before ``end`` (a «quoted» part, or a run of ``isIdRest``
-    characters that Lean's identFn reads as one identifier from its first character)?
-    ``IDENT`` / ``LITERAL`` (no) / ``AMBIGUOUS`` (the run follows a token the masker cannot bound)."""
-    if end == 0:
-        return LITERAL
-    if program[end - 1] == "»":
-        return IDENT
-    start = _run_start(program, end, table)
-    if start < end and _unsure_token_before(program, start, table):
+def reading_at(program: str, pos: int, table: IdentTable = TRANSITION, tokens: TokenTable | None = None,
+               lo: int = 0) -> str:
+    """How Lean reads the ``'``, ``"`` or the ``r`` of ``r"`` at ``pos``: ``IDENT`` (it is inside the
+    identifier or table token before it), ``LITERAL`` (a token starts there: it opens a literal) or
+    ``AMBIGUOUS`` (the token table or the version cannot settle it). Lexes the whitespace-free run
+    up to ``pos`` from its start (not before ``lo``, the end of the last comment or literal) with
+    maximal munch over ``tokens`` (``tokens.token_start``)."""
+    floor = chunk_start(program, pos, lo)
+    if _hash_word(program, floor, pos):
         return AMBIGUOUS
-    return IDENT if start < end and table.is_id_first(program[start]) else LITERAL
+    start = token_start(program, pos, floor, table, tokens or shipped())
+    return AMBIGUOUS if start is None else LITERAL if start else IDENT
 
 
-def reading_at(program: str, pos: int, table: IdentTable = TRANSITION) -> str:
-    """How Lean reads the ``'`` or the ``r`` of ``r"`` at ``pos``: ``IDENT`` (it continues the
-    identifier or symbol token before it), ``LITERAL`` (it opens a char literal / raw string) or
-    ``AMBIGUOUS`` (it depends on a token table or a version the masker does not know).
-
-    Lean's tokenFn at a token start: ``"`` a string, ``r"`` / ``r#"`` a raw string, a digit a
-    number, ``'`` not followed by ``'`` a char literal, an ``isIdFirst`` character or ``«`` an
-    identifier (identFn goes on over ``isIdRest`` and over ``.`` followed by ``isIdFirst`` / ``«``),
-    anything else the longest token of the token table."""
-    quote = program[pos] == "'"
-    if quote:
-        for token in QUOTE_TOKENS:
-            if program.startswith(token, pos + 1 - len(token)):
-                return IDENT  # the quote is the end of a known notation token (`f ⁻¹' s`, `∑' n`)
-    start = _run_start(program, pos, table)
-    if _unsure_token_before(program, start, table):
-        # `#check'"'`: `#check` is one token and where it ends is up to the token table; a
-        # non-ASCII symbol (`ᶜ`, `→`) may be the start of a longer notation token
-        return AMBIGUOUS
-    if start == pos:
-        if not quote and start > 0 and program[start - 1] == ".":
-            # `x.r"`: the name `x.r` then a string; after a lone `.` the `r` starts a token
-            return _name_ends_at(program, pos - 1, table)
-        return LITERAL  # `'` cannot start or continue a name after `.` / `»` / a symbol
-    first = program[start]
-    if table.is_id_first(first):
-        return IDENT
-    if first.isdigit() and first.isascii():
-        # a number (`2`) ends where its digits do; `0x1f'` / `2e'` / `1_000'` depend on the
-        # version's numeral syntax
-        return LITERAL if _DIGITS.match(program, start, pos) else AMBIGUOUS
-    if first in "!?" and start + 1 < pos and table.is_id_first(program[start + 1]):
-        return IDENT  # `!b'`, `?x'`: the token `!` / `?`, then an identifier
-    return AMBIGUOUS
-
-
-def continues_identifier(program: str, pos: int, table: IdentTable = TRANSITION) -> bool | None:
+def continues_identifier(program: str, pos: int, table: IdentTable = TRANSITION, tokens: TokenTable | None = None,
+                         lo: int = 0) -> bool | None:
     """Is the ``'`` or ``r`` at ``pos`` part of the token before it? None: the masker cannot know
     (see ``reading_at``)."""
-    reading = reading_at(program, pos, table)
+    reading = reading_at(program, pos, table, tokens, lo)
     return None if reading == AMBIGUOUS else reading == IDENT
 
 
 def _string_end(program: str, i: int, keep: bool, spans: list[tuple[int, int]],
-                table: IdentTable = TRANSITION) -> int | None:
+                table: IdentTable = TRANSITION, tokens: TokenTable | None = None) -> int | None:
     """Offset just after the string literal whose body starts at ``i`` (None: unterminated).
     ``keep``: the string is interpolated; the offsets of its ``{...}`` code go to ``spans``."""
     n = len(program)
@@ -160,12 +122,13 @@ def _string_end(program: str, i: int, keep: bool, spans: list[tuple[int, int]],
             while k < n and depth:
                 ch = program[k]
                 if ch == '"':
-                    end = _string_end(program, k + 1, bool(_INTERPOLATED_BEFORE.search(program, 0, k)), [], table)
+                    end = _string_end(program, k + 1, bool(_INTERPOLATED_BEFORE.search(program, 0, k)), [], table,
+                                      tokens)
                     if end is None:
                         return None
                     k = end
                     continue
-                if ch == "'" and not continues_identifier(program, k, table):
+                if ch == "'" and not continues_identifier(program, k, table, tokens, i + 1):
                     lit = _CHAR_LIT.match(program, k)
                     if lit:
                         k = lit.end()
@@ -191,22 +154,14 @@ def _line_of(program: str, offset: int) -> int:
     return program.count("\n", 0, offset) + 1
 
 
-def _unsure_before(program: str, pos: int, table: IdentTable) -> bool:
-    """A ``"`` at ``pos`` right after a character whose token the masker cannot bound: a backslash,
-    a non-ASCII symbol (the start of a notation token that might go on) or a disputed letter."""
-    if pos == 0:
-        return False
-    before = program[pos - 1]
-    if before == "\\" or table.is_disputed(before):
-        return True
-    return ord(before) > 127 and before != "»" and not table.is_id_rest(before)
-
-
-def mask(program: str, keep_interpolations: bool = False, lean_version: str | None = None) -> Masked:
+def mask(program: str, keep_interpolations: bool = False, lean_version: str | None = None,
+         tokens: TokenTable | None = None) -> Masked:
     """Mask comments, string and char literals of a Lean program (see the module docstring).
     ``keep_interpolations``: leave the code inside interpolated strings' ``{...}`` unmasked.
-    ``lean_version`` selects Lean's identifier table (``lexing.table_for``)."""
+    ``lean_version`` selects Lean's identifier table (``lexing.table_for``); ``tokens`` Lean's token
+    table (default: the shipped one, ``tokens.shipped``)."""
     table = table_for(lean_version)
+    tokens = tokens or shipped()
     pieces: list[str] = []
     keep_from = 0  # start of the code run not yet copied
     pos = 0
@@ -242,11 +197,11 @@ def mask(program: str, keep_interpolations: bool = False, lean_version: str | No
             newline = program.find("\n", start)
             end = n if newline < 0 else newline
         elif token == '"':
-            if _unsure_before(program, start, table):
+            if reading_at(program, start, table, tokens, keep_from) != LITERAL:
                 unsure(f"a string literal right after `{program[start - 1]}` (a token Lean's table may extend)", start)
             interpolated = keep_interpolations and bool(_INTERPOLATED_BEFORE.search(program, max(0, start - 40), start))
             if interpolated:
-                close = _string_end(program, m.end(), True, spans, table)
+                close = _string_end(program, m.end(), True, spans, table, tokens)
             else:
                 body = _STRING_BODY.match(program, m.end())
                 close = body.end() if body else None
@@ -257,7 +212,7 @@ def mask(program: str, keep_interpolations: bool = False, lean_version: str | No
                 if "\\" in program[start:end] and _BAD_ESCAPE.search(program, start, end):
                     unsure("a string escape some Lean versions reject (Lean then lexes on inside the string)", start)
         elif token[0] == "r":  # raw string r"..." / r#"..."#, unless the `r` continues an identifier
-            reading = reading_at(program, start, table)
+            reading = reading_at(program, start, table, tokens, keep_from)
             if reading == IDENT:
                 pos = start + 1
                 continue
@@ -275,15 +230,14 @@ def mask(program: str, keep_interpolations: bool = False, lean_version: str | No
             if c is None:
                 pos = start + 1  # a prime in an identifier such as h' or f'', or `f '' s`
                 continue
-            reading = reading_at(program, start, table)
+            reading = reading_at(program, start, table, tokens, keep_from)
             if reading == IDENT:
                 pos = start + 1
                 continue
             if reading == AMBIGUOUS:
-                run = _run_start(program, start, table)
-                before = program[max(0, run - 1):start]
-                unsure(f"a char literal after `{before}`: where Lean's token ends there depends on its token table "
-                       "or version", start)
+                before = program[chunk_start(program, start, keep_from):start]
+                unsure(f"a char literal after `{before}`: Lean's token table or version decides where the token "
+                       "before it ends", start)
             end = c.end()
             if "\\" in program[start:end] and _BAD_ESCAPE.search(program, start, end):
                 unsure("a char escape some Lean versions reject (Lean then lexes on inside the literal)", start)

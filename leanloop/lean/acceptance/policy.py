@@ -59,6 +59,7 @@ from leanloop.lean.acceptance import reasons as R
 from leanloop.lean.acceptance.axioms import ALLOWED_AXIOMS, describe_axiom, parse_axioms_reply
 from leanloop.lean.acceptance.submission import StatementError, Submission, compose, parse_statement, verbatim
 from leanloop.lean.acceptance.prechecks import run_prechecks
+from leanloop.lean.acceptance.tokens import TokenTable
 from leanloop.lean.types import (
     Category,
     LeanMessage,
@@ -161,7 +162,7 @@ class AcceptancePolicy:
 
     def __init__(self, profile: str | Profile = "collection", *, header: str | None = BENCHMARK_HEADER,
                  heartbeats: int | None | str = "profile", max_chars: int | None = None,
-                 lean_version: str | None = None):
+                 lean_version: str | None = None, tokens: TokenTable | None = None):
         if isinstance(profile, str):
             if profile not in PROFILES:
                 raise ValueError(f"unknown policy profile {profile!r}; choose one of {sorted(PROFILES)}")
@@ -175,6 +176,9 @@ class AcceptancePolicy:
         # the backend's Lean version: it selects Lean's identifier table for the masker
         # (``lexing.table_for``; None: only what every supported version agrees on)
         self.lean_version = lean_version
+        # Lean's token table for the masker: the live one the harness read from the header
+        # environment, else the shipped one (``tokens.shipped``)
+        self.tokens = tokens
 
     @property
     def name(self) -> str:
@@ -189,7 +193,7 @@ class AcceptancePolicy:
         reasons = run_prechecks(program, hardened=self.profile.hardened, max_chars=self.profile.max_chars,
                                 header=header if header is not None else self.header, name=name,
                                 allow_sorry=self.profile.allow_sorry, lean_version=self.lean_version,
-                                heartbeat_budget=self.profile.heartbeats)
+                                heartbeat_budget=self.profile.heartbeats, tokens=self.tokens)
         return Precheck(not reasons, reasons)
 
     def prepare(self, request: VerifyRequest) -> Submission | Outcome:

@@ -17,6 +17,7 @@ from functools import lru_cache
 from leanloop.lean.acceptance import reasons as R
 from leanloop.lean.acceptance.lexing import CLASSIC
 from leanloop.lean.acceptance.masking import mask
+from leanloop.lean.acceptance.tokens import TokenTable, chunk_start, shipped, token_start
 
 # Word boundaries are Lean's, not Python's `\w` (a modifier letter such as Mathlib's postfix `ᶜ`
 # is a word character to Python and a symbol to Lean: `hᶜsorry` is `h`, `ᶜ`, `sorry`). The
@@ -24,7 +25,6 @@ from leanloop.lean.acceptance.masking import mask
 # a letter only newer Lean reads as one ends a word here: a refusal too many, never one too few.
 _REST = CLASSIC.rest
 _E = f"(?![{_REST}])"  # no identifier character just after
-_RUN_CHAR = re.compile(f"[{_REST}]")
 
 # Speed: patterns start with a literal alternation (no lookbehind in front), so sre skips ahead on
 # the first character; the "no identifier character before" half of the word boundary is checked
@@ -55,7 +55,10 @@ _RL_KEYWORDS: dict[str, str] = {
                      "TacticM", "MetaM", "TermElabM", "CommandElabM", "CoreM", "MacroM", "Elab", "Meta", "Syntax",
                      "Expr", "Environment", "Attribute", "IO", "EIO", "BaseIO", "mkRef", "unsafeIO", "unsafeBaseIO",
                      "unsafeEIO", "evalExpr", "evalTactic", "addDecl", "addDeclWithoutChecking", "addAndCompile",
-                     "skipKernelTC", "modifyEnv", "setEnv"], R.METAPROGRAM),
+                     "skipKernelTC", "modifyEnv", "setEnv",
+                     # threads a tactic configuration can start (busy work outside the heartbeat budget),
+                     # and code a linarith configuration runs
+                     "Task", "asTask", "mapTask", "bindTask", "preprocessors"], R.METAPROGRAM),
     "#exit": R.EXIT_COMMAND,
     "#guard_msgs": R.MESSAGE_SUPPRESSION,
     "count_heartbeats": R.CANDIDATE_HEARTBEATS,
@@ -77,7 +80,8 @@ _DOT_OK = frozenset({"ofReduceBool", "ofReduceNat", "reduceBool", "reduceNat", "
                      "native_decide", "TacticM", "MetaM", "TermElabM", "CommandElabM", "CoreM", "MacroM", "Elab",
                      "Meta", "Syntax", "Expr", "Environment", "Attribute", "IO", "EIO", "BaseIO", "mkRef",
                      "evalExpr", "evalTactic", "addDecl", "addDeclWithoutChecking", "addAndCompile", "skipKernelTC",
-                     "modifyEnv", "setEnv", "unsafeIO", "unsafeBaseIO", "unsafeEIO"})
+                     "modifyEnv", "setEnv", "unsafeIO", "unsafeBaseIO", "unsafeEIO", "Task", "asTask", "mapTask",
+                     "bindTask"})
 # `register_option`, `register_simp_attr`, `register_linter_set`...: commands that create options,
 # attributes or linters (a linter runs after every later command, the harness's included)
 _REGISTER = re.compile(f"register_[{_REST}]*")
@@ -89,8 +93,11 @@ _NAME_CHAR = re.compile(r"[\w'!?.]")
 # Options a candidate may set under rl. Everything else is refused: options can switch off
 # checks (debug.*), change the budget the harness sets (maxHeartbeats, synthInstance.maxHeartbeats)
 # or change how later commands elaborate or print.
-RL_ALLOWED_OPTIONS = frozenset({"maxRecDepth", "synthInstance.maxSize", "exponentiation.threshold",
-                                "push_neg.use_distrib", "simprocs"})
+RL_ALLOWED_OPTIONS = frozenset({"maxRecDepth", "push_neg.use_distrib", "simprocs"})
+# Options that bound a resource (work Lean does before it gives up): a candidate may lower them,
+# never lift them above Lean's default (``register_builtin_option``'s ``defValue`` in Lean core):
+# a lifted `exponentiation.threshold` lets `2 ^ 10 ^ 9` be computed while elaborating.
+RL_BOUNDED_OPTIONS = {"exponentiation.threshold": 256, "synthInstance.maxSize": 128}
 RL_ALLOWED_OPTION_PREFIXES = ("linter.",)
 
 # attribute names (first word of an attribute item) that rl refuses, with why
@@ -141,20 +148,17 @@ def header_block(masked_text: str) -> HeaderBlock:
         pos = m.end()
 
 
-def continues_name(text: str, at: int) -> bool:
-    """Is the word at ``at`` the tail of a longer identifier, as Lean's identFn reads it (the run of
-    identifier characters before it starts with an ``isIdFirst`` one: ``h'sorry``, ``x!sorry``)?
-    Not after ``!`` / ``'`` / a digit alone (``!sorry`` is ``!`` then ``sorry``), nor after a
-    ``#word`` (``#checksorry``: the token table decides where ``#check`` ends)."""
-    start = at
-    while start > 0 and _RUN_CHAR.match(text, start - 1):
-        start -= 1
-    if start == at or (start > 0 and text[start - 1] == "#"):
-        return False
-    return CLASSIC.is_id_first(text[start])
+def continues_name(text: str, at: int, tokens: TokenTable | None = None) -> bool:
+    """Is the word at ``at`` the tail of a longer identifier or token, as Lean's tokenizer reads the
+    run before it with the token table (``h'sorry``, ``x!sorry`` are one identifier; ``!sorry``,
+    ``hᶜsorry``, ``[MODsorry`` end a token before ``sorry``)? Where the table cannot settle it, no:
+    the word stays visible to the rules (a refusal too many, never one too few)."""
+    floor = chunk_start(text, at)
+    return floor < at and token_start(text, at, floor, CLASSIC, tokens or shipped()) is False
 
 
-def _words(pattern: re.Pattern, text: str, start: int = 0, literals: tuple[str, ...] = ()):
+def _words(pattern: re.Pattern, text: str, start: int = 0, literals: tuple[str, ...] = (),
+           tokens: TokenTable | None = None):
     """Matches of ``pattern`` not preceded by an identifier or a namespace dot.
     ``literals``: words of which one must occur for a match (a C-speed substring test skips the
     regex scan for the common program that has none of them)."""
@@ -162,7 +166,7 @@ def _words(pattern: re.Pattern, text: str, start: int = 0, literals: tuple[str, 
         return
     for m in pattern.finditer(text, start):
         at = m.start()
-        if at == 0 or not (text[at - 1] == "." or continues_name(text, at)):
+        if at == 0 or not (text[at - 1] == "." or continues_name(text, at, tokens)):
             yield m
 
 
@@ -171,14 +175,14 @@ def _line(text: str, offset: int) -> int:
 
 
 def collection_reasons(program: str, masked_text: str, header: HeaderBlock | None,
-                       allow_sorry: bool = False) -> list[str]:
+                       allow_sorry: bool = False, tokens: TokenTable | None = None) -> list[str]:
     """The seed's prechecks (Learning Lean Feedback, App. B), in its order. ``allow_sorry``: a
     statement check (``statement`` profile), where ``:= by sorry`` is the expected proof."""
     out: list[str] = []
-    if next(_words(_THEOREM, masked_text, 0, ("theorem", "lemma")), None) is None:
+    if next(_words(_THEOREM, masked_text, 0, ("theorem", "lemma"), tokens), None) is None:
         out.append(R.reason(R.NO_THEOREM, "no `theorem` or `lemma` declaration outside comments"))
     seen: set[str] = set()
-    for m in _words(_FORBIDDEN, masked_text, 0, _FORBIDDEN_WORDS):
+    for m in _words(_FORBIDDEN, masked_text, 0, _FORBIDDEN_WORDS, tokens):
         word = m.group()
         if allow_sorry and word == "sorry":
             continue
@@ -190,7 +194,7 @@ def collection_reasons(program: str, masked_text: str, header: HeaderBlock | Non
         out.append(R.reason(R.HEADER_MISMATCH,
                             f"imports {sorted(block.modules)} but the benchmark header imports "
                             f"{sorted(header.modules)}"))
-    late = next(_words(_IMPORT_WORD, masked_text, block.end, ("import",)), None)
+    late = next(_words(_IMPORT_WORD, masked_text, block.end, ("import",), tokens), None)
     if late:
         out.append(R.reason(R.LATE_IMPORT, f"`import` at line {_line(masked_text, late.start())}"))
     return out
@@ -208,6 +212,12 @@ def _option_reason(option: str, value: str | None = None, budget: int | None = N
                         f"set_option {option}: the harness sets the budget")
     if option.startswith("debug."):
         return R.reason(R.KERNEL_CHECK_OPTION, f"set_option {option}")
+    if option in RL_BOUNDED_OPTIONS:
+        bound = RL_BOUNDED_OPTIONS[option]
+        if value is not None and int(value.replace("_", "")) <= bound:
+            return None
+        return R.reason(R.OPTION_NOT_ALLOWED, f"set_option {option}{' ' + value if value else ''}: lifts a resource "
+                        f"bound (at most Lean's default {bound})")
     if option in RL_ALLOWED_OPTIONS or option.startswith(RL_ALLOWED_OPTION_PREFIXES):
         return None
     return R.reason(R.OPTION_NOT_ALLOWED, f"set_option {option}")
@@ -243,7 +253,8 @@ def _declared_kinds(masked_text: str, name: str) -> list[str]:
 
 
 def rl_reasons(program: str, masked_text: str, unterminated: str | None, name: str | None,
-               header_text: str | None, ambiguous: str | None = None, heartbeat_budget: int | None = None) -> list[str]:
+               header_text: str | None, ambiguous: str | None = None, heartbeat_budget: int | None = None,
+               tokens: TokenTable | None = None) -> list[str]:
     """The rl profile's extra rules (everything the collection profile checks, plus these).
 
     They apply to the candidate's part of the program: after the trusted header when the program
@@ -272,7 +283,7 @@ def rl_reasons(program: str, masked_text: str, unterminated: str | None, name: s
         if at and masked_text[at - 1] == ".":
             if word not in _DOT_OK:
                 continue  # a qualified name (Nat.stop); Lean.ofReduceBool still counts
-        elif at and continues_name(masked_text, at):
+        elif at and continues_name(masked_text, at, tokens):
             continue  # part of a longer identifier (h_instance, h'sorry)
         if word == "set_option":
             option = _OPTION_NAME.match(masked_text, m.end())
@@ -296,7 +307,7 @@ def rl_reasons(program: str, masked_text: str, unterminated: str | None, name: s
             add(code, detail, at)
         at = masked_text.find("@[", at + 2)
     if "register_" in candidate:
-        for m in _words(_REGISTER, masked_text, start):
+        for m in _words(_REGISTER, masked_text, start, (), tokens):
             add(R.METAPROGRAM, f"`{m.group()}`", m.start())
     if unterminated:
         out.append(R.reason(R.UNTERMINATED, f"{unterminated} runs to the end of the program"))
@@ -322,17 +333,18 @@ def _header_info(header: str) -> HeaderBlock:
 
 def run_prechecks(program: str, *, hardened: bool, max_chars: int, header: str | None,
                   name: str | None, allow_sorry: bool = False, lean_version: str | None = None,
-                  heartbeat_budget: int | None = None) -> list[str]:
-    """All precheck reasons for ``program`` (empty list: passes)."""
+                  heartbeat_budget: int | None = None, tokens: TokenTable | None = None) -> list[str]:
+    """All precheck reasons for ``program`` (empty list: passes). ``tokens``: Lean's token table
+    (default: the shipped one)."""
     if len(program) > max_chars:
         # Do not even scan it: the limit exists to bound the cost of everything downstream.
         return [R.reason(R.TOO_LONG, f"{len(program):,} characters > {max_chars:,}")]
     # hardened: code inside interpolated strings (`s!"{...}"`, `dbg_trace "{...}"`) runs at
     # elaboration time, so the rules must see it
-    masked = mask(program, keep_interpolations=hardened, lean_version=lean_version)
+    masked = mask(program, keep_interpolations=hardened, lean_version=lean_version, tokens=tokens)
     header_info = _header_info(header) if header is not None else None
-    out = collection_reasons(program, masked.text, header_info, allow_sorry)
+    out = collection_reasons(program, masked.text, header_info, allow_sorry, tokens)
     if hardened:
         out += rl_reasons(program, masked.text, masked.unterminated, name, header, masked.ambiguous,
-                          heartbeat_budget)
+                          heartbeat_budget, tokens)
     return out

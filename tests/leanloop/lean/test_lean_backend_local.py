@@ -372,3 +372,23 @@ def test_fresh_process_a_timeout_before_the_program_was_sent_stays_infrastructur
     body, _ = pickled_body
     response = _fresh_run(tmp_path, shared_data, body, [{"when": PICKLE_PATH, "action": "hang"}], header_timeout=2)
     assert response.status is ResponseStatus.INFRA_ERROR and "before the program was sent" in response.detail
+
+
+def test_the_token_table_is_read_only_from_a_real_answer(repl_dir):
+    """The stand-in has no recording of the token-table command: no table (the harness keeps the
+    shipped one and says so), never a guessed one."""
+    backend = LocalBackend(standin_config(repl_dir, all_tactics=False))
+    assert backend.token_table("import Mathlib") is None
+
+
+@pytest.mark.lean
+def test_real_lean_reports_a_token_table_the_masker_can_use():
+    """With a real Lean + Mathlib project: the live table has Mathlib's `[MOD` and core's `(`."""
+    import os
+
+    if not os.environ.get("LEANLOOP_LEAN_PROJECT"):
+        pytest.skip("set LEANLOOP_LEAN_PROJECT to a built Lean + Mathlib project")
+    backend = LocalBackend(LocalBackendConfig(project_dir=os.environ["LEANLOOP_LEAN_PROJECT"], workers=1,
+                                              timeout=300, all_tactics=False))
+    table = backend.token_table("import Mathlib")
+    assert table is not None and table.origin == "live" and {"[MOD", "(", "⟨"} <= table.tokens

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from leanloop.lean.acceptance import AcceptancePolicy, mask
 from leanloop.lean.acceptance import reasons as R
 from leanloop.lean.acceptance.lexing import CLASSIC, LATIN, TRANSITION, table_for
+from leanloop.lean.acceptance.tokens import TokenTable
 from leanloop.lean.recordings import SOURCE_ALIASES, load_recordings
 from leanloop.lean.types import Category, VerifyRequest
 
@@ -53,15 +54,53 @@ def test_version_tables_follow_leans_source():
 HIDDEN = "set_option debug.skipKernelTC true\nrun_cmd Lean.addDecl default\n-- \"\n"
 
 
-@pytest.mark.parametrize("smuggle", ["theorem aᶜ'\"' := 1", "def b := xж'\"'", "#check 0x1f'\"'",
-                                     "def c := y\\'\"'", "def d := r#\"\"#", "def e := \"\\q\"",
-                                     "def f := →ₗ'\"'"])
+@pytest.mark.parametrize("smuggle", ["def b := xж'\"'", "#check 0x1f'\"'", "def d := r#\"\"#", "def e := \"\\q\"",
+                                     "def f := →ₗ'\"'", "#check_failurefoo'\"'"])
 def test_confusable_characters_before_a_quote_are_refused_not_misread(accepted, statements, smuggle):
     program = accepted["code"] + "\n" + smuggle + "\n" + HIDDEN
     outcome = AcceptancePolicy("rl").prepare(request_for(accepted, statements, program))
     assert outcome.category is Category.PRECHECK_REJECTED and R.AMBIGUOUS_LEXING in codes(outcome.reasons), smuggle
     # and the payload after it stays visible to the word rules
     assert {R.KERNEL_CHECK_OPTION, R.METAPROGRAM} <= codes(outcome.reasons), (smuggle, outcome.reasons)
+
+
+# Round 5: Mathlib tokens that start with an ASCII symbol and run into letters. Lean reads
+# `[MOD'"'` as the token `[MOD` and a char literal; a reader without the table saw the identifier
+# `MOD'`, opened a string at `"` and went blind to everything after it.
+ROUND5 = ["theorem t : 3 ≡ 0 [MOD'\"'.toNat] := rfl", "theorem t : (3 : ℤ) ≡ 0 [ZMOD'\"'.toNat] := rfl",
+          "example : a ≡ b [PMOD'\"'.toNat] := sorry", "example : x ≡ y [SMOD'\"'.toNat] := sorry",
+          "example : f =O['\"'.toNat] g := sorry", "theorem aᶜ'\"' := 1", "def c := y\\'\"'"]
+
+
+@pytest.mark.parametrize("smuggle", ROUND5)
+def test_a_literal_after_a_table_token_is_read_as_lean_reads_it(accepted, statements, smuggle):
+    program = accepted["code"] + "\n" + smuggle + "\n" + HIDDEN
+    outcome = AcceptancePolicy("rl").prepare(request_for(accepted, statements, program))
+    assert outcome.category is Category.PRECHECK_REJECTED
+    assert {R.KERNEL_CHECK_OPTION, R.METAPROGRAM} <= codes(outcome.reasons), (smuggle, outcome.reasons)
+
+
+def test_a_keyword_glued_to_a_table_token_is_a_word():
+    from leanloop.lean.acceptance.prechecks import continues_name
+
+    assert not continues_name("[MODsorry", 4) and not continues_name("=O[sorry", 3)
+
+
+def test_a_char_literal_after_a_bang_is_accepted(accepted, statements):
+    """`(!'x'.isDigit)`: the tokens `(` and `!`, then a char literal (round 5: refused before)."""
+    program = accepted["code"] + "\ndef d (s : String) : Bool := s.all (fun c => (!'x'.isDigit) || c == c)\n"
+    assert mask(program, lean_version="v4.15.0").ambiguous is None
+    assert AcceptancePolicy("rl").precheck(program, name=NAME).ok
+
+
+def test_the_masker_reads_with_the_table_it_is_given():
+    """The same text under two tables: the live table decides (a token the shipped table lacks)."""
+    from leanloop.lean.acceptance.tokens import TokenTable, shipped
+
+    text = "x ≡ y [QMOD'\"'.1] z\n#eval 1 -- \""
+    assert "#eval" not in mask(text).text  # without `[QMOD`: the identifier QMOD' and a string
+    live = TokenTable.live([*shipped().tokens, "[QMOD"])
+    assert "#eval" in mask(text, tokens=live).text and live.sha256 != shipped().sha256
 
 
 def test_latin_letters_follow_the_backends_lean_version():
@@ -88,12 +127,12 @@ def test_an_honest_heartbeat_option_under_the_budget_is_accepted(accepted, state
 # ------------------------------------------------------------------ against the reference lexer
 _PIECES = ["a", "x", "h", "é", "ⱼ", "ᶜ", "ж", "α", "λ", "₁", "ₗ", "→", "¬", "∑", "⁻¹", "'", "'", "\"", "\"", "\\",
            "!", "?", "#", "#check", ".", "r", "«", "»", "-", "/", "--", "/-", "-/", "0", "1", "0x", "e", " ", " ",
-           "\n", "_", "(", ":="]
+           "\n", "_", "(", ":=", "[", "MOD", "[MOD"]
 # token tables: what Lean core has, and an adversarial one (a notation token ending in a quote the
 # masker does not know, symbol tokens that run into letters and subscripts)
 _BENIGN = frozenset({"(", ")", ":=", "!", "?", "#", ".", "..", "-", "/", "→", "¬", "∑", "''", "∑'", "⁻¹'", "#check",
-                     "/--", "/-!", "\\"})
-_ADVERSARIAL = _BENIGN | {"ᶜ'", "→ₗ", "¬h", "#check_", "\\'", "ж", "∑x", "#checkx", "é", "⁻¹"}
+                     "/--", "/-!", "\\", "[", "[MOD", "ᶜ"})
+_ADVERSARIAL = _BENIGN | {"ᶜ'", "→ₗ", "¬h", "#check_", "\\'", "ж", "∑x", "#checkx", "é", "⁻¹", "[MODx", "!'"}
 
 
 # derandomize: CI must not turn red on a draw no earlier run made; widen a search locally with
@@ -102,14 +141,15 @@ _ADVERSARIAL = _BENIGN | {"ᶜ'", "→ₗ", "¬h", "#check_", "\\'", "ж", "∑x
 @given(st.lists(st.sampled_from(_PIECES), max_size=30), st.sampled_from(["v4.9.0", "v4.15.0", "v4.20.0", "v4.33.0"]))
 @example(["'", "\\", "a", "'"], "v4.9.0")  # a char escape Lean rejects: it lexes on inside the literal
 def test_masker_agrees_with_the_reference_lexer_or_refuses(pieces, version):
+    """Given Lean's token table, the masker reads what Lean's lexer reads, or refuses."""
     text = "".join(pieces)
-    masked = mask(text, lean_version=version)
-    if masked.ambiguous or masked.unterminated:
-        return  # the rl profile refuses the program
     table = table_for(version)
     tables = [CLASSIC, LATIN] if table is TRANSITION else [table]
-    for lean_table in tables:
-        for tokens in (_BENIGN, _ADVERSARIAL):
+    for tokens in (_BENIGN, _ADVERSARIAL):
+        masked = mask(text, lean_version=version, tokens=TokenTable(tokens, origin="test"))
+        if masked.ambiguous or masked.unterminated:
+            continue  # the rl profile refuses the program
+        for lean_table in tables:
             for raw in (True, False):  # raw string literals exist only in newer Lean
                 lexed = lex(text, lean_table, tokens, raw_strings=raw)
                 cut = len(text) if lexed.error is None else lexed.error
