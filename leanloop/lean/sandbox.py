@@ -287,11 +287,12 @@ _PROBE = ('touch "$1/escaped" 2>/dev/null && echo WROTE_READ_ONLY; '
 
 # what a strong sandbox must show a candidate: a channel file left by an earlier candidate in any
 # private dir is gone, the trainer's environment beyond the allow-list is not there, and few
-# processes are visible (its own PID namespace)
+# processes are visible: its PID namespace is not the trainer's (the count of visible processes
+# depends on the mechanism: bwrap keeps an init of its own)
 _STRONG_PROBE = ('for d in /tmp /var/tmp /dev/shm "$HOME"; do [ -e "$d/leanloop-channel" ] && echo "CHANNEL=$d"; '
                  'echo x > "$d/leanloop-channel" 2>/dev/null; done; '
                  '[ -n "$LEANLOOP_PROBE_SECRET" ] && echo ENV_LEAKED; '
-                 'echo "PIDS=$(ls /proc | grep -c "^[0-9]")"')
+                 'echo "PIDS=$(ls /proc | grep -c "^[0-9]") PIDNS=$(readlink /proc/self/ns/pid)"')
 
 
 def strength(sandbox: "Sandbox") -> str | None:
@@ -308,8 +309,8 @@ def strength(sandbox: "Sandbox") -> str | None:
         return f"a later candidate sees an earlier one's files ({text.split('CHANNEL=')[1].split()[0]})"
     if "ENV_LEAKED" in text:
         return "the trainer's environment reaches the candidate"
-    pids = re.search(r"PIDS=(\d+)", text)
-    if pids is None or int(pids.group(1)) > 4:
+    pids = re.search(r"PIDS=(\d+) PIDNS=(\S*)", text)
+    if pids is None or pids.group(2) in ("", os.readlink("/proc/self/ns/pid")):
         return f"no PID namespace (it sees {pids.group(1) if pids else '?'} processes)"
     return None
 
