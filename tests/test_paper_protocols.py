@@ -180,15 +180,17 @@ def _collection_llf_heartbeats():
 
 
 def _collection_llf_compares_printed_signatures():
-    from leanloop.lean.acceptance.policy import signature_mismatch
+    from leanloop.lean.acceptance.policy import signature_verdict
     from leanloop.lean.types import VerifyRequest
 
-    statement = "theorem t (x : ℕ) (h₀ : x = 2) : x + x = 4 := by\n"
+    statement = "theorem t (x y : ℕ) (h₀ : x = 2) : x + x = 4 := by\n"
     request = VerifyRequest(program="", name="t", statement=statement)
-    assert signature_mismatch(request, "theorem t (x : ℕ)\n    (h₀ : x = 2) :\n  x + x = 4 := by\n  omega") is None
-    renamed = signature_mismatch(request, "theorem t (x : ℕ) (h : x = 2) : x + x = 4 := by\n  omega")
-    assert renamed and "signature_text" in renamed  # a binder renaming is rejected, as App. B says
-    assert signature_mismatch(request, "theorem u (x : ℕ) : x = x := rfl")  # no declaration of t
+    spelled = "theorem t (x : ℕ) (y : ℕ)\n    (h₀ : (x) = 2) :\n  x+x = 4 := by\n  omega"
+    assert signature_verdict(request, spelled)[0] == "same"  # grouping, parentheses, spacing: as printed
+    renamed = signature_verdict(request, "theorem t (x y : ℕ) (h : x = 2) : x + x = 4 := by\n  omega")
+    assert renamed[0] == "different" and "signature_text" in renamed[1]  # a binder renaming, as App. B says
+    assert signature_verdict(request, "theorem t (x y : ℕ) (h₀ : x = 2) : 2 * x = 4 := by omega")[0] == "undecided"
+    assert signature_verdict(request, "theorem u (x : ℕ) : x = x := rfl")[0] == "different"  # no declaration of t
 
 
 def _statement_rule_is_recorded_per_row():
