@@ -88,6 +88,7 @@ class Curriculum:
             raise ValueError("the curriculum needs at least one statement")
         self.rng = random.Random(seed)
         self.transitions: list[Transition] = []
+        self.epoch: list[str] = []  # curriculum off: this epoch's statements still to draw, in order
 
     # -- what to practise ---------------------------------------------------------------------------
     def active(self) -> list[str]:
@@ -97,13 +98,26 @@ class Curriculum:
         """``k`` statements for this step (without replacement while enough are active) and whether
         the curriculum ran dry (no active statement: everything retired, sampled from all)."""
         self.readmit(step)
-        pool = self.active() if self.config.enabled else list(self.states)
+        if not self.config.enabled:
+            return self._epochs(k), False
+        pool = self.active()
         exhausted = not pool
         if exhausted:
             pool = [n for n, s in self.states.items() if s.status not in (DROPPED, TRIVIAL)] or list(self.states)
         if len(pool) >= k:
             return self.rng.sample(pool, k), exhausted
         return [self.rng.choice(pool) for _ in range(k)], exhausted
+
+    def _epochs(self, k: int) -> list[str]:
+        """Curriculum off (LLF: "one epoch on approximately 21.8K filtered ... problems"): every
+        statement the filters kept, each once per epoch in a shuffled order, epoch after epoch."""
+        kept = [n for n, s in self.states.items() if s.status not in (DROPPED, TRIVIAL)] or list(self.states)
+        out = []
+        while len(out) < k:
+            if not self.epoch:
+                self.epoch = self.rng.sample(kept, len(kept))
+            out.append(self.epoch.pop())
+        return out
 
     # -- what happened ------------------------------------------------------------------------------
     def set_status(self, name: str, status: str, step: int, reason: str | None = None) -> None:

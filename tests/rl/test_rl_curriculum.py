@@ -92,3 +92,15 @@ def test_config_validation():
         CurriculumConfig(retire_after=0)
     with pytest.raises(ValueError, match="at least one"):
         Curriculum([])
+
+
+def test_without_the_curriculum_each_statement_comes_once_per_epoch():
+    """LLF trains "for one epoch" on its filtered problems: with the curriculum off, a run of
+    len/k steps draws every kept statement exactly once (not k at random each step)."""
+    names = [f"s{i}" for i in range(12)]
+    c = Curriculum(names, CurriculumConfig(enabled=False), seed=3)
+    c.set_status("s0", DROPPED, 0, "compile_error")
+    drawn = [n for step in range(1, 12) for n in c.sample(1, step)[0]]
+    assert sorted(drawn) == sorted(names[1:])
+    drawn = [n for step in range(12, 23) for n in c.sample(1, step)[0]]
+    assert sorted(drawn) == sorted(names[1:])  # the next epoch, reshuffled
