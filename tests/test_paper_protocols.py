@@ -418,9 +418,13 @@ def _failure_modes_of_unsolved():
     from autoformalizer.typecheck import CheckStatus, StatementCheck
     from leanloop.lean.types import LeanMessage
 
+    from autoformalizer.metrics import ERROR_CATEGORIES
+
+    assert ERROR_CATEGORIES == tuple(_find("autoformalizer", "error breakdown")["paper"])
     unknown = StatementCheck(CheckStatus.FAILED, "", [LeanMessage("error", "unknown identifier 'Nat.foo'")])
-    counts = failure_modes([unknown, None])
-    assert counts["unknown_ident"] == 1 and counts["malformed"] == 1 and sum(counts.values()) == 2
+    counts = failure_modes([unknown, None, StatementCheck(CheckStatus.TIMEOUT, "")])
+    assert counts["unknown_ident"] == 1 and counts["malformed"] == 1 and counts["no_verdict"] == 1
+    assert sum(counts[c] for c in ERROR_CATEGORIES) == 1  # the seed's five count Lean's errors only
 
 
 def _tokens_per_second_excludes_lean():
