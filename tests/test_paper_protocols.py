@@ -338,6 +338,46 @@ def _first_returned_record_per_line():
     first = annotate(program, [], [inner, outer])
     assert "⊢ True\n" in first and "⊢ True ∧ True" not in first
     assert "⊢ True ∧ True" in annotate(program, [], [inner, outer], same_line="leftmost")
+    empty_first = TacticRecord("constructor", "", Position(2, 2))  # retained: nothing printed, inner not used
+    assert "proof state" not in annotate(program, [], [empty_first, inner])
+
+
+def _lean_share_counts_every_rollout():
+    from rl.hybrid import StepScores
+    from rl.reward import Protocol, RolloutReward, Source
+
+    # App. F: "the fraction of rollouts whose Lean verdict arrives before the evaluator finishes"; 10
+    # rollouts: 3 Lean verdicts before the cutoff at 90 s, 1 after (awaited), 3 evaluator, 2 prechecks, 1 no code
+    lean = [RolloutReward(0.0, Source.LEAN, "invalid", lean_time_s=t) for t in (10.0, 40.0, 80.0, 120.0)]
+    rest = ([RolloutReward(1.0, Source.EVALUATOR, "cancelled")] * 3 + [RolloutReward(0.0, Source.PRECHECK, "precheck_rejected")] * 2
+            + [RolloutReward(0.0, Source.EXTRACTION, "no_code")])
+    stats = StepScores(lean + rest, Protocol("hybrid"), scoring_s=130.0, cutoff_s=90.0).stats()
+    assert stats["reward/lean_share"] == pytest.approx(3 / 10)
+    assert stats["reward/lean_share_checked"] == pytest.approx(4 / 7)  # ours, beside it
+
+
+def _head_tail_at_the_encoder_context():
+    from classifiers.truncation import head_tail_sizes
+
+    assert head_tail_sizes(8192) == (2048, 6144)  # the seed's split of 8,192 program tokens
+    assert head_tail_sizes(8192 - 2) == (2047, 6143)  # ModernBERT's [CLS] and [SEP] inside its 8,192 positions
+
+
+def _leanprm_exact_is_whole_proof_match():
+    from prm.metrics import step_metrics
+
+    truth = [[True, True, False, False], [True, True]]
+    predicted = [[True, True, True, False], [True, True]]  # one label off in the first proof
+    m = step_metrics(predicted, truth)
+    assert m["exact"] == 0.5 and m["step_accuracy"] == pytest.approx(5 / 6)
+
+
+def _goal_exact_match_over_elaborated_goals():
+    from autoformalizer.metrics import goal_exact_match
+
+    # three problems: one candidate goal matches, one differs, one never elaborated (no goal)
+    value, pairs = goal_exact_match(["⊢ x = 2", "⊢ x = 3", None], ["⊢ x  = 2", "⊢ x = 2", "⊢ y = 1"])
+    assert (value, pairs) == (0.5, 2)
 
 
 def _pass_at_k_counts_missing_attempts_as_failures():
