@@ -159,6 +159,30 @@ def test_a_planted_wrong_config_value_fails(artifacts):
     assert any("does not state [4.0]" in p for p in _problems(entry))
 
 
+def test_the_inventory_quotes_its_seeds():
+    """Every item found in a seed is a verbatim span of it, in the section it is filed under."""
+    assert DOCUMENT.get("inventory") and protocols.inventory_problems(DOCUMENT) == []
+
+
+def test_every_seed_section_with_an_item_has_its_rows():
+    """The coverage line: each item of the inventory is quoted by a row (a row may say `open`)."""
+    missing = [(section, items) for _, section, _, _, items in protocols.coverage(DOCUMENT) if items]
+    assert not missing, f"items without a row: {missing}"
+    # every seed enumerated: see below
+
+
+def test_a_planted_wrong_inventory_item_fails():
+    planted = copy.deepcopy(DOCUMENT)
+    sections = planted["inventory"]["004_d83ffb36c7ddb154.txt"]
+    sections["How do provers hack the checker?"].append("res = lean.run(src, timeout_s=600)")
+    assert any("does not say" in p for p in protocols.inventory_problems(planted))
+    sections["How do provers hack the checker?"][-1] = "the only benign axioms are propext, Classical.choice and Quot.sound"
+    assert any("not 'How do provers hack the checker?'" in p for p in protocols.inventory_problems(planted))
+    stages = planted["stages"]
+    stages["lean"] = [e for e in stages["lean"] if "ALLOWED" not in str(e.get("quote"))]
+    assert not protocols.covered(planted, "004_d83ffb36c7ddb154.txt", 'ALLOWED = {"propext", "Classical.choice", "Quot.sound"}')
+
+
 def test_numbers_are_read_as_the_seeds_write_them():
     assert protocols.numbers_in("a budget of 800,000 Lean heartbeats") == [800000.0]
     assert 0.05 in protocols.numbers_in("with 5% warmup") and 3e-5 in [
@@ -499,6 +523,74 @@ def _search_config_cites_its_constants():
                 documented += 1
     assert documented >= 5
 
+
+def _allowed_axioms_are_the_three_standard_ones():
+    from leanloop.lean.acceptance import ALLOWED_AXIOMS, AcceptancePolicy
+
+    assert ALLOWED_AXIOMS == {"propext", "Classical.choice", "Quot.sound"}
+    assert AcceptancePolicy("rl").profile.allowed_axioms == ALLOWED_AXIOMS
+
+
+def _rl_harness_elaborates_the_trusted_statement():
+    from leanloop.lean.acceptance import AcceptancePolicy
+    from leanloop.lean.types import VerifyRequest
+
+    trusted = "theorem t (x : ℕ) (h₀ : x = 2) : x + x = 4 := by\n"
+    weakened = "theorem t (x : ℕ) (h₀ : x = 2) : True := by\n  trivial"  # the policy's own statement
+    submission = AcceptancePolicy("rl", header="").prepare(VerifyRequest(program=weakened, name="t", statement=trusted))
+    lines = submission.program.split("\n")
+    assert "x + x = 4" in "\n".join(lines[:submission.block_lines])  # the trusted claim, elaborated first
+    check = lines[submission.check_line - 1]  # the candidate's `t` must have the trusted claim's type
+    assert "type_of% @_root_.LeanloopHarness.expected" in check and check.endswith(":= @_root_.t")
+    assert lines[submission.axioms_line - 1].startswith("#print axioms")
+
+
+def _rl_prechecks_ban_the_seeds_tokens():
+    from leanloop.lean.acceptance import AcceptancePolicy
+
+    policy = AcceptancePolicy("rl", header="")
+    base = "theorem t : 1 + 1 = 2 := by\n  "
+    for body in ("sorry", "admit", "native_decide", "exact ax\naxiom ax : 1 + 1 = 2",
+                 "rfl\n@[implemented_by f] def g : Nat := 0", "rfl\n@[extern \"c\"] def h : Nat := 0"):
+        assert not policy.precheck(base + body, name="t").ok, body
+    assert policy.precheck(base + "rfl", name="t").ok
+
+
+def _timeouts_and_errors_score_zero():
+    from leanloop.lean.types import Category, Outcome
+    from leanloop.prover.statements import Statement
+    from rl.reward import combine
+    from rl.reward_harness import Candidate, Stage
+
+    problem = Statement("t", "t", "", "", "theorem t : True := by")
+    ready = Candidate(problem, "x", Stage.READY, program="theorem t : True := by trivial")
+    rewards = {c: combine("lean", ready, Outcome(c), None).reward
+               for c in (Category.VALID, Category.INVALID, Category.TIMEOUT)}
+    assert rewards == {Category.VALID: 1.0, Category.INVALID: 0.0, Category.TIMEOUT: 0.0}
+
+
+def _axioms_come_from_the_trailer_message_only():
+    from leanloop.lean.acceptance.axioms import parse_axioms_reply
+
+    reply = parse_axioms_reply("'t' depends on axioms: [propext, Classical.choice, Quot.sound]")
+    assert reply is not None and set(reply.axioms) == {"propext", "Classical.choice", "Quot.sound"}
+    assert parse_axioms_reply("EXIT_CODE:0") is None  # a printed marker is not a reply
+
+
+def _statement_filters_run_the_guides_checks():
+    from rl.filters import CHECKS, FilterConfig, decide, filter_programs
+    from leanloop.prover.statements import Statement
+
+    assert CHECKS == ("compile", "hypotheses", "negation", "triviality")
+    statement = Statement("s", "s", "import Mathlib\n", "", "theorem s (n : ℕ) (h : 0 < n) : n - 1 < n := by")
+    programs = {p.check: p for p in filter_programs(statement, FilterConfig())}
+    assert programs["compile"].request.program.rstrip().endswith("sorry")  # compiles with sorry
+    assert ": False := by" in programs["hypotheses"].request.statement  # False from the hypotheses
+    assert "¬" in programs["negation"].request.statement
+    flags = {"nat_subtraction": True, "nat_division": False, "answer_in_hypothesis": False}
+    assert decide({"checks": {}, "flags": flags}, FilterConfig())[0] == "review"  # high-risk: to an expert
+    unfaithful = {"checks": {}, "flags": {}, "judge": {"faithful": False}}
+    assert decide(unfaithful, FilterConfig()) == ("drop", ["judge_unfaithful"])
 
 EXAMPLES = {name.lstrip("_"): fn for name, fn in list(globals().items()) if name.startswith("_") and callable(fn)
             and fn.__module__ == __name__ and name not in ("_id", "_find", "_problems")}
