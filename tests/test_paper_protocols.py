@@ -592,6 +592,38 @@ def _statement_filters_run_the_guides_checks():
     unfaithful = {"checks": {}, "flags": {}, "judge": {"faithful": False}}
     assert decide(unfaithful, FilterConfig()) == ("drop", ["judge_unfaithful"])
 
+def _verifier_reads_prose_steps_only():
+    from prm.paired import PairedStep
+    from prm.step_labels import verifier_prompt
+
+    class Plain:
+        chat_template = None
+
+        def apply_chat_template(self, messages, chat_template, tokenize, add_generation_prompt):
+            return messages[0]["content"]
+
+    steps = [PairedStep("Fix x and y.", "intro x y"), PairedStep("Then x + y = y + x.", "exact add_comm x y")]
+    prompt = verifier_prompt("x + y = y + x for all naturals", [s.prose for s in steps], Plain())
+    assert "1. Fix x and y." in prompt and "intro x y" not in prompt and "add_comm" not in prompt
+
+
+def _step_labels_propagate_from_the_first_failure():
+    from prm.labelling import propagate
+
+    labels = [ok for ok, _ in propagate(6, 4, "linarith failed")]  # the seed's example: step 5 fails
+    assert labels == [True, True, True, True, False, False]
+    assert all(ok for ok, _ in propagate(3, None, ""))  # every step passes: the proof is correct
+
+
+def _best_of_n_against_a_random_pick():
+    from prm.metrics import best_of_n
+
+    groups = ["p"] * 4 + ["q"] * 4
+    predicted = [[True, False], [True, True], [False], [True, False]] + [[True], [False], [False], [False]]
+    correct = [False, True, False, False] + [True, False, False, False]
+    result = best_of_n(groups, predicted, correct)
+    assert result["problems"] == 2 and result["verifier_pick"] == 1.0 and result["random_pick"] == pytest.approx(0.25)
+
 EXAMPLES = {name.lstrip("_"): fn for name, fn in list(globals().items()) if name.startswith("_") and callable(fn)
             and fn.__module__ == __name__ and name not in ("_id", "_find", "_problems")}
 CODE_ENTRIES = [item for item in ENTRIES if "example" in item[1]]
