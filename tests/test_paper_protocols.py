@@ -624,6 +624,52 @@ def _best_of_n_against_a_random_pick():
     result = best_of_n(groups, predicted, correct)
     assert result["problems"] == 2 and result["verifier_pick"] == 1.0 and result["random_pick"] == pytest.approx(0.25)
 
+def _search_rewards_proofs_by_depth():
+    from search.env import EnvGoal
+    from search.goals import parse_goal
+    from search.mcts import GoalNode, TacticEdge
+
+    def node(text: str) -> GoalNode:
+        return GoalNode(EnvGoal((parse_goal(text),)))
+
+    leaf = node("⊢ True")
+    leaf.solved_depth = 0  # closed
+    two = node("x : ℕ\n⊢ x = x")
+    two.edges = [TacticEdge("trivial", 1.0, [leaf])]
+    two.refresh_solved()
+    root = node("⊢ ∀ x : ℕ, x = x")
+    root.edges = [TacticEdge("intro x", 0.5, [two]), TacticEdge("simp", 0.5, [node("⊢ False")])]  # OR: either tactic
+    root.refresh_solved()
+    assert (two.solved_depth, root.solved_depth, root.value) == (1, 2, -2.0)  # the value: minus the tactics left
+    assert root.edges[1].solved_depth is None  # AND: an edge is solved only when all its goals are
+
+
+def _cycle_keys_ignore_order_names_and_spacing():
+    from search.goals import parse_goal
+
+    a = parse_goal("x y : ℕ\nh : x < y\n⊢ x + 1 ≤ y")
+    b = parse_goal("h :  a < b\na b : ℕ\n⊢ a + 1 ≤ b")  # reshuffled, renamed, respaced
+    assert a.cycle_key == b.cycle_key and a.exact_key != b.exact_key
+    assert parse_goal("x y : ℕ\nh : y < x\n⊢ x + 1 ≤ y").cycle_key != a.cycle_key
+
+
+def _first_tokens_are_capped():
+    import torch
+
+    from search.sampling import first_token_plan
+
+    logits = torch.tensor([5.0, 4.0, 3.0, 2.0, float("-inf")])
+    plan = first_token_plan(logits, samples=6, cap=2, generator=torch.Generator().manual_seed(0))
+    assert len(plan) == 6 and max(plan.count(t) for t in set(plan)) <= 2 and 4 not in plan
+
+
+def _search_data_holds_out_by_file():
+    from search.build_data import theorem_split
+
+    splits = [theorem_split(f"Mathlib/File{i}.lean", "thm", 0.05, 0.10) for i in range(2000)]
+    assert abs(splits.count("test") / 2000 - 0.10) < 0.03 and abs(splits.count("valid") / 2000 - 0.05) < 0.02
+    assert splits == [theorem_split(f"Mathlib/File{i}.lean", "thm", 0.05, 0.10) for i in range(2000)]  # stable
+
 EXAMPLES = {name.lstrip("_"): fn for name, fn in list(globals().items()) if name.startswith("_") and callable(fn)
             and fn.__module__ == __name__ and name not in ("_id", "_find", "_problems")}
 CODE_ENTRIES = [item for item in ENTRIES if "example" in item[1]]
