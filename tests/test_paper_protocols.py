@@ -670,6 +670,65 @@ def _search_data_holds_out_by_file():
     assert abs(splits.count("test") / 2000 - 0.10) < 0.03 and abs(splits.count("valid") / 2000 - 0.05) < 0.02
     assert splits == [theorem_split(f"Mathlib/File{i}.lean", "thm", 0.05, 0.10) for i in range(2000)]  # stable
 
+def _experts_are_unfused_into_linear_layers():
+    from torch import nn
+
+    from leanloop.training.moe import UNFUSED_MODEL_TYPE, tiny_qwen3_moe
+
+    model = tiny_qwen3_moe(unfused=True)
+    assert model.config.model_type == UNFUSED_MODEL_TYPE == "qwen3_moe_unfused"
+    names = {n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, nn.Linear) and ".experts." in n}
+    assert names == {"gate_proj", "up_proj", "down_proj"}  # one nn.Linear per projection per expert
+
+
+def _prompt_asks_for_a_sorry_statement():
+    from autoformalizer.prompts import formalize_prompt
+    from leanloop.training.packing import completion_example
+
+    prompt = formalize_prompt("Show that 2 + 2 = 4.")
+    assert "`:= by sorry`" in prompt and "Show that 2 + 2 = 4." in prompt
+
+    class Chars:  # one token per character
+        eos_token_id = None
+
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": [ord(c) for c in text]}
+
+    example = completion_example(Chars(), prompt, "theorem t : 2 + 2 = 4 := by sorry", add_eos=False)
+    assert example["labels"][:len(prompt)] == [-100] * len(prompt) and -100 not in example["labels"][len(prompt):]
+
+
+def _group_advantage_is_the_seeds_formula():
+    import torch
+
+    from leanloop.grpo.objective import group_advantages
+
+    rewards = torch.tensor([0.1, 0.3 + 0.7 * 0.5, 0.0, 0.1])  # one group of G = 4
+    got = group_advantages(rewards, 4).advantages
+    want = (rewards - rewards.mean()) / (rewards.std() + 1e-4)  # A_i = (R - mean R) / (std R + δ)
+    assert torch.allclose(got, want, atol=1e-5)
+
+
+def _well_formed_and_faithfulness_as_the_seed_defines():
+    from autoformalizer.metrics import faithfulness_code, well_formed_rate
+    from autoformalizer.statements import faithfulness, well_formed
+
+    reference = "theorem ref (x : ℝ) (h : 2 * x = 4) : x = 2 := by sorry"
+    assert faithfulness("theorem mine (x : ℝ) (h : 2 * x = 4) : x = 2 := by\n  linarith", reference) == 1.0
+    assert 0 < faithfulness("theorem mine (x : ℝ) : x = 2 := by sorry", reference) < 1
+    assert well_formed(reference).ok and not well_formed("theorem t (x : ℝ : x = 2 := by sorry").ok
+    assert not well_formed("x = 2").ok  # no declaration keyword, no signature
+    assert well_formed_rate([reference, "x = 2"]) == 0.5 and faithfulness_code([reference], [reference]) == 1.0
+
+
+def _mean_iters_over_solved_problems():
+    from autoformalizer.metrics import ResourceMonitor, mean_iters_solved
+
+    assert mean_iters_solved([1, 3, 5], [True, True, False]) == 2.0  # the unsolved one is left out
+    with ResourceMonitor() as monitor:
+        sum(range(10_000))
+    assert monitor.result["peak_memory_bytes"] > 0 and "utilization" in monitor.result
+
 EXAMPLES = {name.lstrip("_"): fn for name, fn in list(globals().items()) if name.startswith("_") and callable(fn)
             and fn.__module__ == __name__ and name not in ("_id", "_find", "_problems")}
 CODE_ENTRIES = [item for item in ENTRIES if "example" in item[1]]
