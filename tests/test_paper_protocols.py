@@ -168,7 +168,7 @@ def test_every_seed_section_with_an_item_has_its_rows():
     """The coverage line: each item of the inventory is quoted by a row (a row may say `open`)."""
     missing = [(section, items) for _, section, _, _, items in protocols.coverage(DOCUMENT) if items]
     assert not missing, f"items without a row: {missing}"
-    # every seed enumerated: see below
+    assert set(DOCUMENT["inventory"]) == set(DOCUMENT["seeds"])  # every seed enumerated
 
 
 def test_a_planted_wrong_inventory_item_fails():
@@ -728,6 +728,137 @@ def _mean_iters_over_solved_problems():
     with ResourceMonitor() as monitor:
         sum(range(10_000))
     assert monitor.result["peak_memory_bytes"] > 0 and "utilization" in monitor.result
+
+def _one_token_score_normalises_two_tokens():
+    import torch
+
+    from classifiers.scoring import onetoken_scores
+
+    logits = torch.tensor([[0.0, 2.0, 0.0, 5.0]])  # vocabulary of 4: true = 1, false = 3; the others are ignored
+    score = onetoken_scores(logits, true_id=1, false_id=3)
+    assert torch.allclose(score, torch.tensor([1 / (1 + torch.e ** 3)]), atol=1e-6)
+
+
+def _trace_verdict_rule():
+    from leanloop.traces.parse import trace_verdict
+
+    ok = "theorem t : True := by\n  /- <feedback>\n  -- proof state:\n  ⊢ True\n  </feedback> -/\n  trivial"
+    assert trace_verdict(ok).valid
+    assert trace_verdict(ok, truncated=True).reason == "output_limit"  # cut off at the output-token limit
+    error = ok + "\n  /- <feedback>\n  -- type: error, msg: unsolved goals\n  </feedback> -/"
+    assert trace_verdict(error).reason == "error_message"
+    dangling = "theorem t : True := by\n  /- <feedback>\n  -- proof state:\n  ⊢ True\n  </feedback> -/\n"
+    assert trace_verdict(dangling).reason == "ends_in_proof_state"
+
+
+def _verdict_metrics_as_defined():
+    from leanloop.metrics.verdicts import THRESHOLD_GRID, auroc, classification_metrics, ppv_at_prior
+
+    m = classification_metrics([1, 1, 0, 0], [1, 0, 0, 0])
+    assert m["accuracy"] == 0.75 and m["macro_f1"] == pytest.approx((2 / 3 + 0.8) / 2)
+    assert m["mcc"] == pytest.approx(1 / 3 ** 0.5)
+    assert auroc([1, 0], [0.5, 0.5]) == 0.5 and auroc([1, 0, 1], [0.9, 0.4, 0.4]) == 0.75  # ties: half credit
+    assert ppv_at_prior(0.9, 0.2, 0.4) == pytest.approx(0.36 / (0.36 + 0.12))  # Eq. 12
+    assert THRESHOLD_GRID[1] - THRESHOLD_GRID[0] == pytest.approx(0.01) and THRESHOLD_GRID[-1] == 1.0
+
+
+def _bootstrap_percentile_interval():
+    import numpy as np
+
+    from leanloop.metrics.bootstrap import N_RESAMPLES, SEED, grouped_bootstrap
+
+    assert (N_RESAMPLES, SEED) == (5000, 42)
+    labels = [1, 0, 1, 1, 0, 0, 1, 0]
+    groups = ["a", "a", "b", "b", "c", "c", "d", "d"]
+    interval = grouped_bootstrap(labels, groups, predictions=[1, 0, 1, 0, 0, 1, 1, 0], metrics=["accuracy"],
+                                 n_resamples=400)["accuracy"]
+    assert interval.low <= interval.point <= interval.high and interval.point == 0.75
+
+
+def _feedback_metrics_app_d():
+    from leanloop.metrics.feedback import feedback_metrics, has_error, multiset_f1, trace_tokens
+
+    assert multiset_f1([], []) == 1.0 and multiset_f1(["a"], []) == 0.0  # the empty-multiset convention
+    assert multiset_f1(["a", "a", "b"], ["a", "b", "b"]) == pytest.approx(2 * 2 / 6)  # Eq. 1-2, multiplicities
+    block = "/- <feedback>\n-- type: error, msg: x_1+y\n</feedback> -/"
+    assert trace_tokens(block) == ["-", "-", "type", ":", "error", ",", "msg", ":", "x_1", "+", "y"]  # \w+|[^\w\s]
+    assert has_error("-- TYPE : Error") and not has_error("-- type: errors")
+    scores = feedback_metrics([block, block], [block, ""])
+    assert scores["block_f1"] == 0.5  # Eq. 7: the mean of per-program F1
+
+
+def _hybrid_verdict_eq8():
+    from leanloop.evaluator import Prediction
+    from leanloop.lean.types import Category, Outcome
+    from leanloop.prover.statements import Statement
+    from rl.reward import Source, combine
+    from rl.reward_harness import Candidate, Stage
+
+    problem = Statement("t", "t", "", "", "theorem t : True := by")
+    ready = Candidate(problem, "x", Stage.READY, program="theorem t : True := by trivial")
+    accept = Prediction(verdict=True, score=0.9, trace=None, time_s=0.1)
+    lean = combine("hybrid", ready, Outcome(Category.INVALID), accept)  # a Lean verdict by T_eval: Lean's
+    late = combine("hybrid", ready, None, accept, cancelled=True)  # none by T_eval: the cascade's
+    rejected = Candidate(problem, "x", Stage.PRECHECK, outcome=Outcome(Category.PRECHECK_REJECTED))
+    assert (lean.reward, lean.source) == (0.0, Source.LEAN) and (late.reward, late.source) == (1.0, Source.EVALUATOR)
+    assert combine("hybrid", rejected, None, accept).reward == 0.0  # d_i = 1: deterministic precheck failure
+
+
+def _annotation_format_app_c():
+    from leanloop.lean.types import LeanMessage, Position, TacticRecord
+    from leanloop.traces.annotate import annotate
+
+    program = "theorem t (x : Nat) (h : x = 2) : x + x = 4 := by\n  have h2 : x = 2 := h\n  subst h\n  rfl\n  done\n  done"
+    states = [TacticRecord("have", "x : Nat\nh : x = 2\n⊢ x + x = 4", Position(2, 2)),
+              TacticRecord("subst h", "x : Nat\nh : x = 3\nh2 : x = 2\n⊢ x + x = 4", Position(3, 2))]
+    errors = [LeanMessage("error", "no goals to be proved", Position(5, 2), Position(5, 6)),
+              LeanMessage("error", "second", Position(6, 2), Position(6, 6))]
+    out = annotate(program, errors, states)  # ASSUMED REPLY: states and errors written for the example
+    assert "  /- <feedback>\n  -- proof state:\n  x : Nat\n  h : x = 2\n  ⊢ x + x = 4\n  </feedback> -/" in out
+    assert "h : x = 3 (was x = 2)\n  h2 : x = 2" in out and out.count("  x : Nat\n") == 1  # unchanged: omitted
+    assert "-- type: error, msg: no goals to be proved" in out and "second" not in out  # stops at the first error
+
+
+def _cascade_accepts_when_both_stages_do():
+    from feedback_model.cascade import CascadeEvaluator
+    from leanloop.evaluator import Prediction
+
+    class Fixed:
+        def __init__(self, verdicts, scores):
+            self.answers = dict(zip(["a", "b", "c"], zip(verdicts, scores)))
+
+        def score(self, programs, deadline=None):
+            return [Prediction(*self.answers[p], trace=None, time_s=0.0) for p in programs]
+
+        def close(self):
+            pass
+
+    gate = Fixed([True, False, True], [0.9, 0.2, 0.7])
+    feedback = Fixed([False, True, True], [0.0, 1.0, 1.0])
+    cascade = CascadeEvaluator(lambda: gate, lambda: feedback, threshold=0.5)
+    assert [p.verdict for p in cascade.score(["a", "b", "c"])] == [False, False, True]
+
+
+def _collection_prechecks_as_app_b():
+    from leanloop.lean.acceptance import MAX_CHARS, AcceptancePolicy
+
+    policy = AcceptancePolicy("collection", header="import Mathlib\n")
+    ok = "import Mathlib\ntheorem t : 1 + 1 = 2 := by\n  norm_num"
+    assert MAX_CHARS == 262_144 and policy.precheck(ok).ok
+    for word in ("sorry", "admit", "axiom", "constant", "opaque", "unsafe"):
+        assert not policy.precheck(ok + f"\n-- fine in a comment: {word}").ok is False  # masked comments pass
+        assert not policy.precheck(ok.replace("norm_num", "norm_num\n" + word + " x : Nat")).ok, word
+    assert not policy.precheck("import Mathlib\nimport Aesop\ntheorem t : True := trivial").ok  # another import block
+    assert not policy.precheck("import Mathlib\ndef x : Nat := 1").ok  # no theorem
+    assert not policy.precheck(ok + " " * MAX_CHARS).ok
+
+def _inline_proof_gets_its_own_line():
+    from leanloop.lean.types import Position, TacticRecord
+    from leanloop.traces.annotate import annotate
+
+    out = annotate("theorem t : True := by trivial", [], [TacticRecord("trivial", "⊢ True", Position(1, 23))])
+    assert out.splitlines()[0] == "theorem t : True := by" and out.splitlines()[-1] == "  trivial"
+    assert "  -- proof state:" in out  # the first tactic's state has its own insertion point
 
 EXAMPLES = {name.lstrip("_"): fn for name, fn in list(globals().items()) if name.startswith("_") and callable(fn)
             and fn.__module__ == __name__ and name not in ("_id", "_find", "_problems")}
