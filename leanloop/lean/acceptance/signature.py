@@ -127,8 +127,8 @@ def _redundant(toks: list[str], start: int, end: int) -> bool:
     right = toks[end + 1] if end + 1 < len(toks) else None
 
     def fits(op: str | None, side: str, at: int) -> bool:
-        if op is None or op in _CLOSING or op in _CLOSING.values():
-            return True
+        if op is None or (side == "left" and op in _CLOSING) or (side == "right" and op in _CLOSING.values()):
+            return True  # the group fills a bracket on that side; a bracket facing away is an application
         if op in (",", "↦") and side == "left":  # the body of a binder: how far it reaches depends on the binder
             owner = _binder_of(toks, at)
             return owner is None or weakest >= _BODY.get(owner, 0)

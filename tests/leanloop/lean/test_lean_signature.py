@@ -30,6 +30,7 @@ def test_spellings_the_printer_unifies_are_the_same_signature(want, got):
     # Mathlib's big operators parse their body at precedence 67: `∑ k ∈ s, 2 * k + 1` is `(∑ ...) + 1`
     (("(s : Finset ℕ)", "∑ k ∈ s, (2 * k + 1) = 0"), ("(s : Finset ℕ)", "∑ k ∈ s, 2 * k + 1 = 0")),
     (("(x : ℝ)", "|x| = 1"), ("(x : ℝ)", "abs x = 1")),  # one notation, two spellings: Lean's printer decides
+    (("(f g : ℕ → ℕ)", "(f ∘ g) (x + 1) = 0"), ("(f g : ℕ → ℕ)", "(f ∘ g) x + 1 = 0")),  # an argument: not redundant
 ])
 def test_other_differences_are_left_to_lean(want, got):
     assert compare(want, got) == UNDECIDED
