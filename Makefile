@@ -233,7 +233,7 @@ gpu-check: setup ## every GPU-only path once at tiny scale, CPU equivalents with
 	$(PY) -m bench.gpu_check $(ARGS)
 
 # -- paper protocols (docs/paper_protocols.yaml; tests/test_paper_protocols.py checks every paper config) --
-protocols: setup ## render docs/paper_protocols.md from docs/paper_protocols.yaml (the test fails when it is stale)
+protocols: setup ## render docs/paper_protocols.md from docs/paper_protocols.yaml and print coverage per seed and section
 	$(PY) docs/protocols.py
 
 # --- search stage (NanoProof: LeanTree proof trees, AND-OR MCTS over goals, actor-critic) ---

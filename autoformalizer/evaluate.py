@@ -32,6 +32,8 @@ import numpy as np
 from autoformalizer.config import AutoformalizerConfig, PolicyConfig
 from autoformalizer.data import END_OF_TURN, Pair, load_pairs
 from autoformalizer.metrics import (
+    ERROR_CATEGORIES,
+    FAILURES_APART,
     VERDICT,
     AutoformalizerReport,
     ResourceMonitor,
@@ -205,7 +207,9 @@ def evaluate(config: AutoformalizerConfig, run_dir: Path) -> AutoformalizerRepor
     report.faithfulness_code = faithfulness_code([r.final or "" for r in results], [p.formal for p in problems])
     report.goal_exact_match, goal_pairs = goal_exact_match([c for c, _ in goals], [r for _, r in goals])
     report.pass_at_cap = curve.values.get(config.repair.max_turns)
-    report.error_breakdown = failure_modes([r.turns[-1].check for r in results if r.solved is False and r.turns])
+    modes = failure_modes([r.turns[-1].check for r in results if r.solved is False and r.turns])
+    report.error_breakdown = {c: modes[c] for c in ERROR_CATEGORIES}
+    report.failures_apart = {c: modes[c] for c in FAILURES_APART}
     tokens = generate.tokens + sampled_tokens
     report.tokens_per_sec = tokens / generation_s if generation_s > 0 else None
     report.resources = monitor.result

@@ -24,8 +24,13 @@ from autoformalizer.statements import faithfulness, well_formed
 KS = (1, 2, 3, 4, 5)
 VERDICT = {"passed": True, "failed": False, "malformed": False}  # anything else: no verdict
 ERROR_CATEGORIES = ("unknown_ident", "syntax", "typeclass", "type_mismatch", "other")
-# why an unsolved problem ended unsolved: its last attempt's first error, or no Lean error at all
-FAILURE_MODES = (*ERROR_CATEGORIES, "malformed", "rejected")
+# Why an unsolved problem ended unsolved: its last attempt's first error (the seed's five categories,
+# "(unknown_ident, syntax, typeclass, type_mismatch, other)"), or, reported apart, no Lean error at
+# all: never reached Lean (malformed), refused by the prechecks (rejected), no verdict (a timeout,
+# an unavailable or failed backend).
+FAILURES_APART = ("malformed", "rejected", "no_verdict")
+FAILURE_MODES = (*ERROR_CATEGORIES, *FAILURES_APART)
+_NO_VERDICT = ("unavailable", "timeout", "infra_error", "input_error")
 
 # First matching rule wins; patterns are Lean's own wordings across v4.9 .. v4.33 (see the tests,
 # which classify the shipped RL-Lean, Kimina and REPL messages).
@@ -73,12 +78,15 @@ def error_breakdown(messages: Iterable[Any]) -> dict[str, int]:
 def failure_modes(last_attempts: Iterable[Any]) -> dict[str, int]:
     """One failure mode per unsolved problem (the design's error breakdown): the category of the first
     error of its last attempt's check, ``malformed`` when that attempt never reached Lean (None),
-    ``rejected`` when the prechecks refused it (no Lean error). Pass only unsolved problems' last
-    checks (``StatementCheck`` or None)."""
+    ``no_verdict`` when Lean gave none (timeout, unavailable), ``rejected`` when the prechecks
+    refused it (no Lean error). Pass only unsolved problems' last checks (``StatementCheck`` or None)."""
     counts = dict.fromkeys(FAILURE_MODES, 0)
     for check in last_attempts:
         if check is None:
             counts["malformed"] += 1
+            continue
+        if getattr(check.status, "value", check.status) in _NO_VERDICT:
+            counts["no_verdict"] += 1
             continue
         first = next((m for m in check.messages if getattr(m, "severity", "error") == "error"), None)
         counts[classify_error(first.data) if first is not None else "rejected"] += 1
@@ -241,7 +249,10 @@ class AutoformalizerReport:
     faithfulness_code: float | None = None
     goal_exact_match: float | None = None
     error_breakdown: dict[str, int] = field(default_factory=dict)
-    """Failure modes of the unsolved problems, one per problem (:func:`failure_modes`)."""
+    """The design's error breakdown: unsolved problems whose last attempt Lean rejected, by the
+    category of its first error (the five ERROR_CATEGORIES; :func:`failure_modes`)."""
+    failures_apart: dict[str, int] = field(default_factory=dict)
+    """Unsolved problems with no Lean error to classify (FAILURES_APART), reported beside it."""
     tokens_per_sec: float | None = None
     """Generated tokens per second of generation, Lean's checking time excluded."""
     resources: dict[str, Any] = field(default_factory=dict)
@@ -280,7 +291,7 @@ def _plot_error_breakdown(counts: dict[str, int], path: Path) -> bool:
     plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(5, 3.2))
-    names = list(FAILURE_MODES)
+    names = list(ERROR_CATEGORIES)
     ax.bar(names, [counts.get(n, 0) for n in names], color="tab:red")
     ax.set_ylabel("unsolved problems")
     ax.tick_params(axis="x", rotation=20)
@@ -316,7 +327,8 @@ def write_report(report: AutoformalizerReport, out_dir: str | Path) -> Path:
         lines.append(f"| utilization | {fmt(report.resources.get('utilization'))} |")
     lines += ["", "## Error breakdown (failure modes of the unsolved problems: last attempt's first error)", "",
               "| failure mode | unsolved problems |", "|---|---|"]
-    lines += [f"| {c} | {report.error_breakdown.get(c, 0)} |" for c in FAILURE_MODES]
+    lines += [f"| {c} | {report.error_breakdown.get(c, 0)} |" for c in ERROR_CATEGORIES]
+    lines += [f"| *apart:* {c} | {report.failures_apart.get(c, 0)} |" for c in FAILURES_APART]
     if report.counts:
         lines += ["", "## Counts", ""] + [f"- {k}: {v}" for k, v in report.counts.items()]
     if report.missing:

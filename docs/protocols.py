@@ -74,6 +74,7 @@ TOOL_CONFIGS = {
     "configs/sft/eval": "sft.evaluate:EvaluateConfig",
     "configs/autoformalizer/eval": "autoformalizer.config:AutoformalizerConfig",
     "configs/search/eval": "search.evaluate:SearchEvalConfig",
+    "configs/search/rl": "search.rl:SearchRLConfig",
 }
 # configs/<folder> of a Lightning stage whose entry point is not <stage>/train.py
 TRAINING_CONFIGS = {"configs/autoformalizer/grpo": "autoformalizer.train_grpo"}
@@ -333,6 +334,63 @@ def quote_problems(doc: dict[str, Any], entry: dict[str, Any]) -> list[str]:
     return problems
 
 
+# -- coverage: the items a faithful implementation must reproduce, section by section ------------------
+def inventory_problems(doc: dict[str, Any]) -> list[str]:
+    """What is wrong with the ``inventory`` (each item a verbatim span of its seed, in the section named)."""
+    problems = []
+    for name, sections in (doc.get("inventory") or {}).items():
+        if name not in doc.get("seeds", {}):
+            problems.append(f"inventory names {name!r}, not a file of the seeds table")
+            continue
+        text = seed(doc, name)
+        for section, items in sections.items():
+            for item in items:
+                places = text.occurrences(item)
+                if not places:
+                    problems.append(f"{name} does not say {normalise(item)[:70]!r} (inventory, {section})")
+                elif str(section) not in {str(text.section_at(p)) for p in places}:
+                    problems.append(f"{normalise(item)[:60]!r} sits in {sorted({str(text.section_at(p)) for p in places})},"
+                                    f" not {section!r} (inventory)")
+    return problems
+
+
+def covered(doc: dict[str, Any], name: str, item: str) -> bool:
+    """An item has a row when a row of its seed quotes it (the quote holds the item or the item the quote)."""
+    want = normalise(item)
+    for entries in doc["stages"].values():
+        for entry in entries:
+            quote = normalise(str(entry.get("quote") or ""))
+            if entry.get("seed") == name and quote and (want in quote or quote in want):
+                return True
+    return False
+
+
+def coverage(doc: dict[str, Any]) -> list[tuple[str, str, int, int, list[str]]]:
+    """(seed, section, items with a row, items found, the items without a row), section by section."""
+    out = []
+    for name, sections in (doc.get("inventory") or {}).items():
+        for section, items in sections.items():
+            missing = [i for i in items if not covered(doc, name, i)]
+            out.append((name, str(section), len(items) - len(missing), len(items), missing))
+    return out
+
+
+def coverage_lines(doc: dict[str, Any]) -> list[str]:
+    """Coverage per seed (rows / items found), then per section (sections with an item without a row first)."""
+    shorts = {name: info["short"] for name, info in doc.get("seeds", {}).items()}
+    table = coverage(doc)
+    lines = ["| seed | items with a row / items found | sections with every item covered |", "|---|---|---|"]
+    for name in doc.get("inventory") or {}:
+        rows = [r for r in table if r[0] == name]
+        done, found = sum(r[2] for r in rows), sum(r[3] for r in rows)
+        lines.append(f"| {shorts.get(name, name)} | {done} / {found} | {sum(r[2] == r[3] for r in rows)} / {len(rows)} |")
+    lines += ["", "| seed | section | items with a row / found | without a row |", "|---|---|---|---|"]
+    for name, section, done, found, missing in sorted(table, key=lambda r: (r[2] == r[3], r[0], r[1])):
+        lines.append(f"| {shorts.get(name, name)} | {section} | {done} / {found} | "
+                     f"{'; '.join(_cell(f'“{m}”') for m in missing) or '–'} |")
+    return lines
+
+
 def _cell(value: Any) -> str:
     if isinstance(value, list) and not all(isinstance(v, (int, float)) for v in value):
         return " × ".join(f"`{v}`" for v in value)
@@ -378,6 +436,10 @@ def render(document: dict[str, Any]) -> str:
                 opened.append(f"- {stage}: {entry['setting']} ({source} {entry.get('section', '')})")
         lines.append("")
     lines += ["## Open", "", *(opened or ["- none"]), ""]
+    if document.get("inventory"):
+        lines += ["## Coverage", "", "Each item is a setting, rule or metric a faithful implementation must reproduce, "
+                  "as the seed words it (`inventory` in the YAML); it has a row when a row quotes it.", "",
+                  *coverage_lines(document), ""]
     return "\n".join(lines)
 
 
@@ -401,6 +463,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     RENDERED.write_text(text)
     print(RENDERED)
+    document = load_document()
+    print("\n".join(coverage_lines(document)))
     return 0
 
 

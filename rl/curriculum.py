@@ -93,6 +93,7 @@ class Curriculum:
             raise ValueError("the curriculum needs at least one statement")
         self.rng = random.Random(seed)
         self.transitions: list[Transition] = []
+        self.epoch: list[str] = []  # curriculum off: this epoch's statements still to draw, in order
 
     # -- what to practise ---------------------------------------------------------------------------
     def active(self) -> list[str]:
@@ -106,7 +107,9 @@ class Curriculum:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} outside a world of {world_size}")
         self.readmit(step)
-        pool = self.active() if self.config.enabled else list(self.states)
+        if not self.config.enabled:
+            return self._epochs(k * world_size)[rank * k:(rank + 1) * k], False
+        pool = self.active()
         exhausted = not pool
         if exhausted:
             pool = [n for n, s in self.states.items() if s.status not in (DROPPED, TRIVIAL)] or list(self.states)
@@ -118,6 +121,17 @@ class Curriculum:
             while len(drawn) < total:
                 drawn += self.rng.sample(pool, len(pool))
         return drawn[rank * k:(rank + 1) * k], exhausted
+
+    def _epochs(self, k: int) -> list[str]:
+        """Curriculum off (LLF: "one epoch on approximately 21.8K filtered ... problems"): every
+        statement the filters kept, each once per epoch in a shuffled order, epoch after epoch."""
+        kept = [n for n, s in self.states.items() if s.status not in (DROPPED, TRIVIAL)] or list(self.states)
+        out = []
+        while len(out) < k:
+            if not self.epoch:
+                self.epoch = self.rng.sample(kept, len(kept))
+            out.append(self.epoch.pop())
+        return out
 
     # -- what happened ------------------------------------------------------------------------------
     def set_status(self, name: str, status: str, step: int, reason: str | None = None) -> None:
@@ -187,13 +201,15 @@ class Curriculum:
         """Statuses, transitions and the sampler's state (plain types: a checkpoint holds them)."""
         version, internal, gauss = self.rng.getstate()
         return {"states": [asdict(s) for s in self.states.values()],
-                "transitions": [asdict(t) for t in self.transitions], "rng": [version, list(internal), gauss]}
+                "transitions": [asdict(t) for t in self.transitions], "rng": [version, list(internal), gauss],
+                "epoch": list(self.epoch)}
 
     def load_state_dict(self, state: dict) -> None:
         self.states = {s["name"]: StatementState(**s) for s in state["states"]}
         self.transitions = [Transition(**t) for t in state["transitions"]]
         version, internal, gauss = state["rng"]
         self.rng.setstate((version, tuple(internal), gauss))
+        self.epoch = list(state.get("epoch", []))
 
     def write(self, path: Path) -> None:
         state = self.state_dict()

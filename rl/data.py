@@ -94,8 +94,9 @@ class RLData(L.LightningDataModule):
             filters = StatementFilters(make_backend(self.lean.backend), self.filter_config, self.lean.workers)
             self.filter_records = filters.run(self.statements)
             for record in self.filter_records:
-                if record["decision"] == "drop":
-                    self.curriculum.set_status(record["name"], DROPPED, 0, ",".join(record["decision_reasons"]))
+                if record["decision"] in ("drop", "review"):
+                    self.curriculum.set_status(record["name"], DROPPED, 0, ",".join(
+                        (["expert_review"] if record["decision"] == "review" else []) + record["decision_reasons"]))
                 elif record["decision"] == "retire":
                     self.curriculum.set_status(record["name"], TRIVIAL, 0, "trivial (filters)")
         if not self.curriculum.active():

@@ -90,10 +90,9 @@ class DriftMonitor:
     def observe_step(self, scores: StepScores) -> int:
         """Pairs from one step's scoring; returns how many were added."""
         added = 0
+        self.lean_rewards += scores.lean_first()
+        self.verdict_rewards += len(scores.rewards)
         for i, r in enumerate(scores.rewards):
-            if r.source in (Source.LEAN, Source.EVALUATOR, Source.NONE) and r.lean != "input_error":
-                self.verdict_rewards += 1
-                self.lean_rewards += r.source is Source.LEAN
             label = r.outcome.label if r.outcome is not None and r.lean not in ("precheck_rejected",) else None
             verdict = r.prediction.verdict if r.prediction is not None else None
             if label is not None and verdict is not None:

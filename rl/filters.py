@@ -18,7 +18,8 @@ and where no Lean answer exists the result is recorded as ``unavailable``, never
   none is configured by default and the record says so.
 
 Decision per statement: ``drop`` when Lean says the statement fails to compile, its hypotheses
-are inconsistent or its negation holds (or a flag listed in ``drop_flags`` is raised), ``retire``
+are inconsistent or its negation holds (or a flag listed in ``drop_flags`` is raised), ``review``
+(out of training, for an expert) when a high-risk flag in ``review_flags`` is raised, ``retire``
 for trivial statements (``trivial: retire``), else ``keep``. Results are written to
 ``filters.jsonl`` in the run folder with the counts in the manifest.
 """
@@ -52,7 +53,10 @@ class FilterConfig:
     negation_tactic: str = "first | norm_num | simp | decide | (push_neg; norm_num)"
     triviality_tactic: str = "first | rfl | norm_num | simp | decide | omega"
     drop_flags: list[str] = field(default_factory=list)
-    """High-risk flags that drop a statement (default: none, they are only recorded)."""
+    """Flags that drop a statement outright."""
+    review_flags: list[str] = field(default_factory=lambda: ["nat_subtraction", "nat_division"])
+    """High-risk flags that route a statement out of training to expert review (RL environments guide:
+    ``uses_nat_subtraction_or_division(formal)`` -> ``"expert_review"``); [] keeps them in training, flagged."""
     trivial: Literal["keep", "retire", "drop"] = "retire"
     judge: str | None = None
     """LLM fidelity judge: ``module:function`` taking a Statement, returning a dict with ``faithful``."""
@@ -191,6 +195,9 @@ def decide(record: dict, config: FilterConfig) -> tuple[str, list[str]]:
     trivial = checks.get("triviality", {}).get("category") == Category.VALID.value
     if reasons or (trivial and config.trivial == "drop"):
         return "drop", reasons + (["trivial"] if trivial else [])
+    review = [f"flag:{f}" for f, raised in record["flags"].items() if raised and f in config.review_flags]
+    if review:
+        return "review", review
     if trivial and config.trivial == "retire":
         return "retire", ["trivial"]
     return "keep", []

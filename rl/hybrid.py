@@ -8,8 +8,9 @@ Rollouts the evaluator could not score (its deadline passed) keep waiting for Le
 lean protocols Lean decides and the evaluator, when ``shadow`` is on, runs beside it only to be
 watched (drift monitor, timeout audit); under ``evaluator`` no Lean check starts.
 
-``StepScores.stats()`` is what the module logs per step: Lean share, cutoff time, reward per
-source, counts per outcome.
+``StepScores.stats()`` is what the module logs per step: Lean share (LLF's: over every rollout;
+``lean_share_checked`` over those a verifier had to decide), cutoff time, reward per source,
+counts per outcome.
 """
 
 from __future__ import annotations
@@ -44,13 +45,23 @@ class StepScores:
     def values(self) -> list[float | None]:
         return [r.reward for r in self.rewards]
 
+    def lean_first(self) -> int:
+        """Rollouts whose Lean verdict arrived before the evaluator finished (every Lean-decided one
+        when no evaluator raced): the numerator of LLF's Lean share, whose denominator is every rollout."""
+        return sum(r.source is Source.LEAN and (self.cutoff_s is None or (
+            r.lean_time_s is not None and r.lean_time_s <= self.cutoff_s)) for r in self.rewards)
+
     def stats(self) -> dict[str, float]:
         rewards = self.rewards
         needing = [r for r in rewards if r.source in (Source.LEAN, Source.EVALUATOR, Source.NONE)
                    and r.lean not in ("input_error",)]
         by_lean = sum(r.source is Source.LEAN for r in needing)
         out: dict[str, float] = {
-            "reward/lean_share": by_lean / len(needing) if needing else float("nan"),
+            # LLF App. F: "the fraction of rollouts whose Lean verdict arrives before the evaluator finishes"
+            "reward/lean_share": self.lean_first() / len(rewards) if rewards else float("nan"),
+            # ours, beside it: Lean's share of the rewards some verifier had to decide (no code and
+            # precheck rejections left out)
+            "reward/lean_share_checked": by_lean / len(needing) if needing else float("nan"),
             "reward/scoring_s": self.scoring_s,
             "reward/unscored": float(sum(r.reward is None for r in rewards)),
             "lean/started": float(self.lean_started),

@@ -16,15 +16,16 @@ import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tqdm import tqdm
 
 from leanloop.artifacts import ARTIFACTS_SCHEME, Manifest, resolve_model, resolve_run
 from leanloop.jsonl import write_jsonl
+from leanloop.lean.session import SessionConfig
 from leanloop.tool import run_tool
 from search.config import SearchConfig
-from search.env import ReplayEnv
+from search.env import ProofEnv, ReplayEnv
 from search.mcts import SearchBatch, start_searches
 from search.simplify import SimplifyStats, simplify
 from search.trees import tree_steps
@@ -41,6 +42,13 @@ class SearchRLConfig:
     theorems_per_round: int = 32
     """Training theorems searched per round (a fresh random sample each round)."""
     budget: int = 8
+    statements: str | None = None
+    """A statement set to search with Lean (``environment: repl``) instead of the trees' training
+    theorems: NanoProof's RL runs on "96,967 NuminaMath-LEAN theorems" (its parquet shards: a folder)."""
+    environment: Literal["replay", "repl"] = "replay"
+    """``replay``: the trees' recorded transitions (no Lean); ``repl``: lean-interact on this machine."""
+    lean: SessionConfig = field(default_factory=SessionConfig)
+    """``repl``: the Lean REPL session (tactics get ``search.tactic_timeout``)."""
     search: SearchConfig = field(default_factory=SearchConfig)
     parallel: int = 16
     max_new_tokens: int = 32
@@ -52,9 +60,20 @@ class SearchRLConfig:
     seed: int = 0
     run: str = "default"
 
+    def __post_init__(self) -> None:
+        if self.environment == "repl" and not self.statements:
+            raise ValueError("environment repl searches `statements`: name a statement set")
+
 
 def proof_steps(tree) -> list[dict[str, Any]]:
     return [{"state": node.state, "tactic": tactic, "depth": node.depth} for node, tactic in tree_steps(tree)]
+
+
+def rl_statements(config: SearchRLConfig) -> list[str]:
+    """The roots Lean searches from: header + statement of every readable row of ``statements``."""
+    from leanloop.prover.statements import read_statements
+
+    return [s.header + s.statement for s in read_statements(config.statements).statements]
 
 
 def self_improve(config: SearchRLConfig, out: Path) -> Manifest:
@@ -66,8 +85,14 @@ def self_improve(config: SearchRLConfig, out: Path) -> Manifest:
 
     set_torch_threads(config.threads)
     trees_run = resolve_run(config.trees, "search_data")
-    env = ReplayEnv.from_run(trees_run)
-    names = sorted(pd.read_parquet(trees_run / "final" / "train.parquet", columns=["name"])["name"])
+    if config.environment == "repl":
+        from search.repl_env import ReplEnv
+
+        env: ProofEnv = ReplEnv(config.lean)
+        names = rl_statements(config)  # the program texts a live Lean session elaborates
+    else:
+        env = ReplayEnv.from_run(trees_run)
+        names = sorted(pd.read_parquet(trees_run / "final" / "train.parquet", columns=["name"])["name"])
     rng = random.Random(config.seed)
     current = config.model
     buffers: list[str] = []

@@ -159,6 +159,30 @@ def test_a_planted_wrong_config_value_fails(artifacts):
     assert any("does not state [4.0]" in p for p in _problems(entry))
 
 
+def test_the_inventory_quotes_its_seeds():
+    """Every item found in a seed is a verbatim span of it, in the section it is filed under."""
+    assert DOCUMENT.get("inventory") and protocols.inventory_problems(DOCUMENT) == []
+
+
+def test_every_seed_section_with_an_item_has_its_rows():
+    """The coverage line: each item of the inventory is quoted by a row (a row may say `open`)."""
+    missing = [(section, items) for _, section, _, _, items in protocols.coverage(DOCUMENT) if items]
+    assert not missing, f"items without a row: {missing}"
+    assert set(DOCUMENT["inventory"]) == set(DOCUMENT["seeds"])  # every seed enumerated
+
+
+def test_a_planted_wrong_inventory_item_fails():
+    planted = copy.deepcopy(DOCUMENT)
+    sections = planted["inventory"]["004_d83ffb36c7ddb154.txt"]
+    sections["How do provers hack the checker?"].append("res = lean.run(src, timeout_s=600)")
+    assert any("does not say" in p for p in protocols.inventory_problems(planted))
+    sections["How do provers hack the checker?"][-1] = "the only benign axioms are propext, Classical.choice and Quot.sound"
+    assert any("not 'How do provers hack the checker?'" in p for p in protocols.inventory_problems(planted))
+    stages = planted["stages"]
+    stages["lean"] = [e for e in stages["lean"] if "ALLOWED" not in str(e.get("quote"))]
+    assert not protocols.covered(planted, "004_d83ffb36c7ddb154.txt", 'ALLOWED = {"propext", "Classical.choice", "Quot.sound"}')
+
+
 def test_numbers_are_read_as_the_seeds_write_them():
     assert protocols.numbers_in("a budget of 800,000 Lean heartbeats") == [800000.0]
     assert 0.05 in protocols.numbers_in("with 5% warmup") and 3e-5 in [
@@ -180,15 +204,17 @@ def _collection_llf_heartbeats():
 
 
 def _collection_llf_compares_printed_signatures():
-    from leanloop.lean.acceptance.policy import signature_mismatch
+    from leanloop.lean.acceptance.policy import signature_verdict
     from leanloop.lean.types import VerifyRequest
 
-    statement = "theorem t (x : ℕ) (h₀ : x = 2) : x + x = 4 := by\n"
+    statement = "theorem t (x y : ℕ) (h₀ : x = 2) : x + x = 4 := by\n"
     request = VerifyRequest(program="", name="t", statement=statement)
-    assert signature_mismatch(request, "theorem t (x : ℕ)\n    (h₀ : x = 2) :\n  x + x = 4 := by\n  omega") is None
-    renamed = signature_mismatch(request, "theorem t (x : ℕ) (h : x = 2) : x + x = 4 := by\n  omega")
-    assert renamed and "signature_text" in renamed  # a binder renaming is rejected, as App. B says
-    assert signature_mismatch(request, "theorem u (x : ℕ) : x = x := rfl")  # no declaration of t
+    spelled = "theorem t (x : ℕ) (y : ℕ)\n    (h₀ : (x) = 2) :\n  x+x = 4 := by\n  omega"
+    assert signature_verdict(request, spelled)[0] == "same"  # grouping, parentheses, spacing: as printed
+    renamed = signature_verdict(request, "theorem t (x y : ℕ) (h : x = 2) : x + x = 4 := by\n  omega")
+    assert renamed[0] == "different" and "signature_text" in renamed[1]  # a binder renaming, as App. B says
+    assert signature_verdict(request, "theorem t (x y : ℕ) (h₀ : x = 2) : 2 * x = 4 := by omega")[0] == "undecided"
+    assert signature_verdict(request, "theorem u (x : ℕ) : x = x := rfl")[0] == "different"  # no declaration of t
 
 
 def _statement_rule_is_recorded_per_row():
@@ -336,6 +362,46 @@ def _first_returned_record_per_line():
     first = annotate(program, [], [inner, outer])
     assert "⊢ True\n" in first and "⊢ True ∧ True" not in first
     assert "⊢ True ∧ True" in annotate(program, [], [inner, outer], same_line="leftmost")
+    empty_first = TacticRecord("constructor", "", Position(2, 2))  # retained: nothing printed, inner not used
+    assert "proof state" not in annotate(program, [], [empty_first, inner])
+
+
+def _lean_share_counts_every_rollout():
+    from rl.hybrid import StepScores
+    from rl.reward import Protocol, RolloutReward, Source
+
+    # App. F: "the fraction of rollouts whose Lean verdict arrives before the evaluator finishes"; 10
+    # rollouts: 3 Lean verdicts before the cutoff at 90 s, 1 after (awaited), 3 evaluator, 2 prechecks, 1 no code
+    lean = [RolloutReward(0.0, Source.LEAN, "invalid", lean_time_s=t) for t in (10.0, 40.0, 80.0, 120.0)]
+    rest = ([RolloutReward(1.0, Source.EVALUATOR, "cancelled")] * 3 + [RolloutReward(0.0, Source.PRECHECK, "precheck_rejected")] * 2
+            + [RolloutReward(0.0, Source.EXTRACTION, "no_code")])
+    stats = StepScores(lean + rest, Protocol("hybrid"), scoring_s=130.0, cutoff_s=90.0).stats()
+    assert stats["reward/lean_share"] == pytest.approx(3 / 10)
+    assert stats["reward/lean_share_checked"] == pytest.approx(4 / 7)  # ours, beside it
+
+
+def _head_tail_at_the_encoder_context():
+    from classifiers.truncation import head_tail_sizes
+
+    assert head_tail_sizes(8192) == (2048, 6144)  # the seed's split of 8,192 program tokens
+    assert head_tail_sizes(8192 - 2) == (2047, 6143)  # ModernBERT's [CLS] and [SEP] inside its 8,192 positions
+
+
+def _leanprm_exact_is_whole_proof_match():
+    from prm.metrics import step_metrics
+
+    truth = [[True, True, False, False], [True, True]]
+    predicted = [[True, True, True, False], [True, True]]  # one label off in the first proof
+    m = step_metrics(predicted, truth)
+    assert m["exact"] == 0.5 and m["step_accuracy"] == pytest.approx(5 / 6)
+
+
+def _goal_exact_match_over_elaborated_goals():
+    from autoformalizer.metrics import goal_exact_match
+
+    # three problems: one candidate goal matches, one differs, one never elaborated (no goal)
+    value, pairs = goal_exact_match(["⊢ x = 2", "⊢ x = 3", None], ["⊢ x  = 2", "⊢ x = 2", "⊢ y = 1"])
+    assert (value, pairs) == (0.5, 2)
 
 
 def _pass_at_k_counts_missing_attempts_as_failures():
@@ -416,9 +482,13 @@ def _failure_modes_of_unsolved():
     from autoformalizer.typecheck import CheckStatus, StatementCheck
     from leanloop.lean.types import LeanMessage
 
+    from autoformalizer.metrics import ERROR_CATEGORIES
+
+    assert ERROR_CATEGORIES == tuple(_find("autoformalizer", "error breakdown")["paper"])
     unknown = StatementCheck(CheckStatus.FAILED, "", [LeanMessage("error", "unknown identifier 'Nat.foo'")])
-    counts = failure_modes([unknown, None])
-    assert counts["unknown_ident"] == 1 and counts["malformed"] == 1 and sum(counts.values()) == 2
+    counts = failure_modes([unknown, None, StatementCheck(CheckStatus.TIMEOUT, "")])
+    assert counts["unknown_ident"] == 1 and counts["malformed"] == 1 and counts["no_verdict"] == 1
+    assert sum(counts[c] for c in ERROR_CATEGORIES) == 1  # the seed's five count Lean's errors only
 
 
 def _tokens_per_second_excludes_lean():
@@ -453,6 +523,342 @@ def _search_config_cites_its_constants():
                 documented += 1
     assert documented >= 5
 
+
+def _allowed_axioms_are_the_three_standard_ones():
+    from leanloop.lean.acceptance import ALLOWED_AXIOMS, AcceptancePolicy
+
+    assert ALLOWED_AXIOMS == {"propext", "Classical.choice", "Quot.sound"}
+    assert AcceptancePolicy("rl").profile.allowed_axioms == ALLOWED_AXIOMS
+
+
+def _rl_harness_elaborates_the_trusted_statement():
+    from leanloop.lean.acceptance import AcceptancePolicy
+    from leanloop.lean.types import VerifyRequest
+
+    trusted = "theorem t (x : ℕ) (h₀ : x = 2) : x + x = 4 := by\n"
+    weakened = "theorem t (x : ℕ) (h₀ : x = 2) : True := by\n  trivial"  # the policy's own statement
+    submission = AcceptancePolicy("rl", header="").prepare(VerifyRequest(program=weakened, name="t", statement=trusted))
+    lines = submission.program.split("\n")
+    assert "x + x = 4" in "\n".join(lines[:submission.block_lines])  # the trusted claim, elaborated first
+    check = lines[submission.check_line - 1]  # the candidate's `t` must have the trusted claim's type
+    assert "type_of% @_root_.LeanloopHarness.expected" in check and check.endswith(":= @_root_.t")
+    assert lines[submission.axioms_line - 1].startswith("#print axioms")
+
+
+def _rl_prechecks_ban_the_seeds_tokens():
+    from leanloop.lean.acceptance import AcceptancePolicy
+
+    policy = AcceptancePolicy("rl", header="")
+    base = "theorem t : 1 + 1 = 2 := by\n  "
+    for body in ("sorry", "admit", "native_decide", "exact ax\naxiom ax : 1 + 1 = 2",
+                 "rfl\n@[implemented_by f] def g : Nat := 0", "rfl\n@[extern \"c\"] def h : Nat := 0"):
+        assert not policy.precheck(base + body, name="t").ok, body
+    assert policy.precheck(base + "rfl", name="t").ok
+
+
+def _timeouts_and_errors_score_zero():
+    from leanloop.lean.types import Category, Outcome
+    from leanloop.prover.statements import Statement
+    from rl.reward import combine
+    from rl.reward_harness import Candidate, Stage
+
+    problem = Statement("t", "t", "", "", "theorem t : True := by")
+    ready = Candidate(problem, "x", Stage.READY, program="theorem t : True := by trivial")
+    rewards = {c: combine("lean", ready, Outcome(c), None).reward
+               for c in (Category.VALID, Category.INVALID, Category.TIMEOUT)}
+    assert rewards == {Category.VALID: 1.0, Category.INVALID: 0.0, Category.TIMEOUT: 0.0}
+
+
+def _axioms_come_from_the_trailer_message_only():
+    from leanloop.lean.acceptance.axioms import parse_axioms_reply
+
+    reply = parse_axioms_reply("'t' depends on axioms: [propext, Classical.choice, Quot.sound]")
+    assert reply is not None and set(reply.axioms) == {"propext", "Classical.choice", "Quot.sound"}
+    assert parse_axioms_reply("EXIT_CODE:0") is None  # a printed marker is not a reply
+
+
+def _statement_filters_run_the_guides_checks():
+    from rl.filters import CHECKS, FilterConfig, decide, filter_programs
+    from leanloop.prover.statements import Statement
+
+    assert CHECKS == ("compile", "hypotheses", "negation", "triviality")
+    statement = Statement("s", "s", "import Mathlib\n", "", "theorem s (n : ℕ) (h : 0 < n) : n - 1 < n := by")
+    programs = {p.check: p for p in filter_programs(statement, FilterConfig())}
+    assert programs["compile"].request.program.rstrip().endswith("sorry")  # compiles with sorry
+    assert ": False := by" in programs["hypotheses"].request.statement  # False from the hypotheses
+    assert "¬" in programs["negation"].request.statement
+    flags = {"nat_subtraction": True, "nat_division": False, "answer_in_hypothesis": False}
+    assert decide({"checks": {}, "flags": flags}, FilterConfig())[0] == "review"  # high-risk: to an expert
+    unfaithful = {"checks": {}, "flags": {}, "judge": {"faithful": False}}
+    assert decide(unfaithful, FilterConfig()) == ("drop", ["judge_unfaithful"])
+
+def _verifier_reads_prose_steps_only():
+    from prm.paired import PairedStep
+    from prm.step_labels import verifier_prompt
+
+    class Plain:
+        chat_template = None
+
+        def apply_chat_template(self, messages, chat_template, tokenize, add_generation_prompt):
+            return messages[0]["content"]
+
+    steps = [PairedStep("Fix x and y.", "intro x y"), PairedStep("Then x + y = y + x.", "exact add_comm x y")]
+    prompt = verifier_prompt("x + y = y + x for all naturals", [s.prose for s in steps], Plain())
+    assert "1. Fix x and y." in prompt and "intro x y" not in prompt and "add_comm" not in prompt
+
+
+def _step_labels_propagate_from_the_first_failure():
+    from prm.labelling import propagate
+
+    labels = [ok for ok, _ in propagate(6, 4, "linarith failed")]  # the seed's example: step 5 fails
+    assert labels == [True, True, True, True, False, False]
+    assert all(ok for ok, _ in propagate(3, None, ""))  # every step passes: the proof is correct
+
+
+def _best_of_n_against_a_random_pick():
+    from prm.metrics import best_of_n
+
+    groups = ["p"] * 4 + ["q"] * 4
+    predicted = [[True, False], [True, True], [False], [True, False]] + [[True], [False], [False], [False]]
+    correct = [False, True, False, False] + [True, False, False, False]
+    result = best_of_n(groups, predicted, correct)
+    assert result["problems"] == 2 and result["verifier_pick"] == 1.0 and result["random_pick"] == pytest.approx(0.25)
+
+def _search_rewards_proofs_by_depth():
+    from search.env import EnvGoal
+    from search.goals import parse_goal
+    from search.mcts import GoalNode, TacticEdge
+
+    def node(text: str) -> GoalNode:
+        return GoalNode(EnvGoal((parse_goal(text),)))
+
+    leaf = node("⊢ True")
+    leaf.solved_depth = 0  # closed
+    two = node("x : ℕ\n⊢ x = x")
+    two.edges = [TacticEdge("trivial", 1.0, [leaf])]
+    two.refresh_solved()
+    root = node("⊢ ∀ x : ℕ, x = x")
+    root.edges = [TacticEdge("intro x", 0.5, [two]), TacticEdge("simp", 0.5, [node("⊢ False")])]  # OR: either tactic
+    root.refresh_solved()
+    assert (two.solved_depth, root.solved_depth, root.value) == (1, 2, -2.0)  # the value: minus the tactics left
+    assert root.edges[1].solved_depth is None  # AND: an edge is solved only when all its goals are
+
+
+def _cycle_keys_ignore_order_names_and_spacing():
+    from search.goals import parse_goal
+
+    a = parse_goal("x y : ℕ\nh : x < y\n⊢ x + 1 ≤ y")
+    b = parse_goal("h :  a < b\na b : ℕ\n⊢ a + 1 ≤ b")  # reshuffled, renamed, respaced
+    assert a.cycle_key == b.cycle_key and a.exact_key != b.exact_key
+    assert parse_goal("x y : ℕ\nh : y < x\n⊢ x + 1 ≤ y").cycle_key != a.cycle_key
+
+
+def _first_tokens_are_capped():
+    import torch
+
+    from search.sampling import first_token_plan
+
+    logits = torch.tensor([5.0, 4.0, 3.0, 2.0, float("-inf")])
+    plan = first_token_plan(logits, samples=6, cap=2, generator=torch.Generator().manual_seed(0))
+    assert len(plan) == 6 and max(plan.count(t) for t in set(plan)) <= 2 and 4 not in plan
+
+
+def _search_data_holds_out_by_file():
+    from search.build_data import theorem_split
+
+    splits = [theorem_split(f"Mathlib/File{i}.lean", "thm", 0.05, 0.10) for i in range(2000)]
+    assert abs(splits.count("test") / 2000 - 0.10) < 0.03 and abs(splits.count("valid") / 2000 - 0.05) < 0.02
+    assert splits == [theorem_split(f"Mathlib/File{i}.lean", "thm", 0.05, 0.10) for i in range(2000)]  # stable
+
+def _experts_are_unfused_into_linear_layers():
+    from torch import nn
+
+    from leanloop.training.moe import UNFUSED_MODEL_TYPE, tiny_qwen3_moe
+
+    model = tiny_qwen3_moe(unfused=True)
+    assert model.config.model_type == UNFUSED_MODEL_TYPE == "qwen3_moe_unfused"
+    names = {n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, nn.Linear) and ".experts." in n}
+    assert names == {"gate_proj", "up_proj", "down_proj"}  # one nn.Linear per projection per expert
+
+
+def _prompt_asks_for_a_sorry_statement():
+    from autoformalizer.prompts import formalize_prompt
+    from leanloop.training.packing import completion_example
+
+    prompt = formalize_prompt("Show that 2 + 2 = 4.")
+    assert "`:= by sorry`" in prompt and "Show that 2 + 2 = 4." in prompt
+
+    class Chars:  # one token per character
+        eos_token_id = None
+
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": [ord(c) for c in text]}
+
+    example = completion_example(Chars(), prompt, "theorem t : 2 + 2 = 4 := by sorry", add_eos=False)
+    assert example["labels"][:len(prompt)] == [-100] * len(prompt) and -100 not in example["labels"][len(prompt):]
+
+
+def _group_advantage_is_the_seeds_formula():
+    import torch
+
+    from leanloop.grpo.objective import group_advantages
+
+    rewards = torch.tensor([0.1, 0.3 + 0.7 * 0.5, 0.0, 0.1])  # one group of G = 4
+    got = group_advantages(rewards, 4).advantages
+    want = (rewards - rewards.mean()) / (rewards.std() + 1e-4)  # A_i = (R - mean R) / (std R + δ)
+    assert torch.allclose(got, want, atol=1e-5)
+
+
+def _well_formed_and_faithfulness_as_the_seed_defines():
+    from autoformalizer.metrics import faithfulness_code, well_formed_rate
+    from autoformalizer.statements import faithfulness, well_formed
+
+    reference = "theorem ref (x : ℝ) (h : 2 * x = 4) : x = 2 := by sorry"
+    assert faithfulness("theorem mine (x : ℝ) (h : 2 * x = 4) : x = 2 := by\n  linarith", reference) == 1.0
+    assert 0 < faithfulness("theorem mine (x : ℝ) : x = 2 := by sorry", reference) < 1
+    assert well_formed(reference).ok and not well_formed("theorem t (x : ℝ : x = 2 := by sorry").ok
+    assert not well_formed("x = 2").ok  # no declaration keyword, no signature
+    assert well_formed_rate([reference, "x = 2"]) == 0.5 and faithfulness_code([reference], [reference]) == 1.0
+
+
+def _mean_iters_over_solved_problems():
+    from autoformalizer.metrics import ResourceMonitor, mean_iters_solved
+
+    assert mean_iters_solved([1, 3, 5], [True, True, False]) == 2.0  # the unsolved one is left out
+    with ResourceMonitor() as monitor:
+        sum(range(10_000))
+    assert monitor.result["peak_memory_bytes"] > 0 and "utilization" in monitor.result
+
+def _one_token_score_normalises_two_tokens():
+    import torch
+
+    from classifiers.scoring import onetoken_scores
+
+    logits = torch.tensor([[0.0, 2.0, 0.0, 5.0]])  # vocabulary of 4: true = 1, false = 3; the others are ignored
+    score = onetoken_scores(logits, true_id=1, false_id=3)
+    assert torch.allclose(score, torch.tensor([1 / (1 + torch.e ** 3)]), atol=1e-6)
+
+
+def _trace_verdict_rule():
+    from leanloop.traces.parse import trace_verdict
+
+    ok = "theorem t : True := by\n  /- <feedback>\n  -- proof state:\n  ⊢ True\n  </feedback> -/\n  trivial"
+    assert trace_verdict(ok).valid
+    assert trace_verdict(ok, truncated=True).reason == "output_limit"  # cut off at the output-token limit
+    error = ok + "\n  /- <feedback>\n  -- type: error, msg: unsolved goals\n  </feedback> -/"
+    assert trace_verdict(error).reason == "error_message"
+    dangling = "theorem t : True := by\n  /- <feedback>\n  -- proof state:\n  ⊢ True\n  </feedback> -/\n"
+    assert trace_verdict(dangling).reason == "ends_in_proof_state"
+
+
+def _verdict_metrics_as_defined():
+    from leanloop.metrics.verdicts import THRESHOLD_GRID, auroc, classification_metrics, ppv_at_prior
+
+    m = classification_metrics([1, 1, 0, 0], [1, 0, 0, 0])
+    assert m["accuracy"] == 0.75 and m["macro_f1"] == pytest.approx((2 / 3 + 0.8) / 2)
+    assert m["mcc"] == pytest.approx(1 / 3 ** 0.5)
+    assert auroc([1, 0], [0.5, 0.5]) == 0.5 and auroc([1, 0, 1], [0.9, 0.4, 0.4]) == 0.75  # ties: half credit
+    assert ppv_at_prior(0.9, 0.2, 0.4) == pytest.approx(0.36 / (0.36 + 0.12))  # Eq. 12
+    assert THRESHOLD_GRID[1] - THRESHOLD_GRID[0] == pytest.approx(0.01) and THRESHOLD_GRID[-1] == 1.0
+
+
+def _bootstrap_percentile_interval():
+    import numpy as np
+
+    from leanloop.metrics.bootstrap import N_RESAMPLES, SEED, grouped_bootstrap
+
+    assert (N_RESAMPLES, SEED) == (5000, 42)
+    labels = [1, 0, 1, 1, 0, 0, 1, 0]
+    groups = ["a", "a", "b", "b", "c", "c", "d", "d"]
+    interval = grouped_bootstrap(labels, groups, predictions=[1, 0, 1, 0, 0, 1, 1, 0], metrics=["accuracy"],
+                                 n_resamples=400)["accuracy"]
+    assert interval.low <= interval.point <= interval.high and interval.point == 0.75
+
+
+def _feedback_metrics_app_d():
+    from leanloop.metrics.feedback import feedback_metrics, has_error, multiset_f1, trace_tokens
+
+    assert multiset_f1([], []) == 1.0 and multiset_f1(["a"], []) == 0.0  # the empty-multiset convention
+    assert multiset_f1(["a", "a", "b"], ["a", "b", "b"]) == pytest.approx(2 * 2 / 6)  # Eq. 1-2, multiplicities
+    block = "/- <feedback>\n-- type: error, msg: x_1+y\n</feedback> -/"
+    assert trace_tokens(block) == ["-", "-", "type", ":", "error", ",", "msg", ":", "x_1", "+", "y"]  # \w+|[^\w\s]
+    assert has_error("-- TYPE : Error") and not has_error("-- type: errors")
+    scores = feedback_metrics([block, block], [block, ""])
+    assert scores["block_f1"] == 0.5  # Eq. 7: the mean of per-program F1
+
+
+def _hybrid_verdict_eq8():
+    from leanloop.evaluator import Prediction
+    from leanloop.lean.types import Category, Outcome
+    from leanloop.prover.statements import Statement
+    from rl.reward import Source, combine
+    from rl.reward_harness import Candidate, Stage
+
+    problem = Statement("t", "t", "", "", "theorem t : True := by")
+    ready = Candidate(problem, "x", Stage.READY, program="theorem t : True := by trivial")
+    accept = Prediction(verdict=True, score=0.9, trace=None, time_s=0.1)
+    lean = combine("hybrid", ready, Outcome(Category.INVALID), accept)  # a Lean verdict by T_eval: Lean's
+    late = combine("hybrid", ready, None, accept, cancelled=True)  # none by T_eval: the cascade's
+    rejected = Candidate(problem, "x", Stage.PRECHECK, outcome=Outcome(Category.PRECHECK_REJECTED))
+    assert (lean.reward, lean.source) == (0.0, Source.LEAN) and (late.reward, late.source) == (1.0, Source.EVALUATOR)
+    assert combine("hybrid", rejected, None, accept).reward == 0.0  # d_i = 1: deterministic precheck failure
+
+
+def _annotation_format_app_c():
+    from leanloop.lean.types import LeanMessage, Position, TacticRecord
+    from leanloop.traces.annotate import annotate
+
+    program = "theorem t (x : Nat) (h : x = 2) : x + x = 4 := by\n  have h2 : x = 2 := h\n  subst h\n  rfl\n  done\n  done"
+    states = [TacticRecord("have", "x : Nat\nh : x = 2\n⊢ x + x = 4", Position(2, 2)),
+              TacticRecord("subst h", "x : Nat\nh : x = 3\nh2 : x = 2\n⊢ x + x = 4", Position(3, 2))]
+    errors = [LeanMessage("error", "no goals to be proved", Position(5, 2), Position(5, 6)),
+              LeanMessage("error", "second", Position(6, 2), Position(6, 6))]
+    out = annotate(program, errors, states)  # ASSUMED REPLY: states and errors written for the example
+    assert "  /- <feedback>\n  -- proof state:\n  x : Nat\n  h : x = 2\n  ⊢ x + x = 4\n  </feedback> -/" in out
+    assert "h : x = 3 (was x = 2)\n  h2 : x = 2" in out and out.count("  x : Nat\n") == 1  # unchanged: omitted
+    assert "-- type: error, msg: no goals to be proved" in out and "second" not in out  # stops at the first error
+
+
+def _cascade_accepts_when_both_stages_do():
+    from feedback_model.cascade import CascadeEvaluator
+    from leanloop.evaluator import Prediction
+
+    class Fixed:
+        def __init__(self, verdicts, scores):
+            self.answers = dict(zip(["a", "b", "c"], zip(verdicts, scores)))
+
+        def score(self, programs, deadline=None):
+            return [Prediction(*self.answers[p], trace=None, time_s=0.0) for p in programs]
+
+        def close(self):
+            pass
+
+    gate = Fixed([True, False, True], [0.9, 0.2, 0.7])
+    feedback = Fixed([False, True, True], [0.0, 1.0, 1.0])
+    cascade = CascadeEvaluator(lambda: gate, lambda: feedback, threshold=0.5)
+    assert [p.verdict for p in cascade.score(["a", "b", "c"])] == [False, False, True]
+
+
+def _collection_prechecks_as_app_b():
+    from leanloop.lean.acceptance import MAX_CHARS, AcceptancePolicy
+
+    policy = AcceptancePolicy("collection", header="import Mathlib\n")
+    ok = "import Mathlib\ntheorem t : 1 + 1 = 2 := by\n  norm_num"
+    assert MAX_CHARS == 262_144 and policy.precheck(ok).ok
+    for word in ("sorry", "admit", "axiom", "constant", "opaque", "unsafe"):
+        assert not policy.precheck(ok + f"\n-- fine in a comment: {word}").ok is False  # masked comments pass
+        assert not policy.precheck(ok.replace("norm_num", "norm_num\n" + word + " x : Nat")).ok, word
+    assert not policy.precheck("import Mathlib\nimport Aesop\ntheorem t : True := trivial").ok  # another import block
+    assert not policy.precheck("import Mathlib\ndef x : Nat := 1").ok  # no theorem
+    assert not policy.precheck(ok + " " * MAX_CHARS).ok
+
+def _inline_proof_gets_its_own_line():
+    from leanloop.lean.types import Position, TacticRecord
+    from leanloop.traces.annotate import annotate
+
+    out = annotate("theorem t : True := by trivial", [], [TacticRecord("trivial", "⊢ True", Position(1, 23))])
+    assert out.splitlines()[0] == "theorem t : True := by" and out.splitlines()[-1] == "  trivial"
+    assert "  -- proof state:" in out  # the first tactic's state has its own insertion point
 
 EXAMPLES = {name.lstrip("_"): fn for name, fn in list(globals().items()) if name.startswith("_") and callable(fn)
             and fn.__module__ == __name__ and name not in ("_id", "_find", "_problems")}

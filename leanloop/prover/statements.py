@@ -1,5 +1,6 @@
 """One reader for every statement set: miniF2F (DeepSeek-Prover and Goedel-V2 copies, yangky11 files),
-ProofNet (DeepSeek-Prover and rahul3613 copies), MOBench, or any JSONL of the same shapes.
+ProofNet (DeepSeek-Prover and rahul3613 copies), MOBench, NuminaMath-LEAN (its published parquet
+shards, rows keyed by ``uuid``), or any JSONL or parquet of the same shapes.
 
 The shipped sets disagree on layout: the header is a field or is inlined, the informal statement is a
 Lean docstring or plain text, the declaration ends in ``:= by``, ``:= by sorry``, ``:= sorry`` or a
@@ -102,9 +103,9 @@ def _informal(row: dict) -> str | None:
 
 
 def statement_from_row(row: dict, source: str = "") -> Statement:
-    name = row.get("name") or row.get("problem_id") or row.get("id")
+    name = row.get("name") or row.get("problem_id") or row.get("id") or row.get("uuid")
     if not isinstance(name, str) or not name.strip():
-        raise StatementError("row has no name / problem_id / id")
+        raise StatementError("row has no name / problem_id / id / uuid")
     header, context, declaration, theorem = split_statement(_full_text(row))
     split = row.get("split")
     return Statement(name=name, theorem=theorem, header=header, context=context,
@@ -113,6 +114,26 @@ def statement_from_row(row: dict, source: str = "") -> Statement:
 
 
 def _rows(path: Path) -> Iterator[tuple[int, dict]]:
+    """Numbered rows of a JSONL file, a parquet file (NuminaMath-LEAN publishes parquet shards) or a
+    folder of either (its files in name order, numbered on)."""
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix in (".jsonl", ".parquet"))
+        if not files:
+            raise StatementError(f"{path}: no .jsonl or .parquet files in the folder")
+        offset = 0
+        for file in files:
+            number = 0
+            for number, row in _rows(file):
+                yield offset + number, row
+            offset += number
+        return
+    if path.suffix == ".parquet":
+        import pandas as pd
+
+        frame = pd.read_parquet(path)
+        for number, row in enumerate(frame.to_dict("records"), start=1):
+            yield number, {k: None if isinstance(v, float) and v != v else v for k, v in row.items()}  # NaN: missing
+        return
     try:
         for number, row in numbered_jsonl(path):
             if not isinstance(row, dict):
@@ -141,11 +162,11 @@ class StatementSet:
 
 
 def read_statements(path: str | Path) -> StatementSet:
-    """Read a statement JSONL (``shared://`` paths allowed). Rows that cannot be parsed are kept in
+    """Read a statement set: a JSONL or parquet file or a folder of them (``shared://`` paths allowed). Rows that cannot be parsed are kept in
     ``skipped`` with the reason; duplicate names get a ``#2``, ``#3`` suffix (the DeepSeek ProofNet
     copy reuses ``exercise_3_3`` for two different books' exercises)."""
     path = resolve_shared(path)
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"statement set {path} not found (shared://statements/<file> names "
                                 "the shipped sets)")
     statements: list[Statement] = []

@@ -79,8 +79,10 @@ def annotate(program: str, messages: Sequence[LeanMessage], tactics: Sequence[Ta
 
     states: dict[int, tuple[int, int, TacticRecord]] = {}
     for order, tactic in enumerate(map(_as_tactic, tactics)):
-        if tactic.pos is None or not tactic.goals.strip() or not normalized.has_line(tactic.pos.line):
+        if tactic.pos is None or not normalized.has_line(tactic.pos.line):
             continue
+        # the first record of a line is retained even with no goal text (it then prints nothing):
+        # a later record on the line never stands in for it
         row, column = normalized.locate(tactic.pos.line, tactic.pos.column)
         if row not in states or (same_line == "leftmost" and (column, order) < states[row][:2]):
             states[row] = (column, order, tactic)
@@ -101,7 +103,7 @@ def annotate(program: str, messages: Sequence[LeanMessage], tactics: Sequence[Ta
     hypotheses = HypothesisDictionary()
     out: list[str | _Block] = []
     for row, line in enumerate(lines):
-        if row in states:
+        if row in states and states[row][2].goals.strip():
             payload = [STATE_HEADER, *hypotheses.render(states[row][2].goals)]
             if out and isinstance(out[-1], _Block):  # no adjacent wrappers
                 out[-1].payload.extend(payload)

@@ -124,9 +124,12 @@ def test_error_breakdown_is_one_failure_mode_per_unsolved_problem(rl_lean_errors
                               messages=[LeanMessage("error", text(m)) for m in messages])
 
     errors = list(rl_lean_errors)[:12]
-    last = [failed(errors[:10]), failed(errors[10:12]), None, StatementCheck(CheckStatus.REJECTED, "theorem t : True := by native_decide")]
+    last = [failed(errors[:10]), failed(errors[10:12]), None, StatementCheck(CheckStatus.REJECTED, "theorem t : True := by native_decide"),
+            StatementCheck(CheckStatus.TIMEOUT, "theorem t : True := by sorry")]
     modes = failure_modes(last)
-    assert sum(modes.values()) == 4 and modes["malformed"] == 1 and modes["rejected"] == 1
+    assert sum(modes.values()) == 5 and modes["malformed"] == 1 and modes["rejected"] == 1
+    assert modes["no_verdict"] == 1  # a timed-out last attempt is no verdict, not a rejection
+    assert sum(modes[c] for c in ERROR_CATEGORIES) == 2  # the seed's five categories count Lean's errors only
     assert modes[classify_error(text(errors[0]))] >= 1
     assert sum(error_breakdown(errors).values()) == 12  # the old count: every message
 

@@ -97,3 +97,23 @@ def test_mathlib_index_command_builds_a_loadable_index(shared_data, tmp_path):
     shutil.rmtree(tmp_path / "mathlib")
     with pytest.raises(FileNotFoundError, match="no Mathlib"):
         leanloop_main(["mathlib-index", "--mathlib", str(tmp_path), "--out", str(out)])
+
+
+def test_rerank_keeps_the_bm25_order_of_the_dense_candidates():
+    """The seed's System B: "BM25 lexical reranking filters candidates down to the top (k=8)" of the
+    dense top 100; reciprocal-rank fusion with the dense order is the named option ``rrf``."""
+    from autoformalizer.mathlib_index import Declaration
+
+    names = ["Real.add_pow_le_pow_mul_pow_of_sq_le_sq", "Nat.succ_le_iff", "Real.sqrt_nonneg", "Finset.sum_range_succ",
+             "sq_nonneg", "abs_sub_comm", "Nat.Prime.two_le", "mul_self_nonneg", "Int.emod_emod_of_dvd", "pow_two"]
+    index = MathlibIndex([Declaration(n, "theorem", "Mathlib.X", ": True") for n in names])
+    retriever = MathlibRetriever.__new__(MathlibRetriever)  # rerank needs no embedder
+    retriever.index, retriever.config = index, RetrievalConfig(rerank_k=3)
+    dense = list(range(len(names)))  # the dense order: 0 first
+    query = "the square root is nonneg and a square is nonneg"
+    bm25 = retriever.rerank(query, dense)
+    assert retriever.config.rerank == "bm25" and names[bm25[0]] in ("Real.sqrt_nonneg", "sq_nonneg")
+    assert set(map(names.__getitem__, bm25[:2])) == {"Real.sqrt_nonneg", "sq_nonneg"}
+    retriever.config = RetrievalConfig(rerank_k=3, rerank="rrf")
+    fused = retriever.rerank(query, dense)
+    assert fused != bm25 and len(fused) == 3

@@ -321,5 +321,13 @@ def test_of_several_records_on_a_line_the_first_returned_is_kept(cases):
         if first != leftmost:
             checked += 1
     assert checked >= 1
+    # the first record returned for a line is retained even when it carries no goal text: a later
+    # record on that line does not replace it (ASSUMED REPLY: two records on line 2, the first empty)
+    from leanloop.lean.types import Position, TacticRecord
+
+    program = "theorem t : True ∧ True := by\n  constructor <;> trivial"
+    later = TacticRecord("trivial", "⊢ True", Position(2, 18))
+    assert "proof state" in annotate(program, [], [later])
+    assert "proof state" not in annotate(program, [], [TacticRecord("constructor", "", Position(2, 2)), later])
     with pytest.raises(ValueError, match="same_line"):
         annotate("theorem t : True := by\n  trivial", [], [], same_line="rightmost")

@@ -181,3 +181,19 @@ def test_rl_data_streams_each_ranks_slice_and_checkpoints_its_draws():
     restored.load_state_dict(saved)  # Lightning may restore before setup: applied there
     restored.setup("fit")
     assert [s.name for s in next(iter(restored.train_dataloader()))] == expected
+
+
+def test_without_the_curriculum_each_statement_comes_once_per_epoch():
+    """LLF trains "for one epoch" on its filtered problems: with the curriculum off, a run of
+    len/k steps draws every kept statement exactly once (not k at random each step)."""
+    names = [f"s{i}" for i in range(12)]
+    c = Curriculum(names, CurriculumConfig(enabled=False), seed=3)
+    c.set_status("s0", DROPPED, 0, "compile_error")
+    drawn = [n for step in range(1, 12) for n in c.sample(1, step)[0]]
+    assert sorted(drawn) == sorted(names[1:])
+    drawn = [n for step in range(12, 23) for n in c.sample(1, step)[0]]
+    assert sorted(drawn) == sorted(names[1:])  # the next epoch, reshuffled
+    # under 4 ranks (each its own copy, same seed) a step's draws are disjoint and an epoch covers all
+    ranks = [Curriculum(names, CurriculumConfig(enabled=False), seed=3) for _ in range(4)]
+    steps = [[r.sample(1, step, rank, 4)[0][0] for rank, r in enumerate(ranks)] for step in range(3)]
+    assert all(len(set(s)) == 4 for s in steps) and sorted(n for s in steps for n in s) == sorted(names)

@@ -34,9 +34,11 @@ def test_every_statement_gets_a_record_with_honest_unavailable_results(goedel, r
             assert result["category"] == Category.UNAVAILABLE.value and result["label"] is None
             assert any(r.startswith("no_recording") for r in result["reasons"]) and result["backend"] == "replay"
         assert record["judge"] == {"faithful": None, "status": "not_configured"}
-        assert record["decision"] == "keep"
+        risky = record["flags"]["nat_subtraction"] or record["flags"]["nat_division"]
+        assert record["decision"] == ("review" if risky else "keep")  # high-risk: out of training, to an expert
     summary = summarize(records)
-    assert summary["statements"] == 6 and summary["decision"] == {"keep": 6}
+    reviewed = sum(r["decision"] == "review" for r in records)
+    assert summary["statements"] == 6 and summary["decision"] == {"keep": 6 - reviewed, "review": reviewed} and reviewed
     assert sum(summary["checks"]["compile"].values()) == 6
 
 
@@ -90,10 +92,13 @@ def test_decisions_from_real_outcomes(rl_rows, replay):
     record = {"checks": {"compile": {"category": outcome.category.value}}, "flags": flags}
     assert decide(record, FilterConfig()) == ("drop", ["compile_error"])
     keep = {"checks": {"compile": {"category": "unavailable"}}, "flags": flags}
-    assert decide(keep, FilterConfig()) == ("keep", [])
+    # RL environments guide: natural-number subtraction is a high-risk pattern -> "expert_review", out of training
+    assert decide(keep, FilterConfig()) == ("review", ["flag:nat_subtraction"])
+    assert decide(keep, FilterConfig(review_flags=[])) == ("keep", [])
     assert decide(keep, FilterConfig(drop_flags=["nat_subtraction"])) == ("drop", ["flag:nat_subtraction"])
     trivial = {"checks": {"triviality": {"category": "valid"}}, "flags": flags}
-    assert decide(trivial, FilterConfig()) == ("retire", ["trivial"])
+    assert decide(trivial, FilterConfig()) == ("review", ["flag:nat_subtraction"])
+    assert decide(trivial, FilterConfig(review_flags=[])) == ("retire", ["trivial"])
     assert decide(trivial, FilterConfig(trivial="drop")) == ("drop", ["trivial"])
     vacuous = {"checks": {"hypotheses": {"category": "valid"}, "negation": {"category": "valid"}}, "flags": flags}
     assert decide(vacuous, FilterConfig())[1] == ["hypotheses_inconsistent", "negation_proved"]

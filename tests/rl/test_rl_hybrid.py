@@ -88,7 +88,10 @@ def test_hybrid_keeps_early_lean_verdicts_and_cancels_the_rest(replay, classifie
     assert backend.cancelled == 4 and backend.finished == backend.started - 4
     assert scores.cutoff_s >= 0.5 and scores.lean_cancelled == 4 and sorted(scores.cancelled_index) == [4, 5, 6, 7]
     stats = scores.stats()
-    assert stats["reward/lean_share"] == pytest.approx(4 / 9)
+    # LLF App. F: "the fraction of rollouts whose Lean verdict arrives before the evaluator finishes":
+    # every rollout counts, the one with no code and the precheck rejection included
+    assert stats["reward/lean_share"] == pytest.approx(4 / 11)
+    assert stats["reward/lean_share_checked"] == pytest.approx(4 / 9)  # ours: of those a verifier decides
     assert stats["reward/cutoff_s"] == scores.cutoff_s
     assert stats["reward/lean/count"] == 4 and stats["reward/evaluator/count"] == 5
     assert stats["reward/evaluator/mean"] == 1.0 and stats["reward/lean/mean"] == 0.0
@@ -146,7 +149,7 @@ def test_lean_protocols_wait_and_count_timeouts_as_failures(replay, classifier, 
     drift = monitor.report(1)
     assert (drift.pairs, drift.lean_invalid, drift.fpr, drift.accuracy) == (8, 8, 1.0, 0.0)
     assert drift.alarm and any("false-positive" in reason for reason in drift.reasons)
-    assert drift.lean_share == pytest.approx(8 / 9)
+    assert drift.lean_share == pytest.approx(8 / 11)
 
 
 def test_evaluator_only_starts_no_lean_check(replay, classifier, batch):

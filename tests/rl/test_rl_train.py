@@ -16,9 +16,12 @@ CONFIGS = sorted((REPO_ROOT / "configs/rl").glob("*.yaml"))
 def test_every_config_parses(config, artifacts):
     from rl.train import run
 
-    # reward_* / evaluator_* files are layers: they are parsed on top of a run config, as documented
+    # reward_* / evaluator_* files are layers: they are parsed on top of a run config, as documented;
+    # paper_hardened layers the RL environments guide's additions on paper.yaml
     layer = config.stem.startswith(("reward_", "evaluator_"))
     base = ["--config", str(REPO_ROOT / "configs/rl/debug.yaml")] if layer else []
+    if config.stem == "paper_hardened":
+        base = ["--config", str(REPO_ROOT / "configs/rl/paper.yaml")]
     result = run([*base, "--config", str(config), "--dry_run", "true"])
     assert result.skipped and "protocol:" in result.config
 

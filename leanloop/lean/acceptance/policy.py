@@ -17,7 +17,8 @@ profiles:
     the candidate compiled with the harness's maxHeartbeats 800,000; a program Lean accepts must
     declare the target with the trusted statement's signature ("compares pretty-printed signatures
     and rejects mismatches even if the program otherwise compiles": ``signature_text``, the declared
-    binders and type whitespace-normalised, so a binder renaming is rejected as in the seed). No
+    binders and type normalised as the printer lays them out, so a binder renaming is rejected as in
+    the seed and a difference only Lean's printer could settle is unavailable, never invalid). No
     check theorem and no axiom trailer (the seed has neither; native_decide is not blocked). Needs a
     real Lean backend: replay recordings never include the harness line, so there it can only
     reject. configs/data/paper.yaml uses it; a corpus records its rule (``statement_rule``).
@@ -59,6 +60,7 @@ from leanloop.lean.acceptance import reasons as R
 from leanloop.lean.acceptance.axioms import ALLOWED_AXIOMS, describe_axiom, parse_axioms_reply
 from leanloop.lean.acceptance.submission import StatementError, Submission, compose, parse_statement, verbatim
 from leanloop.lean.acceptance.prechecks import run_prechecks
+from leanloop.lean.acceptance.signature import DIFFERENT, SAME, UNDECIDED, compare
 from leanloop.lean.acceptance.tokens import TokenTable
 from leanloop.lean.types import (
     Category,
@@ -88,15 +90,12 @@ def is_native_axiom(axiom: str) -> bool:
 _SORRY_WARNING = re.compile(r"declaration uses ['`]sorry['`]")
 
 
-# The declared signature (binders and type of the target's declaration, whitespace-normalised)
-# against the trusted statement's, as written: the offline form of LLF's printed-signature comparison.
-# Lean's printer would also equate two spellings of one notation, which this rejects: conservative
-# in the same direction as the seed (it rejects binder renamings too).
+# The declared signature (binders and type of the target's declaration) against the trusted statement's,
+# both normalised as Lean's pretty-printer lays them out (binder grouping, spacing, redundant
+# parentheses: leanloop.lean.acceptance.signature): the offline form of LLF's printed-signature
+# comparison. A difference the printer must show too (binder names: a renaming is rejected, as in the
+# seed) is a mismatch; any other needs Lean's printed signature, which no recording holds: unavailable.
 SIGNATURE_RULE = "signature_text"
-
-
-def printed_signature(binders: str, type_: str) -> str:
-    return " ".join(f"{binders} : {type_}".split())
 
 
 @dataclass(frozen=True)
@@ -221,7 +220,7 @@ class AcceptancePolicy:
             except StatementError as exc:
                 return Outcome(Category.INPUT_ERROR, reasons=[R.reason(R.TRUSTED_STATEMENT_ERROR, str(exc))])
             if not self.profile.statement_check:
-                signature = None  # compared after Lean (signature_mismatch), not composed into the program
+                signature = None  # compared after Lean (signature_verdict), not composed into the program
         if self.profile.heartbeats is None and signature is None:
             return verbatim(program)
         return compose(program, header=header, heartbeats=self.profile.heartbeats, signature=signature)
@@ -258,10 +257,11 @@ class AcceptancePolicy:
         if verdict is not None:
             return verdict
         if self.profile.signature_check:
-            mismatch = signature_mismatch(request, submission.candidate or request.program)
-            if mismatch is not None:
-                base.category = Category.INVALID
-                base.reasons = [R.reason(R.STATEMENT_MISMATCH, mismatch)]
+            verdict, detail = signature_verdict(request, submission.candidate or request.program)
+            if verdict != SAME:
+                base.category = Category.INVALID if verdict == DIFFERENT else Category.UNAVAILABLE
+                base.reasons = [R.reason(R.STATEMENT_MISMATCH if verdict == DIFFERENT else R.SIGNATURE_UNDECIDED,
+                                         detail)]
                 return base
         if not submission.trailer_line:
             base.category = Category.VALID
@@ -421,15 +421,20 @@ class AcceptancePolicy:
         return base
 
 
-def signature_mismatch(request: VerifyRequest, program: str) -> str | None:
-    """Why the program's declaration of the target does not carry the trusted statement's signature
-    (SIGNATURE_RULE), or None when it does. Run on a program Lean compiled without error."""
+def signature_verdict(request: VerifyRequest, program: str) -> tuple[str, str]:
+    """(SAME / DIFFERENT / UNDECIDED, why): does the program's declaration of the target carry the
+    trusted statement's signature as Lean would print it (SIGNATURE_RULE)? Run on a program Lean
+    compiled without error."""
     expected = parse_statement(request.statement or "", request.name)
     try:
         declared = parse_statement(program, request.name)
     except StatementError:
-        return f"no `theorem {request.name}` declaration with a signature in the program"
-    want, got = printed_signature(expected.binders, expected.type), printed_signature(declared.binders, declared.type)
-    if want != got:
-        return f"the declared signature of `{request.name}` differs from the trusted one ({SIGNATURE_RULE}): {got!r}"
-    return None
+        return DIFFERENT, f"no `theorem {request.name}` declaration with a signature in the program"
+    verdict = compare((expected.binders, expected.type), (declared.binders, declared.type))
+    got = " ".join(f"{declared.binders} : {declared.type}".split())
+    if verdict == DIFFERENT:
+        return verdict, f"the declared signature of `{request.name}` binds other names than the trusted one ({SIGNATURE_RULE}): {got!r}"
+    if verdict == UNDECIDED:
+        return verdict, (f"the declared signature of `{request.name}` is spelled differently from the trusted one and only "
+                         f"Lean's printed signature can say whether it is the same: {got!r}")
+    return verdict, ""

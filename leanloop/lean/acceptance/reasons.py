@@ -38,6 +38,7 @@ SORRY_WARNING = "sorry_warning"
 WARNING_NOT_ALLOWED = "warning_not_allowed"
 AXIOM_NOT_ALLOWED = "axiom_not_allowed"
 STATEMENT_MISMATCH = "statement_mismatch"
+SIGNATURE_UNDECIDED = "signature_undecided"
 TRAILER_REPLY_MISSING = "trailer_reply_missing"
 NO_TRAILER_REPLY = "no_trailer_reply"
 NO_RECORDING = "no_recording"
@@ -87,6 +88,8 @@ DESCRIPTIONS: dict[str, str] = {
     WARNING_NOT_ALLOWED: "a warning other than the sorry warning (statement profile: only that one is allowed)",
     AXIOM_NOT_ALLOWED: "#print axioms lists an axiom outside propext / Classical.choice / Quot.sound",
     STATEMENT_MISMATCH: "the compiled declaration does not prove the trusted statement",
+    SIGNATURE_UNDECIDED: "the declared signature is spelled differently from the trusted one in a way only Lean's "
+                         "printed signature can settle (none recorded): neither accepted nor rejected",
     TRAILER_REPLY_MISSING: "Lean answered but printed no #print axioms reply for the harness check",
     NO_TRAILER_REPLY: "the backend has no answer for the harness trailer (e.g. replay recordings)",
     NO_RECORDING: "the replay backend has no recorded Lean answer for this program",

@@ -442,5 +442,10 @@ def test_collection_llf_compiles_with_800000_heartbeats_and_checks_the_statement
     spread = replace(request, program=accepted["code"].replace(f"({binder} :", f"\n    ({binder}  :", 1))
     assert spread.program != request.program
     assert judge(policy, spread, policy.prepare(spread), recorded.messages).category is Category.VALID
+    # a type spelled differently beyond what the printer unifies: only Lean's printed signature could
+    # say, none is recorded, so it is unavailable, never invalid
+    respelled = replace(request, program=accepted["code"].replace(f"({binder} :", f"({binder} : True ∧", 1))
+    undecided = judge(policy, respelled, policy.prepare(respelled), recorded.messages)
+    assert undecided.category is Category.UNAVAILABLE and codes(undecided.reasons) == {R.SIGNATURE_UNDECIDED}
     assert policy.prepare(VerifyRequest(program=accepted["code"], name=accepted["name"])).category \
         is Category.INPUT_ERROR  # it needs the trusted statement, like rl
