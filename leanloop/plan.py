@@ -413,6 +413,42 @@ def _flash_saved_class():
 _FlashSaved = _flash_saved_class()
 
 
+class SavedBytes:
+    """Bytes autograd saves for backward while the context is open, per ``tag`` (set it to attribute
+    what follows); parameters, and a tensor saved again (or a view of one saved), are not counted.
+    The planner measures meta tensors with it; tests and benchmarks measure real steps the same way."""
+
+    def __init__(self, model: Any = None) -> None:
+        self.params = {id(p) for p in model.parameters()} if model is not None else set()
+        self.by_tag: dict[str, int] = {}
+        self.tag = "other"
+        self._kept: list = []
+        self._seen: set[int] = set()
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_tag.values())
+
+    def _pack(self, tensor: Any) -> Any:
+        base = tensor._base if tensor._base is not None else tensor
+        if id(base) not in self.params and id(base) not in self._seen:
+            self._seen.add(id(base))
+            self._kept.append(base)  # ids stay unique while the measurement lasts
+            self.by_tag[self.tag] = self.by_tag.get(self.tag, 0) + base.numel() * base.element_size()
+        return tensor
+
+    def __enter__(self) -> "SavedBytes":
+        import torch
+
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._hooks.__exit__(*exc)
+        self._kept.clear()
+
+
 @lru_cache(maxsize=32)
 def _measured_body(config_json: str, encoder: bool, batch: int, seq: int) -> tuple[int, int]:
     """(bytes one block saves for backward, bytes the rest of the body saves) for one forward of the
@@ -425,36 +461,21 @@ def _measured_body(config_json: str, encoder: bool, batch: int, seq: int) -> tup
     config._attn_implementation = "leanloop_plan"
     model = _meta_model(config, encoder)
     model.train()
-    body = model.base_model
     blocks = _blocks(model)
-    params = {id(p) for p in model.parameters()}
-    where = {"inside": False}
-    counted: dict[str, int] = {"block": 0, "other": 0}
-    keep: list = []
-    seen: set[int] = set()
-
-    def pack(tensor):
-        base = tensor._base if tensor._base is not None else tensor
-        if id(base) not in params and id(base) not in seen:
-            seen.add(id(base))
-            keep.append(base)
-            counted["block" if where["inside"] else "other"] += base.numel() * base.element_size()
-        return tensor
-
+    saved = SavedBytes(model)
     first = blocks[0]
-    handles = [first.register_forward_pre_hook(lambda *a: where.update(inside=True)),
-               first.register_forward_hook(lambda *a: where.update(inside=False))]
+    handles = [first.register_forward_pre_hook(lambda *a: setattr(saved, "tag", "block")),
+               first.register_forward_hook(lambda *a: setattr(saved, "tag", "other"))]
     try:
         ids = torch.zeros(batch, seq, dtype=torch.long, device="meta")
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            body(input_ids=ids, **({} if encoder else {"use_cache": False}))
+        with saved:
+            model.base_model(input_ids=ids, **({} if encoder else {"use_cache": False}))
     finally:
         for handle in handles:
             handle.remove()
-    rest = counted["other"]
-    # the other blocks were counted as "other": take them out again
-    rest -= counted["block"] * (len(blocks) - 1)
-    return counted["block"], max(rest, 0)
+    block = saved.by_tag.get("block", 0)
+    # the other blocks were counted under "other": take them out again
+    return block, max(saved.by_tag.get("other", 0) - block * (len(blocks) - 1), 0)
 
 
 def _dense_equivalent(config: Any) -> Any:

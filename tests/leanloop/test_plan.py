@@ -1,0 +1,76 @@
+"""The memory planner: every paper config fits 80 GB with 10% headroom, its activation and loss-head
+figures match a real step's saved-tensor bytes, and the stages' dry runs and the CLI print it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from leanloop.plan import HEADROOM, SavedBytes, activations, architecture, head_bytes, main, plan_args, resolve, workload
+from leanloop.training.models import ModelSpec, load_model
+
+PAPER_CONFIGS = [
+    "configs/pretrain/paper.yaml", "configs/pretrain/paper_qwen3_4b.yaml", "configs/pretrain/paper_modernbert.yaml",
+    "configs/classifiers/paper.yaml", "configs/classifiers/paper_modernbert.yaml", "configs/feedback_model/paper.yaml",
+    "configs/sft/paper.yaml", "configs/prm/paper.yaml", "configs/prm/paper_grpo.yaml", "configs/rl/paper.yaml",
+    "configs/search/paper.yaml", "configs/autoformalizer/paper.yaml", "configs/autoformalizer/grpo/paper.yaml",
+]
+
+
+def test_every_training_paper_config_is_listed():
+    from leanloop.paths import REPO_ROOT
+    from leanloop.plan import TRAINING_STAGES
+
+    found = {str(p.relative_to(REPO_ROOT)) for stage in TRAINING_STAGES for p in
+             (REPO_ROOT / "configs" / stage.replace("_grpo", "")).glob("**/paper*.yaml")
+             if p.parent.name not in ("eval", "sample")}
+    assert found == set(PAPER_CONFIGS)
+
+
+@pytest.mark.parametrize("config", PAPER_CONFIGS)
+def test_paper_config_fits_80gb_with_headroom(config):
+    plan = plan_args(["--config", config])
+    assert plan.gpu_gb == 80.0
+    assert plan.headroom >= HEADROOM, plan.table()
+    if plan.world > 1 and plan.strategy == "ddp":
+        assert any(t.name == "gradients" and "DDP buckets" in t.note for t in plan.terms) or plan.stage == "rl"
+
+
+def test_unsharded_paper_sft_does_not_fit():
+    """sft/paper.yaml as it was (no strategy: DDP with full replicas) is refused by the plan."""
+    plan = plan_args(["--config", "configs/sft/paper.yaml", "--trainer.strategy", "ddp"])
+    assert not plan.fits and plan.peak_gb > 100
+
+
+def test_planner_matches_a_real_step():
+    """The planner's activation bytes (one meta forward, flash attention's saved tensors) and its loss
+    head's saved bytes against a real bf16 step of the sft debug config on CPU (sdpa): within 2%."""
+    config_tree = resolve("sft", ["--config", "configs/sft/debug.yaml"])
+    work = workload("sft", config_tree)
+    config, _ = architecture(work.model)
+    unchecked, _, _ = activations(config, work)
+    head_saved, head_peak, _ = head_bytes(config, work)
+    model = load_model(ModelSpec("qwen3-tiny", dtype="bfloat16")).train()
+    ids = torch.randint(0, 1000, (work.micro_batch, work.seq_len))
+    with SavedBytes(model) as body:
+        model.model(input_ids=ids, use_cache=False)
+    with SavedBytes(model) as whole:
+        model(input_ids=ids, labels=ids)
+    assert body.total == pytest.approx(unchecked, rel=0.02)
+    assert whole.total == pytest.approx(unchecked + head_saved, rel=0.02)
+    assert head_peak > head_saved  # the backward's fp32 gradients come on top of what is saved
+
+
+def test_dry_run_prints_the_plan_and_json(tmp_path, capsys):
+    from sft.train import run
+
+    run(["--config", "configs/sft/debug.yaml", "--dry_run", "true"])
+    out = capsys.readouterr().out
+    assert "memory plan: sft, qwen3-tiny" in out and "sft: peak" in out and "fits" in out
+    path = tmp_path / "plan.json"
+    assert main(["--config", "configs/sft/debug.yaml", "--json", str(path)]) == 0
+    record = json.loads(path.read_text())
+    assert set(record) >= {"peak_gb", "gpu_gb", "fits", "terms"} and record["fits"] is True
+    assert max(record["terms"].values()) <= record["peak_gb"] <= sum(record["terms"].values()) + 1e-6
