@@ -716,9 +716,17 @@ def resolve(stage: str, args: list[str]) -> dict:
     """The stage's resolved config, parsed by the stage itself (``python -m <stage>.train --dry_run``)."""
     import yaml
 
+    import logging
+
     module = importlib.import_module(STAGE_MODULES.get(stage, f"{stage}.train"))
-    with contextlib.redirect_stdout(io.StringIO()):
-        result = module.run([*args, "--dry_run", "true", "--plan", "false"])
+    seed_log = logging.getLogger("lightning.fabric.utilities.seed")
+    level = seed_log.level
+    seed_log.setLevel(logging.WARNING)  # "Seed set to 42": the plan seeds nothing
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            result = module.run([*args, "--dry_run", "true", "--plan", "false"])
+    finally:
+        seed_log.setLevel(level)
     return yaml.safe_load(result.config)
 
 
