@@ -7,7 +7,7 @@ the checkpoint is here, else :data:`ARCHITECTURES`, the published configs) for t
 and one forward of its body on meta tensors under ``saved_tensors_hooks`` measures the activation
 bytes per layer at the configured micro-batch and length (attention counted as flash attention saves
 it: q, k, v, output, log-sum-exp). Sharding, optimizer states, the loss head, KV caches, vLLM shares
-and resident models are arithmetic, named in the table's notes. How to read a plan: README "Memory plan".
+and resident models are arithmetic, named in the table's notes. How to read a plan: docs/results/plan.md.
 """
 
 from __future__ import annotations
@@ -160,6 +160,8 @@ def workload(stage: str, config: dict) -> Workload:
                     seq_len=int(d.get("max_length") or 512), precision=str(trainer.get("precision") or "32-true"),
                     strategy=_strategy(trainer), world=_world(trainer),
                     checkpointing=bool(m.get("gradient_checkpointing")))
+    if work.world == 1 and work.strategy == "ddp":
+        work.strategy = "single GPU"
     if stage == "classifiers":
         init = m.get("init_args") or {}
         inputs = init.get("inputs") or {}
@@ -712,6 +714,39 @@ def stage_of(config_files: list[str]) -> str:
     raise PlanError(f"cannot tell the stage of {' '.join(config_files)}: pass --stage (one of {', '.join(TRAINING_STAGES)})")
 
 
+def paper_configs() -> list[str]:
+    """Every training stage's paper config (configs/<stage>/[grpo/]paper*.yaml; eval/ and sample/ hold
+    configs of tools, not of training)."""
+    found = []
+    for stage in TRAINING_STAGES:
+        if stage in STAGE_MODULES:
+            continue
+        folder = REPO_ROOT / "configs" / stage
+        found += [str(p.relative_to(REPO_ROOT)) for p in sorted(folder.glob("**/paper*.yaml"))
+                  if not {"eval", "sample"} & set(p.relative_to(folder).parts[:-1])]
+    return found
+
+
+def paper_table(plans: list[tuple[str, Plan]]) -> str:
+    """The Markdown table of docs/results/plan.md: one row per paper config, the terms of its peak phase."""
+    static_terms = ("weights", "adapter weights", "gradients", "optimizer states (AdamW)", "fp32 master weights")
+    lines = ["| config | model (sized as) | strategy x GPUs | weights + grads + optimizer | activations (ckpt) "
+             "| loss head | rest | peak GB (phase) | headroom |", "|---|---|---|---|---|---|---|---|---|"]
+    for config, plan in plans:
+        at_peak = {t.name: t.gb for t in plan.terms if plan.peak_phase in t.phases}
+        static = sum(at_peak.get(k, 0.0) for k in static_terms)
+        act, head = at_peak.get("activations"), at_peak.get("loss head")
+        rest = plan.peak_gb - static - (act or 0.0) - (head or 0.0)
+        sized = plan.source.split(" <- ")[-1].removeprefix("published config of ").split(" (")[0]
+        model = f"{plan.model} ({sized})" if plan.model.startswith("artifacts://") else plan.model
+        cells = [config, model, f"{plan.strategy} x {plan.world}", f"{static:.1f}",
+                 f"{act:.1f} ({'on' if plan.checkpointing else 'off'})" if act is not None else "-",
+                 f"{head:.1f}" if head is not None else "-", f"{rest:.1f}",
+                 f"{plan.peak_gb:.1f} ({plan.peak_phase})", f"{plan.headroom:.0%}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def resolve(stage: str, args: list[str]) -> dict:
     """The stage's resolved config, parsed by the stage itself (``python -m <stage>.train --dry_run``)."""
     import yaml
@@ -746,7 +781,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stage", default=None, help="the training stage (default: from configs/<stage>/)")
     parser.add_argument("--gpu_gb", type=float, default=DEFAULT_GPU_GB, help="GPU memory to plan against")
     parser.add_argument("--json", default=None, help="also write the plan as JSON here")
+    parser.add_argument("--paper", action="store_true",
+                        help="plan every paper config and print the Markdown table of docs/results/plan.md")
     known, rest = parser.parse_known_args(argv)
+    if known.paper:
+        plans = [(config, plan_args(["--config", config], gpu_gb=known.gpu_gb)) for config in paper_configs()]
+        for _, plan in plans:
+            print(plan.table() + "\n", file=sys.stderr)
+        print(paper_table(plans))
+        return 0 if all(plan.fits for _, plan in plans) else 1
     if "--config" not in rest:
         parser.error("give at least one --config")
     result = plan_args(rest, known.stage, known.gpu_gb)
