@@ -4,15 +4,22 @@ figures match a real step's saved-tensor bytes, and the stages' dry runs and the
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 
 import pytest
 import torch
 
-from leanloop.plan import (HEADROOM, SavedBytes, activations, architecture, head_bytes, main, paper_configs, plan_args,
-                           resolve, workload)
+from leanloop.paths import REPO_ROOT
+from leanloop.plan import (HEADROOM, SavedBytes, activations, architecture, head_bytes, main, paper_configs, paper_table,
+                           plan_args, resolve, workload)
 from leanloop.training.models import ModelSpec, load_model
 
 PAPER_CONFIGS = paper_configs()
+
+
+@lru_cache(maxsize=None)
+def _plan(config: str):
+    return plan_args(["--config", config])
 
 
 def test_every_training_paper_config_is_planned():
@@ -22,7 +29,7 @@ def test_every_training_paper_config_is_planned():
 
 @pytest.mark.parametrize("config", PAPER_CONFIGS)
 def test_paper_config_fits_80gb_with_headroom(config):
-    plan = plan_args(["--config", config])
+    plan = _plan(config)
     assert plan.gpu_gb == 80.0
     assert plan.headroom >= HEADROOM, plan.table()
     if plan.world > 1 and plan.strategy == "ddp":
@@ -64,4 +71,12 @@ def test_dry_run_prints_the_plan_and_json(tmp_path, capsys):
     assert main(["--config", "configs/sft/debug.yaml", "--json", str(path)]) == 0
     record = json.loads(path.read_text())
     assert set(record) >= {"peak_gb", "gpu_gb", "fits", "terms"} and record["fits"] is True
-    assert max(record["terms"].values()) <= record["peak_gb"] <= sum(record["terms"].values()) + 1e-6
+    assert max(record["terms"].values()) <= record["peak_gb"] <= sum(record["terms"].values()) + 0.01  # rounded terms
+
+
+def test_published_plans_are_the_planners_output():
+    """docs/results/plan.md's table and rl/README.md's budget are what the planner prints today."""
+    table = paper_table([(config, _plan(config)) for config in PAPER_CONFIGS])
+    assert table in (REPO_ROOT / "docs/results/plan.md").read_text()
+    readme = (REPO_ROOT / "rl/README.md").read_text()
+    assert "\n".join("  " + line for line in _plan("configs/rl/paper.yaml").table().splitlines()) in readme
