@@ -309,20 +309,17 @@ def architecture(ref: ModelRef, _seen: set[str] | None = None) -> tuple[Any, str
 
 
 def _local_folder(name: str) -> Path | None:
-    from leanloop.artifacts import FINAL, locate_run
-    from leanloop.paths import resolve_shared
+    """The folder holding the model's config.json when it is on this machine (a finished run, minilm,
+    a folder, shared://); hub ids are not looked up in the cache: their published config is used."""
+    from leanloop.training.models import ModelSpec
 
+    if not name.startswith(("artifacts://", "/", ".", "shared://")) and name != "minilm":
+        return None
     try:
-        run = locate_run(name) if name.startswith("artifacts://") else None
-    except Exception:  # noqa: BLE001 - a run that cannot be located is sized from its config
-        run = None
-    if run is not None and (run / FINAL / "config.json").is_file():
-        return run / FINAL
-    if name.startswith(("/", ".", "shared://")):
-        local = resolve_shared(name)
-        if (local / "config.json").is_file():
-            return local
-    return None
+        folder = Path(ModelSpec(name).weights_location())
+    except (OSError, ValueError, RuntimeError):  # a run or folder that is not here: sized from its config
+        return None
+    return folder if (folder / "config.json").is_file() else None
 
 
 @dataclass
@@ -343,8 +340,11 @@ class Sizes:
 def _meta_model(config: Any, encoder: bool):
     import torch
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-    auto = AutoModelForMaskedLM if encoder else AutoModelForCausalLM
+    # an encoder (ModernBERT, BERT) named as a resident model has no causal-LM head: its MLM form
+    auto = AutoModelForMaskedLM if encoder or config.model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES \
+        else AutoModelForCausalLM
     with torch.device("meta"):
         return auto.from_config(config, dtype=torch.bfloat16)
 
