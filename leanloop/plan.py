@@ -538,8 +538,9 @@ class Plan:
 
     def verdict(self) -> str:
         word = "fits" if self.fits else "DOES NOT FIT"
+        where = self.strategy if self.world == 1 else f"{self.strategy} on {self.world} GPUs"
         return (f"{self.stage}: peak {self.peak_gb:.1f} GB per GPU ({self.peak_phase}) of {self.gpu_gb:g} GB: {word} "
-                f"({self.headroom:+.0%} headroom; {self.strategy} on {self.world} GPU{'s' if self.world > 1 else ''})")
+                f"({self.headroom:+.0%} headroom; {where})")
 
     def table(self) -> str:
         lines = [f"memory plan: {self.stage}, {self.model} ({self.source})",
@@ -559,7 +560,8 @@ class Plan:
                 "world": self.world, "strategy": self.strategy,
                 "terms": {t.name: round(t.gb, 3) for t in self.terms},
                 "activations_gb": {"unchecked": round(self.activations_unchecked_gb, 3),
-                                   "checkpointed": round(self.activations_checked_gb, 3)}}
+                                   "checkpointed": round(self.activations_checked_gb, 3)},
+                "notes": list(self.notes)}
 
 
 def _bytes(dtype: str) -> int:
@@ -650,6 +652,9 @@ def plan(work: Workload, gpu_gb: float = DEFAULT_GPU_GB) -> Plan:
     if master_b:
         terms.append(Term("fp32 master weights", 0.0 if offload else trainable * master_b / shard_states / GB,
                           note="DeepSpeed bf16: fp32 copy" + (f" / {shard_states}" if shard_states > 1 else "")))
+    if work.precision == "bf16-true" and not deepspeed and work.adapter == "none":
+        work.notes.append("bf16-true without DeepSpeed: torch AdamW keeps no fp32 master weights or states "
+                          "(updates below bf16's resolution are lost); none are counted")
     unchecked, checked, how = activations(config, work)
     used = checked if work.checkpointing else unchecked
     terms.append(Term("activations", used / GB, ("update",),

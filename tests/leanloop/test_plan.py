@@ -28,6 +28,13 @@ def test_every_training_paper_config_is_planned():
 
 
 @pytest.mark.parametrize("config", PAPER_CONFIGS)
+def test_paper_config_names_its_strategy(config):
+    import yaml
+
+    assert (yaml.safe_load((REPO_ROOT / config).read_text())["trainer"] or {}).get("strategy"), config
+
+
+@pytest.mark.parametrize("config", PAPER_CONFIGS)
 def test_paper_config_fits_80gb_with_headroom(config):
     plan = _plan(config)
     assert plan.gpu_gb == 80.0
