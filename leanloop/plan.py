@@ -33,31 +33,30 @@ HEADROOM = 0.10
 CUDA_CONTEXT_GB = 1.0  # CUDA context and cuBLAS/NCCL workspaces, outside the allocator
 NF4_BYTES = 0.5 + 1 / 64 + 4 / (64 * 256)  # 4 bits + 8-bit absmax per 64 + fp32 per 256 absmax (double quant)
 
+def _dense(hidden: int, intermediate: int, layers: int, heads: int, tie: bool, kv: int = 8, **more: Any) -> dict:
+    return dict(hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers, num_attention_heads=heads,
+                num_key_value_heads=kv, head_dim=128, tie_word_embeddings=tie, **more)
+
+
+def _encoder(hidden: int, intermediate: int, layers: int, heads: int) -> dict:
+    return dict(vocab_size=50368, hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers,
+                num_attention_heads=heads, max_position_embeddings=8192)
+
+
 # Published configs of the checkpoints the paper configs name (each checkpoint's config.json on the
 # Hugging Face hub, https://huggingface.co/<id>/blob/main/config.json), used when no local copy is here.
 ARCHITECTURES: dict[str, tuple[str, dict[str, Any], str]] = {
-    "qwen3-0.6b": ("qwen3", dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
-                                 num_key_value_heads=8, head_dim=128, tie_word_embeddings=True), "Qwen/Qwen3-0.6B"),
-    "qwen3-1.7b": ("qwen3", dict(hidden_size=2048, intermediate_size=6144, num_hidden_layers=28, num_attention_heads=16,
-                                 num_key_value_heads=8, head_dim=128, tie_word_embeddings=True), "Qwen/Qwen3-1.7B"),
-    "qwen3-4b": ("qwen3", dict(hidden_size=2560, intermediate_size=9728, num_hidden_layers=36, num_attention_heads=32,
-                               num_key_value_heads=8, head_dim=128, tie_word_embeddings=True), "Qwen/Qwen3-4B"),
-    "qwen3-8b": ("qwen3", dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32,
-                               num_key_value_heads=8, head_dim=128, tie_word_embeddings=False), "Qwen/Qwen3-8B"),
-    "qwen3-14b": ("qwen3", dict(hidden_size=5120, intermediate_size=17408, num_hidden_layers=40, num_attention_heads=40,
-                                num_key_value_heads=8, head_dim=128, tie_word_embeddings=False), "Qwen/Qwen3-14B"),
-    "qwen3-32b": ("qwen3", dict(hidden_size=5120, intermediate_size=25600, num_hidden_layers=64, num_attention_heads=64,
-                                num_key_value_heads=8, head_dim=128, tie_word_embeddings=False), "Qwen/Qwen3-32B"),
-    "qwen3-30b-a3b": ("qwen3_moe", dict(hidden_size=2048, intermediate_size=6144, moe_intermediate_size=768,
-                                        num_hidden_layers=48, num_attention_heads=32, num_key_value_heads=4, head_dim=128,
-                                        num_experts=128, num_experts_per_tok=8, tie_word_embeddings=False),
+    "qwen3-0.6b": ("qwen3", _dense(1024, 3072, 28, 16, tie=True), "Qwen/Qwen3-0.6B"),
+    "qwen3-1.7b": ("qwen3", _dense(2048, 6144, 28, 16, tie=True), "Qwen/Qwen3-1.7B"),
+    "qwen3-4b": ("qwen3", _dense(2560, 9728, 36, 32, tie=True), "Qwen/Qwen3-4B"),
+    "qwen3-8b": ("qwen3", _dense(4096, 12288, 36, 32, tie=False), "Qwen/Qwen3-8B"),
+    "qwen3-14b": ("qwen3", _dense(5120, 17408, 40, 40, tie=False), "Qwen/Qwen3-14B"),
+    "qwen3-32b": ("qwen3", _dense(5120, 25600, 64, 64, tie=False), "Qwen/Qwen3-32B"),
+    "qwen3-30b-a3b": ("qwen3_moe", _dense(2048, 6144, 48, 32, tie=False, kv=4, moe_intermediate_size=768,
+                                          num_experts=128, num_experts_per_tok=8),
                       "Qwen/Qwen3-30B-A3B (Qwen3-Coder-30B-A3B-Instruct: the same shape)"),
-    "modernbert-base": ("modernbert", dict(vocab_size=50368, hidden_size=768, intermediate_size=1152, num_hidden_layers=22,
-                                           num_attention_heads=12, max_position_embeddings=8192),
-                        "answerdotai/ModernBERT-base"),
-    "modernbert-large": ("modernbert", dict(vocab_size=50368, hidden_size=1024, intermediate_size=2624, num_hidden_layers=28,
-                                            num_attention_heads=16, max_position_embeddings=8192),
-                         "answerdotai/ModernBERT-large"),
+    "modernbert-base": ("modernbert", _encoder(768, 1152, 22, 12), "answerdotai/ModernBERT-base"),
+    "modernbert-large": ("modernbert", _encoder(1024, 2624, 28, 16), "answerdotai/ModernBERT-large"),
 }
 QWEN3_VOCAB = 151_936
 
