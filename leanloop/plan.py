@@ -93,11 +93,12 @@ class Workload:
     """ddp, zero2, zero3, zero3_offload (optimizer and parameters on the host), zero2_offload."""
     world: int = 1
     adapter: str = "none"  # none, lora, qlora
-    adapter_params: int = 0
+    lora: tuple | None = None
+    """(r, target module names), or ("autoformalizer", attention r, expert r) for its unfused MoE."""
     quantized: bool = False
     encoder: bool = False
     generation: dict[str, Any] | None = None
-    """rollouts: sequences, tokens per sequence, backend, vllm share, sleep."""
+    """rollouts: sequences, tokens per sequence, backend."""
     resident: list[tuple[str, ModelRef, str]] = field(default_factory=list)
     """(role, model, why) of every other model kept on the GPU."""
     vllm_shares: list[tuple[str, float, str]] = field(default_factory=list)
@@ -186,9 +187,8 @@ def workload(stage: str, config: dict) -> Workload:
         if adapter.get("kind", "none") != "none":
             work.adapter = adapter["kind"]
             work.quantized = adapter["kind"] == "qlora"
-            work.adapter_params = -1  # counted on the built model: r, targets below
-            work.notes.append(f"lora r={adapter.get('r', 16)} on {','.join(adapter.get('target_modules') or [])}")
-            work.model.overrides["__lora__"] = (int(adapter.get("r", 16)), tuple(adapter.get("target_modules") or ()))
+            work.lora = (int(adapter.get("r", 16)), tuple(adapter.get("target_modules") or ()))
+            work.notes.append(f"lora r={work.lora[0]} on {','.join(work.lora[1])}")
         generation = m.get("generation") or {}
         _grpo(work, m, problems=int(d.get("problems_per_step") or 1),
               prompt=int(generation.get("max_prompt_length") or 1024))
@@ -252,16 +252,13 @@ def _autoformalizer_policy(work: Workload, m: dict) -> None:
     work.checkpointing = bool(adapters.get("gradient_checkpointing"))
     work.adapter = "qlora" if quant.get("enabled") else "lora"
     work.quantized = bool(quant.get("enabled"))
-    work.adapter_params = -1
-    work.model.overrides["__lora__"] = ("autoformalizer", int(adapters.get("attention_rank", 64)),
-                                        int(adapters.get("expert_rank", 8)))
+    work.lora = ("autoformalizer", int(adapters.get("attention_rank", 64)), int(adapters.get("expert_rank", 8)))
 
 
 # -- architectures ----------------------------------------------------------------------------------
 def _normalise(name: str) -> str:
     base = name.rstrip("/").split("/")[-1].lower()
-    base = re.sub(r"-(base|instruct|fp8)$", "", base)
-    base = re.sub(r"-(base|instruct)$", "", base)
+    base = re.sub(r"(-(base|instruct|fp8))+$", "", base)
     return base.replace("qwen3-coder-", "qwen3-")
 
 
@@ -287,7 +284,7 @@ def architecture(ref: ModelRef, _seen: set[str] | None = None) -> tuple[Any, str
     from leanloop.training.models import PRESETS, ModelSpec, build_config
 
     seen = _seen if _seen is not None else set()
-    overrides = {k: v for k, v in ref.overrides.items() if not k.startswith("__")}
+    overrides = ref.overrides
     if ref.name in PRESETS:
         return build_config(ModelSpec(ref.name, overrides=overrides)), f"preset {ref.name}"
     folder = _local_folder(ref.name)
@@ -328,9 +325,6 @@ class Sizes:
     params: int
     linear_params: int
     """weights of the Linear layers inside the decoder/encoder blocks (what NF4 quantizes)."""
-    layers: int
-    hidden: int
-    vocab: int
     kv_bytes_per_token: int
     """bf16 K and V of every layer for one token."""
     lora_params: int = 0
@@ -369,8 +363,7 @@ def _sizes(config_json: str, encoder: bool, lora: tuple | None) -> Sizes:
     text = config.get_text_config()
     heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
     head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
-    sizes = Sizes(params, linear, len(blocks), text.hidden_size, text.vocab_size,
-                  2 * len(blocks) * heads * head_dim * 2)
+    sizes = Sizes(params, linear, 2 * len(blocks) * heads * head_dim * 2)
     if lora and lora[0] == "autoformalizer":
         _, attention_rank, expert_rank = lora
         attention = sum(m.in_features + m.out_features for n, m in blocks.named_modules()
@@ -603,8 +596,7 @@ def plan(work: Workload, gpu_gb: float = DEFAULT_GPU_GB) -> Plan:
     import torch  # noqa: F401 - transformers' meta builds need it loaded
 
     config, source = architecture(work.model)
-    lora = work.model.overrides.get("__lora__")
-    sizes = _sizes(config.to_json_string(use_diff=False), work.encoder, lora)
+    sizes = _sizes(config.to_json_string(use_diff=False), work.encoder, work.lora)
     world, strategy = work.world, work.strategy
     deepspeed = strategy.startswith("zero")
     bf16 = work.precision.startswith("bf16")
@@ -614,8 +606,7 @@ def plan(work: Workload, gpu_gb: float = DEFAULT_GPU_GB) -> Plan:
         weight = sizes.linear_params * NF4_BYTES + (sizes.params - sizes.linear_params) * 2
         note = f"{sizes.params / 1e9:.2f}B params, block Linears in NF4 (double quant), the rest bf16"
     else:
-        per = 2 if (deepspeed and bf16) or work.precision == "bf16-true" or work.adapter != "none" else \
-            _bytes(work.model.dtype)
+        per = 2 if (deepspeed and bf16) or work.precision == "bf16-true" else _bytes(work.model.dtype)
         weight = sizes.params * per
         note = f"{sizes.params / 1e9:.2f}B params x {per} bytes"
     if strategy.startswith("zero3"):
@@ -651,8 +642,9 @@ def plan(work: Workload, gpu_gb: float = DEFAULT_GPU_GB) -> Plan:
     if master_b:
         terms.append(Term("fp32 master weights", 0.0 if offload else trainable * master_b / shard_states / GB,
                           note="DeepSpeed bf16: fp32 copy" + (f" / {shard_states}" if shard_states > 1 else "")))
+    notes = list(work.notes)
     if work.precision == "bf16-true" and not deepspeed and work.adapter == "none":
-        work.notes.append("bf16-true without DeepSpeed: torch AdamW keeps no fp32 master weights or states "
+        notes.append("bf16-true without DeepSpeed: torch AdamW keeps no fp32 master weights or states "
                           "(updates below bf16's resolution are lost); none are counted")
     unchecked, checked, how = activations(config, work)
     used = checked if work.checkpointing else unchecked
@@ -677,15 +669,13 @@ def plan(work: Workload, gpu_gb: float = DEFAULT_GPU_GB) -> Plan:
         except PlanError as error:
             raise PlanError(f"{role}: {error}") from None
         other_sizes = _sizes(other.to_json_string(use_diff=False), False, None)
-        resident = _resident(role, why, work, other_sizes.params * _bytes(ref.dtype) / GB, gpu_gb)
-        if resident is not None:
-            terms.append(resident)
+        terms.append(_resident(role, why, work, other_sizes.params * _bytes(ref.dtype) / GB, gpu_gb))
     terms.append(Term("CUDA context and workspaces", CUDA_CONTEXT_GB, note="outside the allocator"))
     return Plan(work.stage, work.model.name, source, world, strategy, gpu_gb, terms, work.checkpointing,
-                unchecked / GB, checked / GB, work.notes)
+                unchecked / GB, checked / GB, notes)
 
 
-def _resident(role: str, why: str, work: Workload, weights_gb: float, gpu_gb: float) -> Term | None:
+def _resident(role: str, why: str, work: Workload, weights_gb: float, gpu_gb: float) -> Term:
     """A model kept beside the one trained; the cascade gate as feedback_model.cascade.resolve_residency
     decides ``auto`` (beside vLLM when 1.5x its weights fit in what vLLM leaves)."""
     if "residency" in why:
