@@ -87,3 +87,20 @@ def test_published_plans_are_the_planners_output():
     assert table in (REPO_ROOT / "docs/results/plan.md").read_text()
     readme = (REPO_ROOT / "rl/README.md").read_text()
     assert "\n".join("  " + line for line in _plan("configs/rl/paper.yaml").table().splitlines()) in readme
+
+
+def test_planned_weights_gradients_and_optimizer_states_match_a_real_adamw_step():
+    """The static terms for the sft debug config (fp32, one process) against the bytes a real AdamW step
+    leaves: parameters, their gradients and the optimizer's state tensors, to the byte up to 1%."""
+    plan = plan_args(["--config", "configs/sft/debug.yaml"])
+    by = {t.name: t.gb * 1e9 for t in plan.terms}
+    model = load_model(ModelSpec("qwen3-tiny")).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    ids = torch.randint(0, 1000, (1, 16))
+    model(input_ids=ids, labels=ids).loss.backward()
+    optimizer.step()
+    params = list(model.parameters())
+    states = sum(v.numel() * v.element_size() for s in optimizer.state.values() for v in s.values() if v.dim())
+    assert by["weights"] == pytest.approx(sum(p.numel() * p.element_size() for p in params), rel=0.01)
+    assert by["gradients"] == pytest.approx(sum(p.grad.numel() * p.grad.element_size() for p in params), rel=0.01)
+    assert by["optimizer states (AdamW)"] == pytest.approx(states, rel=0.01)
