@@ -43,6 +43,18 @@ def test_paper_config_fits_80gb_with_headroom(config):
         assert any(t.name == "gradients" and "DDP buckets" in t.note for t in plan.terms) or plan.stage == "rl"
 
 
+@pytest.mark.parametrize("layers", [
+    ["configs/sft/paper.yaml", "configs/strategy/zero3.yaml"],  # make plan's example
+    # rl/paper.yaml's full fine-tuning: the layer and the micro-batch its comment names
+    ["configs/rl/paper.yaml", "configs/strategy/zero2.yaml", "--model.policy.adapter.kind", "none",
+     "--model.grpo.micro_batch_size", "4"],
+])
+def test_paper_configs_with_the_layers_they_name_fit(layers):
+    args = [a for item in layers for a in (["--config", item] if item.endswith(".yaml") else [item])]
+    plan = plan_args(args)
+    assert plan.strategy.startswith("zero") and plan.headroom >= HEADROOM, plan.table()
+
+
 def test_unsharded_paper_sft_does_not_fit():
     """sft/paper.yaml as it was (no strategy: DDP with full replicas) is refused by the plan."""
     plan = plan_args(["--config", "configs/sft/paper.yaml", "--trainer.strategy", "ddp"])
