@@ -178,6 +178,11 @@ def check_memory(run: StageRun, profile: ClusterProfile, force: bool = False) ->
         plan = plan_args(args, stage, profile.gpu_memory_gb)
     except PlanError as error:
         return f"memory plan: {error}"
+    except SystemExit as exit_:  # the stage refused the config (its parser said why): the job would too
+        raise SubmitError(f"{run.stage}/{run.run}: python -m {run.module} refuses this config "
+                          f"({exit_.code if isinstance(exit_.code, str) else 'see the line above'})") from None
+    except Exception as error:  # noqa: BLE001 - a planner bug is reported, it does not block the job
+        return f"memory plan: not made ({type(error).__name__}: {error})"
     if not plan.fits and not force:
         raise SubmitError(f"{run.stage}/{run.run} needs {plan.peak_gb:.1f} GB per GPU ({plan.peak_phase}), "
                           f"more than the profile's gpu_memory_gb {profile.gpu_memory_gb:g}: see python -m leanloop.plan "

@@ -7,7 +7,8 @@ the checkpoint is here, else :data:`ARCHITECTURES`, the published configs) for t
 and one forward of its body on meta tensors under ``saved_tensors_hooks`` measures the activation
 bytes per layer at the configured micro-batch and length (attention counted as flash attention saves
 it: q, k, v, output, log-sum-exp). Sharding, optimizer states, the loss head, KV caches, vLLM shares
-and resident models are arithmetic, named in the table's notes. How to read a plan: docs/results/plan.md.
+and resident models are arithmetic, named in the table's notes. Exit status 1 when the plan does not fit.
+How to read a plan: docs/results/plan.md.
 """
 
 from __future__ import annotations

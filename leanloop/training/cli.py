@@ -527,6 +527,8 @@ def _print_plan(stage: str, resolved: str) -> None:
         print(plan_config(stage, yaml.safe_load(resolved)).table())
     except PlanError as error:
         print(f"memory plan: {error}")
+    except Exception as error:  # noqa: BLE001 - a planner bug must not cost the config check its answer
+        print(f"memory plan: not made ({type(error).__name__}: {error})")
 
 
 def _keep_metrics_before(trainer: Any, run_dir: Path, step: int) -> None:
