@@ -264,10 +264,17 @@ def submit_array(runs: list[StageRun], profile: ClusterProfile, log_dir: Path, n
     executor = make_executor(profile, log_dir, name=name, cpu_processes=processes.pop())
     if executor.cluster != "slurm":
         return None
+    refused = []
     for run in runs:
-        verdict = check_memory(run, profile, force)
+        try:
+            verdict = check_memory(run, profile, force)
+        except SubmitError as error:  # every run that does not fit is named, not only the first
+            refused.append(str(error))
+            continue
         if verdict:
             print(f"  {run.run}: {verdict}", flush=True)
+    if refused:
+        raise SubmitError("; ".join(refused))
     commands = [_command(run, profile) for run in runs]
     log_dir.mkdir(parents=True, exist_ok=True)
     with executor.batch():
