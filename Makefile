@@ -87,6 +87,13 @@ submit: setup ## send one stage run to SLURM via submitit, local process without
 		$(foreach c,$(or $(CONFIG),$(error set CONFIG=configs/<stage>/X.yaml)),--config $(c)) \
 		--profile $(or $(PROFILE),configs/cluster/local.yaml) $(if $(RUN),--run $(RUN)) $(ARGS)
 
+.PHONY: plan plan-paper
+plan: setup ## memory plan per GPU of a training run: peak GB, its terms, fits or not (CONFIG="configs/sft/paper.yaml configs/strategy/zero3.yaml" [ARGS="--json plan.json --gpu_gb 40 --trainer.devices 4"])
+	$(PY) -m leanloop.plan $(foreach c,$(or $(CONFIG),$(error set CONFIG=configs/<stage>/X.yaml)),--config $(c)) $(ARGS)
+
+plan-paper: setup ## the memory plan of every paper config: the Markdown table of docs/results/plan.md on stdout, each plan on stderr
+	$(PY) -m leanloop.plan --paper $(ARGS)
+
 probe: setup ## check that ranks train in sync under a strategy (STRATEGY=ddp_cpu|ddp|zero2|zero3 [PROFILE=...] [ARGS="--wait yes"])
 	$(PY) -m cluster.submit --stage probe --entry cluster.probe \
 		--config configs/strategy/$(or $(STRATEGY),ddp_cpu).yaml \

@@ -40,6 +40,7 @@ from typing import Any, Callable
 import torch
 
 from leanloop.artifacts import TOOL_ENTRIES, upstream_configs
+from leanloop.plan import CUDA_CONTEXT_GB
 from leanloop.paths import REPO_ROOT
 from leanloop.tool import cli_entry, parse_config
 
@@ -127,9 +128,43 @@ class Steps:
 
     def step(self, module: str, config: Path, *extra: str) -> dict[str, Any]:
         self.upstream(config)
-        _python(["-m", module, "--config", str(config), "--trainer.fast_dev_run", "true", *_device_args(), *extra],
-                self.env)
-        return {"config": str(config.relative_to(REPO_ROOT)), "args": _device_args() + list(extra)}
+        args = ["--config", str(config), "--trainer.fast_dev_run", "true", *_device_args(), *extra]
+        out = _python(["-c", PEAK_WRAPPER, module, *args], self.env)
+        return {"config": str(config.relative_to(REPO_ROOT)), "args": _device_args() + list(extra),
+                "memory": step_memory(module, args, out)}
+
+
+# runs `python -m <module> ARGS` and prints the CUDA allocator's peak when it ends, however it ends
+PEAK_WRAPPER = """import runpy, sys, torch
+sys.argv = sys.argv[1:]
+try:
+    runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+finally:
+    print(f"gpu-check peak bytes: {torch.cuda.max_memory_allocated() if torch.cuda.is_available() else -1}")
+"""
+
+
+def step_memory(module: str, args: list[str], out: str) -> dict[str, Any]:
+    """The memory planner's peak for the step beside the allocator's measured one (``planned/measured``
+    is how far the plan is off; the plan adds the CUDA context, which the allocator does not see)."""
+    from leanloop.plan import STAGE_MODULES, plan_args
+
+    stage = next((s for s, m in STAGE_MODULES.items() if m == module), module.split(".")[0])
+    record: dict[str, Any] = {}
+    try:
+        plan = plan_args(args, stage)
+        record["planned_gb"] = round(plan.peak_gb, 3)
+        record["planned_allocator_gb"] = round(plan.peak_gb - CUDA_CONTEXT_GB, 3)
+    except Exception as error:  # noqa: BLE001 - the step passed; the plan's failure is recorded beside it
+        record["planned_error"] = f"{type(error).__name__}: {error}"
+    peak = next((int(line.rsplit(":", 1)[1]) for line in out.splitlines() if line.startswith("gpu-check peak bytes:")), -1)
+    if peak < 0:
+        record["measured_skipped"] = "no CUDA: the allocator's peak is a GPU figure"
+    else:
+        record["measured_gb"] = round(peak / 1e9, 3)
+        if "planned_allocator_gb" in record and peak:
+            record["planned_over_measured"] = round(record["planned_allocator_gb"] / record["measured_gb"], 3)
+    return record
 
 
 def check_flash_attn() -> dict[str, Any]:

@@ -35,6 +35,9 @@ class ClusterProfile:
     constraint: str | None = None
     nodes: int = 1
     gpus_per_node: int = 0
+    gpu_memory_gb: float = 80.0
+    """Memory of one GPU: submit and sweeps refuse a run whose memory plan (leanloop.plan) needs more
+    per GPU, unless ``--force true``."""
     cpus_per_task: int | None = None
     """CPUs of each task; with ``distributed`` that is per GPU, so size data loader workers by it."""
     mem_gb: float | None = None
@@ -60,6 +63,8 @@ class ClusterProfile:
             raise ProfileError(f"nodes must be at least 1, got {self.nodes}")
         if self.gpus_per_node < 0:
             raise ProfileError(f"gpus_per_node must be 0 or more, got {self.gpus_per_node}")
+        if self.gpu_memory_gb <= 0:
+            raise ProfileError(f"gpu_memory_gb must be positive, got {self.gpu_memory_gb}")
         if self.time_min < 1:
             raise ProfileError(f"time_min must be at least 1 minute, got {self.time_min}")
         if self.array < 0:

@@ -164,6 +164,32 @@ def distributed_overrides(run: StageRun, profile: ClusterProfile) -> dict[str, A
     return wanted
 
 
+def check_memory(run: StageRun, profile: ClusterProfile, force: bool = False) -> str | None:
+    """The memory plan of a training run on the profile's GPUs (its world size from the allocation):
+    its verdict line, or SubmitError (one line with the number) when it needs more than
+    ``gpu_memory_gb`` per GPU and ``force`` is off. None for CPU jobs and stages that train nothing."""
+    from leanloop.plan import STAGE_MODULES, TRAINING_STAGES, PlanError, plan_args
+
+    stage = next((s for s, module in STAGE_MODULES.items() if module == run.module), run.stage)
+    if not profile.gpus_per_node or stage not in TRAINING_STAGES:
+        return None
+    args = run.argv(distributed_overrides(run, profile))[3:]  # after python -m <module>
+    try:
+        plan = plan_args(args, stage, profile.gpu_memory_gb)
+    except PlanError as error:
+        return f"memory plan: {error}"
+    except SystemExit as exit_:  # the stage refused the config (its parser said why): the job would too
+        raise SubmitError(f"{run.stage}/{run.run}: python -m {run.module} refuses this config "
+                          f"({exit_.code if isinstance(exit_.code, str) else 'see the line above'})") from None
+    except Exception as error:  # noqa: BLE001 - a planner bug is reported, it does not block the job
+        return f"memory plan: not made ({type(error).__name__}: {error})"
+    if not plan.fits and not force:
+        raise SubmitError(f"{run.stage}/{run.run} needs {plan.peak_gb:.1f} GB per GPU ({plan.peak_phase}), "
+                          f"more than the profile's gpu_memory_gb {profile.gpu_memory_gb:g}: see python -m leanloop.plan "
+                          f"{' '.join(f'--config {c}' for c in run.configs)}, or pass --force true")
+    return plan.verdict()
+
+
 def make_executor(profile: ClusterProfile, folder: Path, name: str, cpu_processes: int = 1):
     import submitit
 
@@ -206,10 +232,14 @@ def _record(run: StageRun, command: StageCommand, executor: str, jobs: list[Any]
     }, indent=2, default=str) + "\n")
 
 
-def submit(run: StageRun, profile: ClusterProfile | None = None) -> Submission:
-    """Submit one stage run; returns at once (call ``.wait()`` for the result)."""
+def submit(run: StageRun, profile: ClusterProfile | None = None, force: bool = False) -> Submission:
+    """Submit one stage run; returns at once (call ``.wait()`` for the result). A GPU run whose memory
+    plan exceeds the profile's ``gpu_memory_gb`` is refused unless ``force``."""
     profile = profile or load_profile(DEFAULT_PROFILE)
     profile.validate()
+    verdict = check_memory(run, profile, force)
+    if verdict:
+        print(verdict, flush=True)
     command = _command(run, profile)
     folder = run.run_dir / SLURM_FOLDER
     folder.mkdir(parents=True, exist_ok=True)
@@ -222,7 +252,8 @@ def submit(run: StageRun, profile: ClusterProfile | None = None) -> Submission:
     return Submission(run=run, jobs=jobs, executor=executor.cluster, log_dir=folder, profile=profile)
 
 
-def submit_array(runs: list[StageRun], profile: ClusterProfile, log_dir: Path, name: str) -> list[Submission] | None:
+def submit_array(runs: list[StageRun], profile: ClusterProfile, log_dir: Path, name: str,
+                 force: bool = False) -> list[Submission] | None:
     """Several runs of one stage as one SLURM job array, one array task per run (a sweep); logs in
     ``log_dir``. None when the profile does not submit to SLURM or the runs need different
     allocations: then submit them one by one."""
@@ -233,6 +264,17 @@ def submit_array(runs: list[StageRun], profile: ClusterProfile, log_dir: Path, n
     executor = make_executor(profile, log_dir, name=name, cpu_processes=processes.pop())
     if executor.cluster != "slurm":
         return None
+    refused = []
+    for run in runs:
+        try:
+            verdict = check_memory(run, profile, force)
+        except SubmitError as error:  # every run that does not fit is named, not only the first
+            refused.append(str(error))
+            continue
+        if verdict:
+            print(f"  {run.run}: {verdict}", flush=True)
+    if refused:
+        raise SubmitError("; ".join(refused))
     commands = [_command(run, profile) for run in runs]
     log_dir.mkdir(parents=True, exist_ok=True)
     with executor.batch():
@@ -263,6 +305,8 @@ class SubmitConfig:
     """Block until the job ends (auto: yes for local jobs, no on SLURM)."""
     dry_run: bool = False
     """Print the command and resources only."""
+    force: bool = False
+    """Submit a GPU run whose memory plan needs more than the profile's gpu_memory_gb per GPU."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -282,11 +326,14 @@ def main(argv: list[str] | None = None) -> int:
         run = StageRun(stage=args.stage, configs=configs, run=args.run or default_run_name(configs),
                        overrides=overrides, entry=args.entry)
         if args.dry_run:
+            verdict = check_memory(run, profile, args.force)
+            if verdict:
+                print(verdict)
             print(run.shell(distributed_overrides(run, profile)))
             script = sbatch_preview(run, profile)
             print(script if script else "(no srun here: the job would run as a local process)")
             return 0
-        submission = submit(run, profile)
+        submission = submit(run, profile, force=args.force)
     except (CommandError, ProfileError, SubmitError) as error:
         print(f"submit: {error}", file=sys.stderr)
         return 2

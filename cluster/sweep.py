@@ -271,7 +271,7 @@ class RunStatus:
 
 
 def run_sweep(sweep: SweepConfig, executor: str | None = None, profile: str | None = None,
-              wait: bool = True, dry_run: bool = False) -> list[RunStatus]:
+              wait: bool = True, dry_run: bool = False, force: bool = False) -> list[RunStatus]:
     """Run (or submit) every run without a manifest, in order; returns one status per run."""
     runs = expand(sweep)
     executor = executor or sweep.executor
@@ -297,7 +297,7 @@ def run_sweep(sweep: SweepConfig, executor: str | None = None, profile: str | No
             print("  " + run.stage_run.shell())
         return statuses
     if executor == "submit":
-        _submit_all(todo, by_name, profile or sweep.profile, wait, sweep.name)
+        _submit_all(todo, by_name, profile or sweep.profile, wait, sweep.name, force)
     else:
         for index, run in enumerate(todo, 1):
             print(f"[{index}/{len(todo)}] {run.name}", flush=True)
@@ -312,7 +312,7 @@ def run_sweep(sweep: SweepConfig, executor: str | None = None, profile: str | No
 
 
 def _submit_all(todo: list[SweepRun], by_name: dict[str, RunStatus], profile_path: str | None,
-                wait: bool, sweep_name: str) -> None:
+                wait: bool, sweep_name: str, force: bool = False) -> None:
     from cluster.profile import load_profile
     from cluster.submit import SubmitError, submit, submit_array
     from leanloop.paths import artifacts_root
@@ -322,7 +322,7 @@ def _submit_all(todo: list[SweepRun], by_name: dict[str, RunStatus], profile_pat
     # on SLURM the runs go as one job array (one scheduler entry, one scancel); logs in the sweep's folder
     try:
         array = submit_array([run.stage_run for run in todo], profile, artifacts_root() / "sweeps" / sweep_name
-                             / "slurm", f"sweep-{sweep_name}") if len(todo) > 1 else None
+                             / "slurm", f"sweep-{sweep_name}", force) if len(todo) > 1 else None
     except RuntimeError as error:  # SubmitError, or sbatch refusing the array
         for run in todo:
             by_name[run.name].status, by_name[run.name].detail = "failed", f"not submitted: {error}"
@@ -335,7 +335,7 @@ def _submit_all(todo: list[SweepRun], by_name: dict[str, RunStatus], profile_pat
         waiting.append((run, submission))
     for run in todo if array is None else []:
         try:
-            submission = submit(run.stage_run, profile)
+            submission = submit(run.stage_run, profile, force=force)
         except RuntimeError as error:  # SubmitError, or sbatch refusing the job
             by_name[run.name].status, by_name[run.name].detail = "failed", f"not submitted: {error}"
             print(f"  {run.name}: not submitted: {error}", file=sys.stderr, flush=True)
@@ -380,6 +380,8 @@ class SweepOptions:
     """List the runs and their commands only."""
     summary_only: bool = False
     """Run nothing; summarize the runs that have finished."""
+    force: bool = False
+    """With submit: submit GPU runs whose memory plan exceeds the profile's gpu_memory_gb."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -398,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
             statuses = [RunStatus(r, "existing" if r.stage_run.finished else "pending") for r in expand(sweep)]
         else:
             statuses = run_sweep(sweep, executor=args.executor, profile=args.profile, wait=args.wait,
-                                 dry_run=args.dry_run)
+                                 dry_run=args.dry_run, force=args.force)
     except (SweepError, CommandError, ProfileError) as error:
         print(f"sweep: {error}", file=sys.stderr)
         return 2

@@ -34,12 +34,16 @@ class PRMModule(GRPOUpdate, HFModule):
         grpo: GRPOConfig | None = None,
         generation: GenerationConfig | None = None,
         threads: int | None = None,
+        gradient_checkpointing: bool = False,
     ) -> None:
         """``base``: the model (paper: Qwen3-4B; embedded default: tiny Qwen3, or the SFT run
         ``artifacts://prm/<run>`` for GRPO). ``grpo`` / ``generation``: the update and its rollouts
-        (TRL's names). ``threads``: torch intra-op threads (None: torch's default)."""
+        (TRL's names). ``threads``: torch intra-op threads (None: torch's default).
+        ``gradient_checkpointing``: recompute each layer in backward (SFT rows and GRPO updates at length)."""
         set_torch_threads(threads)
         super().__init__(base or ModelSpec(name="qwen3-tiny"), optim)
+        if gradient_checkpointing:
+            self.model.gradient_checkpointing_enable()
         self.mode = mode
         self.grpo = grpo or GRPOConfig(num_generations=4)
         self.generation = generation or GenerationConfig(max_new_tokens=64)

@@ -88,6 +88,9 @@ def build_policy(spec: ModelSpec, tokenizer: Any, policy: PolicyConfig, beta: fl
         allow_packed_cpu_kernel(model, False)
     else:
         model = load_model(spec, tokenizer=tokenizer)
+    # from_pretrained returns eval mode and transformers recomputes checkpointed layers only in train
+    # mode: without this the update under vLLM rollouts (which never toggle the mode) kept every activation
+    model.train()
     reference = None
     if beta > 0 and adapter.kind == "none":
         reference = copy.deepcopy(model).eval()

@@ -13,11 +13,14 @@ from search.model import value_token_ids
 
 class SearchModule(HFModule):
     def __init__(self, base: ModelSpec | None = None, optim: OptimConfig | None = None,
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, gradient_checkpointing: bool = False) -> None:
         """``base``: the model to start from (the pretrain stage's run, ``artifacts://pretrain/default``,
-        or a preset); ``threads``: torch intra-op threads (None: torch's default)."""
+        or a preset); ``threads``: torch intra-op threads (None: torch's default);
+        ``gradient_checkpointing``: recompute each layer in backward (long rows, large batches)."""
         set_torch_threads(threads)
         super().__init__(base or ModelSpec("qwen3-tiny"), optim)
+        if gradient_checkpointing:
+            self.model.gradient_checkpointing_enable()
         self.value_ids = torch.tensor(value_token_ids(self.tokenizer))
         self.save_hyperparameters()
 

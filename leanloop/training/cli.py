@@ -163,7 +163,10 @@ class StageCLI(LightningCLI):
                             help="start an unfinished run over (its checkpoints and metrics.csv are removed) "
                                  "instead of resuming it from its last checkpoint")
         parser.add_argument("--dry_run", type=bool, default=False,
-                            help="parse and validate the configs, print the resolved config, train nothing")
+                            help="parse and validate the configs, print the resolved config and its memory plan, "
+                                 "train nothing")
+        parser.add_argument("--plan", type=bool, default=True,
+                            help="with --dry_run: print the memory plan per GPU (leanloop.plan) after the config")
         add_verify_argument(parser)
         parser.add_dataclass_arguments(LogConfig, "log")
         for source, target in self.links:
@@ -433,6 +436,8 @@ def _run_stage(stage: str, module_class: type, datamodule_class: type, args: lis
         )
     if cli.config.dry_run:
         print(cli.resolved_config)
+        if cli.config.plan:
+            _print_plan(stage, cli.resolved_config)
         return StageResult(cli.run_dir, skipped=True, config=cli.resolved_config)
     if cli.skipped:
         from leanloop.artifacts import read_manifest
@@ -515,6 +520,21 @@ def _run_stage(stage: str, module_class: type, datamodule_class: type, args: lis
         manifest = read_manifest(cli.run_dir)
     return StageResult(cli.run_dir, skipped=False, manifest=manifest, config=cli.resolved_config,
                        trainer=trainer, model=model, datamodule=datamodule)
+
+
+def _print_plan(stage: str, resolved: str) -> None:
+    """The dry run's memory plan; a config the planner cannot size says so in one line (the dry run
+    is still a valid check of the config)."""
+    import yaml
+
+    from leanloop.plan import PlanError, plan_config
+
+    try:
+        print(plan_config(stage, yaml.safe_load(resolved)).table())
+    except PlanError as error:
+        print(f"memory plan: {error}")
+    except Exception as error:  # noqa: BLE001 - a planner bug must not cost the config check its answer
+        print(f"memory plan: not made ({type(error).__name__}: {error})")
 
 
 def _keep_metrics_before(trainer: Any, run_dir: Path, step: int) -> None:

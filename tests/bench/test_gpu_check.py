@@ -29,6 +29,9 @@ def test_cpu_form_runs_the_cpu_equivalents_and_says_why_it_skipped_the_rest(cpu_
     assert report["counts"] == {"passed": 3, "failed": 0, "skipped": 7}, by_name
     step = by_name["step:pretrain"]
     assert step["detail"]["config"] == "configs/pretrain/debug.yaml" and "cpu" in step["detail"]["args"]
+    # the memory planner's figure for the step, beside the allocator's peak on a GPU (skipped here)
+    memory = step["detail"]["memory"]
+    assert 0 < memory["planned_gb"] < 5 and memory["measured_skipped"].startswith("no CUDA")
     for name in ("nf4_moe_policy", "qlora_rl"):  # NF4 on bitsandbytes' CPU kernels, adapters trained
         d = by_name[name]["detail"]
         assert d["device"] == "cpu" and d["nf4_layers"] > 0 and d["updated_tensors"] == d["trainable_tensors"] > 0

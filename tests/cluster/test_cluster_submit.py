@@ -9,6 +9,7 @@ import math
 import os
 import stat
 import subprocess
+import re
 import sys
 from pathlib import Path
 
@@ -261,3 +262,20 @@ def test_a_task_killed_by_the_time_limit_warning_itself_is_recognized(tmp_path):
     err.write_text("Traceback (most recent call last):\nValueError: boom\n")
     assert not killed_by_warning_signal(err)
     assert not killed_by_warning_signal(tmp_path / "missing.err")
+
+
+def test_submit_refuses_a_run_its_memory_plan_does_not_fit(artifacts, capsys):
+    """On a GPU profile submit plans the run first: the shipped sft paper config (ZeRO-3) fits 80 GB;
+    the same config on plain DDP, or on 40 GB GPUs, is refused in one line with the number unless
+    --force true."""
+    paper = ["--stage", "sft", "--config", "configs/sft/paper.yaml", "--profile", "configs/cluster/gpu8.yaml",
+             "--dry_run", "true"]
+    assert submit_main(paper) == 0
+    assert "sft: peak" in capsys.readouterr().out
+    assert submit_main([*paper, "--trainer.strategy", "ddp"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert re.match(r"submit: sft/paper needs \d+\.\d GB per GPU .* gpu_memory_gb 80", error)
+    assert submit_main([*paper, "--profile.gpu_memory_gb", "40"]) == 2
+    assert "gpu_memory_gb 40" in capsys.readouterr().err
+    assert submit_main([*paper, "--trainer.strategy", "ddp", "--force", "true"]) == 0
+    assert "DOES NOT FIT" in capsys.readouterr().out

@@ -210,3 +210,18 @@ def test_summary_only_command_prints_the_table_of_what_finished(tmp_path, artifa
     assert lines[0].split()[:3] == [first.name, "*", "existing"] and "1.5" in lines[0].split()
     assert lines[1].split()[:2] == [second.name, "pending"]
     assert (artifacts / "sweeps" / "cli" / SUMMARY_CSV).is_file()
+
+
+def test_submitting_a_sweep_refuses_the_runs_their_memory_plan_does_not_fit(tmp_path, artifacts, capsys):
+    """Sweeps submit through the same memory check: runs that need more than the profile's
+    gpu_memory_gb are not submitted, each says why with its number; nothing is started."""
+    import re
+
+    path = write_sweep(tmp_path, {"name": "toolong", "stage": "sft", "config": ["configs/sft/paper.yaml"],
+                                  "grid": {"data.max_length": [131072, 262144]}})
+    statuses = run_sweep(load_sweep(path), executor="submit", profile="configs/cluster/gpu8.yaml", wait=False)
+    assert [s.status for s in statuses] == ["failed", "failed"]
+    # one by one (a local executor) each run names its own need; as a SLURM array the refusal names both
+    needs = {float(n) for s in statuses for n in re.findall(r"needs (\d+\.\d) GB per GPU", s.detail)}
+    assert len(needs) == 2 and min(needs) > 80
+    assert not any(s.run.stage_run.run_dir.joinpath("manifest.json").exists() for s in statuses)
