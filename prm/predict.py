@@ -67,10 +67,15 @@ def wrong_probabilities(model: Any, tokenizer: Any, prompts: Sequence[str], coun
             mask = torch.zeros((len(rows), width), dtype=torch.long)
             for i, row in enumerate(rows):  # left padding: the label positions line up at the end
                 ids[i, width - len(row):], mask[i, width - len(row):] = torch.tensor(row), 1
-            logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits[:, :, [plus, minus]].float()
+            causal = model.get_base_model() if hasattr(model, "get_base_model") else model
+            hidden = causal.base_model(input_ids=ids.to(device), attention_mask=mask.to(device),
+                                       use_cache=False).last_hidden_state
+            # only the two label tokens' logits: the full vocabulary at every position would be gigabytes
+            head = causal.get_output_embeddings().weight[[plus, minus]]
             for i, n in enumerate(counts_here):
-                # the logits at position p predict token p + 1: the n label slots start at width - n
-                hazard = torch.softmax(logits[i, width - n - 1:width - 1], -1)[:, 1]
+                # the hidden state at position p predicts token p + 1: the n label slots start at width - n
+                logits = hidden[i, width - n - 1:width - 1].float() @ head.float().T
+                hazard = torch.softmax(logits, -1)[:, 1]
                 out.append((1 - torch.cumprod(1 - hazard, 0)).tolist())
     finally:
         model.train(was_training)
