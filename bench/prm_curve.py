@@ -4,10 +4,11 @@ against TF-IDF on the prm-label run's test split.
 The verifier's recipe (``--recipe``, default ``configs/prm/default.yaml``, its SFT phase) is trained
 on a seeded random 200 / 600 / all of the train split's labelled proofs for ``epochs`` passes, and
 TF-IDF (:class:`prm.baselines.TfidfStepClassifier`) is fitted on the same proofs. Both are read as
-prm-eval reads them: thresholds on P(step wrong) chosen on the validation split for exact, then test
-exact, F1 on wrong steps and average precision (``tfidf_steps`` also at its own 0.5). Printed per
-size: each number for both and the F1 gap; then where the gap stops being negative, or where a line
-through it against log(proofs) crosses zero (:func:`bench.classifier_curve.crossing`: an
+prm-eval reads them (:data:`prm.evaluate.RULES`: thresholds on P(step wrong) chosen on the
+validation split for exact or for F1 on wrong steps; ``tfidf_steps`` at 0.5). Printed per size: test
+F1 on wrong steps, exact and average precision, and the F1 gap of ``verifier@f1`` to ``tfidf_steps``
+(the report's TF-IDF); then where that gap stops being negative, or where a line through it against
+log(proofs) crosses zero (:func:`bench.classifier_curve.crossing`: an
 extrapolation, said as such). Runs land in ``artifacts/prm/curve_n<proofs>_s<seed>`` (a finished one
 is skipped on a rerun). Options: :class:`PRMCurveConfig` (``--json PATH``, ``--plot PATH``).
 """
@@ -60,7 +61,7 @@ def run_one(options: PRMCurveConfig, proofs: int | None, seed: int, smoke: bool)
     from prm.config import EvalConfig
     from prm.data import draw
     from prm.dataset import DATA_STAGE, read_split
-    from prm.evaluate import _prepared, decision_rules, verifier_scores
+    from prm.evaluate import RULES, _prepared, decision_rules, verifier_scores
     from prm.labelling import training_prefix
     from prm.metrics import labels_at, ranking, step_metrics
     from prm.train import run as train
@@ -89,11 +90,11 @@ def run_one(options: PRMCurveConfig, proofs: int | None, seed: int, smoke: bool)
               "tfidf_steps": tfidf.wrong_probabilities(kept, truth)}
     out: dict[str, Any] = {"proofs": len(chosen), "steps": steps, "thresholds": rules["thresholds"],
                            "always_correct": step_metrics([[True] * len(t) for t in truth], truth)["exact"]}
-    for method, wrong in scores.items():
-        at = step_metrics(labels_at(wrong, rules["thresholds"][method]), truth)
-        out[method] = {"exact": at["exact"], "f1_incorrect": at["f1_incorrect"],
-                       "average_precision": ranking(wrong, truth).get("average_precision")}
-    out["tfidf_steps"]["f1_incorrect_at_half"] = step_metrics(labels_at(scores["tfidf_steps"], 0.5), truth)["f1_incorrect"]
+    for method, (source, objective) in RULES.items():
+        out[method] = step_metrics(labels_at(scores[source], rules["thresholds"][method]), truth)[objective]
+    out["tfidf_steps"] = step_metrics(labels_at(scores["tfidf_steps"], 0.5), truth)["f1_incorrect"]
+    for source, wrong in scores.items():
+        out[f"{source}/average_precision"] = ranking(wrong, truth).get("average_precision")
     return out
 
 
@@ -102,13 +103,11 @@ def draw_curve(points: list[dict[str, Any]], path: str) -> None:
 
     fig, axes = pyplot().subplots(1, 2, figsize=(10, 3.8))
     sizes = [p["proofs"] for p in points]
-    for ax, key, title in zip(axes, ("f1_incorrect", "exact"), ("test F1 on wrong steps", "test exact")):
-        ax.plot(sizes, [p["verifier_mean"][key] for p in points], "o-", label="verifier (threshold on valid)")
-        ax.plot(sizes, [p["tfidf_mean"][key] for p in points], "s-", label="tfidf_steps (threshold on valid)")
-        if key == "f1_incorrect":
-            ax.plot(sizes, [p["tfidf_at_half_mean"] for p in points], "s:", label="tfidf_steps (0.5)")
-        else:
-            ax.plot(sizes, [p["always_correct"] for p in points], "k:", label="always_correct")
+    panels = [("test F1 on wrong steps", [("verifier@f1", "o-"), ("tfidf_steps@f1", "s-"), ("tfidf_steps", "s:")]),
+              ("test exact", [("verifier", "o-"), ("tfidf_steps@exact", "s-"), ("always_correct", "k:")])]
+    for ax, (title, lines) in zip(axes, panels):
+        for key, style in lines:
+            ax.plot(sizes, [p["mean"][key] for p in points], style, label=key)
         ax.set(xscale="log", xlabel="labelled training proofs", title=title, ylim=(0, 1))
         ax.legend(fontsize=7)
     fig.tight_layout()
@@ -142,20 +141,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     points: list[dict[str, Any]] = []
     for proofs in sizes:
         runs = [run_one(options, proofs, seed, options.smoke) for seed in seeds]
-        point = {"proofs": runs[0]["proofs"], "requested": proofs or "all", "runs": runs,
-                 "always_correct": float(np.mean([r["always_correct"] for r in runs])),
-                 "tfidf_at_half_mean": float(np.mean([r["tfidf_steps"]["f1_incorrect_at_half"] for r in runs]))}
-        for method in ("verifier", "tfidf"):
-            key = "tfidf_steps" if method == "tfidf" else method
-            point[f"{method}_mean"] = {k: float(np.mean([r[key][k] or 0.0 for r in runs]))
-                                       for k in ("exact", "f1_incorrect", "average_precision")}
-        point["gap"] = point["verifier_mean"]["f1_incorrect"] - point["tfidf_at_half_mean"]
+        mean = {k: float(np.mean([r[k] or 0.0 for r in runs])) for k in runs[0] if k not in ("proofs", "steps", "thresholds")}
+        point = {"proofs": runs[0]["proofs"], "requested": proofs or "all", "runs": runs, "mean": mean,
+                 "gap": mean["verifier@f1"] - mean["tfidf_steps"]}
         points.append(point)
-        v, t = point["verifier_mean"], point["tfidf_mean"]
-        print(f"proofs {point['proofs']:>5}: verifier exact {v['exact']:.3f} F1 {v['f1_incorrect']:.3f} AP "
-              f"{v['average_precision']:.3f} | tfidf exact {t['exact']:.3f} F1 {t['f1_incorrect']:.3f} (at 0.5: "
-              f"{point['tfidf_at_half_mean']:.3f}) AP {t['average_precision']:.3f} | always_correct exact "
-              f"{point['always_correct']:.3f} | F1 gap to tfidf at 0.5 {point['gap']:+.3f}", flush=True)
+        print(f"proofs {point['proofs']:>5} ({runs[0]['steps']} steps): F1 on wrong steps: verifier@f1 "
+              f"{mean['verifier@f1']:.3f}, tfidf_steps {mean['tfidf_steps']:.3f} (@f1 {mean['tfidf_steps@f1']:.3f}); "
+              f"exact: verifier {mean['verifier']:.3f}, always_correct {mean['always_correct']:.3f}, tfidf_steps@exact "
+              f"{mean['tfidf_steps@exact']:.3f}; AP: verifier {mean['verifier/average_precision']:.3f}, tfidf "
+              f"{mean['tfidf_steps/average_precision']:.3f} | F1 gap {point['gap']:+.3f}", flush=True)
     where = crossing([p["proofs"] for p in points], [p["gap"] for p in points])
     if where["measured"]:
         print(f"the verifier's test F1 on wrong steps is at or above TF-IDF's from {where['rows']} training proofs on")

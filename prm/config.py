@@ -128,9 +128,10 @@ class EvalConfig:
     """Held-out theorems: the test split of a prm-label run."""
     split: str = "test"
     decision_split: str | None = "valid"
-    """The split of ``dataset`` on which the verifier's decision rule is chosen: the threshold on
-    P(step wrong) with the best exact score there (same ``limit`` and ``max_steps``); TF-IDF's too,
-    reported as ``tfidf_steps@valid``. None: flag a step at P(wrong) >= 0.5."""
+    """The split of ``dataset`` on which the decision rules are chosen: thresholds on P(step wrong)
+    with the best exact score (``verifier``, ``tfidf_steps@exact``) or F1 on wrong steps
+    (``verifier@f1``, ``tfidf_steps@f1``) there, same ``limit`` and ``max_steps``. None: the
+    verifier flags a step at P(wrong) >= 0.5."""
     external: list[ExternalSet] = field(default_factory=list)
     """Further sets in ProcessBench / PRMBench / PRM800K format, reported the same way."""
     limit: int | None = None

@@ -34,6 +34,10 @@ from prm.predict import greedy_answers, wrong_probabilities
 from prm.step_labels import parse_labels, verifier_prompt
 
 EVAL_STAGE = "prm_eval"
+RULES = {"tfidf_steps@exact": ("tfidf_steps", "exact"), "tfidf_steps@f1": ("tfidf_steps", "f1_incorrect"),
+         "verifier@f1": ("verifier", "f1_incorrect"), "verifier": ("verifier", "exact")}
+"""Decision rules chosen on validation: method -> (the score it thresholds, the metric its threshold is
+chosen for). ``verifier`` is the verifier's own rule (the exact score, LeanPRM-Bench's metric)."""
 # LeanPRM (seeds/002_bdfe106d82d4c31f.txt, "What we found"): "Choosing among 16 candidate IMO proofs
 # with LeanPRM lands on a correct one 35.9% of the time, against 32.4% at random."
 PAPER_BEST_OF_N = "LeanPRM: 35.9% verifier pick vs 32.4% random, 16 IMO candidates per problem"
@@ -109,15 +113,16 @@ def verifier_scores(kept: list[ProofRecord], truth: list[list[bool]], model: Any
 
 def decision_rules(records: list[ProofRecord], model: Any, tokenizer: Any, config: EvalConfig,
                    tfidf: Any) -> dict[str, Any]:
-    """Thresholds on P(step wrong) with the best exact score on the decision split (validation
-    theorems, the same ``limit`` and ``max_steps``), for the verifier and the TF-IDF baseline."""
+    """The thresholds of :data:`RULES` on P(step wrong), each with the best score on the decision
+    split (validation theorems, the same ``limit`` and ``max_steps``)."""
     kept, truth, _, _ = _prepared(records, config)
     if not kept:
         raise ValueError(f"the decision split {config.decision_split!r} has no labelled proofs: set decision_split null")
     scores = {"verifier": verifier_scores(kept, truth, model, tokenizer, config)[1]}
     if tfidf is not None:
         scores["tfidf_steps"] = tfidf.wrong_probabilities(kept, truth)
-    chosen = {m: choose_threshold(s, truth) for m, s in scores.items()}
+    chosen = {method: choose_threshold(scores[source], truth, objective)
+              for method, (source, objective) in RULES.items() if source in scores}
     return {"split": config.decision_split, "proofs": len(kept), "thresholds": {m: t for m, (t, _) in chosen.items()},
             "metrics": {m: metrics for m, (_, metrics) in chosen.items()}}
 
@@ -139,17 +144,18 @@ def evaluate_set(name: str, records: list[ProofRecord], model: Any, tokenizer: A
     if tfidf is not None:
         scored["tfidf_steps"] = tfidf.wrong_probabilities(kept, truth)
         predictions["tfidf_steps"] = labels_at(scored["tfidf_steps"], 0.5)
-        if "tfidf_steps" in thresholds:
-            predictions["tfidf_steps@valid"] = labels_at(scored["tfidf_steps"], thresholds["tfidf_steps"])
     if classifier is not None and any(s["tactic"] for r in kept for s in r.steps):
         predictions["classifier_prefixes"] = classifier_prefixes(kept, truth, classifier)
     answers = greedy_answers(model, tokenizer, prompts, [len(t) for t in truth], config.batch_size, progress=True)
     predictions["verifier_greedy"] = [parse_labels(a, len(t)) for a, t in zip(answers, truth)]
+    for method, (source, _) in RULES.items():
+        if method in thresholds and source in scored:
+            predictions[method] = labels_at(scored[source], thresholds[method])
     predictions["verifier"] = labels_at(scores, thresholds.get("verifier", 0.5))
     groups = [r.name for r in kept]
     correct = [r.proof_label for r in kept]
     proof_wrong = {m: [proof[-1] for proof in s] for m, s in scored.items()}
-    proof_wrong["tfidf_steps@valid"] = proof_wrong.get("tfidf_steps")
+    proof_wrong.update({method: proof_wrong[source] for method, (source, _) in RULES.items() if source in proof_wrong})
     methods = {m: step_metrics(p, truth) for m, p in predictions.items()}
     bon = {m: best_of_n(groups, p, correct, config.seed, proof_wrong.get(m)) for m, p in predictions.items()}
     rows = [{"proof_id": r.proof_id, "truth": t, "answer": a, "p_wrong": w, "predicted": p}
@@ -168,15 +174,14 @@ def decision_rule_lines(rules: dict[str, Any] | None) -> list[str]:
     if rules is None:
         return ["Decision rule: `verifier` flags step k wrong when its P(step k wrong) >= 0.5 (no decision split)."]
     t, m = rules["thresholds"], rules["metrics"]
-    lines = [f"Decision rule, chosen on the `{rules['split']}` split ({rules['proofs']} proofs, held-out theorems of "
-             "their own): `verifier` flags step k wrong when P(step k wrong) = 1 - prod over j <= k of its "
-             f"P(`+` at j) >= {t['verifier']:.3f}, the threshold with the best exact score there (exact "
-             f"{_pct(m['verifier']['exact'])}, F1 (incorrect) {m['verifier']['f1_incorrect']:.3f})."]
-    if "tfidf_steps" in t:
-        lines[0] += (f" `tfidf_steps@valid`: TF-IDF's threshold chosen the same way ({t['tfidf_steps']:.3f}; there exact "
-                     f"{_pct(m['tfidf_steps']['exact'])}, F1 (incorrect) {m['tfidf_steps']['f1_incorrect']:.3f}); "
-                     "`tfidf_steps` flags at 0.5.")
-    lines[0] += " `verifier_greedy`: the verifier's greedy answer under the label grammar."
+    lines = [f"Decision rules, chosen on the `{rules['split']}` split ({rules['proofs']} proofs, held-out theorems of "
+             "their own): a step is flagged wrong when the method's P(step k wrong) >= a threshold (the verifier's: "
+             "1 - prod over j <= k of its P(`+` at j) after correct steps), the one with the best exact score there "
+             "(`verifier`, `tfidf_steps@exact`) or the best F1 on wrong steps (`verifier@f1`, `tfidf_steps@f1`); "
+             "`tfidf_steps` flags at 0.5, `verifier_greedy` is the greedy answer under the label grammar.", "",
+             "| rule | threshold | valid exact | valid F1 (incorrect) |", "|---|---:|---:|---:|"]
+    lines += [f"| {method} | {t[method]:.3f} | {_pct(m[method]['exact'])} | {m[method]['f1_incorrect']:.3f} |"
+              for method in t]
     return lines
 
 
@@ -197,7 +202,7 @@ def write_report(folder: Path, config: EvalConfig, results: list[dict], data_man
     lines += ["", "Exact = every step label right (LeanPRM-Bench's metric). First error = the predicted first "
               "wrong step (or none) is right. F1 (incorrect) treats wrong steps as positives. Unparsable verifier "
               "answers are wrong for exact / first error and read as all-correct per step. Baselines first, "
-              "the verifier last.", "", *decision_rule_lines(rules), ""]
+              "the verifier last; its decision rules (chosen on validation) are below the sets.", ""]
     for result in results:
         lines += [f"## {result['name']}", ""]
         if not result["methods"]:
@@ -233,7 +238,7 @@ def write_report(folder: Path, config: EvalConfig, results: list[dict], data_man
         else:
             lines += ["Best-of-n: not computable here (no problem with >= 2 candidates of known correctness)."]
         lines += [""]
-    lines += ["![metrics](report.png)", "", "![precision-recall](pr_curve.png)", ""]
+    lines += [*decision_rule_lines(rules), "", "![metrics](report.png)", "", "![precision-recall](pr_curve.png)", ""]
     (folder / "report.md").write_text("\n".join(lines), encoding="utf-8")
     shown = [r for r in results if r["methods"]]
     fig, axes = plt.subplots(1, max(1, len(shown)), figsize=(5.5 * max(1, len(shown)), 3.6), squeeze=False)

@@ -12,7 +12,7 @@ An answer that does not parse (``None``) is wrong for ``exact`` and ``first_erro
 
 A scoring method (the verifier, TF-IDF) gives P(step k wrong), never falling along a proof; its
 labels at a threshold t mark step k wrong when that is >= t (:func:`labels_at`), and t is chosen on
-validation for the exact score (:func:`choose_threshold`).
+validation for the exact score or for F1 on wrong steps (:func:`choose_threshold`).
 """
 
 from __future__ import annotations
@@ -50,15 +50,18 @@ def labels_at(wrong: Sequence[Sequence[float]], threshold: float) -> list[list[b
     return [[p < threshold for p in proof] for proof in wrong]
 
 
-def choose_threshold(wrong: Sequence[Sequence[float]], truth: Sequence[list[bool]]) -> tuple[float, dict[str, float]]:
-    """The threshold on P(step wrong) with the best exact score on these proofs (then the best F1 on
-    wrong steps; then the highest, flagging least), and its metrics. Candidates: midpoints between
-    the distinct scores, and one above them all (flag nothing)."""
+def choose_threshold(wrong: Sequence[Sequence[float]], truth: Sequence[list[bool]],
+                     objective: str = "exact") -> tuple[float, dict[str, float]]:
+    """The threshold on P(step wrong) with the best ``objective`` (``exact`` or ``f1_incorrect``) on
+    these proofs (then the best of the other; then the highest, flagging least), and its metrics.
+    Candidates: midpoints between the distinct scores, the lowest (flag all) and one above them all
+    (flag nothing)."""
+    other = "f1_incorrect" if objective == "exact" else "exact"
     values = sorted({p for proof in wrong for p in proof})
     candidates = [(a + b) / 2 for a, b in zip(values, values[1:])] + [values[-1] + 1e-9 if values else 0.5]
     if values:
         candidates.insert(0, values[0])
-    best = max(candidates, key=lambda t: ((m := step_metrics(labels_at(wrong, t), truth))["exact"], m["f1_incorrect"], t))
+    best = max(candidates, key=lambda t: ((m := step_metrics(labels_at(wrong, t), truth))[objective], m[other], t))
     return best, step_metrics(labels_at(wrong, best), truth)
 
 

@@ -150,8 +150,8 @@ def test_bench_prm_curve_smoke(tmp_path):
     r = main(["--smoke", "true", "--plot", str(tmp_path / "curve.png")])
     assert [p["requested"] for p in r["points"]] == [4, "all"] and r["points"][0]["proofs"] == 4
     for point in r["points"]:
-        assert 0 <= point["verifier_mean"]["exact"] <= 1 and 0 <= point["tfidf_mean"]["f1_incorrect"] <= 1
-        assert point["gap"] == pytest.approx(point["verifier_mean"]["f1_incorrect"] - point["tfidf_at_half_mean"])
+        assert all(0 <= v <= 1 for v in point["mean"].values()) and len(point["mean"]) == 8
+        assert point["gap"] == pytest.approx(point["mean"]["verifier@f1"] - point["mean"]["tfidf_steps"])
     assert r["points"][1]["proofs"] > 4 and (tmp_path / "curve.png").is_file()
 
 

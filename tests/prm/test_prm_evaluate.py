@@ -41,6 +41,8 @@ def test_threshold_on_p_wrong_is_chosen_for_exact():
     threshold, metrics = choose_threshold([[0.9, 0.9], [0.95, 0.95]], [[True, False], [True, True]])
     assert threshold > 0.95 and metrics["exact"] == 0.5 and metrics["f1_incorrect"] == 0.0
     ranked = ranking(wrong, truth)
+    threshold, metrics = choose_threshold([[0.9, 0.9], [0.95, 0.95]], [[True, False], [True, True]], "f1_incorrect")
+    assert threshold == 0.9 and metrics["f1_incorrect"] == 0.4 and metrics["exact"] == 0.0  # flag all: exact traded away
     assert ranked["average_precision"] == 1.0 and ranked["auroc"] == 1.0
     assert ranking([[0.5], [0.5]], [[True], [True]]) == {}  # one class: no curve
 
@@ -81,10 +83,13 @@ def test_prm_eval_report(artifacts, tmp_path):
     assert metrics[lean_set]["methods"]["always_correct"]["exact"] == sum(all(t) for t in truth) / len(truth)
     assert metrics[bench_set]["methods"]["always_correct"]["exact"] == 0.5
     assert list(metrics[lean_set]["methods"]) == ["always_correct", "first_error_at_random", "tfidf_steps",
-                                                  "tfidf_steps@valid", "classifier_prefixes", "verifier_greedy",
-                                                  "verifier"]  # baselines first
+                                                  "classifier_prefixes", "verifier_greedy", "tfidf_steps@exact",
+                                                  "tfidf_steps@f1", "verifier@f1", "verifier"]  # baselines first
     rule = metrics[lean_set]["decision_rule"]
-    assert rule["split"] == "valid" and set(rule["thresholds"]) == {"verifier", "tfidf_steps"}
+    assert rule["split"] == "valid" and set(rule["thresholds"]) == {"verifier", "verifier@f1", "tfidf_steps@exact",
+                                                                    "tfidf_steps@f1"}
+    assert rule["metrics"]["verifier"]["exact"] >= rule["metrics"]["verifier@f1"]["exact"]
+    assert rule["metrics"]["verifier@f1"]["f1_incorrect"] >= rule["metrics"]["verifier"]["f1_incorrect"]
     rows = [json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines()]
     assert all(row["predicted"] == [p < rule["thresholds"]["verifier"] for p in row["p_wrong"]] for row in rows)
     assert all(row["p_wrong"] == sorted(row["p_wrong"]) for row in rows)  # first-error shaped scores
@@ -95,7 +100,7 @@ def test_prm_eval_report(artifacts, tmp_path):
     report = (folder / "report.md").read_text()
     assert "| tfidf_steps |" in report and "Base rate:" in report and "first error" in report
     assert "| verifier |" in report and "processbench: gsm8k.json" in report and "reviewer: rules" in report
-    assert "Decision rule, chosen on the `valid` split" in report and "| random |" in report
+    assert "Decision rules, chosen on the `valid` split" in report and "| verifier@f1 |" in report and "| random |" in report
     assert report.index("| always_correct |") < report.index("| verifier |")
     for plot in ("report.png", "pr_curve.png", "manifest.json"):
         assert (folder / plot).is_file()
