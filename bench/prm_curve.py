@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.classifier_curve import FARTHEST, crossing, parse_list
+from bench.classifier_curve import crossing, describe_crossing, parse_list
 from leanloop.paths import REPO_ROOT
 
 
@@ -151,16 +151,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               f"{mean['tfidf_steps@exact']:.3f}; AP: verifier {mean['verifier/average_precision']:.3f}, tfidf "
               f"{mean['tfidf_steps/average_precision']:.3f} | F1 gap {point['gap']:+.3f}", flush=True)
     where = crossing([p["proofs"] for p in points], [p["gap"] for p in points])
-    if where["measured"]:
-        print(f"the verifier's test F1 on wrong steps is at or above TF-IDF's from {where['rows']} training proofs on")
-    elif where["rows"]:
-        print(f"the verifier stays below TF-IDF's F1; a line through the gap against log(proofs) crosses zero at "
-              f"~{where['rows']:,.0f} proofs (an extrapolation)")
-    elif where.get("beyond"):
-        print(f"the verifier stays below TF-IDF's F1; a line through the gap crosses zero only beyond {FARTHEST}x the "
-              f"data (~{where['beyond']:.1e} proofs): no crossing in sight")
-    else:
-        print("the verifier stays below TF-IDF's F1 and the gap does not shrink with more proofs: no crossing in sight")
+    print(describe_crossing(where, "verifier@f1", "test F1 on wrong steps", "proofs"))
     out = {"recipe": options.recipe, "dataset": options.dataset, "epochs": options.epochs, "seeds": seeds,
            "points": points, "crossing": where, "wall_s": time.perf_counter() - began}
     print(f"bench.prm_curve: {out['wall_s']:.0f} s")
