@@ -1,4 +1,5 @@
-"""Greedy step-label answers of a verifier model for many prompts (validation and prm-eval)."""
+"""The verifier's answers for many prompts: greedy step labels under the label grammar (validation
+and prm-eval), and its P(step wrong) for every step (prm-eval's decision rules)."""
 
 from __future__ import annotations
 
@@ -68,8 +69,9 @@ def wrong_probabilities(model: Any, tokenizer: Any, prompts: Sequence[str], coun
             for i, row in enumerate(rows):  # left padding: the label positions line up at the end
                 ids[i, width - len(row):], mask[i, width - len(row):] = torch.tensor(row), 1
             causal = model.get_base_model() if hasattr(model, "get_base_model") else model
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)  # each row counts from its first real token
             hidden = causal.base_model(input_ids=ids.to(device), attention_mask=mask.to(device),
-                                       use_cache=False).last_hidden_state
+                                       position_ids=positions.to(device), use_cache=False).last_hidden_state
             # only the two label tokens' logits: the full vocabulary at every position would be gigabytes
             head = causal.get_output_embeddings().weight[[plus, minus]]
             for i, n in enumerate(counts_here):
