@@ -50,7 +50,7 @@ class PRMCurveConfig:
     """Also draw the curve (test F1 on wrong steps and exact against training proofs) to this PNG."""
 
 
-def run_one(options: PRMCurveConfig, proofs: int | None, seed: int, smoke: bool) -> dict[str, Any]:
+def run_one(options: PRMCurveConfig, proofs: int | None, seed: int) -> dict[str, Any]:
     """Test metrics of the verifier and of TF-IDF trained on the same ``proofs`` drawn with ``seed``."""
     import yaml
 
@@ -61,7 +61,7 @@ def run_one(options: PRMCurveConfig, proofs: int | None, seed: int, smoke: bool)
     from prm.config import EvalConfig
     from prm.data import draw
     from prm.dataset import DATA_STAGE, read_split
-    from prm.evaluate import RULES, _prepared, decision_rules, verifier_scores
+    from prm.evaluate import RULES, decision_rules, prepared_proofs, verifier_scores
     from prm.labelling import training_prefix
     from prm.metrics import labels_at, ranking, step_metrics
     from prm.train import run as train
@@ -74,18 +74,18 @@ def run_one(options: PRMCurveConfig, proofs: int | None, seed: int, smoke: bool)
     args = ["--config", options.recipe, "--run", f"curve_n{proofs or 'all'}_s{seed}", "--data.dataset", options.dataset,
             "--data.max_examples", str(proofs) if proofs else "null", "--data.splits.seed", str(seed),
             "--seed_everything", str(seed), "--log.wandb", "false"]
-    args += ["--trainer.fast_dev_run", "true"] if smoke else ["--trainer.max_steps", str(steps),
+    args += ["--trainer.fast_dev_run", "true"] if options.smoke else ["--trainer.max_steps", str(steps),
                                                                 "--trainer.val_check_interval", str(steps)]
     result = train(args)
     config = parse_config(EvalConfig, ["--config", options.evaluation])[0]
-    if smoke:
+    if options.smoke:
         config.limit = 8
     config.model = ModelSpec(name=str(result.run_dir / "final"))
     tokenizer = load_tokenizer(config.model)
     model = load_model(config.model, tokenizer=tokenizer).eval()
     tfidf = TfidfStepClassifier(seed).fit(chosen, config.max_steps)
     rules = decision_rules(read_split(data, "valid"), model, tokenizer, config, tfidf)
-    kept, truth, _, _ = _prepared(read_split(data, "test"), config)
+    kept, truth, _, _ = prepared_proofs(read_split(data, "test"), config)
     scores = {"verifier": verifier_scores(kept, truth, model, tokenizer, config)[1],
               "tfidf_steps": tfidf.wrong_probabilities(kept, truth)}
     out: dict[str, Any] = {"proofs": len(chosen), "steps": steps, "thresholds": rules["thresholds"],
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     began = time.perf_counter()
     points: list[dict[str, Any]] = []
     for proofs in sizes:
-        runs = [run_one(options, proofs, seed, options.smoke) for seed in seeds]
+        runs = [run_one(options, proofs, seed) for seed in seeds]
         mean = {k: float(np.mean([r[k] or 0.0 for r in runs])) for k in runs[0] if k not in ("proofs", "steps", "thresholds")}
         point = {"proofs": runs[0]["proofs"], "requested": proofs or "all", "runs": runs, "mean": mean,
                  "gap": mean["verifier@f1"] - mean["tfidf_steps"]}

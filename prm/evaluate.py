@@ -53,7 +53,7 @@ def spread_over_theorems(records: list[ProofRecord]) -> list[ProofRecord]:
     return [proofs[i] for i in range(rounds) for proofs in by_theorem.values() if i < len(proofs)]
 
 
-def _prepared(records: list[ProofRecord], config: EvalConfig) -> tuple[list[ProofRecord], list[list[bool]], int, int]:
+def prepared_proofs(records: list[ProofRecord], config: EvalConfig) -> tuple[list[ProofRecord], list[list[bool]], int, int]:
     """(kept proofs, their labelled prefixes cut to ``max_steps``, proofs skipped, proofs cut); with
     a ``limit``, chosen across theorems (:func:`spread_over_theorems`)."""
     labelled = [r for r in records if training_prefix(r.labels)]
@@ -115,7 +115,7 @@ def decision_rules(records: list[ProofRecord], model: Any, tokenizer: Any, confi
                    tfidf: Any) -> dict[str, Any]:
     """The thresholds of :data:`RULES` on P(step wrong), each with the best score on the decision
     split (validation theorems, the same ``limit`` and ``max_steps``)."""
-    kept, truth, _, _ = _prepared(records, config)
+    kept, truth, _, _ = prepared_proofs(records, config)
     if not kept:
         raise ValueError(f"the decision split {config.decision_split!r} has no labelled proofs: set decision_split null")
     scores = {"verifier": verifier_scores(kept, truth, model, tokenizer, config)[1]}
@@ -133,7 +133,7 @@ def evaluate_set(name: str, records: list[ProofRecord], model: Any, tokenizer: A
     labelled proofs of the same kind (the Lean set's train split). ``thresholds``: the decision rules
     chosen on validation (:func:`decision_rules`); without them the verifier flags at P(wrong) >= 0.5."""
     thresholds = thresholds or {}
-    kept, truth, skipped, cut = _prepared(records, config)
+    kept, truth, skipped, cut = prepared_proofs(records, config)
     if not kept:
         return {"name": name, "skipped": skipped, "cut": cut, "methods": {}, "best_of_n": {}, "ranking": {}, "rows": [],
                 "base_rate": {}, "theorems": 0}
