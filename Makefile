@@ -137,6 +137,12 @@ bench-evaluators: setup ## history-aware evaluator vs learned score / problem pr
 bench-classifier-curve: setup ## classifier vs TF-IDF test AUROC at 250/500/1000/all training rows, 3 seeds (ARGS="--recipe configs/classifiers/X.yaml --sizes all --seeds 0 --json PATH")
 	$(PY) -m bench.classifier_curve $(ARGS)
 
+# The same for the step verifier (after make prm-label): its SFT recipe on 200 / 600 / all labelled train
+# proofs, 2 epochs each, vs TF-IDF on the same proofs; test exact and F1 on wrong steps.
+.PHONY: bench-prm-curve
+bench-prm-curve: setup ## step verifier vs TF-IDF test F1 (wrong steps) and exact at 200/600/all training proofs (ARGS="--seeds 0,1,2 --json PATH --plot PATH")
+	$(PY) -m bench.prm_curve $(ARGS)
+
 # How a classifier recipe is judged: K folds of the config's data run (train + validation, grouped by
 # theorem; the test split is never read), the stage once per fold (as a sweep: finished folds are
 # skipped; ARGS="--executor submit --profile ..." for SLURM), TF-IDF fitted per fold beside it.

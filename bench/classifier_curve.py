@@ -96,6 +96,22 @@ def crossing(sizes: list[int], gaps: list[float]) -> dict[str, Any]:
     return {"measured": False, "rows": float(math.exp(log_rows)), "slope_per_log_row": float(slope)}
 
 
+def describe_crossing(where: dict[str, Any], learner: str, metric: str, unit: str, rival: str = "TF-IDF") -> str:
+    """One line on :func:`crossing`'s answer: from how many training ``unit`` ``learner``'s ``metric``
+    stays at or above ``rival``'s."""
+    behind = f"{learner} does not stay at or above {rival}"
+    if where["measured"]:
+        return f"{learner} is at or above {rival}'s {metric} from {where['rows']} training {unit} on"
+    if where["rows"]:
+        return (f"{behind}; a straight line through the gap against log({unit}) crosses zero at ~{where['rows']:,.0f} "
+                f"{unit} (an extrapolation)")
+    if where.get("beyond"):
+        return (f"{behind}; a straight line through the gap against log({unit}) (slope "
+                f"{where['slope_per_log_row']:+.4f} per e-fold) crosses zero only beyond {FARTHEST}x the data "
+                f"(~{where['beyond']:.1e} {unit}): no crossing in sight")
+    return f"{behind} and the gap does not shrink with more {unit}: no crossing in sight"
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     from leanloop.tool import check_output_file, parse_config
 
@@ -130,18 +146,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               f"({', '.join(f'{v:.3f}' for v in point['classifier'])}) vs TF-IDF {point['tfidf_mean']:.3f} "
               f"({', '.join(f'{v:.3f}' for v in point['tfidf'])}): gap {point['gap']:+.3f}", flush=True)
     where = crossing([int(p["rows"]) for p in points if p["rows"]], [p["gap"] for p in points if p["rows"]])
-    if where["measured"]:
-        print(f"the classifier is at or above TF-IDF's mean test AUROC from {where['rows']} training rows on")
-    elif where["rows"]:
-        print(f"the classifier does not stay at or above TF-IDF; a straight line through the gap "
-              f"against log(rows) crosses zero at ~{where['rows']:,.0f} rows (an extrapolation)")
-    elif where.get("beyond"):
-        print(f"the classifier does not stay at or above TF-IDF; a straight line through the gap against log(rows) "
-              f"(slope {where['slope_per_log_row']:+.4f} per e-fold) crosses zero only beyond {FARTHEST}x the "
-              f"data (~{where['beyond']:.1e} rows): no crossing in sight")
-    else:
-        print("the classifier does not stay at or above TF-IDF and the gap does not shrink with more rows: "
-              "no crossing in sight")
+    print(describe_crossing(where, "the classifier", "mean test AUROC", "rows"))
     out = {"recipe": recipe, "corpus": corpus, "seeds": seeds, "points": points, "crossing": where,
            "wall_s": time.perf_counter() - began}
     print(f"bench.classifier_curve: {out['wall_s']:.0f} s")

@@ -4,7 +4,8 @@ train split's labelled steps.
 Each step is one example: its text (the prose the verifier reads; on the embedded default that is
 the tactic text) with its position in the proof, labelled correct or not. A logistic regression over
 word and character n-grams scores each held-out step; a proof's predicted labels are correct up to
-the first step scored below 0.5 and incorrect from there on, the shape of Lean's labels.
+the first step scored below 0.5 and incorrect from there on, the shape of Lean's labels
+(:meth:`TfidfStepClassifier.wrong_probabilities` gives the scores for other thresholds).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Sequence
 
 from prm.dataset import ProofRecord
 from prm.labelling import training_prefix
+from prm.metrics import labels_at
 
 
 def _text(step: dict, index: int) -> str:
@@ -46,18 +48,17 @@ class TfidfStepClassifier:
         self.model.fit(texts, labels)
         return self
 
-    def predict(self, records: Sequence[ProofRecord], truth: Sequence[list[bool]]) -> list[list[bool]]:
+    def wrong_probabilities(self, records: Sequence[ProofRecord], truth: Sequence[list[bool]]) -> list[list[float]]:
+        """P(step k is wrong) read first-error shaped: the highest P(wrong) of steps 1..k."""
         out = []
         for record, labels in zip(records, truth):
             if self.model is None:
-                scores = [1.0 if self.constant else 0.0] * len(labels)
+                wrong = [0.0 if self.constant else 1.0] * len(labels)
             else:
                 texts = [_text(record.steps[i], i) for i in range(len(labels))]
-                classes = list(self.model.classes_)
-                scores = self.model.predict_proba(texts)[:, classes.index(True)].tolist()
-            predicted, wrong = [], False
-            for score in scores:
-                wrong = wrong or score < 0.5
-                predicted.append(not wrong)
-            out.append(predicted)
+                wrong = self.model.predict_proba(texts)[:, list(self.model.classes_).index(False)].tolist()
+            out.append([max(wrong[:k + 1]) for k in range(len(wrong))])
         return out
+
+    def predict(self, records: Sequence[ProofRecord], truth: Sequence[list[bool]]) -> list[list[bool]]:
+        return labels_at(self.wrong_probabilities(records, truth), 0.5)

@@ -127,6 +127,11 @@ class EvalConfig:
     dataset: str | None = "artifacts://prm_data/default"
     """Held-out theorems: the test split of a prm-label run."""
     split: str = "test"
+    decision_split: str | None = "valid"
+    """The split of ``dataset`` on which the decision rules are chosen: thresholds on P(step wrong)
+    with the best exact score (``verifier``, ``tfidf_steps@exact``) or F1 on wrong steps
+    (``verifier@f1``, ``tfidf_steps@f1``) there, same ``limit`` and ``max_steps``. None: the
+    verifier flags a step at P(wrong) >= 0.5."""
     external: list[ExternalSet] = field(default_factory=list)
     """Further sets in ProcessBench / PRMBench / PRM800K format, reported the same way."""
     limit: int | None = None

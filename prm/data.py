@@ -9,6 +9,7 @@ prompt masked; ``grpo`` batches are the examples themselves (the module samples 
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,14 @@ class VerifierExample:
     prompt: str
     labels: list[bool]
     proof_label: bool | None
+
+
+def draw(items: list, n: int | None, seed: int) -> list:
+    """A seeded random ``n`` of ``items`` in their order (all of them when ``n`` is None or not
+    smaller): the verifier's ``max_examples`` and the baselines of bench.prm_curve draw the same ones."""
+    if n is None or n >= len(items):
+        return list(items)
+    return [items[i] for i in sorted(random.Random(seed).sample(range(len(items)), n))]
 
 
 def examples_from(records: list[ProofRecord], tokenizer: Any, max_proof_steps: int) -> tuple[list[VerifierExample], Counter]:
@@ -66,8 +75,8 @@ class PRMData(L.LightningDataModule):
     ) -> None:
         """``base`` and ``mode`` are linked from the model. ``dataset``: a prm-label run; null: the
         embedded default labels (``recorded``, split by theorem with ``splits``). Examples longer than
-        ``max_length`` tokens are dropped (counted), never truncated: ``max_examples`` are taken, then the
-        ones that fit are kept."""
+        ``max_length`` tokens are dropped (counted), never truncated: ``max_examples`` are drawn at random
+        (``splits.seed``) from the proofs with labelled steps, then the ones that fit are kept."""
         super().__init__()
         self.base = base or ModelSpec(name="qwen3-tiny")
         self.mode = mode
@@ -100,7 +109,7 @@ class PRMData(L.LightningDataModule):
         train, counts = examples_from(records["train"], self.tokenizer, self.max_proof_steps)
         val, _ = examples_from(records["valid"], self.tokenizer, self.max_proof_steps)
         self.counts.update(counts)
-        train = self._fit(train[: self.max_examples or None], "train")
+        train = self._fit(draw(train, self.max_examples, self.splits.seed), "train")
         val = self._fit(val[: self.max_val_examples or None], "valid")
         if not train:
             raise ValueError("no training example fits: raise data.max_length or check the dataset's labels")

@@ -28,12 +28,16 @@ from prm.config import EvalConfig
 from prm.dataset import DATA_STAGE, ProofRecord, read_split
 from prm.external import read_external
 from prm.labelling import propagate, training_prefix
-from prm.metrics import best_of_n, step_metrics
+from prm.metrics import best_of_n, choose_threshold, labels_at, ranking, step_metrics
 from prm.paired import assemble_program
-from prm.predict import greedy_answers
+from prm.predict import greedy_answers, wrong_probabilities
 from prm.step_labels import parse_labels, verifier_prompt
 
 EVAL_STAGE = "prm_eval"
+RULES = {"tfidf_steps@exact": ("tfidf_steps", "exact"), "tfidf_steps@f1": ("tfidf_steps", "f1_incorrect"),
+         "verifier@f1": ("verifier", "f1_incorrect"), "verifier": ("verifier", "exact")}
+"""Decision rules chosen on validation: method -> (the score it thresholds, the metric its threshold is
+chosen for). ``verifier`` is the verifier's own rule (the exact score, LeanPRM-Bench's metric)."""
 # LeanPRM (seeds/002_bdfe106d82d4c31f.txt, "What we found"): "Choosing among 16 candidate IMO proofs
 # with LeanPRM lands on a correct one 35.9% of the time, against 32.4% at random."
 PAPER_BEST_OF_N = "LeanPRM: 35.9% verifier pick vs 32.4% random, 16 IMO candidates per problem"
@@ -49,7 +53,7 @@ def spread_over_theorems(records: list[ProofRecord]) -> list[ProofRecord]:
     return [proofs[i] for i in range(rounds) for proofs in by_theorem.values() if i < len(proofs)]
 
 
-def _prepared(records: list[ProofRecord], config: EvalConfig) -> tuple[list[ProofRecord], list[list[bool]], int, int]:
+def prepared_proofs(records: list[ProofRecord], config: EvalConfig) -> tuple[list[ProofRecord], list[list[bool]], int, int]:
     """(kept proofs, their labelled prefixes cut to ``max_steps``, proofs skipped, proofs cut); with
     a ``limit``, chosen across theorems (:func:`spread_over_theorems`)."""
     labelled = [r for r in records if training_prefix(r.labels)]
@@ -100,32 +104,64 @@ def classifier_prefixes(records: list[ProofRecord], truth: list[list[bool]], fin
     return predicted
 
 
-def evaluate_set(name: str, records: list[ProofRecord], model: Any, tokenizer: Any, config: EvalConfig,
-                 classifier: Path | None, train: list[ProofRecord] | None = None) -> dict[str, Any]:
-    """One set's metrics per method. ``train``: labelled proofs of the same kind that the TF-IDF
-    step classifier is fitted on (the Lean set's train split)."""
-    kept, truth, skipped, cut = _prepared(records, config)
-    if not kept:
-        return {"name": name, "skipped": skipped, "cut": cut, "methods": {}, "best_of_n": {}, "rows": [],
-                "base_rate": {}, "theorems": 0}
+def verifier_scores(kept: list[ProofRecord], truth: list[list[bool]], model: Any, tokenizer: Any,
+                    config: EvalConfig) -> tuple[list[str], list[list[float]]]:
+    """The verifier's prompts and its P(step wrong) for every labelled step shown."""
     prompts = [verifier_prompt(r.statement, [s["prose"] for s in r.steps[:len(t)]], tokenizer) for r, t in zip(kept, truth)]
-    answers = greedy_answers(model, tokenizer, prompts, [len(t) for t in truth], config.batch_size, progress=True)
-    predictions = {"verifier": [parse_labels(a, len(t)) for a, t in zip(answers, truth)],
-                   "always_correct": [[True] * len(t) for t in truth],
-                   "first_error_at_random": random_first_error(truth, config.seed)}
-    if train:
-        from prm.baselines import TfidfStepClassifier
+    return prompts, wrong_probabilities(model, tokenizer, prompts, [len(t) for t in truth], config.batch_size, progress=True)
 
-        predictions["tfidf_steps"] = TfidfStepClassifier(config.seed).fit(train, config.max_steps).predict(kept, truth)
+
+def decision_rules(records: list[ProofRecord], model: Any, tokenizer: Any, config: EvalConfig,
+                   tfidf: Any) -> dict[str, Any]:
+    """The thresholds of :data:`RULES` on P(step wrong), each with the best score on the decision
+    split (validation theorems, the same ``limit`` and ``max_steps``)."""
+    kept, truth, _, _ = prepared_proofs(records, config)
+    if not kept:
+        raise ValueError(f"the decision split {config.decision_split!r} has no labelled proofs: set decision_split null")
+    scores = {"verifier": verifier_scores(kept, truth, model, tokenizer, config)[1]}
+    if tfidf is not None:
+        scores["tfidf_steps"] = tfidf.wrong_probabilities(kept, truth)
+    chosen = {method: choose_threshold(scores[source], truth, objective)
+              for method, (source, objective) in RULES.items() if source in scores}
+    return {"split": config.decision_split, "proofs": len(kept), "thresholds": {m: t for m, (t, _) in chosen.items()},
+            "metrics": {m: metrics for m, (_, metrics) in chosen.items()}}
+
+
+def evaluate_set(name: str, records: list[ProofRecord], model: Any, tokenizer: Any, config: EvalConfig,
+                 classifier: Path | None, tfidf: Any = None, thresholds: dict[str, float] | None = None) -> dict[str, Any]:
+    """One set's metrics per method, baselines first. ``tfidf``: the TF-IDF step classifier fitted on
+    labelled proofs of the same kind (the Lean set's train split). ``thresholds``: the decision rules
+    chosen on validation (:func:`decision_rules`); without them the verifier flags at P(wrong) >= 0.5."""
+    thresholds = thresholds or {}
+    kept, truth, skipped, cut = prepared_proofs(records, config)
+    if not kept:
+        return {"name": name, "skipped": skipped, "cut": cut, "methods": {}, "best_of_n": {}, "ranking": {}, "rows": [],
+                "base_rate": {}, "theorems": 0}
+    prompts, scores = verifier_scores(kept, truth, model, tokenizer, config)
+    scored = {"verifier": scores}
+    predictions = {"always_correct": [[True] * len(t) for t in truth],
+                   "first_error_at_random": random_first_error(truth, config.seed)}
+    if tfidf is not None:
+        scored["tfidf_steps"] = tfidf.wrong_probabilities(kept, truth)
+        predictions["tfidf_steps"] = labels_at(scored["tfidf_steps"], 0.5)
     if classifier is not None and any(s["tactic"] for r in kept for s in r.steps):
         predictions["classifier_prefixes"] = classifier_prefixes(kept, truth, classifier)
+    answers = greedy_answers(model, tokenizer, prompts, [len(t) for t in truth], config.batch_size, progress=True)
+    predictions["verifier_greedy"] = [parse_labels(a, len(t)) for a, t in zip(answers, truth)]
+    for method, (source, _) in RULES.items():
+        if method in thresholds and source in scored:
+            predictions[method] = labels_at(scored[source], thresholds[method])
+    predictions["verifier"] = labels_at(scores, thresholds.get("verifier", 0.5))
     groups = [r.name for r in kept]
     correct = [r.proof_label for r in kept]
+    proof_wrong = {m: [proof[-1] for proof in s] for m, s in scored.items()}
+    proof_wrong.update({method: proof_wrong[source] for method, (source, _) in RULES.items() if source in proof_wrong})
     methods = {m: step_metrics(p, truth) for m, p in predictions.items()}
-    bon = {m: best_of_n(groups, p, correct, config.seed) for m, p in predictions.items()}
-    rows = [{"proof_id": r.proof_id, "truth": t, "answer": a, "predicted": p}
-            for r, t, a, p in zip(kept, truth, answers, predictions["verifier"])]
+    bon = {m: best_of_n(groups, p, correct, config.seed, proof_wrong.get(m)) for m, p in predictions.items()}
+    rows = [{"proof_id": r.proof_id, "truth": t, "answer": a, "p_wrong": w, "predicted": p}
+            for r, t, a, w, p in zip(kept, truth, answers, scores, predictions["verifier"])]
     return {"name": name, "skipped": skipped, "cut": cut, "methods": methods, "best_of_n": bon, "rows": rows,
+            "ranking": {m: ranking(s, truth) for m, s in scored.items()},
             "base_rate": base_rates(truth), "theorems": len({r.name for r in kept}),
             "theorems_in_set": len({r.name for r in records})}
 
@@ -134,7 +170,23 @@ def _pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.1f}%"
 
 
-def write_report(folder: Path, config: EvalConfig, results: list[dict], data_manifest: dict | None) -> None:
+def decision_rule_lines(rules: dict[str, Any] | None) -> list[str]:
+    if rules is None:
+        return ["Decision rule: `verifier` flags step k wrong when its P(step k wrong) >= 0.5 (no decision split)."]
+    t, m = rules["thresholds"], rules["metrics"]
+    lines = [f"Decision rules, chosen on the `{rules['split']}` split ({rules['proofs']} proofs, held-out theorems of "
+             "their own): a step is flagged wrong when the method's P(step k wrong) >= a threshold (the verifier's: "
+             "1 - prod over j <= k of its P(`+` at j) after correct steps), the one with the best exact score there "
+             "(`verifier`, `tfidf_steps@exact`) or the best F1 on wrong steps (`verifier@f1`, `tfidf_steps@f1`); "
+             "`tfidf_steps` flags at 0.5, `verifier_greedy` is the greedy answer under the label grammar.", "",
+             "| rule | threshold | valid exact | valid F1 (incorrect) |", "|---|---:|---:|---:|"]
+    lines += [f"| {method} | {t[method]:.3f} | {_pct(m[method]['exact'])} | {m[method]['f1_incorrect']:.3f} |"
+              for method in t]
+    return lines
+
+
+def write_report(folder: Path, config: EvalConfig, results: list[dict], data_manifest: dict | None,
+                 rules: dict[str, Any] | None = None) -> None:
     from leanloop.plots import pyplot, save
 
     plt = pyplot()
@@ -149,7 +201,8 @@ def write_report(folder: Path, config: EvalConfig, results: list[dict], data_man
                                                                "negative labels") + ").")
     lines += ["", "Exact = every step label right (LeanPRM-Bench's metric). First error = the predicted first "
               "wrong step (or none) is right. F1 (incorrect) treats wrong steps as positives. Unparsable verifier "
-              "answers are wrong for exact / first error and read as all-correct per step.", ""]
+              "answers are wrong for exact / first error and read as all-correct per step. Baselines first, "
+              "the verifier last; its decision rules (chosen on validation) are below the sets.", ""]
     for result in results:
         lines += [f"## {result['name']}", ""]
         if not result["methods"]:
@@ -170,8 +223,13 @@ def write_report(folder: Path, config: EvalConfig, results: list[dict], data_man
         for method, m in result["methods"].items():
             lines.append(f"| {method} | {_pct(m['exact'])} | {_pct(m['first_error'])} | {_pct(m['step_accuracy'])} | "
                          f"{m['f1_incorrect']:.3f} | {m['f1_correct']:.3f} | {_pct(m['parsed'])} |")
+        lines += ["", "Ranking wrong steps first at every threshold (the precision-recall curve: `pr_curve.png`):", "",
+                  "| scored by | average precision (wrong steps) | AUROC |", "|---|---:|---:|",
+                  f"| random | {1 - rate['correct_steps']:.3f} | 0.500 |"]
+        lines += [f"| {m} | {x['average_precision']:.3f} | {x['auroc']:.3f} |" for m, x in result["ranking"].items() if x]
         bon = {k: v for k, v in result["best_of_n"].items() if v}
-        lines += [""]
+        lines += ["", "Best-of-n: a scoring method picks the candidate with the lowest P(some step wrong), the others "
+                  "the one they label all-correct (then most correct steps).", ""]
         if bon:
             b = next(iter(bon.values()))
             lines += [f"Best-of-n over {int(b['problems'])} problems ({int(b['candidates'])} candidates; paper: "
@@ -180,7 +238,7 @@ def write_report(folder: Path, config: EvalConfig, results: list[dict], data_man
         else:
             lines += ["Best-of-n: not computable here (no problem with >= 2 candidates of known correctness)."]
         lines += [""]
-    lines += ["![metrics](report.png)", ""]
+    lines += [*decision_rule_lines(rules), "", "![metrics](report.png)", "", "![precision-recall](pr_curve.png)", ""]
     (folder / "report.md").write_text("\n".join(lines), encoding="utf-8")
     shown = [r for r in results if r["methods"]]
     fig, axes = plt.subplots(1, max(1, len(shown)), figsize=(5.5 * max(1, len(shown)), 3.6), squeeze=False)
@@ -197,6 +255,28 @@ def write_report(folder: Path, config: EvalConfig, results: list[dict], data_man
         ax.legend(fontsize=7)
     fig.tight_layout()
     save(fig, folder / "report.png", dpi=110)
+    pr_figure(shown, folder / "pr_curve.png")
+
+
+def pr_figure(results: list[dict], path: Path) -> None:
+    """Precision-recall on wrong steps per set: each scoring method's curve, random's level line, and
+    every labelling method's point."""
+    from leanloop.plots import pyplot, save
+
+    fig, axes = pyplot().subplots(1, max(1, len(results)), figsize=(5.5 * max(1, len(results)), 4.2), squeeze=False)
+    for ax, result in zip(axes[0], results):
+        rate = 1 - result["base_rate"]["correct_steps"]
+        ax.axhline(rate, color="grey", linestyle=":", label=f"random ({rate:.2f})")
+        for method, x in result["ranking"].items():
+            if x:
+                ax.plot(x["curve"]["recall"], x["curve"]["precision"], label=f"{method} (AP {x['average_precision']:.2f})")
+        for method, m in result["methods"].items():
+            if m["precision_incorrect"] is not None and m["recall_incorrect"] is not None:
+                ax.plot(m["recall_incorrect"], m["precision_incorrect"], "o", markersize=5, label=f"{method} labels")
+        ax.set(xlim=(0, 1), ylim=(0, 1.02), xlabel="recall (wrong steps)", ylabel="precision", title=result["name"][:60])
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    save(fig, path, dpi=110)
 
 
 def work(config: EvalConfig, folder: Path) -> Manifest:
@@ -210,27 +290,35 @@ def work(config: EvalConfig, folder: Path) -> Manifest:
     if config.classifier:
         classifier = resolve_run(config.classifier, "classifiers") / "final"
         manifest.inputs["classifier"] = describe_input(classifier.parent)
-    sets: list[tuple[str, list[ProofRecord]]] = []
-    data_manifest = None
+    sets: list[tuple[str, list[ProofRecord], Any]] = []
+    data_manifest, rules = None, None
     if config.dataset:
+        from prm.baselines import TfidfStepClassifier
+
         data = resolve_run(config.dataset, DATA_STAGE)
         data_manifest = json.loads((data / "manifest.json").read_text())
         manifest.inputs["dataset"] = describe_input(data)
-        sets.append((f"Lean step labels, held-out theorems ({config.split})", read_split(data, config.split),
-                     read_split(data, "train")))
+        tfidf = TfidfStepClassifier(config.seed).fit(read_split(data, "train"), config.max_steps)
+        if config.decision_split:
+            rules = decision_rules(read_split(data, config.decision_split), model, tokenizer, config, tfidf)
+        sets.append((f"Lean step labels, held-out theorems ({config.split})", read_split(data, config.split), tfidf))
     for external in config.external:
         manifest.add_input(f"external:{external.format}", resolve_shared(external.path))
         records = read_external(external.format, external.path)
         sets.append((f"{external.format}: {Path(external.path).name}", records[: external.limit or None], None))
     if not sets:
         raise ValueError("nothing to evaluate: set dataset and/or external")
-    results = [evaluate_set(name, records, model, tokenizer, config, classifier, train) for name, records, train in sets]
+    thresholds = rules["thresholds"] if rules else None
+    results = [evaluate_set(name, records, model, tokenizer, config, classifier, tfidf, thresholds)
+               for name, records, tfidf in sets]
     write_jsonl(folder / "predictions.jsonl", ({"set": r["name"], **row} for r in results for row in r["rows"]))
     summary = {r["name"]: {"methods": r["methods"], "best_of_n": r["best_of_n"], "skipped": r["skipped"], "cut": r["cut"],
-                           "base_rate": r["base_rate"], "theorems": r["theorems"]}
+                           "base_rate": r["base_rate"], "theorems": r["theorems"],
+                           "ranking": {m: {k: v for k, v in x.items() if k != "curve"} for m, x in r["ranking"].items()},
+                           "decision_rule": rules}
                for r in results}
     (folder / "metrics.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
-    write_report(folder, config, results, data_manifest)
+    write_report(folder, config, results, data_manifest, rules)
     manifest.metrics = {f"{r['name']}/{m}/{k}": v for r in results for m, vals in r["methods"].items()
                         for k, v in vals.items() if k in ("exact", "first_error", "f1_incorrect")}
     print(f"[prm-eval] report: {folder / 'report.md'}")

@@ -5,16 +5,21 @@
 - ``step_accuracy``, ``f1_incorrect`` (wrong steps are the positive class), ``f1_correct``.
 An answer that does not parse (``None``) is wrong for ``exact`` and ``first_error`` and counts as
 "all correct" for the per-step numbers.
-- best-of-n: among a problem's candidates, the verifier picks the one it labels all-correct (then
-  the most correct steps; ties broken at random); reported beside the expected hit rate of a random
-  pick, over problems with >= 2 candidates and known proof labels.
+- best-of-n: among a problem's candidates, a method picks the one it labels all-correct (then the
+  most correct steps; ties broken at random), or, when it scores steps, the one with the lowest
+  P(some step wrong); reported beside the expected hit rate of a random pick, over problems with >= 2
+  candidates and known proof labels.
+
+A scoring method (the verifier, TF-IDF) gives P(step k wrong), never falling along a proof; its
+labels at a threshold t mark step k wrong when that is >= t (:func:`labels_at`), and t is chosen on
+validation for the exact score or for F1 on wrong steps (:func:`choose_threshold`).
 """
 
 from __future__ import annotations
 
 import random
 from collections import defaultdict
-from typing import Sequence
+from typing import Any, Sequence
 
 from prm.step_labels import first_error
 
@@ -36,12 +41,49 @@ def step_metrics(predicted: Sequence[list[bool] | None], truth: Sequence[list[bo
     tn = len(pairs) - tp - fp - fn
     return {"exact": exact, "first_error": first, "step_accuracy": (tp + tn) / len(pairs),
             "f1_incorrect": _f1(tp, fp, fn), "f1_correct": _f1(tn, fn, fp),
+            "precision_incorrect": tp / (tp + fp) if tp + fp else None, "recall_incorrect": tp / (tp + fn) if tp + fn else None,
             "parsed": sum(p is not None for p in predicted) / n, "proofs": float(n), "steps": float(len(pairs))}
 
 
+def labels_at(wrong: Sequence[Sequence[float]], threshold: float) -> list[list[bool]]:
+    """Step labels (True: correct) from P(step wrong): wrong from the first step scored >= threshold."""
+    return [[p < threshold for p in proof] for proof in wrong]
+
+
+def choose_threshold(wrong: Sequence[Sequence[float]], truth: Sequence[list[bool]],
+                     objective: str = "exact") -> tuple[float, dict[str, float]]:
+    """The threshold on P(step wrong) with the best ``objective`` (``exact`` or ``f1_incorrect``) on
+    these proofs (then the best of the other; then the highest, flagging least), and its metrics.
+    Candidates: midpoints between the distinct scores, the lowest (flag all) and one above them all
+    (flag nothing)."""
+    other = "f1_incorrect" if objective == "exact" else "exact"
+    values = sorted({p for proof in wrong for p in proof})
+    candidates = [(a + b) / 2 for a, b in zip(values, values[1:])] + [values[-1] + 1e-9 if values else 0.5]
+    if values:
+        candidates.insert(0, values[0])
+    best = max(candidates, key=lambda t: ((m := step_metrics(labels_at(wrong, t), truth))[objective], m[other], t))
+    return best, step_metrics(labels_at(wrong, best), truth)
+
+
+def ranking(wrong: Sequence[Sequence[float]], truth: Sequence[list[bool]]) -> dict[str, Any]:
+    """How well P(step wrong) ranks the wrong steps first, at every threshold: average precision and
+    AUROC (wrong steps positive) and the precision-recall curve (a random score's precision is the
+    share of wrong steps at every recall)."""
+    from sklearn.metrics import average_precision_score, precision_recall_curve, roc_auc_score
+
+    y = [not label for labels in truth for label in labels]
+    scores = [p for proof in wrong for p in proof]
+    if len(set(y)) < 2:
+        return {}
+    precision, recall, _ = precision_recall_curve(y, scores)
+    return {"average_precision": float(average_precision_score(y, scores)), "auroc": float(roc_auc_score(y, scores)),
+            "curve": {"precision": precision.tolist(), "recall": recall.tolist()}}
+
+
 def best_of_n(groups: Sequence[str], predicted: Sequence[list[bool] | None], correct: Sequence[bool | None],
-              seed: int = 0) -> dict[str, float] | None:
-    """Verifier pick vs random pick over problems with >= 2 candidates whose proof labels are known."""
+              seed: int = 0, wrong: Sequence[float] | None = None) -> dict[str, float] | None:
+    """A method's pick vs a random pick over problems with >= 2 candidates whose proof labels are
+    known. ``wrong``: each candidate's P(some step wrong); when given, the pick is the lowest."""
     by_problem: dict[str, list[int]] = defaultdict(list)
     for i, (g, c) in enumerate(zip(groups, correct)):
         if c is not None:
@@ -53,6 +95,8 @@ def best_of_n(groups: Sequence[str], predicted: Sequence[list[bool] | None], cor
     picked, random_rate = [], []
     for indices in problems.values():
         def score(i: int) -> tuple:
+            if wrong is not None:
+                return (-wrong[i], rng.random())
             p = predicted[i] or []
             return (bool(p) and all(p), sum(p) / max(len(p), 1), rng.random())
 

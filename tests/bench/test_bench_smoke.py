@@ -144,6 +144,17 @@ def test_bench_classifier_curve_smoke():
     assert flat["rows"] is None and flat["beyond"] > 100 * 1506 and flat["slope_per_log_row"] > 0
 
 
+def test_bench_prm_curve_smoke(tmp_path):
+    from bench.prm_curve import main
+
+    r = main(["--smoke", "true", "--plot", str(tmp_path / "curve.png")])
+    assert [p["requested"] for p in r["points"]] == [4, "all"] and r["points"][0]["proofs"] == 4
+    for point in r["points"]:
+        assert all(0 <= v <= 1 for v in point["mean"].values()) and len(point["mean"]) == 8
+        assert point["gap"] == pytest.approx(point["mean"]["verifier@f1"] - point["mean"]["tfidf_steps"])
+    assert r["points"][1]["proofs"] > 4 and (tmp_path / "curve.png").is_file()
+
+
 def test_bench_classifier_curve_and_evaluators_refuse_bad_options_in_one_line(capsys, tmp_path):
     from bench import classifier_curve, evaluators
     from leanloop.tool import cli_entry

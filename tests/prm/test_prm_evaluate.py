@@ -11,7 +11,7 @@ from prm import evaluate, label
 from prm.config import EvalConfig, ExternalSet, LabelConfig, RecordedConfig
 from prm.dataset import read_split
 from prm.labelling import training_prefix
-from prm.metrics import best_of_n, step_metrics
+from prm.metrics import best_of_n, choose_threshold, labels_at, ranking, step_metrics
 
 
 def test_step_metrics_and_best_of_n():
@@ -25,6 +25,26 @@ def test_step_metrics_and_best_of_n():
     bon = best_of_n(["a", "a", "b"], [[True, False], [True, True], [True]], [False, True, True])
     assert bon == {"problems": 1.0, "candidates": 2.0, "verifier_pick": 1.0, "random_pick": 0.5}
     assert best_of_n(["a", "b"], [[True], [True]], [True, False]) is None
+    # scored: the candidate with the lower P(some step wrong) is picked whatever its labels say
+    assert best_of_n(["a", "a"], [[True], [True]], [False, True], wrong=[0.4, 0.3])["verifier_pick"] == 1.0
+    assert best_of_n(["a", "a"], [[True], [True]], [False, True], wrong=[0.3, 0.4])["verifier_pick"] == 0.0
+
+
+def test_threshold_on_p_wrong_is_chosen_for_exact():
+    truth = [[True, False], [True, True], [False, False]]
+    wrong = [[0.2, 0.6], [0.1, 0.3], [0.5, 0.7]]
+    assert labels_at(wrong, 0.5) == [[True, False], [True, True], [False, False]]
+    assert labels_at(wrong, 0.25) == [[True, False], [True, False], [False, False]]
+    threshold, metrics = choose_threshold(wrong, truth)
+    assert 0.3 < threshold <= 0.5 and metrics["exact"] == 1.0 and metrics["f1_incorrect"] == 1.0
+    # a score that never ranks a wrong step above a correct one: flag nothing is best for exact here
+    threshold, metrics = choose_threshold([[0.9, 0.9], [0.95, 0.95]], [[True, False], [True, True]])
+    assert threshold > 0.95 and metrics["exact"] == 0.5 and metrics["f1_incorrect"] == 0.0
+    ranked = ranking(wrong, truth)
+    threshold, metrics = choose_threshold([[0.9, 0.9], [0.95, 0.95]], [[True, False], [True, True]], "f1_incorrect")
+    assert threshold == 0.9 and metrics["f1_incorrect"] == 0.4 and metrics["exact"] == 0.0  # flag all: exact traded away
+    assert ranked["average_precision"] == 1.0 and ranked["auroc"] == 1.0
+    assert ranking([[0.5], [0.5]], [[True], [True]]) == {}  # one class: no curve
 
 
 def test_prm_eval_report(artifacts, tmp_path):
@@ -62,14 +82,26 @@ def test_prm_eval_report(artifacts, tmp_path):
     assert metrics[lean_set]["cut"] == sum(len(p) > 4 for p in prefixes[:10]) and metrics[bench_set]["cut"] == 0
     assert metrics[lean_set]["methods"]["always_correct"]["exact"] == sum(all(t) for t in truth) / len(truth)
     assert metrics[bench_set]["methods"]["always_correct"]["exact"] == 0.5
-    assert set(metrics[lean_set]["methods"]) == {"verifier", "always_correct", "first_error_at_random",
-                                                 "classifier_prefixes", "tfidf_steps"}
+    assert list(metrics[lean_set]["methods"]) == ["always_correct", "first_error_at_random", "tfidf_steps",
+                                                  "classifier_prefixes", "verifier_greedy", "tfidf_steps@exact",
+                                                  "tfidf_steps@f1", "verifier@f1", "verifier"]  # baselines first
+    rule = metrics[lean_set]["decision_rule"]
+    assert rule["split"] == "valid" and set(rule["thresholds"]) == {"verifier", "verifier@f1", "tfidf_steps@exact",
+                                                                    "tfidf_steps@f1"}
+    assert rule["metrics"]["verifier"]["exact"] >= rule["metrics"]["verifier@f1"]["exact"]
+    assert rule["metrics"]["verifier@f1"]["f1_incorrect"] >= rule["metrics"]["verifier"]["f1_incorrect"]
+    rows = [json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines()]
+    assert all(row["predicted"] == [p < rule["thresholds"]["verifier"] for p in row["p_wrong"]] for row in rows)
+    assert all(row["p_wrong"] == sorted(row["p_wrong"]) for row in rows)  # first-error shaped scores
+    assert set(metrics[lean_set]["ranking"]) == {"verifier", "tfidf_steps"}
     assert "tfidf_steps" not in metrics[bench_set]["methods"]  # trained on Lean steps: the Lean set only
     assert metrics[lean_set]["methods"]["classifier_prefixes"]["parsed"] == 1.0  # every Lean proof has tactics
     assert "classifier_prefixes" not in metrics[bench_set]["methods"]  # prose-only sets have no programs
     report = (folder / "report.md").read_text()
     assert "| tfidf_steps |" in report and "Base rate:" in report and "first error" in report
     assert "| verifier |" in report and "processbench: gsm8k.json" in report and "reviewer: rules" in report
-    assert (folder / "report.png").is_file() and (folder / "manifest.json").is_file()
-    rows = (folder / "predictions.jsonl").read_text().splitlines()
+    assert "Decision rules, chosen on the `valid` split" in report and "| verifier@f1 |" in report and "| random |" in report
+    assert report.index("| always_correct |") < report.index("| verifier |")
+    for plot in ("report.png", "pr_curve.png", "manifest.json"):
+        assert (folder / plot).is_file()
     assert len(rows) == len(truth) + 4

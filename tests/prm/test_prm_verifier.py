@@ -86,3 +86,47 @@ def test_answers_are_decoded_under_the_label_grammar():
     answers = greedy_answers(model, tokenizer, ["Proof:\n1. a\n2. b", "Proof:\n1. a\n2. b\n3. c\n4. d\n5. e"], [2, 5])
     assert [len(parse_labels(a, n)) for a, n in zip(answers, [2, 5])] == [2, 5]
     assert parse_labels(answers[0], 3) is None  # exactly as many labels as steps
+
+
+def test_step_scores_are_the_grammar_decoders_probabilities():
+    """P(step k wrong) from one forward pass equals 1 - prod of the model's own P(' +') at each label
+    slot after correct steps, whatever the batch's padding."""
+    from leanloop.training.models import load_model, load_tokenizer
+    from prm.predict import wrong_probabilities
+    from prm.step_labels import LabelGrammar
+
+    torch.manual_seed(0)
+    spec = ModelSpec(name="qwen3-tiny")
+    tokenizer = load_tokenizer(spec)
+    model = load_model(spec, tokenizer=tokenizer).eval()
+    prompts, counts = ["Proof:\n1. a\n2. b\n3. c", "Proof:\n1. linarith"], [3, 1]
+    batched = wrong_probabilities(model, tokenizer, prompts, counts, batch_size=2)
+    plus, minus = LabelGrammar(tokenizer, 0, []).labels
+    for prompt, n, scores in zip(prompts, counts, batched):
+        ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        correct_so_far, expected = 1.0, []
+        for k in range(n):
+            with torch.no_grad():
+                logits = model(input_ids=torch.tensor([ids + [plus] * k])).logits[0, -1, [plus, minus]]
+            correct_so_far *= float(torch.softmax(logits, -1)[0])
+            expected.append(1 - correct_so_far)
+        assert scores == sorted(scores) and torch.allclose(torch.tensor(scores), torch.tensor(expected), atol=1e-5)
+
+
+def test_wrong_weight_scales_the_loss_of_wrong_labels():
+    torch.manual_seed(0)
+    module = PRMModule(ModelSpec(name="qwen3-tiny"), mode="sft", threads=1)
+    tok = module.tokenizer
+    prompt = tok("Proof:\n1. a\n2. b", add_special_tokens=False)["input_ids"]
+    answer = tok(" + -" + END_OF_TURN, add_special_tokens=False)["input_ids"]
+    ids = torch.tensor([prompt + answer])
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids),
+             "labels": torch.tensor([[-100] * len(prompt) + answer])}
+    with torch.no_grad():
+        plain, trained = module.answer_loss(batch)
+        logits = module.model(input_ids=ids).logits[0, len(prompt) - 1:-1]
+        per_token = torch.nn.functional.cross_entropy(logits, torch.tensor(answer), reduction="none")
+        module.wrong_weight = 3.0
+        weighted, _ = module.answer_loss(batch)
+    assert trained == 3 and torch.isclose(plain, per_token.mean(), atol=1e-5)
+    assert torch.isclose(weighted, (per_token[0] + 3 * per_token[1] + per_token[2]) / 5, atol=1e-5)
