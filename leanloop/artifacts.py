@@ -207,6 +207,35 @@ def _holder(folder: Path) -> str:
         return "holder unknown"
 
 
+# an unfinished training run's checkpoints: <run>/step-NNNNNN/lightning.ckpt (leanloop.training.cli)
+STEP_CHECKPOINT = re.compile(r"step-(\d+)")
+CHECKPOINT_NAME = "lightning.ckpt"
+
+
+def is_checkpoint(path: str | os.PathLike) -> bool:
+    """A complete Lightning checkpoint: a file, or the folder Lightning's DeepSpeed strategy writes
+    (``<ckpt>/checkpoint/*.pt``, then ``<ckpt>/latest`` last: a folder without it was cut off)."""
+    path = Path(path)
+    return path.is_file() or (path.is_dir() and (path / "latest").is_file())
+
+
+def checkpoint_step(path: str | os.PathLike) -> int | None:
+    """N of ``.../step-NNNNNN/lightning.ckpt``, or None for a checkpoint named otherwise."""
+    match = STEP_CHECKPOINT.fullmatch(Path(path).parent.name)
+    return int(match.group(1)) if match else None
+
+
+def last_checkpoint(run_dir: str | os.PathLike) -> Path | None:
+    """The newest complete ``step-NNNNNN/lightning.ckpt`` (file or DeepSpeed folder) of a run folder,
+    or None: what a rerun and a SLURM requeue resume from."""
+    found = []
+    for folder in Path(run_dir).glob("step-*"):
+        match = STEP_CHECKPOINT.fullmatch(folder.name)
+        if match and is_checkpoint(folder / CHECKPOINT_NAME):
+            found.append((int(match.group(1)), folder / CHECKPOINT_NAME))
+    return max(found)[1] if found else None
+
+
 @dataclass
 class Manifest:
     """What a finished run writes beside its outputs."""

@@ -36,6 +36,7 @@ from leanloop.training.inputs import model_identity
 from leanloop.training.models import load_tokenizer
 from leanloop.training.module import set_torch_threads
 from leanloop.training.optim import configure_optimizers
+from leanloop.training.resume import keep_rows_before
 from rl.audit import TimeoutAudit, check_infra_share
 from rl.config import (
     AuditConfig, DriftConfig, EvaluationConfig, EvaluatorConfig, GenerationConfig, GRPOConfig, LeanConfig, OptimConfig,
@@ -430,9 +431,13 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
 
     # -- after fit: evaluation and report --------------------------------------------------------
     def on_fit_start(self) -> None:
+        """A fresh fit starts its step logs over; a resumed one continues them from its checkpoint's
+        step (the rows a killed run wrote after it are written again), and so does the report."""
         if self.run_dir is not None and self.trainer.is_global_zero:
-            for name in (STEPS_FILE, DRIFT_FILE, AUDIT_FILE, REFRESH_FILE, JUDGE_FILE):
-                (self.run_dir / name).unlink(missing_ok=True)
+            step = int(self.global_step) if self.trainer.ckpt_path else 0
+            for name in (DRIFT_FILE, AUDIT_FILE, REFRESH_FILE, JUDGE_FILE):
+                keep_rows_before(self.run_dir / name, step)
+            self.history = keep_rows_before(self.run_dir / STEPS_FILE, step)
 
     def on_fit_end(self) -> None:
         if not self.trainer.is_global_zero:

@@ -55,8 +55,8 @@ from lightning.pytorch.utilities.model_helpers import is_overridden  # noqa: E40
 from leanloop.artifacts import FINAL, MAKE_TARGETS, MANIFEST, Manifest, RunNameError, default_run_name, run_dir, run_lock  # noqa: E402
 from leanloop.tool import (CONFIG_FILE, ConfigFileError, ShortErrors, add_verify_argument, check_config_files,  # noqa: E402
                            changed_keys, cli_entry, comparable_config, finished_with_same_config, set_verify_mode, start_run)
-from leanloop.training.resume import (ResumeState, checkpoint_step, last_checkpoint, resumable,  # noqa: E402
-                                     trim_metrics)
+from leanloop.artifacts import checkpoint_step, is_checkpoint, last_checkpoint  # noqa: E402
+from leanloop.training.resume import ResumeState, resumable, trim_metrics  # noqa: E402
 
 
 
@@ -200,9 +200,10 @@ class StageCLI(LightningCLI):
         (old checkpoints, metrics.csv) is removed."""
         given = config.ckpt_path
         if given:
-            if given not in ("last", "best", "hpc", "registry") and not Path(given).is_file():
+            if given not in ("last", "best", "hpc", "registry") and not is_checkpoint(given):
                 raise SystemExit(f"[{self.stage}] --ckpt_path {given}: no such checkpoint file "
-                                 f"(checkpoints are {self.run_dir}/step-NNNNNN/lightning.ckpt)")
+                                 f"(checkpoints are {self.run_dir}/step-NNNNNN/lightning.ckpt: a file, or the "
+                                 "folder DeepSpeed writes, complete once it holds 'latest')")
             return given
         last = last_checkpoint(self.run_dir)
         if last is None:
@@ -232,7 +233,8 @@ class StageCLI(LightningCLI):
             kwargs["logger"] = _loggers(self.stage, self.run_name, self.run_dir, config.log) or False
         callbacks = [self._get(self.config_init, key) for key in self.parser.callback_keys]
         callbacks.append(LastValidation())  # run_stage validates the final weights if it did not
-        self.resume_state = ResumeState()
+        seed = config.seed_everything
+        self.resume_state = ResumeState(seed if isinstance(seed, int) and not isinstance(seed, bool) else None)
         callbacks.append(self.resume_state)
         configured = self._get(self.config_init, "trainer", default={})
         if configured.get("enable_model_summary", True) is not False and \
@@ -530,15 +532,17 @@ def _keep_metrics_before(trainer: Any, run_dir: Path, step: int) -> None:
 
 
 def _resumable_train_data(datamodule: Any, state: ResumeState, seed: int, trainer: Any) -> None:
-    """Serve the datamodule's train loader through a :class:`ResumableSampler` (same batches), so a
+    """Serve the datamodule's train loader in an :class:`EpochOrder` (same batches), so a
     restored run continues with the batch the killed one would have trained on next."""
     original = datamodule.train_dataloader
 
     def train_dataloader() -> Any:
         loader = original()
-        wrapped = resumable(loader, seed) if trainer.world_size == 1 else loader
-        if wrapped is not loader:
-            state.skip_for(wrapped.sampler, wrapped.batch_size)
+        if trainer.world_size != 1:
+            return loader
+        wrapped, order, per_batch = resumable(loader, seed)
+        if order is not None:
+            state.skip_for(order, per_batch)
             # the loader resumes mid-epoch (the sampler skips what was trained): Lightning's warning
             # that it cannot does not apply
             warnings.filterwarnings("ignore", message=r"You're resuming from a checkpoint that ended before the epoch")
