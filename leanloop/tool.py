@@ -132,6 +132,44 @@ class ShortErrors:
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError, ManifestError)
 
 
+def is_disk_full(error: BaseException) -> bool:
+    """An error that means the disk filled up: ``OSError`` ENOSPC / EDQUOT, or a writer that wraps it
+    in its own type (safetensors' ``SafetensorError: ... No space left on device``)."""
+    import errno
+
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return "No space left on device" in str(error) or "Disk quota exceeded" in str(error)
+
+
+def disk_full_message(error: BaseException, path: str | os.PathLike | None = None) -> str | None:
+    """One line for a full disk, naming where the write went and the space left there; None for
+    any other error."""
+    if not is_disk_full(error):
+        return None
+    target = Path(path or getattr(error, "filename", None) or ".")
+    probe = next((p for p in (target, *target.parents) if p.exists()), Path("."))
+    try:
+        free = shutil.disk_usage(probe).free
+        left = f"{free / 2**30:.2f} GiB free" if free >= 2**30 else f"{free / 2**20:.1f} MiB free"
+    except OSError:
+        left = "free space unknown"
+    return (f"no space left on the device writing {target} ({left} there): free some space or point "
+            "LEANLOOP_ARTIFACTS at a larger disk, then rerun the same command (it resumes)")
+
+
+class DiskFullError(OSError):
+    """A write that failed because its disk is full, however the writer reported it."""
+
+    def __init__(self, path: str | os.PathLike, error: BaseException) -> None:
+        import errno
+
+        super().__init__(errno.ENOSPC, disk_full_message(error, path), str(path))
+
+    def __str__(self) -> str:
+        return self.strerror or ""
+
+
 def cli_entry(main: Callable[..., Any], *args: Any, prog: str | None = None) -> int:
     """Run a command-line ``main``: an int it returns is the exit code; a user's mistake is one line
     and exit 2; Ctrl-C is one line and exit 130 (an unfinished run keeps what a rerun resumes from);
@@ -143,8 +181,8 @@ def cli_entry(main: Callable[..., Any], *args: Any, prog: str | None = None) -> 
     except KeyboardInterrupt:
         if debugging():
             raise
-        print(f"{name}: interrupted (Ctrl-C); the run has no manifest: rerun the same command to resume or "
-              "start it again", file=sys.stderr)
+        print(f"{name}: interrupted (Ctrl-C); the run is unfinished (no manifest) and keeps what it wrote "
+              "(step checkpoints, journals): rerun the same command to resume it", file=sys.stderr)
         return 130
     except SystemExit as exit_:
         if isinstance(exit_.code, str):  # raise SystemExit("message"): a refusal, one line
@@ -154,7 +192,7 @@ def cli_entry(main: Callable[..., Any], *args: Any, prog: str | None = None) -> 
     except USER_ERRORS as error:
         if debugging():
             raise
-        text = " ".join(str(error).split()) or type(error).__name__
+        text = disk_full_message(error) or " ".join(str(error).split()) or type(error).__name__
         print(f"{name}: {text} (LEANLOOP_DEBUG=1 shows the traceback)", file=sys.stderr)
         return 2
 
@@ -400,5 +438,5 @@ def run_parsed_tool(stage: str, config: C, resolved: str, work: Callable[[C, Pat
     return ToolResult(folder, skipped=False, config=config, manifest=read_manifest(folder), value=value)
 
 
-__all__ = ["CONFIG_FILE", "ConfigFileError", "RunExistsError", "ShortErrors", "changed_keys", "check_config_files", "add_positional_arguments", "add_verify_argument", "cli_entry", "ToolResult", "comparable_config", "finished_with_same_config",
+__all__ = ["CONFIG_FILE", "ConfigFileError", "DiskFullError", "disk_full_message", "is_disk_full", "RunExistsError", "ShortErrors", "changed_keys", "check_config_files", "add_positional_arguments", "add_verify_argument", "cli_entry", "ToolResult", "comparable_config", "finished_with_same_config",
            "parse_config", "parse_stage_tool", "run_parsed_tool", "run_tool", "set_verify_mode", "start_run", "was_fast_dev_run"]

@@ -52,10 +52,11 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint, ModelSummary 
 from lightning.pytorch.cli import LightningCLI  # noqa: E402
 from lightning.pytorch.utilities.model_helpers import is_overridden  # noqa: E402
 
-from leanloop.artifacts import FINAL, MAKE_TARGETS, MANIFEST, Manifest, RunNameError, default_run_name, run_dir, run_lock  # noqa: E402
-from leanloop.tool import (CONFIG_FILE, ConfigFileError, ShortErrors, add_verify_argument, check_config_files,  # noqa: E402
-                           changed_keys, cli_entry, comparable_config, finished_with_same_config, set_verify_mode, start_run)
-from leanloop.artifacts import checkpoint_step, is_checkpoint, last_checkpoint  # noqa: E402
+from leanloop.artifacts import (FINAL, MAKE_TARGETS, MANIFEST, Manifest, RunNameError, checkpoint_step,  # noqa: E402
+                                default_run_name, is_checkpoint, last_checkpoint, run_dir, run_lock)
+from leanloop.tool import (CONFIG_FILE, ConfigFileError, DiskFullError, ShortErrors, add_verify_argument,  # noqa: E402
+                           changed_keys, check_config_files, cli_entry, comparable_config, finished_with_same_config,
+                           is_disk_full, set_verify_mode, start_run)
 from leanloop.training.resume import ResumeState, resumable, trim_metrics  # noqa: E402
 
 
@@ -457,9 +458,7 @@ def _run_stage(stage: str, module_class: type, datamodule_class: type, args: lis
         step = checkpoint_step(cli.resume_from)
         if step is not None and trainer.is_global_zero:
             _keep_metrics_before(trainer, cli.run_dir, step)
-    trainer.fit(model, datamodule=datamodule, ckpt_path=cli.resume_from)
-    if trainer.interrupted:  # Lightning caught Ctrl-C / SIGTERM and stopped the fit
-        raise KeyboardInterrupt
+    _interruptible(trainer, trainer.fit, model, datamodule=datamodule, ckpt_path=cli.resume_from)
     if 0 < trainer.max_steps and trainer.global_step < trainer.max_steps and trainer.max_epochs is not None \
             and 0 < trainer.max_epochs <= trainer.current_epoch:
         # the stage default is one epoch (the papers' recipes): a longer max_steps needs max_epochs too
@@ -473,10 +472,10 @@ def _run_stage(stage: str, module_class: type, datamodule_class: type, args: lis
     if _needs_final_validation(trainer, model, datamodule):
         # max_steps (or a val_check_interval that does not divide the run) stopped training after
         # the last validation: validate the final weights, so the manifest's val metrics are theirs
-        trainer.validate(model, datamodule=datamodule, verbose=False)
+        _interruptible(trainer, trainer.validate, model, datamodule=datamodule, verbose=False)
         metrics.update(_metrics(trainer))
     if config.test_after_fit and datamodule is not None and is_overridden("test_dataloader", datamodule):
-        trainer.test(model, datamodule=datamodule)
+        _interruptible(trainer, trainer.test, model, datamodule=datamodule)
         metrics.update(_metrics(trainer))
     manifest = None
     final = cli.run_dir / FINAL
@@ -484,7 +483,12 @@ def _run_stage(stage: str, module_class: type, datamodule_class: type, args: lis
     if callable(export) and (trainer.is_global_zero or getattr(model, "export_on_all_ranks", False)):
         if trainer.is_global_zero:
             final.mkdir(parents=True, exist_ok=True)
-        export(final)
+        try:
+            export(final)
+        except Exception as error:  # the writers (safetensors, tokenizers) wrap a full disk in their own types
+            if is_disk_full(error):
+                raise DiskFullError(final, error) from error
+            raise
     if trainer.is_global_zero:
         counts = {"global_step": int(trainer.global_step), "current_epoch": int(trainer.current_epoch),
                   "trained_tokens": resume_state.tokens, **_hook([datamodule, model], "manifest_counts")}
@@ -511,6 +515,20 @@ def _run_stage(stage: str, module_class: type, datamodule_class: type, args: lis
         manifest = read_manifest(cli.run_dir)
     return StageResult(cli.run_dir, skipped=False, manifest=manifest, config=cli.resolved_config,
                        trainer=trainer, model=model, datamodule=datamodule)
+
+
+def _interruptible(trainer: Any, call: Any, *args: Any, **kwargs: Any) -> None:
+    """``call`` (fit, validate, test) with Ctrl-C as :class:`KeyboardInterrupt`: Lightning catches it,
+    tears down and calls ``sys.exit(1)``, which would read as a crash; ``cli_entry`` makes it one line
+    and exit 130. The step checkpoints already written stay for the rerun."""
+    try:
+        call(*args, **kwargs)
+    except SystemExit:
+        if trainer.interrupted:
+            raise KeyboardInterrupt from None
+        raise
+    if trainer.interrupted:  # Lightning stopped the fit on a signal without raising
+        raise KeyboardInterrupt
 
 
 def _keep_metrics_before(trainer: Any, run_dir: Path, step: int) -> None:

@@ -372,6 +372,15 @@ def test_a_killed_training_run_resumes_exactly_by_default(artifacts, tmp_path):
     assert again.returncode == 0 and "already finished" in again.stderr
 
 
+def test_ctrl_c_during_a_fit_is_one_line_exit_130_and_keeps_the_checkpoints(artifacts, tmp_path):
+    once = tmp_path / "interrupted"
+    stopped = _pretrain("int", once, "--trainer.callbacks.signal", "SIGINT")
+    run = artifacts / "pretrain" / "int"
+    assert stopped.returncode == 130 and "Traceback" not in stopped.stderr, stopped.stderr[-3000:]
+    assert stopped.stderr.strip().splitlines()[-1].startswith("python -m pretrain.train: interrupted (Ctrl-C)")
+    assert (run / "step-000004" / "lightning.ckpt").is_file() and not (run / "manifest.json").exists()
+
+
 def test_a_training_stage_checks_its_arguments_before_any_work(artifacts, tmp_path, capsys):
     from pretrain.train import run
 
@@ -396,3 +405,22 @@ def test_a_training_stage_checks_its_arguments_before_any_work(artifacts, tmp_pa
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()
+
+
+def test_a_full_disk_while_exporting_is_one_line_naming_the_path_and_the_free_space(artifacts, monkeypatch, capsys):
+    from safetensors import SafetensorError
+
+    from leanloop.tool import cli_entry
+    from pretrain.train import run
+
+    def full(*args, **kwargs):  # what safetensors raises when the write hits ENOSPC
+        raise SafetensorError('Error while serializing: I/O error: No space left on device (os error 28)')
+
+    monkeypatch.setattr("transformers.modeling_utils.safe_save_file", full)
+    code = cli_entry(run, ["--config", str(REPO_ROOT / "configs/pretrain/debug.yaml"), "--run", "full",
+                           "--trainer.fast_dev_run", "true"], prog="python -m pretrain.train")
+    err = capsys.readouterr().err
+    line = err.strip().splitlines()[-1]
+    assert code == 2 and "Traceback" not in err, err[-3000:]
+    assert f"no space left on the device writing {artifacts / 'pretrain' / 'full' / 'final'} (" in line
+    assert "free there)" in line and not (artifacts / "pretrain" / "full" / "manifest.json").exists()
