@@ -75,7 +75,7 @@ def check_config_files(argv: list[str]) -> None:
         except FileNotFoundError as error:
             raise ConfigFileError(str(error)) from None
         try:
-            yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
         except yaml.YAMLError as error:
             mark = getattr(error, "problem_mark", None)
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -83,6 +83,16 @@ def check_config_files(argv: list[str]) -> None:
             raise ConfigFileError(f"config file {name} is not valid YAML: {problem}{where}") from None
         except UnicodeDecodeError:
             raise ConfigFileError(f"config file {name} is not UTF-8 text") from None
+        if data is None:
+            raise ConfigFileError(f"config file {name} is empty: a config is a mapping of options "
+                                  "(model:, data:, trainer: ...); give it some or leave the --config out")
+        if not isinstance(data, dict):
+            raise ConfigFileError(f"config file {name} holds a YAML {_yaml_kind(data)}; a config is a mapping of "
+                                  "options (key: value lines such as 'trainer:' or 'run:', not '- item' lines)")
+
+
+def _yaml_kind(data: Any) -> str:
+    return "list" if isinstance(data, list) else "string" if isinstance(data, str) else f"{type(data).__name__} value"
 
 
 def short_usage(prog: str, make_target: str | None = None) -> str:
@@ -108,6 +118,15 @@ def short_parser_error(text: str) -> str:
     if "value:" not in reason and given:
         reason += f" (got {given.group(1).strip()})"
     return f"{'.'.join(keys)}: {reason}"
+
+
+def union_reason(text: str) -> str:
+    """The reason inside jsonargparse's wrapper for a class that failed to build (a model whose
+    ``__init__`` raised: ``Does not validate against any of the Union subtypes ... Errors: - <reason>
+    - Expected a <class 'NoneType'> ...``): the reason alone."""
+    if not text.startswith("Does not validate against any of the Union subtypes"):
+        return text
+    return _UNION.sub("", text).split(_NONE_ALTERNATIVE)[0].strip()
 
 
 class ShortErrors:
@@ -192,7 +211,7 @@ def cli_entry(main: Callable[..., Any], *args: Any, prog: str | None = None) -> 
     except USER_ERRORS as error:
         if debugging():
             raise
-        text = disk_full_message(error) or " ".join(str(error).split()) or type(error).__name__
+        text = disk_full_message(error) or union_reason(" ".join(str(error).split())) or type(error).__name__
         print(f"{name}: {text} (LEANLOOP_DEBUG=1 shows the traceback)", file=sys.stderr)
         return 2
 

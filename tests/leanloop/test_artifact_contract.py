@@ -424,3 +424,15 @@ def test_a_full_disk_while_exporting_is_one_line_naming_the_path_and_the_free_sp
     assert code == 2 and "Traceback" not in err, err[-3000:]
     assert f"no space left on the device writing {artifacts / 'pretrain' / 'full' / 'final'} (" in line
     assert "free there)" in line and not (artifacts / "pretrain" / "full" / "manifest.json").exists()
+
+
+def test_a_missing_model_input_names_the_make_target_that_makes_it(artifacts, capsys):
+    from classifiers.train import run
+    from leanloop.tool import cli_entry
+
+    code = cli_entry(run, ["--config", str(REPO_ROOT / "configs/classifiers/onetoken_default.yaml"), "--run", "x"],
+                     prog="python -m classifiers.train")
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2 and line.startswith("python -m classifiers.train: artifacts://pretrain/default -> "), line
+    assert "run the stage that makes it first (`make pretrain`)" in line and "Union" not in line
+    assert not (artifacts / "classifiers" / "x").exists()
