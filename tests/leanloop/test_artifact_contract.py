@@ -277,25 +277,56 @@ def test_a_damaged_or_foreign_input_run_is_one_line_naming_it(artifacts, capsys)
 
 
 # -- a manifest vouches for its final/ and its inputs, and both are checked ------------------------
-def test_final_edited_after_the_fact_is_caught_fast_by_size_and_fully_by_content(artifacts, monkeypatch):
+def test_final_edited_after_the_fact_is_caught_fast_even_at_the_same_size(artifacts, monkeypatch):
     from leanloop.artifacts import ManifestError, resolve_run
 
     result = run_tool("echo", EchoConfig, _echo, ["--words", "[a]"])
     record = result.manifest["final"]
     assert record["files"] == 1 and record["sizes"].startswith("sha256:") and record["content"].startswith("sha256:")
+    assert record["digests"]["words.json"].startswith("sha256:")  # a small file: hashed whole
     assert resolve_run("artifacts://echo/echo") == result.run_dir
     words = result.run_dir / "final" / "words.json"
-    words.write_text('["b"]')  # same size: only the content check sees it
-    assert resolve_run("artifacts://echo/echo") == result.run_dir
+    words.write_text('["b"]')  # same size: the per-file digest sees it
+    with pytest.raises(ManifestError, match=r"final changed since its manifest was written \(contents of words.json"):
+        resolve_run("artifacts://echo/echo")
+    with pytest.raises(SystemExit, match="but .*final changed.*--overwrite true"):  # no "already finished" skip
+        run_tool("echo", EchoConfig, _echo, ["--words", "[a]"])
+    words.write_text('["bb"]')
+    with pytest.raises(ManifestError, match=r"final changed since its manifest was written \(files or sizes"):
+        resolve_run("artifacts://echo/echo")
+
+
+def test_a_large_final_file_is_checked_fast_by_sampled_blocks_and_fully_by_content(artifacts, monkeypatch):
+    """What the README says the fast check does not catch: a same-size edit of a file over
+    SMALL_FILE_BYTES that misses all of its sampled blocks; --verify full does."""
+    from leanloop import artifacts as module
+    from leanloop.artifacts import BLOCK_BYTES, SAMPLED_BLOCKS, ManifestError, resolve_run
+
+    monkeypatch.setattr(module, "SMALL_FILE_BYTES", 4 * BLOCK_BYTES)
+    size = 64 * BLOCK_BYTES
+
+    def big(config, folder):
+        (folder / "final").mkdir(exist_ok=True)
+        (folder / "final" / "big.bin").write_bytes(bytes(size))
+        return Manifest(stage="echo", run=config.run)
+
+    result = run_tool("echo", EchoConfig, big, [])
+    assert result.manifest["final"]["digests"]["big.bin"].startswith("sampled:")
+    path = result.run_dir / "final" / "big.bin"
+    step = (size - BLOCK_BYTES) // (SAMPLED_BLOCKS - 1)
+    with open(path, "r+b") as handle:  # one byte between the first two sampled blocks
+        handle.seek(BLOCK_BYTES + (step - BLOCK_BYTES) // 2)
+        handle.write(b"x")
+    assert resolve_run("artifacts://echo/echo") == result.run_dir  # not caught fast (documented)
     monkeypatch.setenv("LEANLOOP_VERIFY", "full")
     with pytest.raises(ManifestError, match="contents differ"):
         resolve_run("artifacts://echo/echo")
     monkeypatch.delenv("LEANLOOP_VERIFY")
-    words.write_text('["bb"]')
-    with pytest.raises(ManifestError, match=r"final changed since its manifest was written \(files or sizes"):
+    with open(path, "r+b") as handle:  # a byte in a sampled block (the last one)
+        handle.seek(size - 1)
+        handle.write(b"x")
+    with pytest.raises(ManifestError, match="contents of big.bin differ"):
         resolve_run("artifacts://echo/echo")
-    with pytest.raises(SystemExit, match="but .*final changed.*--overwrite true"):  # no "already finished" skip
-        run_tool("echo", EchoConfig, _echo, ["--words", "[a]"])
 
 
 @dataclass
@@ -325,6 +356,31 @@ def test_an_upstream_run_rebuilt_after_the_fact_is_caught_on_load_and_on_skip(ar
         run_tool("reader", ReaderConfig, _reader, [])
     assert not run_tool("reader", ReaderConfig, _reader, ["--overwrite", "true"]).skipped
     assert resolve_run("artifacts://reader/reader")
+
+
+def test_inputs_are_followed_by_reference_so_a_moved_root_stays_valid_and_a_missing_input_refuses(
+        artifacts, tmp_path, monkeypatch):
+    import shutil
+
+    from leanloop.artifacts import ManifestError, resolve_run
+
+    run_tool("echo", EchoConfig, _echo, ["--words", "[a]"])
+    run_tool("reader", ReaderConfig, _reader, [])
+    entry = json.loads((artifacts / "reader" / "reader" / "manifest.json").read_text())["inputs"]["echo"]
+    assert entry["ref"] == "artifacts://echo/echo" and entry["hash"].startswith("sha256:")
+    moved = tmp_path / "moved"
+    shutil.move(artifacts, moved)
+    monkeypatch.setenv("LEANLOOP_ARTIFACTS", str(moved))
+    assert resolve_run("artifacts://reader/reader") == moved / "reader" / "reader"  # the whole root moved: valid
+    assert run_tool("reader", ReaderConfig, _reader, []).skipped
+    shutil.rmtree(moved / "echo")  # its input gone (the default mode checks, not only --verify full)
+    with pytest.raises(ManifestError, match=r"input echo \(artifacts://echo/echo\) no longer exists"):
+        resolve_run("artifacts://reader/reader")
+    run_tool("echo", EchoConfig, _echo, ["--words", "[other]"])  # rebuilt there with another content
+    with pytest.raises(ManifestError, match=r"input echo \(artifacts://echo/echo\) changed since this run read it"):
+        resolve_run("artifacts://reader/reader")
+    with pytest.raises(SystemExit, match="finished with this config, but input echo"):
+        run_tool("reader", ReaderConfig, _reader, [])
 
 
 # -- a killed training run resumes exactly ---------------------------------------------------------
