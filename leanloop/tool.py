@@ -36,7 +36,7 @@ from leanloop.artifacts import FINAL, MANIFEST, Manifest, ManifestError, read_ma
 
 CONFIG_FILE = "config.yaml"
 # resolved-config keys that do not change what a run produces
-NOT_COMPARED = ("overwrite", "config", "ckpt_path", "dry_run", "verify", "restart")
+NOT_COMPARED = ("overwrite", "config", "ckpt_path", "dry_run", "verify", "restart", "checkpoint_every_n_minutes")
 
 C = TypeVar("C")
 

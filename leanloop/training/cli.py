@@ -6,7 +6,8 @@ project's artifact contract around ``fit``:
 1. Parse: ``--config a.yaml --config b.yaml`` (later files override earlier) and dotted overrides
    (``--model.optim.lr 1e-4``, ``--trainer.max_steps 10``, ``--data.max_length 512``). Extra
    top-level options: ``--run NAME`` (default: the config files' stems joined by ``+``),
-   ``--overwrite``, ``--dry_run`` (parse, validate, print; train nothing), ``--test_after_fit``, ``--checkpoint_every_n_steps``, ``--ckpt_path`` (resume),
+   ``--overwrite``, ``--dry_run`` (parse, validate, print; train nothing), ``--test_after_fit``,
+   ``--checkpoint_every_n_steps`` / ``--checkpoint_every_n_minutes`` (default 30), ``--ckpt_path`` (resume),
    and ``--log.*`` (CSV and wandb loggers; wandb is offline unless ``--log.wandb_mode online``).
 2. Run folder ``artifacts/<stage>/<run>/`` (root: ``leanloop.paths.artifacts_root``, i.e.
    ``$LEANLOOP_ARTIFACTS``). A finished run (it has ``manifest.json``) with the same resolved config
@@ -14,7 +15,8 @@ project's artifact contract around ``fit``:
    ``--overwrite true``; a finished fast_dev_run result is simply replaced. The resolved
    config is written to ``config.yaml`` before training.
 3. ``trainer.fit``; intermediate checkpoints in ``<run>/step-NNNNNN/lightning.ckpt`` every
-   ``--checkpoint_every_n_steps``; then ``trainer.validate`` on the final weights when the last
+   ``--checkpoint_every_n_steps`` (all kept), else every ``--checkpoint_every_n_minutes`` of training
+   (the newest kept); then ``trainer.validate`` on the final weights when the last
    validation of the fit ran at an earlier step (``max_steps`` stopping mid-epoch, or a
    ``val_check_interval`` that does not divide the run), so that the manifest's validation metrics
    are those of the exported model; then ``trainer.test`` when ``--test_after_fit true`` and the
@@ -102,6 +104,9 @@ class LogConfig:
     """wandb's CPU/GPU utilisation sampling (worth it on GPUs; on a shared CPU it costs a core)."""
 
 
+# a run that sets no step cadence still checkpoints on this clock, so that a killed run resumes
+CHECKPOINT_MINUTES = 30.0
+
 # Sensible on a laptop CPU; paper configs set accelerator/devices/precision/strategy for GPUs.
 TRAINER_DEFAULTS: dict[str, Any] = {
     "max_epochs": 1,
@@ -156,7 +161,11 @@ class StageCLI(LightningCLI):
         parser.add_argument("--test_after_fit", type=bool, default=False,
                             help="run trainer.test after fit when the datamodule has a test split")
         parser.add_argument("--checkpoint_every_n_steps", type=int | None, default=None,
-                            help="save <run>/step-NNNNNN/lightning.ckpt every N optimizer steps")
+                            help="save <run>/step-NNNNNN/lightning.ckpt every N optimizer steps (all kept)")
+        parser.add_argument("--checkpoint_every_n_minutes", type=float | None, default=CHECKPOINT_MINUTES,
+                            help="without --checkpoint_every_n_steps: save <run>/step-NNNNNN/lightning.ckpt after "
+                                 "every N minutes of training, keeping the newest only (a killed run loses at most "
+                                 "that much); null: none")
         parser.add_argument("--ckpt_path", type=str | None, default=None,
                             help="resume fit from a Lightning checkpoint (e.g. <run>/step-000100/lightning.ckpt)")
         parser.add_argument("--restart", type=bool, default=False,
@@ -241,17 +250,34 @@ class StageCLI(LightningCLI):
         if configured.get("enable_model_summary", True) is not False and \
                 not any(isinstance(c, ModelSummary) for c in callbacks):
             callbacks.append(OneLineSummary())
+        # "step-{step:06d}/lightning" -> <run>/step-000100/lightning.ckpt (one folder per step is the
+        # artifact layout; Lightning creates it)
+        layout = {"dirpath": str(self.run_dir), "filename": "step-{step:06d}/lightning",
+                  "auto_insert_metric_name": False, "save_on_train_epoch_end": False}
         if config.checkpoint_every_n_steps:
-            # "step-{step:06d}/lightning" -> <run>/step-000100/lightning.ckpt (one folder per step
-            # is the artifact layout; Lightning creates it)
             kwargs["enable_checkpointing"] = True
-            callbacks.append(ModelCheckpoint(
-                dirpath=str(self.run_dir), filename="step-{step:06d}/lightning",
-                auto_insert_metric_name=False, every_n_train_steps=config.checkpoint_every_n_steps,
-                save_top_k=-1, save_on_train_epoch_end=False,
-            ))
+            callbacks.append(StepCheckpoint(every_n_train_steps=config.checkpoint_every_n_steps, save_top_k=-1,
+                                            **layout))
+        elif config.checkpoint_every_n_minutes and not self.fast_dev_run:
+            from datetime import timedelta
+
+            kwargs["enable_checkpointing"] = True
+            callbacks.append(StepCheckpoint(train_time_interval=timedelta(minutes=config.checkpoint_every_n_minutes),
+                                            save_top_k=1, monitor="step", mode="max", **layout))
         trainer_config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
         return self._instantiate_trainer(trainer_config, callbacks)
+
+
+class StepCheckpoint(ModelCheckpoint):
+    """Lightning's checkpointing into ``<run>/step-NNNNNN/``: a checkpoint it replaces takes its
+    ``step-NNNNNN`` folder with it."""
+
+    def _remove_checkpoint(self, trainer: Any, filepath: str) -> None:
+        super()._remove_checkpoint(trainer, filepath)
+        folder = Path(filepath).parent
+        if trainer.is_global_zero and folder.parent == Path(self.dirpath or "") and folder.is_dir() \
+                and not any(folder.iterdir()):
+            folder.rmdir()
 
 
 class OneLineSummary(ModelSummary):

@@ -492,3 +492,13 @@ def test_a_missing_model_input_names_the_make_target_that_makes_it(artifacts, ca
     assert code == 2 and line.startswith("python -m classifiers.train: artifacts://pretrain/default -> "), line
     assert "run the stage that makes it first (`make pretrain`)" in line and "Union" not in line
     assert not (artifacts / "classifiers" / "x").exists()
+
+
+def test_a_run_with_no_step_cadence_checkpoints_on_the_clock_keeping_the_newest(artifacts):
+    from pretrain.train import run
+
+    result = run(["--config", str(REPO_ROOT / "configs/pretrain/debug.yaml"), "--run", "clock",
+                  "--trainer.max_steps", "3", "--checkpoint_every_n_minutes", "0.00001",
+                  "--trainer.enable_progress_bar", "false"])
+    assert sorted(p.name for p in result.run_dir.glob("step-*")) == ["step-000003"]
+    assert (result.run_dir / "step-000003" / "lightning.ckpt").is_file() and result.manifest["counts"]["global_step"] == 3
