@@ -430,11 +430,21 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
             append_jsonl(handle, row)
 
     # -- after fit: evaluation and report --------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["leanloop.rl.totals"] = dict(self.totals)  # the report and manifest count the whole run
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """A resumed fit continues its step logs from the checkpoint's step (the rows a killed run
+        wrote after it are written again), and its report and counts cover the whole run."""
+        self.totals = Counter(checkpoint.get("leanloop.rl.totals", {}))
+        self._continue_logs(int(checkpoint.get("global_step", 0)))
+
     def on_fit_start(self) -> None:
-        """A fresh fit starts its step logs over; a resumed one continues them from its checkpoint's
-        step (the rows a killed run wrote after it are written again), and so does the report."""
+        if not self.trainer.ckpt_path:
+            self._continue_logs(0)  # a fresh fit starts its step logs over
+
+    def _continue_logs(self, step: int) -> None:
         if self.run_dir is not None and self.trainer.is_global_zero:
-            step = int(self.global_step) if self.trainer.ckpt_path else 0
             for name in (DRIFT_FILE, AUDIT_FILE, REFRESH_FILE, JUDGE_FILE):
                 keep_rows_before(self.run_dir / name, step)
             self.history = keep_rows_before(self.run_dir / STEPS_FILE, step)
