@@ -1,6 +1,6 @@
 """Resuming a killed training run exactly where it stopped.
 
-A run folder keeps ``step-NNNNNN/lightning.ckpt`` every ``--checkpoint_every_n_steps``. Resuming one
+A run folder keeps ``step-NNNNNN/lightning.ckpt`` (``leanloop.artifacts.last_checkpoint``). Resuming one
 must give the run an uninterrupted run would have given:
 
 - the data order: every training order is an :class:`EpochOrder`, a function of ``(seed, epoch)``
@@ -28,8 +28,6 @@ from typing import Any
 import torch
 from lightning.pytorch.callbacks import Callback
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sampler, SequentialSampler
-
-from leanloop.artifacts import checkpoint_step, last_checkpoint
 
 
 class EpochOrder(Sampler):
@@ -199,5 +197,5 @@ def keep_rows_before(path: Path, step: int) -> list[dict]:
         path.unlink()
     return rows
 
-__all__ = ["EpochOrder", "ResumableSampler", "seed_batch", "ResumeState", "checkpoint_step", "keep_rows_before", "last_checkpoint", "resumable",
+__all__ = ["EpochOrder", "ResumableSampler", "seed_batch", "ResumeState", "keep_rows_before", "resumable",
            "trim_metrics"]
