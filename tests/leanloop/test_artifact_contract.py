@@ -453,6 +453,10 @@ def test_a_training_stage_checks_its_arguments_before_any_work(artifacts, tmp_pa
     assert exited.value.code == 2 and f"config file {bad} is not valid YAML" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="--ckpt_path /nope.ckpt: no such checkpoint file"):
         run(["--config", debug, "--run", "ck", "--ckpt_path", "/nope.ckpt"])
+    cut = tmp_path / "step-000002" / "lightning.ckpt"  # a DeepSpeed checkpoint folder cut off before 'latest'
+    (cut / "checkpoint").mkdir(parents=True)
+    with pytest.raises(SystemExit, match="no such checkpoint file .*complete once it holds 'latest'"):
+        run(["--config", debug, "--run", "ck", "--ckpt_path", str(cut)])
     assert not (artifacts / "pretrain" / "ck").exists()
     holder = _holder(artifacts / "pretrain" / "busy")
     try:

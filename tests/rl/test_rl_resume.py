@@ -16,7 +16,7 @@ def test_a_killed_rl_run_continues_its_step_logs_and_counts(kill_and_resume):
     assert "step-000001" in runs.stderr
     assert _steps(runs.resumed, "steps.jsonl") == [0, 1, 2]  # none lost to the restart, none twice
     drift = _steps(runs.resumed, "drift.jsonl")
-    assert drift == sorted(set(drift)) and drift[0] < 1 <= drift[-1]  # rows from before and after the kill
+    assert drift and drift == sorted(set(drift))  # the killed run's rows after its checkpoint are not doubled
     rollouts = json.loads((runs.resumed / "manifest.json").read_text())["counts"]["rollouts"]
     assert sum(v for k, v in rollouts.items() if k.startswith("source:")) == 12  # 3 steps x 2 problems x G=2
     report = (runs.resumed / "report.md").read_text()
