@@ -5,7 +5,8 @@ must give the run an uninterrupted run would have given:
 
 - the data order: every training order is an :class:`EpochOrder`, a function of ``(seed, epoch)``
   alone (not of the global RNG, which a restart does not restore): plain shuffles through
-  :class:`ResumableSampler`, a stage's own grouping (length buckets, packed rows) by subclassing it.
+  :class:`ResumableSampler`, a stage's own grouping (length buckets, packed rows) by subclassing it;
+  an endless per-step stream is a :class:`StepStream`.
   After a restore it skips what the checkpoint had trained on, so the next batch is the one the
   killed run would have seen;
 - the randomness of each step (dropout, sampled rollouts): :class:`ResumeState` seeds the RNGs at
@@ -20,6 +21,7 @@ must give the run an uninterrupted run would have given:
 from __future__ import annotations
 
 import csv
+import itertools
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +29,7 @@ from typing import Any
 
 import torch
 from lightning.pytorch.callbacks import Callback
-from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sampler, SequentialSampler
+from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler, Sampler, SequentialSampler
 
 
 class EpochOrder(Sampler):
@@ -67,14 +69,30 @@ class ResumableSampler(EpochOrder):
         return torch.randperm(self.size, generator=generator).tolist()
 
 
-def resumable(loader: Any, seed: int) -> tuple[Any, EpochOrder | None, int]:
+class StepStream(IterableDataset):
+    """An endless stream of one item per training step (``DataLoader(batch_size=None)``) whose items
+    are a function of its own seed (:meth:`items`): a resumed run starts it ``skip`` items in."""
+
+    skip = 0
+
+    def items(self) -> Iterator:
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator:
+        skip, self.skip = self.skip, 0
+        return itertools.islice(self.items(), skip, None)
+
+
+def resumable(loader: Any, seed: int) -> tuple[Any, EpochOrder | StepStream | None, int]:
     """``(loader, its order, items per batch)``: a loader whose order already is an
     :class:`EpochOrder` as it is (a ``batch_sampler`` one counts batches: 1 item per batch); a
     Random/SequentialSampler replaced by a :class:`ResumableSampler` (same batches, same collation);
-    ``(loader, None, 0)`` for any other (an iterable dataset, a foreign sampler), which resumes at
-    the epoch start."""
+    a :class:`StepStream` as it is; ``(loader, None, 0)`` for any other (another iterable dataset, a
+    foreign sampler), which resumes at the epoch start."""
     if not isinstance(loader, DataLoader):
         return loader, None, 0
+    if isinstance(loader.dataset, StepStream) and loader.batch_size is None:
+        return loader, loader.dataset, 1
     if isinstance(loader.batch_sampler, EpochOrder):
         return loader, loader.batch_sampler, 1
     if type(loader.batch_sampler) is not BatchSampler:
@@ -157,7 +175,7 @@ class ResumeState(Callback):
         self._epoch, self._batches = int(state.get("epoch", 0)), int(state.get("batches", 0))
         self.resumed_epoch = self._epoch
 
-    def skip_for(self, order: EpochOrder, per_batch: int) -> None:
+    def skip_for(self, order: EpochOrder | StepStream, per_batch: int) -> None:
         """Called when the train loader is built: after a restore, start past the trained batches."""
         if self.resumed_epoch is not None and self._batches:
             order.skip = self._batches * per_batch
@@ -197,5 +215,5 @@ def keep_rows_before(path: Path, step: int) -> list[dict]:
         path.unlink()
     return rows
 
-__all__ = ["EpochOrder", "ResumableSampler", "seed_batch", "ResumeState", "keep_rows_before", "resumable",
+__all__ = ["EpochOrder", "ResumableSampler", "StepStream", "seed_batch", "ResumeState", "keep_rows_before", "resumable",
            "trim_metrics"]
