@@ -392,7 +392,10 @@ def _pretrain(run, once, *extra):
             "--trainer.callbacks.once", str(once), *extra]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "tests/leanloop")]),
            "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=600)
+    # Ctrl-C's default restored: a signal the test process ignores (a tool run before it may have set
+    # that) would be ignored by the child too
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=600,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _losses(run_dir):
