@@ -3,8 +3,7 @@
 The model is checked first. Inputs are ``.lean`` files (one program each), JSONL files (one
 program per line, in the field ``--field``, default ``program``) and corpus parquet files (a data
 run's ``final/corpus.parquet``, what ``make classify`` reads); a row without a program is refused.
-Output: one JSON object per program, in input order, to
-stdout or ``--out``::
+Output: one JSON object per program, in input order, to stdout or ``--out``::
 
     {"input": "x.jsonl", "line": 3, "id": ..., "name": ..., "score": 0.91, "verdict": true,
      "threshold": 0.42, "time_s": 0.004}
