@@ -128,6 +128,7 @@ def load_scorer(config: ScoreConfig) -> Any:
 def score(config: ScoreConfig, folder: Path) -> Manifest:
     """Score this run's (or shard's) programs into ``folder/final/scores.jsonl``."""
     shard = Shard.parse(config.shard)
+    model_dir(config)  # a missing or unfinished model is said before any input is read
     skipped: Counter = Counter()
     items = [(where, program) for where, program in read_items(config.inputs, config.field, skipped)
              if shard is None or shard.owns(item_key(where, program))]
