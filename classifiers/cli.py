@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from classifiers.score import ScoreConfig, model_dir, read_items
