@@ -55,9 +55,12 @@ kimina-venv: setup ## create .venv-kimina with the real kimina-ast-server for th
 	$(PY) -m leanloop.lean.standins.real_kimina setup
 
 # --- data stage ---
-.PHONY: data bench-data
+.PHONY: data shared-data bench-data
 data: setup ## label candidate proofs with Lean into a corpus (CONFIG=configs/data/X.yaml, RUN=name, ARGS="--fresh true" or overrides; ARRAY=N [PROFILE=...]: N shards as a job array + merge)
 	$(if $(ARRAY),$(call array,data,configs/data/default.yaml),$(call stage,data.build,configs/data/default.yaml))
+
+shared-data: setup ## fetch the recorded Lean data's byte-for-byte copies from their public repositories at the pinned commits of ../shared/data/README.md (network + git; SHARED_DATA=DIR, default ../shared/data; derived files are listed, not remade)
+	$(PY) -m leanloop.shared_data $(if $(SHARED_DATA),--out $(SHARED_DATA)) $(ARGS)
 
 bench-data: setup ## precheck / corpus / annotation / metric throughput
 	$(PY) -m bench.data $(ARGS)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import lightning as L
-from torch.utils.data import DataLoader, IterableDataset
+from torch.utils.data import DataLoader
 
 from autoformalizer.config import PairSource, PairsConfig, PolicyConfig  # noqa: F401 (PairSource: readers of this module)
 from autoformalizer.prompts import formalize_prompt
@@ -38,6 +38,7 @@ from autoformalizer.statements import canonicalize, find_declaration, well_forme
 from leanloop.jsonl import numbered_jsonl
 from leanloop.paths import resolve_shared
 from leanloop.training.packing import TooLongError, collator_for, completion_example, pack_examples
+from leanloop.training.resume import StepStream
 
 END_OF_TURN = "<|im_end|>"  # the chat turn's end: what the policy learns to stop on
 _DOC_MARKERS = re.compile(r"^\s*/-[-!]?\s*|\s*-/\s*$", re.S)
@@ -248,14 +249,14 @@ class AutoformalizerSFTData(L.LightningDataModule):
         return self.counts
 
 
-class ProblemStream(IterableDataset):
+class ProblemStream(StepStream):
     """Endless per-step lists of train pairs: a seeded shuffle, epoch after epoch (``max_steps``
-    ends training)."""
+    ends training); a resumed run continues it."""
 
     def __init__(self, pairs: list[Pair], per_step: int, seed: int):
         self.pairs, self.per_step, self.seed = pairs, per_step, seed
 
-    def __iter__(self) -> Iterator[list[Pair]]:
+    def items(self) -> Iterator[list[Pair]]:
         rng = random.Random(self.seed)
         order: list[Pair] = []
         while True:

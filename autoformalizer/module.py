@@ -58,6 +58,21 @@ class PolicyRunHooks:
         run = policy_spec(self.policy_config).run_dir()
         return {"base_model": run} if run is not None else {}
 
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """A step checkpoint holds what training changes (adapters, unfrozen weights): the frozen base,
+        NF4 included, is rebuilt from the config on resume (bitsandbytes' quantization state does not
+        load back into a built model, and a 30B base would be copied into every checkpoint)."""
+        trainable = {name for name, p in self.named_parameters() if p.requires_grad}  # type: ignore[attr-defined]
+        checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items() if k in trainable}
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        trainable = {name for name, p in self.named_parameters() if p.requires_grad}  # type: ignore[attr-defined]
+        missing = sorted(trainable - set(checkpoint["state_dict"]))
+        if missing:
+            raise ValueError(f"the checkpoint lacks {len(missing)} trained weights of this policy (e.g. {missing[0]}): "
+                             "it is from another config; pass --restart true to start over")
+        self.strict_loading = False  # the frozen base is not in it
+
 
 class AutoformalizerSFTModule(PolicyRunHooks, L.LightningModule):
     def __init__(self, policy: PolicyConfig | None = None, optim: OptimConfig | None = None,

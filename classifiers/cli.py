@@ -1,8 +1,9 @@
 """``leanloop classify --model artifacts://classifiers/<run> INPUT...``: programs in, scores out.
 
-Inputs are ``.lean`` files (one program each) and/or JSONL files (one program per line, in the
-field ``--field``, default ``program``). Output: one JSON object per program, in input order, to
-stdout or ``--out``::
+The model is checked first. Inputs are ``.lean`` files (one program each), JSONL files (one
+program per line, in the field ``--field``, default ``program``) and corpus parquet files (a data
+run's ``final/corpus.parquet``, what ``make classify`` reads); a row without a program is refused.
+Output: one JSON object per program, in input order, to stdout or ``--out``::
 
     {"input": "x.jsonl", "line": 3, "id": ..., "name": ..., "score": 0.91, "verdict": true,
      "threshold": 0.42, "time_s": 0.004}
@@ -24,14 +25,11 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from classifiers.score import ScoreConfig
-from leanloop.jsonl import JsonlError, dumps_line, numbered_jsonl
+from classifiers.score import ScoreConfig, model_dir, read_items
+from leanloop.jsonl import dumps_line
 from leanloop.tool import parse_config
-
-PASSED_THROUGH = ("id", "name", "split", "label")
 
 
 @dataclass
@@ -53,27 +51,6 @@ class ClassifyConfig(ScoreConfig):
     """JSONL field with a label already known: such rows inform the rest of their group."""
 
 
-def read_inputs(paths: list[str], field: str, keep: tuple[str, ...] = ()) -> Iterator[tuple[dict[str, Any], str]]:
-    """(where it came from, program) for every input program, in order; clear errors on bad input.
-    ``keep``: more row fields copied into ``where`` (the history-aware scoring reads them)."""
-    for name in paths:
-        path = Path(name)
-        if not path.is_file():
-            raise SystemExit(f"classify: input {path} does not exist")
-        if path.suffix == ".lean":
-            yield {"input": str(path)}, path.read_text(encoding="utf-8")
-            continue
-        for number, row in numbered_jsonl(path, strict=False):
-            if isinstance(row, JsonlError):
-                raise SystemExit(f"classify: {row}; inputs are .lean or JSONL files")
-            program = row.get(field) if isinstance(row, dict) else None
-            if not isinstance(program, str) or not program.strip():
-                raise SystemExit(f"classify: {path}:{number} has no program in field '{field}' (use --field)")
-            where = {"input": str(path), "line": number}
-            where.update({key: row[key] for key in PASSED_THROUGH + keep if key in row})
-            yield where, program
-
-
 def classify(argv: list[str] | None = None, prog: str = "leanloop classify") -> int:
     args, _ = parse_config(ClassifyConfig, argv, prog=prog, description="score programs with a trained verdict "
                            "classifier", positional=("inputs",))
@@ -93,8 +70,12 @@ def classify(argv: list[str] | None = None, prog: str = "leanloop classify") -> 
     from leanloop.evaluator import deadline_in
 
     history_mode = args.history is not None or args.known_label_field is not None
+    if history_mode and args.feedback is not None:
+        raise SystemExit("classify: --history / --known_label_field stack a classifier's scores; a feedback model "
+                         "(--feedback) has no history stacker: drop one of them")
+    model_dir(args)  # a missing or unfinished model is the first thing said, before any input is read
     keep = tuple(f for f in (args.group_field, args.known_label_field) if f and history_mode)
-    items = list(read_inputs(args.inputs, args.field, keep))
+    items = list(read_items(args.inputs, args.field, keep=keep))
     deadline = deadline_in(args.deadline) if args.deadline is not None else None
     programs = [program for _, program in items]
     extra: list[dict[str, Any]] = [{} for _ in items]
@@ -139,9 +120,6 @@ def _history_scores(args: ClassifyConfig, items: list[tuple[dict[str, Any], str]
 
     from leanloop.artifacts import ManifestError
 
-    if args.feedback is not None:
-        raise SystemExit("classify: --history / --known_label_field stack a classifier's scores; a feedback model "
-                         "(--feedback) has no history stacker: drop one of them")
     history = None
     if args.history is not None:
         try:

@@ -16,12 +16,13 @@ from typing import Any
 
 import lightning as L
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 
 from classifiers.examples import Corpus, JsonlCorpus, Split, add_training_programs, load_jsonl_corpus, load_labelled
 from leanloop.artifacts import resolve_path, resolve_run
 from leanloop.corpus import EVAL_SPLITS, VALID
+from leanloop.training.resume import EpochOrder
 
 
 class EncodedSplit(Dataset):
@@ -35,7 +36,7 @@ class EncodedSplit(Dataset):
         return {"input_ids": self.ids[index], "label": self.labels[index], "index": index}
 
 
-class LengthGroupedBatches(Sampler[int]):
+class LengthGroupedBatches(EpochOrder):
     """Training order: batches of programs of similar length, the batches in random order.
 
     Shuffle, cut into mega-batches of ``mega_batches`` batches, sort each by length, cut into
@@ -43,18 +44,15 @@ class LengthGroupedBatches(Sampler[int]):
     step, so each epoch runs long-to-short sweeps; program length predicts the verdict here (long
     programs are mostly invalid), and such sweeps feed the model runs of one-label batches, which
     cost the encoder ~0.07 validation AUROC. Yields indices: a DataLoader with the same
-    ``batch_size`` cuts them back into these batches (only the last batch may be short). Set
-    ``set_epoch`` (Lightning does) for a new order every epoch.
+    ``batch_size`` cuts them back into these batches (only the last batch may be short). The order
+    is a function of ``(seed, epoch)`` (an :class:`EpochOrder`: a resumed run continues it exactly).
     """
 
     def __init__(self, lengths: list[int], batch_size: int, mega_batches: int = 50, seed: int = 0) -> None:
         if batch_size < 1 or mega_batches < 1:
             raise ValueError(f"batch_size and mega_batches must be positive, got {batch_size}, {mega_batches}")
-        self.lengths, self.batch_size, self.mega_batches, self.seed = list(lengths), batch_size, mega_batches, seed
-        self.epoch = 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
+        super().__init__(seed)
+        self.lengths, self.batch_size, self.mega_batches = list(lengths), batch_size, mega_batches
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -71,31 +69,26 @@ class LengthGroupedBatches(Sampler[int]):
         short = [b for b in batches if len(b) < self.batch_size]
         return [full[i] for i in torch.randperm(len(full), generator=generator).tolist()] + short
 
-    def __iter__(self):
-        for batch in self.batches():
-            yield from batch
+    def order(self) -> list[int]:
+        return [index for batch in self.batches() for index in batch]
 
 
-class PackedBatches(Sampler[list[int]]):
+class PackedBatches(EpochOrder):
     """Training batches as packed rows: the programs grouped into rows of at most ``capacity`` tokens
     (best-fit decreasing, leanloop.training.packing), the rows in a new random order every epoch."""
 
     def __init__(self, lengths: list[int], capacity: int, seed: int = 0) -> None:
         from leanloop.training.packing import pack_lengths
 
+        super().__init__(seed)
         self.packs = pack_lengths(lengths, capacity)
-        self.seed, self.epoch = seed, 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
 
     def __len__(self) -> int:
         return len(self.packs)
 
-    def __iter__(self):
+    def order(self) -> list[list[int]]:
         generator = torch.Generator().manual_seed(self.seed + self.epoch)
-        for i in torch.randperm(len(self.packs), generator=generator).tolist():
-            yield self.packs[i]
+        return [self.packs[i] for i in torch.randperm(len(self.packs), generator=generator).tolist()]
 
 
 def subsample(split: Split, n: int, seed: int) -> Split:

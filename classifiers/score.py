@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from leanloop.artifacts import Manifest, resolve_model, resolve_path, run_dir
-from leanloop.jsonl import dumps_line, numbered_jsonl
+from leanloop.jsonl import JsonlError, dumps_line, numbered_jsonl
 from leanloop.sharding import (MergeRefused, Shard, ShardSpecError, check_shards, shard_dir, shard_of,
                                shard_record, shard_run)
 
@@ -70,30 +70,40 @@ def item_key(where: dict[str, Any], program: str) -> str:
     return hashlib.sha256(f"{where.get('name') or ''}\0{program}".encode()).hexdigest()[:20]
 
 
-def read_items(config: ScoreConfig, skipped: Counter) -> Iterator[tuple[dict[str, Any], str]]:
-    """(where it came from, program) of every input program, in input order."""
-    for name in config.inputs:
+def read_items(inputs: list[str], field: str, skipped: Counter | None = None,
+               keep: tuple[str, ...] = ()) -> Iterator[tuple[dict[str, Any], str]]:
+    """(where it came from, program) of every input program, in input order: ``.lean`` files, corpus
+    parquet and JSONL (program in ``field``). A row without a program is counted in ``skipped``
+    (a corpus's input errors), or with ``skipped=None`` refused naming its file and row. ``keep``:
+    more row fields copied into ``where``."""
+    for name in inputs:
         path = resolve_path(name)
         if not path.is_file():
             raise ValueError(f"input {name} not found at {path}")
         if path.suffix == ".lean":
             yield {"input": str(name)}, path.read_text(encoding="utf-8")
-        elif path.suffix == ".parquet":
+            continue
+        if path.suffix == ".parquet":
             import pyarrow.parquet as pq
 
-            for number, row in enumerate(pq.read_table(path).to_pylist(), 1):
-                program = row.get(config.field)
-                if not isinstance(program, str) or not program.strip():
-                    skipped[str(name)] += 1
-                    continue
-                yield {"input": str(name), "line": number, **{k: row[k] for k in PASSED_THROUGH if k in row}}, program
+            rows: Iterator[tuple[int, Any]] = enumerate(pq.read_table(path).to_pylist(), 1)
         else:
-            for number, row in numbered_jsonl(path):
-                program = row.get(config.field) if isinstance(row, dict) else None
-                if not isinstance(program, str) or not program.strip():
-                    skipped[str(name)] += 1
-                    continue
-                yield {"input": str(name), "line": number, **{k: row[k] for k in PASSED_THROUGH if k in row}}, program
+            rows = _jsonl_rows(path)
+        for number, row in rows:
+            program = row.get(field) if isinstance(row, dict) else None
+            if not isinstance(program, str) or not program.strip():
+                if skipped is None:
+                    raise ValueError(f"{name}:{number} has no program in field '{field}' (use --field)")
+                skipped[str(name)] += 1
+                continue
+            yield {"input": str(name), "line": number, **{k: row[k] for k in PASSED_THROUGH + keep if k in row}}, program
+
+
+def _jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
+    for number, row in numbered_jsonl(path, strict=False):
+        if isinstance(row, JsonlError):
+            raise ValueError(f"{row}; inputs are .lean, JSONL or corpus parquet files")
+        yield number, row
 
 
 def model_dir(config: ScoreConfig) -> Path:
@@ -118,8 +128,9 @@ def load_scorer(config: ScoreConfig) -> Any:
 def score(config: ScoreConfig, folder: Path) -> Manifest:
     """Score this run's (or shard's) programs into ``folder/final/scores.jsonl``."""
     shard = Shard.parse(config.shard)
+    model_dir(config)  # a missing or unfinished model is said before any input is read
     skipped: Counter = Counter()
-    items = [(where, program) for where, program in read_items(config, skipped)
+    items = [(where, program) for where, program in read_items(config.inputs, config.field, skipped)
              if shard is None or shard.owns(item_key(where, program))]
     evaluator = load_scorer(config)
     predictions = evaluator.score([program for _, program in items]) if items else []
@@ -165,7 +176,7 @@ def merge(config: ScoreConfig, folder: Path, count: int) -> Manifest:
     positions = [0] * count
     rows = []
     skipped: Counter = Counter()
-    for where, program in read_items(config, skipped):
+    for where, program in read_items(config.inputs, config.field, skipped):
         owner = Shard(shard_of(item_key(where, program), count), count)
         queue, at = queues[owner.index], positions[owner.index]
         if at >= len(queue) or {k: queue[at].get(k) for k in where} != where:

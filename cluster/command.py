@@ -22,11 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from leanloop import artifacts
-from leanloop.artifacts import MANIFEST, read_manifest, run_dir
+from leanloop.artifacts import MANIFEST, last_checkpoint, read_manifest, run_dir
 from leanloop.paths import REPO_ROOT
 
-# the stages' intermediate checkpoints: <run>/step-000100/lightning.ckpt (leanloop.training.cli)
-STEP_CHECKPOINT = re.compile(r"^step-(\d+)$")
 DOTTED_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 # options the cluster tools set themselves; an override may not smuggle them in
 RESERVED_KEYS = {"config", "run"}
@@ -86,16 +84,6 @@ def lookup_option(tree: Any, dotted: str) -> tuple[bool, Any]:
             return False, None
         node = node[part]
     return True, node
-
-
-def latest_step_checkpoint(run_dir: str | Path) -> Path | None:
-    """The newest ``step-NNNNNN/lightning.ckpt`` of a run folder (None when there is none)."""
-    steps = []
-    for folder in Path(run_dir).glob("step-*"):
-        match = STEP_CHECKPOINT.match(folder.name)
-        if match and (folder / "lightning.ckpt").is_file():
-            steps.append((int(match.group(1)), folder / "lightning.ckpt"))
-    return max(steps)[1] if steps else None
 
 
 def entry_module(stage: str, entry: str | None = None) -> str:
@@ -263,7 +251,7 @@ class StageCommand:
             env["LEANLOOP_SHARD_COUNT"] = str(self.shard_count)
         argv = self.command(shard)
         restarts = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
-        checkpoint = latest_step_checkpoint(self.run_dir) if restarts else None
+        checkpoint = last_checkpoint(self.run_dir) if restarts else None
         if checkpoint is not None and "--ckpt_path" not in argv and not (Path(self.run_dir) / MANIFEST).is_file():
             # SLURM requeued this job (preemption, node failure, scontrol requeue): continue from the
             # last step checkpoint instead of training again from step 0

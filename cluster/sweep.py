@@ -167,7 +167,9 @@ def format_value(value: Any) -> str:
         text = str(value)
     else:
         text = json.dumps(value, sort_keys=True, separators=(",", ":"))
-    return re.sub(r"[^A-Za-z0-9.+_-]+", "-", text).strip("-") or "empty"
+    safe = re.sub(r"[^A-Za-z0-9.+_-]+", "-", text)
+    # the dashes that stand for other characters go at the ends; a number's sign stays (1 and -1 differ)
+    return (safe if text.startswith("-") else safe.lstrip("-")).rstrip("-") or "empty"
 
 
 def run_name(sweep_name: str, varied: dict[str, Any], label: str | None = None,

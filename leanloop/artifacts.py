@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from leanloop.paths import REPO_ROOT, artifacts_root, resolve_shared
+from leanloop.paths import REPO_ROOT, artifacts_root, resolve_shared, shared_data_dir
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
@@ -97,11 +97,37 @@ def library_versions() -> dict[str, str | None]:
     return versions
 
 
-def describe_input(path: str | os.PathLike) -> dict[str, str]:
-    """An input entry: an artifact folder is identified by its manifest's hash, a file by its own."""
+def reference_of(path: str | os.PathLike) -> str:
+    """How a manifest names an input so that it survives moving the roots: ``artifacts://...`` under
+    the artifacts root, ``shared://...`` under the shared data, else the absolute path."""
     path = Path(path)
-    target = path / MANIFEST if (path / MANIFEST).is_file() else path
-    return {"path": str(path), "hash": content_hash(target)}
+    for scheme, root_of in ((ARTIFACTS_SCHEME, artifacts_root), ("shared://", shared_data_dir)):
+        try:
+            root = root_of()
+        except FileNotFoundError:
+            continue
+        for inner, outer in ((path.absolute(), root.absolute()), (path.resolve(), root.resolve())):
+            if inner.is_relative_to(outer) and inner != outer:
+                return scheme + inner.relative_to(outer).as_posix()
+    return str(path.absolute())
+
+
+def _input_target(path: Path) -> Path:
+    return path / MANIFEST if (path / MANIFEST).is_file() else path
+
+
+def describe_input(path: str | os.PathLike) -> dict[str, Any]:
+    """An input entry: what it is (an artifact folder by its manifest's hash, a file or folder by its
+    own; with its size, or a folder's names and sizes, for the fast check of large ones) and where:
+    ``ref`` (:func:`reference_of`, what later checks follow) and ``path`` as given."""
+    path = Path(path)
+    target = _input_target(path)
+    entry: dict[str, Any] = {"path": str(path), "ref": reference_of(path), "hash": content_hash(target)}
+    if target.is_dir():
+        entry["sizes"] = _sizes(target)[1]
+    else:
+        entry["bytes"] = target.stat().st_size
+    return entry
 
 
 class RunNameError(ValueError):
@@ -207,6 +233,35 @@ def _holder(folder: Path) -> str:
         return "holder unknown"
 
 
+# an unfinished training run's checkpoints: <run>/step-NNNNNN/lightning.ckpt (leanloop.training.cli)
+STEP_CHECKPOINT = re.compile(r"step-(\d+)")
+CHECKPOINT_NAME = "lightning.ckpt"
+
+
+def is_checkpoint(path: str | os.PathLike) -> bool:
+    """A complete Lightning checkpoint: a file, or the folder Lightning's DeepSpeed strategy writes
+    (``<ckpt>/checkpoint/*.pt``, then ``<ckpt>/latest`` last: a folder without it was cut off)."""
+    path = Path(path)
+    return path.is_file() or (path.is_dir() and (path / "latest").is_file())
+
+
+def checkpoint_step(path: str | os.PathLike) -> int | None:
+    """N of ``.../step-NNNNNN/lightning.ckpt``, or None for a checkpoint named otherwise."""
+    match = STEP_CHECKPOINT.fullmatch(Path(path).parent.name)
+    return int(match.group(1)) if match else None
+
+
+def last_checkpoint(run_dir: str | os.PathLike) -> Path | None:
+    """The newest complete ``step-NNNNNN/lightning.ckpt`` (file or DeepSpeed folder) of a run folder,
+    or None: what a rerun and a SLURM requeue resume from."""
+    found = []
+    for folder in Path(run_dir).glob("step-*"):
+        match = STEP_CHECKPOINT.fullmatch(folder.name)
+        if match and is_checkpoint(folder / CHECKPOINT_NAME):
+            found.append((int(match.group(1)), folder / CHECKPOINT_NAME))
+    return max(found)[1] if found else None
+
+
 @dataclass
 class Manifest:
     """What a finished run writes beside its outputs."""
@@ -270,10 +325,36 @@ def _sizes(final: Path) -> tuple[list[Path], str]:
     return files, "sha256:" + hashlib.sha256(json.dumps(listing).encode()).hexdigest()
 
 
+# final/'s files up to this size are hashed whole by the fast check; larger ones by SAMPLED_BLOCKS
+# blocks of BLOCK_BYTES spread over the file (first and last included): about 1 MiB read per file
+SMALL_FILE_BYTES = 4 << 20
+BLOCK_BYTES = 64 << 10
+SAMPLED_BLOCKS = 16
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """The fast check's hash of one file: ``sha256:`` of the whole file up to
+    :data:`SMALL_FILE_BYTES`, else ``sampled:`` (of its size and :data:`SAMPLED_BLOCKS` blocks)."""
+    path = Path(path)
+    size = path.stat().st_size
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        if size <= SMALL_FILE_BYTES:
+            while block := handle.read(1 << 20):
+                digest.update(block)
+            return "sha256:" + digest.hexdigest()
+        digest.update(str(size).encode())
+        for index in range(SAMPLED_BLOCKS):
+            handle.seek(index * (size - BLOCK_BYTES) // (SAMPLED_BLOCKS - 1))
+            digest.update(handle.read(BLOCK_BYTES))
+    return "sampled:" + digest.hexdigest()
+
+
 def final_record(final: str | os.PathLike, *, flush: bool = False) -> dict[str, Any]:
     """What the manifest records of its run's ``final/``: file count, bytes, a hash of the
-    (name, size) list (the fast check) and of the contents (``--verify full``). ``flush`` syncs every
-    file to disk first, so a manifest never vouches for outputs still in the page cache."""
+    (name, size) list, each file's :func:`file_digest` (the fast check) and a hash of all contents
+    (``--verify full``). ``flush`` syncs every file to disk first, so a manifest never vouches for
+    outputs still in the page cache."""
     final = Path(final)
     files, sizes = _sizes(final)
     if flush:
@@ -282,53 +363,84 @@ def final_record(final: str | os.PathLike, *, flush: bool = False) -> dict[str, 
                 os.fsync(handle.fileno())
         _fsync_folder(final)
     return {"files": len(files), "bytes": sum(f.stat().st_size for f in files), "sizes": sizes,
+            "digests": {str(f.relative_to(final)): file_digest(f) for f in files},
             "content": content_hash(final) if files else None}
 
 
+def final_problems(final: Path, record: dict[str, Any], mode: str) -> list[str]:
+    """How ``final/`` differs from its manifest's record: files or sizes (always), a file's
+    :func:`file_digest` (fast: a same-size edit of a small file, or of a large one's sampled blocks),
+    all contents (``full``)."""
+    if not final.is_dir():
+        return [f"{final} is missing"]
+    if _sizes(final)[1] != record.get("sizes"):
+        return [f"{final} changed since its manifest was written (files or sizes differ)"]
+    changed = [name for name, digest in (record.get("digests") or {}).items() if file_digest(final / name) != digest]
+    if changed:
+        shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+        return [f"{final} changed since its manifest was written (contents of {shown} differ)"]
+    if mode == "full" and record.get("content") and content_hash(final) != record["content"]:
+        return [f"{final} changed since its manifest was written (contents differ)"]
+    return []
+
+
 def verify_mode() -> str:
-    """How much a loaded run is checked: ``fast`` (final/'s names and sizes, input manifests) or
-    ``full`` (contents too, and every input file); ``--verify full`` / ``LEANLOOP_VERIFY=full``."""
+    """How much a loaded run is checked: ``fast`` (final/'s names, sizes and per-file digests; input
+    manifests, small input files, large inputs' sizes) or ``full`` (all contents, every input
+    wholly); ``--verify full`` / ``LEANLOOP_VERIFY=full``."""
     mode = os.environ.get("LEANLOOP_VERIFY", "fast") or "fast"
     if mode not in ("fast", "full"):
         raise ManifestError(f"LEANLOOP_VERIFY={mode!r}: use fast or full")
     return mode
 
 
-# an input file larger than this is re-hashed only with --verify full
+# an input file larger than this (and an input folder) is compared by size fast, by contents with --verify full
 FAST_INPUT_BYTES = 64 << 20
+
+
+def input_location(entry: dict[str, Any]) -> Path:
+    """Where a manifest's input entry is now: its ``ref`` under today's roots (``LEANLOOP_ARTIFACTS``,
+    ``LEANLOOP_SHARED_DATA``), else its recorded path."""
+    return resolve_path(entry["ref"]) if entry.get("ref") else Path(entry["path"])
 
 
 def run_problems(folder: str | os.PathLike, manifest: dict[str, Any], mode: str | None = None) -> list[str]:
     """Why a finished run's manifest no longer vouches for it: its ``final/`` changed since the
-    manifest was written, or an input it recorded changed (an upstream run rebuilt or edited). An
-    input that no longer exists is checked only in ``full`` mode (paths move with checkouts)."""
+    manifest was written (:func:`final_problems`), or an input it recorded is gone or changed (an
+    upstream run rebuilt or edited, or the roots moved onto other runs): inputs are followed by their
+    ``ref``, so moving the whole artifacts root keeps a run valid."""
     folder, mode = Path(folder), mode or verify_mode()
     problems = []
     record = manifest.get("final")
     if isinstance(record, dict):
-        final = folder / FINAL
-        if not final.is_dir():
-            problems.append(f"{final} is missing")
-        elif _sizes(final)[1] != record.get("sizes"):
-            problems.append(f"{final} changed since its manifest was written (files or sizes differ)")
-        elif mode == "full" and record.get("content") and content_hash(final) != record["content"]:
-            problems.append(f"{final} changed since its manifest was written (contents differ)")
+        problems += final_problems(folder / FINAL, record, mode)
     for role, entry in (manifest.get("inputs") or {}).items():
-        if not isinstance(entry, dict) or not entry.get("path") or not entry.get("hash"):
+        if not isinstance(entry, dict) or not (entry.get("path") or entry.get("ref")) or not entry.get("hash"):
             continue
-        path = Path(entry["path"])
-        target = path / MANIFEST if (path / MANIFEST).is_file() else path
+        named = entry.get("ref") or entry["path"]
+        try:
+            target = _input_target(input_location(entry))
+        except (FileNotFoundError, RunNameError) as error:
+            problems.append(f"input {role} ({named}) cannot be found: {error}")
+            continue
         if not target.exists():
-            if mode == "full":
-                problems.append(f"input {role} ({path}) no longer exists")
+            problems.append(f"input {role} ({named}) no longer exists at {target}")
+            continue
+        if mode != "full" and target.is_dir() and entry.get("sizes"):
+            if _sizes(target)[1] != entry["sizes"]:
+                problems.append(f"input {role} ({named}) changed since this run read it (files or sizes differ)")
+            continue
+        if mode != "full" and target.is_file() and target.stat().st_size > FAST_INPUT_BYTES and "bytes" in entry:
+            if target.stat().st_size != entry["bytes"]:
+                problems.append(f"input {role} ({named}) changed since this run read it (its size differs)")
             continue
         if mode != "full" and (target.is_dir() or target.stat().st_size > FAST_INPUT_BYTES):
-            continue
+            continue  # recorded before sizes were
         try:
             if content_hash(target) != entry["hash"]:
-                problems.append(f"input {role} ({path}) changed since this run read it")
+                problems.append(f"input {role} ({named}) changed since this run read it")
         except ManifestError:
-            problems.append(f"input {role} ({path}) is empty now")
+            problems.append(f"input {role} ({named}) is empty now")
     return problems
 
 

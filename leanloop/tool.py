@@ -36,7 +36,7 @@ from leanloop.artifacts import FINAL, MANIFEST, Manifest, ManifestError, read_ma
 
 CONFIG_FILE = "config.yaml"
 # resolved-config keys that do not change what a run produces
-NOT_COMPARED = ("overwrite", "config", "ckpt_path", "dry_run", "plan", "verify", "restart")
+NOT_COMPARED = ("overwrite", "config", "ckpt_path", "dry_run", "plan", "verify", "restart", "checkpoint_every_n_minutes")
 
 C = TypeVar("C")
 
@@ -75,7 +75,7 @@ def check_config_files(argv: list[str]) -> None:
         except FileNotFoundError as error:
             raise ConfigFileError(str(error)) from None
         try:
-            yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
         except yaml.YAMLError as error:
             mark = getattr(error, "problem_mark", None)
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -83,6 +83,16 @@ def check_config_files(argv: list[str]) -> None:
             raise ConfigFileError(f"config file {name} is not valid YAML: {problem}{where}") from None
         except UnicodeDecodeError:
             raise ConfigFileError(f"config file {name} is not UTF-8 text") from None
+        if data is None:
+            raise ConfigFileError(f"config file {name} is empty: a config is a mapping of options "
+                                  "(model:, data:, trainer: ...); give it some or leave the --config out")
+        if not isinstance(data, dict):
+            raise ConfigFileError(f"config file {name} holds a YAML {_yaml_kind(data)}; a config is a mapping of "
+                                  "options (key: value lines such as 'trainer:' or 'run:', not '- item' lines)")
+
+
+def _yaml_kind(data: Any) -> str:
+    return "list" if isinstance(data, list) else "string" if isinstance(data, str) else f"{type(data).__name__} value"
 
 
 def short_usage(prog: str, make_target: str | None = None) -> str:
@@ -110,6 +120,15 @@ def short_parser_error(text: str) -> str:
     return f"{'.'.join(keys)}: {reason}"
 
 
+def union_reason(text: str) -> str:
+    """The reason inside jsonargparse's wrapper for a class that failed to build (a model whose
+    ``__init__`` raised: ``Does not validate against any of the Union subtypes ... Errors: - <reason>
+    - Expected a <class 'NoneType'> ...``): the reason alone."""
+    if not text.startswith("Does not validate against any of the Union subtypes"):
+        return text
+    return _UNION.sub("", text).split(_NONE_ALTERNATIVE)[0].strip()
+
+
 class ShortErrors:
     """Mixin for a jsonargparse parser: an argument error prints the error and a short usage (not
     the whole option list) and exits 2."""
@@ -132,6 +151,44 @@ class ShortErrors:
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError, ManifestError)
 
 
+def is_disk_full(error: BaseException) -> bool:
+    """An error that means the disk filled up: ``OSError`` ENOSPC / EDQUOT, or a writer that wraps it
+    in its own type (safetensors' ``SafetensorError: ... No space left on device``)."""
+    import errno
+
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return "No space left on device" in str(error) or "Disk quota exceeded" in str(error)
+
+
+def disk_full_message(error: BaseException, path: str | os.PathLike | None = None) -> str | None:
+    """One line for a full disk, naming where the write went and the space left there; None for
+    any other error."""
+    if not is_disk_full(error):
+        return None
+    target = Path(path or getattr(error, "filename", None) or ".")
+    probe = next((p for p in (target, *target.parents) if p.exists()), Path("."))
+    try:
+        free = shutil.disk_usage(probe).free
+        left = f"{free / 2**30:.2f} GiB free" if free >= 2**30 else f"{free / 2**20:.1f} MiB free"
+    except OSError:
+        left = "free space unknown"
+    return (f"no space left on the device writing {target} ({left} there): free some space or point "
+            "LEANLOOP_ARTIFACTS at a larger disk, then rerun the same command (it resumes)")
+
+
+class DiskFullError(OSError):
+    """A write that failed because its disk is full, however the writer reported it."""
+
+    def __init__(self, path: str | os.PathLike, error: BaseException) -> None:
+        import errno
+
+        super().__init__(errno.ENOSPC, disk_full_message(error, path), str(path))
+
+    def __str__(self) -> str:
+        return self.strerror or ""
+
+
 def cli_entry(main: Callable[..., Any], *args: Any, prog: str | None = None) -> int:
     """Run a command-line ``main``: an int it returns is the exit code; a user's mistake is one line
     and exit 2; Ctrl-C is one line and exit 130 (an unfinished run keeps what a rerun resumes from);
@@ -143,8 +200,8 @@ def cli_entry(main: Callable[..., Any], *args: Any, prog: str | None = None) -> 
     except KeyboardInterrupt:
         if debugging():
             raise
-        print(f"{name}: interrupted (Ctrl-C); the run has no manifest: rerun the same command to resume or "
-              "start it again", file=sys.stderr)
+        print(f"{name}: interrupted (Ctrl-C); the run is unfinished (no manifest) and keeps what it wrote "
+              "(step checkpoints, journals): rerun the same command to resume it", file=sys.stderr)
         return 130
     except SystemExit as exit_:
         if isinstance(exit_.code, str):  # raise SystemExit("message"): a refusal, one line
@@ -154,7 +211,7 @@ def cli_entry(main: Callable[..., Any], *args: Any, prog: str | None = None) -> 
     except USER_ERRORS as error:
         if debugging():
             raise
-        text = " ".join(str(error).split()) or type(error).__name__
+        text = disk_full_message(error) or union_reason(" ".join(str(error).split())) or type(error).__name__
         print(f"{name}: {text} (LEANLOOP_DEBUG=1 shows the traceback)", file=sys.stderr)
         return 2
 
@@ -400,5 +457,5 @@ def run_parsed_tool(stage: str, config: C, resolved: str, work: Callable[[C, Pat
     return ToolResult(folder, skipped=False, config=config, manifest=read_manifest(folder), value=value)
 
 
-__all__ = ["CONFIG_FILE", "ConfigFileError", "RunExistsError", "ShortErrors", "changed_keys", "check_config_files", "add_positional_arguments", "add_verify_argument", "cli_entry", "ToolResult", "comparable_config", "finished_with_same_config",
+__all__ = ["CONFIG_FILE", "ConfigFileError", "DiskFullError", "disk_full_message", "is_disk_full", "RunExistsError", "ShortErrors", "changed_keys", "check_config_files", "add_positional_arguments", "add_verify_argument", "cli_entry", "ToolResult", "comparable_config", "finished_with_same_config",
            "parse_config", "parse_stage_tool", "run_parsed_tool", "run_tool", "set_verify_mode", "start_run", "was_fast_dev_run"]

@@ -38,6 +38,7 @@ from leanloop.training.inputs import model_identity
 from leanloop.training.models import load_tokenizer
 from leanloop.training.module import set_torch_threads
 from leanloop.training.optim import configure_optimizers
+from leanloop.training.resume import keep_rows_before
 from rl.audit import TimeoutAudit, check_infra_share
 from rl.config import (
     AuditConfig, DriftConfig, EvaluationConfig, EvaluatorConfig, GenerationConfig, GRPOConfig, LeanConfig, OptimConfig,
@@ -483,10 +484,24 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
             append_jsonl(handle, row)
 
     # -- after fit: evaluation and report --------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["leanloop.rl.totals"] = dict(self.totals)  # the report and manifest count the whole run
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """A resumed fit continues its step logs from the checkpoint's step (the rows a killed run
+        wrote after it are written again), and its report and counts cover the whole run."""
+        self.totals = Counter(checkpoint.get("leanloop.rl.totals", {}))
+        self._continue_logs(int(checkpoint.get("global_step", 0)))
+
     def on_fit_start(self) -> None:
+        if not self.trainer.ckpt_path:
+            self._continue_logs(0)  # a fresh fit starts its step logs over
+
+    def _continue_logs(self, step: int) -> None:
         if self.run_dir is not None and self.trainer.is_global_zero:
-            for name in (STEPS_FILE, DRIFT_FILE, AUDIT_FILE, REFRESH_FILE, JUDGE_FILE):
-                (self.run_dir / name).unlink(missing_ok=True)
+            for name in (DRIFT_FILE, AUDIT_FILE, REFRESH_FILE, JUDGE_FILE):
+                keep_rows_before(self.run_dir / name, step)
+            self.history = keep_rows_before(self.run_dir / STEPS_FILE, step)
 
     def on_fit_end(self) -> None:
         if not self.trainer.is_global_zero:

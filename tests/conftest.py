@@ -91,6 +91,77 @@ def artifacts(tmp_path, monkeypatch):
     return root
 
 
+@dataclass
+class ResumeRuns:
+    """A training command run three times: killed (SIGKILL at a step), rerun (it resumes), and once
+    straight through under another run name; the two finished run folders to compare."""
+
+    resumed: Path
+    straight: Path
+    stderr: str
+
+    def same_weights(self, tolerance: float = 0.0) -> bool:
+        """The two exported models (``final/*.safetensors``) hold the same tensors, to ``tolerance``."""
+        from safetensors.torch import load_file
+
+        a, b = self.resumed / "final", self.straight / "final"
+        files = sorted(str(p.relative_to(a)) for p in a.rglob("*.safetensors"))
+        assert files and files == sorted(str(p.relative_to(b)) for p in b.rglob("*.safetensors")), (a, b)
+        for name in files:
+            x, y = load_file(a / name), load_file(b / name)
+            if x.keys() != y.keys() or any(float((x[k].float() - y[k].float()).abs().max()) > tolerance for k in x):
+                return False
+        return True
+
+    def logged(self, column: str = "train/loss") -> tuple[dict[int, float], dict[int, float]]:
+        """``step -> value`` of a ``metrics.csv`` column in each run."""
+        import csv
+
+        def read(run: Path) -> dict[int, float]:
+            with open(run / "metrics.csv", newline="") as handle:
+                return {int(r["step"]): float(r[column]) for r in csv.DictReader(handle) if r.get(column)}
+
+        return read(self.resumed), read(self.straight)
+
+
+@pytest.fixture
+def kill_and_resume(artifacts, tmp_path):
+    """``run(stage, config, *args, kill=3, every=2, steps=6)``: :class:`ResumeRuns` of ``python -m
+    <stage>.train`` killed once at step ``kill`` (tests/leanloop/kill_at_step.py), its rerun, and
+    (unless ``straight=False``) an uninterrupted run of the same command."""
+    import signal
+    import subprocess
+    import sys
+
+    from leanloop.paths import REPO_ROOT
+
+    def one(stage: str, config: str, run: str, once: Path, args: tuple, kill: int, every: int, steps: int):
+        argv = [sys.executable, "-m", f"{stage}.train", "--config", str(REPO_ROOT / config), "--run", run,
+                "--trainer.max_steps", str(steps), "--trainer.max_epochs", "-1",
+                "--checkpoint_every_n_steps", str(every), "--trainer.enable_progress_bar", "false",
+                "--trainer.log_every_n_steps", "1",
+                "--trainer.callbacks+=kill_at_step.KillAt", "--trainer.callbacks.step", str(kill),
+                "--trainer.callbacks.once", str(once), *args]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "tests/leanloop")]),
+               "OMP_NUM_THREADS": "1"}
+        return subprocess.run(argv, capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=900)
+
+    def run(stage: str, config: str, *args: str, kill: int = 3, every: int = 2, steps: int = 6,
+            straight: bool = True) -> ResumeRuns:
+        once = tmp_path / f"killed-{stage}"
+        killed = one(stage, config, "resume", once, args, kill, every, steps)
+        assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+        resumed = one(stage, config, "resume", once, args, kill, every, steps)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert "resuming the unfinished run" in resumed.stderr, resumed.stderr[-3000:]
+        if straight:
+            done = one(stage, config, "straight", once, args, kill, every, steps)
+            assert done.returncode == 0, done.stderr[-3000:]
+        return ResumeRuns(artifacts / stage / "resume", artifacts / stage / "straight", resumed.stderr)
+
+    return run
+
+
 @pytest.fixture(scope="session")
 def debug_corpus(tmp_path_factory):
     """configs/data/debug.yaml built for real (replay backend): 300 RL-Lean rows + 10 Kimina proofs."""

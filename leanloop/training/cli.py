@@ -6,7 +6,8 @@ project's artifact contract around ``fit``:
 1. Parse: ``--config a.yaml --config b.yaml`` (later files override earlier) and dotted overrides
    (``--model.optim.lr 1e-4``, ``--trainer.max_steps 10``, ``--data.max_length 512``). Extra
    top-level options: ``--run NAME`` (default: the config files' stems joined by ``+``),
-   ``--overwrite``, ``--dry_run`` (parse, validate, print; train nothing), ``--test_after_fit``, ``--checkpoint_every_n_steps``, ``--ckpt_path`` (resume),
+   ``--overwrite``, ``--dry_run`` (parse, validate, print; train nothing), ``--test_after_fit``,
+   ``--checkpoint_every_n_steps`` / ``--checkpoint_every_n_minutes`` (default 30), ``--ckpt_path`` (resume),
    and ``--log.*`` (CSV and wandb loggers; wandb is offline unless ``--log.wandb_mode online``).
 2. Run folder ``artifacts/<stage>/<run>/`` (root: ``leanloop.paths.artifacts_root``, i.e.
    ``$LEANLOOP_ARTIFACTS``). A finished run (it has ``manifest.json``) with the same resolved config
@@ -14,7 +15,8 @@ project's artifact contract around ``fit``:
    ``--overwrite true``; a finished fast_dev_run result is simply replaced. The resolved
    config is written to ``config.yaml`` before training.
 3. ``trainer.fit``; intermediate checkpoints in ``<run>/step-NNNNNN/lightning.ckpt`` every
-   ``--checkpoint_every_n_steps``; then ``trainer.validate`` on the final weights when the last
+   ``--checkpoint_every_n_steps`` (all kept), else every ``--checkpoint_every_n_minutes`` of training
+   (the newest kept); then ``trainer.validate`` on the final weights when the last
    validation of the fit ran at an earlier step (``max_steps`` stopping mid-epoch, or a
    ``val_check_interval`` that does not divide the run), so that the manifest's validation metrics
    are those of the exported model; then ``trainer.test`` when ``--test_after_fit true`` and the
@@ -52,12 +54,13 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint, ModelSummary 
 from lightning.pytorch.cli import LightningCLI  # noqa: E402
 from lightning.pytorch.utilities.model_helpers import is_overridden  # noqa: E402
 
-from leanloop.artifacts import FINAL, MAKE_TARGETS, MANIFEST, Manifest, RunNameError, default_run_name, run_dir, run_lock  # noqa: E402
-from leanloop.tool import (CONFIG_FILE, ConfigFileError, ShortErrors, add_verify_argument, check_config_files,  # noqa: E402
-                           changed_keys, cli_entry, comparable_config, finished_with_same_config, set_verify_mode, start_run)
+from leanloop.artifacts import (FINAL, MAKE_TARGETS, MANIFEST, Manifest, RunNameError, checkpoint_step,  # noqa: E402
+                                default_run_name, is_checkpoint, last_checkpoint, run_dir, run_lock)
+from leanloop.tool import (CONFIG_FILE, ConfigFileError, DiskFullError, ShortErrors, add_verify_argument,  # noqa: E402
+                           changed_keys, check_config_files, cli_entry, comparable_config, finished_with_same_config,
+                           is_disk_full, set_verify_mode, start_run)
 from leanloop.training.optim import check_master_weights  # noqa: E402
-from leanloop.training.resume import (ResumeState, checkpoint_step, last_checkpoint, resumable,  # noqa: E402
-                                     trim_metrics)
+from leanloop.training.resume import ResumeState, resumable, trim_metrics  # noqa: E402
 
 
 
@@ -101,6 +104,9 @@ class LogConfig:
     wandb_system_metrics: bool = False
     """wandb's CPU/GPU utilisation sampling (worth it on GPUs; on a shared CPU it costs a core)."""
 
+
+# a run that sets no step cadence still checkpoints on this clock, so that a killed run resumes
+CHECKPOINT_MINUTES = 30.0
 
 # Sensible on a laptop CPU; paper configs set accelerator/devices/precision/strategy for GPUs.
 TRAINER_DEFAULTS: dict[str, Any] = {
@@ -156,7 +162,11 @@ class StageCLI(LightningCLI):
         parser.add_argument("--test_after_fit", type=bool, default=False,
                             help="run trainer.test after fit when the datamodule has a test split")
         parser.add_argument("--checkpoint_every_n_steps", type=int | None, default=None,
-                            help="save <run>/step-NNNNNN/lightning.ckpt every N optimizer steps")
+                            help="save <run>/step-NNNNNN/lightning.ckpt every N optimizer steps (all kept)")
+        parser.add_argument("--checkpoint_every_n_minutes", type=float | None, default=CHECKPOINT_MINUTES,
+                            help="without --checkpoint_every_n_steps: save <run>/step-NNNNNN/lightning.ckpt after "
+                                 "every N minutes of training, keeping the newest only (a killed run loses at most "
+                                 "that much); null: none")
         parser.add_argument("--ckpt_path", type=str | None, default=None,
                             help="resume fit from a Lightning checkpoint (e.g. <run>/step-000100/lightning.ckpt)")
         parser.add_argument("--restart", type=bool, default=False,
@@ -209,9 +219,10 @@ class StageCLI(LightningCLI):
         (old checkpoints, metrics.csv) is removed."""
         given = config.ckpt_path
         if given:
-            if given not in ("last", "best", "hpc", "registry") and not Path(given).is_file():
+            if given not in ("last", "best", "hpc", "registry") and not is_checkpoint(given):
                 raise SystemExit(f"[{self.stage}] --ckpt_path {given}: no such checkpoint file "
-                                 f"(checkpoints are {self.run_dir}/step-NNNNNN/lightning.ckpt)")
+                                 f"(checkpoints are {self.run_dir}/step-NNNNNN/lightning.ckpt: a file, or the "
+                                 "folder DeepSpeed writes, complete once it holds 'latest')")
             return given
         last = last_checkpoint(self.run_dir)
         if last is None:
@@ -241,23 +252,41 @@ class StageCLI(LightningCLI):
             kwargs["logger"] = _loggers(self.stage, self.run_name, self.run_dir, config.log) or False
         callbacks = [self._get(self.config_init, key) for key in self.parser.callback_keys]
         callbacks.append(LastValidation())  # run_stage validates the final weights if it did not
-        self.resume_state = ResumeState()
+        seed = config.seed_everything
+        self.resume_state = ResumeState(seed if isinstance(seed, int) and not isinstance(seed, bool) else None)
         callbacks.append(self.resume_state)
         configured = self._get(self.config_init, "trainer", default={})
         if configured.get("enable_model_summary", True) is not False and \
                 not any(isinstance(c, ModelSummary) for c in callbacks):
             callbacks.append(OneLineSummary())
+        # "step-{step:06d}/lightning" -> <run>/step-000100/lightning.ckpt (one folder per step is the
+        # artifact layout; Lightning creates it)
+        layout = {"dirpath": str(self.run_dir), "filename": "step-{step:06d}/lightning",
+                  "auto_insert_metric_name": False, "save_on_train_epoch_end": False}
         if config.checkpoint_every_n_steps:
-            # "step-{step:06d}/lightning" -> <run>/step-000100/lightning.ckpt (one folder per step
-            # is the artifact layout; Lightning creates it)
             kwargs["enable_checkpointing"] = True
-            callbacks.append(ModelCheckpoint(
-                dirpath=str(self.run_dir), filename="step-{step:06d}/lightning",
-                auto_insert_metric_name=False, every_n_train_steps=config.checkpoint_every_n_steps,
-                save_top_k=-1, save_on_train_epoch_end=False,
-            ))
+            callbacks.append(StepCheckpoint(every_n_train_steps=config.checkpoint_every_n_steps, save_top_k=-1,
+                                            **layout))
+        elif config.checkpoint_every_n_minutes and not self.fast_dev_run:
+            from datetime import timedelta
+
+            kwargs["enable_checkpointing"] = True
+            callbacks.append(StepCheckpoint(train_time_interval=timedelta(minutes=config.checkpoint_every_n_minutes),
+                                            save_top_k=1, monitor="step", mode="max", **layout))
         trainer_config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
         return self._instantiate_trainer(trainer_config, callbacks)
+
+
+class StepCheckpoint(ModelCheckpoint):
+    """Lightning's checkpointing into ``<run>/step-NNNNNN/``: a checkpoint it replaces takes its
+    ``step-NNNNNN`` folder with it."""
+
+    def _remove_checkpoint(self, trainer: Any, filepath: str) -> None:
+        super()._remove_checkpoint(trainer, filepath)
+        folder = Path(filepath).parent
+        if trainer.is_global_zero and folder.parent == Path(self.dirpath or "") and folder.is_dir() \
+                and not any(folder.iterdir()):
+            folder.rmdir()
 
 
 class OneLineSummary(ModelSummary):
@@ -466,9 +495,7 @@ def _run_stage(stage: str, module_class: type, datamodule_class: type, args: lis
         step = checkpoint_step(cli.resume_from)
         if step is not None and trainer.is_global_zero:
             _keep_metrics_before(trainer, cli.run_dir, step)
-    trainer.fit(model, datamodule=datamodule, ckpt_path=cli.resume_from)
-    if trainer.interrupted:  # Lightning caught Ctrl-C / SIGTERM and stopped the fit
-        raise KeyboardInterrupt
+    _interruptible(trainer, trainer.fit, model, datamodule=datamodule, ckpt_path=cli.resume_from)
     if 0 < trainer.max_steps and trainer.global_step < trainer.max_steps and trainer.max_epochs is not None \
             and 0 < trainer.max_epochs <= trainer.current_epoch:
         # the stage default is one epoch (the papers' recipes): a longer max_steps needs max_epochs too
@@ -482,10 +509,10 @@ def _run_stage(stage: str, module_class: type, datamodule_class: type, args: lis
     if _needs_final_validation(trainer, model, datamodule):
         # max_steps (or a val_check_interval that does not divide the run) stopped training after
         # the last validation: validate the final weights, so the manifest's val metrics are theirs
-        trainer.validate(model, datamodule=datamodule, verbose=False)
+        _interruptible(trainer, trainer.validate, model, datamodule=datamodule, verbose=False)
         metrics.update(_metrics(trainer))
     if config.test_after_fit and datamodule is not None and is_overridden("test_dataloader", datamodule):
-        trainer.test(model, datamodule=datamodule)
+        _interruptible(trainer, trainer.test, model, datamodule=datamodule)
         metrics.update(_metrics(trainer))
     manifest = None
     final = cli.run_dir / FINAL
@@ -493,7 +520,12 @@ def _run_stage(stage: str, module_class: type, datamodule_class: type, args: lis
     if callable(export) and (trainer.is_global_zero or getattr(model, "export_on_all_ranks", False)):
         if trainer.is_global_zero:
             final.mkdir(parents=True, exist_ok=True)
-        export(final)
+        try:
+            export(final)
+        except Exception as error:  # the writers (safetensors, tokenizers) wrap a full disk in their own types
+            if is_disk_full(error):
+                raise DiskFullError(final, error) from error
+            raise
     if trainer.is_global_zero:
         counts = {"global_step": int(trainer.global_step), "current_epoch": int(trainer.current_epoch),
                   "trained_tokens": resume_state.tokens, **_hook([datamodule, model], "manifest_counts")}
@@ -537,6 +569,20 @@ def _print_plan(stage: str, resolved: str) -> None:
         print(f"memory plan: not made ({type(error).__name__}: {error})")
 
 
+def _interruptible(trainer: Any, call: Any, *args: Any, **kwargs: Any) -> None:
+    """``call`` (fit, validate, test) with Ctrl-C as :class:`KeyboardInterrupt`: Lightning catches it,
+    tears down and calls ``sys.exit(1)``, which would read as a crash; ``cli_entry`` makes it one line
+    and exit 130. The step checkpoints already written stay for the rerun."""
+    try:
+        call(*args, **kwargs)
+    except SystemExit:
+        if trainer.interrupted:
+            raise KeyboardInterrupt from None
+        raise
+    if trainer.interrupted:  # Lightning stopped the fit on a signal without raising
+        raise KeyboardInterrupt
+
+
 def _keep_metrics_before(trainer: Any, run_dir: Path, step: int) -> None:
     """A resumed run appends to ``metrics.csv`` the rows of the steps after its checkpoint (the rows a
     killed run logged after it are dropped: they are logged again)."""
@@ -556,15 +602,17 @@ def _keep_metrics_before(trainer: Any, run_dir: Path, step: int) -> None:
 
 
 def _resumable_train_data(datamodule: Any, state: ResumeState, seed: int, trainer: Any) -> None:
-    """Serve the datamodule's train loader through a :class:`ResumableSampler` (same batches), so a
+    """Serve the datamodule's train loader in an :class:`EpochOrder` (same batches), so a
     restored run continues with the batch the killed one would have trained on next."""
     original = datamodule.train_dataloader
 
     def train_dataloader() -> Any:
         loader = original()
-        wrapped = resumable(loader, seed) if trainer.world_size == 1 else loader
-        if wrapped is not loader:
-            state.skip_for(wrapped.sampler, wrapped.batch_size)
+        if trainer.world_size != 1:
+            return loader
+        wrapped, order, per_batch = resumable(loader, seed)
+        if order is not None:
+            state.skip_for(order, per_batch)
             # the loader resumes mid-epoch (the sampler skips what was trained): Lightning's warning
             # that it cannot does not apply
             warnings.filterwarnings("ignore", message=r"You're resuming from a checkpoint that ended before the epoch")

@@ -24,7 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from leanloop.artifacts import FINAL, locate_run
+from leanloop.artifacts import locate_run
 from leanloop.training.inputs import check_model_run, check_tokenizer_fits, checkpoint_name
 from leanloop.paths import resolve_shared
 
@@ -151,9 +151,10 @@ class ModelSpec:
         """What ``from_pretrained`` is given: a folder or a hub id."""
         if self.path is None:
             raise ValueError("a preset has no weights to load")
-        run = self.run_dir()
-        if run is not None:
-            return str(run / FINAL)
+        if self.run_dir() is not None:  # checked here: missing or unfinished is one line naming its make target
+            from leanloop.artifacts import resolve_model
+
+            return str(resolve_model(self.path))
         if self.path == "minilm":
             return str(minilm_path())
         local = resolve_shared(self.path)

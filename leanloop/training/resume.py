@@ -1,11 +1,17 @@
 """Resuming a killed training run exactly where it stopped.
 
-A run folder keeps ``step-NNNNNN/lightning.ckpt`` every ``--checkpoint_every_n_steps``. Resuming one
+A run folder keeps ``step-NNNNNN/lightning.ckpt`` (``leanloop.artifacts.last_checkpoint``). Resuming one
 must give the run an uninterrupted run would have given:
 
-- the data order: :class:`ResumableSampler` draws each epoch's order from ``(seed, epoch)`` alone (not
-  from the global RNG, which a restart does not restore) and, after a restore, skips the batches the
-  checkpoint had already trained on, so the next batch is the one the killed run would have seen;
+- the data order: every training order is an :class:`EpochOrder`, a function of ``(seed, epoch)``
+  alone (not of the global RNG, which a restart does not restore): plain shuffles through
+  :class:`ResumableSampler`, a stage's own grouping (length buckets, packed rows) by subclassing it;
+  an endless per-step stream is a :class:`StepStream`.
+  After a restore it skips what the checkpoint had trained on, so the next batch is the one the
+  killed run would have seen;
+- the randomness of each step (dropout, sampled rollouts): :class:`ResumeState` seeds the RNGs at
+  every training batch from ``(seed, epoch, batch)``, so a step draws the same numbers whatever ran
+  before it (validation, a restart);
 - the counts: :class:`ResumeState` (a callback, saved in the checkpoint) carries how many batches of
   the epoch and how many tokens the run had trained on, so the manifest counts the whole run;
 - the logs: ``metrics.csv`` keeps the rows logged before the checkpoint (:func:`trim_metrics` drops
@@ -15,63 +21,98 @@ must give the run an uninterrupted run would have given:
 from __future__ import annotations
 
 import csv
-import re
+import itertools
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 from lightning.pytorch.callbacks import Callback
-from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sampler, SequentialSampler
-
-CHECKPOINT = re.compile(r"step-(\d+)")
+from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler, Sampler, SequentialSampler
 
 
-class ResumableSampler(Sampler[int]):
-    """A Random/SequentialSampler whose order depends only on ``(seed, epoch)`` and which can start
-    ``skip`` samples into its first epoch after a restore. Its length stays the whole epoch's (the
-    trainer counts the skipped batches as done)."""
+class EpochOrder(Sampler):
+    """A sampler (of indices, or of index lists as a ``batch_sampler``) whose order is
+    :meth:`order`, a function of ``(seed, epoch)`` alone, and which can start ``skip`` items into its
+    first epoch after a restore. Its length stays the whole epoch's (the trainer counts the skipped
+    batches as done)."""
 
-    def __init__(self, size: int, shuffle: bool, seed: int):
-        self.size, self.shuffle, self.seed = size, shuffle, seed
-        self.epoch = 0
-        self.skip = 0
+    def __init__(self, seed: int) -> None:
+        self.seed, self.epoch, self.skip = seed, 0, 0
 
     def set_epoch(self, epoch: int) -> None:  # Lightning calls this at every epoch start
         self.epoch = epoch
 
+    def order(self) -> list:
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator:
+        skip, self.skip = self.skip, 0
+        return iter(self.order()[skip:])
+
+
+class ResumableSampler(EpochOrder):
+    """A Random/SequentialSampler as an :class:`EpochOrder`."""
+
+    def __init__(self, size: int, shuffle: bool, seed: int):
+        super().__init__(seed)
+        self.size, self.shuffle = size, shuffle
+
     def __len__(self) -> int:
         return self.size
 
-    def __iter__(self) -> Iterator[int]:
-        if self.shuffle:
-            generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
-            order = torch.randperm(self.size, generator=generator).tolist()
-        else:
-            order = list(range(self.size))
+    def order(self) -> list[int]:
+        if not self.shuffle:
+            return list(range(self.size))
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+        return torch.randperm(self.size, generator=generator).tolist()
+
+
+class StepStream(IterableDataset):
+    """An endless stream of one item per training step (``DataLoader(batch_size=None)``) whose items
+    are a function of its own seed (:meth:`items`): a resumed run starts it ``skip`` items in."""
+
+    skip = 0
+
+    def items(self) -> Iterator:
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator:
         skip, self.skip = self.skip, 0
-        return iter(order[skip:])
+        return itertools.islice(self.items(), skip, None)
 
 
-def resumable(loader: Any, seed: int) -> Any:
-    """``loader`` with its sampler replaced by a :class:`ResumableSampler` (same batches, same
-    collation), or ``loader`` itself when it has a sampler of its own (bucketing, packing) or an
-    iterable dataset: those resume at the epoch start, as before."""
-    if not isinstance(loader, DataLoader) or type(loader.batch_sampler) is not BatchSampler:
-        return loader
+def resumable(loader: Any, seed: int) -> tuple[Any, EpochOrder | StepStream | None, int]:
+    """``(loader, its order, items per batch)``: a loader whose order already is an
+    :class:`EpochOrder` as it is (a ``batch_sampler`` one counts batches: 1 item per batch); a
+    Random/SequentialSampler replaced by a :class:`ResumableSampler` (same batches, same collation);
+    a :class:`StepStream` as it is; ``(loader, None, 0)`` for any other (another iterable dataset, a
+    foreign sampler), which resumes at the epoch start."""
+    if not isinstance(loader, DataLoader):
+        return loader, None, 0
+    if isinstance(loader.dataset, StepStream) and loader.batch_size is None:
+        return loader, loader.dataset, 1
+    if isinstance(loader.batch_sampler, EpochOrder):
+        return loader, loader.batch_sampler, 1
+    if type(loader.batch_sampler) is not BatchSampler:
+        return loader, None, 0
+    if isinstance(loader.sampler, EpochOrder):
+        return loader, loader.sampler, loader.batch_size
     if type(loader.sampler) not in (RandomSampler, SequentialSampler):
-        return loader
+        return loader, None, 0
     try:
         size = len(loader.dataset)  # type: ignore[arg-type]
     except TypeError:
-        return loader
+        return loader, None, 0
     sampler = ResumableSampler(size, isinstance(loader.sampler, RandomSampler), seed)
     extra: dict[str, Any] = {}
     if loader.num_workers > 0:
         extra = {"prefetch_factor": loader.prefetch_factor, "persistent_workers": loader.persistent_workers}
-    return DataLoader(loader.dataset, batch_size=loader.batch_size, sampler=sampler, collate_fn=loader.collate_fn,
-                      num_workers=loader.num_workers, pin_memory=loader.pin_memory, drop_last=loader.drop_last,
-                      timeout=loader.timeout, worker_init_fn=loader.worker_init_fn, **extra)
+    wrapped = DataLoader(loader.dataset, batch_size=loader.batch_size, sampler=sampler, collate_fn=loader.collate_fn,
+                         num_workers=loader.num_workers, pin_memory=loader.pin_memory, drop_last=loader.drop_last,
+                         timeout=loader.timeout, worker_init_fn=loader.worker_init_fn, **extra)
+    return wrapped, sampler, loader.batch_size
 
 
 def _trained_tokens(batch: Any) -> int:
@@ -86,21 +127,36 @@ def _trained_tokens(batch: Any) -> int:
     return 0
 
 
+def seed_batch(seed: int, epoch: int, batch: int, rank: int = 0) -> None:
+    """Seed torch (every device), numpy and ``random`` from the batch's place in the run."""
+    import numpy as np
+
+    value = ((((seed * 1_000_003) + epoch) * 1_000_003 + batch) * 1_009 + rank) % 2**63
+    torch.manual_seed(value)
+    np.random.seed(value % 2**32)
+    random.seed(value)
+
+
 class ResumeState(Callback):
     """Counts the run's trained tokens and remembers, in every checkpoint, where in its epoch the run
-    was; on a restore it points the sampler past the batches already trained on."""
+    was; on a restore it points the order past the batches already trained on. With a ``seed`` it
+    seeds every training batch (:func:`seed_batch`), so a resumed step draws what the killed run's did."""
 
-    def __init__(self) -> None:
+    def __init__(self, seed: int | None = None) -> None:
+        self.seed = seed
         self.tokens = 0
         self.tokens_at_resume = 0
         self.resumed_epoch: int | None = None
         self._batches = 0
         self._epoch = 0
-        self.samplers: list[ResumableSampler] = []
 
     @property
     def state_key(self) -> str:
         return "leanloop.ResumeState"
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        if self.seed is not None:
+            seed_batch(self.seed, int(trainer.current_epoch), batch_idx, int(trainer.global_rank))
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         self.tokens += _trained_tokens(batch)
@@ -119,26 +175,10 @@ class ResumeState(Callback):
         self._epoch, self._batches = int(state.get("epoch", 0)), int(state.get("batches", 0))
         self.resumed_epoch = self._epoch
 
-    def skip_for(self, sampler: ResumableSampler, batch_size: int) -> None:
+    def skip_for(self, order: EpochOrder | StepStream, per_batch: int) -> None:
         """Called when the train loader is built: after a restore, start past the trained batches."""
-        self.samplers.append(sampler)
         if self.resumed_epoch is not None and self._batches:
-            sampler.skip = self._batches * batch_size
-
-
-def last_checkpoint(run_dir: Path) -> Path | None:
-    """The newest ``step-NNNNNN/lightning.ckpt`` of a run folder, or None."""
-    found = []
-    for folder in Path(run_dir).glob("step-*"):
-        match = CHECKPOINT.fullmatch(folder.name)
-        if match and (folder / "lightning.ckpt").is_file():
-            found.append((int(match.group(1)), folder / "lightning.ckpt"))
-    return max(found)[1] if found else None
-
-
-def checkpoint_step(path: str | Path) -> int | None:
-    match = CHECKPOINT.fullmatch(Path(path).parent.name)
-    return int(match.group(1)) if match else None
+            order.skip = self._batches * per_batch
 
 
 def trim_metrics(run_dir: Path, step: int) -> list[str]:
@@ -158,4 +198,22 @@ def trim_metrics(run_dir: Path, step: int) -> list[str]:
     return list(fields)
 
 
-__all__ = ["ResumableSampler", "ResumeState", "checkpoint_step", "last_checkpoint", "resumable", "trim_metrics"]
+
+def keep_rows_before(path: Path, step: int) -> list[dict]:
+    """A stage's own step log (JSON lines with a ``step``) as a resumed run continues it: the rows of
+    steps before ``step`` are kept (``step`` 0, a fresh start: none), the file rewritten to them and
+    returned. A line the kill tore is dropped."""
+    from leanloop.jsonl import read_appended, write_jsonl
+
+    path = Path(path)
+    if not path.is_file():
+        return []
+    rows = [row for row in read_appended(path)[0] if int(row.get("step", step)) < step] if step else []
+    if rows:
+        write_jsonl(path, rows)
+    else:
+        path.unlink()
+    return rows
+
+__all__ = ["EpochOrder", "ResumableSampler", "StepStream", "seed_batch", "ResumeState", "keep_rows_before", "resumable",
+           "trim_metrics"]

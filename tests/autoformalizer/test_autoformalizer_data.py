@@ -107,3 +107,24 @@ def test_paper_style_sources_and_statement_level_dedup(shared_data, tmp_path):
     assert Counter(p.source for p in pairs["train"]) == {"workbook.jsonl": 100}
     with pytest.raises(ValueError, match="overlap"):
         PairsConfig(train_splits=["test"], test_splits=["test"])
+
+
+def test_the_grpo_problem_stream_resumes_where_it_stopped(default_pairs):
+    from autoformalizer.data import ProblemStream
+    from leanloop.training.resume import resumable
+    from torch.utils.data import DataLoader
+
+    pairs = default_pairs[0]["train"][:5]
+
+    def loader():
+        return DataLoader(ProblemStream(pairs, 2, seed=3), batch_size=None, collate_fn=lambda problems: problems)
+
+    def names(it, n):
+        return [[p.name for p in next(it)] for _ in range(n)]
+
+    straight = names(iter(loader()), 7)  # crosses epochs of the shuffle
+    wrapped, order, per_batch = resumable(loader(), seed=0)
+    assert order is wrapped.dataset and per_batch == 1
+    order.skip = 4  # a run restored after 4 steps
+    assert names(iter(wrapped), 3) == straight[4:]
+    assert names(iter(wrapped), 2) == straight[:2]  # the skip is for the first pass only

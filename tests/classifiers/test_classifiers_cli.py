@@ -41,8 +41,26 @@ def test_classify_writes_out_file_and_honours_threshold(trained_runs, real_progr
 def test_classify_rejects_rows_without_a_program(trained_runs, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"code": "theorem x : True := trivial"}) + "\n")
-    with pytest.raises(SystemExit, match="no program in field 'program'"):
+    with pytest.raises(ValueError, match=f"{bad}:1 has no program in field 'program'"):
         main(["classify", "--model", str(trained_runs["encoder"].run_dir / "final"), str(bad)])
+
+
+def test_classify_checks_its_model_first_and_reads_corpus_parquet(trained_runs, real_programs, artifacts, tmp_path,
+                                                                  capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from leanloop.tool import cli_entry
+
+    corpus = tmp_path / "corpus.parquet"  # the columns make classify reads from a data run's final/
+    pq.write_table(pa.table({"id": [f"i{k}" for k in range(3)], "name": [n for n, _, _ in real_programs[:3]],
+                             "program": [p for _, p, _ in real_programs[:3]]}), corpus)
+    assert cli_entry(main, ["classify", "--model", "artifacts://classifiers/nope", str(corpus)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "artifacts://classifiers/nope" in err[0] and "`make classifiers`" in err[0], err
+    assert main(["classify", "--model", str(trained_runs["encoder"].run_dir / "final"), str(corpus)]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["id"], r["line"]) for r in rows] == [("i0", 1), ("i1", 2), ("i2", 3)]
 
 
 def test_classify_with_history_and_known_siblings(trained_runs, real_programs, tmp_path, monkeypatch, capsys):

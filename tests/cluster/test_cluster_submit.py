@@ -222,15 +222,24 @@ def test_a_failed_job_reports_the_exception_and_where_the_full_log_is(artifacts,
 
 def test_a_requeued_job_resumes_from_the_newest_complete_step_checkpoint(tmp_path, monkeypatch):
     """StageCommand adds --ckpt_path only when SLURM restarted the job (SLURM_RESTART_COUNT), from
-    the highest step-NNNNNN folder holding a checkpoint, and never over a finished run."""
-    from cluster.command import StageCommand, latest_step_checkpoint
+    the highest step-NNNNNN folder holding a complete checkpoint (a file, or a ZeRO checkpoint folder
+    once DeepSpeed wrote its 'latest'), and never over a finished run."""
+    from cluster.command import StageCommand
+    from leanloop.artifacts import last_checkpoint
 
-    for step, complete in [(5, True), (40, True), (100, False)]:  # step-000100 still being written
+    for step, complete in [(5, True), (100, False)]:  # step-000100 still being written
         (tmp_path / f"step-{step:06d}").mkdir()
         if complete:
             (tmp_path / f"step-{step:06d}" / "lightning.ckpt").write_bytes(b"x")
     (tmp_path / "step-notanumber").mkdir()
-    assert latest_step_checkpoint(tmp_path) == tmp_path / "step-000040" / "lightning.ckpt"
+    assert last_checkpoint(tmp_path) == tmp_path / "step-000005" / "lightning.ckpt"
+    zero = tmp_path / "step-000040" / "lightning.ckpt"  # Lightning's DeepSpeed layout: a folder
+    (zero / "checkpoint").mkdir(parents=True)
+    (zero / "checkpoint" / "mp_rank_00_model_states.pt").write_bytes(b"x")
+    assert last_checkpoint(tmp_path) == tmp_path / "step-000005" / "lightning.ckpt"  # no 'latest' yet: cut off
+    (zero / "checkpoint" / "zero_pp_rank_0_mp_rank_00_optim_states.pt").write_bytes(b"x")
+    (zero / "latest").write_text("checkpoint")  # DeepSpeed writes it last
+    assert last_checkpoint(tmp_path) == zero
 
     command = StageCommand(argv=[sys.executable, "-c", "pass", "--run", "r"], run_dir=str(tmp_path))
 

@@ -89,6 +89,8 @@ def test_short_keys_grow_until_unique_and_long_names_are_hashed():
     assert short_keys(["model.optim.lr", "data.lr", "trainer.max_steps"]) == {
         "model.optim.lr": "optim.lr", "data.lr": "data.lr", "trainer.max_steps": "max_steps"}
     assert format_value("configs/x y.yaml") == "configs-x-y.yaml"
+    assert [format_value(v) for v in (1, -1, -0.5, "-x/")] == ["1", "-1", "-0.5", "-x"]  # signs kept
+    assert run_name("s", {"model.seed": -1}) == "s__seed=-1" != run_name("s", {"model.seed": 1})
     long_a = run_name("s", {"data.corpus.text_dirs": ["x" * 200, "a"]})
     long_b = run_name("s", {"data.corpus.text_dirs": ["x" * 200, "b"]})
     assert len(long_a) <= 120 and len(long_b) <= 120 and long_a != long_b

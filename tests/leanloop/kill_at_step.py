@@ -1,5 +1,5 @@
-"""A Lightning callback that SIGKILLs its own process once, at a given optimizer step: the training
-resume test's "killed run". Imported by the trainer through ``trainer.callbacks``
+"""A Lightning callback that SIGKILLs (or interrupts, ``signal: SIGINT``: Ctrl-C) its own process
+once, at a given optimizer step: the training resume tests' "killed run". Imported by the trainer through ``trainer.callbacks``
 (``class_path: kill_at_step.KillAt``; the test puts this folder on the run's PYTHONPATH)."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from lightning.pytorch.callbacks import Callback
 
 
 class KillAt(Callback):
-    def __init__(self, step: int, once: str) -> None:
+    def __init__(self, step: int, once: str, signal: str = "SIGKILL") -> None:
         """``once``: a file created just before the kill; while it exists, nothing is killed."""
-        self.step, self.once = step, Path(once)
+        self.step, self.once, self.signal = step, Path(once), signal
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if trainer.global_step == self.step and not self.once.exists():
             self.once.write_text(str(self.step))
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), getattr(signal, self.signal))

@@ -277,25 +277,56 @@ def test_a_damaged_or_foreign_input_run_is_one_line_naming_it(artifacts, capsys)
 
 
 # -- a manifest vouches for its final/ and its inputs, and both are checked ------------------------
-def test_final_edited_after_the_fact_is_caught_fast_by_size_and_fully_by_content(artifacts, monkeypatch):
+def test_final_edited_after_the_fact_is_caught_fast_even_at_the_same_size(artifacts, monkeypatch):
     from leanloop.artifacts import ManifestError, resolve_run
 
     result = run_tool("echo", EchoConfig, _echo, ["--words", "[a]"])
     record = result.manifest["final"]
     assert record["files"] == 1 and record["sizes"].startswith("sha256:") and record["content"].startswith("sha256:")
+    assert record["digests"]["words.json"].startswith("sha256:")  # a small file: hashed whole
     assert resolve_run("artifacts://echo/echo") == result.run_dir
     words = result.run_dir / "final" / "words.json"
-    words.write_text('["b"]')  # same size: only the content check sees it
-    assert resolve_run("artifacts://echo/echo") == result.run_dir
+    words.write_text('["b"]')  # same size: the per-file digest sees it
+    with pytest.raises(ManifestError, match=r"final changed since its manifest was written \(contents of words.json"):
+        resolve_run("artifacts://echo/echo")
+    with pytest.raises(SystemExit, match="but .*final changed.*--overwrite true"):  # no "already finished" skip
+        run_tool("echo", EchoConfig, _echo, ["--words", "[a]"])
+    words.write_text('["bb"]')
+    with pytest.raises(ManifestError, match=r"final changed since its manifest was written \(files or sizes"):
+        resolve_run("artifacts://echo/echo")
+
+
+def test_a_large_final_file_is_checked_fast_by_sampled_blocks_and_fully_by_content(artifacts, monkeypatch):
+    """What the README says the fast check does not catch: a same-size edit of a file over
+    SMALL_FILE_BYTES that misses all of its sampled blocks; --verify full does."""
+    from leanloop import artifacts as module
+    from leanloop.artifacts import BLOCK_BYTES, SAMPLED_BLOCKS, ManifestError, resolve_run
+
+    monkeypatch.setattr(module, "SMALL_FILE_BYTES", 4 * BLOCK_BYTES)
+    size = 64 * BLOCK_BYTES
+
+    def big(config, folder):
+        (folder / "final").mkdir(exist_ok=True)
+        (folder / "final" / "big.bin").write_bytes(bytes(size))
+        return Manifest(stage="echo", run=config.run)
+
+    result = run_tool("echo", EchoConfig, big, [])
+    assert result.manifest["final"]["digests"]["big.bin"].startswith("sampled:")
+    path = result.run_dir / "final" / "big.bin"
+    step = (size - BLOCK_BYTES) // (SAMPLED_BLOCKS - 1)
+    with open(path, "r+b") as handle:  # one byte between the first two sampled blocks
+        handle.seek(BLOCK_BYTES + (step - BLOCK_BYTES) // 2)
+        handle.write(b"x")
+    assert resolve_run("artifacts://echo/echo") == result.run_dir  # not caught fast (documented)
     monkeypatch.setenv("LEANLOOP_VERIFY", "full")
     with pytest.raises(ManifestError, match="contents differ"):
         resolve_run("artifacts://echo/echo")
     monkeypatch.delenv("LEANLOOP_VERIFY")
-    words.write_text('["bb"]')
-    with pytest.raises(ManifestError, match=r"final changed since its manifest was written \(files or sizes"):
+    with open(path, "r+b") as handle:  # a byte in a sampled block (the last one)
+        handle.seek(size - 1)
+        handle.write(b"x")
+    with pytest.raises(ManifestError, match="contents of big.bin differ"):
         resolve_run("artifacts://echo/echo")
-    with pytest.raises(SystemExit, match="but .*final changed.*--overwrite true"):  # no "already finished" skip
-        run_tool("echo", EchoConfig, _echo, ["--words", "[a]"])
 
 
 @dataclass
@@ -327,6 +358,31 @@ def test_an_upstream_run_rebuilt_after_the_fact_is_caught_on_load_and_on_skip(ar
     assert resolve_run("artifacts://reader/reader")
 
 
+def test_inputs_are_followed_by_reference_so_a_moved_root_stays_valid_and_a_missing_input_refuses(
+        artifacts, tmp_path, monkeypatch):
+    import shutil
+
+    from leanloop.artifacts import ManifestError, resolve_run
+
+    run_tool("echo", EchoConfig, _echo, ["--words", "[a]"])
+    run_tool("reader", ReaderConfig, _reader, [])
+    entry = json.loads((artifacts / "reader" / "reader" / "manifest.json").read_text())["inputs"]["echo"]
+    assert entry["ref"] == "artifacts://echo/echo" and entry["hash"].startswith("sha256:")
+    moved = tmp_path / "moved"
+    shutil.move(artifacts, moved)
+    monkeypatch.setenv("LEANLOOP_ARTIFACTS", str(moved))
+    assert resolve_run("artifacts://reader/reader") == moved / "reader" / "reader"  # the whole root moved: valid
+    assert run_tool("reader", ReaderConfig, _reader, []).skipped
+    shutil.rmtree(moved / "echo")  # its input gone (the default mode checks, not only --verify full)
+    with pytest.raises(ManifestError, match=r"input echo \(artifacts://echo/echo\) no longer exists"):
+        resolve_run("artifacts://reader/reader")
+    run_tool("echo", EchoConfig, _echo, ["--words", "[other]"])  # rebuilt there with another content
+    with pytest.raises(ManifestError, match=r"input echo \(artifacts://echo/echo\) changed since this run read it"):
+        resolve_run("artifacts://reader/reader")
+    with pytest.raises(SystemExit, match="finished with this config, but input echo"):
+        run_tool("reader", ReaderConfig, _reader, [])
+
+
 # -- a killed training run resumes exactly ---------------------------------------------------------
 def _pretrain(run, once, *extra):
     args = ["-m", "pretrain.train", "--config", str(REPO_ROOT / "configs/pretrain/debug.yaml"), "--run", run,
@@ -336,7 +392,10 @@ def _pretrain(run, once, *extra):
             "--trainer.callbacks.once", str(once), *extra]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "tests/leanloop")]),
            "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=600)
+    # Ctrl-C's default restored: a signal the test process ignores (a tool run before it may have set
+    # that) would be ignored by the child too
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=600,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _losses(run_dir):
@@ -372,6 +431,15 @@ def test_a_killed_training_run_resumes_exactly_by_default(artifacts, tmp_path):
     assert again.returncode == 0 and "already finished" in again.stderr
 
 
+def test_ctrl_c_during_a_fit_is_one_line_exit_130_and_keeps_the_checkpoints(artifacts, tmp_path):
+    once = tmp_path / "interrupted"
+    stopped = _pretrain("int", once, "--trainer.callbacks.signal", "SIGINT")
+    run = artifacts / "pretrain" / "int"
+    assert stopped.returncode == 130 and "Traceback" not in stopped.stderr, stopped.stderr[-3000:]
+    assert stopped.stderr.strip().splitlines()[-1].startswith("python -m pretrain.train: interrupted (Ctrl-C)")
+    assert (run / "step-000004" / "lightning.ckpt").is_file() and not (run / "manifest.json").exists()
+
+
 def test_a_training_stage_checks_its_arguments_before_any_work(artifacts, tmp_path, capsys):
     from pretrain.train import run
 
@@ -388,6 +456,10 @@ def test_a_training_stage_checks_its_arguments_before_any_work(artifacts, tmp_pa
     assert exited.value.code == 2 and f"config file {bad} is not valid YAML" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="--ckpt_path /nope.ckpt: no such checkpoint file"):
         run(["--config", debug, "--run", "ck", "--ckpt_path", "/nope.ckpt"])
+    cut = tmp_path / "step-000002" / "lightning.ckpt"  # a DeepSpeed checkpoint folder cut off before 'latest'
+    (cut / "checkpoint").mkdir(parents=True)
+    with pytest.raises(SystemExit, match="no such checkpoint file .*complete once it holds 'latest'"):
+        run(["--config", debug, "--run", "ck", "--ckpt_path", str(cut)])
     assert not (artifacts / "pretrain" / "ck").exists()
     holder = _holder(artifacts / "pretrain" / "busy")
     try:
@@ -396,3 +468,46 @@ def test_a_training_stage_checks_its_arguments_before_any_work(artifacts, tmp_pa
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()
+
+
+def test_a_full_disk_while_exporting_is_one_line_naming_the_path_and_the_free_space(artifacts, monkeypatch, capsys):
+    from safetensors import SafetensorError
+
+    from leanloop.tool import cli_entry
+    from pretrain.train import run
+
+    def full(*args, **kwargs):  # what safetensors raises when the write hits ENOSPC
+        raise SafetensorError('Error while serializing: I/O error: No space left on device (os error 28)')
+
+    monkeypatch.setattr("transformers.modeling_utils.safe_save_file", full)
+    code = cli_entry(run, ["--config", str(REPO_ROOT / "configs/pretrain/debug.yaml"), "--run", "full",
+                           "--trainer.fast_dev_run", "true"], prog="python -m pretrain.train")
+    err = capsys.readouterr().err
+    line = err.strip().splitlines()[-1]
+    # not the write's own traceback (a logging handler an earlier test bound to its captured stderr may
+    # print a "--- Logging error ---" traceback of its own, which says nothing about this code)
+    assert code == 2 and "SafetensorError" not in err and "in safe_save_file" not in err, err[-3000:]
+    assert f"no space left on the device writing {artifacts / 'pretrain' / 'full' / 'final'} (" in line
+    assert "free there)" in line and not (artifacts / "pretrain" / "full" / "manifest.json").exists()
+
+
+def test_a_missing_model_input_names_the_make_target_that_makes_it(artifacts, capsys):
+    from classifiers.train import run
+    from leanloop.tool import cli_entry
+
+    code = cli_entry(run, ["--config", str(REPO_ROOT / "configs/classifiers/onetoken_default.yaml"), "--run", "x"],
+                     prog="python -m classifiers.train")
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2 and line.startswith("python -m classifiers.train: artifacts://pretrain/default -> "), line
+    assert "run the stage that makes it first (`make pretrain`)" in line and "Union" not in line
+    assert not (artifacts / "classifiers" / "x").exists()
+
+
+def test_a_run_with_no_step_cadence_checkpoints_on_the_clock_keeping_the_newest(artifacts):
+    from pretrain.train import run
+
+    result = run(["--config", str(REPO_ROOT / "configs/pretrain/debug.yaml"), "--run", "clock",
+                  "--trainer.max_steps", "3", "--checkpoint_every_n_minutes", "0.00001",
+                  "--trainer.enable_progress_bar", "false"])
+    assert sorted(p.name for p in result.run_dir.glob("step-*")) == ["step-000003"]
+    assert (result.run_dir / "step-000003" / "lightning.ckpt").is_file() and result.manifest["counts"]["global_step"] == 3

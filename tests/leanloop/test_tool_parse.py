@@ -70,3 +70,16 @@ def test_a_bad_value_under_an_optional_class_names_its_key_and_reason(capsys, op
     assert exit_.value.code == 2
     first = capsys.readouterr().err.splitlines()[0]
     assert first == f"python -m classifiers.train: error: {expected}"
+
+
+@pytest.mark.parametrize("text, says", [("", "is empty: a config is a mapping of options"),
+                                        ("# only a comment\n", "is empty"),
+                                        ("- trainer\n- model\n", "holds a YAML list; a config is a mapping"),
+                                        ("just words\n", "holds a YAML string")])
+def test_a_config_file_that_is_not_a_mapping_says_what_a_config_is(text, says, tmp_path):
+    from leanloop.tool import ConfigFileError, check_config_files
+
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigFileError, match=f"config file {path} {says}"):
+        check_config_files(["--config", str(path)])

@@ -52,7 +52,8 @@ def test_manifest_records_inputs_seed_counts_metrics_model(finished_run, shared_
     assert manifest["seed"] == 7 and manifest["fast_dev_run"] is False
     proofs = shared_data / "candidates/kimina_prover_preview_minif2f_test_solved.jsonl"
     entry = manifest["inputs"]["jsonl:shared://candidates/kimina_prover_preview_minif2f_test_solved.jsonl"]
-    assert entry == {"path": str(proofs), "hash": content_hash(proofs)}
+    assert entry == {"path": str(proofs), "ref": "shared://candidates/kimina_prover_preview_minif2f_test_solved.jsonl",
+                     "hash": content_hash(proofs), "bytes": proofs.stat().st_size}
     counts = manifest["counts"]
     assert counts["global_step"] == 7
     assert counts["corpus"]["documents"] == 16  # debug.yaml: max_documents 16
