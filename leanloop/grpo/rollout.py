@@ -181,7 +181,7 @@ def trl_generation():
                     [list(range(i * tp, (i + 1) * tp)) for i in range(world // tp)])
             dtype = str(next(self.model.parameters()).dtype).removeprefix("torch.")
             path = getattr(self.model, "name_or_path", "") or ""
-            if not Path(path).is_dir():  # a preset built from a config: its layout saved for the engine
+            if not (path and Path(path).is_dir()):  # a preset built from a config ('', and Path('') is '.')
                 import tempfile
 
                 self._scratch = tempfile.TemporaryDirectory(prefix="leanloop-vllm-policy-")  # removed with the run

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import sys
 import types
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -207,3 +208,20 @@ def test_weights_are_synced_once_per_optimizer_step(fake_vllm, lora_policy):
     trainer.global_step = 1
     rollout.generate(policy, ["theorem t : True := by"], 2)
     assert llm.resets == 2
+
+
+def test_a_preset_policy_reaches_the_engine_as_a_saved_folder(fake_vllm):
+    from leanloop.training.models import ModelSpec, load_model, load_tokenizer
+
+    tokenizer = load_tokenizer("qwen3")
+    torch.manual_seed(0)
+    policy = load_model(ModelSpec("qwen3-tiny"), tokenizer=tokenizer)
+    assert policy.name_or_path == ""  # built from a config: no folder vLLM could load (and Path('') is '.')
+    rollout = VLLMRollout(tokenizer, GenerationConfig(backend="vllm", max_new_tokens=4), [tokenizer.eos_token])
+    rollout.bind(SimpleNamespace(global_rank=0, local_rank=0, world_size=1, strategy=SimpleNamespace()))
+    out = rollout.generate(policy, ["theorem t : True := by"], 2)
+    llm = fake_vllm.instances[0]
+    folder = llm.kwargs["model"]
+    assert folder and (Path(folder) / "config.json").is_file() and llm.kwargs["tokenizer"] == folder
+    mask = out.completion_mask.bool()  # the saved layout took the policy's weights at the first sync
+    assert torch.allclose(out.sampling_logps[mask], trainer_logps(policy, out, 1.0)[mask], atol=1e-4)
