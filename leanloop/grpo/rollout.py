@@ -193,7 +193,30 @@ def trl_generation():
             self._llm_weights_sleeping = self.enable_sleep_mode
             self.accelerator.wait_for_everyone()
 
+        def sync_weights(self) -> None:
+            """TRL's per-parameter ``load_weights`` where the engine's parameters hold its weights (CUDA);
+            where the engine repacked them after loading (vLLM's CPU build empties each linear layer's
+            parameter for a packed copy, so the loader has nowhere to write), vLLM's own in-place
+            ``reload_weights`` on the same named parameters, which repacks every layer it loads."""
+            if self.mode != "colocate" or not repacked(self._runner().model):
+                return super().sync_weights()
+            runner = self._runner()
+            runner.reload_weights(weights_iterator=self._iter_named_params())
+            head = getattr(runner.model, "lm_head", None)
+            if getattr(runner.model_config.hf_text_config, "tie_word_embeddings", False) and head is not None:
+                # a tied head gets no weight of its own in the reload, so its packed copy stays stale
+                head.quant_method.process_weights_after_loading(head)
+            self.llm.reset_prefix_cache()
+
+        def _runner(self) -> Any:
+            return self.llm.llm_engine.model_executor.driver_worker.model_runner
+
     return Generation
+
+
+def repacked(engine_model: Any) -> bool:
+    """Whether the engine moved its weights out of their parameters after loading (an emptied parameter)."""
+    return any(p.numel() == 0 for p in engine_model.parameters())
 
 
 def save_architecture(model: Any, tokenizer: Any, folder: str) -> str:

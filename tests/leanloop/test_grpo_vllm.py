@@ -37,7 +37,8 @@ class FakeLLM:
         self.loaded: list[str] = []
         self.resets = 0
         self.llm_engine = SimpleNamespace(model_executor=SimpleNamespace(driver_worker=SimpleNamespace(
-            model_runner=SimpleNamespace(model=SimpleNamespace(load_weights=self.load_weights)))))
+            model_runner=SimpleNamespace(model=SimpleNamespace(load_weights=self.load_weights,
+                                                               parameters=self.model.parameters)))))
         FakeLLM.instances.append(self)
 
     def load_weights(self, weights):
