@@ -47,7 +47,7 @@ class VLLMTraceGenerator:
                                   max_model_len=config.max_input_tokens + config.max_new_tokens,
                                   extra=config.vllm_extra)
         self.llm = start_engine(str(final_dir), engine, dtype="auto" if config.dtype == "float32" else config.dtype,
-                                quantization="fp8" if config.fp8 else None,
+                                quantization="fp8" if config.fp8 else None, seeded=True,
                                 speculative_config=vllm_speculative_config(config))
         self.context_length = config.max_input_tokens + config.max_new_tokens
 

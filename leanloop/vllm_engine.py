@@ -103,7 +103,16 @@ def engine_args(model: str, config: VLLMEngineConfig, *, dtype: str | None = Non
     return {k: v for k, v in args.items() if v is not None}
 
 
-def start_engine(model: str, config: VLLMEngineConfig, **kwargs: Any):
-    """A ``vllm.LLM`` on ``model`` sized by ``config`` (see :func:`engine_args`)."""
+def start_engine(model: str, config: VLLMEngineConfig, *, seeded: bool = False, **kwargs: Any):
+    """A ``vllm.LLM`` on ``model`` sized by ``config`` (see :func:`engine_args`). ``seeded``: its
+    requests carry their own seeds; vLLM's CPU build (0.32) then needs whole prefills, as it cannot
+    rewind a request's CPU generator after a chunked prefill step ("CPU Generator does not use offset")."""
     vllm = import_vllm()
-    return vllm.LLM(**engine_args(model, config, **kwargs))
+    args = engine_args(model, config, **kwargs)
+    from vllm.platforms import current_platform
+
+    if seeded and current_platform.is_cpu() and "enable_chunked_prefill" not in config.extra:
+        args["enable_chunked_prefill"] = False  # vLLM then batches at least max_model_len tokens per step
+        if "max_num_batched_tokens" in args:
+            args["max_num_batched_tokens"] = max(args["max_num_batched_tokens"], args.get("max_model_len") or 0)
+    return vllm.LLM(**args)

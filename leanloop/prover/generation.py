@@ -100,7 +100,7 @@ class VLLMGenerator:
         from leanloop.vllm_engine import import_vllm, start_engine
 
         self.vllm = import_vllm()
-        self.llm = start_engine(model_path, engine, dtype=dtype)
+        self.llm = start_engine(model_path, engine, dtype=dtype, seeded=True)
         self.stop_tokens = [t for t in stop_tokens if t]
 
     def sample_batch(self, prompts: Sequence[str], names: Sequence[str],

@@ -25,7 +25,9 @@ def config(model, run, backend, seed=7):
                         statements=StatementsConfig(path=STATEMENTS, limit=3),
                         sampling=SamplingConfig(k=3, max_new_tokens=12, seed=seed),
                         generation=GenerationConfig(backend=backend, statements_per_batch=3, vllm=VLLMEngineConfig(
-                            max_model_len=1024, extra={"enforce_eager": True})))
+                            # a 256-token step budget would chunk these prefills: vLLM-CPU's seeded sampling
+                            # then fails ("CPU Generator does not use offset") unless start_engine avoids it
+                            max_model_len=1024, extra={"enforce_eager": True, "max_num_batched_tokens": 256})))
 
 
 @pytest.fixture(scope="module")
