@@ -38,9 +38,9 @@ class BenchConfig:
     """Attempts per statement."""
     max_new_tokens: int = 64
     """Tokens per attempt at most (an untrained model rarely stops earlier)."""
-    programs: int = 4
+    programs: int = 8
     """Feedback evaluator: real programs traced, greedy."""
-    trace_tokens: int = 128
+    trace_tokens: int = 512
     """Feedback evaluator: tokens per trace at most."""
     threads: int = 1
     """Torch intra-op threads of the transformers backend (vLLM's CPU worker binds its own)."""

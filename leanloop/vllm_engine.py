@@ -109,10 +109,14 @@ def start_engine(model: str, config: VLLMEngineConfig, *, seeded: bool = False, 
     rewind a request's CPU generator after a chunked prefill step ("CPU Generator does not use offset")."""
     vllm = import_vllm()
     args = engine_args(model, config, **kwargs)
-    from vllm.platforms import current_platform
-
-    if seeded and current_platform.is_cpu() and "enable_chunked_prefill" not in config.extra:
+    if seeded and "enable_chunked_prefill" not in config.extra and _cpu_build():
         args["enable_chunked_prefill"] = False  # vLLM then batches at least max_model_len tokens per step
         if "max_num_batched_tokens" in args:
             args["max_num_batched_tokens"] = max(args["max_num_batched_tokens"], args.get("max_model_len") or 0)
     return vllm.LLM(**args)
+
+
+def _cpu_build() -> bool:
+    from vllm.platforms import current_platform
+
+    return current_platform.is_cpu()
