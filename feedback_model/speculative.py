@@ -44,9 +44,10 @@ class VLLMTraceGenerator:
         self.eos_id = tokenizer.eos_token_id
         # inside rl's training ranks this engine follows TRL's colocate rules (leanloop.vllm_engine)
         engine = VLLMEngineConfig(gpu_memory_utilization=config.gpu_memory_utilization,
-                                  max_model_len=config.max_input_tokens + config.max_new_tokens)
+                                  max_model_len=config.max_input_tokens + config.max_new_tokens,
+                                  extra=config.vllm_extra)
         self.llm = start_engine(str(final_dir), engine, dtype="auto" if config.dtype == "float32" else config.dtype,
-                                quantization="fp8" if config.fp8 else None,
+                                quantization="fp8" if config.fp8 else None, seeded=True,
                                 speculative_config=vllm_speculative_config(config))
         self.context_length = config.max_input_tokens + config.max_new_tokens
 

@@ -48,8 +48,8 @@ RUNNABLES: tuple[Runnable, ...] = (
     Runnable("bench.lean_check", "lean-check", "lean_check", "lean_check"),
     Runnable("bench.gpu_check", "gpu-check", None, "gpu_check"),
     Runnable("leanloop.lean.judge", "judge", None, None),
-    Runnable("leanloop.plan", "plan", None, None),
-    Runnable("leanloop.shared_data", "shared-data", None, None),  # reads any stage's configs; plan-paper runs it on every paper config
+    Runnable("leanloop.plan", "plan", None, None),  # any stage's configs; plan-paper: every paper config
+    Runnable("leanloop.shared_data", "shared-data", None, None),
     Runnable("cluster.sweep", "sweep", "sweeps", "sweeps"),
     Runnable("cluster.submit", "submit", "cluster", None),
     Runnable("cluster.probe", "probe", "strategy", "probe"),

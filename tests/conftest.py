@@ -56,6 +56,22 @@ def one_torch_thread():
 
 
 @pytest.fixture(scope="session")
+def vllm_model(tmp_path_factory):
+    """The ``qwen3-tiny-vllm`` preset (tied embedding) saved with its tokenizer: a folder vLLM's CPU
+    build loads (the ``vllm`` tier, make test-vllm)."""
+    import torch
+
+    from leanloop.training.models import ModelSpec, load_model, load_tokenizer
+
+    folder = tmp_path_factory.mktemp("vllm_model")
+    tokenizer = load_tokenizer("qwen3")
+    torch.manual_seed(0)
+    load_model(ModelSpec("qwen3-tiny-vllm"), tokenizer=tokenizer).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
 def shared_data():
     """The real recorded Lean data folder (../shared/data)."""
     return shared_data_dir()

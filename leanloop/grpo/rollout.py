@@ -42,7 +42,7 @@ class VLLMRolloutConfig:
 @dataclass
 class GenerationConfig:
     backend: Literal["transformers", "vllm"] = "transformers"
-    """transformers (CPU or GPU) or vllm (GPU, optional ``gpu`` extra: pip install -e '.[gpu]')."""
+    """transformers (CPU or GPU) or vllm (optional ``gpu`` extra on CUDA; vLLM's CPU build on CPU)."""
     max_new_tokens: int = 256
     """Completion limit; a completion that reaches it is ``truncated`` (see grpo.mask_truncated_completions)."""
     min_new_tokens: int = 0
@@ -181,7 +181,7 @@ def trl_generation():
                     [list(range(i * tp, (i + 1) * tp)) for i in range(world // tp)])
             dtype = str(next(self.model.parameters()).dtype).removeprefix("torch.")
             path = getattr(self.model, "name_or_path", "") or ""
-            if not Path(path).is_dir():  # a preset built from a config: its layout saved for the engine
+            if not (path and Path(path).is_dir()):  # a preset built from a config ('', and Path('') is '.')
                 import tempfile
 
                 self._scratch = tempfile.TemporaryDirectory(prefix="leanloop-vllm-policy-")  # removed with the run
@@ -193,7 +193,30 @@ def trl_generation():
             self._llm_weights_sleeping = self.enable_sleep_mode
             self.accelerator.wait_for_everyone()
 
+        def sync_weights(self) -> None:
+            """TRL's per-parameter ``load_weights`` where the engine's parameters hold its weights (CUDA);
+            where the engine repacked them after loading (vLLM's CPU build empties each linear layer's
+            parameter for a packed copy, so the loader has nowhere to write), vLLM's own in-place
+            ``reload_weights`` on the same named parameters, which repacks every layer it loads."""
+            if self.mode != "colocate" or not repacked(self._runner().model):
+                return super().sync_weights()
+            runner = self._runner()
+            runner.reload_weights(weights_iterator=self._iter_named_params())
+            head = getattr(runner.model, "lm_head", None)
+            if getattr(runner.model_config.hf_text_config, "tie_word_embeddings", False) and head is not None:
+                # a tied head gets no weight of its own in the reload, so its packed copy stays stale
+                head.quant_method.process_weights_after_loading(head)
+            self.llm.reset_prefix_cache()
+
+        def _runner(self) -> Any:
+            return self.llm.llm_engine.model_executor.driver_worker.model_runner
+
     return Generation
+
+
+def repacked(engine_model: Any) -> bool:
+    """Whether the engine moved its weights out of their parameters after loading (an emptied parameter)."""
+    return any(p.numel() == 0 for p in engine_model.parameters())
 
 
 def save_architecture(model: Any, tokenizer: Any, folder: str) -> str:

@@ -93,14 +93,14 @@ class TransformersGenerator:
 
 
 class VLLMGenerator:
-    """vLLM on GPU; same seeds per statement, so shards merge deterministically here too."""
+    """vLLM (GPU, or CPU with its CPU build); same seeds per statement, so shards merge deterministically here too."""
 
     def __init__(self, model_path: str, stop_tokens: Sequence[str], engine: VLLMEngineConfig,
                  dtype: str = "bfloat16"):
         from leanloop.vllm_engine import import_vllm, start_engine
 
         self.vllm = import_vllm()
-        self.llm = start_engine(model_path, engine, dtype=dtype)
+        self.llm = start_engine(model_path, engine, dtype=dtype, seeded=True)
         self.stop_tokens = [t for t in stop_tokens if t]
 
     def sample_batch(self, prompts: Sequence[str], names: Sequence[str],

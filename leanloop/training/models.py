@@ -61,6 +61,12 @@ def _qwen3_tiny(**overrides: Any):
     return Qwen3Config(**{**args, **overrides})
 
 
+def _qwen3_tiny_vllm(**overrides: Any):
+    # vLLM's CPU attention refuses head_dim 16 ("Unsupported CPU attention configuration"); 32 is its
+    # smallest. Untied: overrides {tie_word_embeddings: false}.
+    return _qwen3_tiny(**{"head_dim": 32, **overrides})
+
+
 def _qwen3_moe_tiny(**overrides: Any):
     # The project's one tiny Qwen3-MoE is the autoformalizer's (leanloop.training.moe.MoEArchConfig: real
     # Qwen vocabulary, 2 layers, 8 experts top-2); this preset is its stock (fused) transformers form.
@@ -85,6 +91,7 @@ def _modernbert_tiny(**overrides: Any):
 # preset -> (config builder, default tokenizer)
 PRESETS = {
     "qwen3-tiny": (_qwen3_tiny, "qwen3"),
+    "qwen3-tiny-vllm": (_qwen3_tiny_vllm, "qwen3"),
     "qwen3-moe-tiny": (_qwen3_moe_tiny, "qwen3"),
     "modernbert-tiny": (_modernbert_tiny, "minilm"),
 }
@@ -108,7 +115,7 @@ class ModelSpec:
     """Where a model comes from: one ``name`` (a preset, a checkpoint, or a previous run)."""
 
     name: str = "qwen3-tiny"
-    """A preset (qwen3-tiny, qwen3-moe-tiny, modernbert-tiny: built from scratch), ``minilm``,
+    """A preset (qwen3-tiny, qwen3-tiny-vllm, qwen3-moe-tiny, modernbert-tiny: built from scratch), ``minilm``,
     a local HF folder, ``shared://...``, a hub id (``Qwen/Qwen3-8B-Base``, from the local HF cache),
     or a previous run: ``artifacts://<stage>/<run>`` (loaded from its final/ after its manifest
     is checked)."""

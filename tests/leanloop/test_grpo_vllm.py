@@ -1,11 +1,15 @@
-"""vLLM rollouts through TRL's own ``VLLMGeneration``, on CPU, against a stand-in for vLLM's API.
+"""vLLM rollouts through TRL's own ``VLLMGeneration``, against a stand-in for vLLM's API: only what the
+real engine cannot show on CPU, and what the main venv (no vLLM) must still check.
 
-No vLLM runs here (it needs CUDA): ``FakeLLM`` below answers the few calls TRL's helper makes
-(``LLM(...)``, ``generate``, ``reset_prefix_cache`` and the colocated model runner's
-``load_weights``) with a real copy of the tiny model, so TRL's weight sync (PEFT merge, parameter
-names) and this project's layout of its output are exercised for real: after every sync the
-stand-in's sampling log-probabilities must equal the trainer's own. ``make gpu-check`` runs the
-same assertions against real vLLM on a GPU (``vllm_grpo_on_policy``).
+The real engine (vLLM's CPU build) runs colocated GRPO in ``make test-vllm``
+(``tests/rl/test_vllm_grpo.py``: on-policy after every sync and optimizer step, tied and untied,
+the rl stage's steps on a preset policy). Kept here: sleep mode, which is CUDA-only (vLLM's CPU
+platform refuses it; ``FakeLLM.sleep`` discards the weights as level 2 does, so a missed re-sync
+shows), the sync cadence, and the preset policy's engine folder, in the main suite. ``FakeLLM`` answers
+the few calls TRL's helper makes (``LLM(...)``, ``generate``, ``sleep``/``wake_up``,
+``reset_prefix_cache`` and the colocated model runner's ``load_weights``) with a real copy of the tiny
+model, so TRL's weight sync (PEFT merge, parameter names) and this project's layout of its output are
+exercised for real.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import math
 import sys
 import types
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -35,8 +40,10 @@ class FakeLLM:
         self.model = AutoModelForCausalLM.from_pretrained(kwargs["model"]).eval()
         self.loaded: list[str] = []
         self.resets = 0
+        self.calls: list[str] = []  # sleep / wake_up, in order
         self.llm_engine = SimpleNamespace(model_executor=SimpleNamespace(driver_worker=SimpleNamespace(
-            model_runner=SimpleNamespace(model=SimpleNamespace(load_weights=self.load_weights)))))
+            model_runner=SimpleNamespace(model=SimpleNamespace(load_weights=self.load_weights,
+                                                               parameters=self.model.parameters)))))
         FakeLLM.instances.append(self)
 
     def load_weights(self, weights):
@@ -47,6 +54,16 @@ class FakeLLM:
 
     def reset_prefix_cache(self):
         self.resets += 1
+
+    def sleep(self, level=1):
+        self.calls.append(f"sleep{level}")
+        if level == 2:  # level 2 discards the weights: only a re-sync brings them back
+            with torch.no_grad():
+                for param in self.model.parameters():
+                    param.normal_()
+
+    def wake_up(self, tags=None):
+        self.calls.append("wake:" + ",".join(tags or ["all"]))
 
     @torch.no_grad()
     def generate(self, prompts, sampling_params=None, use_tqdm=False):
@@ -127,9 +144,9 @@ def test_engine_args_follow_trl_colocate_rules_inside_a_training_process(monkeyp
         VLLMEngineConfig(gpu_memory_utilization=1.5)
 
 
-def test_colocated_rollouts_are_on_policy_after_every_weight_sync(fake_vllm, lora_policy):
+def test_sleep_mode_rollouts_are_on_policy_after_every_weight_sync(fake_vllm, lora_policy):
     policy, tokenizer = lora_policy
-    engine = VLLMEngineConfig(gpu_memory_utilization=0.3)
+    engine = VLLMEngineConfig(gpu_memory_utilization=0.3, enable_sleep_mode=True)
     config = GenerationConfig(backend="vllm", max_new_tokens=6, temperature=0.8,
                               vllm=VLLMRolloutConfig(mode="colocate", engine=engine))
     rollout = VLLMRollout(tokenizer, config, [tokenizer.eos_token])
@@ -142,6 +159,8 @@ def test_colocated_rollouts_are_on_policy_after_every_weight_sync(fake_vllm, lor
     assert llm.kwargs["logprobs_mode"] == "processed_logprobs" and llm.kwargs["gpu_memory_utilization"] == 0.3
     assert not any("lora" in name for name in llm.loaded) and "model.layers.0.self_attn.q_proj.weight" in llm.loaded
     assert llm.resets == 1 and len(first) == 4 and first.sampling_logps.shape == first.completion_ids.shape
+    # asleep from the start, weights woken for the sync, KV cache for the rollouts, asleep again after
+    assert llm.calls == ["sleep2", "wake:weights", "wake:kv_cache", "sleep2"]
     mask = first.completion_mask.bool()
     assert torch.allclose(first.sampling_logps[mask], trainer_logps(policy, first, 0.8)[mask], atol=1e-4)
 
@@ -152,6 +171,7 @@ def test_colocated_rollouts_are_on_policy_after_every_weight_sync(fake_vllm, lor
     second = rollout.generate(policy, prompts, 2)
     mask = second.completion_mask.bool()
     assert llm.resets == 2 and len(fake_vllm.instances) == 1  # one engine for the run
+    assert llm.calls[4:] == ["wake:weights", "wake:kv_cache", "sleep2"]
     assert torch.allclose(second.sampling_logps[mask], trainer_logps(policy, second, 0.8)[mask], atol=1e-4)
     # the check has teeth: an engine left on the base weights would be off by far more than the tolerance
     with policy.disable_adapter():
@@ -229,3 +249,20 @@ def test_second_node_rank_exports_its_local_rank_not_the_global_one(monkeypatch,
     args = engine_args("/m", VLLMEngineConfig(), seed=3)
     assert (os.environ["RANK"], os.environ["LOCAL_RANK"], os.environ["WORLD_SIZE"]) == ("9", "1", "16")
     assert args["distributed_executor_backend"] == "external_launcher" and args["seed"] == 3 + 9
+
+
+def test_a_preset_policy_reaches_the_engine_as_a_saved_folder(fake_vllm):
+    from leanloop.training.models import ModelSpec, load_model, load_tokenizer
+
+    tokenizer = load_tokenizer("qwen3")
+    torch.manual_seed(0)
+    policy = load_model(ModelSpec("qwen3-tiny"), tokenizer=tokenizer)
+    assert policy.name_or_path == ""  # built from a config: no folder vLLM could load (and Path('') is '.')
+    rollout = VLLMRollout(tokenizer, GenerationConfig(backend="vllm", max_new_tokens=4), [tokenizer.eos_token])
+    rollout.bind(SimpleNamespace(global_rank=0, local_rank=0, world_size=1, strategy=SimpleNamespace()))
+    out = rollout.generate(policy, ["theorem t : True := by"], 2)
+    llm = fake_vllm.instances[0]
+    folder = llm.kwargs["model"]
+    assert folder and (Path(folder) / "config.json").is_file() and llm.kwargs["tokenizer"] == folder
+    mask = out.completion_mask.bool()  # the saved layout took the policy's weights at the first sync
+    assert torch.allclose(out.sampling_logps[mask], trainer_logps(policy, out, 1.0)[mask], atol=1e-4)
