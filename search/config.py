@@ -54,16 +54,22 @@ class SearchConfig:
     """Each visit to an unsolved goal lowers its value by this many tactics, so a goal whose
     tactics keep failing or leading to goals that go nowhere falls in value and the search moves to
     its siblings or re-samples its parent (0: the value is the plain mean). Ours, tuned there."""
-    candidate_order: Literal["rank", "frequency"] = "frequency"
+    candidate_order: Literal["rank", "frequency", "evidence"] = "frequency"
     """Which untried tactics an expansion runs: the current proposal's best-ranked (``rank``), or
     those the policy proposed most often over all proposals at this goal so far, ties by
     log-probability (``frequency``: the samples' empirical distribution, so a tactic the policy
-    keeps proposing is tried before one it proposed once). Ours."""
-    edge_prior: Literal["expansion", "frequency"] = "frequency"
+    keeps proposing is tried before one it proposed once), or by ``evidence``: times proposed and
+    times proposed first, each weighted by how often that rule's pick has applied so far
+    (``search.mcts.RuleEvidence``; ties by log-probability). Ours."""
+    edge_prior: Literal["expansion", "frequency", "evidence"] = "frequency"
     """An edge's prior in PUCT: its tactic's softmax share among those its expansion ran
     (``expansion``), or how many of the goal's proposals held it (``frequency``: the samples'
     empirical distribution, so the visits follow the tactics the policy keeps proposing; with one
-    tactic run per expansion every ``expansion`` prior is 1). Ours, tuned there."""
+    tactic run per expansion every ``expansion`` prior is 1), or its ``evidence`` score (see
+    ``candidate_order``). Ours, tuned there."""
+    evidence_scope: Literal["search", "batch"] = "batch"
+    """Whose outcomes weigh the ``evidence`` rules: each search's own, or those of every search
+    advanced together with the same policy (ours)."""
     and_sibling: Literal["hardest", "least_visited"] = "least_visited"
     """At an AND node, which unsolved child to descend into: the lowest value (the hardest decides
     the proof) or the least visited (budget spread evenly over the goals still open). Unvisited

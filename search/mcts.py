@@ -57,7 +57,9 @@ class GoalNode:
     expansions: int = 0
     tried: set[str] = field(default_factory=set)
     solved_depth: int | None = None
-    proposed: dict[str, list] = field(default_factory=dict)  # tactic key -> [times proposed, best log-prob, spelling]
+    # tactic key -> [times proposed, best log-prob, spelling, times proposed first]
+    proposed: dict[str, list] = field(default_factory=dict)
+    picks: dict[str, str] = field(default_factory=dict)  # rule -> the untried tactic it would run now
 
     def __post_init__(self) -> None:
         self.key = self.goal.key
@@ -98,6 +100,32 @@ class TacticEdge:
         return self.value_sum / self.visits if self.visits else 0.0
 
 
+class RuleEvidence:
+    """How often each reading of the policy's samples picked a tactic that applied: ``count`` (the
+    tactic proposed most often at its goal) and ``first`` (the one proposed first most often, ties by
+    log-probability: the policy's top choice). Each expansion scores the rules whose pick it ran
+    (both, where they agree). A rule's weight is its hit rate, starting at 1/2 (a uniform prior):
+    where repeated wrong tactics make the most frequent proposal wrong, ``count`` loses weight;
+    where the first choice is unreliable, ``first`` does."""
+
+    RULES = ("count", "first")
+
+    def __init__(self) -> None:
+        self.hits = {rule: 1.0 for rule in self.RULES}
+        self.trials = {rule: 2.0 for rule in self.RULES}
+
+    def record(self, rule: str, hit: bool) -> None:
+        self.hits[rule] += hit
+        self.trials[rule] += 1
+
+    def weight(self, rule: str) -> float:
+        return self.hits[rule] / self.trials[rule]
+
+    def score(self, entry: list) -> float:
+        """A ``GoalNode.proposed`` entry's evidence score: its counts, each weighted by its rule's rate."""
+        return self.weight("count") * entry[0] + self.weight("first") * entry[3]
+
+
 @dataclass
 class SearchStats:
     iterations: int = 0
@@ -126,6 +154,7 @@ class Search:
         self.root = GoalNode(root)
         self.table: dict[str, GoalNode] = {self.root.key: self.root}
         self.stats = SearchStats()
+        self.evidence = RuleEvidence()  # SearchBatch shares one among its searches (evidence_scope batch)
 
     @property
     def solved(self) -> bool:
@@ -209,18 +238,31 @@ class Search:
         self.stats.duplicates += len(proposal.tactics) - len(unique)
         fresh = [(t, lp) for t, lp in unique if " ".join(t.split()) not in leaf.tried]
         self.stats.duplicates += len(unique) - len(fresh)
-        for tactic, lp in unique:  # the samples' counts: candidate_order and edge_prior "frequency" read them
-            seen = leaf.proposed.setdefault(" ".join(tactic.split()), [0, lp, tactic])
+        top = max(unique, key=lambda item: item[1])[0] if unique else None
+        for tactic, lp in unique:  # the samples' counts: candidate_order and edge_prior read them
+            seen = leaf.proposed.setdefault(" ".join(tactic.split()), [0, lp, tactic, 0])
             seen[0] += 1
             seen[1] = max(seen[1], lp)
-        if self.config.edge_prior == "frequency":  # the counts change only here, so the priors too
+            seen[3] += tactic == top
+        if self.config.edge_prior != "expansion":  # the counts change only here, so the priors too
             for edge in leaf.edges:
-                edge.prior = leaf.proposed.get(" ".join(edge.tactic.split()), [edge.prior])[0]
+                edge.prior = self._frequency_prior(leaf, edge.tactic)
         if self.config.candidate_order == "rank":
             return fresh[:self.samples(leaf)]
         pool = [(key, entry) for key, entry in leaf.proposed.items() if key not in leaf.tried]
-        pool.sort(key=lambda item: (-item[1][0], -item[1][1]))
+        if self.config.candidate_order == "evidence":
+            leaf.picks = {"count": max(pool, key=lambda item: (item[1][0], item[1][1]), default=(None,))[0],
+                          "first": max(pool, key=lambda item: (item[1][3], item[1][1]), default=(None,))[0]}
+            pool.sort(key=lambda item: (-self.evidence.score(item[1]), -item[1][1]))
+        else:
+            pool.sort(key=lambda item: (-item[1][0], -item[1][1]))
         return [(entry[2], entry[1]) for _, entry in pool[:self.samples(leaf)]]
+
+    def _frequency_prior(self, leaf: GoalNode, tactic: str) -> float:
+        """``edge_prior`` frequency: how many of the goal's proposals held the tactic; evidence: its
+        evidence score."""
+        entry = leaf.proposed[" ".join(tactic.split())]
+        return self.evidence.score(entry) if self.config.edge_prior == "evidence" else entry[0]
 
     def expand(self, path: list, proposal: Proposal, tried: list[tuple[str, float]],
                results: Sequence[EnvResult]) -> None:
@@ -232,17 +274,25 @@ class Search:
         temperature = max(self.config.prior_temperature, 1e-6)
         weights = [math.exp(lp / temperature) for _, lp in tried] if tried else []
         total = sum(weights) or 1.0
+        applied = {}
         for (tactic, _), weight, result in zip(tried, weights, results):
-            leaf.tried.add(" ".join(tactic.split()))
+            key = " ".join(tactic.split())
+            leaf.tried.add(key)
+            applied[key] = False
             if result.status is not EnvStatus.OK:
                 self._count_failure(result.status)
                 continue
             if any(node_cycle_key(g.goals) in path_keys for g in result.goals):
                 self.stats.cycles += 1
                 continue
-            children = [self.table.setdefault(g.key, GoalNode(g)) for g in result.goals]
-            prior = leaf.proposed[" ".join(tactic.split())][0] if self.config.edge_prior == "frequency" else weight / total
+            applied[key] = True
+            children = [self.table.get(g.key) or self.table.setdefault(g.key, GoalNode(g)) for g in result.goals]
+            prior = weight / total if self.config.edge_prior == "expansion" else self._frequency_prior(leaf, tactic)
             leaf.edges.append(TacticEdge(tactic, prior, children))
+        for rule, key in leaf.picks.items():
+            if key in applied:
+                self.evidence.record(rule, applied[key])
+        leaf.picks = {}
         leaf.refresh_solved()
         if leaf.solved_depth is not None:
             value = -float(leaf.solved_depth)
@@ -308,6 +358,10 @@ class SearchBatch:
         self.policy = policy
         self.config = config
         self.rounds = 0
+        if config.evidence_scope == "batch":  # one policy: what its samples' rules hit is learnt once
+            shared = RuleEvidence()
+            for search in self.searches:
+                search.evidence = shared
 
     def run(self, budget: int | None = None, calls: int | None = None) -> list[Search]:
         """Iterate until every search is solved or out of ``budget`` iterations (default: the
