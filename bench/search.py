@@ -105,8 +105,9 @@ class BenchConfig:
 
 
 def noisy_table(replay, names: list[str], settings, budgets, seeds: int, k: int = 8,
-                config: SearchConfig | None = None, repeats=(0.0,)) -> list[dict]:
-    """Solved counts (mean over seeds) of search and sampling per (p, q, rate, repeats, call budget)."""
+                config: SearchConfig | None = None, repeats=(0.0,), on_row=None) -> list[dict]:
+    """Solved counts (mean over seeds) of search and sampling per (p, q, rate, repeats, call budget);
+    ``on_row`` is called with each row as it is done (a long grid shows its progress)."""
     from dataclasses import replace
 
     from search.evaluate import sample_without_search
@@ -139,6 +140,8 @@ def noisy_table(replay, names: list[str], settings, budgets, seeds: int, k: int 
                     totals["search_calls"] += sum(s.stats.env_calls for s in searches) / max(len(searches), 1)
                 rows.append({"p": p, "q": q, "dead_end_rate": rate, "repeats": repeat, "budget": budget,
                              "theorems": len(names), **{key: value / seeds for key, value in totals.items()}})
+                if on_row:
+                    on_row(rows[-1])
     return rows
 
 
@@ -148,15 +151,17 @@ def target_met(row: dict) -> bool:
     return row["search"] >= row["sampling_fixed"]
 
 
-def print_table(title: str, rows: list[dict]) -> None:
+def print_header(title: str) -> None:
     print(f"\n{title}")
     print(f"{'p':>5} {'q':>6} {'dead':>5} {'rep':>4} {'calls':>5} {'search':>8} {'sample@fixed':>13} "
           f"{'sample@equal':>13} {'calls/thm':>10} {'margin':>7} {'target':>7}")
-    for r in rows:
-        print(f"{r['p']:>5.2f} {r['q']:>6.3f} {r['dead_end_rate']:>5.2f} {r['repeats']:>4.2f} {r['budget']:>5} "
-              f"{r['search']:>8.1f} {r['sampling_fixed']:>13.1f} {r['sampling_equal']:>13.1f} "
-              f"{r['search_calls']:>10.1f} {r['search'] - r['sampling_fixed']:>+7.1f} "
-              f"{'met' if target_met(r) else 'MISSED':>7}")
+
+
+def print_row(r: dict) -> None:
+    print(f"{r['p']:>5.2f} {r['q']:>6.3f} {r['dead_end_rate']:>5.2f} {r['repeats']:>4.2f} {r['budget']:>5} "
+          f"{r['search']:>8.1f} {r['sampling_fixed']:>13.1f} {r['sampling_equal']:>13.1f} "
+          f"{r['search_calls']:>10.1f} {r['search'] - r['sampling_fixed']:>+7.1f} "
+          f"{'met' if target_met(r) else 'MISSED':>7}", flush=True)
 
 
 def noisy(args) -> int:
@@ -176,14 +181,15 @@ def noisy(args) -> int:
           f"(growth x{config.expansion_growth} per re-expansion), widening c "
           f"{config.widening_c} alpha {config.widening_alpha}, first-play urgency {config.first_play_urgency}, "
           f"dead-end decay {config.dead_end_decay}, candidate order {config.candidate_order}, edge prior {config.edge_prior}, "
+          f"widening {config.widening}, evidence scope {config.evidence_scope} sharpness {config.evidence_sharpness}, "
           f"AND siblings {config.and_sibling}")
     results = {}
     for title, names in (("train theorems (tuning)", train), ("held-out theorems", held_out)):
         if not names:
             continue
-        rows = noisy_table(replay, names, args.settings, args.budgets, args.seeds, args.k, config, args.repeats)
-        print_table(title, rows)
-        results[title] = rows
+        print_header(title)
+        results[title] = noisy_table(replay, names, args.settings, args.budgets, args.seeds, args.k, config,
+                                     args.repeats, on_row=print_row)
     rows = results.get("held-out theorems", [])
     print(f"\nheld-out targets met: {sum(map(target_met, rows))}/{len(rows)}")
     return 0

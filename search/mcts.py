@@ -101,18 +101,26 @@ class TacticEdge:
 
 
 class RuleEvidence:
-    """How often each reading of the policy's samples picked a tactic that applied: ``count`` (the
-    tactic proposed most often at its goal) and ``first`` (the one proposed first most often, ties by
-    log-probability: the policy's top choice). Each expansion scores the rules whose pick it ran
-    (both, where they agree). A rule's weight is its hit rate, starting at 1/2 (a uniform prior):
-    where repeated wrong tactics make the most frequent proposal wrong, ``count`` loses weight;
-    where the first choice is unreliable, ``first`` does."""
+    """What the search has seen its policy's samples do (``candidate_order``, ``edge_prior`` and
+    ``widening`` "evidence" read it).
+
+    - Two readings of a goal's samples: ``count`` (the untried tactic proposed most often there)
+      and ``first`` (the one proposed first most often: the policy's top choice), each with a hit
+      rate: how often its pick applied where the two picks differed and the expansion ran it (where
+      they agree the outcome says nothing about which reads the samples better). Starting at 1/2
+      (a uniform prior): where repeated wrong tactics make the most frequent proposal wrong,
+      ``count`` loses weight; where the first choice is unreliable, ``first`` does. A tactic's
+      score is its two counts weighted by (rate / best rate) ** ``sharpness``.
+    - ``opened_rate``: how often a goal's first expansion applied a tactic, how far the policy's
+      first choices can be trusted to stand (``widening`` evidence)."""
 
     RULES = ("count", "first")
 
-    def __init__(self) -> None:
+    def __init__(self, sharpness: float = 4.0) -> None:
+        self.sharpness = sharpness
         self.hits = {rule: 1.0 for rule in self.RULES}
         self.trials = {rule: 2.0 for rule in self.RULES}
+        self.opened = [1.0, 2.0]
 
     def record(self, rule: str, hit: bool) -> None:
         self.hits[rule] += hit
@@ -123,7 +131,14 @@ class RuleEvidence:
 
     def score(self, entry: list) -> float:
         """A ``GoalNode.proposed`` entry's evidence score: its counts, each weighted by its rule's rate."""
-        return self.weight("count") * entry[0] + self.weight("first") * entry[3]
+        weights = {rule: self.weight(rule) for rule in self.RULES}
+        top = max(weights.values())
+        return sum((weights[rule] / top) ** self.sharpness * entry[index] for rule, index in (("count", 0), ("first", 3)))
+
+    @property
+    def opened_rate(self) -> float:
+        """How often a goal's first expansion applied a tactic (a uniform prior: 1/2 at first)."""
+        return self.opened[0] / self.opened[1]
 
 
 @dataclass
@@ -154,7 +169,8 @@ class Search:
         self.root = GoalNode(root)
         self.table: dict[str, GoalNode] = {self.root.key: self.root}
         self.stats = SearchStats()
-        self.evidence = RuleEvidence()  # SearchBatch shares one among its searches (evidence_scope batch)
+        # SearchBatch shares one among its searches (evidence_scope batch)
+        self.evidence = RuleEvidence(config.evidence_sharpness)
 
     @property
     def solved(self) -> bool:
@@ -167,7 +183,8 @@ class Search:
     # -- selection ------------------------------------------------------------------------------
     def _widen(self, node: GoalNode) -> bool:
         c = self.config
-        return node.expansions == 0 or node.expansions <= c.widening_c * node.visits ** c.widening_alpha - 1
+        scale = 2 * (1 - self.evidence.opened_rate) if c.widening == "evidence" else 1.0
+        return node.expansions == 0 or node.expansions <= scale * c.widening_c * node.visits ** c.widening_alpha - 1
 
     def _puct(self, parent: GoalNode, edge: TacticEdge, prior_sum: float) -> float:
         c = self.config
@@ -289,9 +306,13 @@ class Search:
             children = [self.table.get(g.key) or self.table.setdefault(g.key, GoalNode(g)) for g in result.goals]
             prior = weight / total if self.config.edge_prior == "expansion" else self._frequency_prior(leaf, tactic)
             leaf.edges.append(TacticEdge(tactic, prior, children))
-        for rule, key in leaf.picks.items():
-            if key in applied:
-                self.evidence.record(rule, applied[key])
+        if leaf.expansions == 1 and tried:
+            self.evidence.opened[0] += any(applied.values())
+            self.evidence.opened[1] += 1
+        if leaf.picks["count"] != leaf.picks["first"] if leaf.picks else False:  # agreeing, they say nothing
+            for rule, key in leaf.picks.items():
+                if key in applied:
+                    self.evidence.record(rule, applied[key])
         leaf.picks = {}
         leaf.refresh_solved()
         if leaf.solved_depth is not None:
@@ -359,7 +380,7 @@ class SearchBatch:
         self.config = config
         self.rounds = 0
         if config.evidence_scope == "batch":  # one policy: what its samples' rules hit is learnt once
-            shared = RuleEvidence()
+            shared = RuleEvidence(config.evidence_sharpness)
             for search in self.searches:
                 search.evidence = shared
 

@@ -17,7 +17,9 @@ from search.policy import OraclePolicy
 def test_oracle_policy_solves_every_replayable_held_out_theorem(search_data, replay):
     test = pd.read_parquet(search_data / "final" / "test.parquet")
     assert len(test) > 100
-    config = SearchConfig(simulations=200, samples_per_expansion=8)
+    # fixed widening: with evidence widening an oracle's first choices always apply, so its goals
+    # are never re-sampled and the distractors never run
+    config = SearchConfig(simulations=200, samples_per_expansion=8, widening="fixed")
     searches, failed = start_searches(list(test["name"]), replay, config)
     assert not failed  # every held-out tree's root is a recorded goal
     SearchBatch(searches, OraclePolicy(replay, distractors=["simp", "omega"]), config).run()
@@ -203,7 +205,8 @@ class _TwoWayEnv(ProofEnv):
 
 
 def test_frequency_priors_follow_how_often_each_edge_was_proposed():
-    config = SearchConfig(simulations=3, samples_per_expansion=2, first_expansion_samples=1, widening_c=1.5)
+    config = SearchConfig(simulations=3, samples_per_expansion=2, first_expansion_samples=1, widening_c=1.5,
+                          candidate_order="frequency", edge_prior="frequency", widening="fixed")
     searches, _ = start_searches(["t"], _TwoWayEnv(), config)
     SearchBatch(searches, _ScriptedPolicy(["a", "b"], ["x"], ["b", "c"]), config).run()
     root = searches[0].root
