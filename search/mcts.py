@@ -263,7 +263,7 @@ class Search:
             seen[3] += tactic == top
         if self.config.edge_prior != "expansion":  # the counts change only here, so the priors too
             for edge in leaf.edges:
-                edge.prior = self._frequency_prior(leaf, edge.tactic)
+                edge.prior = self._sample_prior(leaf, edge.tactic)
         if self.config.candidate_order == "rank":
             return fresh[:self.samples(leaf)]
         pool = [(key, entry) for key, entry in leaf.proposed.items() if key not in leaf.tried]
@@ -275,9 +275,9 @@ class Search:
             pool.sort(key=lambda item: (-item[1][0], -item[1][1]))
         return [(entry[2], entry[1]) for _, entry in pool[:self.samples(leaf)]]
 
-    def _frequency_prior(self, leaf: GoalNode, tactic: str) -> float:
-        """``edge_prior`` frequency: how many of the goal's proposals held the tactic; evidence: its
-        evidence score."""
+    def _sample_prior(self, leaf: GoalNode, tactic: str) -> float:
+        """An edge's prior read from the goal's samples: how many proposals held its tactic
+        (``edge_prior`` frequency), or its evidence score."""
         entry = leaf.proposed[" ".join(tactic.split())]
         return self.evidence.score(entry) if self.config.edge_prior == "evidence" else entry[0]
 
@@ -304,12 +304,12 @@ class Search:
                 continue
             applied[key] = True
             children = [self.table.get(g.key) or self.table.setdefault(g.key, GoalNode(g)) for g in result.goals]
-            prior = weight / total if self.config.edge_prior == "expansion" else self._frequency_prior(leaf, tactic)
+            prior = weight / total if self.config.edge_prior == "expansion" else self._sample_prior(leaf, tactic)
             leaf.edges.append(TacticEdge(tactic, prior, children))
         if leaf.expansions == 1 and tried:
             self.evidence.opened[0] += any(applied.values())
             self.evidence.opened[1] += 1
-        if leaf.picks["count"] != leaf.picks["first"] if leaf.picks else False:  # agreeing, they say nothing
+        if leaf.picks and leaf.picks["count"] != leaf.picks["first"]:  # agreeing picks say nothing
             for rule, key in leaf.picks.items():
                 if key in applied:
                     self.evidence.record(rule, applied[key])
