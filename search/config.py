@@ -43,7 +43,8 @@ class SearchConfig:
     first choices apply (and so are likely right) re-samples its goals less, one whose first choices
     fail more (r = 1/2: widening_c). Ours: with a perfect policy, fixed widening spent calls
     re-sampling goals already on their way (93 vs sampling's 100 of 100 train theorems at 32 calls,
-    repeats, dead ends; evidence: 100)."""
+    repeats, dead ends; evidence: 100). Where under half of the first choices apply it widens more
+    than widening_c, which cost some margin without dead ends (docs/results/search_synthetic.md)."""
     first_expansion_samples: int | None = 1
     """Tactics run at a goal's first expansion; its n-th re-expansion (progressive widening) runs
     ``first_expansion_samples * expansion_growth**n``, rounded up, at most ``samples_per_expansion``
