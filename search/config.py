@@ -37,6 +37,14 @@ class SearchConfig:
     widening_c * visits**widening_alpha (Section 3; constants not given: c = 1.5 is ours, tuned on the
     synthetic-policy benchmark's train theorems with ``candidate_order``, ``edge_prior`` and
     ``and_sibling``; c = 0.5 re-sampled a goal only at 16 and 36 visits)."""
+    widening: Literal["fixed", "evidence"] = "evidence"
+    """``fixed``: widening_c as given; ``evidence``: widening_c times 2 (1 - r), r the share of goals
+    whose first expansion applied a tactic so far (``search.mcts.RuleEvidence``): a policy whose
+    first choices apply (and so are likely right) re-samples its goals less, one whose first choices
+    fail more (r = 1/2: widening_c). Ours: with a perfect policy, fixed widening spent calls
+    re-sampling goals already on their way (93 vs sampling's 100 of 100 train theorems at 32 calls,
+    repeats, dead ends; evidence: 100). Where under half of the first choices apply it widens more
+    than widening_c, which cost some margin without dead ends (docs/results/search_synthetic.md)."""
     first_expansion_samples: int | None = 1
     """Tactics run at a goal's first expansion; its n-th re-expansion (progressive widening) runs
     ``first_expansion_samples * expansion_growth**n``, rounded up, at most ``samples_per_expansion``
@@ -54,16 +62,29 @@ class SearchConfig:
     """Each visit to an unsolved goal lowers its value by this many tactics, so a goal whose
     tactics keep failing or leading to goals that go nowhere falls in value and the search moves to
     its siblings or re-samples its parent (0: the value is the plain mean). Ours, tuned there."""
-    candidate_order: Literal["rank", "frequency"] = "frequency"
+    candidate_order: Literal["rank", "frequency", "evidence"] = "evidence"
     """Which untried tactics an expansion runs: the current proposal's best-ranked (``rank``), or
     those the policy proposed most often over all proposals at this goal so far, ties by
     log-probability (``frequency``: the samples' empirical distribution, so a tactic the policy
-    keeps proposing is tried before one it proposed once). Ours."""
-    edge_prior: Literal["expansion", "frequency"] = "frequency"
+    keeps proposing is tried before one it proposed once), or by ``evidence``: times proposed and
+    times proposed first, each weighted by how often that reading's pick has applied so far
+    (``search.mcts.RuleEvidence``; ties by log-probability: where the most frequent proposal is
+    a repeated wrong tactic, the policy's first choice wins, and where the first choice is
+    unreliable, the counts do). Ours."""
+    edge_prior: Literal["expansion", "frequency", "evidence"] = "evidence"
     """An edge's prior in PUCT: its tactic's softmax share among those its expansion ran
     (``expansion``), or how many of the goal's proposals held it (``frequency``: the samples'
     empirical distribution, so the visits follow the tactics the policy keeps proposing; with one
-    tactic run per expansion every ``expansion`` prior is 1). Ours, tuned there."""
+    tactic run per expansion every ``expansion`` prior is 1), or its ``evidence`` score (see
+    ``candidate_order``). Ours, tuned there."""
+    evidence_scope: Literal["search", "batch"] = "batch"
+    """Whose outcomes weigh the ``evidence`` rules: each search's own, or those of every search
+    advanced together with the same policy (ours: one search sees few goals where the two
+    readings disagree)."""
+    evidence_sharpness: float = 4.0
+    """The ``evidence`` score weighs each reading by (its hit rate / the best one's) to this power
+    (1: in proportion; large: the better reading alone, the other breaking ties). Ours: 4 over 1
+    and 16 on the benchmark's train theorems."""
     and_sibling: Literal["hardest", "least_visited"] = "least_visited"
     """At an AND node, which unsolved child to descend into: the lowest value (the hardest decides
     the proof) or the least visited (budget spread evenly over the goals still open). Unvisited

@@ -15,6 +15,7 @@ Two keys per goal:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -58,6 +59,9 @@ class Goal:
 
     @property
     def cycle_key(self) -> str:
+        return _cycle_key(self)
+
+    def _cycle_key(self) -> str:
         """Equal for goals that differ only in hypothesis order, hypothesis names and whitespace.
 
         Names become positional placeholders ``#i`` in an order that does not depend on how the
@@ -103,6 +107,10 @@ class Goal:
     @property
     def metavariables(self) -> frozenset[str]:
         return frozenset(_METAVAR.findall(self.text))
+
+
+# the search asks for each new goal's key twice (cycle check, node) and for recurring goals again
+_cycle_key = functools.lru_cache(maxsize=1 << 16)(Goal._cycle_key)
 
 
 def parse_goal(text: str) -> Goal:

@@ -57,7 +57,9 @@ class GoalNode:
     expansions: int = 0
     tried: set[str] = field(default_factory=set)
     solved_depth: int | None = None
-    proposed: dict[str, list] = field(default_factory=dict)  # tactic key -> [times proposed, best log-prob, spelling]
+    # tactic key -> [times proposed, best log-prob, spelling, times proposed first]
+    proposed: dict[str, list] = field(default_factory=dict)
+    picks: dict[str, str] = field(default_factory=dict)  # rule -> the untried tactic it would run now
 
     def __post_init__(self) -> None:
         self.key = self.goal.key
@@ -98,6 +100,47 @@ class TacticEdge:
         return self.value_sum / self.visits if self.visits else 0.0
 
 
+class RuleEvidence:
+    """What the search has seen its policy's samples do (``candidate_order``, ``edge_prior`` and
+    ``widening`` "evidence" read it).
+
+    - Two readings of a goal's samples: ``count`` (the untried tactic proposed most often there)
+      and ``first`` (the one proposed first most often: the policy's top choice), each with a hit
+      rate: how often its pick applied where the two picks differed and the expansion ran it (where
+      they agree the outcome says nothing about which reads the samples better). Starting at 1/2
+      (a uniform prior): where repeated wrong tactics make the most frequent proposal wrong,
+      ``count`` loses weight; where the first choice is unreliable, ``first`` does. A tactic's
+      score is its two counts weighted by (rate / best rate) ** ``sharpness``.
+    - ``opened_rate``: how often a goal's first expansion applied a tactic, how far the policy's
+      first choices can be trusted to stand (``widening`` evidence)."""
+
+    RULES = ("count", "first")
+
+    def __init__(self, sharpness: float = 4.0) -> None:
+        self.sharpness = sharpness
+        self.hits = {rule: 1.0 for rule in self.RULES}
+        self.trials = {rule: 2.0 for rule in self.RULES}
+        self.opened = [1.0, 2.0]
+
+    def record(self, rule: str, hit: bool) -> None:
+        self.hits[rule] += hit
+        self.trials[rule] += 1
+
+    def weight(self, rule: str) -> float:
+        return self.hits[rule] / self.trials[rule]
+
+    def score(self, entry: list) -> float:
+        """A ``GoalNode.proposed`` entry's evidence score: its counts, each weighted by its rule's rate."""
+        weights = {rule: self.weight(rule) for rule in self.RULES}
+        top = max(weights.values())
+        return sum((weights[rule] / top) ** self.sharpness * entry[index] for rule, index in (("count", 0), ("first", 3)))
+
+    @property
+    def opened_rate(self) -> float:
+        """How often a goal's first expansion applied a tactic (a uniform prior: 1/2 at first)."""
+        return self.opened[0] / self.opened[1]
+
+
 @dataclass
 class SearchStats:
     iterations: int = 0
@@ -126,6 +169,8 @@ class Search:
         self.root = GoalNode(root)
         self.table: dict[str, GoalNode] = {self.root.key: self.root}
         self.stats = SearchStats()
+        # SearchBatch shares one among its searches (evidence_scope batch)
+        self.evidence = RuleEvidence(config.evidence_sharpness)
 
     @property
     def solved(self) -> bool:
@@ -138,7 +183,8 @@ class Search:
     # -- selection ------------------------------------------------------------------------------
     def _widen(self, node: GoalNode) -> bool:
         c = self.config
-        return node.expansions == 0 or node.expansions <= c.widening_c * node.visits ** c.widening_alpha - 1
+        scale = 2 * (1 - self.evidence.opened_rate) if c.widening == "evidence" else 1.0
+        return node.expansions == 0 or node.expansions <= scale * c.widening_c * node.visits ** c.widening_alpha - 1
 
     def _puct(self, parent: GoalNode, edge: TacticEdge, prior_sum: float) -> float:
         c = self.config
@@ -209,18 +255,31 @@ class Search:
         self.stats.duplicates += len(proposal.tactics) - len(unique)
         fresh = [(t, lp) for t, lp in unique if " ".join(t.split()) not in leaf.tried]
         self.stats.duplicates += len(unique) - len(fresh)
-        for tactic, lp in unique:  # the samples' counts: candidate_order and edge_prior "frequency" read them
-            seen = leaf.proposed.setdefault(" ".join(tactic.split()), [0, lp, tactic])
+        top = max(unique, key=lambda item: item[1])[0] if unique else None
+        for tactic, lp in unique:  # the samples' counts: candidate_order and edge_prior read them
+            seen = leaf.proposed.setdefault(" ".join(tactic.split()), [0, lp, tactic, 0])
             seen[0] += 1
             seen[1] = max(seen[1], lp)
-        if self.config.edge_prior == "frequency":  # the counts change only here, so the priors too
+            seen[3] += tactic == top
+        if self.config.edge_prior != "expansion":  # the counts change only here, so the priors too
             for edge in leaf.edges:
-                edge.prior = leaf.proposed.get(" ".join(edge.tactic.split()), [edge.prior])[0]
+                edge.prior = self._sample_prior(leaf, edge.tactic)
         if self.config.candidate_order == "rank":
             return fresh[:self.samples(leaf)]
         pool = [(key, entry) for key, entry in leaf.proposed.items() if key not in leaf.tried]
-        pool.sort(key=lambda item: (-item[1][0], -item[1][1]))
+        if self.config.candidate_order == "evidence":
+            leaf.picks = {"count": max(pool, key=lambda item: (item[1][0], item[1][1]), default=(None,))[0],
+                          "first": max(pool, key=lambda item: (item[1][3], item[1][1]), default=(None,))[0]}
+            pool.sort(key=lambda item: (-self.evidence.score(item[1]), -item[1][1]))
+        else:
+            pool.sort(key=lambda item: (-item[1][0], -item[1][1]))
         return [(entry[2], entry[1]) for _, entry in pool[:self.samples(leaf)]]
+
+    def _sample_prior(self, leaf: GoalNode, tactic: str) -> float:
+        """An edge's prior read from the goal's samples: how many proposals held its tactic
+        (``edge_prior`` frequency), or its evidence score."""
+        entry = leaf.proposed[" ".join(tactic.split())]
+        return self.evidence.score(entry) if self.config.edge_prior == "evidence" else entry[0]
 
     def expand(self, path: list, proposal: Proposal, tried: list[tuple[str, float]],
                results: Sequence[EnvResult]) -> None:
@@ -232,17 +291,29 @@ class Search:
         temperature = max(self.config.prior_temperature, 1e-6)
         weights = [math.exp(lp / temperature) for _, lp in tried] if tried else []
         total = sum(weights) or 1.0
+        applied = {}
         for (tactic, _), weight, result in zip(tried, weights, results):
-            leaf.tried.add(" ".join(tactic.split()))
+            key = " ".join(tactic.split())
+            leaf.tried.add(key)
+            applied[key] = False
             if result.status is not EnvStatus.OK:
                 self._count_failure(result.status)
                 continue
             if any(node_cycle_key(g.goals) in path_keys for g in result.goals):
                 self.stats.cycles += 1
                 continue
-            children = [self.table.setdefault(g.key, GoalNode(g)) for g in result.goals]
-            prior = leaf.proposed[" ".join(tactic.split())][0] if self.config.edge_prior == "frequency" else weight / total
+            applied[key] = True
+            children = [self.table.get(g.key) or self.table.setdefault(g.key, GoalNode(g)) for g in result.goals]
+            prior = weight / total if self.config.edge_prior == "expansion" else self._sample_prior(leaf, tactic)
             leaf.edges.append(TacticEdge(tactic, prior, children))
+        if leaf.expansions == 1 and tried:
+            self.evidence.opened[0] += any(applied.values())
+            self.evidence.opened[1] += 1
+        if leaf.picks and leaf.picks["count"] != leaf.picks["first"]:  # agreeing picks say nothing
+            for rule, key in leaf.picks.items():
+                if key in applied:
+                    self.evidence.record(rule, applied[key])
+        leaf.picks = {}
         leaf.refresh_solved()
         if leaf.solved_depth is not None:
             value = -float(leaf.solved_depth)
@@ -308,6 +379,10 @@ class SearchBatch:
         self.policy = policy
         self.config = config
         self.rounds = 0
+        if config.evidence_scope == "batch":  # one policy: what its samples' rules hit is learnt once
+            shared = RuleEvidence(config.evidence_sharpness)
+            for search in self.searches:
+                search.evidence = shared
 
     def run(self, budget: int | None = None, calls: int | None = None) -> list[Search]:
         """Iterate until every search is solved or out of ``budget`` iterations (default: the

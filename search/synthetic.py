@@ -6,7 +6,12 @@ a policy whose quality is a knob:
 - ``NoisyPolicy``: ``k`` candidates per goal; the tactic recorded at that goal is among them with
   probability ``p`` and, when it is, ranked first with probability ``q``; the other candidates are
   tactics recorded at *other* goals (plausible Lean, wrong here). Log-probabilities fall with rank.
-  Its critic knows nothing (a constant distance), so the search is judged on its own.
+  Its critic knows nothing (a constant distance), so the search is judged on its own. With
+  ``repeats`` > 0 a wrong candidate comes, at that rate, from the goal's own small pool of recorded
+  automation tactics (``simp``, ``linarith``, ``norm_num``...), weighted 1, 1/2, 1/3, ...: the
+  same wrong tactics come back proposal after proposal, as a real prover's do, so the most
+  frequent proposal is often wrong. The pool is a hash of (seed, goal): it draws nothing from the
+  random stream, and with ``repeats`` 0 every draw is the one it was before pools existed.
 - ``DeadEndEnv``: the replay environment, except that a wrong tactic "succeeds" at rate
   ``dead_end_rate`` into a new goal from which nothing was recorded (what Lean does with a
   plausible but useless tactic: ``simp`` rewriting the goal into an unprovable one). Which wrong
@@ -25,6 +30,11 @@ from typing import Sequence
 from search.env import EnvGoal, EnvResult, EnvStatus, ProofEnv, ReplayEnv
 from search.goals import Goal, Hypothesis, node_exact_key, normalize_tactic, parse_state
 from search.mcts import Proposal
+
+# first words of recorded tactics that close goals by automation: the repeated wrong proposals
+AUTOMATION = frozenset({"simp", "simp_all", "simpa", "linarith", "nlinarith", "norm_num", "omega", "aesop",
+                        "ring", "ring_nf", "positivity", "decide", "field_simp", "tauto", "rfl", "norm_cast",
+                        "push_cast", "gcongr", "trivial", "assumption", "contradiction", "abel"})
 
 
 def _unit(*parts: str) -> float:
@@ -67,27 +77,52 @@ class DeadEndEnv(ProofEnv):
 
 class NoisyPolicy:
     """``k`` candidates: the recorded tactic with probability ``p``, first with probability ``q``
-    when present; the rest drawn from tactics recorded at other goals. Fresh draws on every call
-    (a resampled goal gets new candidates), reproducible from ``seed``."""
+    when present; the rest drawn from tactics recorded at other goals, or (at rate ``repeats``) from
+    the goal's pool of ``pool_size`` automation tactics. Fresh draws on every call (a resampled goal
+    gets new candidates), reproducible from ``stream`` (default: ``seed``); the pools depend on
+    ``seed`` alone, so policies on different streams share them."""
 
     def __init__(self, env: ReplayEnv | DeadEndEnv, p: float, q: float, k: int = 8, seed: int = 0,
-                 distance: float = 1.0) -> None:
+                 distance: float = 1.0, repeats: float = 0.0, pool_size: int = 4,
+                 stream: int | None = None) -> None:
         replay = env.replay if isinstance(env, DeadEndEnv) else env
         self.env = replay
         self.p, self.q, self.k = p, q, k
         self.distance = distance
-        self.rng = random.Random(seed)
+        self.repeats, self.pool_size, self.seed = repeats, pool_size, str(seed)
+        self.rng = random.Random(seed if stream is None else stream)
         self.pool = sorted({t for tactics in replay.by_state.values() for t in tactics})
+        self.automation = [t for t in self.pool if t.split()[0] in AUTOMATION]
         self.calls = 0
+        self._goals: dict[str, tuple[list[str], set[str], list[str]]] = {}
+
+    def _goal(self, state: str) -> tuple[list[str], set[str], list[str]]:
+        """The goal's recorded tactics, their normalized forms and its automation pool (cached:
+        parsing a state is most of a proposal's cost)."""
+        if state not in self._goals:
+            try:
+                key = node_exact_key(tuple(parse_state(state)))
+            except ValueError:
+                key = state
+            recorded = self.env.by_state.get(key, [])
+            own = {normalize_tactic(t) for t in recorded}
+            pool: list[str] = []
+            if self.repeats:  # a stream of its own per (seed, goal): the same pool whoever asks first
+                drawn = random.Random(f"{self.seed}\x1f{key}").sample(self.automation, 2 * self.pool_size)
+                pool = [t for t in drawn if normalize_tactic(t) not in own][:self.pool_size]
+            self._goals[state] = (recorded, own, pool)
+        return self._goals[state]
 
     def _candidates(self, state: str) -> list[str]:
-        try:
-            recorded = self.env.by_state.get(node_exact_key(tuple(parse_state(state))), [])
-        except ValueError:
-            recorded = []
-        own = {normalize_tactic(t) for t in recorded}
+        recorded, own, pool = self._goal(state)
+        weights = [1.0 / (rank + 1) for rank in range(len(pool))]
         wrong: list[str] = []
         while len(wrong) < self.k:
+            if pool and self.rng.random() < self.repeats:
+                tactic = self.rng.choices(pool, weights)[0]
+                if tactic not in wrong:
+                    wrong.append(tactic)
+                    continue
             tactic = self.pool[self.rng.randrange(len(self.pool))]
             if normalize_tactic(tactic) not in own and tactic not in wrong:
                 wrong.append(tactic)

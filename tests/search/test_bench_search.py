@@ -35,12 +35,13 @@ def test_bench_search_noisy_policy_smoke(search_data, capsys, monkeypatch):
     _as_default_run(search_data, monkeypatch)
     assert main(["--smoke", "true", "--policy", "noisy"]) == 0
     out = capsys.readouterr().out
-    rows = re.findall(r"^\s*([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\S+)$",
-                      out, flags=re.M)
-    assert len(rows) == 2 and "held-out theorems" in out
-    for p, q, rate, budget, search, fixed, equal, calls, target in rows:
+    rows = re.findall(r"^\s*([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)"
+                      r"\s+([\d.]+)\s+([-+\d.]+)\s+(met|MISSED)$", out, flags=re.M)
+    assert len(rows) == 4 and "held-out theorems" in out  # 2 settings, without and with repeats
+    for p, q, rate, repeats, budget, search, fixed, equal, calls, margin, target in rows:
         assert 0 <= float(search) <= 12 and 0 <= float(fixed) <= 12 and 0 <= float(equal) <= 12
         assert 0 < float(calls) <= int(budget)  # the search keeps to its call budget
+        assert float(margin) == float(search) - float(fixed) and (target == "met") == (float(margin) >= 0)
     assert re.search(r"held-out targets met: \d+/\d+", out)
 
 
@@ -64,3 +65,42 @@ def test_synthetic_policy_and_dead_end_environment(search_data):
     assert len(sure.tactics) == 8 and sure.tactics[0][0] in replay.recorded_tactics(goal.text)
     never = NoisyPolicy(env, p=0.0, q=1.0, k=8, seed=0).propose([goal.text] * 20, 8)
     assert not any(t in replay.recorded_tactics(goal.text) for proposal in never for t, _ in proposal.tactics)
+
+
+def test_repeated_wrong_candidates_come_from_the_goal_s_own_skewed_pool(search_data):
+    from collections import Counter
+
+    from search.env import EnvGoal, ReplayEnv
+    from search.goals import parse_state
+    from search.synthetic import AUTOMATION, NoisyPolicy
+
+    replay = ReplayEnv.from_run(search_data)
+    goal = EnvGoal(tuple(parse_state(replay.roots[next(iter(replay.roots))])))
+    right = set(replay.recorded_tactics(goal.text))
+
+    def counts(policy):
+        return Counter(t for proposal in policy.propose([goal.text] * 40, 8) for t, _ in proposal.tactics)
+
+    plain = counts(NoisyPolicy(replay, p=0.6, q=1.0, seed=0))
+    assert plain == counts(NoisyPolicy(replay, p=0.6, q=1.0, seed=0, repeats=0.5, pool_size=0))  # no pool: no draw
+    assert max(n for t, n in plain.items() if t not in right) <= 6  # without repeats wrong tactics rarely repeat
+    repeated = counts(NoisyPolicy(replay, p=0.6, q=1.0, seed=0, repeats=0.5))
+    top, n = max(((t, n) for t, n in repeated.items() if t not in right), key=lambda item: item[1])
+    assert top.split()[0] in AUTOMATION and n > sum(repeated[t] for t in right)  # the most frequent is wrong
+    # the pool is the goal's and the seed's: another stream (sampling's) sees the same repeats
+    other = counts(NoisyPolicy(replay, p=0.6, q=1.0, seed=0, repeats=0.5, stream=1000))
+    assert max(other, key=lambda t: (t not in right, other[t])) == top
+
+
+def test_sampling_does_not_depend_on_the_search_s_settings(search_data):
+    from search.config import SearchConfig
+    from search.env import ReplayEnv
+
+    from bench.search import noisy_table
+
+    replay = ReplayEnv.from_run(search_data)
+    names = sorted(replay.roots)[:6]
+    rows = [noisy_table(replay, names, [(0.6, 1.0, 0.3)], [16], 1, config=SearchConfig(candidate_order=order),
+                        repeats=[0.5])[0] for order in ("rank", "frequency")]
+    assert rows[0]["search_calls"] != rows[1]["search_calls"]  # the searches differ
+    assert rows[0]["sampling_fixed"] == rows[1]["sampling_fixed"]

@@ -17,7 +17,9 @@ from search.policy import OraclePolicy
 def test_oracle_policy_solves_every_replayable_held_out_theorem(search_data, replay):
     test = pd.read_parquet(search_data / "final" / "test.parquet")
     assert len(test) > 100
-    config = SearchConfig(simulations=200, samples_per_expansion=8)
+    # fixed widening: with evidence widening an oracle's first choices always apply, so its goals
+    # are never re-sampled and the distractors never run
+    config = SearchConfig(simulations=200, samples_per_expansion=8, widening="fixed")
     searches, failed = start_searches(list(test["name"]), replay, config)
     assert not failed  # every held-out tree's root is a recorded goal
     SearchBatch(searches, OraclePolicy(replay, distractors=["simp", "omega"]), config).run()
@@ -203,10 +205,45 @@ class _TwoWayEnv(ProofEnv):
 
 
 def test_frequency_priors_follow_how_often_each_edge_was_proposed():
-    config = SearchConfig(simulations=3, samples_per_expansion=2, first_expansion_samples=1, widening_c=1.5)
+    config = SearchConfig(simulations=3, samples_per_expansion=2, first_expansion_samples=1, widening_c=1.5,
+                          candidate_order="frequency", edge_prior="frequency", widening="fixed")
     searches, _ = start_searches(["t"], _TwoWayEnv(), config)
     SearchBatch(searches, _ScriptedPolicy(["a", "b"], ["x"], ["b", "c"]), config).run()
     root = searches[0].root
     assert [e.tactic for e in root.edges] == ["a", "b"]  # a first (tie, better rank), then b: proposed twice
     searches[0].select()
     assert {e.tactic: e.prior for e in root.edges} == {"a": 1, "b": 2}
+
+
+def test_evidence_order_follows_whichever_reading_of_the_samples_has_applied():
+    """Three proposals: ``w`` in each (most frequent), ``f1``..``f3`` each first once. The evidence
+    order runs ``w`` while the most-proposed picks have applied more often than the first choices,
+    and the first choice once they have not; the edge priors follow the same scores."""
+
+    def first_run(count_hits: int, first_hits: int):
+        config = SearchConfig()
+        search, = start_searches(["t"], _TwoWayEnv(), config)[0]
+        for rule, hits in (("count", count_hits), ("first", first_hits)):
+            for index in range(4):
+                search.evidence.record(rule, index < hits)
+        leaf = search.root
+        for first in ("f1", "f2", "f3"):
+            tried = search.candidates(leaf, Proposal([(first, 0.0), ("w", -1.0)], 1.0))
+        return tried[0][0], search.evidence.score(leaf.proposed["w"]), search.evidence.score(leaf.proposed["f3"])
+
+    tactic, w, f = first_run(count_hits=4, first_hits=0)
+    assert tactic == "w" and w > f
+    tactic, w, f = first_run(count_hits=0, first_hits=4)
+    assert tactic == "f1" and w < f  # the first choices tie: the earliest proposed runs first
+
+
+def test_evidence_widening_resamples_less_where_first_choices_apply():
+    config = SearchConfig()
+    search, = start_searches(["t"], _TwoWayEnv(), config)[0]
+    node = search.root
+    node.expansions, node.visits = 1, 4  # fixed widening (c 1.5): 1 <= 1.5 * 2 - 1, re-sample
+    assert search._widen(node)
+    for _ in range(20):
+        search.evidence.opened[0] += 1
+        search.evidence.opened[1] += 1
+    assert not search._widen(node)
