@@ -851,6 +851,8 @@ def _collection_prechecks_as_app_b():
         assert not policy.precheck(ok.replace("norm_num", "norm_num\n" + word + " x : Nat")).ok, word
     assert not policy.precheck("import Mathlib\nimport Aesop\ntheorem t : True := trivial").ok  # another import block
     assert not policy.precheck("import Mathlib\ndef x : Nat := 1").ok  # no theorem
+    assert policy.precheck(ok.replace("norm_num", "native_decide")).ok  # not blocked (App. B), nor macro_rules / elab
+    assert policy.precheck("import Mathlib\nmacro_rules | `(tactic| foo) => `(tactic| rfl)\n" + ok.split("\n", 1)[1]).ok
     assert not policy.precheck(ok + " " * MAX_CHARS).ok
 
 def _inline_proof_gets_its_own_line():
@@ -908,6 +910,20 @@ def _random_order_coverage_is_exact():
 
     assert miss_probability(5, 2, 2) == pytest.approx(comb(3, 2) / comb(5, 2))  # 1 - coverage = C(n-v,k)/C(n,k)
     assert miss_probability(4, 1, 2) == pytest.approx(0.5)
+
+
+def _blocks_merge_and_names_persist_as_app_c():
+    from leanloop.lean.types import LeanMessage, Position, TacticRecord
+    from leanloop.traces.annotate import annotate
+
+    program = "theorem t (h : 1 = 1) : True := by\n  skip\n  skip\n  skip\n  trivial"
+    states = [TacticRecord("skip", "h : 1 = 1\n⊢ True", Position(2, 2)), TacticRecord("skip", "⊢ True", Position(3, 2)),
+              TacticRecord("skip", "h : 1 = 1\n⊢ True", Position(4, 2)), TacticRecord("trivial", "h : 1 = 1\n⊢ True", Position(5, 2))]
+    warned = annotate(program, [LeanMessage("warning", "unused", Position(2, 2), Position(2, 6))], states, include_warnings=True)
+    assert "-- type: warning, msg: unused\n  -- proof state:\n  ⊢ True\n  </feedback> -/" in warned  # one block
+    assert warned.count("  h : 1 = 1\n") == 1  # h left the third state; back unchanged, it is still not repeated
+    error = annotate(program, [LeanMessage("error", "h : 1 = 1 fails", Position(3, 2), Position(3, 6))], states)
+    assert "-- type: error, msg: h : 1 = 1 fails" in error  # messages are not deduplicated
 
 EXAMPLES = {name.lstrip("_"): fn for name, fn in list(globals().items()) if name.startswith("_") and callable(fn)
             and fn.__module__ == __name__ and name not in ("_id", "_find", "_problems")}
