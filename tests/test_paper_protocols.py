@@ -924,6 +924,7 @@ def _blocks_merge_and_names_persist_as_app_c():
     assert warned.count("  h : 1 = 1\n") == 1  # h left the third state; back unchanged, it is still not repeated
     error = annotate(program, [LeanMessage("error", "h : 1 = 1 fails", Position(3, 2), Position(3, 6))], states)
     assert "-- type: error, msg: h : 1 = 1 fails" in error  # messages are not deduplicated
+    assert annotate(program, [], states) == annotate(program, [], states)  # a fresh dictionary per program
 
 EXAMPLES = {name.lstrip("_"): fn for name, fn in list(globals().items()) if name.startswith("_") and callable(fn)
             and fn.__module__ == __name__ and name not in ("_id", "_find", "_problems")}
