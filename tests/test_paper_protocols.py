@@ -883,7 +883,7 @@ def _block_extraction_as_app_d():
     from leanloop.metrics.feedback import block_keys, has_error
 
     assert block_keys("x\n/-  <FEEDBACK>  A  b </feedback> -/\n/- <feedback> open") == ["A b"]  # unclosed: dropped
-    assert block_keys("/- <feedback> a b </feedback> -/") != ["A b"]  # content stays case-sensitive
+    assert block_keys("/- <feedback> a b </feedback> -/") == ["a b"]  # content keeps its case
     assert has_error("theorem t : True := by\n-- type: error, msg: x")  # outside any block: the full text
 
 
