@@ -347,7 +347,8 @@ def _speculative_config_for_sampling():
     from feedback_model.config import GenerationConfig
     from feedback_model.speculative import vllm_speculative_config
 
-    assert vllm_speculative_config(GenerationConfig(draft_tokens=8))["num_speculative_tokens"] == 8
+    config = vllm_speculative_config(GenerationConfig(draft_tokens=8))
+    assert config["num_speculative_tokens"] == 8 and config["method"] == "ngram"  # drafts copied from the input
     assert vllm_speculative_config(GenerationConfig(draft_tokens=0)) is None
 
 
@@ -850,15 +851,80 @@ def _collection_prechecks_as_app_b():
         assert not policy.precheck(ok.replace("norm_num", "norm_num\n" + word + " x : Nat")).ok, word
     assert not policy.precheck("import Mathlib\nimport Aesop\ntheorem t : True := trivial").ok  # another import block
     assert not policy.precheck("import Mathlib\ndef x : Nat := 1").ok  # no theorem
+    assert policy.precheck(ok.replace("norm_num", "native_decide")).ok  # not blocked (App. B), nor macro_rules / elab
+    assert policy.precheck("import Mathlib\nmacro_rules | `(tactic| foo) => `(tactic| rfl)\n" + ok.split("\n", 1)[1]).ok
     assert not policy.precheck(ok + " " * MAX_CHARS).ok
 
 def _inline_proof_gets_its_own_line():
     from leanloop.lean.types import Position, TacticRecord
     from leanloop.traces.annotate import annotate
+    from leanloop.traces.source import normalize_program
 
     out = annotate("theorem t : True := by trivial", [], [TacticRecord("trivial", "⊢ True", Position(1, 23))])
     assert out.splitlines()[0] == "theorem t : True := by" and out.splitlines()[-1] == "  trivial"
     assert "  -- proof state:" in out  # the first tactic's state has its own insertion point
+    annotated = "theorem t : True := by\n  /- <feedback>\n  -- proof state:\n  ⊢ True\n  </feedback> -/\n  trivial"
+    assert "feedback" not in normalize_program(annotated).text  # existing blocks are removed before annotating
+
+
+def _anchored_block_f1_needs_the_same_anchor():
+    from leanloop.metrics.feedback import anchored_block_keys, feedback_scores
+
+    state = "  /- <feedback>\n  -- proof state:\n  ⊢ True\n  </feedback> -/\n"
+    reference = "theorem t : True := by\n" + state + "  trivial"
+    moved = "theorem t : True := by\n  skip\n" + state + "  trivial"  # same block, one source line later
+    assert anchored_block_keys(reference) == [(1, "-- proof state: ⊢ True")]  # non-empty lines before it
+    assert anchored_block_keys(moved)[0][0] == 2
+    scores = feedback_scores(reference, moved)
+    assert (scores.block_f1, scores.anchored_block_f1, scores.error_agreement) == (1.0, 0.0, 1.0)  # no error either side
+
+
+def _block_extraction_as_app_d():
+    from leanloop.metrics.feedback import block_keys, has_error
+
+    assert block_keys("x\n/-  <FEEDBACK>  A  b </feedback> -/\n/- <feedback> open") == ["A b"]  # unclosed: dropped
+    assert block_keys("/- <feedback> a b </feedback> -/") == ["a b"]  # content keeps its case
+    assert has_error("theorem t : True := by\n-- type: error, msg: x")  # outside any block: the full text
+
+
+def _diagnostics_filtered_as_app_c():
+    from leanloop.lean.types import LeanMessage, Position, TacticRecord
+    from leanloop.traces.annotate import annotate
+
+    program = "theorem t (x y : Nat) : x = x := by\n  skip\n  rfl"
+    states = [TacticRecord("skip", "x y : Nat\n⊢ x = x", Position(2, 2)), TacticRecord("rfl", "x y : Nat\n⊢ x = x", Position(3, 2))]
+    note = "note: this linter can be disabled with `set_option linter.x false`"
+    warned = annotate(program, [LeanMessage("warning", "unused\n" + note, Position(2, 2), Position(2, 6))], states)
+    assert "  x : Nat\n  y : Nat\n" in warned and warned.count("⊢ x = x") == 2  # names expanded; goals repeat
+    assert "warning" not in warned  # warnings skipped by default
+    error = annotate(program, [LeanMessage("error", "bad\n" + note, Position(2, 2), Position(2, 6))], states)
+    assert "-- type: error, msg: bad\n  </feedback> -/" in error and "linter" not in error
+    only_note = annotate(program, [LeanMessage("error", note, Position(2, 2), Position(2, 6))], states)
+    assert "type: error" not in only_note and only_note.endswith("rfl")  # nothing left: no block
+
+
+def _random_order_coverage_is_exact():
+    from math import comb
+
+    from leanloop.metrics.budget import miss_probability
+
+    assert miss_probability(5, 2, 2) == pytest.approx(comb(3, 2) / comb(5, 2))  # 1 - coverage = C(n-v,k)/C(n,k)
+    assert miss_probability(4, 1, 2) == pytest.approx(0.5)
+
+
+def _blocks_merge_and_names_persist_as_app_c():
+    from leanloop.lean.types import LeanMessage, Position, TacticRecord
+    from leanloop.traces.annotate import annotate
+
+    program = "theorem t (h : 1 = 1) : True := by\n  skip\n  skip\n  skip\n  trivial"
+    states = [TacticRecord("skip", "h : 1 = 1\n⊢ True", Position(2, 2)), TacticRecord("skip", "⊢ True", Position(3, 2)),
+              TacticRecord("skip", "h : 1 = 1\n⊢ True", Position(4, 2)), TacticRecord("trivial", "h : 1 = 1\n⊢ True", Position(5, 2))]
+    warned = annotate(program, [LeanMessage("warning", "unused", Position(2, 2), Position(2, 6))], states, include_warnings=True)
+    assert "-- type: warning, msg: unused\n  -- proof state:\n  ⊢ True\n  </feedback> -/" in warned  # one block
+    assert warned.count("  h : 1 = 1\n") == 1  # h left the third state; back unchanged, it is still not repeated
+    error = annotate(program, [LeanMessage("error", "h : 1 = 1 fails", Position(3, 2), Position(3, 6))], states)
+    assert "-- type: error, msg: h : 1 = 1 fails" in error  # messages are not deduplicated
+    assert annotate(program, [], states) == annotate(program, [], states)  # a fresh dictionary per program
 
 EXAMPLES = {name.lstrip("_"): fn for name, fn in list(globals().items()) if name.startswith("_") and callable(fn)
             and fn.__module__ == __name__ and name not in ("_id", "_find", "_problems")}
