@@ -121,6 +121,11 @@ def start_engine(model: str, config: VLLMEngineConfig, *, seeded: bool = False, 
         args["enable_chunked_prefill"] = False  # vLLM then batches at least max_model_len tokens per step
         if "max_num_batched_tokens" in args:
             args["max_num_batched_tokens"] = max(args["max_num_batched_tokens"], args.get("max_model_len") or 0)
+    if args.get("speculative_config") and _cpu_build():
+        from leanloop import vllm_cpu_kernels
+
+        if vllm_cpu_kernels.needed():  # vLLM 0.30's CPU build: the drafts' verify kernels (see that module)
+            args.setdefault("worker_extension_cls", f"{vllm_cpu_kernels.__name__}.CPUSamplerKernels")
     return vllm.LLM(**args)
 
 
