@@ -113,8 +113,10 @@ def engine_args(model: str, config: VLLMEngineConfig, *, dtype: str | None = Non
 
 def start_engine(model: str, config: VLLMEngineConfig, *, seeded: bool = False, **kwargs: Any):
     """A ``vllm.LLM`` on ``model`` sized by ``config`` (see :func:`engine_args`). ``seeded``: its
-    requests carry their own seeds; vLLM's CPU build (0.30 as 0.32) then needs whole prefills, as it cannot
-    rewind a request's CPU generator after a chunked prefill step ("CPU Generator does not use offset")."""
+    requests carry their own seeds; vLLM's CPU build (0.30, 0.32) then needs whole prefills, as it
+    cannot rewind a request's CPU generator after a chunked prefill step ("CPU Generator does not use
+    offset"). With ``speculative_config`` on 0.30's CPU build, :mod:`leanloop.vllm_cpu_kernels` runs in
+    each worker."""
     vllm = import_vllm()
     args = engine_args(model, config, **kwargs)
     if seeded and "enable_chunked_prefill" not in config.extra and _cpu_build():
