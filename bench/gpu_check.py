@@ -51,12 +51,13 @@ from leanloop.tool import cli_entry, parse_config
 
 STEP_TIMEOUT_S = 240  # one debug step; the whole GPU run is meant to stay under 8 minutes
 # |log p_vLLM - log p_trainer| per sampled token, per device. cpu: set from the gaps measured on vLLM's
-# CPU build (docs/results/vllm.md), ~6x above the worst of them: bf16 on-policy checks mean 8.2e-4 /
-# max 2.9e-3, fp32 rl steps 6.6e-7 / 1.9e-6, tied and untied; a stale tied head measured 0.18 / 0.63.
+# CPU build (0.30 and 0.32, docs/results/vllm.md), ~6x above the worst of them: bf16 on-policy checks
+# mean 1.1e-3 / max 4.9e-3, fp32 rl steps 6.6e-7 / 1.9e-6, tied and untied; a stale tied head measured
+# 0.18 / 0.63.
 # cuda: provisional, from bf16's 8-bit mantissa (relative error ~4e-3 on logits of magnitude < 10),
 # NOT yet measured on a GPU; when gpu-check first runs there, its report's mean/max go to
 # docs/results/gpu_check.md and this bound is set from them.
-VLLM_LOGP_TOLERANCE = {"cpu": {"mean": 0.005, "max": 0.02}, "cuda": {"mean": 0.05, "max": 0.5}}
+VLLM_LOGP_TOLERANCE = {"cpu": {"mean": 0.006, "max": 0.03}, "cuda": {"mean": 0.05, "max": 0.5}}
 VLLM_PRESET = "qwen3-tiny-vllm"
 
 

