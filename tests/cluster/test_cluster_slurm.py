@@ -124,10 +124,10 @@ def test_sweep_is_one_job_array_and_skips_finished_runs(jobs_env, artifacts, tmp
         assert read_manifest(run.stage_run.run_dir, stage="probe")["counts"]["global_step"] == 4
     assert read_manifest(done_before.stage_run.run_dir)["metrics"] == {"train/loss": 9.0}  # not rerun
 
-    jobs_before = jobs_env.run("squeue", "--states=all", "-h", "-o", "%i").split()
+    jobs_before = sorted(jobs_env.run("squeue", "--states=all", "-h", "-o", "%i").split())  # squeue's order varies
     again = run_sweep(sweep)
     assert [s.status for s in again] == ["existing"] * 3
-    assert jobs_env.run("squeue", "--states=all", "-h", "-o", "%i").split() == jobs_before  # nothing submitted
+    assert sorted(jobs_env.run("squeue", "--states=all", "-h", "-o", "%i").split()) == jobs_before  # nothing submitted
 
 
 def test_a_cancelled_job_is_reported_as_cancelled(jobs_env, artifacts, tmp_path):
