@@ -25,7 +25,7 @@ $(PY) -m cluster.array --stage $(1) --array $(ARRAY) --profile $(or $(PROFILE),c
 	$(foreach c,$(or $(CONFIG),$(2)),--config $(c)) $(if $(RUN),--run $(RUN)) $(ARGS)
 endef
 
-.PHONY: help setup test demo
+.PHONY: help setup test test-slow demo
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
 
@@ -37,8 +37,11 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## create .venv and install leanloop with its pinned dependencies (idempotent)
 
-test: setup kimina-venv ## run the whole test suite offline (README's test command)
-	$(PY) -m pytest -n 2 -q
+test: setup kimina-venv ## run the test suite offline (README's test command; the kill-and-resume runs are make test-slow)
+	$(PY) -m pytest -n 2 -q -m "not slow and not vllm"
+
+test-slow: setup ## the tests marked slow: every training stage killed mid-run and resumed against an uninterrupted run (.ci/run runs it)
+	$(PY) -m pytest -n 2 -q -m slow
 
 demo: setup ## the main job on the embedded default: every stage end to end, on CPU
 	$(MAKE) data

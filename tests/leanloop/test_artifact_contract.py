@@ -405,6 +405,7 @@ def _losses(run_dir):
         return {int(r["step"]): float(r["train/loss"]) for r in csv.DictReader(handle) if r.get("train/loss")}
 
 
+@pytest.mark.slow
 def test_a_killed_training_run_resumes_exactly_by_default(artifacts, tmp_path):
     once = tmp_path / "killed"
     killed = _pretrain("resume", once)

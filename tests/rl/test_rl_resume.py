@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 
 def _steps(run, name):
     return [json.loads(line)["step"] for line in (run / name).read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_a_killed_rl_run_continues_its_step_logs_and_counts(kill_and_resume):
     runs = kill_and_resume("rl", "configs/rl/debug.yaml", "--model.evaluation", "null", kill=2, every=1, steps=3,
                            straight=False)
