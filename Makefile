@@ -41,7 +41,7 @@ test: setup kimina-venv ## run the test suite offline (README's test command; th
 	$(PY) -m pytest -n 2 -q -m "not slow and not vllm"
 
 test-slow: setup ## the tests marked slow: every training stage killed mid-run and resumed against an uninterrupted run (.ci/run runs it)
-	$(PY) -m pytest -n 2 -q -m slow
+	$(PY) -m pytest -n 2 -q -m "slow and not vllm"
 
 demo: setup ## the main job on the embedded default: every stage end to end, on CPU
 	$(MAKE) data
