@@ -795,6 +795,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if all(plan.fits for _, plan in plans) else 1
     if "--config" not in rest:
         parser.error("give at least one --config")
+    from leanloop.tool import check_config_files, check_output_file
+
+    check_config_files(rest)  # a missing or broken file is named before its stage is guessed from its path
+    check_output_file(known.json)
     result = plan_args(rest, known.stage, known.gpu_gb)
     print(result.table())
     if known.json:
