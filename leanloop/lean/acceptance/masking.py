@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import combinations
 
 from leanloop.lean.acceptance.lexing import CLASSIC, TRANSITION, IdentTable, table_for
 from leanloop.lean.acceptance.tokens import TokenTable, chunk_start, shipped, token_start
@@ -159,9 +160,36 @@ def mask(program: str, keep_interpolations: bool = False, lean_version: str | No
     """Mask comments, string and char literals of a Lean program (see the module docstring).
     ``keep_interpolations``: leave the code inside interpolated strings' ``{...}`` unmasked.
     ``lean_version`` selects Lean's identifier table (``lexing.table_for``); ``tokens`` Lean's token
-    table (default: the shipped one, ``tokens.shipped``)."""
+    table (default: the shipped one, ``tokens.shipped``).
+
+    A scoped notation's tokens exist only where its namespace is open (``[MOD`` after ``open Nat``),
+    which no table can say: where the program holds such a token (``TokenTable.scope_sensitive``)
+    it is also read without it, and a character blanked in one reading but code in another is
+    refused (``ambiguous``), as is one the masker cannot settle; a reading that leaves a literal
+    unterminated is a parse error in Lean, so it pays nothing and is not compared."""
     table = table_for(lean_version)
     tokens = tokens or shipped()
+    masked = _mask(program, keep_interpolations, table, tokens)
+    if masked.ambiguous or masked.unterminated:
+        return masked
+    present = sorted(t for t in tokens.scope_sensitive if t in program)
+    absent_sets = ([set(c) for k in range(1, len(present) + 1) for c in combinations(present, k)]
+                   if len(present) <= 3 else [{t} for t in present] + [set(present)])
+    for absent in absent_sets:
+        other = _mask(program, keep_interpolations, table, tokens.without(absent))
+        if other.unterminated:
+            continue
+        where = ", ".join(f"`{t}`" for t in sorted(absent))
+        if other.ambiguous:
+            return Masked(masked.text, None, f"{other.ambiguous} where {where} is not open (a scoped notation token)")
+        for at, (seen, there) in enumerate(zip(masked.text, other.text)):
+            if seen != there and not program[at].isspace():
+                return Masked(masked.text, None, f"text Lean reads otherwise where {where} is not open (a scoped "
+                                                 f"notation token) at line {_line_of(program, at)}")
+    return masked
+
+
+def _mask(program: str, keep_interpolations: bool, table: IdentTable, tokens: TokenTable) -> Masked:
     pieces: list[str] = []
     keep_from = 0  # start of the code run not yet copied
     pos = 0

@@ -55,6 +55,19 @@ class TokenTable:
         return ""
 
     @property
+    def scope_sensitive(self) -> frozenset[str]:
+        """Tokens whose absence changes where a literal starts: a symbol first, then a letter, digit,
+        quote, ``!``, ``?`` or ``_`` (``[MOD``, ``∑'``). Lean adds a ``scoped`` notation's tokens only
+        where its namespace is open, and the table cannot say where that is, so the masker reads a
+        program that holds one both with and without it (``masking.mask``)."""
+        return frozenset(t for t in self.tokens if len(t) > 1 and not (t[0].isalpha() or t[0] in "_«")
+                         and any(c.isalnum() or c in "'\"!?_" for c in t[1:]))
+
+    def without(self, tokens) -> "TokenTable":
+        """This table less ``tokens`` (Lean's table where their scopes are not open)."""
+        return TokenTable(self.tokens - frozenset(tokens), origin=f"{self.origin} less scoped", parts=self.parts)
+
+    @property
     def sha256(self) -> str:
         return hashlib.sha256("\n".join(sorted(self.tokens)).encode("utf-8")).hexdigest()
 

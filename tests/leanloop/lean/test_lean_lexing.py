@@ -160,6 +160,39 @@ def test_masker_agrees_with_the_reference_lexer_or_refuses(pieces, version):
                     assert blanked == (p in lexed.hidden), (text, version, lean_table.name, p, masked.text)
 
 
+_SCOPED_PIECES = ["[MOD", "[ZMOD", "MOD", "'", "'", "\"", "-", "--", "x", "0", " ", "\n", "!", "!'", "∑'", "∑", ".", "]"]
+_SCOPED_TABLE = _ADVERSARIAL | {"[ZMOD", "∑'", "∑", "]"}
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@given(st.lists(st.sampled_from(_SCOPED_PIECES), max_size=24),
+       st.sets(st.sampled_from(sorted(TokenTable(frozenset(_SCOPED_TABLE)).scope_sensitive))))
+@example(["[MOD", "'", "-", "'", "--", " ", "x"], {"[MOD"})  # Lean without `open Nat`: `MOD'`, `-`, '-', code
+@example(["[MOD", "'", "x", "'"], {"[MOD"})
+def test_the_masker_agrees_with_lean_whichever_scoped_tokens_are_open_or_refuses(pieces, closed):
+    """A scoped notation's token exists only where its namespace is open, which the table cannot
+    say: given the whole table, the masker reads what Lean reads with any of those tokens absent, or
+    refuses. (A reading where Lean's lexer stops is a parse error: it pays nothing.)"""
+    text = "".join(pieces)
+    masked = mask(text, lean_version="v4.33.0", tokens=TokenTable(frozenset(_SCOPED_TABLE), origin="test"))
+    if masked.ambiguous or masked.unterminated:
+        return
+    lexed = lex(text, LATIN, frozenset(_SCOPED_TABLE - closed))
+    if lexed.error is not None:
+        return
+    for p, c in enumerate(text):
+        if c not in " \n":
+            assert (masked.text[p] == " ") == (p in lexed.hidden), (text, sorted(closed), p, masked.text)
+
+
+def test_a_scoped_token_that_changes_a_literal_is_refused_and_plain_uses_are_not(accepted, statements):
+    refused = "theorem t (a b n : Nat) : a ≡ b [MOD'-'-- IO.Process.spawn\n n] := sorry"
+    assert mask(refused).ambiguous and "[MOD" in mask(refused).ambiguous
+    for fine in ("theorem t (a b n : Nat) : a ≡ b [MOD n] := sorry", "example : (!'x'.isDigit) = true := rfl",
+                 "theorem t (f : ℕ → ℕ) (s : Set ℕ) : f ⁻¹' s = f ⁻¹' s := rfl"):
+        assert mask(fine).ambiguous is None, fine
+
+
 # ------------------------------------------------------------------ against recorded Lean errors
 def _offset(program: str, line: int, column: int) -> int | None:
     lines = program.split("\n")
