@@ -1,20 +1,4 @@
-"""LoRA / DoRA adapters on the unfused Qwen3-MoE (QLoRA / QDoRA when the base is NF4), via PEFT.
-
-Attention ``q/k/v/o_proj`` get rank 64 (alpha 128); every expert's ``gate/up/down_proj`` gets rank
-8 (alpha 16): the experts hold ~95% of the weights but each token sees only top-k of them, so a
-small rank per expert keeps the adapter a fraction of a percent of the model.
-
-PEFT 0.21.2 and the fused-expert remap: for transformers >= 5, ``BaseTuner.inject_adapter`` calls
-``convert_peft_config_for_transformers``, which, for any model type that transformers' conversion
-mapping sends to ``qwen2_moe`` (``qwen3_moe`` is one), rewrites the targets ``gate_proj`` /
-``up_proj`` / ``down_proj`` into ``target_parameters`` ``{"gate_up_proj", "down_proj"}`` (the fused
-3-D parameters) and doubles rank/alpha for ``gate_up_proj``. On the unfused model those parameters
-do not exist and the expert ``nn.Linear`` modules would silently get no adapter (and DoRA does not
-support target_parameters at all). The unfused model therefore carries its own model type,
-``qwen3_moe_unfused`` (:mod:`leanloop.training.moe`), which has no conversion mapping, so PEFT keeps the
-explicit per-module targets below untouched. :func:`apply_adapters` then checks that every expected
-module was wrapped, so a future PEFT that remaps anyway fails loudly instead of training attention only.
-"""
+"""LoRA / DoRA adapters on the unfused Qwen3-MoE (QLoRA / QDoRA when the base is NF4), via PEFT."""
 
 from __future__ import annotations
 

@@ -1,22 +1,5 @@
 """The autoformalizer's data: informal/formal statement pairs, theorem-disjoint splits, and the
 LightningDataModules of Stage 1 (SFT) and Stage 2 (GRPO).
-
-A pair is an informal statement and its Lean theorem statement, the target written as
-``theorem NAME BINDERS : TYPE := by sorry`` (the source's own text up to its top-level ``:=``; any
-header or docstring dropped). Sources are JSONL files named in the config with their field names:
-the embedded default reads the shipped ProofNet and miniF2F pairs (``shared://statements/...``), the
-paper config Herald and Lean Workbook by path.
-
-Splits are theorem-disjoint by construction:
-1. a theorem (its ``name``) is read once; the first source that has it wins (so the repaired
-   Goedel-V2 copy of a miniF2F-test statement shadows the DeepSeek copy);
-2. its upstream split decides: ``test_splits`` (default ``[test]``) -> test, never trained on;
-   ``train_splits`` (default ``[valid]``: the benchmarks' validation halves) -> train, of which a
-   stable hash of the name sends ``val_fraction`` to the validation loss; other splits are dropped;
-3. a train pair whose canonical statement (name and proof removed, whitespace collapsed) equals a
-   test statement is dropped too (the same problem under another name).
-Every row is accounted for in the counts (read, no informal text, target not well-formed, duplicate,
-other split, same statement as a test pair, over the cap, too long for ``max_length``).
 """
 
 from __future__ import annotations

@@ -1,21 +1,4 @@
-"""``python -m autoformalizer.evaluate --config configs/autoformalizer/eval/default.yaml``: the nine metrics.
-
-For each held-out problem (``evaluation.split`` of ``pairs``, theorem-disjoint from everything the
-policy's runs trained on: their manifests are read and an overlap is an error):
-- the repair loop (System A, greedy, up to ``repair.max_turns`` turns, Lean's errors cut to
-  ``repair.error_chars``), with System B's premises prefixed when ``repair.retrieval``;
-- ``evaluation.samples`` sampled first-turn statements, type-checked, for pass@N.
-
-Every statement is checked through the Verifier (``statement`` profile) under its problem's header.
-A metric that needs Lean is computed over the items Lean answered; when none was answered it is
-``None`` and the report says why (here, without Lean: the replay backend has a recording for almost
-no generated statement, so compile@k, pass@N, mean_iters_solved, goal_exact_match and the error
-breakdown cannot be measured; well_formed, faithfulness_code, tokens/s, memory and utilization can).
-
-Output, ``artifacts/autoformalizer_eval/<run>/``: ``report.md`` (+ ``compile_at_k.png`` and
-``error_breakdown.png`` when there is something to plot), ``metrics.json``, ``attempts.jsonl``
-(every statement, its status and feedback), ``config.yaml``, ``manifest.json``.
-"""
+"""``python -m autoformalizer.evaluate --config configs/autoformalizer/eval/default.yaml``: the nine metrics."""
 
 from __future__ import annotations
 

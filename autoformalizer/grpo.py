@@ -1,22 +1,4 @@
-"""Stage 2: GRPO against the compiler, on the RL stage's machinery.
-
-One step: the step's informal statements (:class:`autoformalizer.data.AutoformalizerGRPOData`) are
-rendered with the fixed system prompt and sampled G times (``leanloop.grpo.rollout.TransformersRollout``); each
-completion's statement is scored by the gated reward (:mod:`autoformalizer.reward`: well-formedness,
-then a ``:= by sorry`` type-check through the Verifier with the acceptance policy's ``statement``
-profile, then faithfulness to the reference); the update is ``leanloop.grpo.update.GRPOUpdate.grpo_update``, the
-RL stage's own (group-normalised advantages, TRL's clipped objective and ``beta`` x KL to the policy
-with its adapter switched off, i.e. the Stage-1 policy this run starts from).
-
-Rollouts Lean gives no verdict on (``unavailable`` from replay, timeouts, backend failures) are
-treated as ``reward.unavailable`` says (:func:`autoformalizer.reward.training_value`): left out, or
-credited with the well-formedness part only. Every step logs how many there were
-(``reward/no_verdict``, ``reward/well_formed_only``) and ``report.md`` states the treatment.
-
-Run folder: ``steps.jsonl`` (every logged number per step), ``rollouts.jsonl`` (each statement, its
-gate, reward and reason), ``report.md`` + ``rewards.png``, ``final/`` (merged policy) and
-``final/adapter/``.
-"""
+"""Stage 2: GRPO against the compiler, on the RL stage's machinery."""
 
 from __future__ import annotations
 

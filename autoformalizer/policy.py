@@ -1,21 +1,6 @@
 """Build the autoformalizer's policy: unfused Qwen3-MoE -> NF4 (optional) -> LoRA/DoRA adapters.
 
     model, tokenizer = build_policy(config.policy)
-
-``policy.name`` is one string, as everywhere in the project:
-- ``qwen3-moe-tiny`` (the preset of :mod:`leanloop.training.models`): the random tiny model built
-  from ``policy.arch`` in memory and quantized in place;
-- a checkpoint folder or hub id (``Qwen/Qwen3-Coder-30B-A3B-Instruct``, read from the local HF
-  cache): loaded unfused, straight into NF4 when ``quant.enabled`` (see :mod:`autoformalizer.quantize`
-  for the layer-by-layer host-memory path);
-- a previous autoformalizer run, ``artifacts://autoformalizer/<run>`` (Stage 1 SFT) or
-  ``artifacts://autoformalizer_grpo/<run>``: its manifest is checked, then its ``final/`` (the policy
-  with the adapters merged, full precision) is loaded like a checkpoint and quantized again.
-
-Export (:func:`export_policy`): ``final/adapter/`` holds the PEFT adapter as trained; ``final/`` the
-adapter merged into the full-precision base (the NF4 weights cannot absorb an adapter exactly), so a
-later stage loads, re-quantizes and adapts it like any checkpoint, and GRPO's KL reference (the
-adapter switched off) is exactly the policy Stage 1 produced, as quantized.
 """
 
 from __future__ import annotations

@@ -1,25 +1,4 @@
-"""NF4 (4-bit NormalFloat) with double quantization for the unfused Qwen3-MoE, and byte reports.
-
-Two ways in, one rule for what stays in full precision (:data:`KEEP_FULL_PRECISION`):
-- :func:`load_unfused_nf4`: a checkpoint on disk (the paper's Qwen/Qwen3-Coder-30B-A3B-Instruct,
-  or any save of :class:`~leanloop.training.moe.UnfusedQwen3MoeForCausalLM`). transformers reads the
-  safetensors shards through host memory and bitsandbytes quantizes each ``nn.Linear`` as its
-  tensors arrive, so neither the bf16 model (~61 GB) nor a fused expert tensor is ever resident on
-  the accelerator. The published checkpoints store experts per projection, exactly the unfused
-  module names, so they load without any key conversion.
-- :func:`quantize_nf4_`: a model already in memory (the tiny factory, or a fused model after
-  :func:`~leanloop.training.moe.unfuse_experts_`), converted in place one decoder layer at a time.
-
-Kept in full precision, and why:
-- the router (``mlp.gate``): top-k over router logits is a discrete choice; 4-bit noise flips which
-  experts a token visits, and the router is tiny (E x H per layer, 0.04% of the 30B model);
-- ``lm_head`` and the token embeddings: the 151,936-row vocabulary matrices set every output logit
-  and input vector (the QLoRA recipe leaves both unquantized; ``nn.Embedding`` has no 4-bit kernel);
-- RMSNorm weights (and q/k norms): vectors, a few KB in total, and precision-sensitive.
-Everything else, the attention projections and the 18,432 expert projections of the 30B model,
-is NF4 (block 64) with double quantization: the fp32 absmax of each block is itself quantized to
-8 bits (blocks of 256), 0.516 bytes per weight instead of 0.5625 without it.
-"""
+"""NF4 (4-bit NormalFloat) with double quantization for the unfused Qwen3-MoE, and byte reports."""
 
 from __future__ import annotations
 

@@ -1,16 +1,4 @@
-"""System A and the repair loop: compiler feedback (and "Did you mean") back into the prompt.
-
-The loop asks ``generate(prompt) -> str`` for a statement, checks it with ``check(statement) ->
-StatementCheck`` (a :class:`~autoformalizer.typecheck.StatementChecker`), and on failure builds a
-repair prompt from the attempt, Lean's errors (cut to 800 characters) and, for every unknown
-identifier or constant Lean named, the closest names in the Mathlib index. It stops at the first
-statement that type-checks, after ``max_turns`` (5) attempts, or as soon as there is no Lean verdict
-(no recording, timeout, backend failure): repairing without feedback would be guessing.
-
-Lean words the error differently across versions, and all of them are recognised:
-v4.9/v4.15 ``unknown identifier 'x'`` / ``unknown constant 'Real.foo'``, HEAD ``Unknown identifier
-`x` `` / ``Unknown constant `x` `` (followed by notes on later lines).
-"""
+"""System A and the repair loop: compiler feedback (and "Did you mean") back into the prompt."""
 
 from __future__ import annotations
 

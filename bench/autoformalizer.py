@@ -1,17 +1,5 @@
 """``python -m bench.autoformalizer`` (``make bench-autoformalizer``): the autoformalizer's
 policy costs, measured side by side in one run on a small-but-not-tiny Qwen3-MoE on CPU.
-
-- parameter memory, bf16 vs NF4 with double quantization (measured bytes of the real tensors), and
-  the same accounting for Qwen3-Coder-30B-A3B from its module tree (the seed: ~60 GB -> ~16.7 GB);
-- training-step tokens/s, QLoRA vs QDoRA (forward + backward + AdamW on the adapters, NF4 base;
-  the seed reports QDoRA ~2.2x slower);
-- forward time, stock fused experts (transformers' 3-D tensors) vs unfused per-expert nn.Linear,
-  same weights (checked equal), so the price of unfusing is visible.
-
-Timings are CPU time of this process (``time.process_time``), medians of interleaved repetitions, so
-other load on the machine distorts the ratios less; torch runs on ``--threads`` threads (default 1).
-The bench model's vocabulary is 16,384 rather than Qwen's 151,936: with the real vocabulary the
-unquantized embedding and head would dwarf this small MoE body, which they do not in the 30B model.
 """
 
 from __future__ import annotations

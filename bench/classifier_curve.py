@@ -1,15 +1,5 @@
 """``python -m bench.classifier_curve`` (``make bench-classifier-curve``): learning curve of a learned
 classifier against TF-IDF on the project's test split.
-
-The classifier stage is run (the real recipe, ``--recipe``, default the embedded encoder on the
-pretrained MiniLM) on a seeded random 250 / 500 / 1,000 / all of the corpus's labelled training
-programs, three seeds each, with validation and test whole; TF-IDF + logistic regression is fitted
-on the same rows in the same run's report. Printed per size: test AUROC of both (mean and each seed)
-and the gap; then the smallest size from which the classifier's mean stays at or above TF-IDF's, or,
-when there is none, where a straight line through the gap against log(rows) crosses zero (an
-extrapolation, said as such; none when the gap does not shrink). Runs land in
-``artifacts/classifiers/curve_<recipe>_n<rows>_s<seed>`` (a finished one is skipped on a rerun).
-Options: :class:`CurveConfig` (``--json PATH`` writes the numbers).
 """
 
 from __future__ import annotations

@@ -1,16 +1,4 @@
-"""``python -m bench.classifiers`` (part of ``make bench-train``): classifier scoring throughput.
-
-Candidates scored per second by both verdict classifiers through the Evaluator API
-(:class:`classifiers.evaluator.ClassifierEvaluator`: tokenize, head+tail truncate, batch by length,
-one forward per batch), on the same real programs (the shipped RL-Lean candidates), measured side
-by side in one run: the encoder, the one-token classifier, their ratio, and batched vs one at a time.
-
-Models: the trained default runs' ``final/`` folders when they exist (``make classifiers``), otherwise
-the default configs' architectures untrained (configs/classifiers/{encoder,onetoken}_default.yaml):
-throughput depends on the architecture and the input lengths, not on the weights.
-Wall time is reported with the machine's core count and load, since other work on a shared machine
-slows every number alike (the ratios are the comparable part).
-"""
+"""``python -m bench.classifiers`` (part of ``make bench-train``): classifier scoring throughput."""
 
 from __future__ import annotations
 

@@ -1,36 +1,5 @@
 """``python -m bench.evaluators`` (``make bench-evaluators``): the history-aware evaluator against its
 parts, measured the way a hybrid RL step meets it, on real recorded Lean verdicts.
-
-RL-Lean (the shipped nine rounds of one prover on the 244 miniF2F-test problems, one candidate per
-problem per round):
-
-- rounds ``0..H-1`` are the history (what Lean said about each problem before); the learned score is
-  a TF-IDF + logistic regression fitted on the history's programs, cross-fitted by problem so that it
-  never saw the problem it scores (:func:`learned_scorer`; the project's trained classifiers need a
-  data run, this needs nothing);
-- the next ``V`` rounds are the validation block: the stacker (:class:`classifiers.stacker.Stacker`)
-  and every component's threshold are fitted there, with rounds ``0..H-1`` as history;
-- the remaining rounds are the test block, with every earlier round (validation included) as history.
-
-In each block a problem's candidates form one group, as a GRPO group would, and the cutoff is
-simulated with the recorded verification times: one cutoff time for the whole block, at which the
-fastest 43% of the verdicts are back (LLF Section 6.1); those are the revealed siblings and are not
-scored, the rest are. A second prover, APOLLO (DeepSeek-Prover-V2-7B and APOLLO's split prover on
-the same problems), is scored with the stacker and thresholds fitted on RL-Lean's validation block
-(no refit), all nine RL-Lean rounds as history, the learned score refitted on them, and a seeded 43%
-of each problem's APOLLO attempts revealed (no times are recorded there).
-
-With ``--classifier artifacts://classifiers/<run>`` the APOLLO attempts are also scored by what that
-classifier run saved (its model, its history stacker, its thresholds), the data run ``--corpus`` as
-history: the history-aware evaluator exactly as ``leanloop classify --history`` and rl's hybrid
-reward load it, with no group verdict known and with a seeded 43% known.
-
-Components: the learned score alone, the per-problem prior (history pass rate), the sibling rate
-(revealed siblings only), the evidence (history + siblings pooled in one Beta posterior), the
-neighbour margin (the nearest accepted known proof of the problem minus the nearest rejected one,
-over the history's programs and the revealed siblings) and the stack. Reported per component:
-AUROC, accuracy at the validation threshold, FPR there, and the stack's margin over each part.
-Options: :class:`EvaluatorsBenchConfig` (``--json PATH`` also writes the numbers).
 """
 
 from __future__ import annotations

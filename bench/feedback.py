@@ -1,20 +1,4 @@
-"""``python -m bench.feedback`` (``make bench-feedback``): speculative copy-drafting, measured.
-
-Paired runs on the same real programs (the corpus's test split), greedy, one program at a time, with
-and without copy-drafting (transformers prompt-lookup decoding: ``draft_tokens`` copied from the span
-after the latest match of the last n-gram, checked in one forward pass). The order of the two runs
-alternates from program to program so neither always runs on a warm cache. Printed side by side:
-
-- speedup = plain wall time / drafted wall time over all programs (target >= 3x for greedy traces;
-  the seed reports 3.04x), programs/s and generated tokens/s of each;
-- verdict agreement (must be 100% under greedy) and token-identical traces;
-- tokens per forward pass (how much of each draft the model accepted).
-
-The model is the trained embedded default (``artifacts/feedback_model/default``) when it exists; the
-bench says which model it used. A random-init tiny model is the fallback (it copies poorly, so its
-ratio says little). Where a CUDA GPU is present the same pairs run there too, with ``--paper_model``
-(e.g. a Qwen3-4B feedback model) when given, and with vLLM's n-gram speculation when vLLM is installed.
-"""
+"""``python -m bench.feedback`` (``make bench-feedback``): speculative copy-drafting, measured."""
 
 from __future__ import annotations
 

@@ -1,32 +1,5 @@
 """``python -m bench.gpu_check`` (``make gpu-check``): every GPU-only path once, at tiny scale, with a
 JSON report of what ran, passed, failed or was skipped and why.
-
-On a CUDA machine (target: <= 8 minutes on one GPU):
-- ``step:<stage>``: one bf16-mixed training step (``fast_dev_run``) of each stage's debug config on
-  the GPU, in its own process, upstream debug runs built first in a scratch artifacts root;
-- ``flash_attn``: the tiny Qwen3 forward with ``flash_attention_2`` against ``sdpa`` (bf16), where
-  flash-attn is installed;
-- ``zero2`` / ``zero3``: the pretrain debug step under configs/strategy/zero{2,3}.yaml on one rank;
-- ``nf4_moe_policy``: the autoformalizer's unfused tiny MoE quantized to NF4 on CUDA, QLoRA adapters,
-  one forward/backward/AdamW step; ``qlora_rl``: the RL stage's QLoRA policy (NF4 base) likewise;
-- ``vllm_ngram`` / ``vllm_ngram_fp8``: greedy vLLM generation with n-gram speculation (and FP8
-  weights) against plain generation, where vLLM is installed (bench.feedback's paired runs);
-- ``vllm_grpo_on_policy`` (tied embedding, as Qwen3-0.6B/4B) / ``_untied``: GRPO rollouts through
-  TRL's ``VLLMGeneration`` (colocate mode, LoRA policy): after each weight sync vLLM's
-  log-probabilities of the sampled tokens match the policy's own within ``VLLM_LOGP_TOLERANCE``, and
-  after an optimizer step they match the new policy and no longer the old one (the sync carried it);
-  ``vllm_sleep_mode``: the same with the engine asleep during the optimizer step;
-- ``vllm_grpo_steps`` / ``_untied``: two GRPO steps of configs/rl/debug.yaml with
-  ``generation.backend: vllm``; every step's ``sampling/sampling_logp_difference`` within the tolerance;
-- ``vllm_sample``: ``make sample``'s debug config with ``generation.backend: vllm`` (on the preset).
-
-The vLLM checks use the ``qwen3-tiny-vllm`` preset (head_dim 32: vLLM's CPU attention refuses 16).
-
-Without CUDA it runs the CPU equivalents (fp32 steps, NF4 on bitsandbytes' CPU kernels), the vLLM
-checks on vLLM's CPU build where it is installed (``make test-vllm``'s ``.venv-vllm``) except the
-CUDA-only ones (FP8: the CPU build has no FP8 kernels; sleep mode: the CPU platform refuses it), and
-records each path it cannot run as skipped, with the reason. ``--only`` runs a subset (the tests run the CPU form
-of a few checks). Exit status 1 when a check failed.
 """
 
 from __future__ import annotations

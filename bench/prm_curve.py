@@ -1,16 +1,5 @@
 """``python -m bench.prm_curve`` (``make bench-prm-curve``): learning curve of the step verifier
 against TF-IDF on the prm-label run's test split.
-
-The verifier's recipe (``--recipe``, default ``configs/prm/default.yaml``, its SFT phase) is trained
-on a seeded random 200 / 600 / all of the train split's labelled proofs for ``epochs`` passes, and
-TF-IDF (:class:`prm.baselines.TfidfStepClassifier`) is fitted on the same proofs. Both are read as
-prm-eval reads them (:data:`prm.evaluate.RULES`: thresholds on P(step wrong) chosen on the
-validation split for exact or for F1 on wrong steps; ``tfidf_steps`` at 0.5). Printed per size: test
-F1 on wrong steps, exact and average precision, and the F1 gap of ``verifier@f1`` to ``tfidf_steps``
-(the report's TF-IDF); then where that gap stops being negative, or where a line through it against
-log(proofs) crosses zero (:func:`bench.classifier_curve.crossing`: an
-extrapolation, said as such). Runs land in ``artifacts/prm/curve_n<proofs>_s<seed>`` (a finished one
-is skipped on a rerun). Options: :class:`PRMCurveConfig` (``--json PATH``, ``--plot PATH``).
 """
 
 from __future__ import annotations

@@ -1,27 +1,4 @@
-"""``python -m bench.rl`` (``make bench-rl``): the RL stage's two speed questions, in one run.
-
-1. The hybrid scheduler under a simulated clock (:mod:`rl.simulate`): a batch of proofs (paper: 128
-   problems x 8 rollouts) through a pool of W Lean workers (64) with timeout T (60 s), each proof
-   taking a Lean time drawn from the recorded ``verify_time`` of the shipped RL-Lean compilation
-   results; the evaluator's latency is measured here (a one-token classifier scoring real programs)
-   or taken from the seed. Batch scoring and step time for lean-only, hybrid and lean-only with the
-   timeout matched to the hybrid cutoff. Seed: 420 s -> 90 s scoring, about 31% shorter steps. The
-   rest of the step (generation + update, 644.5 s) is derived from those seed numbers
-   ((420 - 90) / 0.31 - 420), so the seed scenario reproduces 31% by construction; what the
-   simulation adds is everything else (Lean share, cancellations, valid proofs decided without
-   Lean, the matched timeout) and the scenarios on the recorded times themselves.
-2. The judge gate's cost (``audit.judge.mode: gate``): the step waits for the judge on every
-   accepted reward. Measured with the stand-in judge (comparator's recorded test projects through
-   ``rl.audit.JudgeAudit.gate``): the gate's own overhead per judged proof (project writing, the
-   ``lake env comparator`` process, the verdict), as a ratio to the fast path's recorded median Lean
-   time per proof. The stand-in replays recorded verdicts, so comparator's own Lean time (two builds,
-   two exports, a kernel replay) is NOT in it: with the real judge add that per proof.
-3. GRPO step time of this stage against TRL's ``GRPOTrainer`` on the same tiny model (random
-   tiny Qwen3, real vocabulary), the same prompts, G, completion length (fixed), learning rate, loss
-   (dapo, beta 0) and rewards (the same harness + evaluator scores), both in fp32 on CPU, one
-   thread each; median over measured steps after a warm-up, by CPU time (robust to other load on
-   the machine) and wall time. Target: ratio <= 1.0.
-"""
+"""``python -m bench.rl`` (``make bench-rl``): the RL stage's two speed questions, in one run."""
 
 from __future__ import annotations
 

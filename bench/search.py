@@ -1,27 +1,4 @@
-"""Search throughput, or search against sampling with a synthetic policy.
-
-``python -m bench.search [--smoke true] [--policy model|noisy]`` (``make bench-search``): search
-throughput against the replay environment (``--policy model``, the default), or search against
-sampling with a synthetic policy of controlled quality (``--policy noisy``, ``search.synthetic``).
-
-``--policy noisy``: on the held-out (test) theorems of the search-data run, and on a slice of its
-train theorems (what the search defaults were tuned on), for each (p, q, dead-end rate) setting, rate
-of repeated wrong candidates (``--repeats``) and per-theorem budget of C environment calls, over
-several seeds: theorems solved by the AND-OR search (``--search``: ``SearchConfig``, stopped after C
-calls) and by sampling without search (one tactic per open goal, restart after a failure) given (a)
-the same fixed C calls, and (b) exactly the calls the search used on that theorem (a theorem the
-search solves early leaves the baseline few calls). Each sampling run draws from its own random
-stream, so sampling's counts do not depend on the search's settings. The target: at the fixed
-budget the search solves at least as many as sampling in every row.
-
-1. Environment alone: replay ``apply`` calls per second (the oracle policy, no model).
-2. The search with the actor-critic (a randomly initialised tiny Qwen3, real vocabulary; its
-   tactics are mostly unrecorded, which costs the same environment call as a recorded one):
-   expansions/s and environment calls/s, the share of time in the model vs the environment,
-   one search at a time vs N searches advanced together (one model call per round for all their
-   leaves). Target: batched >= 2x expansions/s. Wall and CPU time both reported (CPU time is robust
-   to other load on a shared machine).
-"""
+"""Search throughput, or search against sampling with a synthetic policy."""
 
 from __future__ import annotations
 

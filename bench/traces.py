@@ -1,19 +1,4 @@
-"""``python -m bench.traces``: annotation and metric throughput on the real recorded data.
-
-Measured side by side in one run, on this machine:
-
-- annotations per second over every recorded reply that carries feedback (REPL tests of three Lean
-  versions and all_versions bundles, Kimina replies, RL-Lean compilation results), from parsed
-  replies and from raw JSON;
-- verdict-rule and feedback-metric evaluations per second on the resulting reference traces;
-- verdict metrics on the RL-Lean candidates, and the grouped bootstrap (5,000 resamples) vectorized
-  against the per-resample loop it replaces (ratio);
-- the budgeted compilation replay over the RL-Lean pools.
-
-The verdict scores come from a real, trivial evaluator: each candidate's score is its problem's
-pass rate in the earlier RL-Lean rounds (Laplace-smoothed, so round 0 scores 0.5). The predicted traces for the feedback
-metrics come from the copy-the-input baseline (the program with no feedback).
-"""
+"""``python -m bench.traces``: annotation and metric throughput on the real recorded data."""
 
 from __future__ import annotations
 

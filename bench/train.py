@@ -1,28 +1,4 @@
-"""``python -m bench.train`` (``make bench-train``): packed vs naively padded batches.
-
-On the embedded default pretraining corpus (configs/pretrain/default.yaml: shipped Lean text,
-statements, accepted proofs) tokenized with the real Qwen3 vocabulary and cut into ``max_length``
-examples, two ways of batching ``batch_size`` sequences per step:
-
-- packed: examples packed into ``max_length`` rows (best-fit decreasing), rows in random order,
-  position ids reset per example, block-diagonal attention (leanloop.training.packing);
-- padded: examples in random order, each batch right-padded to its longest example.
-
-Reported side by side in one run:
-
-1. padding fraction of the batch tensors over the WHOLE corpus, both ways (from the lengths: what
-   one epoch would see; target packed <= 2%);
-2. training tokens per second on a uniform random sample of examples, trained one pass from the
-   same initial weights of the tiny Qwen3 both ways (target packed >= 1.5x padded). Steps of the two
-   runs alternate so that load from other processes hits both alike. Both clocks are reported: per
-   second of this process's CPU time (the work a token costs; what the target is judged on, since
-   on a shared machine the wall clock also counts the time other processes held the cores, which
-   with a handful of steps is noise) and per wall-clock second (what a user waits; the same ratio
-   on an idle machine). A small sample leaves its last packed rows part-filled, so its packed
-   padding is above the corpus figure;
-3. the loss of the SAME weights on the SAME sampled examples computed both ways: identical up to
-   float tolerance, since the packing is exact.
-"""
+"""``python -m bench.train`` (``make bench-train``): packed vs naively padded batches."""
 
 from __future__ import annotations
 

@@ -1,17 +1,4 @@
-"""``python -m bench.vllm`` (``make bench-vllm``): the two generation backends side by side, tokens/s.
-
-The same model (the ``qwen3-tiny-vllm`` preset, fp32) in both, on two jobs:
-
-- ``make sample``: the same statements (raw prompts), k attempts of ``max_new_tokens`` each
-  (temperature 1, top-p 0.95), through the sampler's own generators: ``TransformersGenerator`` (one
-  statement at a time, its k attempts in one ``generate``) and ``VLLMGenerator`` (every statement
-  in one call; vLLM schedules them);
-- the feedback evaluator: greedy traces of the shortest real prover programs (RL-Lean's shipped
-  candidates), n-gram copy-drafting on in both (transformers prompt lookup, vLLM n-gram speculation).
-
-Engine starts and one warm-up call are excluded and printed apart. On CPU it needs vLLM's CPU build (``make test-vllm``'s
-``.venv-vllm``); the results go to docs/results/vllm.md.
-"""
+"""``python -m bench.vllm`` (``make bench-vllm``): the two generation backends side by side, tokens/s."""
 
 from __future__ import annotations
 

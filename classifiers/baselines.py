@@ -1,22 +1,4 @@
-"""The trivial baselines every evaluator report leads with (the classifiers' and ``cascade-eval``'s).
-
-- majority class: the training split's most frequent label, as a constant score (its AUROC is 0.5
-  by construction; its accuracy is the number a classifier must clear to be worth anything);
-- per-problem prior: the problem's pass rate among the training labels, shrunk toward the overall
-  rate (:func:`classifiers.evidence.shrunk_rate`; on a theorem-disjoint split every evaluated problem
-  is unseen, so it is the overall rate and its AUROC 0.5);
-- TF-IDF + logistic regression on the raw program text (scikit-learn): a bag of Lean tokens and
-  token pairs. It picks up tactic choices and theorem families, which is most of what a small
-  model learns too, so a learned classifier has to beat it to show it reads the proof;
-- sibling rate: the pass rate of the problem's other programs among a seeded 43% revealed, as a
-  hybrid GRPO step knows them at its cutoff (:func:`classifiers.history.split_evidence`);
-- nearest proof: the same revealed siblings and the training split's programs of the problem, as
-  :func:`classifiers.evidence.neighbour_margin` (how close the program's proof is to the nearest
-  accepted one minus the nearest rejected one), mapped to [0, 1]. No learning at all, and on the
-  RL-Lean rounds it ranks as well as the history-aware stack (docs/results/evaluators.md).
-
-:class:`Baselines` fits all five on one training split and scores any labelled rows.
-"""
+"""The trivial baselines every evaluator report leads with (the classifiers' and ``cascade-eval``'s)."""
 
 from __future__ import annotations
 

@@ -1,25 +1,4 @@
-"""``leanloop classify --model artifacts://classifiers/<run> INPUT...``: programs in, scores out.
-
-The model is checked first. Inputs are ``.lean`` files (one program each), JSONL files (one
-program per line, in the field ``--field``, default ``program``) and corpus parquet files (a data
-run's ``final/corpus.parquet``, what ``make classify`` reads); a row without a program is refused.
-Output: one JSON object per program, in input order, to stdout or ``--out``::
-
-    {"input": "x.jsonl", "line": 3, "id": ..., "name": ..., "score": 0.91, "verdict": true,
-     "threshold": 0.42, "time_s": 0.004}
-
-``verdict`` is ``score >= threshold`` (the threshold chosen on validation when the model was
-trained, unless ``--threshold`` is given); with ``--deadline S`` programs not scored within S
-seconds get ``score`` and ``verdict`` null.
-
-``--history artifacts://data/<run>`` scores with the history-aware evaluator
-(:mod:`classifiers.history`): the run's saved stacker combines the classifier's score (then in
-``learned_score``) with what Lean said about the program's problem in that data run, matched by the
-JSONL field ``--group_field`` (default ``name``). With ``--known_label_field L``, rows whose field L
-holds a label (true/false) are siblings already judged: they inform the other rows of their group
-(never themselves), as finished Lean checks do in a hybrid RL step. ``evidence`` is what each
-score used: ``history`` and ``siblings`` [valid, total] counts and the ``neighbour`` margin.
-"""
+"""``leanloop classify --model artifacts://classifiers/<run> INPUT...``: programs in, scores out."""
 
 from __future__ import annotations
 

@@ -1,22 +1,7 @@
 """``python -m classifiers.crossval --config configs/classifiers/X.yaml [--folds 5]`` (``make classifiers-cv``)
 
-Theorem-grouped K-fold cross-validation of one classifier config against the TF-IDF baseline.
-The test split is ~30 theorems, so one test AUROC has an interval about 0.3 wide; choosing a recipe
-on it, or on one validation split, picks luck. Cross-validation over train + validation is how a
-config change is judged here, with the test split never read:
-
-1. folds: the config's data run (``data.corpus``) with its ``split`` column rewritten, one
-   data-stage run per fold (``artifacts/data/<corpus>_cv<K>_fold<i>/``): fold i's theorems become
-   ``valid`` (the corpus's split names, leanloop.corpus), the other train + validation theorems ``train`` (scikit-learn's ``GroupKFold``,
-   group = theorem name, so no theorem is on both sides); the test rows are left out;
-2. runs: the stage's own entry point once per fold, as a sweep run through the sweep's own command
-   line (``python -m cluster.sweep --sweep <folder>/sweep.yaml``: finished folds are skipped,
-   ``--executor submit`` sends them to SLURM); the sweep file and its summary (``sweep_summary.csv``,
-   read back here) land in ``artifacts/sweeps/<name>/``;
-3. the baseline: TF-IDF + logistic regression (:class:`classifiers.baselines.TfidfBaseline`, the
-   report's own) fitted on each fold's train split; ``crossval.md``, ``crossval.json`` and
-   ``crossval.png`` put both validation AUROCs side by side per fold, with means and wins, and the
-   difference pooled over the folds' held-out programs with a bootstrap interval over theorems.
+Theorem-grouped K-fold cross-validation of one classifier config against the TF-IDF baseline, over
+train + validation (the test split is never read).
 """
 
 from __future__ import annotations

@@ -1,16 +1,5 @@
 """Batch scoring of programs with a trained classifier: the :class:`leanloop.evaluator.Evaluator`
 the cascade gate and the hybrid reward call.
-
-A finished run's ``final/`` folder holds the Hugging Face model and tokenizer plus
-``classifier.json`` (which classifier, its input format, the threshold chosen on validation):
-
-    evaluator = ClassifierEvaluator.load("artifacts/classifiers/encoder_default/final")
-    predictions = evaluator.score(programs, deadline=deadline_in(2.0))
-
-Programs are scored shortest first in batches, so that under a deadline as many as possible get a
-score; a batch that has started finishes, and items whose batch had not started when the deadline
-passed come back with ``verdict=None`` (the caller asks Lean for those). Results are returned in
-input order.
 """
 
 from __future__ import annotations

@@ -1,18 +1,4 @@
-"""The history-aware evaluator: what Lean already said about a problem, stacked with a learned score.
-
-A learned classifier judges one program at a time. Lean has usually judged the same problem before:
-in a corpus run, in earlier RL steps, and, inside one hybrid GRPO step, for the sibling rollouts of
-the group whose checks finished before the cutoff. That evidence (:mod:`classifiers.evidence`) is
-strong, but a pass rate says nothing about which of a group's unfinished rollouts is right, and
-GRPO's advantage is group-relative; so a :class:`classifiers.stacker.Stacker` combines it with the
-learned score. The stacker is fitted on the validation split with each use's evidence simulated
-there (:func:`simulated_evidence`), and its threshold is chosen on the same split.
-
-:class:`HistoryEvaluator` is a :class:`leanloop.evaluator.HistoryAwareEvaluator`: the RL stage's
-hybrid race (loaded by :func:`classifiers.evaluator.load_history_evaluator`) calls
-:meth:`HistoryEvaluator.learned` while Lean runs and :meth:`HistoryEvaluator.combine` at the
-cutoff, with the sibling verdicts Lean has returned by then.
-"""
+"""The history-aware evaluator: what Lean already said about a problem, stacked with a learned score."""
 
 from __future__ import annotations
 

@@ -1,18 +1,4 @@
-"""The two verdict classifiers as LightningModules ("Learning Lean Feedback", Section 4.1).
-
-- :class:`EncoderClassifier`: a sequence classifier (``AutoModelForSequenceClassification``; ModernBERT
-  in the paper, the shipped pretrained MiniLM on CPU, the pretrain stage's MLM output when a config
-  names it), two classes, cross-entropy.
-- :class:`OneTokenClassifier`: a causal LM (Qwen3) trained to emit ``" true"`` / ``" false"`` after
-  the raw program and a fixed suffix; cross-entropy over the whole vocabulary at that one position.
-
-Both share the input formats and score functions of :mod:`classifiers.scoring` (head+tail truncation),
-and the same evaluation: after fit, ``trainer.test`` scores the validation and the test split; the
-threshold is chosen on validation (:func:`leanloop.metrics.select_threshold`) and the test metrics
-at that threshold are logged, so they land in the run's manifest. ``export`` writes the Hugging
-Face model, its tokenizer and ``classifier.json`` (input format + threshold), which is all
-:class:`classifiers.evaluator.ClassifierEvaluator` needs.
-"""
+"""The two verdict classifiers as LightningModules ("Learning Lean Feedback", Section 4.1)."""
 
 from __future__ import annotations
 

@@ -1,21 +1,5 @@
 """``python -m classifiers.score --config configs/classify/default.yaml [--run NAME] [--shard I/N]``:
 score every program of some inputs with a trained classifier, as a run (``make classify``).
-
-The run writes ``artifacts/classify/<run>/final/scores.jsonl`` (the rows ``leanloop classify``
-prints, in input order) and ``manifest.json`` (inputs and model hashes, counts). Inputs are
-``.lean`` files, JSONL files (program in ``field``) and corpus parquet files (``final/corpus.parquet``
-of a data run; rows without a program, i.e. input errors, are skipped and counted).
-
-With ``feedback`` set, ``model`` names a feedback model run instead (``artifacts://feedback_model/<run>``)
-and the feedback model labels the programs at scale: each row also holds its predicted trace and
-the verdict rule's reason, through the same shards and merge.
-
-``--shard I/N`` scores only the programs whose key (the row's ``id``, the corpus's dedup key, else
-a hash of name and program) falls in shard I of N, as the run ``<run>/shards/<I>-of-<N>/``;
-``--merge_shards N`` joins N finished shards into ``<run>`` in input order, refusing in one line a
-missing shard or one scored with another config or code version. Scores do not depend on how the
-programs were batched beyond float rounding of padded batches: ``batch_size: 1`` makes a sharded
-run and a one-process run agree exactly; ``time_s`` is each run's own measurement.
 """
 
 from __future__ import annotations

@@ -2,20 +2,6 @@
 
 Both the LightningModules (training, validation) and the Evaluator loaded from a finished run use
 these, so training and scoring can never format a program differently.
-
-Encoder: ``[CLS] head+tail(program tokens) [SEP]`` (the tokenizer's own special tokens), right
-padded; score = softmax(logits)[valid]. The sequence becomes one vector either by the model's own
-head (``cls``: BERT's [CLS] pooler) or by the masked mean of the last hidden states (``mean``: how
-sentence-transformers trained the shipped all-MiniLM-L6-v2, so its features start out meaningful,
-while its [CLS] pooler was never trained for them). ModernBERT pools itself either way
-(its config's ``classifier_pooling``).
-
-One-token: ``head+tail(tokens of program.rstrip()) + tokens("\\n-- verdict:")``, no chat template,
-left padded; the model is trained to emit the single token ``" true"`` or ``" false"`` next. The
-suffix is a Lean line comment, so the prompt is still a well-formed Lean file. Program and suffix
-are tokenized separately (BPE never merges across the boundary), so truncation is exact in token
-space and the prompt always ends in the same tokens. Score = p(true) / (p(true) + p(false)) at the
-last position of ONE forward pass, no generation (= sigmoid(logit_true - logit_false)).
 """
 
 from __future__ import annotations

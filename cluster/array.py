@@ -1,23 +1,7 @@
 """``python -m cluster.array --stage data --config X.yaml --array N --profile P.yaml [--run NAME] [--wait yes]``
 
-A data-parallel stage (the corpus build, sampling, scoring) as N shards and one merge: on SLURM
-one job array through ``cluster.submit``'s executor (the profile's time limit, CPUs, GPUs and
-memory per array task, ``--requeue`` so a preempted task starts again and resumes from its own
-journal), then one merge job that depends on the array (``afterany``: it runs when every task has
-ended, and refuses in one line when a shard did not finish). With a local profile the shards run as
-local processes (submitit's local executor) and the merge follows once they have ended.
-
-Each shard is the stage's own command with its shard option (``--shard I/N``), writing the run
-``artifacts/<stage>/<run>/shards/<I>-of-<N>/``; the merge writes the parent run
-``artifacts/<stage>/<run>/`` (``final/`` and one ``manifest.json``), which the next stage names as
-it names any run. Resubmitting submits only the shards without a manifest (finished shards are
-never redone) and the merge.
-
-``python -m cluster.array --status true --run data/NAME`` (``make status RUN=data/NAME``): each
-shard done / running / pending / failed, and the rows per second of the whole array.
-
-The tool's own options are the fields of :class:`ArrayConfig`; every other option, the stage's
-``--config`` files included, is the stage's and goes to every shard and to the merge.
+A data-parallel stage (the corpus build, sampling, scoring) as N shards and one merge, on SLURM or
+as local processes; ``--status true`` reports each shard.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """``python -m cluster.submit --stage <stage> --config configs/<stage>/X.yaml [--run NAME] [--a.b value]``
 
-Sends one stage run to SLURM through submitit (``make submit STAGE=... CONFIG=...``). The job runs
-the stage's own entry point, ``python -m <stage>.train`` with the same configs and overrides, so a
-run submitted here and a run started by hand produce the same ``artifacts/<stage>/<run>/``. The
-resources come from a cluster profile (``--profile configs/cluster/gpu8.yaml``; fields can be
-changed inline, ``--profile.time_min 30``). Without ``srun`` on PATH the job runs as a local
-process. Job scripts and logs: ``artifacts/<stage>/<run>/slurm/``.
-
-Multi-node: the profile's ``gpus_per_node`` and ``nodes`` become ``--ntasks-per-node`` (one task
-per GPU, started by ``srun``) and ``--trainer.devices``/``--trainer.num_nodes``, which is what
-Lightning's ``SLURMEnvironment`` needs to take ranks, ``MASTER_ADDR`` and the port from SLURM.
+Sends one stage run to SLURM through submitit (``make submit STAGE=... CONFIG=...``), as the same
+``python -m <stage>.train`` command a run started by hand is; a local process without ``srun``.
 """
 
 from __future__ import annotations

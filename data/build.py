@@ -1,16 +1,4 @@
-"""``python -m data.build --config configs/data/<name>.yaml``: label candidate programs with Lean.
-
-Read the configured sources (``data.sources``: normalize, deduplicate, bad rows -> input_error),
-check every distinct program with the Verifier (acceptance policy + configured backend, bounded
-concurrency, progress bar), journal each finished outcome (``data.journal``: a killed build
-resumes where it stopped), then write ``artifacts/data/<run>/``:
-
-- ``final/corpus.parquet``: the labelled corpus (``data.corpus``), datasets-loadable;
-- ``config.yaml``: the resolved config; ``manifest.json``: inputs and their hashes, counts per
-  category / source / split, backend, Lean versions, git rev, and the reconciliation with the
-  verdicts recorded beside the candidates (``data.reconcile``);
-- ``journal.jsonl``: finished outcomes (a rebuild with the same config re-verifies nothing).
-"""
+"""``python -m data.build --config configs/data/<name>.yaml``: label candidate programs with Lean."""
 
 from __future__ import annotations
 

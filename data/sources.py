@@ -1,17 +1,4 @@
-"""Reading candidate programs: JSONL / JSONL.gz / parquet rows -> normalized, deduplicated items.
-
-Every input row ends up in exactly one place, so counts always add up:
-- a ``Candidate`` (the first time a (name, program) pair is seen),
-- a ``Duplicate`` of an earlier candidate (same theorem name, same normalized program), or
-- an ``InputRowError`` with the reason (not UTF-8, malformed JSON, not an object, empty or
-  missing fields, a proof body without a statement to join it to, an over-long program, a NUL
-  character, a name that is not the theorem the program declares, the rest of a file that cannot
-  be read: a truncated gzip or a corrupt parquet file).
-
-A NUL character (U+0000) in a name, program, statement or header is bad input, not a candidate:
-no Lean source contains one (it marks binary or corrupted data), no recording says what Lean or
-its REPL would make of it, and the dedup key joins name and program with NUL.
-"""
+"""Reading candidate programs: JSONL / JSONL.gz / parquet rows -> normalized, deduplicated items."""
 
 from __future__ import annotations
 

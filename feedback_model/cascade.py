@@ -1,26 +1,5 @@
 """The cascade ("Learning Lean Feedback", Section 5.3): a one-token gate screens every program, the
 feedback model judges only the gate's positives, and a program is accepted only if both accept.
-
-    cascade = build_cascade(CascadeConfig(gate="artifacts://classifiers/onetoken_default"),
-                            "artifacts://feedback_model/default", GenerationConfig())
-    predictions = cascade.score(programs, deadline)
-    cascade.last_timing   # gate / load-swap / traces / other seconds of that batch
-
-Stage two is the greedy :class:`~feedback_model.evaluator.FeedbackEvaluator` or, optionally, the
-:class:`~feedback_model.consistency.SelfConsistencyEvaluator`. The gate's threshold is 0.5 or the one
-it calibrated on validation (``classifier.json``), or one given here.
-
-Models are loaded by loaders (callables returning an Evaluator). ``sequential`` residency loads the
-gate, scores every program of the call (in ``batch_size`` chunks), releases it, then loads the
-feedback model for all the positives and releases it: memory for one model at a time, paid for by
-one load and one transition per call (LLF Section 5), however many batches it holds. ``together`` keeps both loaded after
-the first batch. Time is accounted as in the seed: ``gate`` (scoring every program), ``load`` (loading
-and releasing models), ``traces`` (the feedback model on the positives), ``other`` (the rest of the
-wall time: bookkeeping).
-
-Scores: a program the gate rejects scores 0.0; a gate positive scores what stage two gives (1.0 / 0.0
-for a greedy trace, the vote share under self-consistency), so AUROC is defined for the cascade with
-self-consistency and the budget replay ranks accepted programs first.
 """
 
 from __future__ import annotations

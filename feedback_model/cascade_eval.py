@@ -1,29 +1,7 @@
 """``python -m feedback_model.cascade_eval --config configs/feedback_model/eval/default.yaml`` (``make cascade-eval``)
 
-The seed's Table 3 on one theorem-disjoint split of the labelled corpus, for six evaluators scored on
-the same programs: the one-token classifier (the gate alone), the feedback model greedy, the feedback
-model with self-consistency, the cascade (gate at ``cascade.threshold``, LLF: 0.5), the cascade with
-self-consistency in stage two, and the cascade with the gate's calibrated threshold (LLF's separate
-row). Written
-to ``artifacts/cascade_eval/<run>/``:
-
-- ``report.md``: its first line says whether a trivial baseline beats a learned evaluator (the
-  classifier reports' rule and baselines: majority class, per-problem prior, TF-IDF + logistic
-  regression fitted on the corpus's training split, sibling rate; their rows lead the table);
-  accuracy, F1 (valid class), MCC and AUROC (only where the score is graded: a greedy
-  trace gives a hard verdict, so AUROC is not defined for it) with grouped-bootstrap 95% intervals,
-  valid recall and false-positive rate, unscored programs, throughput (candidates/s) and the time
-  accounting (gate / load-swap / traces / other); feedback-quality metrics (block F1, anchored block
-  F1, token F1, error agreement) on a sample balanced by label; the budgeted compilation replay;
-  plots (throughput, time breakdown, and the shared report's ROC / PR / reliability / histograms /
-  feedback metrics / budget curve under ``details/``);
-- ``predictions.jsonl`` (one row per program and evaluator), ``summary.json``, ``config.yaml``,
-  ``manifest.json`` (inputs: corpus, gate run, feedback run).
-
-Every evaluator runs for real; nothing is copied between configurations. A program an evaluator does
-not judge (over the feedback model's input limit, or past a deadline) counts as a rejection (verdict
-invalid, score 0) in the metrics and is listed with its reason, so all six are compared on the same
-rows.
+The seed's Table 3 on one theorem-disjoint split of the labelled corpus: the gate, the feedback model
+and the cascades scored on the same programs, reported in ``artifacts/cascade_eval/<run>/``.
 """
 
 from __future__ import annotations

@@ -3,17 +3,6 @@ verdict out.
 
     evaluator = FeedbackEvaluator.load("artifacts://feedback_model/default", GenerationConfig())
     predictions = evaluator.score(programs, deadline=deadline_in(30.0))
-
-Per program: the prompt is built exactly as in training (``final/feedback.json``); a program whose
-prompt is longer than ``max_input_tokens`` is rejected with a reason (verdict None: the caller asks
-Lean), never truncated, since a trace must reproduce the whole program. Otherwise one greedy trace is
-generated and judged by the seed's rule (``leanloop.traces.trace_verdict``): an error line, a trace
-ending in an unclosed goal, or a trace cut at the output limit is invalid. The score is 1.0 / 0.0.
-Self-consistency (several sampled traces and a vote) is :class:`feedback_model.consistency.
-SelfConsistencyEvaluator`, on the same machinery.
-
-Programs run shortest first, so that under a deadline as many as possible are judged; one the
-deadline stops mid-trace, or never starts, comes back unscored (reason ``deadline``).
 """
 
 from __future__ import annotations

@@ -1,23 +1,4 @@
-"""The feedback model's evaluators built from plain options: what the RL stage names in its config.
-
-``rl/`` builds evaluators it does not know through ``evaluator.kind: factory``, calling
-``factory(path, **options)`` (:func:`rl.reward_evaluator.build_evaluator`)::
-
-    evaluator:
-      kind: factory
-      factory: feedback_model.factory:evaluator
-      path: artifacts://feedback_model/default          # the feedback model run
-      options:
-        mode: cascade                                   # cascade | feedback
-        self_consistency: {samples: 5, temperature: 0.8, min_valid: 4}   # or omit for greedy
-        cascade: {gate: artifacts://classifiers/onetoken_default, threshold: null, residency: auto}
-        generation: {max_input_tokens: 512, max_new_tokens: 640, draft_tokens: 8}
-
-The sections are the dataclasses of :mod:`feedback_model.config` (the same keys as
-``configs/feedback_model/eval/*.yaml``); an unknown key is an error. Every evaluator returned scores
-a batch within a deadline and gives verdict, score and trace per program, and says what it is with
-``describe()`` (the RL manifest records the feedback run and, for the cascade, the gate run).
-"""
+"""The feedback model's evaluators built from plain options: what the RL stage names in its config."""
 
 from __future__ import annotations
 

@@ -1,20 +1,4 @@
-"""Trace generation: prompt token ids in, generated traces out, with the output limit made explicit.
-
-A :class:`TraceGenerator` takes a batch of prompts (already checked against the input limit by the
-evaluator) and returns, per prompt, one :class:`GeneratedTrace` per sample, or None for a prompt
-it did not start before the deadline. Two implementations:
-
-- :class:`HFTraceGenerator` (default; CPU or GPU): transformers ``generate``, one prompt at a time.
-  Greedy by default; speculative copy-drafting is transformers' prompt-lookup decoding (see
-  :mod:`feedback_model.speculative`), which runs at batch size 1 only, so prompts go one by one either
-  way and greedy output is the same token for token with and without drafting. The k samples of a
-  prompt (self-consistency) are drawn in one batched call without drafting (see ``generate``);
-- :class:`feedback_model.speculative.VLLMTraceGenerator` (``backend: vllm``, optional ``gpu`` extra).
-
-A trace that reaches ``max_new_tokens`` without the end-of-text token is ``truncated``: the verdict
-rule makes it invalid. One that the deadline stopped earlier is ``stopped``: not a trace at all, so
-the evaluator leaves that program unscored.
-"""
+"""Trace generation: prompt token ids in, generated traces out, with the output limit made explicit."""
 
 from __future__ import annotations
 

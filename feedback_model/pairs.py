@@ -1,21 +1,6 @@
 """Feedback-trace pairs: corpus rows -> (program, annotated program) -> tokenized examples with the
 loss on the annotated program only. Plain functions with no Lightning import, shared by the SFT
 data module (:mod:`feedback_model.data`), the evaluation (``make cascade-eval``) and the benchmark.
-
-Targets are the data stage's reference traces (``leanloop.traces.annotate`` over Lean's recorded
-answer): a full trace where Lean gave tactic records, an error-only trace for an invalid program
-Lean answered with messages only (the RL-Lean recordings). A *valid* program Lean answered without
-tactic records has no reference in the corpus (``data.build`` writes none: there is nothing to add),
-but the feedback model must see valid programs too, or it learns that every trace ends in an error;
-its target is the same annotator run on the same recorded messages, which is the normalized program
-with no block (kind ``valid_no_states``). Rows without a label (timeouts, no recording, input
-errors) and rows Lean never answered (``precheck_rejected``) have no trace and are counted, not used.
-
-Every corpus row is accounted for (the SFT run's ``manifest_counts``): pairs per split and kind,
-rows with no reference (by category), pairs over ``max_length`` (dropped, counted and listed by id: a
-pair is never truncated). Recorded Lean answers can be huge (one RL-Lean error message is 1.1M characters, its
-trace 2.4M), so a pair whose text is longer than any ``max_length``-token sequence could spell is
-dropped before it is tokenized; the rest are tokenized and dropped when over ``max_length`` tokens.
 """
 
 from __future__ import annotations

@@ -1,18 +1,4 @@
-"""Speculative copy-drafting: most of a feedback trace repeats the program, so drafts are copied.
-
-After each accepted token the last n-gram (up to ``ngram_size`` tokens) of the sequence is looked up
-in the prompt and the text generated so far; the up to ``draft_tokens`` tokens that followed the
-match are proposed, and the model checks them all in one forward pass, keeping the longest prefix
-it agrees with plus its own next token. Under greedy decoding the output is exactly the model's
-greedy output (tested token for token); under sampling each position is still drawn from the model's
-distribution. No second model is involved.
-
-- CPU / plain transformers: prompt-lookup decoding (``generate(prompt_lookup_num_tokens=...)``),
-  :func:`feedback_model.generate.prompt_lookup_kwargs`, used by its ``HFTraceGenerator``;
-- GPU: vLLM's n-gram speculative decoding (``speculative_config={"method": "ngram", ...}``), with an
-  FP8 option, in :class:`VLLMTraceGenerator`. vLLM is in the optional ``gpu`` extra and imported only
-  when this backend is chosen.
-"""
+"""Speculative copy-drafting: most of a feedback trace repeats the program, so drafts are copied."""
 
 from __future__ import annotations
 

@@ -1,23 +1,5 @@
 """One entry point for every non-training tool (corpus build, sampling, evaluations, reports):
 ``run_tool`` is :func:`leanloop.training.cli.run_stage`'s contract without Lightning.
-
-1. :func:`parse_config`: ``--config a.yaml --config b.yaml`` (later wins) plus dotted overrides
-   (``--verifier.timeout 30``) into the tool's typed config dataclass, plus ``--overwrite``; the
-   fields a tool names ``positional`` are typed bare (``leanloop precheck PROGRAM.lean``).
-   :func:`parse_stage_tool` is its form for a tool that runs a stage (``cluster.submit``): there
-   ``--config`` names the stage's config files, and the options that are not the tool's go to the stage.
-2. :func:`open_run`: the run folder ``artifacts/<stage>/<run>/`` and the rule every stage shares: a
-   finished run (it has ``manifest.json``) with the same resolved config is skipped; one with another
-   config is an error unless ``--overwrite true``; a finished fast_dev_run result is replaced. Before
-   anything is written the old manifest is removed (a folder without one is an unfinished run, so no
-   output is ever rewritten under a manifest that still vouches for the old one) and the resolved
-   config is written to ``config.yaml``.
-3. The tool's work writes its outputs into the run folder and returns its :class:`Manifest`, which
-   ``run_tool`` writes last, all under the run folder's lock (``leanloop.artifacts.run_lock``).
-
-Every command-line entry point runs through :func:`cli_entry`: a user's mistake (a bad config file,
-option, input or run name) is one line on stderr and exit 2, Ctrl-C one line and exit 130;
-``LEANLOOP_DEBUG=1`` shows the traceback instead.
 """
 
 from __future__ import annotations

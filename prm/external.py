@@ -1,22 +1,4 @@
-"""Readers for published step-label sets, so prm-eval reports on them the same way.
-
-Each reader turns a file into :class:`prm.dataset.ProofRecord` rows (statement = the problem, steps
-= {prose, label}; no tactics, no Lean). Formats, as their releases publish them:
-
-- ProcessBench (Qwen/ProcessBench, one JSON object per line, or a JSON list): ``id``, ``generator``,
-  ``problem``, ``steps`` (list of str), ``final_answer_correct``, ``label`` = index of the earliest
-  wrong step (0-based), -1 when every step is correct. Steps from ``label`` on are wrong (the same
-  first-error rule as Lean's labels).
-- PRMBench (hitsmy/PRMBench_Preview ``prmtest_classified.jsonl``): ``idx``, ``classification``,
-  ``modified_question``, ``modified_process`` (list of str), ``error_steps`` (1-based step numbers
-  that are wrong); labels are per step as given (not propagated). Also ``original_process`` (all
-  correct) when ``include_original``.
-- PRM800K (openai/prm800k ``phase{1,2}_{train,test}.jsonl``): ``question.problem``,
-  ``label.steps[*]`` with ``completions[*].rating`` (1 good, 0 neutral, -1 bad, null unrated) and
-  ``chosen_completion`` (or ``human_completion``), ``label.finish_reason``. A step's rating is its
-  chosen completion's (the only one when there is one); labelling stops at the first -1 or unrated
-  step. Neutral (0) counts as correct, as in ProcessBench's PRM800K conversion (``neutral_correct``).
-"""
+"""Readers for published step-label sets, so prm-eval reports on them the same way."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
 """``make prm-generate``: paired prose + tactic proofs sampled for a statement set.
 
     python -m prm.generate --config configs/prm/generate/default.yaml [--sampling.k 4 ...]
-
-Through the prover sampler (:mod:`leanloop.prover.generation`: transformers on CPU/GPU, vLLM with
-the ``gpu`` extra) and its resumable journal (:mod:`leanloop.prover.shards`): a run appends one
-statement's k completions at once and a restarted run skips finished statements. ``--shard I/N``
-(or a SLURM / cluster.submit array task) samples the statements of shard I of N as the run
-``<run>/shards/<I>-of-<N>/``, and ``--merge_shards N`` merges the N finished shards into
-``final/samples.jsonl`` in statement order, as one process writes it. Each row holds the
-raw completion and whether it parses (``parse``: ok or the rejection reason), so prm-label counts
-format rejections instead of losing them.
 """
 
 from __future__ import annotations

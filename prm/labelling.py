@@ -1,29 +1,4 @@
-"""Step labels from Lean (LeanPRM steps 2-3).
-
-Rule: step i is correct when tactics 1..i compile; the first failing step and every step after it
-are incorrect (:func:`propagate`); when every tactic compiles, no goal is left and the whole program
-is accepted by the acceptance policy, the proof is correct. Any answer that is not
-Lean's verdict on the tactics (timeouts, infrastructure errors, programs nobody recorded, a
-candidate that crashed the REPL) gives no labels, never guessed ones; so does a proof whose tactics
-all compile but whose whole program the acceptance policy does not accept (``sorry``, forbidden
-axioms, ...): the policy decides there, and its verdict is about the program, not about a step.
-
-How "tactics 1..i compile" is decided:
-- :class:`IncrementalChecker`: the Lean REPL's proof states (lean-interact), one tactic at a time
-  from the ``sorry`` of ``statement by sorry``; the local backend (and its stand-in) supports it.
-- :class:`PrefixChecker`: any backend; program k is the first k tactics then ``sorry``, and only
-  errors before the ``sorry`` line count; an error in the trusted header or statement gives no
-  labels. Once every prefix compiles, the whole program says whether goals are left.
-- recorded first error (:func:`labels_from_outcome`): a recorded whole-program answer cut at the
-  step holding its earliest error (the embedded default; :mod:`prm.steps` does the cutting).
-
-Then the reviewer (LeanPRM step 3, :class:`prm.review.Reviewer`) reads the first failure's compiler output: a
-pure-syntax failure is repaired once and the proof checked again; negative labels are kept only for
-failures the repair cannot fix and the reviewer judges mathematical. With no reviewer (the CPU
-default) every failure counts. A correspondence judge (:class:`prm.review.CorrespondenceJudge`) may reject
-steps whose sentence and tactic say different things: they lose their label (dropped from training).
-Every decision is stored with its reason.
-"""
+"""Step labels from Lean (LeanPRM steps 2-3)."""
 
 from __future__ import annotations
 

@@ -1,19 +1,4 @@
-"""Step-label metrics (LeanPRM-Bench's exact step-label accuracy and companions) and best-of-n.
-
-- ``exact``: fraction of proofs whose every predicted step label equals the reference's.
-- ``first_error``: fraction of proofs whose predicted first wrong step (or "none") is the reference's.
-- ``step_accuracy``, ``f1_incorrect`` (wrong steps are the positive class), ``f1_correct``.
-An answer that does not parse (``None``) is wrong for ``exact`` and ``first_error`` and counts as
-"all correct" for the per-step numbers.
-- best-of-n: among a problem's candidates, a method picks the one it labels all-correct (then the
-  most correct steps; ties broken at random), or, when it scores steps, the one with the lowest
-  P(some step wrong); reported beside the expected hit rate of a random pick, over problems with >= 2
-  candidates and known proof labels.
-
-A scoring method (the verifier, TF-IDF) gives P(step k wrong), never falling along a proof; its
-labels at a threshold t mark step k wrong when that is >= t (:func:`labels_at`), and t is chosen on
-validation for the exact score or for F1 on wrong steps (:func:`choose_threshold`).
-"""
+"""Step-label metrics (LeanPRM-Bench's exact step-label accuracy and companions) and best-of-n."""
 
 from __future__ import annotations
 

@@ -1,20 +1,4 @@
-"""Paired proofs: every step is one sentence of prose plus the Lean tactic that carries it out.
-
-The generator is asked for steps in this exact shape (``render_paired`` writes it, ``parse_paired``
-reads it back)::
-
-    Step 1: We substitute the given values of b and h.
-    ```lean4
-    subst h₂ h₃
-    ```
-    Step 2: ...
-
-Parsing is strict, because a step whose prose and tactic cannot be matched up cannot be labelled:
-text outside a step, a step with no prose, no code block or two code blocks, an empty tactic, an
-unclosed fence or steps out of order are rejections with a reason code (``PairedFormatError.reason``),
-never a guess. The Lean program is assembled from the trusted header and statement (never from the
-completion) plus the tactics in order, each indented under the statement's ``by``.
-"""
+"""Paired proofs: every step is one sentence of prose plus the Lean tactic that carries it out."""
 
 from __future__ import annotations
 

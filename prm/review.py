@@ -1,15 +1,5 @@
 """The LeanPRM reviewer and correspondence judge (LeanPRM step 3) and the chat wrapper their
 model versions share.
-
-- A reviewer reads a proof's first failure (statement, steps, the failing step's index, Lean's
-  output) and says whether it is ``syntax`` (the step's idea is right, its Lean text is not: one
-  repair is tried), ``mathematical`` (the label is kept) or ``unclear``. :class:`RuleReviewer` is
-  scripted (regex rules on the compiler output: the CPU default and the tests' stand-in);
-  :class:`ModelReviewer` asks a model.
-- A correspondence judge says whether a step's sentence and tactic say the same thing
-  (:class:`ModelJudge`).
-
-:func:`prm.labelling.label_paired_proof` applies both.
 """
 
 from __future__ import annotations

@@ -1,35 +1,4 @@
-"""Audits of the RL reward: what the step's time limit cost, and whether the judge agrees.
-
-Judge audit (``JudgeAudit``): the REPL fast path answers from the process the candidate's
-code runs in, so its "valid" is not the final word. Every accepted reward (or a configured share)
-is re-checked asynchronously by the judge (Lean FRO's comparator, ``leanloop.lean.judge``) in a
-background thread while training goes on. A disagreement (the fast path paid 1, the judge
-rejects) is logged and alarmed, the proof is removed from the replay buffer and its success from
-the curriculum's "solved", and the RL report shows the agreement rate. A judge with no answer
-(not installed, no recording) is counted as undecided, never as agreement.
-
-Undecided is not agreement. Two modes (``judge.mode``):
-
-- ``async``: the reward is paid at the step, but a judged proof earns no replay-buffer entry and no
-  curriculum credit until the judge agrees (``JudgeItem.proof`` is held back and handed over by
-  ``credit_agreed``); a proof the judge never decides never earns them. A judge TIMEOUT on a paid
-  candidate (fast path or evaluator) is a disagreement: the candidate's code can behave
-  differently in the judge's build and spin until the judge gives up.
-- ``gate``: every accepted reward (``share`` and ``sources`` apply to ``async`` only) is paid only
-  after the judge agrees, within the step's deadline
-  (``gate_deadline_s``); a judge that does not answer in time is the fast path timing out, and a
-  timeout under every protocol's rule for a proof nobody confirmed pays 0. What it costs per step
-  is measured by ``make bench-rl`` (the stand-in judge, as a ratio to the fast path).
-
-Timeout audit: what did the step's time limit cost?
-
-After a step, the proofs whose Lean check did not finish — timed out under a lean protocol, or
-cancelled at the hybrid cutoff — are checked again with a larger budget (``timeout``). The report
-says how many were valid after all (reward lost by the time limit, or decided by the evaluator
-instead), and how many the evaluator accepted, split by the late Lean label: accepted-and-valid
-(the evaluator was right), accepted-but-invalid (a false positive the policy was paid for). The
-late labels also feed the drift monitor and the evaluator refresh.
-"""
+"""Audits of the RL reward: what the step's time limit cost, and whether the judge agrees."""
 
 from __future__ import annotations
 

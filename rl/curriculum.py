@@ -2,23 +2,6 @@
 
 RL-environment guide: a statement the policy always solves or never solves gives a group of equal
 rewards, hence zero advantage and no learning signal; keep the solvable-but-unsolved ones.
-
-- Each statement is ``active`` until it has ``retire_after`` attempts since it was (re)admitted;
-  then it retires as ``always_solved`` (every attempt succeeded) or ``never_solved`` (none did),
-  or stays active (some did: solvable but not yet solved reliably).
-- A retired statement is re-admitted ``readmit_after_steps`` steps later (the policy has moved on)
-  while it has re-admission budget left (``readmission_budget`` times); after that it stays retired.
-- The filters (:mod:`rl.filters`) can retire a statement as ``trivial`` (for good: never
-  re-admitted, it teaches nothing) or drop it.
-- The replay buffer keeps successful proofs per statement (by default only the ones Lean
-  verified, since an evaluator's acceptance can be a false positive). When a group has no
-  success at all, one of its rollouts can be replaced by a buffered proof of the same statement
-  (``inject``), so the group carries signal again.
-- Under data parallelism every rank holds the same curriculum: each step all ranks draw the same
-  ``k x world_size`` statements from the shared seed and each keeps its own slice, so the ranks
-  train on disjoint problems (LLF Sec. 6: 128 problems per step = 16 per rank x 8 ranks). The
-  ranks' updates (:class:`CurriculumEvents`) are applied on every rank in rank order, which keeps
-  the copies identical.
 """
 
 from __future__ import annotations

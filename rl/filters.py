@@ -1,28 +1,4 @@
-"""Statement filters (RL-environment guide), each result recorded per statement.
-
-A statement that is false, vacuous or trivial teaches a prover to game the benchmark, not to prove.
-Before RL, every statement goes through these checks, all through the Verifier (so Lean decides,
-and where no Lean answer exists the result is recorded as ``unavailable``, never guessed):
-
-- ``compile``: the statement with ``sorry`` type-checks (``statement`` policy profile).
-- ``hypotheses``: ``False`` follows from the hypotheses by a short automation call under a small
-  heartbeat budget (``rl`` profile, the derived statement trusted): inconsistent hypotheses make
-  the statement vacuously true.
-- ``negation``: the negation of the statement is proved by automation: the statement is false.
-- ``triviality``: the statement itself closes with one short automation call.
-- flags from the text (no Lean): natural-number subtraction or division (truncating: the
-  formalisation may not mean what the informal problem says) and the answer in a hypothesis (the
-  goal, or its equation, is already assumed).
-- a hook for LLM fidelity judges: ``judge: "module:function"`` called with the
-  :class:`leanloop.prover.statements.Statement`, returning ``{"faithful": bool | None, "rationale": str}``;
-  none is configured by default and the record says so.
-
-Decision per statement: ``drop`` when Lean says the statement fails to compile, its hypotheses
-are inconsistent or its negation holds (or a flag listed in ``drop_flags`` is raised), ``review``
-(out of training, for an expert) when a high-risk flag in ``review_flags`` is raised, ``retire``
-for trivial statements (``trivial: retire``), else ``keep``. Results are written to
-``filters.jsonl`` in the run folder with the counts in the manifest.
-"""
+"""Statement filters (RL-environment guide), each result recorded per statement."""
 
 from __future__ import annotations
 

@@ -1,17 +1,4 @@
-"""Scoring one batch of rollouts under a reward protocol: the hybrid race of seed Eq. 8.
-
-The Lean checks of every rollout that passed the harness start at once (bounded by the Verifier's
-worker pool), and the evaluator scores the same programs concurrently in a thread. Under
-``hybrid``, when the evaluator returns (the *cutoff*), the Lean verdicts already returned are kept,
-the evaluator's verdicts are used for the rest and their unfinished Lean checks are cancelled.
-Rollouts the evaluator could not score (its deadline passed) keep waiting for Lean. Under the
-lean protocols Lean decides and the evaluator, when ``shadow`` is on, runs beside it only to be
-watched (drift monitor, timeout audit); under ``evaluator`` no Lean check starts.
-
-``StepScores.stats()`` is what the module logs per step: Lean share (LLF's: over every rollout;
-``lean_share_checked`` over those a verifier had to decide), cutoff time, reward per source,
-counts per outcome.
-"""
+"""Scoring one batch of rollouts under a reward protocol: the hybrid race of seed Eq. 8."""
 
 from __future__ import annotations
 

@@ -1,18 +1,4 @@
-"""A Lean backend whose answers are real and whose timing is controlled.
-
-``TimedBackend`` wraps another backend (the replay backend here: real recorded Lean output) and
-delivers each answer after a delay: the recorded Lean time, or any function of the program. Only
-the timing is controlled, never the answer: a delay longer than the per-item timeout turns into a
-``TIMEOUT`` response when the timeout expires, exactly what a real worker pool would give.
-Cancellation (the hybrid cutoff) interrupts the wait and is counted.
-
-``scale`` compresses Lean's clock: every duration (the delay AND the timeout) is multiplied by it,
-so ``scale: 0.01`` plays a 60 s timeout in 0.6 s of wall time. The evaluator's clock is not
-scaled: a compressed race favours Lean, which the logs' cutoff times make visible.
-
-Used by the embedded default (``lean.latency: recorded`` with a small ``scale``, so the hybrid race
-plays out against real recorded Lean durations) and by the tests of the hybrid protocol.
-"""
+"""A Lean backend whose answers are real and whose timing is controlled."""
 
 from __future__ import annotations
 

@@ -1,20 +1,5 @@
 """GRPO as a LightningModule (manual optimization: one batch of problems -> rollouts -> rewards ->
 ``num_iterations`` optimizer steps over micro-batches).
-
-One training step:
-1. the step's problems (trusted statements from :class:`rl.data.RLData`'s curriculum) are rendered
-   as the sft run rendered them and G completions are sampled for each (:mod:`leanloop.grpo.rollout`);
-2. the harness turns each completion into the program Lean checks against the trusted statement
-   (:mod:`rl.reward_harness`); the scorer races Lean and the evaluator under the configured protocol
-   (:mod:`rl.hybrid`, :mod:`rl.reward`);
-3. group-normalised advantages and TRL's clipped objective (+ beta KL) (:mod:`leanloop.grpo.objective`);
-4. afterwards: curriculum and replay buffer updates, timeout audit, drift monitor, evaluator refresh.
-
-Everything a step measures is logged (``train/*``, ``reward/*``, ``outcome/*``, ``lean/*``,
-``drift/*``, ``audit/*``, ``refresh/*``, ``time/*``) and appended to ``steps.jsonl``; after fit, pass@k
-through the same harness and ``report.md`` with plots are written to the run folder. The report
-and the logs say where rewards came from — on a machine without Lean, from the evaluator and the
-prechecks (plus recorded Lean rejections from the replay backend).
 """
 
 from __future__ import annotations

@@ -1,19 +1,4 @@
-"""pass@k of the RL policy through the hardened reward harness (unbiased estimator, leanloop.prover.passk).
-
-After training, each evaluation statement is sampled under each configured protocol (LLF Section 6:
-pass@1 at temperature 0.3 over 5 runs, pass@32 at temperature 0.7 over 3 runs, top-p 0.95); each
-attempt goes through the same harness as the rewards (trusted statement, ``rl`` policy) and Lean
-with the EVALUATION timeout (LLF: 180 s), never a reward timeout. As in :mod:`sft.evaluate` (whose
-categories and pass@k table are reused): valid is the only success; every other attempt, timeouts
-and other unverified ones included, is a failure (LLF Eq. 10 divides by all problems). A
-protocol's pass@k is the mean over its runs. The evaluator's verdicts give a separate, clearly
-labelled *estimate* (what the reward saw), never mixed with Lean's numbers.
-
-With a ``judge`` (comparator, ``leanloop.lean.judge``), every attempt the REPL fast path
-accepted is re-checked by it and the judge's verdict is the one counted: a quoted pass@k never
-rests on the process that ran the candidate's code. A judge without an answer leaves the attempt
-unverified, i.e. a failure.
-"""
+"""pass@k of the RL policy through the hardened reward harness (unbiased estimator, leanloop.prover.passk)."""
 
 from __future__ import annotations
 

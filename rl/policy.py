@@ -1,16 +1,4 @@
-"""The policy being trained: which checkpoint, full fine-tuning or LoRA / QLoRA, the reference.
-
-- The starting checkpoint is the config's ``policy.base`` (the sft run by default), else the first
-  existing ``policy.fallbacks`` entry, each named explicitly; the one used is reported.
-- ``adapter.kind``: ``none`` (full fine-tuning), ``lora`` (PEFT LoRA; CPU or GPU), ``qlora`` (LoRA
-  over a bitsandbytes NF4 base with double quantization: the GPU memory saver; bitsandbytes 0.50
-  also runs NF4 on CPU, slowly).
-- Reference policy for the KL term: none when ``beta == 0`` (nothing is loaded); with an adapter,
-  the same weights with the adapter disabled (no second copy); otherwise a frozen copy of the
-  starting weights.
-- Log-probabilities are computed by :func:`leanloop.grpo.objective.completion_logps` (TRL's chunked log-prob
-  kernel) at the sampling temperature, as TRL's GRPOTrainer computes them.
-"""
+"""The policy being trained: which checkpoint, full fine-tuning or LoRA / QLoRA, the reference."""
 
 from __future__ import annotations
 

@@ -1,20 +1,5 @@
 """The Reward interface (docs/design.md): Lean Outcomes and evaluator Predictions combined under a named
 protocol into one reward per rollout.
-
-Protocols (seed: "Learning Lean Feedback", Section 6, Eq. 8):
-- ``lean``: Lean's verdict with the full per-proof timeout (60 s in the paper config); a proof Lean
-  did not finish in time counts as a failure (0), as in the seed's lean-only runs.
-- ``lean_matched``: the same with the per-proof timeout matched to the hybrid cutoff (lowered until
-  lean-only scores a batch within the time the hybrid takes: the same budget, Lean alone).
-- ``hybrid``: Lean's verdict for the proofs Lean finished before the evaluator returned, the
-  evaluator's verdict for the rest (their Lean checks are cancelled).
-- ``evaluator``: the evaluator's verdict for every proof.
-
-Whatever the protocol: a completion with no extractable proof, and a program the policy's
-deterministic prechecks reject, get 0 (no evaluator can lift that). A rollout with neither a Lean
-label nor an evaluator verdict (``unavailable`` from replay, infrastructure errors, an unscored item)
-gets no reward: ``None``, which GRPO leaves out of its group's baseline with advantage 0 (as TRL does
-for completions no reward function could score) — never a guessed 0 or 1.
 """
 
 from __future__ import annotations

@@ -1,24 +1,4 @@
-"""The reward harness: from a completion to the program Lean checks, with the statement trusted.
-
-Hardening (RL-environment guide; the policy probes every hole):
-- The statement, its header and its context (docstring, auxiliary definitions) come from the
-  dataset (:class:`leanloop.prover.statements.Statement`), never from the completion. From the completion only
-  the proof is taken:
-  * ``code_block`` answers (chat provers): the LAST complete ```lean block. It must declare the
-    target theorem; the text after that declaration's top-level ``:=`` is the proof body. Lemmas the
-    block declares before the target are kept (provers write helper lemmas); the block's own
-    header lines (imports, options, opens) are dropped because the harness fixes the header.
-  * ``continuation`` answers (raw provers that continue ``... := by``): the completion up to the
-    first fence is the proof body.
-  The program is ``trusted header + trusted context + helpers + trusted statement + body``.
-- The program then goes through the ``rl`` acceptance policy (``leanloop.lean.acceptance``): prechecks on the
-  masked text (sorry in disguise, axioms, native_decide, implemented_by, options, notation/macros,
-  a redeclared target...), the harness block that elaborates the trusted statement before any
-  candidate code, the check theorem ``@name : expected`` and ``#print axioms`` read only from
-  Lean's structured messages on the trailer lines. Nothing the completion prints counts.
-- A completion with no extractable proof, and a deterministic precheck rejection, get reward 0
-  before Lean or the evaluator is asked anything (:mod:`rl.reward`).
-"""
+"""The reward harness: from a completion to the program Lean checks, with the statement trusted."""
 
 from __future__ import annotations
 

@@ -1,19 +1,4 @@
-"""The hybrid scheduler under a simulated clock (``make bench-rl``).
-
-One batch of N proofs goes to a pool of W Lean workers, in batch order, each taking its recorded
-Lean time but at most the timeout T (a worker picks the next proof as soon as it is free). Protocols:
-
-- ``lean``: the batch is scored when the last check ends (the makespan at timeout T);
-- ``lean_matched``: the same with the per-proof timeout lowered until lean-only scores the batch
-  within the hybrid cutoff (the seed's control: the same time budget, Lean alone); the bench prints
-  that timeout for ``reward.matched_timeout``;
-- ``hybrid``: the evaluator scores the batch in L seconds (its measured latency); at the cutoff L
-  Lean's finished verdicts are kept and the rest are cancelled, so the batch is scored at L (or at
-  the Lean makespan, if every check finished before the evaluator).
-
-A proof with no recorded time (RL-Lean's system errors and timeouts) runs until the timeout.
-Step time = the rest of the step (generation + update, a parameter) + batch scoring time.
-"""
+"""The hybrid scheduler under a simulated clock (``make bench-rl``)."""
 
 from __future__ import annotations
 

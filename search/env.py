@@ -1,18 +1,4 @@
-"""The proof environment: start from a theorem, apply a tactic to one (factorized) goal.
-
-``ProofEnv.start(theorem) -> EnvResult`` (the root goal) and ``ProofEnv.apply(goal, tactic,
-timeout) -> EnvResult`` (the new goals, or why not). Statuses: ``ok``, ``error`` (Lean rejected the
-tactic), ``timeout``, ``infra_error`` (crash, unreachable), ``unavailable`` (replay: nobody
-recorded this step; never a guessed answer). Every call is counted (``calls``) and timed
-(``time_s``) for the reports and the benchmark.
-
-Backends:
-- ``ReplayEnv``: the recorded transitions of ``make search-data`` (a recorded (goal, tactic)
-  answers its recorded goals);
-- ``ReplEnv`` (``search.repl_env``): lean-interact's REPL in proof-state mode (``ProofStep``);
-- ``HttpEnv`` (``search.http_env``): a pool of environments behind HTTP, so that search workers
-  (GPU) and Lean workers (CPU nodes) scale separately.
-"""
+"""The proof environment: start from a theorem, apply a tactic to one (factorized) goal."""
 
 from __future__ import annotations
 

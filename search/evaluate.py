@@ -1,28 +1,5 @@
 """``python -m search.evaluate --config configs/search/eval/default.yaml`` (``make search-eval``):
 pass@k of the search at a budget of iterations, against sampling tactics without search.
-
-Without Lean the environment is the replay of recorded steps on the held-out theorems of a
-``make search-data`` run: a tactic nobody recorded at a goal is ``unavailable`` (a failed
-expansion, counted separately from Lean errors), so the numbers measure how well the model finds
-*recorded* proofs, a lower bound on what it would prove with Lean. Every found proof is then sent
-to the Verifier (profile ``verifier_profile``, ``rl`` by default) as one program; LeanDojo's steps
-carry no program text, so there the verdict is ``unavailable`` and the report counts it: nothing is
-claimed verified that was not.
-With Lean (``repl``/``http``) a theorem counts as solved (``solved``, pass@k, solved vs budget)
-only when a found proof's whole program is ``valid`` (paper App. E); ``search_closed`` counts the
-theorems where the search closed every goal, verified or not. ``recorded`` (no Lean either) searches
-the theorems of recorded programs Lean accepted, whose replies give the goals before each tactic
-(``search.recorded``): there the statement text is known, so ``solved`` is the Verifier's verdict too,
-``valid`` only where the found proof renders to a recorded program (profile ``collection``, which
-compiles programs verbatim as the recordings hold them).
-
-The search is any-time, so one run to the largest budget gives every smaller budget: a theorem
-solved at iteration i counts for each budget >= i. The baseline ("no search") samples one tactic
-per open goal from the same model, restarting from the root after a failed tactic, with a fixed
-per-theorem budget of environment calls (``baseline_calls``; by default the most the search may
-spend: the largest budget times the tactics per expansion), and again with exactly the calls the
-search used on that theorem (``baseline_solved_equal_calls``: a theorem the search solves early
-leaves that baseline few calls, so it understates sampling).
 """
 
 from __future__ import annotations

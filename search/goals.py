@@ -1,17 +1,4 @@
-"""Lean goals as pretty-printed by Lean (and LeanDojo / the REPL), split and compared.
-
-A proof state prints as goals separated by blank lines; each goal is an optional ``case tag`` line,
-hypothesis lines ``a b : T`` (a type may continue on indented lines) and a ``⊢ target``. Search
-works on one goal at a time (NanoProof Section 3: the state is factorized), except that goals
-sharing a metavariable ``?m`` stay together (NanoProof App. A, Section 4.3): a tactic on one of them
-can assign the metavariable under the other.
-
-Two keys per goal:
-- ``exact_key``: the text with whitespace collapsed and no case tag. Tactics name hypotheses, so
-  the replay environment and transpositions (the same goal reached twice) use this one;
-- ``cycle_key``: equal also up to hypothesis reordering and renaming (NanoProof Section 3.6), used
-  to reject a tactic that leads back to a goal on its own path.
-"""
+"""Lean goals as pretty-printed by Lean (and LeanDojo / the REPL), split and compared."""
 
 from __future__ import annotations
 

@@ -1,24 +1,4 @@
-"""AND-OR Monte Carlo tree search over factorized Lean goals (NanoProof Section 3).
-
-- OR node (``GoalNode``): one goal (or goals sharing a metavariable); its edges are tactics. AND
-  node (``TacticEdge``): a tactic and the goals it produced; all must be proved. An edge with no
-  goals closed its goal.
-- Selection: PUCT at OR nodes over the policy's priors and the edges' values; at AND nodes the
-  unsolved child with the lowest value (the hardest goal decides the proof). Progressive widening
-  re-samples tactics at an OR node while its expansions <= c * visits**alpha.
-- Expansion: the policy samples tactics (diverse, deduped) and the critic values the goal; every
-  tactic is run in the environment at once; failures are dropped and counted; a tactic whose new
-  goal equals a goal on its own path, up to hypothesis order/names and whitespace, is a cycle
-  (Section 3.6): dropped and counted.
-- Values are negative remaining tactics: the critic's estimate at a new leaf, -1 per tactic on the
-  way up, an AND node takes its hardest child's value, and a proved goal is worth minus its proof's
-  depth (shorter is better).
-- Transpositions: one node per distinct goal text in a search (``table``).
-- Any-time: ``SearchBatch.run`` keeps adding iterations while the budget lasts; ``proof()`` is the
-  shallowest proof found so far.
-- Batching: ``SearchBatch`` advances many searches in lock step, one policy call for all their
-  leaves and one ``apply_many`` for all their tactics per round.
-"""
+"""AND-OR Monte Carlo tree search over factorized Lean goals (NanoProof Section 3)."""
 
 from __future__ import annotations
 

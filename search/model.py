@@ -1,16 +1,4 @@
-"""One causal transformer as actor and critic (NanoProof Sections 3.2-3.3).
-
-A training sequence is ``prompt · value token · tactic · eos``, tokenized piecewise (the same pieces
-at training and inference): the prompt is ``[GOAL]\\n<goal>\\n[PROOFSTEP]``; the value token is one
-of ten digit tokens of the shared vocabulary naming a bucket of the distance to the proof's end
-(the node's ``depth`` in its tree: tactics left on the longest branch). There is no value head:
-the critic is the next-token distribution right after the prompt, read over the ten digit tokens.
-
-At inference the prompt's forward pass gives the value (expected distance under that
-distribution); the tactics are then generated after the most likely value token, their first tokens
-drawn by Gumbel-top-k with a per-first-token cap (Section 3.7), their continuations sampled, all
-goals of a batch and all their samples in one ``generate`` call.
-"""
+"""One causal transformer as actor and critic (NanoProof Sections 3.2-3.3)."""
 
 from __future__ import annotations
 

@@ -1,19 +1,5 @@
 """Search problems whose found proofs the Verifier can answer: recorded programs that Lean accepted,
 with the goals before each of their tactics.
-
-A REPL reply to a program sent with ``allTactics`` holds both Lean's verdict on the whole program
-(its messages) and, for every tactic, the goals it started from. For a theorem of a program Lean
-accepted (no error, no ``sorry`` warning) its top-level tactics are LeanDojo-style steps: the goals
-after one tactic are the goals the next one starts from, and after the last there are none (Lean
-reported no unsolved goals). ``search.trees.build_tree`` turns them into the recorded proof tree and
-its transitions, which ``search.env.ReplayEnv`` answers as it answers traced steps. Unlike traced
-steps, the theorem's statement, header and context are known, so a proof the search finds is
-rendered as one program (``search.program.render_program``) and checked by the Verifier: the replay
-backend answers it exactly when the rendered program is a recorded program (``normalize_program``),
-with the verdict Lean gave; any other composition is ``unavailable``.
-
-Tactics nested in another tactic's text (a ``by`` inside a ``have``'s term, the steps of a
-``calc``) are part of that tactic, not steps. Skipped programs are counted by reason, never guessed.
 """
 
 from __future__ import annotations

@@ -1,23 +1,4 @@
-"""``ReplEnv``: the Lean REPL in proof-state mode, through lean-interact (``ProofStep``).
-
-``start(statement)`` elaborates ``<statement> := by sorry`` (header lines reused per worker as the
-Verifier's local backend does) and takes the sorry's proof state. A proof state holds all of a
-state's goals; a factorized goal is ``(proof_state, index, rest)``: the ``index``-th goal of that
-state, with ``rest`` goals after it that belong to other nodes. Applying a tactic first brings the
-goal to the front (``rotate_left index``, cached), runs the tactic, and keeps the goals it produced
-(the reply's goals minus the ``rest`` untouched ones at the end, which is where Lean leaves them).
-
-The REPL is one :class:`leanloop.lean.session.LeanSession` (its ``SessionConfig`` is search's
-``lean:`` block): header caching, limits, crash retries and reply classification are the
-session's, so a reply means what it means to the Verifier's local backend and to prm.
-
-After a timeout, a crash or a restart lean-interact did on its own (its memory guard), the new
-REPL numbers env and proof-state ids from 0 again: every id handed out before then names nothing
-(or, worse, something else). Each new process is a new *generation* of the session; the focus
-cache is keyed by it, and a goal of an older generation answers ``infra_error`` instead of
-reaching a state it does not own. A "Lean error" reply to a tactic (the REPL caught an exception
-elaborating it, e.g. an unknown tactic) is Lean's verdict on the tactic: ``error``.
-"""
+"""``ReplEnv``: the Lean REPL in proof-state mode, through lean-interact (``ProofStep``)."""
 
 from __future__ import annotations
 

@@ -1,25 +1,4 @@
-"""A synthetic policy and dead-end environments: the search measured apart from any model.
-
-The tiny embedded model proves nothing, with search or without, so the algorithm is measured with
-a policy whose quality is a knob:
-
-- ``NoisyPolicy``: ``k`` candidates per goal; the tactic recorded at that goal is among them with
-  probability ``p`` and, when it is, ranked first with probability ``q``; the other candidates are
-  tactics recorded at *other* goals (plausible Lean, wrong here). Log-probabilities fall with rank.
-  Its critic knows nothing (a constant distance), so the search is judged on its own. With
-  ``repeats`` > 0 a wrong candidate comes, at that rate, from the goal's own small pool of recorded
-  automation tactics (``simp``, ``linarith``, ``norm_num``...), weighted 1, 1/2, 1/3, ...: the
-  same wrong tactics come back proposal after proposal, as a real prover's do, so the most
-  frequent proposal is often wrong. The pool is a hash of (seed, goal): it draws nothing from the
-  random stream, and with ``repeats`` 0 every draw is the one it was before pools existed.
-- ``DeadEndEnv``: the replay environment, except that a wrong tactic "succeeds" at rate
-  ``dead_end_rate`` into a new goal from which nothing was recorded (what Lean does with a
-  plausible but useless tactic: ``simp`` rewriting the goal into an unprovable one). Which wrong
-  tactics succeed is a hash of (seed, goal, tactic), so the environment is deterministic: the same
-  call answers the same everywhere, for the search and for the sampling baseline alike. The dead-end
-  goal keeps the goal's hypotheses and target and gains one hypothesis naming where it came from,
-  so dead ends from different (goal, tactic) pairs are different goals.
-"""
+"""A synthetic policy and dead-end environments: the search measured apart from any model."""
 
 from __future__ import annotations
 

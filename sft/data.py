@@ -1,18 +1,4 @@
-"""Prover SFT data: valid proofs -> (statement prompt, proof) pairs -> packed rows, loss on the proof.
-
-Sources:
-- a labelled corpus run (``artifacts://data/<run>``): rows with ``label == True`` in the training
-  splits (default ``[train]``); its ``valid`` split's valid proofs give the validation loss;
-- other proof files (JSONL / JSONL.gz, e.g. the accepted Kimina-Prover proofs): every row is taken
-  as a valid proof, minus the theorems the corpus holds out, so that training stays
-  theorem-disjoint from the corpus's evaluation split.
-
-Each program is split at its target theorem's ``:= by`` (:func:`sft.examples.split_program`); the
-prompt is rendered as raw text or through a chat template (:mod:`leanloop.prover.prompt`), tokenized with
-``leanloop.training.packing.completion_example`` (prompt labels -100) and packed. Every program is
-accounted for in ``manifest_counts``: used, duplicate, held out, not splittable (with the reason),
-too long for ``max_length``.
-"""
+"""Prover SFT data: valid proofs -> (statement prompt, proof) pairs -> packed rows, loss on the proof."""
 
 from __future__ import annotations
 

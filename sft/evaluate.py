@@ -1,18 +1,6 @@
 """pass@k of a sample run, verified through the Verifier under the hardened ``rl`` policy profile.
 
     python -m sft.evaluate --config configs/sft/eval/default.yaml [--samples artifacts/sample/x]
-
-Every attempt gets one category: the Verifier's (valid, invalid, precheck_rejected, timeout,
-infra_error, unavailable, input_error) or ``no_program`` when nothing could be extracted from the
-completion. Only valid is a success. pass@k (unbiased estimator, :mod:`leanloop.prover.passk`) counts every
-other attempt as a failure, the unverified ones (timeout, infra_error, unavailable, input_error)
-included, over every statement (LLF Eq. 10 divides by all problems: a proof Lean did not confirm
-is not a proof). Unverified attempts are never guessed as passes; the report says how many there
-were and why, and gives beside it the estimate over verified attempts only and the upper bound if
-every unverified attempt had passed (diagnostics, not the metric).
-
-Outputs in ``artifacts/sft_eval/<run>/``: report.md, passk.png, results.json (per statement),
-outcomes.jsonl (per attempt), config.yaml, manifest.json.
 """
 
 from __future__ import annotations

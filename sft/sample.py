@@ -1,22 +1,6 @@
 """Sample k attempts per statement from a prover and write them as candidate JSONL for ``make data``.
 
     python -m sft.sample --config configs/sft/sample/default.yaml [--sampling.k 8 ...]
-
-Outputs in ``artifacts/sample/<run>/``:
-  journal.jsonl                       rows appended per statement (resumable)
-  final/candidates.jsonl              all rows in statement-set order (deterministic)
-  config.yaml, manifest.json          resolved config; prover identity, counts, extraction failures
-
-Sharding (:mod:`leanloop.prover.shards`): ``--shard I/N`` samples the statements whose name hashes
-to shard I of N as the run ``<run>/shards/<I>-of-<N>/`` (its own journal and manifest); without
-``--shard`` an array task samples its own shard (``LEANLOOP_SHARD_INDEX``/``_COUNT`` from
-``cluster.submit`` with an array profile, or SLURM's ``SLURM_ARRAY_TASK_ID``/``_COUNT``).
-``--merge_shards N`` merges the N finished shards into the run, refusing in one line a missing shard
-or one sampled with another config or code version; ``make sample ARRAY=N [PROFILE=...]`` does both
-(cluster/README.md). Attempts are seeded per statement, so any sharding merges to the file one
-process writes. Each row is one attempt, in the format ``data/sources.py`` reads: name, header,
-statement, program (null with ``extraction_reason`` when nothing could be extracted), source,
-prover (the checkpoint's path and manifest hash) and the sampling parameters.
 """
 
 from __future__ import annotations

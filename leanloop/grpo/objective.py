@@ -1,22 +1,4 @@
-"""The GRPO objective, term for term as TRL 1.16's ``GRPOTrainer`` computes it.
-
-``tests/rl/test_rl_trl_equivalence.py`` checks the loss and its per-token gradients against
-``GRPOTrainer._compute_loss`` on identical batches for every loss type here, with and without the
-KL term and clipping, so the formulas below must not drift from TRL's:
-
-- advantages (``group_advantages``): ``(r - mean_group(r)) / (std_group(r) + 1e-4)`` with the
-  Bessel-corrected std over the group (``scale_rewards``: group / batch / none). An unscored rollout
-  (reward NaN: no Lean label and no evaluator verdict) is left out of its group's mean and std and
-  gets advantage 0, as TRL treats a completion every reward function returned None for.
-- per token: ratio ``exp(logp - logp_old)`` (token level, or the sequence mean of the log-ratio),
-  clipped to ``[1 - eps_low, 1 + eps_high]``, ``-min(ratio * A, clip(ratio) * A)``; optional
-  two-sided ``delta`` cap; plus ``beta * KL`` with the k3 estimator
-  ``exp(ref - logp) - (ref - logp) - 1`` (times the ratio with ``use_bias_correction_kl``).
-- aggregation (``aggregate``): ``grpo`` mean over tokens then sequences, ``bnpo`` mean over the
-  micro-batch's tokens, ``dr_grpo`` sum over (sequences x max_completion_length), ``dapo`` sum over
-  the tokens of the whole generation batch; each divided so that summing the micro-batches of one
-  optimizer step gives the full-batch loss, as TRL's gradient accumulation does.
-"""
+"""The GRPO objective, term for term as TRL 1.16's ``GRPOTrainer`` computes it."""
 
 from __future__ import annotations
 

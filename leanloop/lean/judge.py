@@ -1,25 +1,4 @@
-"""``judge``: Lean FRO's ``comparator`` as the final word on a proof.
-
-The REPL fast path (``leanloop.lean.verifier`` under the ``rl`` profile) runs candidate code in
-the process that answers; comparator does not trust the candidate's process at all. Per program
-it writes a Lake project:
-
-- ``Challenge.lean``: the trusted header and context, and the trusted statement with ``sorry``
-  (written by the project from the dataset, never from a completion);
-- ``Solution.lean``: the candidate's program as submitted (no harness lines: comparator needs none);
-- ``config.json``: ``theorem_names: [<name>]``, ``permitted_axioms``, ``enable_nanoda``,
-  ``json_output_path``;
-
-and runs ``lake env <comparator> config.json`` there. Comparator builds both modules in a
-``landrun`` sandbox, exports them with ``lean4export``, checks that every declaration the
-Challenge's statement uses is the same in the Solution, that the target uses only the permitted
-axioms, and replays the whole Solution environment through the Lean kernel (and nanoda when
-enabled). Exit code 0: accepted (VALID); 1: rejected (INVALID, with the JSON report's failure
-category / message / unpermitted axioms as reasons when the report exists). A comparator or lake
-that is not installed, or a stand-in with no recording, is UNAVAILABLE; a run past ``timeout`` is
-TIMEOUT; any other exit is INFRA_ERROR. See ``leanloop/lean/README.md`` (installing comparator,
-landrun, lean4export, nanoda) and ``docs/threat_model.md``.
-"""
+"""``judge``: Lean FRO's ``comparator`` as the final word on a proof."""
 
 from __future__ import annotations
 

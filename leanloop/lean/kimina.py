@@ -1,34 +1,6 @@
 """``kimina``: client for a running Kimina Lean Server (``POST /verify``).
 
 The path for users who outgrow one machine: many CPU nodes with Lean REPLs behind one endpoint.
-
-Request (the server's ``VerifyRequestBody``)::
-
-    {"codes": [{"custom_id": "17", "proof": "<full program>"}, ...], "timeout": 60,
-     "infotree_type": null, "disable_cache": false}
-
-Reply: ``{"results": [{"custom_id", "error", "response": {"messages", "sorries", "env", "time"}}]}``
-with positions relative to the body (the server compiles the body in a cached header environment);
-``response_from_kimina_result`` shifts them back. How many lines the header has differs between
-server versions (the shipped replies need 3 for ``import Mathlib\nimport Aesop\n\n...``, the same
-server's demo notebook 2), and the API does not say, so the shift is detected per reply from
-where the spans fit (evidence: ``leanloop.lean.line_shift``).
-
-Concurrent ``run`` calls are gathered into batches (``batch_size``, waiting at most
-``batch_window_s``), at most ``max_concurrent_requests`` HTTP requests in flight. A failed request
-(connection refused or dropped, HTTP 429/5xx) is retried with exponential back-off; if a batch still
-fails, or its HTTP deadline passes (one stuck program holds the whole batch), its programs are sent
-one by one so only the culprit is lost: a program whose own request times out is ``TIMEOUT``,
-one that keeps failing is ``INFRA_ERROR``. Every program gets exactly one response.
-
-Why plain HTTP and not the official client (``kimina-client`` 0.2.1): it cannot live in this venv.
-Its pydantic models use ``typing.TypedDict``, which pydantic refuses below Python 3.12 (this project
-runs 3.11), and it installs the same top-level ``kimina_client`` package as the server's
-``kimina-ast-client``. Its ``check(list)`` batches a list it is handed and retries failed
-requests (any non-2xx, a 401 included), but the Verifier calls ``run(program)`` concurrently, one
-program at a time: gathering those calls into batches, cancelling abandoned ones and isolating the
-one stuck program of a batch is this module's job either way. The tests drive this client against
-the real server (``leanloop.lean.standins.real_kimina``), so the wire format is the server's own.
 """
 
 from __future__ import annotations

@@ -1,30 +1,4 @@
-"""Body-relative Lean positions -> positions in the whole program.
-
-Kimina-style servers elaborate a program's import header once and the rest (the *body*) in that
-environment, so their line numbers count from the body. Where the body starts differs between
-server versions and the reply does not say, so the shift is DETECTED per reply from where the
-reported spans fit, never fixed. Evidence from the shipped recordings (``../shared/data``), all
-programs of the same ``import Mathlib\nimport Aesop\n\nset_option ...`` shape, pinned by
-``tests/leanloop/lean/test_lean_line_shift.py``:
-
-- ``kimina_match_pairs.jsonl`` (kimina-lean-server ``tests/match``, Jul 2025): the spans of all 43
-  replies with messages fit 3 lines (the imports *and* the blank line after them, as that
-  server's ``split_snippet`` puts leading blank lines into the header); then all 110 warnings that
-  name a tactic or constant start at it, while with 2 lines 90 of them would not;
-- the Kimina demo notebook (same repository, ``examples/demo.ipynb``): 2 lines (imports only); its
-  ``linarith failed`` error then starts at the program's ``nlinarith``, and with 3 lines it would
-  land on the blank line after the proof;
-- RL-Lean ``compilation_result`` records (the 2024 server): the spans of 1,719 of the 1,728 rows
-  with messages fit 2 lines (the other 9 tie and take that server's imports-only split); all
-  2,056 ``linarith`` / ``omega`` errors of the 1,228 failing rows then start at that tactic.
-
-So one server project answered with both shifts across versions, and a client cannot know which
-version it talks to: a fixed 3 misplaces the demo's and RL-Lean's positions, a fixed 2 the match
-replies'. The candidates are few (0, the import lines, the imports plus the blank lines after
-them) and a wrong one puts spans on blank lines, mid-word, in comments, past the end, or on code
-other than what the message names. With no messages and no tactic records there is nothing to
-place; a tie otherwise goes to the producer's own split.
-"""
+"""Body-relative Lean positions -> positions in the whole program."""
 
 from __future__ import annotations
 

@@ -1,39 +1,4 @@
-"""``local``: a pool of lean-interact REPL workers on this machine.
-
-Each worker is one :class:`leanloop.lean.session.LeanSession` (one lean-interact ``AutoLeanServer``,
-one Lean REPL process; the session's set-up, limits, restarts and reply classification are the
-ones search and prm use). A program's leading ``import`` lines are its header: a worker elaborates
-each distinct header once and checks every program's body in that environment, so ``import
-Mathlib`` is paid once per worker, not per proof.
-The header environment lives in lean-interact's session cache, which re-creates it after any
-restart (timeout kill, crash, memory cap). Positions in replies are relative to the body; the header
-lines are added back so messages and tactic records point into the full program.
-
-Why not ``lean_interact.LeanServerPool``: it adds every command to its session cache (unbounded for
-millions of proofs) and does not say which REPL serves a request, so a cancelled request could not
-kill the process that is still working on it. This pool is a queue of idle ``AutoLeanServer``s.
-
-Failures come back as a status, never as an exception: lean-interact's own timeout (it kills the
-REPL) -> ``TIMEOUT``; a crash / broken pipe / unparsable reply -> the REPL is restarted and the
-program retried ``crash_retries`` times, then ``CANDIDATE_FAILURE`` (it died after the program was
-sent, every time) or ``INFRA_ERROR`` (before: start-up, header); a REPL-level refusal
-(``{"message": ...}``) -> ``INFRA_ERROR`` (``UNAVAILABLE`` when a stand-in says it has no recording),
-except the REPL's "Lean error" (elaborating the program threw) -> ``CANDIDATE_FAILURE``.
-Cancelling ``run`` kills the worker's REPL so the worker is free again at once.
-
-Isolation (``fresh_process``, for the ``rl`` acceptance profile): code a candidate runs at
-elaboration time lives in the REPL process that answers, and in a shared process it would
-survive into later programs (a linter in an ``IO.Ref`` that deletes errors, a forged reply). With
-``fresh_process`` every program gets a new REPL process that is killed after its reply, so
-nothing survives from one candidate to the next. ``import Mathlib`` is not paid again: the
-program's header (its leading ``import`` / ``open`` lines) is elaborated once per backend in a
-builder process, saved with the REPL's ``pickleTo``, and each fresh process restores it with
-``unpickleEnvFrom`` before the program's body runs. A failure before the body was sent (start-up,
-unpickling, a timeout there) is INFRA_ERROR; one after it (the process died, garbled its reply,
-refused the program) is CANDIDATE_FAILURE. After the program's reply a probe command with a fresh
-nonce (``#print "<nonce>"``) must come back as exactly its own reply: a reply the program's code
-forged on stdout is followed by the REPL's real one or by nothing (it exited), never by the probe's.
-"""
+"""``local``: a pool of lean-interact REPL workers on this machine."""
 
 from __future__ import annotations
 

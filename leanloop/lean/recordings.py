@@ -1,27 +1,4 @@
-"""Real recorded Lean answers from ``../shared/data``, indexed by normalized program text.
-
-Three kinds of recording hold a whole program next to what Lean said about it:
-
-- ``rl_lean``: RL-Lean ``compilation_result`` records (2,196 miniF2F-test candidates, Lean
-  v4.9.0-rc1 behind the 2024 Kimina server). Messages are stored split by severity
-  (``errors``/``warnings``/``infos``), each list in Lean's order; they are joined errors first, so
-  the first error stays Lean's first error (the interleaving across severities is not recoverable).
-  Positions are body-relative (that server removed the leading ``import`` lines); the shift is
-  detected and added back (``leanloop.lean.replies``).
-  The 68 rows with ``system_errors`` carry ``system_messages: "Lean process timed out"``:
-  ``TIMEOUT``; any other system error would be ``INFRA_ERROR``.
-- ``kimina_match``: Kimina Lean Server ``/verify`` replies (Lean v4.15.0 per the data README;
-  positions relative to the body after the leading import *and blank* lines, detected likewise).
-  "Lean process timed out" -> ``TIMEOUT``.
-- ``repl_io`` / ``repl_all_versions``: Lean REPL transcripts. Only requests that stand alone are
-  programs: a ``cmd`` (or a ``path`` whose file text was recorded) with no ``env`` and no
-  ``setOptions``. A command run in an earlier command's environment is not a program by itself.
-
-A program may be recorded more than once (RL-Lean has duplicates across rounds; the REPL tests
-repeat commands across Lean versions, sometimes with different messages). All recordings are kept,
-in source order then file order; the first is the one a backend answers with, and ``lookup`` gives
-all of them so callers can count or compare.
-"""
+"""Real recorded Lean answers from ``../shared/data``, indexed by normalized program text."""
 
 from __future__ import annotations
 

@@ -1,22 +1,5 @@
 """Lean's raw replies -> ``LeanResponse``: the one adapter every backend, recording loader and the
 trace annotator goes through, so a reply means the same thing whichever way it arrived.
-
-Producers (the schema drifts between them, see ``../shared/data/README.md``):
-
-- Lean REPL (v4.9 / v4.15 / HEAD, and lean-interact's ``model_dump()``): ``messages``, ``tactics``
-  or only an ``infotree``; a fork answers ``{"results": [{"source", "messages", ...}]}`` with
-  positions in its entries' joined ``source`` (:func:`results_program`); ``{"message": ...}``
-  alone is the REPL refusing the request (unknown environment, bad JSON), not a verdict.
-- Kimina Lean Server ``/verify``: ``{"results": [{"custom_id", "error", "response": {"messages",
-  "time", ...}}]}``; a timeout is ``error: "Lean process timed out"`` (``"Lean REPL command timed
-  out in N seconds"`` in newer servers) with ``response: null``.
-- RL-Lean ``compilation_result`` (the 2024 kimina-lean-server): ``errors`` / ``warnings`` /
-  ``infos``, ``system_errors`` / ``system_messages`` for crashes and timeouts, ``verify_time``.
-
-Kimina and RL-Lean positions count lines from the body after the import header; they come back
-here in full-program lines, the shift detected per reply (why: :mod:`leanloop.lean.line_shift`).
-A reply in which Lean gave no answer comes back with that status (``TIMEOUT``, ``INFRA_ERROR``,
-``UNAVAILABLE`` from a stand-in with no recording) and no messages, never as a clean compile.
 """
 
 from __future__ import annotations

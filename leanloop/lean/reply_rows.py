@@ -1,19 +1,4 @@
-"""One row of a Lean reply (a message, a tactic record, an infotree node) -> a Verifier type.
-
-The row shapes drift between producers (see ``../shared/data/README.md``); all of them are read here:
-
-- messages: ``{"severity", "pos", "endPos", "data"}`` from the REPL, Kimina and RL-Lean (whose
-  ``errors`` / ``warnings`` / ``infos`` lists hold the same rows); lean-interact's
-  ``model_dump()`` names the positions ``start_pos`` / ``end_pos``; ``endPos`` may be null;
-- tactic records (``allTactics``): ``{"tactic", "goals", "pos", "endPos"}`` with ``goals`` a string
-  (``usedConstants`` from v4.15, ignored); Kimina's schema types positions as bare ints, which
-  are skipped rather than guessed;
-- infotree ``TacticInfo`` nodes (``{"infotree": ...}``, Kimina's ``infotree_type``): ``goalsBefore``
-  a list (``goals_before`` in lean-interact), ``stx.range`` with ``start`` / ``finish`` and
-  ``synthetic`` for syntax Lean made up. Seen in the REPL tests from v4.9 on.
-
-Positions are taken as reported; :mod:`leanloop.lean.line_shift` moves body-relative ones.
-"""
+"""One row of a Lean reply (a message, a tactic record, an infotree node) -> a Verifier type."""
 
 from __future__ import annotations
 

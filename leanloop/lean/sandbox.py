@@ -1,36 +1,5 @@
 """Nothing a candidate does outlives it: a sandbox and resource limits per candidate REPL, and a
 hash check of the header pickle before every unpickle.
-
-Code a candidate runs at elaboration time (reachable through ordinary tactic configurations, no
-forbidden word needed) can write files: the cached header pickle, the project's
-``lean-toolchain``. After that every later rollout would be ``infra_error``. It can also start
-busy tasks that starve honest neighbours. Three layers, for ``fresh_process`` REPLs (the rl
-stage's; one process per candidate):
-
-- **Sandbox** (``SandboxConfig.kind``, chosen at start-up by ``choose_sandbox``): the REPL sees the
-  whole file system read-only (the project, the toolchain, the header pickle included) and no
-  network. ``auto`` tries, in order: ``bwrap`` (bubblewrap, Debian package ``bubblewrap``),
-  ``unshare`` (user, mount, PID and network namespaces) and ``landrun`` (Landlock, which the judge
-  already needs). bwrap and unshare are *strong*: per candidate a private size-limited tmpfs over
-  ``/tmp`` (its ``TMPDIR``), ``/var/tmp``, ``/dev/shm`` and ``HOME`` (the paths the REPL reads bound
-  back read-only), the environment reduced to ``ENV_ALLOW``, its own PID namespace; landrun gives a
-  private temp dir and denies TCP but no PID namespace (weak; rl refuses it unless told). Each tool
-  is *probed* (a write to a read-only directory must fail, a write to the private temp dir must
-  succeed and leave nothing behind, only the loopback interface may exist, and for the strong ones
-  ``strength``: no file of an earlier candidate, no variable outside the allow-list, few
-  processes); the first that passes is used, and when none does start-up stops with one clear
-  error naming what was tried (``kind: off`` runs without one, and says so).
-- **Resource limits** (set by the launcher before it execs the REPL): address space, the
-  candidate's ``memory_limit_mb`` (default 16,384 MiB: Mathlib's mapped .olean files count towards
-  it) less its tmpfs directories; CPU time over all its threads, the proof's timeout x ``cores``,
-  on the worker's own ``cores`` (affinity): a candidate's spawned busy tasks exhaust its own budget
-  on its own cores, not its neighbours'. On by default wherever the sandbox is.
-- **Header pickle hash** (``checked_pickle``): the pickle's SHA-256 is recorded when the builder
-  REPL writes it and checked before every unpickle; on a mismatch the pickle is rebuilt (in the
-  builder, where no candidate code runs) before the candidate's REPL restores it.
-
-``leanloop.lean.local`` calls this module from two marked hooks (the candidate REPL's config and
-the pickle path); everything else lives here.
 """
 
 from __future__ import annotations

@@ -1,32 +1,6 @@
 """One Lean REPL session: the owner of one lean-interact REPL process, used by the Verifier's local
 pool (:mod:`leanloop.lean.local`), search's proof-state environment (``search.repl_env``) and prm's
 tactic-by-tactic checker (``prm.labelling``).
-
-What a session does for all of them:
-
-- **set-up** (:class:`SessionConfig`, :func:`build_repl_config`): the toolchain / Mathlib project /
-  stand-in REPL, the memory cap and lean-interact's memory guard, the time limits;
-- **the header environment**: a program's leading ``import`` lines are elaborated once per
-  process and kept in lean-interact's session cache, which re-creates them after any restart; a
-  header whose reply holds an error is Lean's answer (the program fails), never a cached env;
-- **commands and proof-state steps**, each answered as one :class:`Reply` with one classification
-  (:meth:`LeanSession.classify`): Lean answered (``OK``; ``lean_error`` set when the REPL caught an
-  exception elaborating the request's own text, ``{"message": "Lean error: ..."}``, which is
-  Lean's verdict that the text fails: recorded for an unknown tactic), a refusal
-  (``INFRA_ERROR``; ``UNAVAILABLE`` when a stand-in holds no recording), ``TIMEOUT`` (lean-interact
-  killed the REPL), a crash (the command is retried ``crash_retries`` times; still dying after the
-  program was sent: ``CANDIDATE_FAILURE``, before it: ``INFRA_ERROR``);
-- **restart generations**: after a timeout, a crash, a kill, or a restart lean-interact did on its
-  own (its memory guard kills and restarts the REPL inside a call; a REPL the kernel killed is
-  restarted silently on the next call), the new process numbers envs and proof states from 0
-  again. The session compares the server process before and after every call; each new process
-  starts a new ``generation``, and a proof state of an older one answers ``INFRA_ERROR`` instead
-  of reaching a state it does not own (a step whose process was replaced during the call too).
-
-Where the trust layer plugs in: every REPL process that will run candidate code is started by
-:func:`launch_repl` (a session's ``launcher``: the place a sandbox or per-candidate resource limits
-wrap the process), and every pickled header environment is restored by :func:`load_header_pickle`
-(the place a pickle's hash is checked before the REPL reads it).
 """
 
 from __future__ import annotations

@@ -1,21 +1,4 @@
-"""Feedback-quality metrics between a reference trace and a predicted one (seed App. D).
-
-All four are computed per program and then averaged over programs:
-
-- **block F1**: multiset F1 of the blocks' contents;
-- **anchored block F1**: the same over ``(anchor, content)`` pairs, where a block's anchor is the
-  number of non-empty lines before it once earlier feedback blocks are removed, computed on each
-  side separately (so a block is matched only if it sits after the same amount of source);
-- **token F1**: multiset F1 of the tokens ``\\w+|[^\\w\\s]`` (Unicode, case-sensitive) of all
-  blocks of a side pooled together;
-- **error-presence agreement**: 1 when both sides predict an error (``-- type: error``) or both
-  do not, else 0.
-
-Multiset F1 is ``2|R ∩ P| / (|R| + |P|)`` with multiset intersection; by convention it is 1 when
-both sides are empty and 0 when exactly one is. A block's content is its payload stripped with
-every internal whitespace run (line breaks included) replaced by one space (LLF App. D), so a
-reflowed block matches; indentation follows the source line, which the anchor accounts for. Rows whose reference is missing or blank are excluded.
-"""
+"""Feedback-quality metrics between a reference trace and a predicted one (seed App. D)."""
 
 from __future__ import annotations
 

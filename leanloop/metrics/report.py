@@ -1,17 +1,4 @@
-"""``leanloop report PREDICTIONS.jsonl --out DIR``: a Markdown report with tables and PNG plots.
-
-Each JSONL row is one candidate judged by one evaluator:
-
-- required: ``label`` (Lean's verdict: true/false, 1/0 or valid/invalid), ``score`` (the
-  evaluator's belief the program is valid), ``group`` (the problem; the bootstrap unit);
-- optional: ``prediction`` (the evaluator's verdict; default ``score >= --threshold``),
-  ``evaluator`` (several evaluators in one file get one section each and paired differences against
-  the first; rows are paired by ``id``, else by order), ``split`` (``valid`` rows, or
-  ``validation``/``val``/``dev``, choose thresholds, the rest are reported), ``benchmark`` and ``run`` (pools of the budget replay),
-  ``reference_trace`` and ``trace`` (feedback metrics), ``truncated``.
-
-Rows with no label (Lean timed out, crashed, or gave no recorded answer) are counted and left out.
-"""
+"""``leanloop report PREDICTIONS.jsonl --out DIR``: a Markdown report with tables and PNG plots."""
 
 from __future__ import annotations
 

@@ -1,21 +1,4 @@
-"""The feedback-trace annotator (seed "Learning Lean Feedback", Appendix C).
-
-``annotate(program, messages, tactics)`` writes Lean's own feedback into the program:
-
-- the program is normalized first (old feedback blocks removed; an inline ``:= by tactic`` of a
-  declaration moved to its own indented line, see :mod:`leanloop.traces.source`);
-- per source line, the first tactic record returned that starts on it (LLF App. C; ``same_line``
-  "leftmost" keeps the leftmost-starting one instead) puts its proof state before
-  that line, indented like it: ``/- <feedback>`` / ``-- proof state:`` / state / ``</feedback> -/``,
-  with hypotheses deduplicated over the whole program (:mod:`leanloop.traces.hypotheses`);
-- messages are grouped by the line where their span ends and written after that line as
-  ``-- type: <severity>, msg: <text>`` (multi-line text kept); warnings are skipped unless asked
-  for; lines starting ``note: this linter can be disabled with`` (any case) are dropped, and a message with
-  nothing left is dropped (no block when nothing is left);
-- a proof state that would open a block right after another block goes inside that block;
-- after the first block that holds an error the annotation stops: later source is omitted. There
-  is no success marker: a valid program's trace is just the program with its states.
-"""
+"""The feedback-trace annotator (seed "Learning Lean Feedback", Appendix C)."""
 
 from __future__ import annotations
 

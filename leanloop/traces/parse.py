@@ -1,17 +1,4 @@
-"""Reading feedback traces: complete blocks, the verdict rule, source preservation (seed App. B).
-
-A feedback trace is a Lean program with Lean's feedback interleaved as comment blocks::
-
-    /- <feedback>
-    -- proof state:
-    x : ℕ
-    ⊢ x + 0 = x
-    </feedback> -/
-
-Only *complete* blocks count: an opening ``/- <feedback>`` with no matching ``</feedback> -/``
-(say, a generation cut at the output limit) is left in the text as source. Tags are
-case-insensitive and may have whitespace around them (``/-<FEEDBACK>``, ``</feedback>   -/``).
-"""
+"""Reading feedback traces: complete blocks, the verdict rule, source preservation (seed App. B)."""
 
 from __future__ import annotations
 

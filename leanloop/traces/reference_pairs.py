@@ -1,21 +1,4 @@
-"""The real recorded Lean replies in ``../shared/data``, paired with the program each one answers.
-
-Used by the annotator's tests and benchmark, and by anyone who wants reference traces from the
-recordings. Sources (see the data README):
-
-- ``lean_repl/repl_tests_{v4.9.0,v4.15.0,HEAD_v4.33.0-rc2}/``: ``.in`` commands and ``.expected.out``
-  replies (JSON values separated by blank lines; the REPL accepts raw control characters in
-  strings, so parsing is non-strict), ``.lean`` files for ``{"path": ...}`` commands;
-- ``lean_repl/all_versions/repl_test_bundles.jsonl``: the same layout for 17 Lean versions; bundles
-  whose raw text cannot be paired command-by-reply fall back to ``repl_io_pairs.derived.jsonl``;
-- ``lean_repl/kimina_match_pairs.jsonl``: Kimina ``/verify`` replies with their code;
-- ``lean_repl/kimina_lean_server_demo/demo.ipynb``: the printed messages of a failing attempt
-  (``demo_search_2.lean``);
-- ``candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz``: RL-Lean compilation results.
-
-The program of a command is its ``cmd`` text, the referenced file for ``path``, and the tactic
-text for a proof-state command (whose replies put messages at line 0).
-"""
+"""The real recorded Lean replies in ``../shared/data``, paired with the program each one answers."""
 
 from __future__ import annotations
 

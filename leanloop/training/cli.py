@@ -1,37 +1,4 @@
-"""One entry point for every training stage: ``python -m <stage>.train --config X.yaml [...]``.
-
-``run_stage(stage, ModuleClass, DataModuleClass, args)`` is LightningCLI (jsonargparse) with the
-project's artifact contract around ``fit``:
-
-1. Parse: ``--config a.yaml --config b.yaml`` (later files override earlier) and dotted overrides
-   (``--model.optim.lr 1e-4``, ``--trainer.max_steps 10``, ``--data.max_length 512``). Extra
-   top-level options: ``--run NAME`` (default: the config files' stems joined by ``+``),
-   ``--overwrite``, ``--dry_run`` (parse, validate, print; train nothing), ``--test_after_fit``,
-   ``--checkpoint_every_n_steps`` / ``--checkpoint_every_n_minutes`` (default 30), ``--ckpt_path`` (resume),
-   and ``--log.*`` (CSV and wandb loggers; wandb is offline unless ``--log.wandb_mode online``).
-2. Run folder ``artifacts/<stage>/<run>/`` (root: ``leanloop.paths.artifacts_root``, i.e.
-   ``$LEANLOOP_ARTIFACTS``). A finished run (it has ``manifest.json``) with the same resolved config
-   is skipped; one with a different config (``fast_dev_run`` included) is an error unless
-   ``--overwrite true``; a finished fast_dev_run result is simply replaced. The resolved
-   config is written to ``config.yaml`` before training.
-3. ``trainer.fit``; intermediate checkpoints in ``<run>/step-NNNNNN/lightning.ckpt`` every
-   ``--checkpoint_every_n_steps`` (all kept), else every ``--checkpoint_every_n_minutes`` of training
-   (the newest kept); then ``trainer.validate`` on the final weights when the last
-   validation of the fit ran at an earlier step (``max_steps`` stopping mid-epoch, or a
-   ``val_check_interval`` that does not divide the run), so that the manifest's validation metrics
-   are those of the exported model; then ``trainer.test`` when ``--test_after_fit true`` and the
-   datamodule has ``test_dataloader``.
-4. ``module.export(<run>/final)`` (Hugging Face format) on global rank zero (on every rank when the
-   module sets ``export_on_all_ranks = True``, as HFModule does for ZeRO-3 gathering), then on rank
-   zero ``manifest.json``
-   with inputs (``manifest_inputs()`` of datamodule and module: role -> path, hashed by
-   ``leanloop.artifacts.describe_input``), seed, counts (global step, current epoch, plus
-   ``manifest_counts()`` of either), final metrics (``trainer.callback_metrics``) and the model
-   identity (``module.manifest_model()``) that later stages check.
-
-``--trainer.fast_dev_run true`` runs one batch of each loop and still exports and writes the
-manifest (marked ``"fast_dev_run": true``); the tests run every stage's ``debug.yaml`` that way.
-"""
+"""One entry point for every training stage: ``python -m <stage>.train --config X.yaml [...]``."""
 
 from __future__ import annotations
 

@@ -1,16 +1,4 @@
-"""Checking a stage's inputs against their manifests before any training starts.
-
-A model run records in its manifest (``model`` section, written by :mod:`leanloop.training.cli`)
-which base checkpoint it descends from, its architecture, its embedding size and a fingerprint of
-its tokenizer's vocabulary. A later stage that loads it (``ModelSpec(path="artifacts://...")``)
-or trains on data tokenized for it checks those, so that a mismatch fails at start with a message
-naming both sides, instead of hours later as garbage.
-
-- :func:`check_input` — any input artifact: finished (has a manifest), from the expected stage.
-- :func:`check_model_run` — a model run: the above, plus tokenizer and base model.
-- :func:`check_tokenizer_fits` — every token id of a tokenizer fits in a model's embedding.
-- :func:`model_identity` / :func:`tokenizer_fingerprint` — what a manifest records.
-"""
+"""Checking a stage's inputs against their manifests before any training starts."""
 
 from __future__ import annotations
 

@@ -1,19 +1,4 @@
-"""Typed model specs: which weights and tokenizer a stage starts from.
-
-A :class:`ModelSpec` names one source in ``name``:
-
-- a preset: a named transformers config built from scratch (random weights). The tiny presets keep
-  the real vocabularies (Qwen3's 151,936 embedding rows with the real Qwen tokenizer; MiniLM's
-  WordPiece for the encoder side) and are what tests and the embedded defaults use.
-- a checkpoint: a local Hugging Face folder, a hub id (``Qwen/Qwen3-8B-Base``: read from the local HF
-  cache only, since ``HF_HUB_OFFLINE=1``; nothing is downloaded here), ``shared://...``, or a previous
-  stage's run: ``artifacts://<stage>/<run>`` (or the run folder's path). A run is loaded from its
-  ``final/`` folder after its ``manifest.json`` has been checked (see :mod:`leanloop.training.inputs`).
-
-Tokenizers are named the same way (``tokenizer``): ``qwen3`` (the real Qwen3 vocabulary, converted
-offline by :func:`leanloop.tokenizer.qwen3_tokenizer`), ``minilm`` (the shipped pretrained MiniLM's
-WordPiece), or a path / hub id. By default a preset brings its own and a folder its own.
-"""
+"""Typed model specs: which weights and tokenizer a stage starts from."""
 
 from __future__ import annotations
 

@@ -1,30 +1,4 @@
-"""Qwen3-MoE with one ``nn.Linear`` per expert projection ("unfused"), and the tiny/paper configs.
-
-transformers 5 stores each layer's experts as two fused 3-D parameters (``Qwen3MoeExperts``):
-``gate_up_proj`` [E, 2I, H] (rows ``:I`` are the gate projection, rows ``I:`` the up projection,
-split with ``chunk(2, dim=-1)`` after the matmul) and ``down_proj`` [E, H, I]. bitsandbytes only
-quantizes ``nn.Linear`` and PEFT's DoRA only wraps layers, so both need per-expert modules.
-:class:`UnfusedQwen3MoeExperts` holds ``experts.<e>.{gate,up,down}_proj`` as ``nn.Linear`` and
-keeps the fused module's call signature ``(hidden, top_k_index, top_k_weights)``: the sparse block
-and its router (``mlp.gate``, ``Qwen3MoeTopKRouter``: softmax over the router logits, top-k,
-renormalised when ``norm_topk_prob``) are left untouched, so routing and the recorded router logits
-are the stock code's.
-
-The unfused parameter names are exactly the names in the published Qwen3-MoE checkpoints
-(``model.layers.<l>.mlp.experts.<e>.gate_proj.weight``; transformers fuses them at load time). The
-unfused model therefore has its own model type, ``qwen3_moe_unfused``, which
-- stops transformers from re-fusing our checkpoints on load (its conversion mapping is keyed by
-  ``qwen3_moe``), so ``save_pretrained`` / ``from_pretrained`` round-trip the per-expert layout;
-- stops PEFT 0.21.2 from rewriting ``gate_proj``/``up_proj``/``down_proj`` targets into the fused
-  parameters (see :mod:`autoformalizer.adapters`).
-
-Loading a real checkpoint (Qwen/Qwen3-Coder-30B-A3B-Instruct, ~61 GB in bf16): its safetensors
-already hold per-expert tensors, so :func:`autoformalizer.quantize.load_unfused_nf4` builds this
-class and streams the shards through host memory one decoder layer at a time, quantizing each
-layer's ``nn.Linear`` to NF4 before the next one is read; the fused 3-D tensors never exist.
-A fused model already in memory converts with :func:`unfuse_experts_` (layer by layer, freeing
-each fused tensor as soon as its copies exist).
-"""
+"""Qwen3-MoE with one ``nn.Linear`` per expert projection ("unfused"), and the tiny/paper configs."""
 
 from __future__ import annotations
 

@@ -1,24 +1,4 @@
-"""bitsandbytes' packed NF4 CPU kernel: which 4-bit layers may take it, decided by the caller.
-
-On a CPU with AVX512-BF16, bitsandbytes 0.50.2 sends a ``Linear4bit`` forward down a packed kernel
-when four things hold (``Linear4bit.forward``): the input is on the CPU, the layer's
-``support_avx512bf16_for_cpu`` flag is set (``has_avx512bf16()``, read once when the layer is
-built), the layer is in eval mode and the input does not require grad. The first such forward
-rewrites the weight in place into the kernel's layout, for good:
-- the kernel computes in bf16 whatever ``compute_dtype`` says, and the rewrite rounds each block's
-  absmax to bf16 (double quantization is undone), so the layer's numbers change (measured: the
-  tiny MoE's log-probs move by 5e-4 to 8e-4 on average over the vocabulary, see
-  tests/leanloop/test_packed_nf4.py; the RL QLoRA test's reference completion log-probs by up to
-  1.4e-3), enough to break a reference-vs-policy comparison;
-- every later forward, training ones included, keeps the packed path;
-- it needs input width ``K`` a multiple of the block size (64) and output width ``N`` a multiple of
-  32, else it crashes (``shape '[64, 0]' is invalid``).
-
-So the kernel is never left to chance: whoever builds a 4-bit model calls
-:func:`allow_packed_cpu_kernel` with its decision. Inference-only models (the autoformalizer's
-evaluation) allow it where the layer fits it; models that train, or whose reference log-probs are
-compared with the policy's, never take it. A CPU without AVX512-BF16 never takes it either way.
-"""
+"""bitsandbytes' packed NF4 CPU kernel: which 4-bit layers may take it, decided by the caller."""
 
 from __future__ import annotations
 

@@ -1,52 +1,6 @@
 """Sequence packing for causal LMs, exact: several examples per row, no cross-example attention.
 
 Used by pretraining, prover SFT, feedback-trace SFT and autoformalizer SFT.
-
-Examples
-    An example is a dict ``{"input_ids": list[int], "labels": list[int]}`` of equal lengths;
-    ``labels[i] == -100`` means token ``i`` carries no loss (HF's ``labels`` convention: the model
-    shifts them, so ``labels[i]`` is predicted from tokens ``< i``).
-
-    - :func:`lm_examples` (pretraining): a text -> token ids (+ EOS), every token trained; texts
-      longer than ``max_length`` are cut into consecutive chunks, each its own example.
-    - :func:`completion_example` (SFT): prompt + completion (+ EOS) with ``labels = -100`` on the
-      prompt, so the loss is on the completion only. Over-long pairs raise :class:`TooLongError`
-      (the stage decides to drop and count them, or to fail; nothing is truncated silently).
-
-Packing
-    :func:`pack_lengths` / :func:`pack_examples` put examples into rows of at most ``max_length``
-    tokens by best-fit decreasing (typically < 1% padding). A row is a list of examples.
-
-Collation
-    :class:`PackedCollator` turns rows into a batch ``{"input_ids", "labels", "position_ids",
-    "use_cache"}`` of shape ``[B, L]`` (L = longest row, optionally rounded up), with
-
-    - ``position_ids`` restarting at 0 for every example (RoPE sees each example as if alone);
-    - NO ``attention_mask``: transformers 5 (``masking_utils.find_packed_sequence_indices``, used by
-      ``create_causal_mask``) then derives the segments from where ``position_ids`` restart and
-      builds a block-diagonal causal mask for ``sdpa`` / ``eager`` / ``flex`` attention, so a token
-      attends only to earlier tokens of its own example. (Passing an all-ones 2-D mask would switch
-      that detection off, hence none.) The padding tail is its own segment with ``labels = -100``;
-    - ``use_cache=False``: transformers 5.24 looks for packed segments only when no KV cache is
-      passed, and Qwen3's ``config.use_cache`` defaults to True, which makes ``forward`` create a
-      ``DynamicCache`` even in training mode -- and then silently attend ACROSS examples. Always call
-      ``model(**batch)`` (or pass ``use_cache=False`` yourself);
-    - the first label of every example set to -100, so the last token of one example is never
-      trained to predict the first token of the next (unpacked training never predicts a first
-      token either, so the loss is unchanged).
-
-    FlashAttention-2 only treats a batch as packed when it is ONE flattened row (transformers'
-    ``_is_packed_sequence`` requires batch size 1; with more rows it would attend across
-    examples), so with ``flatten=True`` (use :func:`needs_flattening` on the attention
-    implementation) the collator concatenates all rows into a single ``[1, T]`` row without padding,
-    from which transformers derives ``cu_seqlens`` for the varlen kernel.
-
-    The forward pass is ``model(**batch)``; ``out.loss`` is the mean over the batch's trained
-    tokens, identical to running every example alone and averaging its token losses together
-    (tested to float tolerance in tests/leanloop/test_training_packing.py).
-
-    :class:`PaddedCollator` is the naive baseline (one example per row, right padding, 2-D
-    ``attention_mask``), kept for models without packing support and for ``make bench-train``.
 """
 
 from __future__ import annotations

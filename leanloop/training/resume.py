@@ -1,22 +1,4 @@
-"""Resuming a killed training run exactly where it stopped.
-
-A run folder keeps ``step-NNNNNN/lightning.ckpt`` (``leanloop.artifacts.last_checkpoint``). Resuming one
-must give the run an uninterrupted run would have given:
-
-- the data order: every training order is an :class:`EpochOrder`, a function of ``(seed, epoch)``
-  alone (not of the global RNG, which a restart does not restore): plain shuffles through
-  :class:`ResumableSampler`, a stage's own grouping (length buckets, packed rows) by subclassing it;
-  an endless per-step stream is a :class:`StepStream`.
-  After a restore it skips what the checkpoint had trained on, so the next batch is the one the
-  killed run would have seen;
-- the randomness of each step (dropout, sampled rollouts): :class:`ResumeState` seeds the RNGs at
-  every training batch from ``(seed, epoch, batch)``, so a step draws the same numbers whatever ran
-  before it (validation, a restart);
-- the counts: :class:`ResumeState` (a callback, saved in the checkpoint) carries how many batches of
-  the epoch and how many tokens the run had trained on, so the manifest counts the whole run;
-- the logs: ``metrics.csv`` keeps the rows logged before the checkpoint (:func:`trim_metrics` drops
-  the rows a killed run logged after it, which the resumed run logs again).
-"""
+"""Resuming a killed training run exactly where it stopped."""
 
 from __future__ import annotations
 

@@ -13,7 +13,9 @@ import json
 
 import pytest
 
-from bench.lean_check import LeanCheckConfig, error_kind, main, read_candidates, stratified_sample
+from bench.lean_check.driver import main
+from bench.lean_check.reverify import error_kind, read_candidates, stratified_sample
+from bench.lean_check.target import LeanCheckConfig
 from leanloop.paths import REPO_ROOT
 from leanloop.tool import parse_config
 

@@ -1,17 +1,4 @@
-"""Read Lean's reply to ``#print axioms NAME``.
-
-The reply is an info message, in every Lean 4 version we have recordings of (v4.9 to v4.34):
-``'NAME' depends on axioms: [propext, Classical.choice, Quot.sound]`` (the list may wrap over
-lines) or ``'NAME' does not depend on any axioms``. ``NAME`` may itself contain quotes
-(``'swap_eq_swap''``), so the name is everything between the first quote and the quote before
-the fixed suffix.
-
-Only the three axioms of classical Lean mathematics are allowed. Everything else is rejected with
-a description: ``sorryAx`` (a sorry somewhere, possibly through error recovery),
-``Lean.ofReduceBool`` / ``Lean.trustCompiler`` and the per-use ``X._native.native_decide.ax_N``
-axioms that newer Lean versions emit for ``native_decide`` / ``bv_decide`` (the compiler is
-trusted instead of the kernel), and any user-declared axiom.
-"""
+"""Read Lean's reply to ``#print axioms NAME``."""
 
 from __future__ import annotations
 

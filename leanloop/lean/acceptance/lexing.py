@@ -1,28 +1,4 @@
-"""Lean 4's identifier character classes, per Lean version, and the notation tokens the masker knows.
-
-Transcribed from Lean's own source, ``src/Init/Meta.lean`` of leanprover/lean4 (``isLetterLike``,
-``isSubScriptAlnum``, ``isIdFirst``, ``isIdRest``, ``isIdBeginEscape``; the block that starts at
-the comment ``/-- Valid identifier names -/``):
-
-- ``CLASSIC`` — commit d054846a8d361e37a2a55517c64e534a53a7c17b: ``isLetterLike`` is Greek
-  0x3b1-0x3c9 but λ (0x3bb), 0x391-0x3a9 but Π (0x3a0) and Σ (0x3a3), Coptic 0x3ca-0x3fb,
-  polytonic Greek 0x1f00-0x1ffe, the letterlike block 0x2100-0x214f, mathematical alphanumerics
-  0x1d49c-0x1d59f; ``isSubScriptAlnum`` is 0x2080-0x2089, 0x2090-0x209c, 0x1d62-0x1d6a.
-- ``LATIN`` — commit 0134bc5f7b0371728c9cf6eba22c79438c66577f: ``isLetterLike`` adds Latin-1
-  letters 0xc0-0xff but × (0xd7) and ÷ (0xf7) and Latin Extended-A 0x100-0x17f;
-  ``isSubScriptAlnum`` adds ⱼ (0x2c7c).
-
-``Char.isAlpha`` / ``Char.isAlphanum`` are ASCII-only in Lean (``Init/Data/Char/Basic.lean``),
-so every non-ASCII identifier character comes from the ranges above: Python's ``str.isalpha`` /
-``\\w`` (Cyrillic, modifier letters such as Mathlib's postfix ``ᶜ`` / ``ᵀ``) is NOT Lean's rule.
-
-Which Lean reads which table: ⱼ was added by lean4 PR 6679 (merged 2025-01-17, first in v4.17),
-Latin-1 / Latin Extended-A by lean4 PR 9035 (merged 2025-06-28). Pinned here: Lean <= v4.16 reads
-``CLASSIC`` (the seed corpus's v4.9 and v4.15), Lean >= v4.23 reads ``LATIN`` (the recorded
-v4.33 REPL tests). For a version in between, or one that does not parse, the table is
-``TRANSITION``: a character on which the two tables disagree is neither an identifier character
-nor a symbol for sure, and the masker refuses a literal next to one (``ambiguous_lexing``).
-"""
+"""Lean 4's identifier character classes, per Lean version, and the notation tokens the masker knows."""
 
 from __future__ import annotations
 

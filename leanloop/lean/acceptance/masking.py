@@ -1,43 +1,4 @@
-"""Blank out Lean comments and string/char literals so that text rules only see code.
-
-The masked text has exactly the length and the line structure of the input (every masked
-character becomes a space, newlines stay), so a match offset or line number in the masked text is
-the same offset or line in the program. One left-to-right pass: a single regex jumps to the next
-place where a comment or literal could start; only nested block comments need a small loop over
-their delimiters. Pure-Python per-character scanning was ~20x slower and would dominate the
-precheck budget (see ``make bench-data``).
-
-Lean 4 lexical facts this relies on (``Lean.Parser.Basic``: whitespace, tokenFn, identFn,
-strLitFn, charLitFnAux; identifier classes from ``Init/Meta.lean``, per version, in ``lexing``):
-- block comments ``/- ... -/`` nest; doc comments ``/-- -/`` and ``/-! -/`` are block comments
-  whose body starts after the third character, so ``/--/`` does NOT close itself;
-- ``--`` starts a line comment, except inside a comment or literal;
-- strings ``"..."`` have backslash escapes and may span lines; interpolated strings (``s!"..."``,
-  ``m!``, ``f!``, ``dbg_trace``, ``throwError``, ``trace[...]``) contain code in ``{...}``: with
-  ``keep_interpolations`` that code stays visible to the text rules;
-- at a token start Lean reads ``'`` not followed by ``'`` as a char literal (one character, a line
-  break included, or one escape, then ``'``); ``'`` is also an identifier character (``h'``,
-  ``f''``): a quote continues an identifier only when one *started* before it, i.e. the run of
-  Lean's ``isIdRest`` characters before it begins with an ``isIdFirst`` one. Lean's classes are
-  not Python's ``\w``: Cyrillic or modifier letters (Mathlib's postfix ``ᶜ``) are symbols to Lean.
-  ``!`` and ``?`` continue identifiers (``get!``) but never start one; a digit starts a number.
-  A name goes on over a ``.`` into ``r`` (``x.r``), never into ``'``, and ends after a «quoted»
-  part.
-
-Tokens: where an identifier or a literal starts after symbols is decided by Lean's token table
-(maximal munch: ``≡ 0 [MOD'"'`` is the Mathlib token ``[MOD`` and then a char literal), so the
-masker lexes the whitespace-free run before every ``'`` / ``"`` / ``r"`` with that table
-(``tokens``: the live table the harness read, else the shipped one).
-
-Failing closed (``Masked.ambiguous``, refused by the rl profile as ``ambiguous_lexing``): wherever
-the reading depends on something the masker does not know — a symbol no token of the table starts
-with, a ``#word`` in the run (the ``#`` commands are spread over every library), the version (a
-letter whose class changed between Lean versions when the version is not pinned, numerals such as
-``0x1f'``, raw strings ``r"..."`` that older Lean reads as ``r`` then a string, string escapes that
-not every version accepts), or a «quoted» name holding a quote or comment opener — the masked text
-takes one reading and ``ambiguous`` says where.
-CRLF line endings are text like any other here (the policy normalizes them before it masks).
-"""
+"""Blank out Lean comments and string/char literals so that text rules only see code."""
 
 from __future__ import annotations
 

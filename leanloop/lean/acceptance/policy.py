@@ -1,54 +1,7 @@
 """The acceptance policy: ONE object that decides whether a program proves its statement.
 
-``data/`` (labels), ``rl/`` (rewards), ``autoformalizer/`` (compile checks), ``search/`` (found
-proofs) and ``prm/`` (step labels) all call this object; nothing re-implements a check. Four
-profiles:
-
-``collection`` — the seed's recorded procedure, verbatim (what the shipped recordings answer), so
-    corpus labels match the recorded ones. Prechecks: length <= 262,144 characters; a theorem is declared;
-    no ``sorry admit axiom constant opaque unsafe`` outside comments/strings; the import block
-    equals the benchmark header's and no import comes later. Lean compiles the program verbatim
-    (so replay recordings, keyed by program text, answer it). VALID iff Lean answered, reported
-    no error and no "declaration uses 'sorry'" warning. No trailer, no axiom or statement check:
-    a program that proves a different statement, or hides an error with ``#guard_msgs``, passes
-    here as it passed in the seed; use ``rl`` where that matters.
-
-``collection_llf`` — LLF's collection exactly (Section 3, App. B): the collection prechecks, then
-    the candidate compiled with the harness's maxHeartbeats 800,000; a program Lean accepts must
-    declare the target with the trusted statement's signature ("compares pretty-printed signatures
-    and rejects mismatches even if the program otherwise compiles": ``signature_text``, the declared
-    binders and type normalised as the printer lays them out, so a binder renaming is rejected as in
-    the seed and a difference only Lean's printer could settle is unavailable, never invalid). No
-    check theorem and no axiom trailer (the seed has neither; native_decide is not blocked). Needs a
-    real Lean backend: replay recordings never include the harness line, so there it can only
-    reject. configs/data/paper.yaml uses it; a corpus records its rule (``statement_rule``).
-
-``rl`` — hardened for a policy that is optimised against it (RL environments guide). Everything
-    above, plus the rl prechecks in ``prechecks.rl_reasons`` (native_decide, compiler overrides,
-    kernel-check and other options, heartbeats set by the candidate, notation/macro/syntax,
-    metaprograms and ``#eval``, ``#exit``, ``#guard_msgs``, instances, a redeclared or missing
-    target, the harness's reserved names, unterminated comments, a header that is not verbatim).
-    Lean compiles the program with the harness block and trailer (``harness``): the harness sets
-    maxHeartbeats 800,000 and elaborates the trusted statement (after its own trusted context, before
-    the candidate's code); the check line names only ``_root_``-qualified declarations and comes
-    after the candidate's sections and namespaces are closed.
-    VALID iff no error and no sorry warning anywhere, the check theorem compiled (the candidate's
-    ``<name>`` proves the trusted statement) and the ``#print axioms`` reply read from the trailer
-    line lists only propext / Classical.choice / Quot.sound. With no reply on the trailer line the
-    program is not accepted. A failure the candidate can cause scores 0 (INVALID), never "no
-    reward": the Lean process dying or garbling its reply after the program was sent
-    (``candidate_failure``), an error on the harness's own lines that the trusted statement alone
-    does not reproduce (``harness_line_error``), a message positioned outside the program sent
-    (``unmatched_reply``), a missing trailer reply. When the backend has no answer for the composed
-    program at all (the replay backend: recordings never include our trailer), the verifier asks for
-    the verbatim program instead: recorded errors or sorry warnings make it INVALID (the text fails as written),
-    a clean recording makes it UNAVAILABLE with reason ``no_trailer_reply`` — never a guessed pass.
-
-``statement`` — does a formal statement type-check (``:= by sorry``)? The rl text rules except that
-    ``sorry`` is allowed; the harness heartbeat line; VALID iff Lean reports no error and no warning
-    other than the (expected) sorry warning: "only the sorry warning allowed", so a statement that
-    leans on a deprecated name or trips a linter does not count as clean. For the autoformalizer's
-    compile reward.
+Every stage that checks a program (data, rl, autoformalizer, search, prm) calls it; its profiles
+(``collection``, ``collection_llf``, ``rl``, ``statement``): leanloop/lean/README.md.
 """
 
 from __future__ import annotations

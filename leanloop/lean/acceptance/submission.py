@@ -1,40 +1,4 @@
-"""What the harness adds to a candidate program before Lean sees it, and how to read it back.
-
-Layout of the program Lean compiles under a hardened profile::
-
-    <trusted header (and the statement's trusted context)>  lines 1..h (verbatim, checked by precheck)
-    set_option maxHeartbeats 800000                      \\  the harness block: the budget, and the
-    theorem LeanloopHarness.expected_<tag> <binders>     |  trusted statement elaborated BEFORE any
-      :                                                  |  candidate code, so no candidate notation,
-      <type>                                             |  instance, macro or `variable` can change
-      := sorry                                           /  what it means
-    <the rest of the candidate program>                  (positions mapped back for messages)
-    end <X>                                              \  the trailer: closes every section /
-    theorem _root_.LeanloopHarness.check_<tag> :         |  namespace the candidate left open,
-      type_of% @_root_.LeanloopHarness.expected_<tag>    |  then checks the global <name>
-      := @_root_.<name>                                  |
-    #print axioms _root_.LeanloopHarness.check_<tag>     /
-
-The check theorem compiles only if the candidate's declaration ``<name>`` has a type
-definitionally equal to the trusted statement, as Lean's own elaborator and kernel decide; and its
-``#print axioms`` reply covers ``<name>`` transitively (``type_of%`` leaves only the statement's
-type in the check, never the ``sorry`` proof of ``expected``, whose warning sits on a harness line).
-``expected`` is declared exactly as the target is (a ``theorem`` with the statement's binders and
-type, after the statement's own trusted context), so it gets the same auto-bound implicits and the
-same section ``variable``s the target gets: the check compares like with like. This is stronger than comparing
-pretty-printed signatures, which depend on pp options, notation and unicode the candidate controls.
-Replies are read only from messages positioned on the trailer lines (see ``Submission.region``):
-text a program prints elsewhere never counts.
-
-Name capture: the check line is elaborated in whatever scope the candidate leaves open. Every name
-in it is absolute (``_root_.``), so a local ``variable (<name> : <statement>)`` cannot stand in for
-the global declaration (Lean resolves ``_root_.x`` only against declarations, never locals), nor a
-``<namespace>.<name>`` for ``<name>``; the scopes the candidate opened are closed first (``end``
-for each ``section`` / ``namespace``, innermost first), which also drops its ``variable``s and
-``open``s; an ``include`` / ``omit`` / ``variable?`` is refused by the rl prechecks (a top-level
-``include`` would survive every ``end``). A wrong count can only make the trailer fail: an error
-on a trailer line is INVALID.
-"""
+"""What the harness adds to a candidate program before Lean sees it, and how to read it back."""
 
 from __future__ import annotations
 

@@ -1,19 +1,4 @@
-"""Lean's token table, and where a token starts in a run of text with no whitespace.
-
-Lean's tokenizer (``Lean.Parser.Basic.tokenFnAux``) reads, at a token start: ``"`` a string,
-``'`` not followed by ``'`` a char literal, a digit a number, an ``isIdFirst`` character or ``«``
-an identifier (``mkIdResult``: a table token at least as long wins), anything else the LONGEST
-token of the environment's table. So what a ``'`` or ``"`` after symbols means depends on that
-table: in ``≡ 0 [MOD'"'.toNat]`` Mathlib's token ``[MOD`` ends before the quote, which opens a char
-literal, while a reader without the table sees the identifier ``MOD'`` and then a string.
-
-The table the masker uses is, in order of preference, the one the harness read from the header
-environment before any candidate code ran (``TokenTable.live``), else the shipped one
-(``token_table.json``: transcribed from Lean core's and Mathlib's sources, each part with its
-repository, commit and files; ``make lean-check`` compares it with the live one). Where the table
-cannot settle a reading (a symbol no token starts with, a disputed letter), ``token_start``
-answers None and the masker refuses (``ambiguous_lexing``).
-"""
+"""Lean's token table, and where a token starts in a run of text with no whitespace."""
 
 from __future__ import annotations
 

@@ -1,21 +1,5 @@
 #!/usr/bin/env python3
-"""Stand-in for Lean FRO's ``comparator`` executable, answering only recorded test projects.
-
-Standard library only: the judge runs it as ``lake env <comparator> config.json`` in a project
-directory, as it runs the real tool. It reads the config and the two modules it names
-(``<challenge_module>.lean``, ``<solution_module>.lean``) from the working directory and looks the
-project up, by content hash, among comparator's own test projects (``../shared/data/comparator``:
-Challenge, Solution, config and the expected exit code that comparator's test runner checks).
-
-- a recorded project: prints one line saying so and exits with the recorded exit code (0: the
-  solution is accepted, 1: rejected). It prints nothing of comparator's own output and writes no
-  JSON report: neither was recorded, and a stand-in never makes Lean output up;
-- anything else: prints ``no recorded Lean answer`` and exits 2; the judge maps that to
-  UNAVAILABLE, never to a verdict.
-
-It parses its own argv with argparse (not ``leanloop.tool.parse_config``): it is started exactly as
-the real tool is (``comparator config.json``) and imports nothing from this repository.
-"""
+"""Stand-in for Lean FRO's ``comparator`` executable, answering only recorded test projects."""
 
 from __future__ import annotations
 

@@ -1,25 +1,4 @@
-"""Stand-in Kimina Lean Server: the ``/verify`` API, answering with recorded replies only.
-
-Replays ``lean_repl/kimina_match_pairs.jsonl`` (real ``/verify`` replies of the Kimina server,
-Lean v4.15.0): a program recorded there gets its recorded result under the caller's ``custom_id``;
-any other program gets ``{"error": "... no recorded Lean answer ...", "response": null}``, which the
-client maps to UNAVAILABLE. Nothing is invented.
-
-The tests run the real server (``leanloop.lean.standins.real_kimina``) for everything Lean-side;
-this one remains for HTTP-level behaviour the real server cannot produce on request (dropped
-connections, 429/500, hung requests, a restart on the same port) and for counting client batches.
-
-Faults, keyed on a substring of any program in a request (``once: true`` fires only the first
-time): ``drop`` closes the connection without a reply (the server died mid-batch), ``hang`` never
-replies, ``http_429`` / ``http_500`` answer with that status (a proxy or load balancer in front of
-the server; kimina-ast-server 2.1.3 itself reports "No available REPLs" as a per-program ``error``
-with HTTP 200).
-
-    python -m leanloop.lean.standins.kimina_server --port 12332 [--api-key KEY]
-
-It parses its own argv (argparse, not ``leanloop.tool.parse_config``) so that it starts with the
-Kimina server's own options (``--host``, ``--port``, ``--api-key``) wherever the real one would.
-"""
+"""Stand-in Kimina Lean Server: the ``/verify`` API, answering with recorded replies only."""
 
 from __future__ import annotations
 

@@ -1,30 +1,4 @@
-"""The real Kimina Lean Server (``kimina-ast-server`` from PyPI) with the stand-in REPL behind it.
-
-The server is a FastAPI app that starts each worker as ``lake env <repl_path>`` (under ``setsid``)
-and owns batching, header reuse, health checks, timeouts and REPL restarts; only the REPL is
-replaced, by ``leanloop.lean.standins.repl`` through a fake ``lake`` first on ``PATH`` (the same
-arrangement lean-interact gets). How it runs offline: ``../shared/notes/kimina_server_offline.md``.
-
-It lives in its own venv (``.venv-kimina``): it needs Python >= 3.12 (its ``kimina_client`` models
-use ``typing.TypedDict``, which pydantic refuses below 3.12; on 3.11 a ``sitecustomize`` swaps in
-``typing_extensions.TypedDict``), FastAPI <= 0.124.4 (later ones refuse its ``logger=`` argument),
-and ~470 MB of dependencies the project does not want. A stub ``prisma`` package first on
-``PYTHONPATH`` stands in for the database client (the real one generates itself over the network
-on import; without ``LEAN_SERVER_DATABASE_URL`` the server never connects).
-
-    python -m leanloop.lean.standins.real_kimina setup [--venv .venv-kimina]   # idempotent, fast when done
-
-What the server sends the REPL, read in its source (``server/repl.py``, ``manager.py``,
-``split.py``, version pinned below): leading ``import`` lines go first as their own command (with
-``import Mathlib.*`` collapsed to ``import Mathlib``) and the body follows as ``{"cmd": body,
-"env": 0, "gc": true}``; a reused REPL first gets ``{"cmd": "#eval 1", "env": 0, "gc": true}``
-(any JSON reply passes). The /verify replies shipped in ``kimina_match_pairs.jsonl`` are that
-body's REPL reply (plus the server's ``time``), so :func:`derive_repl_sessions` turns each into a
-REPL-level session: the header command, then the body in its environment. The header's reply is
-never returned by the server; the session gives it only the ``env`` the body's recorded reply
-shows existed (the body elaborated with Mathlib). A recorded timeout becomes a stand-in ``hang``
-fault on that body, so the server's own timeout, kill and restart answer it.
-"""
+"""The real Kimina Lean Server (``kimina-ast-server`` from PyPI) with the stand-in REPL behind it."""
 
 from __future__ import annotations
 

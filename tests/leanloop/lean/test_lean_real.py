@@ -128,7 +128,7 @@ def test_the_judge_on_one_valid_and_one_invalid_program(tmp_path):
 @pytest.mark.lean
 def test_lean_check_agrees_with_the_recorded_sample_on_real_lean(artifacts):
     """``make lean-check``'s re-verification and fixtures on a small sample, on this machine's Lean."""
-    from bench.lean_check import main
+    from bench.lean_check.driver import main
     from leanloop.paths import REPO_ROOT
 
     code = main(["--config", str(REPO_ROOT / "configs/lean_check/default.yaml"), "--run", "lean_test",
