@@ -109,7 +109,7 @@ def evaluate(config: AutoformalizerConfig, run_dir: Path) -> AutoformalizerRepor
     from tqdm.auto import tqdm
 
     from autoformalizer.policy import build_policy, make_generate
-    from leanloop.grpo.rollout import GenerationConfig, TransformersRollout
+    from leanloop.grpo.rollout import RolloutGenerationConfig, TransformersRollout
 
     ev = config.evaluation
     if ev.threads is not None:
@@ -129,7 +129,7 @@ def evaluate(config: AutoformalizerConfig, run_dir: Path) -> AutoformalizerRepor
         retriever = MathlibRetriever(index, config.retrieval)
     checker = config.lean.checker()
     generate = make_generate(model, tokenizer, max_new_tokens=config.repair.max_new_tokens)
-    sampler = TransformersRollout(tokenizer, GenerationConfig(max_new_tokens=config.repair.max_new_tokens,
+    sampler = TransformersRollout(tokenizer, RolloutGenerationConfig(max_new_tokens=config.repair.max_new_tokens,
                                                               temperature=ev.temperature),
                                   [END_OF_TURN, tokenizer.eos_token]) if ev.samples else None
     results, samples, attempts = [], [], []

@@ -22,7 +22,7 @@ from leanloop.jsonl import append_jsonl
 from leanloop.training.module import set_torch_threads
 from leanloop.training.optim import OptimConfig, configure_optimizers
 from leanloop.grpo.objective import GRPOConfig
-from leanloop.grpo.rollout import GenerationConfig, TransformersRollout
+from leanloop.grpo.rollout import RolloutGenerationConfig, TransformersRollout
 from leanloop.grpo.update import GRPOUpdate, finite_stats
 
 STEPS_FILE = "steps.jsonl"
@@ -40,17 +40,16 @@ class ScoredRollout:
     statement: str  # the Lean text taken from the completion
 
 
-class AutoformalizerGRPOModule(PolicyRunHooks, GRPOUpdate, L.LightningModule):
-    # The RL stage's GRPO update (leanloop.grpo.update.GRPOUpdate), reused as is, not re-implemented: it reads
-    # self.grpo, self.generation, self.model, self.reference, the trainer's optimizer and scheduler,
-    # and the ``.reward`` of each scored rollout.
+class AutoformalizerGRPOModule(PolicyRunHooks, L.LightningModule):
+    # The RL stage's GRPO update (leanloop.grpo.update.GRPOUpdate), held as is, not re-implemented: it reads
+    # the ``.reward`` of each scored rollout; its KL reference is the Stage-1 policy (reference_adapter).
 
     def __init__(
         self,
         policy: PolicyConfig | None = None,
         optim: OptimConfig | None = None,
         grpo: GRPOConfig | None = None,
-        generation: GenerationConfig | None = None,
+        generation: RolloutGenerationConfig | None = None,
         reward: RewardConfig | None = None,
         lean: LeanCheckConfig | None = None,
         threads: int | None = None,
@@ -69,13 +68,14 @@ class AutoformalizerGRPOModule(PolicyRunHooks, GRPOUpdate, L.LightningModule):
         self.policy_config = policy or PolicyConfig()
         self.optim = optim or OptimConfig()
         self.grpo = grpo or GRPOConfig(beta=0.04)
-        self.generation = generation or GenerationConfig()
+        self.generation = generation or RolloutGenerationConfig()
         self.reward_config = reward or RewardConfig()
         self.lean = lean or LeanCheckConfig()
         self.save_hyperparameters()
         self.model, self.tokenizer = build_policy(self.policy_config)
         self.model.train()
-        self.reference = None  # grpo_update then uses reference_adapter(): the Stage-1 policy
+        self.reference = None  # the update then uses reference_adapter(): the Stage-1 policy
+        self.update = GRPOUpdate(self.grpo, self.generation, reference_adapter=self.reference_adapter)
         self.rollout = TransformersRollout(self.tokenizer, self.generation, [END_OF_TURN, self.tokenizer.eos_token])
         self.gated: GatedReward | None = None
         self.history: list[dict[str, Any]] = []
@@ -156,7 +156,7 @@ class AutoformalizerGRPOModule(PolicyRunHooks, GRPOUpdate, L.LightningModule):
         generated = time.perf_counter()
         scored = self.score(problems, rollouts.texts)
         scoring = time.perf_counter()
-        update = self.grpo_update(rollouts, scored)
+        update = self.update.step(self, self.model, self.reference, rollouts, scored)
         stats = {**update, **self._reward_stats(scored), "time/generation_s": generated - began,
                  "time/scoring_s": scoring - generated, "time/update_s": time.perf_counter() - scoring,
                  "time/step_cpu_s": time.process_time() - began_cpu,

@@ -101,14 +101,15 @@ def load_model(ref: str, device: str) -> tuple[Any, Any, Any, str]:
 
 def paired_runs(model: Any, tokenizer: Any, programs: list[tuple[str, list[int]]], max_new_tokens: int,
                 draft_tokens: int, ngram_size: int, device: str) -> dict[str, Any]:
-    from feedback_model.config import GenerationConfig
+    from feedback_model.config import TraceGenerationConfig
     from feedback_model.generate import HFTraceGenerator
     from leanloop.traces import source_preservation, trace_verdict
 
     configs = {
-        "plain": GenerationConfig(max_new_tokens=max_new_tokens, max_input_tokens=10**6, draft_tokens=0, device=device),
-        "drafted": GenerationConfig(max_new_tokens=max_new_tokens, max_input_tokens=10**6, draft_tokens=draft_tokens,
-                                    ngram_size=ngram_size, device=device),
+        "plain": TraceGenerationConfig(max_new_tokens=max_new_tokens, max_input_tokens=10**6, draft_tokens=0,
+                                       device=device),
+        "drafted": TraceGenerationConfig(max_new_tokens=max_new_tokens, max_input_tokens=10**6,
+                                         draft_tokens=draft_tokens, ngram_size=ngram_size, device=device),
     }
     generators = {name: HFTraceGenerator(model, tokenizer, config) for name, config in configs.items()}
     forwards = [0]
@@ -196,14 +197,14 @@ def forward_costs(model: Any, prompt: list[int], draft_tokens: int, device: str,
 
 def vllm_pairs(model_dir: Path, tokenizer: Any, programs: list[tuple[str, list[int]]], max_new_tokens: int,
                draft_tokens: int, ngram_size: int, fp8: bool) -> dict[str, Any]:
-    from feedback_model.config import GenerationConfig
+    from feedback_model.config import TraceGenerationConfig
     from feedback_model.speculative import VLLMTraceGenerator
     from leanloop.traces import trace_verdict
 
     out: dict[str, Any] = {}
     traces = {}
     for name, drafts in (("plain", 0), ("drafted", draft_tokens)):
-        config = GenerationConfig(max_new_tokens=max_new_tokens, max_input_tokens=max(len(p) for _, p in programs),
+        config = TraceGenerationConfig(max_new_tokens=max_new_tokens, max_input_tokens=max(len(p) for _, p in programs),
                                   draft_tokens=drafts, ngram_size=ngram_size, backend="vllm", device="cuda",
                                   dtype="bfloat16", fp8=fp8, gpu_memory_utilization=0.8)
         generator = VLLMTraceGenerator(model_dir, tokenizer, config)

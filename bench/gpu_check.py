@@ -290,7 +290,7 @@ def check_vllm_grpo_on_policy(tied: bool = True, sleep: bool = False) -> dict[st
     from transformers import AutoModelForCausalLM
 
     from leanloop.grpo.objective import completion_logps
-    from leanloop.grpo.rollout import GenerationConfig, VLLMRollout, VLLMRolloutConfig
+    from leanloop.grpo.rollout import RolloutGenerationConfig, VLLMRollout, VLLMRolloutConfig
     from leanloop.training.models import ModelSpec, load_model, load_tokenizer
     from leanloop.vllm_engine import VLLMEngineConfig
 
@@ -304,7 +304,7 @@ def check_vllm_grpo_on_policy(tied: bool = True, sleep: bool = False) -> dict[st
         base = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16).to("cuda" if cuda() else "cpu")
         policy = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "k_proj", "v_proj",
                                                                                     "o_proj"]))
-        config = GenerationConfig(backend="vllm", max_new_tokens=24, temperature=1.0, vllm=VLLMRolloutConfig(
+        config = RolloutGenerationConfig(backend="vllm", max_new_tokens=24, temperature=1.0, vllm=VLLMRolloutConfig(
             engine=VLLMEngineConfig(gpu_memory_utilization=0.3, max_model_len=512, enable_sleep_mode=sleep,
                                     extra=_engine_extra())))
         rollout = VLLMRollout(tokenizer, config, [tokenizer.eos_token])

@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 def feedback(folder: Path, config: BenchConfig) -> dict[str, Any]:
     """The feedback evaluator on both backends over ``folder`` (made a feedback model's final/ here)."""
-    from feedback_model.config import FeedbackModelCard, GenerationConfig, TraceFormat
+    from feedback_model.config import FeedbackModelCard, TraceFormat, TraceGenerationConfig
     from feedback_model.evaluator import FeedbackEvaluator
 
     FeedbackModelCard(TraceFormat(), max_length=2048, base="preset:qwen3-tiny-vllm").write(folder)
@@ -121,7 +121,7 @@ def feedback(folder: Path, config: BenchConfig) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for backend in ("transformers", "vllm"):
         began = time.perf_counter()
-        generation = GenerationConfig(backend=backend, max_input_tokens=1024, max_new_tokens=config.trace_tokens,
+        generation = TraceGenerationConfig(backend=backend, max_input_tokens=1024, max_new_tokens=config.trace_tokens,
                                       vllm_extra={} if torch.cuda.is_available() else {"enforce_eager": True})
         evaluator = FeedbackEvaluator.load(folder, generation)
         evaluator.score(programs[:1])  # warm-up

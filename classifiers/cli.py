@@ -64,12 +64,13 @@ def classify(argv: list[str] | None = None, prog: str = "leanloop classify") -> 
         evaluator = load_scorer(args)
         predictions = evaluator.score(programs, deadline=deadline)
         if args.feedback is not None:
-            extra = [{"trace": p.trace, "reason": getattr(p, "reason", None)} for p in predictions]
+            extra = [{"trace": p.trace, "reason": p.reason} for p in predictions]
+    threshold = evaluator.threshold if args.feedback is None else None  # the feedback model's verdict is a rule
     out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout
     try:
         for (where, _), prediction, more in zip(items, predictions, extra):
-            row = {**where, "score": prediction.score, "verdict": prediction.verdict,
-                   "threshold": getattr(evaluator, "threshold", None), "time_s": round(prediction.time_s, 6), **more}
+            row = {**where, "score": prediction.score, "verdict": prediction.verdict, "threshold": threshold,
+                   "time_s": round(prediction.time_s, 6), **more}
             out.write(dumps_line(row))
     finally:
         if out is not sys.stdout:

@@ -43,7 +43,7 @@ class ScoreConfig:
     """Above 0: merge that many finished shards into the run instead of scoring."""
     feedback: dict[str, Any] | None = None
     """Label with the feedback model ``model`` names, one greedy trace per program:
-    ``{generation: {...}}`` (``feedback_model.config.GenerationConfig``). Each row then carries its
+    ``{generation: {...}}`` (``feedback_model.config.TraceGenerationConfig``). Each row then carries its
     ``trace`` and ``reason``."""
 
 
@@ -104,9 +104,9 @@ def load_scorer(config: ScoreConfig) -> Any:
 
         return ClassifierEvaluator.load(model_dir(config), batch_size=config.batch_size, device=config.device,
                                         threshold=config.threshold)
-    from feedback_model.evaluator import FeedbackEvaluator, GenerationConfig
+    from feedback_model.evaluator import FeedbackEvaluator, TraceGenerationConfig
 
-    return FeedbackEvaluator.load(model_dir(config), GenerationConfig(**config.feedback.get("generation", {})))
+    return FeedbackEvaluator.load(model_dir(config), TraceGenerationConfig(**config.feedback.get("generation", {})))
 
 
 def score(config: ScoreConfig, folder: Path) -> Manifest:
@@ -118,11 +118,12 @@ def score(config: ScoreConfig, folder: Path) -> Manifest:
              if shard is None or shard.owns(item_key(where, program))]
     evaluator = load_scorer(config)
     predictions = evaluator.score([program for _, program in items]) if items else []
+    threshold = evaluator.threshold if config.feedback is None else None  # the feedback model's verdict is a rule
     rows = []
     for (where, _), p in zip(items, predictions):
-        row = {**where, "score": p.score, "verdict": p.verdict, "threshold": getattr(evaluator, "threshold", None)}
+        row = {**where, "score": p.score, "verdict": p.verdict, "threshold": threshold}
         if config.feedback is not None:
-            row.update(trace=p.trace, reason=getattr(p, "reason", None))
+            row.update(trace=p.trace, reason=p.reason)
         rows.append({**row, "time_s": round(p.time_s, 6)})
     return _write(config, folder, rows, skipped, shard)
 

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Literal, Sequence
 
-from feedback_model.config import CascadeConfig, GenerationConfig, SelfConsistencyConfig
+from feedback_model.config import CascadeConfig, SelfConsistencyConfig, TraceGenerationConfig
 from feedback_model.evaluator import FeedbackPrediction, unscored
 from leanloop.artifacts import locate_run, resolve_model
 from leanloop.evaluator import Evaluator, Prediction, deadline_passed
@@ -204,7 +204,8 @@ def free_memory_bytes(device: str) -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def resolve_residency(config: CascadeConfig, gate_dir: Path, feedback_dir: Path, generation: GenerationConfig) -> str:
+def resolve_residency(config: CascadeConfig, gate_dir: Path, feedback_dir: Path,
+                      generation: TraceGenerationConfig) -> str:
     """``auto``: together when both models' weights (with 50% headroom for activations and the KV
     cache) fit in free memory; vLLM reserves its own share of the GPU, so the gate then sits beside it
     only if it fits in what vLLM leaves."""
@@ -243,7 +244,7 @@ def load_gate(gate_dir: Path, config: CascadeConfig, device: str) -> Any:
                                device=device, threshold=config.threshold)
 
 
-def build_cascade(config: CascadeConfig, feedback: str | Path, generation: GenerationConfig,
+def build_cascade(config: CascadeConfig, feedback: str | Path, generation: TraceGenerationConfig,
                   self_consistency: SelfConsistencyConfig | None = None) -> CascadeEvaluator:
     """A cascade from a gate run and a feedback run; ``self_consistency`` turns on voting in stage two."""
     from feedback_model.consistency import SelfConsistencyEvaluator

@@ -2,7 +2,7 @@
 
 Training (``python -m feedback_model.train``, LightningCLI) takes :class:`TraceFormat` in the model
 and data sections; the evaluators, ``python -m feedback_model.cascade_eval`` (``make cascade-eval``) and
-the benchmark take :class:`GenerationConfig`, :class:`SelfConsistencyConfig` and
+the benchmark take :class:`TraceGenerationConfig`, :class:`SelfConsistencyConfig` and
 :class:`CascadeEvalConfig` (jsonargparse, configs under ``configs/feedback_model/eval/``).
 """
 
@@ -54,8 +54,8 @@ class FeedbackModelCard:
 
 
 @dataclass
-class GenerationConfig:
-    """How traces are generated (every evaluator built on the feedback model)."""
+class TraceGenerationConfig:
+    """How the feedback model generates its traces (every evaluator built on the feedback model)."""
 
     max_input_tokens: int = 4096
     """Longest program (prompt tokens, separator included) the evaluator reads. A longer program is
@@ -139,7 +139,7 @@ class FeedbackEvaluatorOptions:
 
     mode: Literal["cascade", "feedback"] = "cascade"
     """cascade: the gate of ``cascade.gate`` first, the feedback model on its positives; feedback: alone."""
-    generation: GenerationConfig = field(default_factory=GenerationConfig)
+    generation: TraceGenerationConfig = field(default_factory=TraceGenerationConfig)
     self_consistency: SelfConsistencyConfig | None = None
     """None: one greedy trace; a section: the vote of sampled traces."""
     cascade: CascadeConfig = field(default_factory=CascadeConfig)
@@ -156,7 +156,7 @@ class CascadeEvalConfig:
     feedback: str = "artifacts://feedback_model/default"
     """The trained feedback model: a run (artifacts://feedback_model/<run>) or its final/ folder."""
     cascade: CascadeConfig = field(default_factory=CascadeConfig)
-    generation: GenerationConfig = field(default_factory=GenerationConfig)
+    generation: TraceGenerationConfig = field(default_factory=TraceGenerationConfig)
     self_consistency: SelfConsistencyConfig = field(default_factory=SelfConsistencyConfig)
     sample_programs: int | None = None
     """Evaluate on problems drawn at random (seeded) until this many labelled programs are in (all

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from feedback_model.config import GenerationConfig, SelfConsistencyConfig, TraceFormat
+from feedback_model.config import SelfConsistencyConfig, TraceFormat, TraceGenerationConfig
 from feedback_model.evaluator import FeedbackPrediction, TraceEvaluator
 from feedback_model.generate import GeneratedTrace, TraceGenerator, sample_seeds
 from leanloop.traces import trace_verdict
@@ -25,7 +25,7 @@ def vote(verdicts: Sequence[bool], min_valid: int) -> tuple[bool, float]:
 
 
 class SelfConsistencyEvaluator(TraceEvaluator):
-    def __init__(self, generator: TraceGenerator, tokenizer: Any, format: TraceFormat, config: GenerationConfig,
+    def __init__(self, generator: TraceGenerator, tokenizer: Any, format: TraceFormat, config: TraceGenerationConfig,
                  self_consistency: SelfConsistencyConfig | None = None) -> None:
         super().__init__(generator, tokenizer, format, config)
         self.consistency = self_consistency or SelfConsistencyConfig()

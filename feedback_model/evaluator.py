@@ -1,7 +1,7 @@
 """The feedback model as an :class:`leanloop.evaluator.Evaluator`: program in, annotated program and
 verdict out.
 
-    evaluator = FeedbackEvaluator.load("artifacts://feedback_model/default", GenerationConfig())
+    evaluator = FeedbackEvaluator.load("artifacts://feedback_model/default", TraceGenerationConfig())
     predictions = evaluator.score(programs, deadline=deadline_in(30.0))
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from feedback_model.config import FeedbackModelCard, GenerationConfig, TraceFormat
+from feedback_model.config import FeedbackModelCard, TraceFormat, TraceGenerationConfig
 from feedback_model.config import FeedbackEvaluatorOptions  # noqa: F401  (rl types evaluator.options with it)
 from feedback_model.generate import GeneratedTrace, HFTraceGenerator, TraceGenerator
 from leanloop.artifacts import locate_run, resolve_model
@@ -66,7 +66,7 @@ def folder_tokenizer(folder: str | Path) -> Any:
     return _TOKENIZERS[key]
 
 
-def load_generator(final_dir: Path, tokenizer: Any, config: GenerationConfig) -> TraceGenerator:
+def load_generator(final_dir: Path, tokenizer: Any, config: TraceGenerationConfig) -> TraceGenerator:
     if config.backend == "vllm":
         from feedback_model.speculative import VLLMTraceGenerator
 
@@ -83,7 +83,7 @@ class TraceEvaluator:
     source: Path | None = None  # the final/ folder it was loaded from (None: built in memory)
 
     def __init__(self, generator: TraceGenerator, tokenizer: Any, format: TraceFormat,
-                 config: GenerationConfig) -> None:
+                 config: TraceGenerationConfig) -> None:
         self.generator = generator
         self.tokenizer = tokenizer
         self.format = format
@@ -95,9 +95,9 @@ class TraceEvaluator:
                 f"the model's context of {context} tokens; lower one of them")
 
     @classmethod
-    def load(cls, ref: str | Path, generation: GenerationConfig | None = None, **kwargs: Any):
+    def load(cls, ref: str | Path, generation: TraceGenerationConfig | None = None, **kwargs: Any):
         """From a finished feedback run (``artifacts://feedback_model/<run>``) or its final/ folder."""
-        generation = generation or GenerationConfig()
+        generation = generation or TraceGenerationConfig()
         if generation.backend == "vllm":
             from leanloop.vllm_engine import import_vllm
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any, Literal
 
-from feedback_model.config import CascadeConfig, GenerationConfig, SelfConsistencyConfig
+from feedback_model.config import CascadeConfig, SelfConsistencyConfig, TraceGenerationConfig
 
 MODES = ("cascade", "feedback")
 
@@ -23,7 +23,7 @@ def _section(cls: type, values: Any, name: str) -> Any:
 
 
 def evaluator(path: str, mode: Literal["cascade", "feedback"] = "cascade",
-              generation: dict[str, Any] | GenerationConfig | None = None,
+              generation: dict[str, Any] | TraceGenerationConfig | None = None,
               self_consistency: dict[str, Any] | SelfConsistencyConfig | bool | None = None,
               cascade: dict[str, Any] | CascadeConfig | None = None) -> Any:
     """An Evaluator over the feedback run at ``path`` (``artifacts://feedback_model/<run>`` or its
@@ -39,7 +39,7 @@ def evaluator(path: str, mode: Literal["cascade", "feedback"] = "cascade",
     if not path:
         raise ValueError("the feedback evaluator needs evaluator.path: a feedback_model run "
                          "(artifacts://feedback_model/<run>, made by `make feedback`) or its final/ folder")
-    generation = _section(GenerationConfig, generation or {}, "generation")
+    generation = _section(TraceGenerationConfig, generation or {}, "generation")
     if self_consistency is True:
         self_consistency = SelfConsistencyConfig()
     sc = _section(SelfConsistencyConfig, self_consistency, "self_consistency") if self_consistency else None

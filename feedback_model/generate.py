@@ -10,7 +10,7 @@ from typing import Any, Protocol, Sequence
 
 import torch
 
-from feedback_model.config import GenerationConfig
+from feedback_model.config import TraceGenerationConfig
 from leanloop.training.packing import pad_token_id
 
 
@@ -37,7 +37,7 @@ class TraceGenerator(Protocol):
         ...
 
 
-def prompt_lookup_kwargs(config: GenerationConfig) -> dict[str, int]:
+def prompt_lookup_kwargs(config: TraceGenerationConfig) -> dict[str, int]:
     """transformers ``generate`` arguments that turn prompt-lookup drafting on (empty: off)."""
     if config.draft_tokens <= 0:
         return {}
@@ -63,7 +63,7 @@ def split_completion(new_ids: Sequence[int], eos_id: int | None, max_new_tokens:
 class HFTraceGenerator:
     """transformers ``generate`` on a loaded causal LM."""
 
-    def __init__(self, model: Any, tokenizer: Any, config: GenerationConfig) -> None:
+    def __init__(self, model: Any, tokenizer: Any, config: TraceGenerationConfig) -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.config = config
@@ -74,7 +74,7 @@ class HFTraceGenerator:
         self.device = next(model.parameters()).device
 
     @classmethod
-    def load(cls, final_dir: str | Path, tokenizer: Any, config: GenerationConfig) -> "HFTraceGenerator":
+    def load(cls, final_dir: str | Path, tokenizer: Any, config: TraceGenerationConfig) -> "HFTraceGenerator":
         from transformers import AutoModelForCausalLM
 
         model = AutoModelForCausalLM.from_pretrained(str(final_dir), dtype=getattr(torch, config.dtype))

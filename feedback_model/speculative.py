@@ -6,12 +6,12 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from feedback_model.config import GenerationConfig
+from feedback_model.config import TraceGenerationConfig
 from feedback_model.generate import GeneratedTrace, split_completion
 
 
 
-def vllm_speculative_config(config: GenerationConfig) -> dict[str, Any] | None:
+def vllm_speculative_config(config: TraceGenerationConfig) -> dict[str, Any] | None:
     if config.draft_tokens <= 0:
         return None
     return {"method": "ngram", "num_speculative_tokens": config.draft_tokens,
@@ -22,7 +22,7 @@ class VLLMTraceGenerator:
     """:class:`feedback_model.generate.TraceGenerator` on vLLM: the whole batch goes to the engine at
     once (it schedules the sequences itself), so the deadline is checked before the batch only."""
 
-    def __init__(self, final_dir: str | Path, tokenizer: Any, config: GenerationConfig) -> None:
+    def __init__(self, final_dir: str | Path, tokenizer: Any, config: TraceGenerationConfig) -> None:
         from leanloop.vllm_engine import VLLMEngineConfig, start_engine
 
         self.config = config

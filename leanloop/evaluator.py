@@ -38,13 +38,24 @@ class Evaluator(Protocol):
 
 
 @runtime_checkable
+class DescribedEvaluator(Evaluator, Protocol):
+    """An Evaluator that says what it is, for the caller's manifest and logs."""
+
+    def describe(self) -> dict[str, Any]:
+        ...
+
+
+@runtime_checkable
 class HistoryAwareEvaluator(Evaluator, Protocol):
     """An Evaluator that also reads what Lean has already said about a problem (classifiers.history).
 
     A caller that races it against Lean scores the programs with :meth:`learned` while Lean runs,
     then :meth:`combine`s those predictions with the verdicts Lean has returned by the cutoff
     (``known``, None where Lean has not answered) and the problem of each program (``groups``);
-    :meth:`observe` adds a finished step's Lean labels to the history later steps see."""
+    :meth:`observe` adds a finished step's Lean labels to the history later steps see. ``base`` is
+    the learned evaluator behind :meth:`learned` (what a refresher retrains)."""
+
+    base: Evaluator
 
     def learned(self, programs: Sequence[str], deadline: float | None = None) -> list[Prediction]:
         ...

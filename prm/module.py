@@ -4,7 +4,7 @@
 ``mode: grpo``: manual optimization; each training step samples ``grpo.num_generations`` answers per
 proof (:class:`leanloop.grpo.rollout.TransformersRollout` under the label grammar), scores each by exact agreement with
 Lean's labels (:func:`prm.step_labels.exact_agreement`) and runs the project's TRL-parity update
-(:meth:`leanloop.grpo.update.GRPOUpdate.grpo_update`) — one optimizer update per step, so
+(:meth:`leanloop.grpo.update.GRPOUpdate.step`) — one optimizer update per step, so
 ``trainer.max_steps`` is the number of updates (the paper: 500). Validation in both modes: greedy
 answers on held-out proofs, ``val/exact`` (all labels right), ``val/first_error`` and ``val/parsed``.
 """
@@ -16,7 +16,7 @@ from typing import Any, Literal
 import torch
 
 from leanloop.grpo.objective import GRPOConfig
-from leanloop.grpo.rollout import GenerationConfig, TransformersRollout
+from leanloop.grpo.rollout import RolloutGenerationConfig, TransformersRollout
 from leanloop.grpo.update import GRPOUpdate, finite_stats
 from leanloop.training.models import ModelSpec, load_model
 from leanloop.training.module import HFModule, set_torch_threads
@@ -25,14 +25,14 @@ from prm.predict import greedy_answers
 from prm.step_labels import END_OF_TURN, LabelGrammar, StepLabelReward, exact_agreement, first_error, parse_labels
 
 
-class PRMModule(GRPOUpdate, HFModule):
+class PRMModule(HFModule):
     def __init__(
         self,
         base: ModelSpec | None = None,
         optim: OptimConfig | None = None,
         mode: Literal["sft", "grpo"] = "sft",
         grpo: GRPOConfig | None = None,
-        generation: GenerationConfig | None = None,
+        generation: RolloutGenerationConfig | None = None,
         threads: int | None = None,
         gradient_checkpointing: bool = False,
         wrong_weight: float = 1.0,
@@ -51,10 +51,11 @@ class PRMModule(GRPOUpdate, HFModule):
             self.model.gradient_checkpointing_enable()
         self.mode = mode
         self.grpo = grpo or GRPOConfig(num_generations=4)
-        self.generation = generation or GenerationConfig(max_new_tokens=64)
+        self.generation = generation or RolloutGenerationConfig(max_new_tokens=64)
         self.wrong_weight = wrong_weight
         self.wrong_token = LabelGrammar(self.tokenizer, 0, []).labels[1]
         self.reference = None
+        self.update = GRPOUpdate(self.grpo, self.generation)
         if mode == "grpo":
             self.automatic_optimization = False
             self.rollout = TransformersRollout(self.tokenizer, self.generation, [END_OF_TURN, self.tokenizer.eos_token])
@@ -82,7 +83,7 @@ class PRMModule(GRPOUpdate, HFModule):
         for row, text in enumerate(rollouts.texts):
             truth = batch[row // self.grpo.num_generations].labels
             rewards.append(StepLabelReward(exact_agreement(text, truth), parse_labels(text, len(truth)) is not None))
-        stats = self.grpo_update(rollouts, rewards)
+        stats = self.update.step(self, self.model, self.reference, rollouts, rewards)
         stats["reward/exact"] = sum(r.reward for r in rewards) / len(rewards)
         stats["reward/parsed"] = sum(r.parsed for r in rewards) / len(rewards)
         self.log_dict(finite_stats(stats), prog_bar=False, batch_size=len(batch))

@@ -56,7 +56,7 @@ def exact_agreement(text: str, truth: Sequence[bool]) -> float:
 
 @dataclass
 class StepLabelReward:
-    """A rollout's reward as :meth:`leanloop.grpo.update.GRPOUpdate.grpo_update` reads it."""
+    """A rollout's reward as :meth:`leanloop.grpo.update.GRPOUpdate.step` reads it."""
 
     reward: float | None
     parsed: bool

@@ -23,7 +23,7 @@ from rl.passk_eval import EvaluationConfig
 from rl.filters import FilterConfig
 from leanloop.grpo.objective import GRPOConfig
 from rl.refresh import RefreshConfig
-from leanloop.grpo.rollout import GenerationConfig
+from leanloop.grpo.rollout import RolloutGenerationConfig
 from leanloop.prover.statements import StatementsConfig
 from leanloop.prover.prompt import PromptConfig
 
@@ -144,6 +144,6 @@ class EvaluatorConfig:
 
 __all__ = [
     "AdapterConfig", "AuditConfig", "BackendConfig", "CurriculumConfig", "DriftConfig", "EvaluationConfig",
-    "EvaluatorConfig", "FilterConfig", "GRPOConfig", "GenerationConfig", "LeanConfig", "ModelSpec", "OptimConfig",
-    "PolicyConfig", "PromptConfig", "RefreshConfig", "ReplayConfig", "RewardConfig", "StatementsConfig",
+    "EvaluatorConfig", "FilterConfig", "GRPOConfig", "LeanConfig", "ModelSpec", "OptimConfig", "PolicyConfig",
+    "PromptConfig", "RefreshConfig", "ReplayConfig", "RewardConfig", "RolloutGenerationConfig", "StatementsConfig",
 ]

@@ -26,8 +26,8 @@ from leanloop.training.optim import configure_optimizers
 from leanloop.training.resume import keep_rows_before
 from rl.audit import TimeoutAudit, check_infra_share
 from rl.config import (
-    AuditConfig, DriftConfig, EvaluationConfig, EvaluatorConfig, GenerationConfig, GRPOConfig, LeanConfig, OptimConfig,
-    PolicyConfig, RefreshConfig, RewardConfig,
+    AuditConfig, DriftConfig, EvaluationConfig, EvaluatorConfig, GRPOConfig, LeanConfig, OptimConfig, PolicyConfig,
+    RefreshConfig, RewardConfig, RolloutGenerationConfig,
 )
 from rl.curriculum import CurriculumEvents, ReplayBuffer, StoredProof
 from rl.drift import DriftMonitor
@@ -67,13 +67,13 @@ def isolated_backend(config, allow_shared_repl: bool = False):
     return config, shared
 
 
-class GRPOModule(GRPOUpdate, L.LightningModule):
+class GRPOModule(L.LightningModule):
     def __init__(
         self,
         policy: PolicyConfig | None = None,
         optim: OptimConfig | None = None,
         grpo: GRPOConfig | None = None,
-        generation: GenerationConfig | None = None,
+        generation: RolloutGenerationConfig | None = None,
         reward: RewardConfig | None = None,
         lean: LeanConfig | None = None,
         evaluator: EvaluatorConfig | None = None,
@@ -94,7 +94,8 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         self.policy_config = policy or PolicyConfig()
         self.optim = optim or OptimConfig()
         self.grpo = grpo or GRPOConfig()
-        self.generation = generation or GenerationConfig()
+        self.generation = generation or RolloutGenerationConfig()
+        self.update = GRPOUpdate(self.grpo, self.generation)
         self.reward_config = reward or RewardConfig()
         self.lean = lean or LeanConfig()
         self.evaluator_config = evaluator or EvaluatorConfig()
@@ -230,7 +231,8 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         self.refresher = None
         if self.refresh_config.enabled:
             # a history-aware evaluator refreshes its learned part (its stacker stays as saved)
-            self.refresher = EvaluatorRefresher(getattr(self.evaluator, "base", self.evaluator), self.refresh_config)
+            learned = self.evaluator.base if isinstance(self.evaluator, HistoryAwareEvaluator) else self.evaluator
+            self.refresher = EvaluatorRefresher(learned, self.refresh_config)
         self.provenance = self._provenance()
         print(f"[rl] {self.provenance}", file=sys.stderr)
 
@@ -299,7 +301,7 @@ class GRPOModule(GRPOUpdate, L.LightningModule):
         injected = self._inject_replay(problems, rollouts, rewards)
 
         mark = time.perf_counter()
-        update = self.grpo_update(rollouts, rewards)
+        update = self.update.step(self, self.model, self.reference, rollouts, rewards)
         timings["time/update_s"] = time.perf_counter() - mark
 
         mark = time.perf_counter()

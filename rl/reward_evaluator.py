@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from leanloop.artifacts import resolve_artifact
+from leanloop.evaluator import DescribedEvaluator
 from rl.config import EvaluatorConfig
 
 
@@ -70,7 +71,7 @@ def build_evaluator(config: EvaluatorConfig) -> tuple[Any | None, dict[str, Any]
         options = {"mode": o.mode, "generation": o.generation, "self_consistency": o.self_consistency,
                    "cascade": o.cascade}
         evaluator = target(config.path, **options) if config.path else target(**options)
-        described = evaluator.describe() if callable(getattr(evaluator, "describe", None)) else {}
+        described = evaluator.describe() if isinstance(evaluator, DescribedEvaluator) else {}
         return evaluator, {**described, "kind": "factory", "factory": config.factory, "path": config.path,
                            "trained": True}
     if config.kind == "untrained_onetoken":

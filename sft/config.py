@@ -19,7 +19,10 @@ from leanloop.vllm_engine import VLLMEngineConfig
 
 
 @dataclass
-class GenerationConfig:
+class ProofGenerationConfig:
+    """The engine that samples candidate proofs (``sft.sample``); what it samples (temperature, k, length)
+    is ``sampling`` (:class:`leanloop.prover.generation.SamplingConfig`)."""
+
     backend: Literal["transformers", "vllm"] = "transformers"
     """transformers (CPU or GPU) or vllm (optional ``gpu`` extra on CUDA; vLLM's CPU build on CPU)."""
     device: str = "auto"
@@ -45,7 +48,7 @@ class SampleConfig:
     """How statements are shown; default: the format the sft run was trained with (raw text for
     any other checkpoint). Setting one that differs from the sft run's is an error."""
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    generation: GenerationConfig = field(default_factory=GenerationConfig)
+    generation: ProofGenerationConfig = field(default_factory=ProofGenerationConfig)
     shard: str | None = None
     """``I/N``: sample only the statements of shard I of N (a stable hash of each statement's name
     picks its shard) as the run ``<run>/shards/<I>-of-<N>/``; default: the array task's own shard

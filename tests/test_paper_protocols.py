@@ -344,12 +344,12 @@ def _residency_one_load_one_transition():
 
 
 def _speculative_config_for_sampling():
-    from feedback_model.config import GenerationConfig
+    from feedback_model.config import TraceGenerationConfig
     from feedback_model.speculative import vllm_speculative_config
 
-    config = vllm_speculative_config(GenerationConfig(draft_tokens=8))
+    config = vllm_speculative_config(TraceGenerationConfig(draft_tokens=8))
     assert config["num_speculative_tokens"] == 8 and config["method"] == "ngram"  # drafts copied from the input
-    assert vllm_speculative_config(GenerationConfig(draft_tokens=0)) is None
+    assert vllm_speculative_config(TraceGenerationConfig(draft_tokens=0)) is None
 
 
 def _first_returned_record_per_line():

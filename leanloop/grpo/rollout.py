@@ -40,7 +40,10 @@ class VLLMRolloutConfig:
 
 
 @dataclass
-class GenerationConfig:
+class RolloutGenerationConfig:
+    """How a policy's GRPO rollouts are sampled (rl, autoformalizer Stage 2, prm): engine, sampling
+    parameters and length limits."""
+
     backend: Literal["transformers", "vllm"] = "transformers"
     """transformers (CPU or GPU) or vllm (optional ``gpu`` extra on CUDA; vLLM's CPU build on CPU)."""
     max_new_tokens: int = 256
@@ -108,7 +111,7 @@ def completion_mask(completion_ids: torch.Tensor, stop_ids: Sequence[int]) -> tu
 
 
 class TransformersRollout:
-    def __init__(self, tokenizer: Any, config: GenerationConfig, stop_tokens: Sequence[str]):
+    def __init__(self, tokenizer: Any, config: RolloutGenerationConfig, stop_tokens: Sequence[str]):
         self.tokenizer = tokenizer
         self.config = config
         ids = {tokenizer.convert_tokens_to_ids(t) for t in stop_tokens if t}
@@ -281,7 +284,7 @@ class VLLMRollout(TransformersRollout):
     (the trainer, hence the ranks, is known only then); the policy's weights are synced before
     the first call after every optimizer step, so rollouts are on-policy up to the engine's numerics."""
 
-    def __init__(self, tokenizer: Any, config: GenerationConfig, stop_tokens: Sequence[str],
+    def __init__(self, tokenizer: Any, config: RolloutGenerationConfig, stop_tokens: Sequence[str],
                  trainer: Any | None = None):
         super().__init__(tokenizer, config, stop_tokens)
         from leanloop.vllm_engine import import_vllm

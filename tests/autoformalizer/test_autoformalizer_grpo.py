@@ -20,7 +20,7 @@ from leanloop.lean.backends import BackendConfig
 from leanloop.lean.replay import ReplayBackendConfig
 from leanloop.paths import REPO_ROOT
 from leanloop.grpo.objective import GRPOConfig, completion_logps
-from leanloop.grpo.rollout import GenerationConfig, Rollouts, completion_mask
+from leanloop.grpo.rollout import RolloutGenerationConfig, Rollouts, completion_mask
 
 # One problem and four completions whose statements Lean answered when the REPL tests were recorded
 # (or nobody recorded), so that a GRPO group holds every gate.
@@ -75,14 +75,15 @@ class RecordedCompletions(AutoformalizerGRPOModule):
         problems = list(batch)
         self.rollouts = _rollouts(self, problems[0].prompt, COMPLETIONS)
         self.scored = self.score(problems, self.rollouts.texts)
-        self.stats = {**self.grpo_update(self.rollouts, self.scored), **self._reward_stats(self.scored)}
+        self.stats = {**self.update.step(self, self.model, self.reference, self.rollouts, self.scored),
+                      **self._reward_stats(self.scored)}
 
 
 def test_grpo_step_moves_only_the_adapters_towards_the_typechecking_statement(tmp_path):
     policy = PolicyConfig()
     policy.arch.num_hidden_layers = 1  # small; still NF4 + QLoRA on attention and experts
     module = RecordedCompletions(policy=policy, grpo=GRPOConfig(num_generations=4, beta=0.04, loss_type="grpo"),
-                                 generation=GenerationConfig(max_new_tokens=8),
+                                 generation=RolloutGenerationConfig(max_new_tokens=8),
                                  reward=RewardConfig(unavailable="well_formed_only"), lean=recorded_lean())
     from leanloop.training.optim import OptimConfig
 

@@ -9,7 +9,7 @@ import pytest
 
 from classifiers.evaluator import ClassifierEvaluator, ClassifierSpec
 from feedback_model.cascade import CascadeEvaluator
-from feedback_model.config import CascadeConfig, FeedbackEvaluatorOptions, GenerationConfig
+from feedback_model.config import CascadeConfig, FeedbackEvaluatorOptions, TraceGenerationConfig
 
 
 class Recording:
@@ -133,7 +133,7 @@ def test_rl_builds_the_cascade_from_saved_runs_through_the_factory(saved_gate, s
 
     labelled = sorted((r for r in corpus_rows if r["label"] is not None), key=lambda r: len(r["program"]))
     programs = [labelled[0]["program"], labelled[-1]["program"]]
-    options = FeedbackEvaluatorOptions("cascade", GenerationConfig(max_input_tokens=400, max_new_tokens=4),
+    options = FeedbackEvaluatorOptions("cascade", TraceGenerationConfig(max_input_tokens=400, max_new_tokens=4),
                                        cascade=CascadeConfig(str(saved_gate), threshold=0.0))  # 0: all pass the gate
     cascade, info = build_evaluator(EvaluatorConfig(kind="factory", factory="feedback_model.factory:evaluator",
                                                     path=str(saved_feedback_model), options=options))

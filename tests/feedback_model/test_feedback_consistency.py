@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from feedback_model.config import GenerationConfig, SelfConsistencyConfig, TraceFormat
+from feedback_model.config import SelfConsistencyConfig, TraceFormat, TraceGenerationConfig
 from feedback_model.consistency import SelfConsistencyEvaluator, vote
 from feedback_model.pairs import trace_pairs
 from feedback_model.generate import HFTraceGenerator
@@ -38,7 +38,7 @@ def test_vote_over_real_traces(corpus_rows):
 def test_self_consistency_scores_are_vote_shares_and_samples_are_reproducible(tiny_model, qwen_tokenizer, corpus_rows):
     programs = [r["program"] for r in sorted((r for r in corpus_rows if r["label"] is not None),
                                              key=lambda r: len(r["program"]))[:2]]
-    config = GenerationConfig(max_new_tokens=5, draft_tokens=8)
+    config = TraceGenerationConfig(max_new_tokens=5, draft_tokens=8)
     consistency = SelfConsistencyConfig(samples=3, temperature=1.0, min_valid=2)
     evaluator = SelfConsistencyEvaluator(HFTraceGenerator(tiny_model, qwen_tokenizer, config), qwen_tokenizer,
                                          TraceFormat(), config, consistency)

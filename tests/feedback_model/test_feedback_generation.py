@@ -7,14 +7,14 @@ import time
 
 import pytest
 
-from feedback_model.config import GenerationConfig, TraceFormat
+from feedback_model.config import TraceFormat, TraceGenerationConfig
 from feedback_model.evaluator import FeedbackEvaluator
 from feedback_model.generate import HFTraceGenerator, split_completion
 from leanloop.traces import trace_verdict
 
 
 def evaluator(model, tokenizer, **options) -> FeedbackEvaluator:
-    config = GenerationConfig(**options)
+    config = TraceGenerationConfig(**options)
     return FeedbackEvaluator(HFTraceGenerator(model, tokenizer, config), tokenizer, TraceFormat(), config)
 
 
@@ -90,6 +90,6 @@ def test_limits_must_fit_the_model_context(tiny_model, qwen_tokenizer):
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
 def test_vllm_backend_without_the_gpu_extra_says_how_to_get_it(saved_feedback_model):
     with pytest.raises(ImportError, match=r"gpu.*extra"):
-        FeedbackEvaluator.load(saved_feedback_model, GenerationConfig(backend="vllm", device="cuda", fp8=True))
+        FeedbackEvaluator.load(saved_feedback_model, TraceGenerationConfig(backend="vllm", device="cuda", fp8=True))
     with pytest.raises(ValueError, match="fp8"):  # FP8 is a vLLM option, refused on the transformers path
-        GenerationConfig(fp8=True)
+        TraceGenerationConfig(fp8=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from feedback_model.config import FEEDBACK_FILE, GenerationConfig, TraceFormat
+from feedback_model.config import FEEDBACK_FILE, TraceFormat, TraceGenerationConfig
 from feedback_model.evaluator import FeedbackEvaluator
 from leanloop.paths import REPO_ROOT
 
@@ -34,6 +34,6 @@ def test_debug_config_trains_exports_and_loads_in_the_evaluator(artifacts, feedb
 
     program = min((r["program"] for r in corpus_rows if r["label"] is not None), key=len)
     evaluator = FeedbackEvaluator.load(f"artifacts://feedback_model/{result.run_dir.name}",
-                                       GenerationConfig(max_input_tokens=512, max_new_tokens=3))
+                                       TraceGenerationConfig(max_input_tokens=512, max_new_tokens=3))
     prediction = evaluator.score([program])[0]
     assert prediction.new_tokens == 3 and prediction.verdict is False and prediction.reason == "output_limit"

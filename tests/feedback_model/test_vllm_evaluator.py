@@ -26,7 +26,7 @@ def feedback_final(vllm_model, tmp_path_factory):
 
 
 def test_greedy_traces_are_identical_with_and_without_ngram_drafting(feedback_final, real_programs):
-    from feedback_model.config import GenerationConfig
+    from feedback_model.config import TraceGenerationConfig
     from feedback_model.evaluator import FeedbackEvaluator
     from feedback_model.speculative import VLLMTraceGenerator
 
@@ -34,7 +34,7 @@ def test_greedy_traces_are_identical_with_and_without_ngram_drafting(feedback_fi
     options = dict(max_input_tokens=768, max_new_tokens=48)
     runs = {}
     for name, drafts, backend in (("hf", 0, "transformers"), ("plain", 0, "vllm"), ("drafted", 8, "vllm")):
-        config = GenerationConfig(draft_tokens=drafts, backend=backend, **options,
+        config = TraceGenerationConfig(draft_tokens=drafts, backend=backend, **options,
                                   **({"vllm_extra": {"enforce_eager": True}} if backend == "vllm" else {}))
         evaluator = FeedbackEvaluator.load(feedback_final, config)
         if backend == "vllm":

@@ -24,7 +24,7 @@ import pytest
 import torch
 
 from leanloop.grpo.objective import GRPOConfig, completion_logps, per_token_loss, sampling_correction
-from leanloop.grpo.rollout import GenerationConfig, VLLMRollout, VLLMRolloutConfig
+from leanloop.grpo.rollout import RolloutGenerationConfig, VLLMRollout, VLLMRolloutConfig
 from leanloop.vllm_engine import VLLMEngineConfig, engine_args
 
 
@@ -147,7 +147,7 @@ def test_engine_args_follow_trl_colocate_rules_inside_a_training_process(monkeyp
 def test_sleep_mode_rollouts_are_on_policy_after_every_weight_sync(fake_vllm, lora_policy):
     policy, tokenizer = lora_policy
     engine = VLLMEngineConfig(gpu_memory_utilization=0.3, enable_sleep_mode=True)
-    config = GenerationConfig(backend="vllm", max_new_tokens=6, temperature=0.8,
+    config = RolloutGenerationConfig(backend="vllm", max_new_tokens=6, temperature=0.8,
                               vllm=VLLMRolloutConfig(mode="colocate", engine=engine))
     rollout = VLLMRollout(tokenizer, config, [tokenizer.eos_token])
     rollout.bind(SimpleNamespace(global_rank=0, local_rank=0, world_size=1, strategy=SimpleNamespace()))
@@ -217,7 +217,7 @@ def test_importance_weights_scale_the_surrogate_not_the_kl_term():
 
 def test_weights_are_synced_once_per_optimizer_step(fake_vllm, lora_policy):
     policy, tokenizer = lora_policy
-    rollout = VLLMRollout(tokenizer, GenerationConfig(backend="vllm", max_new_tokens=2), [tokenizer.eos_token])
+    rollout = VLLMRollout(tokenizer, RolloutGenerationConfig(backend="vllm", max_new_tokens=2), [tokenizer.eos_token])
     trainer = SimpleNamespace(global_rank=0, local_rank=0, world_size=1, strategy=SimpleNamespace(), global_step=0)
     rollout.bind(trainer)
     rollout.generate(policy, ["theorem t : True := by"], 2)
@@ -258,7 +258,7 @@ def test_a_preset_policy_reaches_the_engine_as_a_saved_folder(fake_vllm):
     torch.manual_seed(0)
     policy = load_model(ModelSpec("qwen3-tiny"), tokenizer=tokenizer)
     assert policy.name_or_path == ""  # built from a config: no folder vLLM could load (and Path('') is '.')
-    rollout = VLLMRollout(tokenizer, GenerationConfig(backend="vllm", max_new_tokens=4), [tokenizer.eos_token])
+    rollout = VLLMRollout(tokenizer, RolloutGenerationConfig(backend="vllm", max_new_tokens=4), [tokenizer.eos_token])
     rollout.bind(SimpleNamespace(global_rank=0, local_rank=0, world_size=1, strategy=SimpleNamespace()))
     out = rollout.generate(policy, ["theorem t : True := by"], 2)
     llm = fake_vllm.instances[0]

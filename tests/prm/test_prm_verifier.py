@@ -8,7 +8,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from leanloop.grpo.objective import GRPOConfig, completion_logps
-from leanloop.grpo.rollout import GenerationConfig, Rollouts, completion_mask
+from leanloop.grpo.rollout import RolloutGenerationConfig, Rollouts, completion_mask
 from leanloop.training.models import ModelSpec
 from leanloop.training.optim import OptimConfig
 from prm.data import VerifierExample
@@ -45,7 +45,7 @@ def test_grpo_update_moves_towards_the_answer_that_agrees_with_lean(tmp_path):
     torch.manual_seed(0)
     module = PRMModule(ModelSpec(name="qwen3-tiny"), OptimConfig(lr=5e-3, warmup_ratio=0.0, schedule="constant"),
                        mode="grpo", grpo=GRPOConfig(num_generations=2, loss_type="grpo", micro_batch_size=2),
-                       generation=GenerationConfig(max_new_tokens=12), threads=1)
+                       generation=RolloutGenerationConfig(max_new_tokens=12), threads=1)
     tok = module.tokenizer
     example = VerifierExample("p", "t", "Check:\n1. a\n2. b\n", [True, False], False)
     right, wrong = " + -" + END_OF_TURN, " + +" + END_OF_TURN

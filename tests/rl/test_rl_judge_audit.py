@@ -96,7 +96,7 @@ def test_quoted_pass_at_k_counts_the_judges_verdict(audit, shared_data):
     from leanloop.lean.types import Category, Outcome
     from rl.passk_eval import EvaluationConfig, SamplingProtocol, evaluate_policy
     from rl.reward_harness import RewardHarness
-    from leanloop.grpo.rollout import GenerationConfig
+    from leanloop.grpo.rollout import RolloutGenerationConfig
     from leanloop.prover.statements import Statement
 
     challenge = (shared_data / "comparator/projects/simple_match/Challenge.lean").read_text(encoding="utf-8")
@@ -105,7 +105,7 @@ def test_quoted_pass_at_k_counts_the_judges_verdict(audit, shared_data):
     texts = ["\n  grind\n", "\n  omega\n"]  # the recorded Solution's proof, and one nobody recorded
 
     class Rollout:
-        config = GenerationConfig()
+        config = RolloutGenerationConfig()
 
         def generate(self, model, prompts, attempts):
             return SimpleNamespace(texts=[t for _ in prompts for t in texts])

@@ -90,11 +90,12 @@ def test_reference_policy_only_when_needed():
     from rl.config import AdapterConfig, PolicyConfig
     from leanloop.grpo.objective import GRPOConfig
     from rl.module import GRPOModule
-    from leanloop.grpo.rollout import GenerationConfig
+    from leanloop.grpo.rollout import RolloutGenerationConfig
 
     def module(beta: float, adapter: str) -> GRPOModule:
         return GRPOModule(policy=PolicyConfig(adapter=AdapterConfig(kind=adapter, r=2, alpha=4)),
-                          grpo=GRPOConfig(num_generations=2, beta=beta), generation=GenerationConfig(max_new_tokens=4))
+                          grpo=GRPOConfig(num_generations=2, beta=beta),
+                          generation=RolloutGenerationConfig(max_new_tokens=4))
 
     assert module(0.0, "none").reference is None  # beta 0: no reference model loaded
     full = module(0.04, "none")
