@@ -18,7 +18,7 @@ On a CUDA machine (target: <= 8 minutes on one GPU):
   ``vllm_sleep_mode``: the same with the engine asleep during the optimizer step;
 - ``vllm_grpo_steps`` / ``_untied``: two GRPO steps of configs/rl/debug.yaml with
   ``generation.backend: vllm``; every step's ``sampling/sampling_logp_difference`` within the tolerance;
-- ``vllm_sample``: ``make sample``'s debug config with ``generation.backend: vllm`` (on the preset).
+- ``vllm_sample``: ``make sft-sample``'s debug config with ``generation.backend: vllm`` (on the preset).
 
 The vLLM checks use the ``qwen3-tiny-vllm`` preset (head_dim 32: vLLM's CPU attention refuses 16).
 

@@ -2,7 +2,7 @@
 
 The same model (the ``qwen3-tiny-vllm`` preset, fp32) in both, on two jobs:
 
-- ``make sample``: the same statements (raw prompts), k attempts of ``max_new_tokens`` each
+- ``make sft-sample``: the same statements (raw prompts), k attempts of ``max_new_tokens`` each
   (temperature 1, top-p 0.95), through the sampler's own generators: ``TransformersGenerator`` (one
   statement at a time, its k attempts in one ``generate``) and ``VLLMGenerator`` (every statement
   in one call; vLLM schedules them);
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         results["vllm_start_seconds"] = time.perf_counter() - began
         results["vllm"] = timed(vllm, prompts, names, sampling)
         del vllm
-        results["ratio"] = show("make sample", results["transformers"], results["vllm"], results["vllm_start_seconds"])
+        results["ratio"] = show("make sft-sample", results["transformers"], results["vllm"], results["vllm_start_seconds"])
         results["feedback"] = feedback(Path(folder), config)
     if config.json:
         Path(config.json).write_text(json.dumps(results, indent=1))

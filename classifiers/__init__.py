@@ -3,7 +3,7 @@ one-token causal-LM classifier, trained on the labelled corpus and served throug
 Evaluator interface (:mod:`leanloop.evaluator`).
 
 - :mod:`classifiers.truncation` head+tail truncation (first 1/4, last 3/4 of the context), shared by both;
-- :mod:`classifiers.scoring` input formats and score functions (one forward pass each);
+- :mod:`classifiers.model_io` input formats and score functions (one forward pass each);
 - :mod:`classifiers.module` / :mod:`classifiers.data` / :mod:`classifiers.config` / :mod:`classifiers.train`
   the Lightning stage (``python -m classifiers.train --config configs/classifiers/X.yaml``);
 - :mod:`classifiers.evaluator` batch scoring of a finished run (``ClassifierEvaluator.load(<run>/final)``);

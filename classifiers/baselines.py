@@ -1,4 +1,4 @@
-"""The trivial baselines every evaluator report leads with (the classifiers' and ``cascade-eval``'s).
+"""The trivial baselines every evaluator report leads with (the classifiers' and ``feedback-model-eval``'s).
 
 - majority class: the training split's most frequent label, as a constant score (its AUROC is 0.5
   by construction; its accuracy is the number a classifier must clear to be worth anything);

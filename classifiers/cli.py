@@ -2,7 +2,7 @@
 
 The model is checked first. Inputs are ``.lean`` files (one program each), JSONL files (one
 program per line, in the field ``--field``, default ``program``) and corpus parquet files (a data
-run's ``final/corpus.parquet``, what ``make classify`` reads); a row without a program is refused.
+run's ``final/corpus.parquet``, what ``make classifiers-score`` reads); a row without a program is refused.
 Output: one JSON object per program, in input order, to stdout or ``--out``::
 
     {"input": "x.jsonl", "line": 3, "id": ..., "name": ..., "score": 0.91, "verdict": true,
@@ -38,7 +38,7 @@ class ClassifyConfig(ScoreConfig):
     ``--run``), plus those of scoring to stdout or ``--out``."""
 
     run: str | None = None
-    """Write artifacts/classify/<run>/ (scores + manifest) instead of --out/stdout."""
+    """Write artifacts/classifiers_score/<run>/ (scores + manifest) instead of --out/stdout."""
     out: str | None = None
     """Write JSONL here instead of stdout."""
     deadline: float | None = None

@@ -6,7 +6,7 @@
 - :class:`OneTokenClassifier`: a causal LM (Qwen3) trained to emit ``" true"`` / ``" false"`` after
   the raw program and a fixed suffix; cross-entropy over the whole vocabulary at that one position.
 
-Both share the input formats and score functions of :mod:`classifiers.scoring` (head+tail truncation),
+Both share the input formats and score functions of :mod:`classifiers.model_io` (head+tail truncation),
 and the same evaluation: after fit, ``trainer.test`` scores the validation and the test split; the
 threshold is chosen on validation (:func:`leanloop.metrics.select_threshold`) and the test metrics
 at that threshold are logged, so they land in the run's manifest. ``export`` writes the Hugging
@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from classifiers.config import EvaluationConfig, InputConfig, OneTokenFormat
 from classifiers.evaluator import ClassifierSpec
-from classifiers.scoring import (
+from classifiers.model_io import (
     EncoderInputs, OneTokenInputs, encoder_logits, encoder_scores, onetoken_logits, onetoken_loss,
     onetoken_scores, prepare_pooling,
 )

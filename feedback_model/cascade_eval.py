@@ -1,11 +1,12 @@
-"""``python -m feedback_model.cascade_eval --config configs/feedback_model/eval/default.yaml`` (``make cascade-eval``)
+"""``python -m feedback_model.cascade_eval --config configs/feedback_model/eval/default.yaml``
+(``make feedback-model-eval``)
 
 The seed's Table 3 on one theorem-disjoint split of the labelled corpus, for six evaluators scored on
 the same programs: the one-token classifier (the gate alone), the feedback model greedy, the feedback
 model with self-consistency, the cascade (gate at ``cascade.threshold``, LLF: 0.5), the cascade with
 self-consistency in stage two, and the cascade with the gate's calibrated threshold (LLF's separate
 row). Written
-to ``artifacts/cascade_eval/<run>/``:
+to ``artifacts/feedback_model_eval/<run>/``:
 
 - ``report.md``: its first line says whether a trivial baseline beats a learned evaluator (the
   classifier reports' rule and baselines: majority class, per-problem prior, TF-IDF + logistic
@@ -43,7 +44,7 @@ from feedback_model.cascade_report import EVALUATORS, FEEDBACK_TRACES, write_rep
 from leanloop.artifacts import Manifest
 from leanloop.tool import parse_config as parse_tool_config, run_parsed_tool
 
-STAGE = "cascade_eval"
+STAGE = "feedback_model_eval"
 
 
 def parse_config(argv: list[str] | None = None) -> CascadeEvalConfig:
@@ -238,7 +239,7 @@ def evaluate(config: CascadeEvalConfig) -> Path:
     resolved = yaml.safe_dump({k: v for k, v in asdict(config).items() if k != "overwrite"}, sort_keys=True)
     result = run_parsed_tool(STAGE, config, resolved, _evaluate, run=config.run, overwrite=config.overwrite)
     if not result.skipped:
-        print(f"[cascade-eval] report: {result.run_dir / 'report.md'}")
+        print(f"[feedback-model-eval] report: {result.run_dir / 'report.md'}")
     return result.run_dir / "report.md"
 
 
@@ -249,7 +250,7 @@ def _evaluate(config: CascadeEvalConfig, out: Path) -> Manifest:
                                          "reference_trace", "trace_kind", "source"))
     rows = select_programs(corpus, config.split, config.sample_programs, config.seed, config.max_per_problem)
     references = balanced_sample(rows, config.feedback_per_prover_label, config.seed)
-    print(f"[cascade-eval] {len(rows)} programs of split {config.split}; feedback-quality sample {len(references)}",
+    print(f"[feedback-model-eval] {len(rows)} programs of split {config.split}; feedback-quality sample {len(references)}",
           file=sys.stderr)
     results = evaluate_all(config, [r["program"] for r in rows])
     records, trivial = baseline_results(corpus, rows, config)

@@ -1,6 +1,6 @@
 """Feedback-trace pairs: corpus rows -> (program, annotated program) -> tokenized examples with the
 loss on the annotated program only. Plain functions with no Lightning import, shared by the SFT
-data module (:mod:`feedback_model.data`), the evaluation (``make cascade-eval``) and the benchmark.
+data module (:mod:`feedback_model.data`), the evaluation (``make feedback-model-eval``) and the benchmark.
 
 Targets are the data stage's reference traces (``leanloop.traces.annotate`` over Lean's recorded
 answer): a full trace where Lean gave tactic records, an error-only trace for an invalid program

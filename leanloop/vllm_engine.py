@@ -1,6 +1,6 @@
 """The one way this codebase starts vLLM (optional ``gpu`` extra: ``pip install -e '.[gpu]'``).
 
-Every vLLM user here -- prover sampling (``make sample``), prm's generator, the feedback model's
+Every vLLM user here -- prover sampling (``make sft-sample``), prm's generator, the feedback model's
 evaluator (alone or inside rl), GRPO rollouts -- builds its engine from :class:`VLLMEngineConfig`
 through :func:`engine_args`, which follows TRL 1.16's ``trl/generation/vllm_generation.py``
 (``VLLMGeneration._init_vllm``) wherever the engine shares a process with training ranks:

@@ -1,6 +1,6 @@
 """Readers for published step-label sets, so prm-eval reports on them the same way.
 
-Each reader turns a file into :class:`prm.dataset.ProofRecord` rows (statement = the problem, steps
+Each reader turns a file into :class:`prm.labelled_proofs.ProofRecord` rows (statement = the problem, steps
 = {prose, label}; no tactics, no Lean). Formats, as their releases publish them:
 
 - ProcessBench (Qwen/ProcessBench, one JSON object per line, or a JSON list): ``id``, ``generator``,
@@ -26,7 +26,7 @@ from typing import Any, Iterator
 
 from leanloop.jsonl import numbered_jsonl
 from leanloop.paths import resolve_shared
-from prm.dataset import ProofRecord
+from prm.labelled_proofs import ProofRecord
 
 FORMATS = ("processbench", "prmbench", "prm800k")
 

@@ -9,7 +9,7 @@ model versions share.
 - A correspondence judge says whether a step's sentence and tactic say the same thing
   (:class:`ModelJudge`).
 
-:func:`prm.labelling.label_paired_proof` applies both.
+:func:`prm.labels_from_lean.label_paired_proof` applies both.
 """
 
 from __future__ import annotations

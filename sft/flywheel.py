@@ -1,18 +1,18 @@
 """The data flywheel: sft -> sample -> data -> sft, for ``rounds`` rounds.
 
-    python -m sft.flywheel --config configs/sft/flywheel/default.yaml --rounds 2     (make flywheel ROUNDS=2)
+    python -m sft.flywheel --config configs/sft/flywheel/default.yaml --rounds 2     (make sft-flywheel ROUNDS=2)
 
 Round r runs the stages' own entry points, naming every run ``<prefix>-<r>``:
 
 1. ``python -m sft.train``  -> artifacts/sft/<prefix>-r     trained on the corpus of round r-1
    (round 1: the corpus the sft config names, e.g. artifacts://data/default);
-2. ``python -m sft.sample`` -> artifacts/sample/<prefix>-r  k attempts from that prover;
+2. ``python -m sft.sample`` -> artifacts/sft_sample/<prefix>-r  k attempts from that prover;
 3. ``python -m data.build`` -> artifacts/data/<prefix>-r    the round-0 data config plus the samples
    of rounds 1..r as candidate sources, labelled by the configured backend.
 
 Each stage records what it read in its manifest (sft: the corpus; sample: the prover run; data: the
 sample files), so the rounds chain through manifests; the driver adds
-``artifacts/flywheel/<prefix>/manifest.json`` listing every round's runs with their manifest
+``artifacts/sft_flywheel/<prefix>/manifest.json`` listing every round's runs with their manifest
 hashes. Every entry point is resumable or skips finished work, so a rerun continues where a killed
 flywheel stopped. On this machine the replay backend has no Lean answer for new samples: they are
 labelled ``unavailable`` and the next round trains on the same valid proofs (the data report says so).
@@ -33,7 +33,7 @@ from leanloop.tool import parse_config
 from sft.config import FlywheelConfig, SampleConfig
 from sft.sample import CANDIDATES
 
-STAGE = "flywheel"
+STAGE = "sft_flywheel"
 
 
 @dataclass
@@ -90,7 +90,7 @@ def plan(config: FlywheelConfig) -> Plan:
         if filters_by_corpus:
             sample += ["--statements.corpus", corpus]
         steps.append(Step("sample", r, run, sample + list(config.sample_args)))
-        sample_files.append(str(artifacts_root() / "sample" / run / "final" / CANDIDATES))
+        sample_files.append(str(artifacts_root() / "sft_sample" / run / "final" / CANDIDATES))
         data = dict(base_data)
         data["run"] = run
         data["sources"] = list(base_data.get("sources", [])) + [

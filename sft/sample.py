@@ -2,7 +2,7 @@
 
     python -m sft.sample --config configs/sft/sample/default.yaml [--sampling.k 8 ...]
 
-Outputs in ``artifacts/sample/<run>/``:
+Outputs in ``artifacts/sft_sample/<run>/``:
   journal.jsonl                       rows appended per statement (resumable)
   final/candidates.jsonl              all rows in statement-set order (deterministic)
   config.yaml, manifest.json          resolved config; prover identity, counts, extraction failures
@@ -12,7 +12,7 @@ to shard I of N as the run ``<run>/shards/<I>-of-<N>/`` (its own journal and man
 ``--shard`` an array task samples its own shard (``LEANLOOP_SHARD_INDEX``/``_COUNT`` from
 ``cluster.submit`` with an array profile, or SLURM's ``SLURM_ARRAY_TASK_ID``/``_COUNT``).
 ``--merge_shards N`` merges the N finished shards into the run, refusing in one line a missing shard
-or one sampled with another config or code version; ``make sample ARRAY=N [PROFILE=...]`` does both
+or one sampled with another config or code version; ``make sft-sample ARRAY=N [PROFILE=...]`` does both
 (cluster/README.md). Attempts are seeded per statement, so any sharding merges to the file one
 process writes. Each row is one attempt, in the format ``data/sources.py`` reads: name, header,
 statement, program (null with ``extraction_reason`` when nothing could be extracted), source,
@@ -41,7 +41,7 @@ from leanloop.prover.shards import SampleJournal, ShardError, merge_journals, ow
 from leanloop.prover.statements import Statement, load_statement_set  # noqa: F401 (load_statement_set: tests)
 from leanloop.sharding import MergeRefused, Shard, ShardSpecError, check_shards, process_shard, shard_record, shard_run
 
-STAGE = "sample"
+STAGE = "sft_sample"
 CANDIDATES = "candidates.jsonl"
 # config keys that say which shard a process is, not what is sampled
 NOT_HASHED = ("run", "shard", "merge_shards")
