@@ -29,6 +29,15 @@ endef
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
 
+# Targets that were renamed (leanloop/runnables.py:RENAMED_TARGETS, tests/test_runnables.py checks
+# this list against it): refused in one line that names the new target.
+RENAMED_TARGETS := classify=classifiers-score feedback=feedback-model cascade-eval=feedback-model-eval \
+	sample=sft-sample flywheel=sft-flywheel autoformalizer-sft=autoformalizer-train \
+	search-rl=search-expert-iteration search-train=search
+.PHONY: $(foreach r,$(RENAMED_TARGETS),$(firstword $(subst =, ,$(r))))
+$(foreach r,$(RENAMED_TARGETS),$(firstword $(subst =, ,$(r)))):
+	@echo "make $@ was renamed: use make $(lastword $(subst =, ,$(filter $@=%,$(RENAMED_TARGETS))))" >&2; exit 2
+
 $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
@@ -47,8 +56,8 @@ demo: setup ## the main job on the embedded default: every stage end to end, on 
 	$(MAKE) data
 	$(MAKE) pretrain
 	$(MAKE) classifiers
-	$(MAKE) feedback
-	$(MAKE) cascade-eval
+	$(MAKE) feedback-model
+	$(MAKE) feedback-model-eval
 	$(MAKE) rl
 	$(MAKE) search-demo
 
@@ -102,11 +111,11 @@ judge: setup ## re-check a corpus's valid rows with comparator (IN=artifacts/dat
 # `python -m <stage>.train --config X.yaml --run name` into artifacts/<stage>/<name>/; the next
 # stage's config names that folder, and its manifest is checked. CONFIG may list several files
 # (later ones override), e.g. CONFIG="configs/sft/paper.yaml configs/strategy/zero2.yaml".
-.PHONY: sweep submit probe status classify
-classify: setup ## score programs with a trained classifier (with feedback: the feedback model's traces) as a run -> artifacts/classify/<run>/final/scores.jsonl (CONFIG=configs/classify/X.yaml, RUN=name, ARGS=overrides; ARRAY=N [PROFILE=...]: a job array + merge)
-	$(if $(ARRAY),$(call array,classify,configs/classify/default.yaml),$(call stage,classifiers.score,configs/classify/default.yaml))
+.PHONY: sweep submit probe status classifiers-score
+classifiers-score: setup ## score programs with a trained classifier (with feedback: the feedback model's traces) as a run -> artifacts/classifiers_score/<run>/final/scores.jsonl (CONFIG=configs/classifiers/score/X.yaml, RUN=name, ARGS=overrides; ARRAY=N [PROFILE=...]: a job array + merge)
+	$(if $(ARRAY),$(call array,classifiers_score,configs/classifiers/score/default.yaml),$(call stage,classifiers.score,configs/classifiers/score/default.yaml))
 
-status: setup ## shards of an array run: done / running / failed and the array's rows per second (RUN=data/NAME, sample/NAME, classify/NAME)
+status: setup ## shards of an array run: done / running / failed and the array's rows per second (RUN=data/NAME, sft_sample/NAME, classifiers_score/NAME)
 	$(PY) -m cluster.array --status true --run $(or $(RUN),$(error set RUN=<stage>/<run>, e.g. RUN=data/default))
 
 sweep: setup ## run a grid/list of one stage's runs, skipping finished ones (SWEEP=configs/sweeps/X.yaml [ARGS="--executor submit --profile ..."])
@@ -184,31 +193,32 @@ classifiers-cv: setup ## theorem-grouped K-fold cross-validation of a classifier
 
 # --- sft stage ---
 # make sft -> artifacts/sft/default/final (reads artifacts/pretrain/default + artifacts/data/default);
-# make sample -> artifacts/sample/default/final/candidates.jsonl; make data CONFIG=configs/data/sft_samples.yaml
-# labels them; make sft-eval -> artifacts/sft_eval/default/report.md; make flywheel ROUNDS=n chains it all.
-.PHONY: sft sample sft-eval flywheel
+# make sft-sample -> artifacts/sft_sample/default/final/candidates.jsonl; make data
+# CONFIG=configs/data/sft_samples.yaml labels them; make sft-eval -> artifacts/sft_eval/default/report.md; make sft-flywheel ROUNDS=n chains it all.
+.PHONY: sft sft-sample sft-eval sft-flywheel
 sft: setup ## prover SFT on valid proofs (CONFIG=configs/sft/X.yaml [more.yaml], RUN=name, ARGS=overrides)
 	$(call stage,sft.train,configs/sft/default.yaml)
 
-sample: setup ## k attempts per statement -> candidate JSONL for make data (CONFIG=configs/sft/sample/X.yaml, RUN=name, ARGS=overrides; ARRAY=N [PROFILE=...]: a job array + merge)
-	$(if $(ARRAY),$(call array,sample,configs/sft/sample/default.yaml),$(call stage,sft.sample,configs/sft/sample/default.yaml))
+sft-sample: setup ## k attempts per statement -> candidate JSONL for make data (CONFIG=configs/sft/sample/X.yaml, RUN=name, ARGS=overrides; ARRAY=N [PROFILE=...]: a job array + merge)
+	$(if $(ARRAY),$(call array,sft_sample,configs/sft/sample/default.yaml),$(call stage,sft.sample,configs/sft/sample/default.yaml))
 
 sft-eval: setup ## pass@k of a sample run through the Verifier, rl profile (CONFIG=configs/sft/eval/X.yaml, RUN=name, ARGS=overrides)
 	$(call stage,sft.evaluate,configs/sft/eval/default.yaml)
 
-flywheel: setup ## sft -> sample -> data -> sft for ROUNDS=n rounds (CONFIG=configs/sft/flywheel/X.yaml, RUN=run-name prefix)
+sft-flywheel: setup ## sft -> sample -> data -> sft for ROUNDS=n rounds (CONFIG=configs/sft/flywheel/X.yaml, RUN=run-name prefix)
 	$(PY) -m sft.flywheel $(foreach c,$(or $(CONFIG),configs/sft/flywheel/default.yaml),--config $(c)) \
 		$(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(RUN),--prefix $(RUN)) $(ARGS)
 
 # --- feedback_model stage ---
-# make feedback -> artifacts/feedback_model/default/final (reads artifacts/pretrain/default +
-# artifacts/data/default); make cascade-eval -> artifacts/cascade_eval/default/report.md (also reads
-# artifacts/classifiers/onetoken_default, the gate); make bench-feedback uses the trained default model.
-.PHONY: feedback cascade-eval bench-feedback
-feedback: setup ## feedback-trace SFT: program -> annotated program (CONFIG=configs/feedback_model/X.yaml [more.yaml], RUN=name, ARGS=overrides)
+# make feedback-model -> artifacts/feedback_model/default/final (reads artifacts/pretrain/default +
+# artifacts/data/default); make feedback-model-eval -> artifacts/feedback_model_eval/default/report.md
+# (also reads artifacts/classifiers/onetoken_default, the gate); make bench-feedback uses the trained
+# default model.
+.PHONY: feedback-model feedback-model-eval bench-feedback
+feedback-model: setup ## feedback-trace SFT: program -> annotated program (CONFIG=configs/feedback_model/X.yaml [more.yaml], RUN=name, ARGS=overrides)
 	$(call stage,feedback_model.train,configs/feedback_model/default.yaml)
 
-cascade-eval: setup ## Table 3: one-token, feedback greedy / self-consistency, cascade (+SC) (CONFIG=configs/feedback_model/eval/X.yaml, RUN=name, ARGS=overrides)
+feedback-model-eval: setup ## Table 3: one-token, feedback greedy / self-consistency, cascade (+SC) (CONFIG=configs/feedback_model/eval/X.yaml, RUN=name, ARGS=overrides)
 	$(call stage,feedback_model.cascade_eval,configs/feedback_model/eval/default.yaml)
 
 bench-feedback: setup ## speculative copy-drafting vs plain greedy traces: speedup, verdict agreement, programs/s (ARGS=...)
@@ -226,18 +236,18 @@ bench-rl: setup ## hybrid scheduler on a simulated clock (recorded Lean times) +
 	$(PY) -m bench.rl $(ARGS)
 
 # --- autoformalizer stage ---
-# make autoformalizer = autoformalizer-sft -> artifacts/autoformalizer/default (Stage 1, syntax-alignment
+# make autoformalizer = autoformalizer-train -> artifacts/autoformalizer/default (Stage 1, syntax-alignment
 # SFT), autoformalizer-grpo -> artifacts/autoformalizer_grpo/default (Stage 2, GRPO against the compiler,
 # from Stage 1), autoformalizer-eval -> artifacts/autoformalizer_eval/default/report.md (the nine
 # metrics, and which of them could not be computed and why). Paper: CONFIG=configs/autoformalizer/paper.yaml
 # for the SFT, .../grpo/paper.yaml, and CONFIG="configs/autoformalizer/eval/default.yaml configs/autoformalizer/eval/paper.yaml".
-.PHONY: autoformalizer autoformalizer-sft autoformalizer-grpo autoformalizer-eval bench-autoformalizer autoformalizer-retrieval
+.PHONY: autoformalizer autoformalizer-train autoformalizer-grpo autoformalizer-eval bench-autoformalizer autoformalizer-retrieval
 autoformalizer: setup ## embedded default end to end on CPU: SFT -> GRPO -> evaluation report (tiny Qwen3-MoE, NF4, QLoRA)
-	$(MAKE) autoformalizer-sft
+	$(MAKE) autoformalizer-train
 	$(MAKE) autoformalizer-grpo
 	$(MAKE) autoformalizer-eval
 
-autoformalizer-sft: setup ## Stage 1 SFT: informal -> `theorem ... := by sorry` (CONFIG=configs/autoformalizer/X.yaml [more.yaml], RUN=name, ARGS=overrides)
+autoformalizer-train: setup ## Stage 1 SFT: informal -> `theorem ... := by sorry` (CONFIG=configs/autoformalizer/X.yaml [more.yaml], RUN=name, ARGS=overrides)
 	$(call stage,autoformalizer.train,configs/autoformalizer/default.yaml)
 
 autoformalizer-grpo: setup ## Stage 2 GRPO with the gated compiler reward (CONFIG=configs/autoformalizer/grpo/X.yaml, RUN=name, ARGS=overrides)
@@ -280,19 +290,19 @@ protocols: setup ## render docs/paper_protocols.md from docs/paper_protocols.yam
 	$(PY) docs/protocols.py
 
 # --- search stage (NanoProof: LeanTree proof trees, AND-OR MCTS over goals, actor-critic) ---
-# make search-data -> artifacts/search_data/default (trees from the LeanDojo steps), search-train ->
-# artifacts/search/default (from artifacts://pretrain/default: run make pretrain first), search-rl ->
-# artifacts/search_rl/default (+ artifacts/search/default-roundK), search-eval ->
-# artifacts/search_eval/default/report.md. search-demo is the short chain `make demo` runs.
-.PHONY: search-data search-train search-rl search-eval search-demo bench-search
-search-data: setup ## LeanTree-format proof trees from traced steps (or Lean files), split by theorem (CONFIG=configs/search_data/X.yaml, RUN=name, ARGS=overrides)
-	$(call stage,search.build_data,configs/search_data/default.yaml)
+# make search-data -> artifacts/search_data/default (trees from the LeanDojo steps), make search ->
+# artifacts/search/default (from artifacts://pretrain/default: run make pretrain first),
+# search-expert-iteration -> artifacts/search_expert_iteration/default (+ artifacts/search/default-roundK),
+# search-eval -> artifacts/search_eval/default/report.md. search-demo is the short chain `make demo` runs.
+.PHONY: search-data search search-expert-iteration search-eval search-demo bench-search
+search-data: setup ## LeanTree-format proof trees from traced steps (or Lean files), split by theorem (CONFIG=configs/search/data/X.yaml, RUN=name, ARGS=overrides)
+	$(call stage,search.build_data,configs/search/data/default.yaml)
 
-search-train: setup ## supervised actor-critic on tree steps (CONFIG=configs/search/X.yaml [more.yaml], RUN=name, ARGS=overrides)
+search: setup ## supervised actor-critic on tree steps (CONFIG=configs/search/X.yaml [more.yaml], RUN=name, ARGS=overrides)
 	$(call stage,search.train,configs/search/default.yaml)
 
-search-rl: setup ## self-improvement: search -> simplified proofs -> replay buffer -> train, in rounds (CONFIG=configs/search/rl/X.yaml, RUN=name, ARGS=overrides)
-	$(call stage,search.rl,configs/search/rl/default.yaml)
+search-expert-iteration: setup ## self-improvement: search -> simplified proofs -> replay buffer -> train, in rounds (CONFIG=configs/search/expert_iteration/X.yaml, RUN=name, ARGS=overrides)
+	$(call stage,search.expert_iteration,configs/search/expert_iteration/default.yaml)
 
 search-eval: setup ## pass@k at a search budget vs sampling without search, report + plot (CONFIG=configs/search/eval/X.yaml, RUN=name, ARGS=overrides)
 	$(call stage,search.evaluate,configs/search/eval/default.yaml)
@@ -306,8 +316,8 @@ bench-search: setup ## expansions/s and env calls/s vs the replay environment, b
 	$(PY) -m bench.search $(ARGS)
 
 # --- prm stage (LeanPRM: Lean-grounded step labels and a step verifier) ---
-# Embedded default on CPU: make prm-generate -> artifacts/prm_samples/default (paired proofs from a random
-# tiny Qwen3: noise, counted as format rejections); make prm-label -> artifacts/prm_data/default (recorded
+# Embedded default on CPU: make prm-generate -> artifacts/prm_generate/default (paired proofs from a random
+# tiny Qwen3: noise, counted as format rejections); make prm-label -> artifacts/prm_label/default (recorded
 # RL-Lean programs: tactic-level labels from recorded Lean output); make prm-train -> artifacts/prm/default
 # (SFT) then artifacts/prm/grpo (GRPO, exact step-label reward); make prm-eval -> artifacts/prm_eval/default/report.md.
 .PHONY: prm prm-generate prm-label prm-train prm-eval

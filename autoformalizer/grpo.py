@@ -31,7 +31,7 @@ GATES = ("malformed", "rejected", "fails_typecheck", "typechecks", *NO_VERDICT, 
 
 
 @dataclass
-class ScoredRollout:
+class FormalizationReward:
     """One rollout's training reward (``reward``: what GRPO reads) and the gated result behind it."""
 
     reward: float | None
@@ -134,7 +134,7 @@ class AutoformalizerGRPOModule(PolicyRunHooks, L.LightningModule):
         return Path(self.trainer.default_root_dir) if self._trainer is not None else None
 
     # -- one step -------------------------------------------------------------------------------
-    def score(self, problems: list, texts: list[str]) -> list[ScoredRollout]:
+    def score(self, problems: list, texts: list[str]) -> list[FormalizationReward]:
         """The gated reward of G completions per problem (rows group after group)."""
         G = self.grpo.num_generations
         statements = [extract_statement(t) for t in texts]
@@ -144,7 +144,7 @@ class AutoformalizerGRPOModule(PolicyRunHooks, L.LightningModule):
         scored = []
         for result, statement in zip(results, statements):
             value, credited = training_value(result, self.reward_config)
-            scored.append(ScoredRollout(value, result, credited, statement))
+            scored.append(FormalizationReward(value, result, credited, statement))
         return scored
 
     def training_step(self, batch, batch_idx: int):
@@ -170,7 +170,7 @@ class AutoformalizerGRPOModule(PolicyRunHooks, L.LightningModule):
              "gated_reward": s.result.value, "training_reward": s.reward, "well_formed_only": s.well_formed_only,
              "reason": s.result.reason[:300]} for i, s in enumerate(scored)])
 
-    def _reward_stats(self, scored: list[ScoredRollout]) -> dict[str, float]:
+    def _reward_stats(self, scored: list[FormalizationReward]) -> dict[str, float]:
         gates = Counter(s.result.gate for s in scored)
         values = [s.reward for s in scored if s.reward is not None]
         no_verdict = sum(gates[g] for g in NO_VERDICT)

@@ -38,7 +38,7 @@ def _location(config: PolicyConfig) -> str:
         check_model_run(run)
     elif config.name.startswith("artifacts://"):
         raise FileNotFoundError(f"policy.name {config.name}: no finished run at {spec.run_dir() or config.name}; "
-                                "run the stage that produces it first (make autoformalizer-sft)")
+                                "run the stage that produces it first (make autoformalizer-train)")
     return spec.weights_location()
 
 

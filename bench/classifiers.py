@@ -60,7 +60,7 @@ def evaluator(kind: str, batch_size: int):
     """The trained default run's evaluator if it exists, else the default config's architecture
     untrained (a base run that is not there yet: the preset it descends from)."""
     from classifiers.evaluator import ClassifierEvaluator, ClassifierSpec
-    from classifiers.scoring import FALSE_TOKEN, ONETOKEN_SUFFIX, TRUE_TOKEN
+    from classifiers.model_io import FALSE_TOKEN, ONETOKEN_SUFFIX, TRUE_TOKEN
     from leanloop.training.models import ModelSpec, load_model, load_tokenizer
 
     final = artifacts_root() / DEFAULT_RUNS[kind] / "final"

@@ -87,7 +87,7 @@ def load_model(ref: str, device: str) -> tuple[Any, Any, Any, str]:
         from leanloop.training.models import ModelSpec, load_model as build, load_tokenizer
 
         print(f"[bench-feedback] no trained feedback model at {ref} ({error}); falling back to a RANDOM-INIT "
-              "qwen3-tiny, which copies poorly: train one with `make feedback` for a meaningful ratio")
+              "qwen3-tiny, which copies poorly: train one with `make feedback-model` for a meaningful ratio")
         torch.manual_seed(0)
         spec = ModelSpec("qwen3-tiny")
         tokenizer = load_tokenizer(spec)

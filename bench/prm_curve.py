@@ -23,7 +23,7 @@ class PRMCurveConfig:
 
     recipe: str = str(REPO_ROOT / "configs/prm/default.yaml")
     """The verifier's SFT config (``--config`` of ``python -m prm.train``), trained at every point."""
-    dataset: str = "artifacts://prm_data/default"
+    dataset: str = "artifacts://prm_label/default"
     evaluation: str = str(REPO_ROOT / "configs/prm/eval/default.yaml")
     """prm-eval's config: its ``limit``, ``max_steps``, ``batch_size`` and ``threads`` are used."""
     sizes: str = "200,600,all"
@@ -33,7 +33,7 @@ class PRMCurveConfig:
     """Passes over each point's proofs (trainer.max_steps = epochs x proofs / batch size)."""
     smoke: bool = False
     """configs/prm/debug.yaml, 2 sizes, 1 seed, one batch, 8 proofs per split, on labels of the first
-    150 recorded programs (made as ``artifacts/prm_data/curve_smoke``)."""
+    150 recorded programs (made as ``artifacts/prm_label/curve_smoke``)."""
     json: str | None = None
     plot: str | None = None
     """Also draw the curve (test F1 on wrong steps and exact against training proofs) to this PNG."""
@@ -49,13 +49,13 @@ def run_one(options: PRMCurveConfig, proofs: int | None, seed: int) -> dict[str,
     from prm.baselines import TfidfStepClassifier
     from prm.config import EvalConfig
     from prm.data import draw
-    from prm.dataset import DATA_STAGE, read_split
+    from prm.labelled_proofs import LABEL_STAGE, read_split
     from prm.evaluate import RULES, decision_rules, prepared_proofs, verifier_scores
-    from prm.labelling import training_prefix
+    from prm.labels_from_lean import training_prefix
     from prm.metrics import labels_at, ranking, step_metrics
     from prm.train import run as train
 
-    data = resolve_run(options.dataset, DATA_STAGE)
+    data = resolve_run(options.dataset, LABEL_STAGE)
     labelled = [r for r in read_split(data, "train") if training_prefix(r.labels)]
     chosen = draw(labelled, proofs, seed)
     batch = yaml.safe_load(Path(options.recipe).read_text())["data"]["batch_size"]
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from leanloop.artifacts import resolve_run
     from leanloop.paths import repo_file
     from leanloop.tool import check_output_file, parse_config
-    from prm.dataset import DATA_STAGE
+    from prm.labelled_proofs import LABEL_STAGE
 
     options = parse_config(PRMCurveConfig, argv, prog="python -m bench.prm_curve", description=__doc__.splitlines()[0])[0]
     check_output_file(options.json)
@@ -122,10 +122,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         options.recipe, sizes, seeds = str(REPO_ROOT / "configs/prm/debug.yaml"), [4, None], [0]
         label.run(LabelConfig(run="curve_smoke", recorded=RecordedConfig(limit=150)), progress=False)
-        options.dataset = "artifacts://prm_data/curve_smoke"
+        options.dataset = "artifacts://prm_label/curve_smoke"
     repo_file(options.recipe, "--recipe")  # named inputs are checked before the first run, not inside it
     repo_file(options.evaluation, "--evaluation")
-    resolve_run(options.dataset, DATA_STAGE)
+    resolve_run(options.dataset, LABEL_STAGE)
     began = time.perf_counter()
     points: list[dict[str, Any]] = []
     for proofs in sizes:

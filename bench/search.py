@@ -24,7 +24,7 @@ def _trees() -> Path:
     from search.build_data import main
 
     os.environ["LEANLOOP_ARTIFACTS"] = tempfile.mkdtemp(prefix="bench-search-")
-    return main(["--config", "configs/search_data/default.yaml"])
+    return main(["--config", "configs/search/data/default.yaml"])
 
 
 def _timed(fn):

@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         results["vllm_start_seconds"] = time.perf_counter() - began
         results["vllm"] = timed(vllm, prompts, names, sampling)
         del vllm
-        results["ratio"] = show("make sample", results["transformers"], results["vllm"], results["vllm_start_seconds"])
+        results["ratio"] = show("make sft-sample", results["transformers"], results["vllm"], results["vllm_start_seconds"])
         results["feedback"] = feedback(Path(folder), config)
     if config.json:
         Path(config.json).write_text(json.dumps(results, indent=1))

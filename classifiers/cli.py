@@ -17,7 +17,7 @@ class ClassifyConfig(ScoreConfig):
     ``--run``), plus those of scoring to stdout or ``--out``."""
 
     run: str | None = None
-    """Write artifacts/classify/<run>/ (scores + manifest) instead of --out/stdout."""
+    """Write artifacts/classifiers_score/<run>/ (scores + manifest) instead of --out/stdout."""
     out: str | None = None
     """Write JSONL here instead of stdout."""
     deadline: float | None = None

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from classifiers.baselines import TfidfConfig
-from classifiers.scoring import FALSE_TOKEN, ONETOKEN_SUFFIX, TRUE_TOKEN, Preamble
+from classifiers.model_io import FALSE_TOKEN, ONETOKEN_SUFFIX, TRUE_TOKEN, Preamble
 from classifiers.truncation import HEAD_FRACTION
 
 
@@ -32,7 +32,7 @@ class InputConfig:
     """What of each program's start is dropped before tokenizing: ``drop_header`` its leading
     import / open / set_option lines (the same in every program of the default corpus),
     ``drop_header_and_docstring`` the informal ``/-- -/`` docstring after them too, so a truncated
-    view's head starts at the theorem (:func:`classifiers.scoring.strip_preamble`). Training and
+    view's head starts at the theorem (:func:`classifiers.model_io.strip_preamble`). Training and
     scoring alike (recorded in classifier.json); the baselines read the whole program. Measured in
     docs/results/classifiers.md (2026-12-04)."""
     pack_tokens: int | None = None

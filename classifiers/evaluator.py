@@ -12,7 +12,7 @@ from typing import Any, Literal, Sequence
 
 import torch
 
-from classifiers.scoring import (
+from classifiers.model_io import (
     FALSE_TOKEN, ONETOKEN_SUFFIX, TRUE_TOKEN, EncoderInputs, OneTokenInputs, encoder_logits, encoder_scores,
     onetoken_logits, onetoken_loss, onetoken_scores, prepare_pooling,
 )
@@ -36,7 +36,7 @@ class ClassifierSpec:
     false_token: str | None = None
     pooling: str = "cls"  # encoder only: cls (the model's own head) or mean (masked mean of the token states)
     program_tokens: int | None = None  # the program's budget with special tokens / suffix on top
-    preamble: str = "keep"  # what of the program's start is dropped before tokenizing (scoring.PREAMBLES)
+    preamble: str = "keep"  # what of the program's start is dropped before tokenizing (model_io.PREAMBLES)
 
     def write(self, folder: str | Path) -> Path:
         path = Path(folder) / CLASSIFIER_FILE

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from classifiers.config import EvaluationConfig, InputConfig, OneTokenFormat
 from classifiers.evaluator import ClassifierSpec
-from classifiers.scoring import (
+from classifiers.model_io import (
     EncoderInputs, OneTokenInputs, encoder_logits, encoder_scores, onetoken_logits, onetoken_loss,
     onetoken_scores, prepare_pooling,
 )

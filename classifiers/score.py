@@ -1,5 +1,5 @@
-"""``python -m classifiers.score --config configs/classify/default.yaml [--run NAME] [--shard I/N]``:
-score every program of some inputs with a trained classifier, as a run (``make classify``).
+"""``python -m classifiers.score --config configs/classifiers/score/default.yaml [--run NAME] [--shard I/N]``:
+score every program of some inputs with a trained classifier, as a run (``make classifiers-score``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from leanloop.jsonl import JsonlError, dumps_line, numbered_jsonl
 from leanloop.sharding import (MergeRefused, Shard, ShardSpecError, check_shards, shard_dir, shard_of,
                                shard_record, shard_run)
 
-STAGE = "classify"
+STAGE = "classifiers_score"
 SCORES = "scores.jsonl"
 NOT_HASHED = ("run", "shard", "merge_shards")
 PASSED_THROUGH = ("id", "name", "split", "label")
@@ -30,7 +30,7 @@ class ScoreConfig:
     inputs: list[str] = field(default_factory=list)
     """``.lean``, JSONL or corpus parquet files (``artifacts://`` and ``shared://`` references work)."""
     run: str = "default"
-    """Output folder: artifacts/classify/<run>/."""
+    """Output folder: artifacts/classifiers_score/<run>/."""
     field: str = "program"
     """JSONL field holding the program."""
     batch_size: int = 16

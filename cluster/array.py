@@ -17,6 +17,7 @@ from cluster.command import CommandError, StageCommand, StageRun, default_run_na
 from cluster.profile import DEFAULT_PROFILE, ClusterProfile, ProfileError, load_profile
 from leanloop.artifacts import MANIFEST, run_dir
 from leanloop.sharding import SHARDS, Shard, all_shards, shard_dir
+from leanloop.runnables import RENAMED_ARTIFACTS
 from leanloop.tool import parse_stage_tool
 
 ARRAY_RECORD = "array.json"
@@ -53,17 +54,19 @@ STAGES: dict[str, ArrayStage] = {
     "data": ArrayStage("data", "data.build", "data.merge", lambda count: ["--count", str(count)],
                        lambda folder: _count_lines(folder / "journal.jsonl", skip=1), "programs"),
     # the sampler: one row per attempt in the shard's journal (leanloop.prover.shards)
-    "sample": ArrayStage("sample", "sft.sample", "sft.sample", lambda count: ["--merge_shards", str(count)],
-                         lambda folder: _count_lines(folder / "journal.jsonl"), "attempts"),
+    "sft_sample": ArrayStage("sft_sample", "sft.sample", "sft.sample", lambda count: ["--merge_shards", str(count)],
+                             lambda folder: _count_lines(folder / "journal.jsonl"), "attempts"),
     # scoring with a trained classifier: one score row per program
-    "classify": ArrayStage("classify", "classifiers.score", "classifiers.score",
-                           lambda count: ["--merge_shards", str(count)],
-                           lambda folder: sum(_count_lines(path) for path in (folder / "final").glob("*.jsonl")),
-                           "programs"),
+    "classifiers_score": ArrayStage(
+        "classifiers_score", "classifiers.score", "classifiers.score", lambda count: ["--merge_shards", str(count)],
+        lambda folder: sum(_count_lines(path) for path in (folder / "final").glob("*.jsonl")), "programs"),
 }
 
 
 def array_stage(stage: str) -> ArrayStage:
+    if stage in RENAMED_ARTIFACTS:
+        raise ArrayError(f"stage {stage!r} was renamed {RENAMED_ARTIFACTS[stage]!r}; use --stage "
+                         f"{RENAMED_ARTIFACTS[stage]} (RUN={RENAMED_ARTIFACTS[stage]}/NAME)")
     if stage not in STAGES:
         raise ArrayError(f"stage {stage!r} does not run as a job array; choose one of {', '.join(STAGES)}")
     return STAGES[stage]
@@ -282,7 +285,7 @@ class ArrayConfig:
     """The options of ``python -m cluster.array`` itself (the others are the stage's)."""
 
     stage: str | None = None
-    """The stage to shard: data, sample or classify."""
+    """The stage to shard: data, sft_sample or classifiers_score."""
     run: str | None = None
     """Run name (default: the config stems joined by '+'); with ``--status true``: data/NAME."""
     array: int | None = None

@@ -74,7 +74,7 @@ TOOL_CONFIGS = {
     "configs/sft/eval": "sft.evaluate:EvaluateConfig",
     "configs/autoformalizer/eval": "autoformalizer.config:AutoformalizerConfig",
     "configs/search/eval": "search.evaluate:SearchEvalConfig",
-    "configs/search/rl": "search.rl:SearchRLConfig",
+    "configs/search/expert_iteration": "search.expert_iteration:ExpertIterationConfig",
 }
 # configs/<folder> of a Lightning stage whose entry point is not <stage>/train.py
 TRAINING_CONFIGS = {"configs/autoformalizer/grpo": "autoformalizer.train_grpo"}

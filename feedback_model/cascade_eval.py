@@ -1,7 +1,8 @@
-"""``python -m feedback_model.cascade_eval --config configs/feedback_model/eval/default.yaml`` (``make cascade-eval``)
+"""``python -m feedback_model.cascade_eval --config configs/feedback_model/eval/default.yaml``
+(``make feedback-model-eval``)
 
 The seed's Table 3 on one theorem-disjoint split of the labelled corpus: the gate, the feedback model
-and the cascades scored on the same programs, reported in ``artifacts/cascade_eval/<run>/``.
+and the cascades scored on the same programs, reported in ``artifacts/feedback_model_eval/<run>/``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from feedback_model.cascade_report import EVALUATORS, FEEDBACK_TRACES, write_rep
 from leanloop.artifacts import Manifest
 from leanloop.tool import parse_config as parse_tool_config, run_parsed_tool
 
-STAGE = "cascade_eval"
+STAGE = "feedback_model_eval"
 
 
 def parse_config(argv: list[str] | None = None) -> CascadeEvalConfig:
@@ -216,7 +217,7 @@ def evaluate(config: CascadeEvalConfig) -> Path:
     resolved = yaml.safe_dump({k: v for k, v in asdict(config).items() if k != "overwrite"}, sort_keys=True)
     result = run_parsed_tool(STAGE, config, resolved, _evaluate, run=config.run, overwrite=config.overwrite)
     if not result.skipped:
-        print(f"[cascade-eval] report: {result.run_dir / 'report.md'}")
+        print(f"[feedback-model-eval] report: {result.run_dir / 'report.md'}")
     return result.run_dir / "report.md"
 
 
@@ -227,7 +228,7 @@ def _evaluate(config: CascadeEvalConfig, out: Path) -> Manifest:
                                          "reference_trace", "trace_kind", "source"))
     rows = select_programs(corpus, config.split, config.sample_programs, config.seed, config.max_per_problem)
     references = balanced_sample(rows, config.feedback_per_prover_label, config.seed)
-    print(f"[cascade-eval] {len(rows)} programs of split {config.split}; feedback-quality sample {len(references)}",
+    print(f"[feedback-model-eval] {len(rows)} programs of split {config.split}; feedback-quality sample {len(references)}",
           file=sys.stderr)
     results = evaluate_all(config, [r["program"] for r in rows])
     records, trivial = baseline_results(corpus, rows, config)

@@ -1,7 +1,7 @@
 """Typed configuration of the feedback-model stage.
 
 Training (``python -m feedback_model.train``, LightningCLI) takes :class:`TraceFormat` in the model
-and data sections; the evaluators, ``python -m feedback_model.cascade_eval`` (``make cascade-eval``) and
+and data sections; the evaluators, ``python -m feedback_model.cascade_eval`` (``make feedback-model-eval``) and
 the benchmark take :class:`TraceGenerationConfig`, :class:`SelfConsistencyConfig` and
 :class:`CascadeEvalConfig` (jsonargparse, configs under ``configs/feedback_model/eval/``).
 """
@@ -48,7 +48,7 @@ class FeedbackModelCard:
         if not path.is_file():
             raise FileNotFoundError(
                 f"{path} not found: {folder} is not a trained feedback model's final/ folder "
-                "(train one with `make feedback`, then name artifacts/feedback_model/<run>/final)")
+                "(train one with `make feedback-model`, then name artifacts/feedback_model/<run>/final)")
         data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
         return cls(format=TraceFormat(**data["format"]), max_length=int(data["max_length"]), base=data.get("base"))
 
@@ -147,10 +147,10 @@ class FeedbackEvaluatorOptions:
 
 @dataclass
 class CascadeEvalConfig:
-    """``python -m feedback_model.cascade_eval`` (``make cascade-eval``): the seed's Table 3 on one split."""
+    """``python -m feedback_model.cascade_eval`` (``make feedback-model-eval``): the seed's Table 3 on one split."""
 
     run: str = "default"
-    """Output: artifacts/cascade_eval/<run>/."""
+    """Output: artifacts/feedback_model_eval/<run>/."""
     corpus: str = "artifacts://data/default"
     split: str = "test"
     feedback: str = "artifacts://feedback_model/default"

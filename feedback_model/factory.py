@@ -38,7 +38,7 @@ def evaluator(path: str, mode: Literal["cascade", "feedback"] = "cascade",
         raise ValueError(f"evaluator option mode must be one of {MODES}, got {mode!r}")
     if not path:
         raise ValueError("the feedback evaluator needs evaluator.path: a feedback_model run "
-                         "(artifacts://feedback_model/<run>, made by `make feedback`) or its final/ folder")
+                         "(artifacts://feedback_model/<run>, made by `make feedback-model`) or its final/ folder")
     generation = _section(TraceGenerationConfig, generation or {}, "generation")
     if self_consistency is True:
         self_consistency = SelfConsistencyConfig()

@@ -1,6 +1,6 @@
 """Feedback-trace pairs: corpus rows -> (program, annotated program) -> tokenized examples with the
 loss on the annotated program only. Plain functions with no Lightning import, shared by the SFT
-data module (:mod:`feedback_model.data`), the evaluation (``make cascade-eval``) and the benchmark.
+data module (:mod:`feedback_model.data`), the evaluation (``make feedback-model-eval``) and the benchmark.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``python -m feedback_model.train --config configs/feedback_model/default.yaml [--model.optim.lr 1e-5 ...]``
 
-Feedback-trace SFT (``make feedback``): the run lands in ``artifacts/feedback_model/<run>/`` with the
+Feedback-trace SFT (``make feedback-model``): the run lands in ``artifacts/feedback_model/<run>/`` with the
 model in Hugging Face format plus ``feedback.json`` under ``final/``, which
 :class:`feedback_model.evaluator.FeedbackEvaluator` loads.
 """

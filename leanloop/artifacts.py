@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from leanloop.paths import REPO_ROOT, artifacts_root, resolve_shared, shared_data_dir
+from leanloop.runnables import config_folder, make_target, renamed_artifact
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
@@ -53,10 +54,6 @@ class ArtifactNotFoundError(ManifestError, FileNotFoundError):
 class RunLockedError(ManifestError):
     """Another process is writing the run folder."""
 
-
-# make targets whose name is not the stage's (the others are the stage name, '_' -> '-')
-MAKE_TARGETS = {"feedback_model": "feedback", "autoformalizer": "autoformalizer-sft",
-                "prm": "prm-train", "prm_data": "prm-label", "prm_samples": "prm-generate"}
 
 
 def content_hash(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
@@ -132,6 +129,10 @@ def describe_input(path: str | os.PathLike) -> dict[str, Any]:
 
 class RunNameError(ValueError):
     """A run name that is not one path segment (it would write outside ``artifacts/<stage>/``)."""
+
+
+class RenamedError(ValueError):
+    """A reference to an artifact folder that was renamed (the message names the new one)."""
 
 
 # one path segment; '+' joins config stems in default names and '=' writes sweep values (lr=0.001)
@@ -475,6 +476,9 @@ def resolve_path(ref: str | os.PathLike) -> Path:
         parts = rest.split("/")
         if len(parts) < 2 or any(part in ("", ".", "..") for part in parts):
             raise RunNameError(f"{ref}: an artifact reference is artifacts://<stage>/<run> (one folder name each)")
+        renamed = renamed_artifact(parts[0], text)
+        if renamed:
+            raise RenamedError(renamed)
         check_run_name(parts[1], f"run name in {ref}")
         return artifacts_root() / rest
     return resolve_shared(text)
@@ -498,7 +502,8 @@ TOOL_ENTRIES = {"data": "data.build", "search_data": "search.build_data"}
 
 
 def upstream_configs(config: str | os.PathLike, configs_root: str | os.PathLike | None = None) -> list[tuple[str, str, Path]]:
-    """The runs a config names (``artifacts://<stage>/<run>``) that come from ``configs/<stage>/<run>.yaml``,
+    """The runs a config names (``artifacts://<stage>/<run>``) that come from their runnable's config
+    folder (``configs/<folder>/<run>.yaml``, :func:`leanloop.runnables.config_folder`),
     recursively, each once, in the order to build them (a run after the runs its own config names):
     ``(stage, run, config)``. The debug chains of the tests and of ``make gpu-check`` build these."""
     root = Path(configs_root) if configs_root is not None else REPO_ROOT / "configs"
@@ -510,7 +515,7 @@ def upstream_configs(config: str | os.PathLike, configs_root: str | os.PathLike 
             if (stage, run) in seen:
                 continue
             seen.add((stage, run))
-            source = root / stage / f"{run}.yaml"
+            source = root / config_folder(stage) / f"{run}.yaml"
             if not source.is_file():
                 raise FileNotFoundError(f"{path} names artifacts://{stage}/{run} but {source} does not exist")
             visit(source)
@@ -542,7 +547,7 @@ def resolve_artifact(ref: str | os.PathLike, stage: str | None = None, *, requir
     run = locate_run(text)
     if run is not None and not run.exists():
         named = stage or (run.parent.name if text.startswith(ARTIFACTS_SCHEME) else None)
-        hint = f" (`make {MAKE_TARGETS.get(named, named.replace('_', '-'))}`)" if named else ""
+        hint = f" (`make {make_target(named)}`)" if named else ""
         raise ArtifactNotFoundError(f"{ref} -> {run} does not exist: run the stage that makes it first{hint}, "
                                     "or point the config at a finished run")
     if run is not None:

@@ -42,6 +42,7 @@ def check_config_files(argv: list[str]) -> None:
     import yaml
 
     from leanloop.paths import repo_file
+    from leanloop.runnables import renamed_config
 
     for index, arg in enumerate(argv):
         if arg == "--config" and index + 1 < len(argv):
@@ -55,7 +56,7 @@ def check_config_files(argv: list[str]) -> None:
         try:
             path = repo_file(name, "config file")
         except FileNotFoundError as error:
-            raise ConfigFileError(str(error)) from None
+            raise ConfigFileError(renamed_config(name) or str(error)) from None
         try:
             data = yaml.safe_load(path.read_text(encoding="utf-8"))
         except yaml.YAMLError as error:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from prm.dataset import ProofRecord
-from prm.labelling import training_prefix
+from prm.labelled_proofs import ProofRecord
+from prm.labels_from_lean import training_prefix
 from prm.metrics import labels_at
 
 

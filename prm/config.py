@@ -73,11 +73,11 @@ class JudgeConfig:
 @dataclass
 class LabelConfig:
     run: str = "default"
-    """Output: artifacts/prm_data/<run>/."""
+    """Output: artifacts/prm_label/<run>/."""
     recorded: RecordedConfig | None = field(default_factory=RecordedConfig)
     """The embedded default (recorded whole programs); null to label only generated proofs."""
     generated: str | None = None
-    """A prm-generate run (``artifacts://prm_samples/<run>``) whose paired proofs are labelled."""
+    """A prm-generate run (``artifacts://prm_generate/<run>``) whose paired proofs are labelled."""
     checker: Literal["auto", "incremental", "prefix"] = "auto"
     """auto: incremental REPL proof states when the backend is local, prefix compilation otherwise."""
     backend: BackendConfig = field(default_factory=BackendConfig)
@@ -94,7 +94,7 @@ class GenerateConfig:
     model: ModelSpec = field(default_factory=ModelSpec)
     """The generator (paper: a strong instruction model; embedded default: tiny random Qwen3)."""
     run: str = "default"
-    """Output: artifacts/prm_samples/<run>/."""
+    """Output: artifacts/prm_generate/<run>/."""
     statements: StatementsConfig = field(default_factory=StatementsConfig)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     backend: Literal["transformers", "vllm"] = "transformers"
@@ -124,7 +124,7 @@ class EvalConfig:
     """The step verifier (a prm run)."""
     run: str = "default"
     """Output: artifacts/prm_eval/<run>/."""
-    dataset: str | None = "artifacts://prm_data/default"
+    dataset: str | None = "artifacts://prm_label/default"
     """Held-out theorems: the test split of a prm-label run."""
     split: str = "test"
     decision_split: str | None = "valid"

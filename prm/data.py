@@ -1,8 +1,8 @@
 """The step verifier's data: (statement, numbered prose steps) -> Lean's step labels.
 
-Proofs come from a prm-label run (``dataset: artifacts://prm_data/<run>``) or, with ``dataset: null``,
+Proofs come from a prm-label run (``dataset: artifacts://prm_label/<run>``) or, with ``dataset: null``,
 from the embedded default labels built in memory (``recorded``). A proof trains on its longest
-prefix of labelled steps (:func:`prm.labelling.training_prefix`), cut at ``max_proof_steps``.
+prefix of labelled steps (:func:`prm.labels_from_lean.training_prefix`), cut at ``max_proof_steps``.
 ``mode`` (linked from ``model.mode``): ``sft`` batches are tokenized prompt + label answer with the
 prompt masked; ``grpo`` batches are the examples themselves (the module samples answers).
 """
@@ -22,9 +22,9 @@ from torch.utils.data import DataLoader
 from leanloop.artifacts import resolve_run
 from leanloop.training.models import ModelSpec, load_tokenizer
 from prm.config import RecordedConfig, SplitConfig
-from prm.dataset import DATA_STAGE, ProofRecord, read_split
-from prm.labelling import training_prefix
-from prm.step_labels import END_OF_TURN, render_labels, verifier_prompt
+from prm.labelled_proofs import LABEL_STAGE, ProofRecord, read_split
+from prm.labels_from_lean import training_prefix
+from prm.verifier_io import END_OF_TURN, render_labels, verifier_prompt
 
 
 @dataclass
@@ -94,7 +94,7 @@ class PRMData(L.LightningDataModule):
 
     def _records(self) -> dict[str, list[ProofRecord]]:
         if self.dataset is not None:
-            folder = resolve_run(self.dataset, DATA_STAGE)
+            folder = resolve_run(self.dataset, LABEL_STAGE)
             return {s: read_split(folder, s) for s in ("train", "valid")}
         from prm.recorded_steps import build_recorded
 
@@ -161,7 +161,7 @@ class PRMData(L.LightningDataModule):
 
     def manifest_inputs(self) -> dict[str, Path]:
         if self.dataset is not None:
-            return {"dataset": resolve_run(self.dataset, DATA_STAGE)}
+            return {"dataset": resolve_run(self.dataset, LABEL_STAGE)}
         from leanloop.paths import resolve_shared
 
         return {"recorded": resolve_shared(self.recorded.path)}

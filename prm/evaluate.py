@@ -25,13 +25,13 @@ from leanloop.training.module import set_torch_threads
 from leanloop.jsonl import write_jsonl
 from leanloop.tool import run_parsed_tool, run_tool
 from prm.config import EvalConfig
-from prm.dataset import DATA_STAGE, ProofRecord, read_split
+from prm.labelled_proofs import LABEL_STAGE, ProofRecord, read_split
 from prm.external import read_external
-from prm.labelling import propagate, training_prefix
+from prm.labels_from_lean import propagate, training_prefix
 from prm.metrics import best_of_n, choose_threshold, labels_at, ranking, step_metrics
 from prm.paired import assemble_program
 from prm.predict import greedy_answers, wrong_probabilities
-from prm.step_labels import parse_labels, verifier_prompt
+from prm.verifier_io import parse_labels, verifier_prompt
 
 EVAL_STAGE = "prm_eval"
 RULES = {"tfidf_steps@exact": ("tfidf_steps", "exact"), "tfidf_steps@f1": ("tfidf_steps", "f1_incorrect"),
@@ -295,7 +295,7 @@ def work(config: EvalConfig, folder: Path) -> Manifest:
     if config.dataset:
         from prm.baselines import TfidfStepClassifier
 
-        data = resolve_run(config.dataset, DATA_STAGE)
+        data = resolve_run(config.dataset, LABEL_STAGE)
         data_manifest = json.loads((data / "manifest.json").read_text())
         manifest.inputs["dataset"] = describe_input(data)
         tfidf = TfidfStepClassifier(config.seed).fit(read_split(data, "train"), config.max_steps)

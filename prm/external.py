@@ -8,7 +8,7 @@ from typing import Any, Iterator
 
 from leanloop.jsonl import numbered_jsonl
 from leanloop.paths import resolve_shared
-from prm.dataset import ProofRecord
+from prm.labelled_proofs import ProofRecord
 
 FORMATS = ("processbench", "prmbench", "prm800k")
 

@@ -19,7 +19,7 @@ from leanloop.prover.statements import Statement, load_statement_set
 from leanloop.jsonl import write_jsonl
 from leanloop.tool import parse_config
 from prm.config import GenerateConfig
-from prm.label import SAMPLES_FILE, SAMPLES_STAGE
+from prm.label import GENERATE_STAGE, SAMPLES_FILE
 from prm.paired import PairedFormatError, parse_paired, render_paired_prompt
 
 # config keys that say which shard a process is, not what is sampled
@@ -80,7 +80,7 @@ def run(config: GenerateConfig, resolved_yaml: str = "", progress: bool = True) 
     (``merge_shards``). Returns the run's folder (the shard's after a shard)."""
     from tqdm import tqdm
 
-    folder = run_dir(SAMPLES_STAGE, config.run)
+    folder = run_dir(GENERATE_STAGE, config.run)
     if config.shard and config.merge_shards:
         raise ShardSpecError("--shard samples one shard and --merge_shards merges them: pass one of the two")
     shard = None if config.merge_shards else process_shard(config.shard)
@@ -108,7 +108,7 @@ def run(config: GenerateConfig, resolved_yaml: str = "", progress: bool = True) 
             journal.append(statement.name, rows_for(statement, attempts, config.model.name))
     if shard is None:
         return _merge(config, folder, names, 0, resolved_yaml)
-    Manifest(stage=SAMPLES_STAGE, run=shard_run(config.run, shard), seed=config.sampling.seed,
+    Manifest(stage=GENERATE_STAGE, run=shard_run(config.run, shard), seed=config.sampling.seed,
              counts={"statements": len(journal.done), "completions": sum(map(len, journal.done.values()))},
              extra={"shard": shard_record(shard, asdict(config), NOT_HASHED)}).write(work)
     print(f"[prm-generate] shard {shard} done; merge the {shard.count} shards with --merge_shards {shard.count}")
@@ -123,7 +123,7 @@ def _merge(config: GenerateConfig, folder: Path, names: list[str], count: int, r
     write_jsonl(final / SAMPLES_FILE, rows)
     (folder / "config.yaml").write_text(resolved_yaml, encoding="utf-8")
     parses = Counter("ok" if r["parse"].startswith("ok") else r["parse"] for r in rows)
-    manifest = Manifest(stage=SAMPLES_STAGE, run=config.run, seed=config.sampling.seed,
+    manifest = Manifest(stage=GENERATE_STAGE, run=config.run, seed=config.sampling.seed,
                         counts={"statements": len(names), "completions": len(rows), "shards": count or 1,
                                 **{f"parse:{k}": v for k, v in parses.items()}},
                         extra={"generator": config.model.name, "sampling": config.sampling.record()})

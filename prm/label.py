@@ -1,11 +1,11 @@
-"""``make prm-label``: step labels from Lean -> artifacts/prm_data/<run>/.
+"""``make prm-label``: step labels from Lean -> artifacts/prm_label/<run>/.
 
     python -m prm.label --config configs/prm/label/default.yaml [--recorded.limit 100 ...]
 
 Sources: the embedded default (recorded whole programs labelled from their recorded first error,
 :mod:`prm.recorded_steps`) and/or a prm-generate run's paired proofs (parsed, checked in order by the
-incremental or prefix checker, reviewed, judged: :mod:`prm.labelling`). Outputs: final/<split>.parquet
-(:mod:`prm.dataset`), report.md + first_error.png, config.yaml, manifest.json.
+incremental or prefix checker, reviewed, judged: :mod:`prm.labels_from_lean`). Outputs: final/<split>.parquet
+(:mod:`prm.labelled_proofs`), report.md + first_error.png, config.yaml, manifest.json.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from leanloop.lean.backends import make_backend
 from leanloop.lean.verifier import Verifier
 from leanloop.tool import run_parsed_tool, run_tool
 from prm.config import LabelConfig
-from prm.dataset import DATA_STAGE, SPLITS, ProofRecord, theorem_split, write_splits
-from prm.labelling import IncrementalChecker, PrefixChecker, as_dicts, label_paired_proof, training_prefix
+from prm.labelled_proofs import LABEL_STAGE, SPLITS, ProofRecord, theorem_split, write_splits
+from prm.labels_from_lean import IncrementalChecker, PrefixChecker, as_dicts, label_paired_proof, training_prefix
 from prm.review import ModelJudge, ModelReviewer, RuleReviewer
 from prm.paired import PairedFormatError, assemble_program, parse_paired
 
-SAMPLES_STAGE = "prm_samples"
+GENERATE_STAGE = "prm_generate"
 SAMPLES_FILE = "samples.jsonl"
 
 
@@ -53,7 +53,7 @@ def _checker(config: LabelConfig, backend):
 
 
 def label_generated(config: LabelConfig, counts: Counter, progress: bool = True) -> list[ProofRecord]:
-    folder = resolve_run(config.generated, SAMPLES_STAGE)
+    folder = resolve_run(config.generated, GENERATE_STAGE)
     rows = list(read_jsonl(folder / "final" / SAMPLES_FILE))
     backend = make_backend(config.backend)
     verifier = Verifier(backend, config.profile, timeout=config.timeout)
@@ -148,7 +148,7 @@ def work(config: LabelConfig, folder: Path, progress: bool = True) -> Manifest:
         raise ValueError("nothing to label: set recorded (the embedded default) and/or generated")
     counts: Counter = Counter()
     records: list[ProofRecord] = []
-    manifest = Manifest(stage=DATA_STAGE, run=config.run, seed=config.splits.seed)
+    manifest = Manifest(stage=LABEL_STAGE, run=config.run, seed=config.splits.seed)
     if config.recorded is not None:
         from leanloop.paths import resolve_shared
         from prm.recorded_steps import build_recorded
@@ -160,7 +160,7 @@ def work(config: LabelConfig, folder: Path, progress: bool = True) -> Manifest:
         manifest.add_input("recorded", resolve_shared(config.recorded.path))
     if config.generated is not None:
         records += label_generated(config, counts, progress)
-        manifest.add_input("generated", resolve_run(config.generated, SAMPLES_STAGE))
+        manifest.add_input("generated", resolve_run(config.generated, GENERATE_STAGE))
     split_counts = write_splits(records, folder / "final")
     write_report(folder, config, records, counts)
     manifest.counts = {**summary(records), **dict(counts), **{f"split:{k}": v for k, v in split_counts.items()}}
@@ -173,11 +173,11 @@ def work(config: LabelConfig, folder: Path, progress: bool = True) -> Manifest:
 
 def run(config: LabelConfig, resolved_yaml: str = "", progress: bool = True) -> Path:
     """Label from code (tests, drivers): the same run folder rules as the command line."""
-    return run_parsed_tool(DATA_STAGE, config, resolved_yaml, lambda c, f: work(c, f, progress), run=config.run).run_dir
+    return run_parsed_tool(LABEL_STAGE, config, resolved_yaml, lambda c, f: work(c, f, progress), run=config.run).run_dir
 
 
 def main(argv: list[str] | None = None) -> None:
-    run_tool(DATA_STAGE, LabelConfig, work, argv, prog="python -m prm.label")
+    run_tool(LABEL_STAGE, LabelConfig, work, argv, prog="python -m prm.label")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import random
 from collections import defaultdict
 from typing import Any, Sequence
 
-from prm.step_labels import first_error
+from prm.verifier_io import first_error
 
 
 def _f1(tp: int, fp: int, fn: int) -> float:

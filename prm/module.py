@@ -3,7 +3,7 @@
 ``mode: sft``: next-token loss on the label answer (`` + + - ...``), prompt masked.
 ``mode: grpo``: manual optimization; each training step samples ``grpo.num_generations`` answers per
 proof (:class:`leanloop.grpo.rollout.TransformersRollout` under the label grammar), scores each by exact agreement with
-Lean's labels (:func:`prm.step_labels.exact_agreement`) and runs the project's TRL-parity update
+Lean's labels (:func:`prm.verifier_io.exact_agreement`) and runs the project's TRL-parity update
 (:meth:`leanloop.grpo.update.GRPOUpdate.step`) — one optimizer update per step, so
 ``trainer.max_steps`` is the number of updates (the paper: 500). Validation in both modes: greedy
 answers on held-out proofs, ``val/exact`` (all labels right), ``val/first_error`` and ``val/parsed``.
@@ -22,7 +22,7 @@ from leanloop.training.models import ModelSpec, load_model
 from leanloop.training.module import HFModule, set_torch_threads
 from leanloop.training.optim import OptimConfig
 from prm.predict import greedy_answers
-from prm.step_labels import END_OF_TURN, LabelGrammar, StepLabelReward, exact_agreement, first_error, parse_labels
+from prm.verifier_io import END_OF_TURN, LabelGrammar, StepLabelReward, exact_agreement, first_error, parse_labels
 
 
 class PRMModule(HFModule):

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 import torch
 
-from prm.step_labels import END_OF_TURN, LabelGrammar
+from prm.verifier_io import END_OF_TURN, LabelGrammar
 
 
 @torch.no_grad()

@@ -18,8 +18,8 @@ from leanloop.lean.types import Outcome, VerifyRequest
 from leanloop.lean.verifier import Verifier
 from leanloop.paths import resolve_shared
 from prm.config import RecordedConfig, SplitConfig
-from prm.dataset import ProofRecord, theorem_split
-from prm.labelling import StepLabel, as_dicts, labels_from_outcome
+from prm.labelled_proofs import ProofRecord, theorem_split
+from prm.labels_from_lean import StepLabel, as_dicts, labels_from_outcome
 from prm.paired import PairedStep
 from prm.review import Failure, Reviewer
 from prm.steps import ProofShapeError, TacticStep, split_steps

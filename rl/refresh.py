@@ -6,7 +6,7 @@ from the evaluator itself. Every ``every_n_steps`` steps, with at least ``min_la
 programs, the buffer is split by theorem (a hash of the name, so no theorem is on both sides) into
 a training part and a held-out part; the held-out agreement (accuracy, FPR) is measured, the
 classifier takes ``steps`` optimizer steps of its own training objective on the training part
-(:mod:`classifiers.scoring`: the one-token classifier's cross-entropy on the verdict token, or the
+(:mod:`classifiers.model_io`: the one-token classifier's cross-entropy on the verdict token, or the
 encoder's two-class cross-entropy), and the held-out agreement is measured again. The refreshed
 evaluator scores the following steps; the run saves it under ``evaluator_refreshed/``.
 """

@@ -1,4 +1,4 @@
-"""``python -m search.build_data --config configs/search_data/default.yaml`` (``make search-data``):
+"""``python -m search.build_data --config configs/search/data/default.yaml`` (``make search-data``):
 LeanTree-format proof trees from LeanDojo-traced steps, split by theorem, as parquet + manifest.
 
 Without Lean the trees cannot be re-executed, so every tree is ``verified: false``; theorems whose

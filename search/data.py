@@ -54,7 +54,7 @@ class SearchData(L.LightningDataModule):
     ) -> None:
         """``trees``: a ``make search-data`` run (its train split is the supervised data, its
         validation split the validation loss). ``replay_buffers``: JSONL files of found proofs'
-        steps (``make search-rl`` writes them), each repeated ``replay_repeats`` times in the mix.
+        steps (``make search-expert-iteration`` writes them), each repeated ``replay_repeats`` times in the mix.
         ``augment_fraction``: share of extra training examples that are augmented copies (renamed /
         shuffled hypotheses, Section 3.5). ``max_length``: tokens per packed row (an edge longer
         than that is dropped and counted). ``base`` is linked from the model section."""

@@ -1,5 +1,5 @@
 """``python -m search.train --config configs/search/default.yaml [--model.optim.lr 1e-4 ...]``:
-supervised actor-critic training on proof-tree steps (``make search-train``)."""
+supervised actor-critic training on proof-tree steps (``make search``)."""
 
 from __future__ import annotations
 

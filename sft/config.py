@@ -30,7 +30,7 @@ class ProofGenerationConfig:
     threads: int | None = None
     """transformers on CPU: torch intra-op threads (None: torch's default). Small models on busy
     machines run far faster with 1 thread per process; shard over processes instead
-    (``make sample ARRAY=N PROFILE=configs/cluster/local.yaml``)."""
+    (``make sft-sample ARRAY=N PROFILE=configs/cluster/local.yaml``)."""
     statements_per_batch: int = 1
     """Statements handed to the generator at once (vLLM batches them; written after each batch)."""
     vllm: VLLMEngineConfig = field(default_factory=VLLMEngineConfig)
@@ -42,7 +42,7 @@ class SampleConfig:
     model: ModelSpec
     """The prover: an sft run (``artifacts://sft/<run>``), a checkpoint folder or a hub id."""
     run: str = "default"
-    """Output run folder: artifacts/sample/<run>/."""
+    """Output run folder: artifacts/sft_sample/<run>/."""
     statements: StatementsConfig = field(default_factory=StatementsConfig)
     prompt: PromptConfig | None = None
     """How statements are shown; default: the format the sft run was trained with (raw text for
@@ -74,7 +74,7 @@ class VerifierConfig:
 @dataclass
 class EvaluateConfig:
     samples: str
-    """A finished sample run (``artifacts/sample/<run>``) whose candidates are verified."""
+    """A finished sample run (``artifacts/sft_sample/<run>``) whose candidates are verified."""
     run: str = "default"
     """Output run folder: artifacts/sft_eval/<run>/."""
     ks: list[int] = field(default_factory=lambda: [1, 8])
@@ -95,7 +95,7 @@ class FlywheelConfig:
     data_config: str = "configs/data/default.yaml"
     """The corpus config of round 0; round r adds the samples of rounds 1..r as sources."""
     prefix: str = "round"
-    """Runs are named <prefix>-<r> in every stage (artifacts/sft/round-1, sample/round-1, ...)."""
+    """Runs are named <prefix>-<r> in every stage (artifacts/sft/round-1, sft_sample/round-1, ...)."""
     continue_from_previous: bool = False
     """Round r > 1 fine-tunes round r-1's prover instead of the sft config's base model (expert
     iteration restarts from the base by default, so errors of one round are not compounded)."""

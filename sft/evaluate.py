@@ -1,6 +1,6 @@
 """pass@k of a sample run, verified through the Verifier under the hardened ``rl`` policy profile.
 
-    python -m sft.evaluate --config configs/sft/eval/default.yaml [--samples artifacts/sample/x]
+    python -m sft.evaluate --config configs/sft/eval/default.yaml [--samples artifacts/sft_sample/x]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from leanloop.prover.passk import FAILURE, NO_PROGRAM, SUCCESS, StatementResult,
 
 STAGE = "sft_eval"
 def read_samples(folder: Path) -> tuple[dict, list[dict]]:
-    manifest = read_manifest(folder, stage="sample")
+    manifest = read_manifest(folder, stage="sft_sample")
     path = folder / manifest.get("candidates", "final/candidates.jsonl")
     return manifest, list(read_jsonl(path))
 
@@ -182,7 +182,7 @@ def evaluate(config: EvaluateConfig, *, resolved: str | None = None, overwrite: 
 
 
 def _evaluate(config: EvaluateConfig, out: Path) -> Manifest:
-    folder = resolve_run(config.samples, "sample")
+    folder = resolve_run(config.samples, "sft_sample")
     sample_manifest, rows = read_samples(folder)
     k_sampled = int(sample_manifest.get("sampling", {}).get("k", 0))
     too_big = [k for k in config.ks if k > k_sampled or k < 1]

@@ -1,6 +1,6 @@
 """The data flywheel: sft -> sample -> data -> sft, for ``rounds`` rounds.
 
-    python -m sft.flywheel --config configs/sft/flywheel/default.yaml --rounds 2     (make flywheel ROUNDS=2)
+    python -m sft.flywheel --config configs/sft/flywheel/default.yaml --rounds 2     (make sft-flywheel ROUNDS=2)
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from leanloop.tool import parse_config
 from sft.config import FlywheelConfig, SampleConfig
 from sft.sample import CANDIDATES
 
-STAGE = "flywheel"
+STAGE = "sft_flywheel"
 
 
 @dataclass
@@ -75,7 +75,7 @@ def plan(config: FlywheelConfig) -> Plan:
         if filters_by_corpus:
             sample += ["--statements.corpus", corpus]
         steps.append(Step("sample", r, run, sample + list(config.sample_args)))
-        sample_files.append(str(artifacts_root() / "sample" / run / "final" / CANDIDATES))
+        sample_files.append(str(artifacts_root() / "sft_sample" / run / "final" / CANDIDATES))
         data = dict(base_data)
         data["run"] = run
         data["sources"] = list(base_data.get("sources", [])) + [

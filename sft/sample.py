@@ -25,7 +25,7 @@ from leanloop.prover.shards import SampleJournal, ShardError, merge_journals, ow
 from leanloop.prover.statements import Statement, load_statement_set  # noqa: F401 (load_statement_set: tests)
 from leanloop.sharding import MergeRefused, Shard, ShardSpecError, check_shards, process_shard, shard_record, shard_run
 
-STAGE = "sample"
+STAGE = "sft_sample"
 CANDIDATES = "candidates.jsonl"
 # config keys that say which shard a process is, not what is sampled
 NOT_HASHED = ("run", "shard", "merge_shards")

@@ -234,7 +234,7 @@ def _unlabelled_outcomes_get_no_label():
 
 
 def _one_token_head_and_tail():
-    from classifiers.scoring import program_budget
+    from classifiers.model_io import program_budget
     from classifiers.truncation import head_tail_sizes, truncate_head_tail
 
     assert program_budget(8196, 4, 8192, "the suffix") == 8192  # the 4-token suffix on top
@@ -246,7 +246,7 @@ def _one_token_head_and_tail():
 def _packed_rows_score_each_program():
     import torch
 
-    from classifiers.scoring import OneTokenInputs
+    from classifiers.model_io import OneTokenInputs
 
     batch = OneTokenInputs.collate_packed(None, [[5, 6, 7], [8, 9]])
     assert batch["position_ids"].tolist() == [[0, 1, 2, 0, 1]]  # positions restart: each program alone
@@ -595,7 +595,7 @@ def _statement_filters_run_the_guides_checks():
 
 def _verifier_reads_prose_steps_only():
     from prm.paired import PairedStep
-    from prm.step_labels import verifier_prompt
+    from prm.verifier_io import verifier_prompt
 
     class Plain:
         chat_template = None
@@ -609,7 +609,7 @@ def _verifier_reads_prose_steps_only():
 
 
 def _step_labels_propagate_from_the_first_failure():
-    from prm.labelling import propagate
+    from prm.labels_from_lean import propagate
 
     labels = [ok for ok, _ in propagate(6, 4, "linarith failed")]  # the seed's example: step 5 fails
     assert labels == [True, True, True, True, False, False]
@@ -733,7 +733,7 @@ def _mean_iters_over_solved_problems():
 def _one_token_score_normalises_two_tokens():
     import torch
 
-    from classifiers.scoring import onetoken_scores
+    from classifiers.model_io import onetoken_scores
 
     logits = torch.tensor([[0.0, 2.0, 0.0, 5.0]])  # vocabulary of 4: true = 1, false = 3; the others are ignored
     score = onetoken_scores(logits, true_id=1, false_id=3)

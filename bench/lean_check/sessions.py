@@ -55,7 +55,7 @@ def search_env(target: Target) -> Any:
 
 def prm_checker(target: Target) -> Any:
     """prm's tactic-by-tactic checker on this run's Lean."""
-    from prm.labelling import IncrementalChecker
+    from prm.labels_from_lean import IncrementalChecker
 
     from leanloop.lean.session import LeanSession
 
@@ -64,7 +64,7 @@ def prm_checker(target: Target) -> Any:
 
 
 def check_sessions(target: Target) -> dict[str, Any]:
-    from prm.labelling import OK
+    from prm.labels_from_lean import OK
 
     cases = _session_cases(target)
     results: list[dict[str, Any]] = []

@@ -1,6 +1,6 @@
 """One Lean REPL session: the owner of one lean-interact REPL process, used by the Verifier's local
 pool (:mod:`leanloop.lean.local`), search's proof-state environment (``search.repl_env``) and prm's
-tactic-by-tactic checker (``prm.labelling``).
+tactic-by-tactic checker (``prm.labels_from_lean``).
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint, ModelSummary 
 from lightning.pytorch.cli import LightningCLI  # noqa: E402
 from lightning.pytorch.utilities.model_helpers import is_overridden  # noqa: E402
 
-from leanloop.artifacts import (FINAL, MAKE_TARGETS, MANIFEST, Manifest, RunNameError, checkpoint_step,  # noqa: E402
+from leanloop import runnables  # noqa: E402
+from leanloop.artifacts import (FINAL, MANIFEST, Manifest, RunNameError, checkpoint_step,  # noqa: E402
                                 default_run_name, is_checkpoint, last_checkpoint, run_dir, run_lock)
 from leanloop.tool import (CONFIG_FILE, ConfigFileError, DiskFullError, ShortErrors, add_verify_argument,  # noqa: E402
                            changed_keys, check_config_files, cli_entry, comparable_config, finished_with_same_config,
@@ -115,7 +116,7 @@ class StageCLI(LightningCLI):
         from lightning.pytorch.cli import LightningArgumentParser
 
         class Parser(ShortErrors, LightningArgumentParser):
-            make_target = MAKE_TARGETS.get(self.stage, self.stage.replace("_", "-"))
+            make_target = runnables.make_target(self.stage)
 
         self.parser_class = Parser
         kwargs.setdefault("prog", f"python -m {self.stage}.train")

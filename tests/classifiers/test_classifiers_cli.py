@@ -52,7 +52,7 @@ def test_classify_checks_its_model_first_and_reads_corpus_parquet(trained_runs, 
 
     from leanloop.tool import cli_entry
 
-    corpus = tmp_path / "corpus.parquet"  # the columns make classify reads from a data run's final/
+    corpus = tmp_path / "corpus.parquet"  # the columns make classifiers-score reads from a data run's final/
     pq.write_table(pa.table({"id": [f"i{k}" for k in range(3)], "name": [n for n, _, _ in real_programs[:3]],
                              "program": [p for _, p, _ in real_programs[:3]]}), corpus)
     assert cli_entry(main, ["classify", "--model", "artifacts://classifiers/nope", str(corpus)]) == 2

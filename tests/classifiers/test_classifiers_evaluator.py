@@ -131,7 +131,7 @@ def test_mean_pooling_ignores_padding_and_is_kept_in_classifier_json(real_progra
 
 
 def test_pooling_is_checked_against_the_model(encoder_parts):
-    from classifiers.scoring import prepare_pooling
+    from classifiers.model_io import prepare_pooling
 
     _, model, _ = encoder_parts  # ModernBERT pools by its own config
     prepare_pooling(model, "mean")

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from classifiers.evaluator import ClassifierEvaluator, ClassifierSpec
-from classifiers.scoring import FALSE_TOKEN, ONETOKEN_SUFFIX, TRUE_TOKEN, onetoken_logits, onetoken_loss
+from classifiers.model_io import FALSE_TOKEN, ONETOKEN_SUFFIX, TRUE_TOKEN, onetoken_logits, onetoken_loss
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +87,7 @@ def test_packed_rows_give_each_program_its_own_verdict_logits(real_programs):
     from classifiers.data import PackedBatches
     from classifiers.module import OneTokenClassifier
     from classifiers.config import InputConfig
-    from classifiers.scoring import onetoken_logits
+    from classifiers.model_io import onetoken_logits
 
     module = OneTokenClassifier(inputs=InputConfig(max_length=96, pack_tokens=256))
     module.model.eval()

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from classifiers.scoring import EncoderInputs, OneTokenInputs
+from classifiers.model_io import EncoderInputs, OneTokenInputs
 from classifiers.truncation import head_tail_sizes, truncate_head_tail
 
 

@@ -130,7 +130,7 @@ def test_failed_shards_are_reported_and_shown_failed(artifacts, capsys):
 
 
 def test_slurm_sample_array_is_the_one_process_sample(jobs_env, artifacts, tmp_path, capsys):
-    """``make sample ARRAY=2`` on SLURM with a tiny real Qwen3 and fixed seeds: the merge job writes
+    """``make sft-sample ARRAY=2`` on SLURM with a tiny real Qwen3 and fixed seeds: the merge job writes
     the candidates file one process writes."""
     import torch
     import yaml
@@ -149,23 +149,23 @@ def test_slurm_sample_array_is_the_one_process_sample(jobs_env, artifacts, tmp_p
         "statements": {"path": "shared://statements/minif2f_goedel_prover_v2_repaired.jsonl", "limit": 4},
         "sampling": {"k": 2, "max_new_tokens": 4}, "generation": {"threads": 1}}))
     assert sample_main(["--config", str(config), "--run", "one"]) == 0
-    assert array_main(["--stage", "sample", "--config", str(config), "--run", "slurm", "--array", "2",
+    assert array_main(["--stage", "sft_sample", "--config", str(config), "--run", "slurm", "--array", "2",
                        "--profile", str(PROFILES_DIR / "slurm_cpu_test.yaml"), "--wait", "yes"]) == 0, \
         capsys.readouterr().err
     assert "as 2 shards to slurm" in capsys.readouterr().out
     merged = sample_dir("slurm") / "final" / "candidates.jsonl"
     assert merged.read_bytes() == (sample_dir("one") / "final" / "candidates.jsonl").read_bytes()
-    assert shard_states("sample", sample_dir("slurm"))["summary"] == {"done": 2}
+    assert shard_states("sft_sample", sample_dir("slurm"))["summary"] == {"done": 2}
 
 
 def test_slurm_classify_array_is_the_one_process_scores(jobs_env, trained_runs, real_programs, artifacts, tmp_path,
                                                         capsys):
-    """``make classify ARRAY=2`` on SLURM with a tiny trained classifier on real RL-Lean programs: the
+    """``make classifiers-score ARRAY=2`` on SLURM with a tiny trained classifier on real RL-Lean programs: the
     merge job writes the score file one process writes (``batch_size: 1``; ``time_s`` is each run's own)."""
     from classifiers.score import main as score_main
 
     def scores(run: str) -> list[dict]:
-        path = artifacts / "classify" / run / "final" / "scores.jsonl"
+        path = artifacts / "classifiers_score" / run / "final" / "scores.jsonl"
         return [{k: v for k, v in json.loads(line).items() if k != "time_s"} for line in path.read_text().splitlines()]
 
     programs = tmp_path / "programs.jsonl"
@@ -174,10 +174,10 @@ def test_slurm_classify_array_is_the_one_process_scores(jobs_env, trained_runs, 
     config.write_text(json.dumps({"model": str(trained_runs["encoder"].run_dir / "final"), "inputs": [str(programs)],
                                   "batch_size": 1}))
     assert score_main(["--config", str(config), "--run", "one"]) == 0
-    assert array_main(["--stage", "classify", "--config", str(config), "--run", "slurm", "--array", "2",
+    assert array_main(["--stage", "classifiers_score", "--config", str(config), "--run", "slurm", "--array", "2",
                        "--profile", str(PROFILES_DIR / "slurm_cpu_test.yaml"), "--wait", "yes"]) == 0, \
         capsys.readouterr().err
     assert "as 2 shards to slurm: shards 0, 1" in capsys.readouterr().out
     assert scores("slurm") == scores("one") and len(scores("one")) == 12
-    status = shard_states("classify", artifacts / "classify" / "slurm")
+    status = shard_states("classifiers_score", artifacts / "classifiers_score" / "slurm")
     assert status["summary"] == {"done": 2} and status["programs"] == 12 and status["merged"]

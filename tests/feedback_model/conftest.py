@@ -109,7 +109,7 @@ def saved_feedback_model(shared_root, tiny_model, qwen_tokenizer):
 def save_onetoken(folder, model, tokenizer, threshold: float = 0.5):
     """A one-token classifier's final/ folder as classifiers.module exports it."""
     from classifiers.evaluator import ClassifierSpec
-    from classifiers.scoring import FALSE_TOKEN, ONETOKEN_SUFFIX, TRUE_TOKEN
+    from classifiers.model_io import FALSE_TOKEN, ONETOKEN_SUFFIX, TRUE_TOKEN
 
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)

@@ -1,4 +1,4 @@
-"""``make cascade-eval`` end to end on tiny saved models and the real debug corpus."""
+"""``make feedback-model-eval`` end to end on tiny saved models and the real debug corpus."""
 
 from __future__ import annotations
 

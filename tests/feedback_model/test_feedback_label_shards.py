@@ -1,4 +1,4 @@
-"""The feedback model labelling at scale (``make classify`` with ``feedback:``): greedy traces of a tiny
+"""The feedback model labelling at scale (``make classifiers-score`` with ``feedback:``): greedy traces of a tiny
 saved feedback model for real RL-Lean programs, in shards by the programs' keys and merged, are the
 traces and verdicts one process writes, row for row in input order."""
 
@@ -26,7 +26,7 @@ def test_feedback_traces_in_shards_merge_into_the_one_process_traces(saved_feedb
         "model": str(saved_feedback_model), "inputs": [str(programs)],
         "feedback": {"generation": {"max_new_tokens": 8, "max_input_tokens": 1024}}}))
     assert score_main(["--config", str(config), "--run", "one"]) == 0
-    one = rows(artifacts / "classify" / "one" / "final" / "scores.jsonl")
+    one = rows(artifacts / "classifiers_score" / "one" / "final" / "scores.jsonl")
     assert [r["line"] for r in one] == list(range(1, 7))
     # every program judged by a generated trace (8 tokens: a truncated trace, so invalid by the output limit)
     assert all(isinstance(r["trace"], str) and r["reason"] for r in one)
@@ -34,12 +34,12 @@ def test_feedback_traces_in_shards_merge_into_the_one_process_traces(saved_feedb
 
     for index in range(3):
         assert score_main(["--config", str(config), "--run", "three", "--shard", f"{index}/3"]) == 0
-    sizes = [len(rows(artifacts / "classify" / "three" / "shards" / f"{i}-of-3" / "final" / "scores.jsonl"))
+    sizes = [len(rows(artifacts / "classifiers_score" / "three" / "shards" / f"{i}-of-3" / "final" / "scores.jsonl"))
              for i in range(3)]
     assert sum(sizes) == 6
     assert score_main(["--config", str(config), "--run", "three", "--merge_shards", "3"]) == 0
-    assert rows(artifacts / "classify" / "three" / "final" / "scores.jsonl") == one
-    merged, single = (json.loads((artifacts / "classify" / run / "manifest.json").read_text()) for run in ("three", "one"))
+    assert rows(artifacts / "classifiers_score" / "three" / "final" / "scores.jsonl") == one
+    merged, single = (json.loads((artifacts / "classifiers_score" / run / "manifest.json").read_text()) for run in ("three", "one"))
     assert merged["counts"] == single["counts"] and merged["inputs"] == single["inputs"]
 
     # without --run, `leanloop classify --feedback` prints the same rows (it once loaded a classifier instead)
@@ -56,5 +56,5 @@ def test_the_shipped_feedback_labelling_config_parses():
     from leanloop.paths import REPO_ROOT
     from leanloop.tool import parse_config
 
-    config, _ = parse_config(ScoreConfig, ["--config", str(REPO_ROOT / "configs/classify/feedback.yaml")])
+    config, _ = parse_config(ScoreConfig, ["--config", str(REPO_ROOT / "configs/classifiers/score/feedback.yaml")])
     assert config.model == "artifacts://feedback_model/default" and set(config.feedback) == {"generation"}

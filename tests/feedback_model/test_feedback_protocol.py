@@ -1,4 +1,4 @@
-"""cascade-eval's metric definitions against LLF (App. D and G): sampling, bootstrap groups, ranking."""
+"""feedback-model-eval's metric definitions against LLF (App. D and G): sampling, bootstrap groups, ranking."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ import pytest
 
 from leanloop.prover.statements import read_statements
 from leanloop.tool import parse_config
-from search.rl import SearchRLConfig, rl_statements
+from search.expert_iteration import ExpertIterationConfig, rl_statements
 
 ROWS = [  # the dataset card's columns; statements in its miniF2F-like layout
     {"uuid": "0a1b", "problem": "Show that 2 + 2 = 4.", "question_type": "proof", "answer": "proof", "author": "human",
@@ -46,7 +46,7 @@ def test_numinamath_lean_shards_are_read_by_uuid(shards):
 
 
 def test_nanoproof_rl_searches_numinamath_statements_with_lean(shards, tmp_path):
-    config, _ = parse_config(SearchRLConfig, ["--config", "configs/search/rl/nanoproof.yaml"])
+    config, _ = parse_config(ExpertIterationConfig, ["--config", "configs/search/expert_iteration/nanoproof.yaml"])
     assert config.environment == "repl" and "NuminaMath-LEAN" in config.statements and config.budget == 256
     config.statements = str(shards)
     roots = rl_statements(config)
@@ -54,4 +54,4 @@ def test_nanoproof_rl_searches_numinamath_statements_with_lean(shards, tmp_path)
     bad = tmp_path / "bad.yaml"
     bad.write_text("environment: repl\n")
     with pytest.raises(ValueError, match="environment repl searches `statements`"):
-        parse_config(SearchRLConfig, ["--config", str(bad)])
+        parse_config(ExpertIterationConfig, ["--config", str(bad)])

@@ -151,7 +151,7 @@ def test_parse_config_layers_files_and_dotted_overrides(tmp_path):
 def test_a_run_that_never_ran_names_its_make_target(artifacts):
     from leanloop.artifacts import ArtifactNotFoundError
 
-    with pytest.raises(ArtifactNotFoundError, match="`make feedback`"):
+    with pytest.raises(ArtifactNotFoundError, match="`make feedback-model`"):
         resolve_model("artifacts://feedback_model/default")
     with pytest.raises(FileNotFoundError, match="`make data`"):  # also a FileNotFoundError
         resolve_run("never_built", "data")

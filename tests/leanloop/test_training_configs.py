@@ -22,7 +22,7 @@ import yaml
 from leanloop.artifacts import upstream_configs
 from leanloop.paths import REPO_ROOT
 
-NOT_LIGHTNING = {"data", "sweeps", "strategy", "search_data"}
+NOT_LIGHTNING = {"data", "sweeps", "strategy"}
 # the Lightning stages of the issues; a stage is discovered by configs/<stage>/ + <stage>/train.py
 EXPECTED_STAGES = {"pretrain", "classifiers", "sft", "feedback_model", "rl", "search", "prm"}
 

@@ -9,8 +9,8 @@ from leanloop.training.models import ModelSpec
 from leanloop.paths import REPO_ROOT
 from prm import evaluate, label
 from prm.config import EvalConfig, ExternalSet, LabelConfig, RecordedConfig
-from prm.dataset import read_split
-from prm.labelling import training_prefix
+from prm.labelled_proofs import read_split
+from prm.labels_from_lean import training_prefix
 from prm.metrics import best_of_n, choose_threshold, labels_at, ranking, step_metrics
 
 
@@ -60,7 +60,7 @@ def test_prm_eval_report(artifacts, tmp_path):
     bench.write_text(json.dumps([{"id": f"gsm8k-{i}", "generator": "g", "problem": "p", "steps": ["a", "b"],
                                   "final_answer_correct": i % 2 == 0, "label": -1 if i % 2 == 0 else 1}
                                  for i in range(4)]))
-    config = EvalConfig(model=ModelSpec(name="artifacts://prm/debug"), run="t", dataset="artifacts://prm_data/small",
+    config = EvalConfig(model=ModelSpec(name="artifacts://prm/debug"), run="t", dataset="artifacts://prm_label/small",
                         external=[ExternalSet("processbench", str(bench))], max_steps=4, limit=10,
                         batch_size=8, threads=1, classifier="artifacts://classifiers/debug_onetoken")
     folder = evaluate.run(config)
@@ -68,7 +68,7 @@ def test_prm_eval_report(artifacts, tmp_path):
     (lean_set, bench_set) = metrics
     from prm.evaluate import spread_over_theorems
 
-    held_out = read_split(artifacts / "prm_data" / "small", "test")
+    held_out = read_split(artifacts / "prm_label" / "small", "test")
     labelled = [r for r in held_out if training_prefix(r.labels)]
     prefixes = [training_prefix(r.labels) for r in spread_over_theorems(labelled)]
     truth = [t[:4] for t in prefixes[:10]]

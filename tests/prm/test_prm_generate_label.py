@@ -15,7 +15,7 @@ from leanloop.training.models import ModelSpec
 from prm import generate, label
 from leanloop.prover.statements import StatementsConfig as StatementSet
 from prm.config import GenerateConfig, LabelConfig, RecordedConfig
-from prm.dataset import read_split
+from prm.labelled_proofs import read_split
 from leanloop.lean.backends import BackendConfig
 from leanloop.lean.replay import ReplayBackendConfig
 
@@ -54,7 +54,7 @@ def test_a_real_generator_feeds_the_parser_labeller_and_reviewer(artifacts):
     labeller and default reviewer; a random tiny model writes no paired proof, so every completion
     is a counted rejection and nothing is labelled from it."""
     generate.run(_config(statements=StatementSet(limit=1), run="tinygen"), progress=False)
-    config = LabelConfig(run="tinygen", recorded=None, generated="artifacts://prm_samples/tinygen",
+    config = LabelConfig(run="tinygen", recorded=None, generated="artifacts://prm_generate/tinygen",
                          backend=BackendConfig(kind="replay", replay=ReplayBackendConfig(sources=["repl_io"])))
     folder = label.run(config, progress=False)
     manifest = json.loads((folder / "manifest.json").read_text())
@@ -70,7 +70,7 @@ def test_generate_is_sharded_and_resumable(artifacts, monkeypatch):
     whole = generate.run(_config(run="whole"), progress=False)
     assert len(Scripted.calls) == 3
     first = generate.run(_config(shard="0/2"), progress=False)
-    assert first == artifacts / "prm_samples" / "t" / "shards" / "0-of-2" and not (first.parent.parent / "final").exists()
+    assert first == artifacts / "prm_generate" / "t" / "shards" / "0-of-2" and not (first.parent.parent / "final").exists()
     with pytest.raises(MergeRefused, match="shard 1/2 is missing"):
         generate.run(_config(merge_shards=2), progress=False)
     generate.run(_config(shard="1/2"), progress=False)
@@ -88,11 +88,11 @@ def test_generate_is_sharded_and_resumable(artifacts, monkeypatch):
 
 
 def _samples_run(artifacts, rows):
-    folder = artifacts / "prm_samples" / "hand"
+    folder = artifacts / "prm_generate" / "hand"
     (folder / "final").mkdir(parents=True)
     (folder / "final" / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    Manifest(stage="prm_samples", run="hand").write(folder)
-    return "artifacts://prm_samples/hand"
+    Manifest(stage="prm_generate", run="hand").write(folder)
+    return "artifacts://prm_generate/hand"
 
 
 def test_label_generated_paired_proofs_by_prefix_compilation(artifacts):

@@ -13,7 +13,7 @@ from leanloop.training.models import ModelSpec
 from leanloop.training.optim import OptimConfig
 from prm.data import VerifierExample
 from prm.module import PRMModule
-from prm.step_labels import END_OF_TURN, exact_agreement, first_error, parse_labels, render_labels
+from prm.verifier_io import END_OF_TURN, exact_agreement, first_error, parse_labels, render_labels
 
 
 def test_answer_format_and_exact_agreement_reward():
@@ -93,7 +93,7 @@ def test_step_scores_are_the_grammar_decoders_probabilities():
     slot after correct steps, whatever the batch's padding."""
     from leanloop.training.models import load_model, load_tokenizer
     from prm.predict import wrong_probabilities
-    from prm.step_labels import LabelGrammar
+    from prm.verifier_io import LabelGrammar
 
     torch.manual_seed(0)
     spec = ModelSpec(name="qwen3-tiny")

@@ -61,7 +61,7 @@ def classifier(tiny_onetoken):
     """A real ClassifierEvaluator over the tiny model; ``classifier(threshold)``. Threshold 0 accepts
     every program (the adversarial worst case for the harness), above 1 rejects every one."""
     from classifiers.evaluator import ClassifierEvaluator, ClassifierSpec
-    from classifiers.scoring import FALSE_TOKEN, ONETOKEN_SUFFIX, TRUE_TOKEN
+    from classifiers.model_io import FALSE_TOKEN, ONETOKEN_SUFFIX, TRUE_TOKEN
 
     model, tokenizer = tiny_onetoken
 

@@ -31,7 +31,7 @@ def test_refresh_fits_lean_labels_and_remeasures_on_held_out_theorems(tiny_oneto
     import copy
 
     from classifiers.evaluator import ClassifierEvaluator, ClassifierSpec
-    from classifiers.scoring import FALSE_TOKEN, ONETOKEN_SUFFIX, TRUE_TOKEN
+    from classifiers.model_io import FALSE_TOKEN, ONETOKEN_SUFFIX, TRUE_TOKEN
 
     model, tokenizer = tiny_onetoken
     spec = ClassifierSpec(kind="onetoken", max_length=128, head_fraction=0.25, suffix=ONETOKEN_SUFFIX,

@@ -13,7 +13,7 @@ def search_data(tmp_path_factory):
     root = tmp_path_factory.mktemp("search_artifacts")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LEANLOOP_ARTIFACTS", str(root))
-        run = main(["--config", "configs/search_data/default.yaml", "--run", "test"])
+        run = main(["--config", "configs/search/data/default.yaml", "--run", "test"])
     return run
 
 

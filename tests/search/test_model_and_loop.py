@@ -1,5 +1,5 @@
 """The actor-critic on a tiny Qwen3 (real Qwen vocabulary), the replay buffer's way into training,
-and the search-rl / search-eval entry points on the debug model."""
+and the search-expert-iteration / search-eval entry points on the debug model."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from search.env import ReplayEnv
 from search.mcts import SearchBatch, start_searches
 from search.model import BUCKET_BOUNDS, ModelPolicy, encode_step, value_bucket, value_token_ids
 from search.policy import OraclePolicy
-from search.rl import proof_steps
+from search.expert_iteration import proof_steps
 from search.simplify import simplify
 
 
@@ -119,15 +119,15 @@ def test_simplified_found_proofs_feed_the_training_data(search_data, tmp_path, a
     assert data.counts["train_examples"] + data.counts["train_too_long"] == 5 + 3 * len(steps)
 
 
-def test_rl_round_chains_manifests_and_eval_writes_a_report(search_data, artifacts, monkeypatch):
+def test_expert_iteration_round_chains_manifests_and_eval_writes_a_report(search_data, artifacts, monkeypatch):
     import shutil
 
-    from search import evaluate, rl
+    from search import evaluate, expert_iteration
     from search.train import run as train
 
     shutil.copytree(search_data, artifacts / "search_data" / "default")
     train(["--config", "configs/search/debug.yaml", "--trainer.fast_dev_run", "true"])
-    result = rl.main(["--config", "configs/search/rl/debug.yaml"])
+    result = expert_iteration.main(["--config", "configs/search/expert_iteration/debug.yaml"])
     round_run = artifacts / "search" / "debug-round1"
     round_manifest = json.loads((round_run / "manifest.json").read_text())
     assert round_manifest["inputs"]["base_model"]["path"].endswith("search/debug")

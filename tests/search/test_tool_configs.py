@@ -10,11 +10,11 @@ from leanloop.paths import REPO_ROOT
 from leanloop.tool import parse_config
 from search.build_data import SearchDataConfig
 from search.evaluate import SearchEvalConfig
-from search.rl import SearchRLConfig
+from search.expert_iteration import ExpertIterationConfig
 
-TOOLS = {"eval": SearchEvalConfig, "rl": SearchRLConfig}
+TOOLS = {"eval": SearchEvalConfig, "expert_iteration": ExpertIterationConfig}
 CONFIGS = [(TOOLS[p.parent.name], p) for folder in TOOLS for p in sorted((REPO_ROOT / "configs/search" / folder).glob("*.yaml"))]
-CONFIGS += [(SearchDataConfig, p) for p in sorted((REPO_ROOT / "configs/search_data").glob("*.yaml"))]
+CONFIGS += [(SearchDataConfig, p) for p in sorted((REPO_ROOT / "configs/search/data").glob("*.yaml"))]
 
 
 @pytest.mark.parametrize("cls,path", CONFIGS, ids=[str(p.relative_to(REPO_ROOT)) for _, p in CONFIGS])

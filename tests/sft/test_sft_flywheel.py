@@ -33,7 +33,7 @@ def test_rounds_chain_through_named_runs(artifacts):
         sources = data.data_config["sources"]
         assert sources[: len(base_data["sources"])] == base_data["sources"]
         samples = [s["path"] for s in sources[len(base_data["sources"]):]]
-        assert samples == [str(artifacts / "sample" / f"round-{s}" / "final" / "candidates.jsonl")
+        assert samples == [str(artifacts / "sft_sample" / f"round-{s}" / "final" / "candidates.jsonl")
                            for s in range(1, r + 1)]
         assert _option(data.command, "--config") == str(data.config_path)
 

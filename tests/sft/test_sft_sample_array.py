@@ -1,4 +1,4 @@
-"""``make sample ARRAY=N`` (``python -m cluster.array --stage sample``) with the local profile: the
+"""``make sft-sample ARRAY=N`` (``python -m cluster.array --stage sample``) with the local profile: the
 shards run as local processes of ``sft.sample`` with a tiny real Qwen3 and fixed seeds, and the
 merge job writes the same candidates file as one process, byte for byte. A merge with a missing or
 mismatched shard is refused in one line, and a resubmission runs only the unfinished shard."""
@@ -31,12 +31,12 @@ def test_sample_array_merges_to_the_one_process_file(tiny_prover, tiny_generator
         "model": {"name": str(tiny_prover)}, "statements": {"path": STATEMENTS, "limit": 4},
         "sampling": {"k": 2, "max_new_tokens": 4}, "generation": {"threads": 1}}))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    args = ["--stage", "sample", "--config", str(config), "--run", "arr", "--array", "2",
+    args = ["--stage", "sft_sample", "--config", str(config), "--run", "arr", "--array", "2",
             "--profile", str(PROFILES_DIR / "local.yaml")]
     assert array_main(args) == 0, capsys.readouterr().err
     folder = sample_dir("arr")
     assert (folder / "final" / "candidates.jsonl").read_bytes() == whole
-    status = shard_states("sample", folder)
+    status = shard_states("sft_sample", folder)
     assert status["summary"] == {"done": 2} and status["attempts"] == 8 and status["merged"]
 
     # shard 1 lost (its journal and manifest): refused in one line, then only shard 1 runs again

@@ -1,4 +1,4 @@
-"""``make sample`` on the real vLLM engine (vLLM's CPU build, ``make test-vllm``): the k attempts per
+"""``make sft-sample`` on the real vLLM engine (vLLM's CPU build, ``make test-vllm``): the k attempts per
 statement that pass@k counts come out as rows of the same form as the transformers backend's, and the
 per-statement seeds make a rerun (any shard, batch or process) cover the same statements identically."""
 
@@ -34,7 +34,7 @@ def config(model, run, backend, seed=7):
 def vllm_generator(vllm_model):
     from sft.sample import make_generator
 
-    generator = make_generator(config(vllm_model, "x", "vllm"))  # what `make sample` builds for backend vllm
+    generator = make_generator(config(vllm_model, "x", "vllm"))  # what `make sft-sample` builds for backend vllm
     yield generator
     del generator
     gc.collect()

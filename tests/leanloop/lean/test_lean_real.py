@@ -97,7 +97,7 @@ def test_a_proof_state_session_in_search():
 
 @pytest.mark.lean
 def test_a_proof_state_session_in_prm():
-    from prm.labelling import OK, IncrementalChecker
+    from prm.labels_from_lean import OK, IncrementalChecker
 
     checker = IncrementalChecker(LeanSession(_config()), timeout=300)
     try:

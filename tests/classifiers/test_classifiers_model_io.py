@@ -9,7 +9,7 @@ import re
 import pytest
 
 from classifiers.evaluator import ClassifierEvaluator
-from classifiers.scoring import EncoderInputs, OneTokenInputs, preamble_view, strip_preamble
+from classifiers.model_io import EncoderInputs, OneTokenInputs, preamble_view, strip_preamble
 
 HEADER_LINE = re.compile(r"(import|set_option|open)\b")
 

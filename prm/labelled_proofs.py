@@ -1,4 +1,4 @@
-"""The labelled step dataset on disk: ``artifacts/prm_data/<run>/final/{train,valid,test}.parquet``.
+"""The labelled step dataset on disk: ``artifacts/prm_label/<run>/final/{train,valid,test}.parquet``.
 
 One row per proof: proof id, theorem name, split, statement (the trusted declaration), header,
 program, Lean version, generator, source, the Lean category of the whole program, proof label,
@@ -19,7 +19,7 @@ from typing import Any, Iterable
 from leanloop.artifacts import resolve_run
 from leanloop.corpus import SPLITS  # train / valid / test: the house split names
 
-DATA_STAGE = "prm_data"
+LABEL_STAGE = "prm_label"
 
 
 @dataclass
@@ -84,10 +84,10 @@ def _plain(value: Any) -> Any:
 
 
 def read_split(run: str | Path, split: str) -> list[ProofRecord]:
-    """The proofs of one split of a prm-label run (``artifacts://prm_data/<run>`` or its folder)."""
+    """The proofs of one split of a prm-label run (``artifacts://prm_label/<run>`` or its folder)."""
     import pandas as pd
 
-    folder = resolve_run(str(run), DATA_STAGE) if not isinstance(run, Path) else run
+    folder = resolve_run(str(run), LABEL_STAGE) if not isinstance(run, Path) else run
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     frame = pd.read_parquet(folder / "final" / f"{split}.parquet")

@@ -19,7 +19,7 @@ from leanloop.lean.replies import response_from_rl_lean
 from leanloop.lean.standins.repl import prepare_repl_dir
 from leanloop.lean.types import Category, Outcome
 from leanloop.lean.verifier import Verifier
-from prm.labelling import (
+from prm.labels_from_lean import (
     INFRA_ERROR, OK, UNAVAILABLE, IncrementalChecker, PrefixChecker, label_paired_proof, labels_from_outcome,
     propagate, split_prefix_errors, training_prefix,
 )

@@ -1,5 +1,5 @@
-"""``python -m search.rl --config configs/search/rl/default.yaml`` (``make search-rl``): the
-self-improvement loop (NanoProof Section 3.4).
+"""``python -m search.expert_iteration --config configs/search/expert_iteration/default.yaml``
+(``make search-expert-iteration``): expert iteration, the self-improvement loop (NanoProof Section 3.4).
 
 Each round: search on a sample of training theorems with the current model (replay environment
 without Lean), simplify every found proof (Section 3.5: only simplified proofs enter the buffer),
@@ -7,7 +7,8 @@ add its steps (goal, tactic, distance to the end) to the replay buffer, then tra
 on the buffer mixed with the supervised tree steps, starting from the current model. Every round is
 a search-stage training run (``artifacts/search/<run>-round<k>/``) whose manifest names the round
 before it as its base model and the buffers it read, so the chain is recorded end to end; this
-tool's own manifest (``artifacts/search_rl/<run>/``) lists the rounds and their search results.
+tool's own manifest (``artifacts/search_expert_iteration/<run>/``) lists the rounds and their search
+results.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from search.trees import tree_steps
 
 
 @dataclass
-class SearchRLConfig:
+class ExpertIterationConfig:
     """Self-improvement: search -> simplified proofs -> replay buffer -> train, for some rounds."""
 
     model: str = "artifacts://search/default"
@@ -52,7 +53,7 @@ class SearchRLConfig:
     search: SearchConfig = field(default_factory=SearchConfig)
     parallel: int = 16
     max_new_tokens: int = 32
-    train_config: str = "configs/search/rl_round.yaml"
+    train_config: str = "configs/search/expert_iteration_round.yaml"
     """The search-stage training config of each round (its model.base and replay buffers are set here)."""
     train_args: list[str] = field(default_factory=list)
     """Extra overrides for each round's training run (``["--trainer.max_steps", "20"]``)."""
@@ -69,14 +70,14 @@ def proof_steps(tree) -> list[dict[str, Any]]:
     return [{"state": node.state, "tactic": tactic, "depth": node.depth} for node, tactic in tree_steps(tree)]
 
 
-def rl_statements(config: SearchRLConfig) -> list[str]:
+def rl_statements(config: ExpertIterationConfig) -> list[str]:
     """The roots Lean searches from: header + statement of every readable row of ``statements``."""
     from leanloop.prover.statements import read_statements
 
     return [s.header + s.statement for s in read_statements(config.statements).statements]
 
 
-def self_improve(config: SearchRLConfig, out: Path) -> Manifest:
+def self_improve(config: ExpertIterationConfig, out: Path) -> Manifest:
     import pandas as pd
 
     from leanloop.training.module import set_torch_threads
@@ -97,7 +98,7 @@ def self_improve(config: SearchRLConfig, out: Path) -> Manifest:
     current = config.model
     buffers: list[str] = []
     rounds: list[dict[str, Any]] = []
-    manifest = Manifest(stage="search_rl", run=config.run, seed=config.seed)
+    manifest = Manifest(stage="search_expert_iteration", run=config.run, seed=config.seed)
     manifest.add_input("trees", trees_run)
     manifest.add_input("model_round_0", resolve_model(current).parent)
     for round_index in range(1, config.rounds + 1):
@@ -127,7 +128,7 @@ def self_improve(config: SearchRLConfig, out: Path) -> Manifest:
                        "cycles": sum(s.stats.cycles for s in searches), "model": current,
                        "trained": f"{ARTIFACTS_SCHEME}search/{run_name}"})
         manifest.add_input(f"model_round_{round_index}", result.run_dir)
-        print(f"[search-rl] round {round_index}: solved {rounds[-1]['solved']}/{len(searches)}, "
+        print(f"[search-expert-iteration] round {round_index}: solved {rounds[-1]['solved']}/{len(searches)}, "
               f"{len(steps)} replay steps -> {result.run_dir}")
         current = f"{ARTIFACTS_SCHEME}search/{run_name}"
     manifest.counts = {"rounds": len(rounds), "replay_steps": sum(r["replay_steps"] for r in rounds)}
@@ -136,11 +137,11 @@ def self_improve(config: SearchRLConfig, out: Path) -> Manifest:
 
 
 def main(argv: list[str] | None = None):
-    return run_tool("search_rl", SearchRLConfig, self_improve, argv, prog="python -m search.rl",
-                    description=__doc__.splitlines()[0])
+    return run_tool("search_expert_iteration", ExpertIterationConfig, self_improve, argv,
+                    prog="python -m search.expert_iteration", description=__doc__.splitlines()[0])
 
 
 if __name__ == "__main__":
     from leanloop.tool import cli_entry
 
-    raise SystemExit(cli_entry(main, prog="python -m search.rl"))
+    raise SystemExit(cli_entry(main, prog="python -m search.expert_iteration"))
