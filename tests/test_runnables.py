@@ -61,7 +61,10 @@ def test_each_runnable_matches_its_target_configs_and_artifact_folder(runnable):
     if runnable.configs is not None:
         folder = ROOT / "configs" / runnable.configs
         assert folder.is_dir() and any(folder.glob("*.yaml")), f"configs/{runnable.configs} has no config"
-    source = (ROOT / (runnable.module.replace(".", "/") + ".py")).read_text()
+    path = ROOT / runnable.module.replace(".", "/")
+    # a package runnable (python -m <package>) is read whole
+    files = sorted(path.glob("*.py")) if path.is_dir() else [path.with_suffix(".py")]
+    source = "\n".join(f.read_text() for f in files)
     # the module's own artifact folder: its STAGE constant, or the name it hands run_tool
     own = re.findall(r'^STAGE = "([\w-]+)"', source, flags=re.M) + re.findall(r'run_tool\("([\w-]+)"', source)
     assert set(own) <= {runnable.artifacts}, f"{runnable.module} writes artifacts/{own[0]}/, the table says {runnable.artifacts}"
