@@ -36,7 +36,7 @@ class ProbeData(L.LightningDataModule):
         self.dataset = TensorDataset(x, x @ w, torch.arange(self.samples))
 
     def train_dataloader(self) -> DataLoader:
-        # Lightning swaps in a DistributedSampler under DDP/DeepSpeed: each rank gets its share
+        # under DDP/DeepSpeed run_stage deals each rank its own share (leanloop.training.resume.RankShard)
         return DataLoader(self.dataset, batch_size=self.batch_size, shuffle=True)
 
     def manifest_counts(self) -> dict[str, Any]:

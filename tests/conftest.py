@@ -160,7 +160,9 @@ def kill_and_resume(artifacts, tmp_path):
                 "--trainer.callbacks.once", str(once), *args]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "tests/leanloop")]),
                "OMP_NUM_THREADS": "1"}
-        return subprocess.run(argv, capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=900)
+        # a session of its own: a multi-process run's kill takes its whole process group (KillAt group)
+        return subprocess.run(argv, capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=900,
+                              start_new_session=True)
 
     def run(stage: str, config: str, *args: str, kill: int = 3, every: int = 2, steps: int = 6,
             straight: bool = True) -> ResumeRuns:

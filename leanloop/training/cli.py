@@ -571,14 +571,16 @@ def _keep_metrics_before(trainer: Any, run_dir: Path, step: int) -> None:
 
 def _resumable_train_data(datamodule: Any, state: ResumeState, seed: int, trainer: Any) -> None:
     """Serve the datamodule's train loader in an :class:`EpochOrder` (same batches), so a
-    restored run continues with the batch the killed one would have trained on next."""
+    restored run continues with the batch the killed one would have trained on next. Under data
+    parallelism each rank gets its own share of it (a ``RankShard``, which Lightning keeps instead
+    of putting in its DistributedSampler), with the ranks and shares Lightning's sampler would use."""
     original = datamodule.train_dataloader
 
     def train_dataloader() -> Any:
         loader = original()
-        if trainer.world_size != 1:
-            return loader
-        wrapped, order, per_batch = resumable(loader, seed)
+        ranks = trainer.distributed_sampler_kwargs or {}
+        wrapped, order, per_batch = resumable(loader, seed, int(ranks.get("rank", 0)),
+                                              int(ranks.get("num_replicas", 1)))
         if order is not None:
             state.skip_for(order, per_batch)
             # the loader resumes mid-epoch (the sampler skips what was trained): Lightning's warning

@@ -128,3 +128,28 @@ def test_the_grpo_problem_stream_resumes_where_it_stopped(default_pairs):
     order.skip = 4  # a run restored after 4 steps
     assert names(iter(wrapped), 3) == straight[4:]
     assert names(iter(wrapped), 2) == straight[:2]  # the skip is for the first pass only
+
+
+def test_each_rank_draws_its_own_grpo_problems_and_resumes_them(default_pairs):
+    """Under DDP every rank holds the same seeded stream: rank r takes steps r, r + world, ... of it,
+    so the ranks' problems of a step are disjoint (within an epoch of the shuffle: 6 problems, 3
+    per step over 2 ranks)."""
+    from autoformalizer.data import ProblemStream
+    from leanloop.training.resume import resumable
+    from torch.utils.data import DataLoader
+
+    pairs = default_pairs[0]["train"][:6]
+
+    def draws(rank, world, n, skip=0):
+        loader = DataLoader(ProblemStream(pairs, 3, seed=3), batch_size=None, collate_fn=lambda problems: problems)
+        wrapped, order, _ = resumable(loader, seed=0, rank=rank, world_size=world)
+        order.skip = skip
+        it = iter(wrapped)
+        return [[p.name for p in next(it)] for _ in range(n)]
+
+    single = draws(0, 1, 8)
+    ranks = [draws(rank, 2, 4) for rank in (0, 1)]
+    assert ranks[0] == single[0::2] and ranks[1] == single[1::2]
+    for step in range(4):
+        assert sorted(ranks[0][step] + ranks[1][step]) == sorted(p.name for p in pairs)  # one epoch, split
+    assert draws(1, 2, 2, skip=2) == ranks[1][2:]  # a restored rank continues its own draws
