@@ -49,7 +49,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from leanloop.lean.local import LocalBackend, LocalBackendConfig, standin_config
 from leanloop.lean.acceptance import AcceptancePolicy
@@ -57,7 +57,8 @@ from leanloop.lean.acceptance import reasons as R
 from leanloop.lean.recordings import KIMINA_MATCH_LEAN_VERSION, resolve_source
 from leanloop.lean.replay import ReplayBackend
 from leanloop.lean.types import Category, LeanBackend, VerifyRequest
-from leanloop.lean.verifier import Verifier
+from leanloop.lean.backends import BackendConfig
+from leanloop.lean.check import LeanConfig
 from leanloop.paths import REPO_ROOT, artifacts_root, resolve_shared
 
 ITEMS = ("discovery", "lean_tests", "reverify", "fixtures", "timing", "sessions", "judge", "tokens")
@@ -87,6 +88,8 @@ LEAN_TEST_FILES = ("tests/leanloop/lean", "tests/search/test_extract.py")
 class LeanCheckConfig:
     """Options of ``make lean-check`` (configs/lean_check/default.yaml)."""
 
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"workers": "lean.concurrency", "timeout": "lean.timeout"}
+
     lean_project: str | None = None  # a built Lake project with Mathlib; default $LEAN_PROJECT / $LEANLOOP_LEAN_PROJECT
     run: str | None = None  # artifacts/lean_check/<run>/; default: the UTC time
     only: list[str] = field(default_factory=list)  # a subset of ITEMS; empty: all
@@ -96,8 +99,10 @@ class LeanCheckConfig:
     candidates: list[str] = field(default_factory=lambda: ["rl_lean", "kimina_match"])
     statements: str = "shared://statements/minif2f_deepseek_prover_v1.5.jsonl"  # trusted statements for `rl`
     profiles: list[str] = field(default_factory=lambda: ["collection", "rl"])
-    workers: int = 8  # REPL workers of the local backend (and the pool-throughput measurement)
-    timeout: float = 300.0  # seconds per program
+    # lean.concurrency: checks in flight, the local backend's REPL workers and the pool-throughput
+    # measurement's; lean.timeout: seconds per program. Which Lean runs is the check's own choice
+    # (lean_project or lake, else the stand-ins) and `profiles` the profiles compared.
+    lean: LeanConfig = field(default_factory=lambda: LeanConfig(timeout=300.0))
     timing_programs: int = 16  # programs per timing measurement
     session_theorems: int = 3  # recorded theorems run in the search and prm sessions
     pytest_args: list[str] = field(default_factory=lambda: ["-q", "-n", "0"])  # for the lean-marked tests
@@ -156,9 +161,10 @@ class Target:
         """Real: the user's project (or lean-interact's Mathlib project); stand-in: the REPL replay."""
         if self.real:
             base: dict[str, Any] = {"project_dir": self.project} if self.project else {}
-            return LocalBackendConfig(**base, timeout=self.config.timeout, **options)
+            return LocalBackendConfig(**base, timeout=self.config.lean.timeout, **options)
         version = options.pop("lean_version", STANDIN_PROGRAM_VERSION)
-        return standin_config(self.standin_repl(version), lean_version=version, timeout=min(self.config.timeout, 30.0),
+        return standin_config(self.standin_repl(version), lean_version=version,
+                              timeout=min(self.config.lean.timeout, 30.0),
                               **options)
 
     def standin_repl(self, version: str) -> Path:
@@ -175,7 +181,7 @@ class Target:
         REPL per program, as the rl stage turns on; else shared REPLs, as the corpus build), or
         (stand-ins) the candidates' own recordings."""
         if self.real:
-            return LocalBackend(self.local_config(workers=self.config.workers, fresh_process=profile == "rl"))
+            return LocalBackend(self.local_config(workers=self.config.lean.concurrency, fresh_process=profile == "rl"))
         return ReplayBackend(sources)
 
 
@@ -408,7 +414,7 @@ def check_reverify(target: Target) -> dict[str, Any]:
                                           header=statement.header if statement else None, id=row.record))
             kept.append(row)
         backend = target.candidate_backend(config.candidates, profile)
-        verifier = Verifier(backend, profile, concurrency=config.workers, timeout=config.timeout)
+        verifier = config.lean.verifier(backend, config.lean.policy(profile))
         try:
             outcomes = verifier.check_sync(requests)
         finally:
@@ -502,7 +508,7 @@ def check_fixtures(target: Target) -> dict[str, Any]:
     candidates = [harness.build(problem, completion) for _, _, completion, _, problem in cases]
     ready = [c for c in candidates if c.stage is Stage.READY]
     backend = target.candidate_backend(["rl_lean"], "rl")
-    verifier = Verifier(backend, "rl", concurrency=target.config.workers, timeout=target.config.timeout)
+    verifier = target.config.lean.verifier(backend, target.config.lean.policy("rl"))
     try:
         outcomes = iter(verifier.check_sync([c.request for c in ready]))
     finally:
@@ -578,8 +584,8 @@ def check_timing(target: Target) -> dict[str, Any]:
     programs = _timing_programs(target)
     if not programs:
         raise Skipped("no programs to time")
-    timeout = target.config.timeout
-    pool = target.config.workers
+    timeout = target.config.lean.timeout
+    pool = target.config.lean.concurrency
     one = dict(workers=1, all_tactics=False)
     shared_s, shared = asyncio.run(_timed(LocalBackend(target.local_config(fresh_process=False, **one)),
                                           programs, programs[:1], timeout))
@@ -717,7 +723,7 @@ def search_env(target: Target) -> Any:
     from search.repl_env import ReplEnv
 
     # the recorded HEAD sessions were sent without lean-interact's Elab.async option
-    return ReplEnv(replace(_session_config(target), timeout=target.config.timeout,
+    return ReplEnv(replace(_session_config(target), timeout=target.config.lean.timeout,
                            parallel_elaboration=None if target.real else False))
 
 
@@ -728,7 +734,7 @@ def prm_checker(target: Target) -> Any:
     from leanloop.lean.session import LeanSession
 
     config = replace(_session_config(target), parallel_elaboration=None if target.real else False)
-    return IncrementalChecker(LeanSession(config), timeout=target.config.timeout)
+    return IncrementalChecker(LeanSession(config), timeout=target.config.lean.timeout)
 
 
 def check_sessions(target: Target) -> dict[str, Any]:
@@ -786,7 +792,7 @@ def check_judge(target: Target) -> dict[str, Any]:
         raise Skipped(f"not installed: {', '.join(missing)} (leanloop/lean/README.md 'Installing comparator')")
     if target.real:
         judge = ComparatorJudge(JudgeConfig(comparator=tools["comparator"], landrun=tools["landrun"],
-                                            lean4export=tools["lean4export"], timeout=config.timeout))
+                                            lean4export=tools["lean4export"], timeout=config.lean.timeout))
         where = "real comparator"
     else:
         from leanloop.lean.standins.comparator import prepare_comparator_dir
@@ -921,8 +927,11 @@ def main(argv: list[str] | None = None) -> int:
         unknown = sorted(set(config.only) - set(ITEMS))
         if unknown:
             raise UserError(f"unknown item(s) {unknown} in --only; choose from {', '.join(ITEMS)}")
-        if config.sample_size < 1 or config.workers < 1 or config.timing_programs < 1:
-            raise UserError("sample_size, workers and timing_programs must be >= 1")
+        if config.sample_size < 1 or config.timing_programs < 1:
+            raise UserError("sample_size and timing_programs must be >= 1")
+        if config.lean.backend != BackendConfig() or config.lean.profile != LeanConfig().profile:
+            raise UserError("lean.backend and lean.profile are not options here: the check runs real Lean "
+                            "(lean_project, or lake on PATH) or else the stand-ins, under each of `profiles`")
         for source in config.candidates:
             try:
                 resolve_source(source)

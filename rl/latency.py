@@ -10,7 +10,7 @@ Cancellation (the hybrid cutoff) interrupts the wait and is counted.
 so ``scale: 0.01`` plays a 60 s timeout in 0.6 s of wall time. The evaluator's clock is not
 scaled: a compressed race favours Lean, which the logs' cutoff times make visible.
 
-Used by the embedded default (``lean.latency: recorded`` with a small ``scale``, so the hybrid race
+Used by the embedded default (``reward_checks.latency: recorded`` with a small ``scale``, so the hybrid race
 plays out against real recorded Lean durations) and by the tests of the hybrid protocol.
 """
 
