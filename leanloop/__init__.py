@@ -6,7 +6,8 @@
 - ``leanloop.jsonl``: JSON Lines read and written one way (``.gz`` aware, atomic writes);
 - ``leanloop.tool``: ``parse_config`` and ``run_tool``, the non-training entry points' contract
   (``leanloop.training.cli.run_stage`` is the training stages');
-- ``leanloop.lean``: the Lean library (backends and their one ``BackendConfig``, the stages' ``lean:`` block ``LeanConfig``, verifier, policy);
+- ``leanloop.lean``: the Lean library (backends and their one ``BackendConfig``, the stages' ``lean:``
+  block ``LeanConfig``, verifier, policy);
 - ``leanloop.prover``: prompts, extraction, statement sets, pass@k; ``leanloop.grpo``: GRPO;
 - ``leanloop.training``: models (presets, MoE), packing, optimizers; ``leanloop.metrics``,
   ``leanloop.traces``; ``leanloop.evaluator``: the Evaluator protocol stages' loaders implement.
