@@ -1,20 +1,21 @@
 """Typed configuration of the autoformalizer (read by jsonargparse from configs/autoformalizer/eval/*.yaml).
 
 The sections here cover the policy model (unfused MoE, NF4, adapters), retrieval (System B),
-repair (System A + loop), the Lean backend of the compile checks, the statement pairs
-(:mod:`autoformalizer.data`) and the evaluation. The training stages take the same sections as
-LightningModule / LightningDataModule arguments (``model.policy``, ``model.lean``, ``data.pairs``):
-one set of dataclasses, read by LightningCLI there and by jsonargparse here. GRPO's gated reward
-(``model.reward``, :class:`autoformalizer.reward.RewardConfig`) is the training stage's alone: the
-evaluation measures statements, it pays no rewards.
+repair (System A + loop), the statement type-check harness (``typecheck``; Lean itself is the shared
+``lean:`` block), the statement pairs (:mod:`autoformalizer.data`) and the evaluation. The training
+stages take the same sections as LightningModule / LightningDataModule arguments (``model.policy``,
+``model.lean``, ``model.typecheck``, ``data.pairs``): one set of dataclasses, read by LightningCLI
+there and by jsonargparse here. GRPO's gated reward (``model.reward``,
+:class:`autoformalizer.reward.RewardConfig`) is the training stage's alone: the evaluation measures
+statements, it pays no rewards.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from leanloop.lean.backends import BackendConfig
+from leanloop.lean.check import LeanConfig
 
 from autoformalizer.adapters import AdapterConfig
 from leanloop.training.moe import MoEArchConfig
@@ -105,28 +106,37 @@ class RepairConfig:
 
 
 @dataclass
-class LeanCheckConfig:
-    """How statements are type-checked: the harness header and the Verifier backend."""
+class TypecheckConfig:
+    """The autoformalizer's statement harness: what each statement is type-checked under (Lean itself,
+    the backend and its budget, is the shared ``lean:`` block)."""
 
     header: str = DEFAULT_HEADER
+    """The header statements are checked under when the pair has none (or ``problem_header`` is off)."""
     problem_header: bool = True
     """Check each statement under its own problem's header when the pair has one (ProofNet and
     miniF2F open different namespaces); false: always ``header``."""
-    # the harness's maxHeartbeats line (the policy's 800,000); null compiles the program verbatim,
-    # which is how every replay recording was made (so only then can replay answer)
-    heartbeats: int | None = 800_000
-    timeout: float = 60.0
-    concurrency: int = 8
-    backend: BackendConfig = field(default_factory=BackendConfig)
     warnings: Literal["allowed", "only_sorry"] = "allowed"
     """The type-check tier's rule: ``allowed`` (the design's: no error) or ``only_sorry`` (no warning
     other than sorry's either; the stricter rule, an option)."""
 
-    def checker(self):
+    def checker(self, lean: LeanConfig):
+        """The statement checker of this harness on ``lean``'s backend (``lean.profile`` must be
+        ``statement``: statements end in ``sorry``, which every proof profile rejects)."""
         from autoformalizer.typecheck import StatementChecker
 
-        return StatementChecker(self.backend.build(), header=self.header, timeout=self.timeout,
-                                concurrency=self.concurrency, heartbeats=self.heartbeats, warnings=self.warnings)
+        if lean.profile != "statement":
+            raise ValueError(f"lean.profile is {lean.profile!r}: the autoformalizer checks statements (ending in "
+                             "sorry) under the statement profile only (set lean.profile: statement)")
+        return StatementChecker(lean.backend_instance(), header=self.header, timeout=lean.timeout,
+                                concurrency=lean.concurrency, heartbeats=lean.heartbeats, warnings=self.warnings)
+
+
+AUTOFORMALIZER_LEAN = LeanConfig(profile="statement")
+"""The autoformalizer's ``lean:`` default: statements are checked under the ``statement`` profile,
+with its 800,000-heartbeat harness line (null compiles verbatim, which is how every replay recording
+was made, so only then can replay answer)."""
+RENAMED_KEYS = {f"lean.{name}": f"typecheck.{name}" for name in ("header", "problem_header", "warnings")}
+"""The old autoformalizer ``lean:`` options and where they went (refused by name)."""
 
 
 @dataclass
@@ -157,11 +167,14 @@ class AutoformalizerConfig:
     (configs/autoformalizer/eval/*.yaml). The two training stages have their own Lightning configs
     (configs/autoformalizer/*.yaml: Stage 1 SFT; configs/autoformalizer/grpo/*.yaml: Stage 2 GRPO)."""
 
+    RENAMED_KEYS: ClassVar[dict[str, str]] = RENAMED_KEYS
+
     run: str = "default"
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     repair: RepairConfig = field(default_factory=RepairConfig)
-    lean: LeanCheckConfig = field(default_factory=LeanCheckConfig)
+    lean: LeanConfig = field(default_factory=lambda: AUTOFORMALIZER_LEAN)
+    typecheck: TypecheckConfig = field(default_factory=TypecheckConfig)
     pairs: PairsConfig = field(default_factory=PairsConfig)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
 

@@ -127,7 +127,7 @@ def evaluate(config: AutoformalizerConfig, run_dir: Path) -> AutoformalizerRepor
         from autoformalizer.retrieval import MathlibRetriever, format_premises
 
         retriever = MathlibRetriever(index, config.retrieval)
-    checker = config.lean.checker()
+    checker = config.typecheck.checker(config.lean)
     generate = make_generate(model, tokenizer, max_new_tokens=config.repair.max_new_tokens)
     sampler = TransformersRollout(tokenizer, RolloutGenerationConfig(max_new_tokens=config.repair.max_new_tokens,
                                                               temperature=ev.temperature),
@@ -139,7 +139,7 @@ def evaluate(config: AutoformalizerConfig, run_dir: Path) -> AutoformalizerRepor
     lean = LeanClock(checker)
     with ResourceMonitor() as monitor:
         for problem in tqdm(problems, desc="evaluate", unit="problem"):
-            header = problem.header if config.lean.problem_header else None
+            header = problem.header if config.typecheck.problem_header else None
 
             def check(statement: str, header=header) -> StatementCheck:
                 return lean.check_many([statement], [header])[0]

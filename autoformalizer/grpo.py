@@ -13,12 +13,13 @@ from typing import Any
 
 import lightning as L
 
-from autoformalizer.config import LeanCheckConfig, PolicyConfig
+from autoformalizer.config import AUTOFORMALIZER_LEAN, RENAMED_KEYS, PolicyConfig, TypecheckConfig
 from autoformalizer.data import END_OF_TURN
 from autoformalizer.module import PolicyRunHooks
 from autoformalizer.prompts import extract_statement
 from autoformalizer.reward import NO_VERDICT, GatedReward, RewardConfig, RewardResult, training_value
 from leanloop.jsonl import append_jsonl
+from leanloop.lean.check import LeanConfig
 from leanloop.training.module import set_torch_threads
 from leanloop.training.optim import OptimConfig, configure_optimizers
 from leanloop.grpo.objective import GRPOConfig
@@ -43,6 +44,7 @@ class FormalizationReward:
 class AutoformalizerGRPOModule(PolicyRunHooks, L.LightningModule):
     # The RL stage's GRPO update (leanloop.grpo.update.GRPOUpdate), held as is, not re-implemented: it reads
     # the ``.reward`` of each scored rollout; its KL reference is the Stage-1 policy (reference_adapter).
+    RENAMED_KEYS = RENAMED_KEYS
 
     def __init__(
         self,
@@ -51,15 +53,17 @@ class AutoformalizerGRPOModule(PolicyRunHooks, L.LightningModule):
         grpo: GRPOConfig | None = None,
         generation: RolloutGenerationConfig | None = None,
         reward: RewardConfig | None = None,
-        lean: LeanCheckConfig | None = None,
+        lean: LeanConfig = AUTOFORMALIZER_LEAN,
+        typecheck: TypecheckConfig | None = None,
         threads: int | None = None,
     ) -> None:
         """``policy``: the Stage-1 run (``artifacts://autoformalizer/<run>``): its adapters trained further
         (``policy.stage1: continue``, the design; the KL reference is a frozen copy of them) or, with
         ``merge``, merged, re-quantized to NF4 with fresh adapters (the reference: adapters off). ``grpo``: G, beta
         and the objective (TRL's names); ``generation``: sampling; ``reward``: the gated reward's
-        numbers and what no Lean verdict means for training; ``lean``: the type-check header and
-        Verifier backend. ``threads``: torch intra-op threads (None: torch's default)."""
+        numbers and what no Lean verdict means for training; ``lean``: the Verifier's backend and
+        budget; ``typecheck``: the statement harness (header, warnings rule). ``threads``: torch
+        intra-op threads (None: torch's default)."""
         super().__init__()
         set_torch_threads(threads)
         from autoformalizer.policy import build_policy
@@ -70,7 +74,8 @@ class AutoformalizerGRPOModule(PolicyRunHooks, L.LightningModule):
         self.grpo = grpo or GRPOConfig(beta=0.04)
         self.generation = generation or RolloutGenerationConfig()
         self.reward_config = reward or RewardConfig()
-        self.lean = lean or LeanCheckConfig()
+        self.lean = lean
+        self.typecheck = typecheck or TypecheckConfig()
         self.save_hyperparameters()
         self.model, self.tokenizer = build_policy(self.policy_config)
         self.model.train()
@@ -102,7 +107,7 @@ class AutoformalizerGRPOModule(PolicyRunHooks, L.LightningModule):
     def setup(self, stage: str) -> None:
         if self.gated is not None:
             return
-        checker = self.lean.checker()
+        checker = self.typecheck.checker(self.lean)
         inner = checker.verifier.backend
         if hasattr(inner, "index"):
             inner.index  # load the replay recordings now, not inside the first step
@@ -140,7 +145,7 @@ class AutoformalizerGRPOModule(PolicyRunHooks, L.LightningModule):
         statements = [extract_statement(t) for t in texts]
         owners = [problems[i // G] for i in range(len(texts))]
         results = self.gated.score(statements, [p.formal for p in owners],
-                                   [p.header if self.lean.problem_header else None for p in owners])
+                                   [p.header if self.typecheck.problem_header else None for p in owners])
         scored = []
         for result, statement in zip(results, statements):
             value, credited = training_value(result, self.reward_config)

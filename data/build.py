@@ -15,11 +15,10 @@ from typing import Any, Callable
 from data.config import DataConfig
 from data.corpus import SPLITS, split_of, write_corpus
 from data.journal import JOURNAL, Journal, JournalMismatch
-from leanloop.lean.acceptance import BENCHMARK_HEADER, AcceptancePolicy
+from leanloop.lean.acceptance import BENCHMARK_HEADER
 from data.reconcile import format_reconciliation, reconcile
 from data.shard import record as shard_record, select as select_shard
 from data.sources import CandidateSet, load_candidates
-from leanloop.lean.backends import make_backend
 from leanloop.lean.types import Category, LeanBackend, LeanResponse, Outcome, VerifyRequest
 from leanloop.artifacts import Manifest, content_hash, run_dir as artifact_run_dir, run_lock
 from leanloop.paths import resolve_shared
@@ -82,7 +81,7 @@ def check_result(config: DataConfig, items: CandidateSet, done: dict[str, tuple[
     if share < config.min_eligible_share:
         raise BuildFailed(f"{infra} of {len(items.candidates)} programs got infra_error (Lean or its backend "
                           f"failed), leaving {share:.0%} < min_eligible_share {config.min_eligible_share:g}; "
-                          f"no corpus written. Fix the backend ({config.backend.kind}) and rerun: the journal "
+                          f"no corpus written. Fix the backend ({config.lean.backend.kind}) and rerun: the journal "
                           "keeps the verdicts and retries only the failures")
 
 
@@ -101,8 +100,11 @@ class BuildResult:
 def fingerprint(config: DataConfig, header: str) -> str:
     """What decides an outcome (the journal refuses to resume under a different one)."""
     statements = {p: content_hash(resolve_shared(p)) for p in config.statements}
-    body = {"profile": config.profile, "backend": {"kind": config.backend.kind, "options": asdict(config.backend.options)}, "timeout": config.timeout,
-            "header": header, "statements": statements, "policy_version": 1}
+    lean = config.lean
+    body = {"profile": lean.profile, "backend": {"kind": lean.backend.kind, "options": asdict(lean.backend.options)},
+            "timeout": lean.timeout, "header": header, "statements": statements, "policy_version": 1}
+    if lean.heartbeats != "profile":  # only when set, so the journals of earlier builds stay valid
+        body["heartbeats"] = lean.heartbeats
     if config.timeout_retries:  # only when set, so the journals of earlier builds stay valid
         body["timeout_retries"] = config.timeout_retries
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
@@ -198,13 +200,11 @@ def verify(config: DataConfig, items: CandidateSet, journal: Journal, *, backend
     build finished them, from the Verifier otherwise (each journaled as it finishes).
     Returns (id -> (outcome, version), number verified now, backend name)."""
     header = config.header if config.header is not None else BENCHMARK_HEADER
-    policy = AcceptancePolicy(config.profile, header=header)
+    policy = config.lean.policy(header=header)
     done = journal.load(fresh=config.fresh)
     pending = [c for c in items.candidates if c.id not in done]
-    tap = VersionTap(backend if backend is not None else make_backend(config.backend))
-    from leanloop.lean.verifier import Verifier
-
-    verifier = Verifier(tap, policy, concurrency=config.concurrency, timeout=config.timeout)
+    tap = VersionTap(backend if backend is not None else config.lean.backend_instance())
+    verifier = config.lean.verifier(tap, policy)
     requests = [VerifyRequest(program=c.program, name=c.name, statement=c.statement, header=c.header, id=c.id)
                 for c in pending]
 
@@ -230,7 +230,7 @@ def verify(config: DataConfig, items: CandidateSet, journal: Journal, *, backend
                 on_item(request.id or "", outcome)
 
         async def run(batch: list[VerifyRequest]) -> None:
-            chunk = max(256, 8 * config.concurrency)  # bounded number of coroutines alive at once
+            chunk = max(256, 8 * config.lean.concurrency)  # bounded number of coroutines alive at once
             for start in range(0, len(batch), chunk):
                 part = batch[start:start + chunk]
                 await verifier.check(part, on_result=lambda i, o, p=part: record(index_of[id(p[i])], o))
@@ -307,7 +307,7 @@ def manifest_for(config: DataConfig, items: CandidateSet, rows: list[dict[str, A
                  backend_name: str, reconciliation: dict[str, Any], trace_stats: Counter | None) -> Manifest:
     """The run's manifest (one builder for a one-process build and a merge of shards)."""
     header = config.header if config.header is not None else BENCHMARK_HEADER
-    policy = AcceptancePolicy(config.profile, header=header)
+    policy = config.lean.policy(header=header)
     versions = Counter(r["lean_version"] for r in rows if r["category"] not in ("input_error", "precheck_rejected"))
     seconds, verified_now = result.seconds, result.verified_now
 
@@ -320,7 +320,8 @@ def manifest_for(config: DataConfig, items: CandidateSet, rows: list[dict[str, A
                         "programs_per_s": round(verified_now / seconds, 2) if seconds > 0 else None}
     manifest.extra = {
         "config": asdict(config),
-        "backend": {"kind": config.backend.kind, "name": backend_name, "options": asdict(config.backend.options)},
+        "backend": {"kind": config.lean.backend.kind, "name": backend_name,
+                    "options": asdict(config.lean.backend.options)},
         "policy": {"profile": policy.name, "statement_rule": policy.profile.statement_rule,
                    "heartbeats": policy.profile.heartbeats,
                    "max_chars": policy.profile.max_chars, "header": header},

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
-from leanloop.lean.backends import BackendConfig
+from leanloop.lean.check import LeanConfig
 
 
 @dataclass
@@ -53,6 +54,9 @@ class SplitConfig:
 
 @dataclass
 class DataConfig:
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"backend": "lean.backend", "profile": "lean.profile",
+                                              "concurrency": "lean.concurrency", "timeout": "lean.timeout"}
+
     sources: list[SourceConfig] = field(default_factory=list)
     run: str = "default"
     """Output folder: artifacts/data/<run>/."""
@@ -62,16 +66,10 @@ class DataConfig:
     header: str | None = None
     """Benchmark header when neither the row nor a statement file gives one; None = the seed's
     miniF2F header (leanloop.lean.acceptance.BENCHMARK_HEADER)."""
-    profile: str = "collection"
-    """Acceptance policy profile: ``collection`` (the seed's, verbatim: what replay recordings answer),
-    ``collection_llf`` (LLF's: 800,000 heartbeats and the printed-signature check, ``signature_text``; a real
-    Lean backend) or
-    ``rl`` (hardened)."""
-    backend: BackendConfig = field(default_factory=BackendConfig)
-    concurrency: int = 16
-    """Programs in flight at once."""
-    timeout: float = 60.0
-    """Per-program Lean timeout in seconds (LLF collects with 180)."""
+    lean: LeanConfig = field(default_factory=lambda: LeanConfig(concurrency=16))
+    """How programs are checked (:class:`leanloop.lean.check.LeanConfig`): the profile is
+    ``collection`` (the seed's, verbatim: what replay recordings answer), ``collection_llf`` (LLF's;
+    a real Lean backend) or ``rl`` (hardened); 16 programs in flight; LLF collects with a 180 s timeout."""
     timeout_retries: int = 0
     """Further attempts for a candidate that timed out (LLF's pool comparison gives it a second one:
     1). Only candidates verified in this build are retried: one resumed from the journal keeps its

@@ -74,6 +74,58 @@ def check_config_files(argv: list[str]) -> None:
                                   "options (key: value lines such as 'trainer:' or 'run:', not '- item' lines)")
 
 
+def renamed_keys(*owners: tuple[str, Any]) -> dict[str, str]:
+    """The ``RENAMED_KEYS`` (old dotted key -> the key that replaced it) that config classes declare,
+    each under its section's prefix: ``renamed_keys(("", DataConfig))``, ``(("model.", GRPOModule), ...)``."""
+    return {prefix + old: prefix + new for prefix, owner in owners
+            for old, new in (getattr(owner, "RENAMED_KEYS", None) or {}).items()}
+
+
+def _given_keys(argv: list[str]) -> list[tuple[str, str]]:
+    """(where, dotted key) of every option the ``--config`` files and the command line set."""
+    import yaml
+
+    from leanloop.paths import repo_file
+
+    def flat(value: Any, prefix: str) -> list[str]:
+        """The dotted keys of the leaves, so that a message names the option itself."""
+        if not isinstance(value, dict) or not value:
+            return [prefix] if prefix else []
+        keys: list[str] = []
+        for key, inner in value.items():
+            # LightningCLI's class_path / init_args form names the same options one level down
+            name = prefix if key == "init_args" else f"{prefix}.{key}" if prefix else str(key)
+            keys += flat(inner, name) if key != "class_path" else []
+        return keys
+
+    found: list[tuple[str, str]] = []
+    for index, arg in enumerate(argv):
+        if not arg.startswith("--"):
+            continue
+        name, eq, value = arg[2:].partition("=")
+        if name == "config":
+            value = value if eq else (argv[index + 1] if index + 1 < len(argv) else "")
+            try:
+                data = yaml.safe_load(repo_file(value, "config file").read_text(encoding="utf-8"))
+            except (OSError, ValueError, yaml.YAMLError):
+                continue  # inline YAML, or a file check_config_files reports
+            found += [(f"config file {value}", key) for key in flat(data, "")]
+        else:
+            found.append(("the command line", name.replace(".init_args", "")))
+    return found
+
+
+def check_renamed_keys(argv: list[str], renamed: dict[str, str]) -> None:
+    """Refuse an option set under a name it no longer has (``renamed``: old dotted key -> new) with
+    one line naming the new key: jsonargparse's own error says only that the key is not expected."""
+    if not renamed:
+        return
+    for where, key in _given_keys(argv):
+        for old, new in renamed.items():
+            if key == old or key.startswith(old + "."):
+                raise ConfigFileError(f"{where} sets {key}, which is now {new + key[len(old):]}")
+
+
 def _yaml_kind(data: Any) -> str:
     return "list" if isinstance(data, list) else "string" if isinstance(data, str) else f"{type(data).__name__} value"
 
@@ -215,6 +267,7 @@ def parse_config(cls: type[C], argv: list[str] | None = None, prog: str | None =
     parser = Parser(prog=prog, description=description)
     try:
         check_config_files(list(sys.argv[1:] if argv is None else argv))
+        check_renamed_keys(list(sys.argv[1:] if argv is None else argv), renamed_keys(("", cls)))
     except ConfigFileError as error:
         parser.error(str(error))
     parser.add_argument("--config", action=ActionConfigFile, help="YAML config (repeatable, layered)")

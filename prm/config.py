@@ -6,9 +6,9 @@ datamodule's own arguments (``prm.train``, LightningCLI). Every YAML under ``con
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
-from leanloop.lean.backends import BackendConfig
+from leanloop.lean.check import LeanConfig
 from leanloop.prover.generation import SamplingConfig
 from leanloop.prover.statements import StatementsConfig
 from leanloop.training.models import ModelSpec
@@ -72,6 +72,9 @@ class JudgeConfig:
 
 @dataclass
 class LabelConfig:
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"backend": "lean.backend", "profile": "lean.profile",
+                                              "timeout": "lean.timeout"}
+
     run: str = "default"
     """Output: artifacts/prm_label/<run>/."""
     recorded: RecordedConfig | None = field(default_factory=RecordedConfig)
@@ -79,11 +82,11 @@ class LabelConfig:
     generated: str | None = None
     """A prm-generate run (``artifacts://prm_generate/<run>``) whose paired proofs are labelled."""
     checker: Literal["auto", "incremental", "prefix"] = "auto"
-    """auto: incremental REPL proof states when the backend is local, prefix compilation otherwise."""
-    backend: BackendConfig = field(default_factory=BackendConfig)
-    profile: str = "collection"
-    """Acceptance policy profile deciding whole proofs."""
-    timeout: float = 60.0
+    """auto: incremental REPL proof states when ``lean.backend`` is local, prefix compilation otherwise."""
+    lean: LeanConfig = field(default_factory=LeanConfig)
+    """How generated proofs are checked: the backend runs the step checks (``checker``) and the whole
+    program, whose verdict the acceptance ``profile`` decides (also for ``recorded``, whose programs
+    are answered by its own replay sources)."""
     reviewer: ReviewerConfig = field(default_factory=ReviewerConfig)
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     splits: SplitConfig = field(default_factory=SplitConfig)

@@ -15,8 +15,6 @@ from pathlib import Path
 
 from leanloop.artifacts import Manifest, resolve_run
 from leanloop.jsonl import read_jsonl
-from leanloop.lean.backends import make_backend
-from leanloop.lean.verifier import Verifier
 from leanloop.tool import run_parsed_tool, run_tool
 from prm.config import LabelConfig
 from prm.labelled_proofs import LABEL_STAGE, SPLITS, ProofRecord, theorem_split, write_splits
@@ -42,21 +40,21 @@ def _reviewer(config: LabelConfig):
 def _checker(config: LabelConfig, backend):
     kind = config.checker
     if kind == "auto":
-        kind = "incremental" if config.backend.kind == "local" else "prefix"
+        kind = "incremental" if config.lean.backend.kind == "local" else "prefix"
     if kind == "incremental":
-        if config.backend.kind != "local":
-            raise ValueError("checker incremental needs backend.kind local (REPL proof states); use prefix")
+        if config.lean.backend.kind != "local":
+            raise ValueError("checker incremental needs lean.backend.kind local (REPL proof states); use prefix")
         from leanloop.lean.session import LeanSession
 
-        return IncrementalChecker(LeanSession(backend.config, backend.repl_config), config.timeout)
-    return PrefixChecker(backend, config.timeout)
+        return IncrementalChecker(LeanSession(backend.config, backend.repl_config), config.lean.timeout)
+    return PrefixChecker(backend, config.lean.timeout)
 
 
 def label_generated(config: LabelConfig, counts: Counter, progress: bool = True) -> list[ProofRecord]:
     folder = resolve_run(config.generated, GENERATE_STAGE)
     rows = list(read_jsonl(folder / "final" / SAMPLES_FILE))
-    backend = make_backend(config.backend)
-    verifier = Verifier(backend, config.profile, timeout=config.timeout)
+    backend = config.lean.backend_instance()
+    verifier = config.lean.verifier(backend)
     checker = _checker(config, backend)
     reviewer = _reviewer(config)
     judge = ModelJudge(config.judge.model) if config.judge.kind == "model" and config.judge.model else None
@@ -153,7 +151,7 @@ def work(config: LabelConfig, folder: Path, progress: bool = True) -> Manifest:
         from leanloop.paths import resolve_shared
         from prm.recorded_steps import build_recorded
 
-        recorded, recorded_counts = build_recorded(config.recorded, config.splits, config.profile, progress,
+        recorded, recorded_counts = build_recorded(config.recorded, config.splits, config.lean.policy(), progress,
                                                    reviewer=_reviewer(config))
         records += recorded
         counts.update(recorded_counts)
@@ -164,7 +162,7 @@ def work(config: LabelConfig, folder: Path, progress: bool = True) -> Manifest:
     split_counts = write_splits(records, folder / "final")
     write_report(folder, config, records, counts)
     manifest.counts = {**summary(records), **dict(counts), **{f"split:{k}": v for k, v in split_counts.items()}}
-    manifest.extra = {"reviewer": config.reviewer.kind, "judge": config.judge.kind, "profile": config.profile,
+    manifest.extra = {"reviewer": config.reviewer.kind, "judge": config.judge.kind, "profile": config.lean.profile,
                       "label_kind": "tactic-level labels from recorded Lean output" if config.generated is None
                       else "step labels from Lean on generated paired proofs"}
     print(f"[prm-label] {summary(records)} -> {folder}")

@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Any
 
 from leanloop.jsonl import numbered_jsonl
+from leanloop.lean.acceptance import AcceptancePolicy
 from leanloop.lean.replay import ReplayBackend
 from leanloop.lean.types import Outcome, VerifyRequest
 from leanloop.lean.verifier import Verifier
@@ -56,7 +57,7 @@ def review_recorded(labels: list[StepLabel], steps: list[TacticStep], statement:
     return [l if i < first else StepLabel(l.prose, l.tactic, None, why) for i, l in enumerate(labels)], record
 
 
-def build_recorded(config: RecordedConfig, splits: SplitConfig, profile: str = "collection",
+def build_recorded(config: RecordedConfig, splits: SplitConfig, profile: AcceptancePolicy | str = "collection",
                    progress: bool = True, reviewer: Reviewer | None = None) -> tuple[list[ProofRecord], Counter]:
     """Labelled proofs of the recorded programs, and counts (skipped shapes, categories, labels,
     the reviewer's verdicts)."""

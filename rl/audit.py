@@ -355,7 +355,7 @@ class InfraBreakerTripped(RuntimeError):
 
 def check_infra_share(step: int, scores: StepScores, limit: float | None) -> float:
     """The step's ``infra_error`` share among its Lean checks; raises InfraBreakerTripped above
-    ``limit`` (the rl stage's circuit breaker, ``lean.max_infra_error_share``)."""
+    ``limit`` (the rl stage's circuit breaker, ``reward_checks.max_infra_error_share``)."""
     started = scores.lean_started
     if not started:
         return 0.0
@@ -366,6 +366,6 @@ def check_infra_share(step: int, scores: StepScores, limit: float | None) -> flo
                     if r.lean == Category.INFRA_ERROR.value][:2]
         raise InfraBreakerTripped(
             f"step {step}: {failed} of {started} Lean checks ended infra_error ({share:.0%} > "
-            f"lean.max_infra_error_share={limit:g}); stopping instead of training on rewards of None. Check the "
-            f"Lean backend (toolchain, header pickle, sandbox); first reasons: {examples}")
+            f"reward_checks.max_infra_error_share={limit:g}); stopping instead of training on rewards of None. "
+            f"Check the Lean backend (toolchain, header pickle, sandbox); first reasons: {examples}")
     return share

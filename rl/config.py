@@ -1,7 +1,8 @@
 """Typed configuration of the RL stage (``configs/rl/*.yaml``, parsed by LightningCLI).
 
 ``model:`` (:class:`rl.module.GRPOModule`) takes ``policy``, ``optim``, ``grpo``, ``generation``,
-``reward``, ``lean``, ``evaluator``, ``drift``, ``refresh``, ``audit`` and ``evaluation``;
+``reward``, ``lean`` (the shared :class:`leanloop.lean.check.LeanConfig`), ``reward_checks``,
+``evaluator``, ``drift``, ``refresh``, ``audit`` and ``evaluation``;
 ``data:`` (:class:`rl.data.RLData`) takes the statement sets, the filters and the curriculum
 (``data.lean`` is linked from ``model.lean``). The dataclasses of each mechanism live beside its
 code and are re-exported here.
@@ -14,6 +15,7 @@ from typing import Literal
 
 from feedback_model.evaluator import FeedbackEvaluatorOptions
 from leanloop.lean.backends import BackendConfig
+from leanloop.lean.check import LeanConfig
 from leanloop.training.models import ModelSpec
 from leanloop.training.optim import OptimConfig
 from rl.audit import AuditConfig
@@ -59,14 +61,10 @@ class PolicyConfig:
 
 
 @dataclass
-class LeanConfig:
-    backend: BackendConfig = field(default_factory=BackendConfig)
-    """The Lean backend, as in every stage: replay (recorded Lean output), local (lean-interact
-    pool; ``local.workers``) or kimina (``kimina.url``)."""
-    workers: int = 8
-    """Lean checks in flight at once (the Verifier's pool; match the backend's workers)."""
-    timeout: float = 60.0
-    """Per-proof timeout of the reward checks (seconds)."""
+class RewardChecksConfig:
+    """How rl runs its reward checks beyond the shared ``lean:`` block: the simulated Lean latency,
+    the isolation candidates get, and the circuit breaker."""
+
     latency: Literal["none", "recorded"] = "none"
     """recorded: answers arrive after the Lean time recorded with them (rl.latency.TimedBackend)."""
     latency_scale: float = 1.0
@@ -91,7 +89,15 @@ class LeanConfig:
     def __post_init__(self) -> None:
         share = self.max_infra_error_share
         if share is not None and not 0.0 <= share < 1.0:
-            raise ValueError(f"lean.max_infra_error_share must be in [0, 1) or null, got {share}")
+            raise ValueError(f"reward_checks.max_infra_error_share must be in [0, 1) or null, got {share}")
+
+
+RL_LEAN = LeanConfig(profile="rl")
+"""rl's ``lean:`` default: rewards are checked under the hardened ``rl`` profile (the only one rl takes)."""
+RENAMED_LEAN_KEYS = {"lean.workers": "lean.concurrency"}
+"""The old rl ``lean:`` options and where they went (refused by name, :func:`leanloop.tool.check_renamed_keys`)."""
+RENAMED_KEYS = {**RENAMED_LEAN_KEYS, **{f"lean.{name}": f"reward_checks.{name}" for name in (
+    "latency", "latency_scale", "unrecorded_delay", "allow_shared_repl", "sandbox", "max_infra_error_share")}}
 
 
 @dataclass
@@ -145,5 +151,6 @@ class EvaluatorConfig:
 __all__ = [
     "AdapterConfig", "AuditConfig", "BackendConfig", "CurriculumConfig", "DriftConfig", "EvaluationConfig",
     "EvaluatorConfig", "FilterConfig", "GRPOConfig", "LeanConfig", "ModelSpec", "OptimConfig", "PolicyConfig",
-    "PromptConfig", "RefreshConfig", "ReplayConfig", "RewardConfig", "RolloutGenerationConfig", "StatementsConfig",
+    "PromptConfig", "RefreshConfig", "ReplayConfig", "RewardChecksConfig", "RewardConfig", "RolloutGenerationConfig",
+    "StatementsConfig",
 ]

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import lightning as L
 from torch.utils.data import DataLoader, IterableDataset
 
-from rl.config import CurriculumConfig, FilterConfig, LeanConfig, StatementsConfig
+from rl.config import RENAMED_LEAN_KEYS, RL_LEAN, CurriculumConfig, FilterConfig, LeanConfig, StatementsConfig
 from rl.curriculum import DROPPED, TRIVIAL, Curriculum
 from rl.filters import StatementFilters, summarize
 from leanloop.jsonl import write_jsonl
@@ -44,6 +44,8 @@ class StepStream(IterableDataset):
 
 
 class RLData(L.LightningDataModule):
+    RENAMED_KEYS = RENAMED_LEAN_KEYS
+
     def __init__(
         self,
         statements: StatementsConfig | None = None,
@@ -65,7 +67,7 @@ class RLData(L.LightningDataModule):
         self.problems_per_step = problems_per_step
         self.curriculum_config = curriculum or CurriculumConfig()
         self.filter_config = filters or FilterConfig()
-        self.lean = lean or LeanConfig()
+        self.lean = lean or RL_LEAN
         self.seed = seed
         self.statements: list[Statement] = []
         self.eval_statements: list[Statement] = []
@@ -89,9 +91,7 @@ class RLData(L.LightningDataModule):
         self.by_name = {s.name: s for s in self.statements}
         self.curriculum = Curriculum(self.by_name, self.curriculum_config, seed=self.seed)
         if self.filter_config.enabled:
-            from leanloop.lean.backends import make_backend
-
-            filters = StatementFilters(make_backend(self.lean.backend), self.filter_config, self.lean.workers)
+            filters = StatementFilters(self.lean.backend_instance(), self.filter_config, self.lean.concurrency)
             self.filter_records = filters.run(self.statements)
             for record in self.filter_records:
                 if record["decision"] in ("drop", "review"):

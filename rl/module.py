@@ -17,7 +17,6 @@ import lightning as L
 
 from leanloop.evaluator import HistoryAwareEvaluator
 from leanloop.jsonl import append_jsonl
-from leanloop.lean.acceptance import AcceptancePolicy
 from leanloop.lean.verifier import Verifier
 from leanloop.training.inputs import model_identity
 from leanloop.training.models import load_tokenizer
@@ -26,8 +25,8 @@ from leanloop.training.optim import configure_optimizers
 from leanloop.training.resume import keep_rows_before
 from rl.audit import TimeoutAudit, check_infra_share
 from rl.config import (
-    AuditConfig, DriftConfig, EvaluationConfig, EvaluatorConfig, GRPOConfig, LeanConfig, OptimConfig, PolicyConfig,
-    RefreshConfig, RewardConfig, RolloutGenerationConfig,
+    RENAMED_KEYS, RL_LEAN, AuditConfig, DriftConfig, EvaluationConfig, EvaluatorConfig, GRPOConfig, LeanConfig,
+    OptimConfig, PolicyConfig, RefreshConfig, RewardChecksConfig, RewardConfig, RolloutGenerationConfig,
 )
 from rl.curriculum import CurriculumEvents, ReplayBuffer, StoredProof
 from rl.drift import DriftMonitor
@@ -59,15 +58,17 @@ def isolated_backend(config, allow_shared_repl: bool = False):
     if shared and not allow_shared_repl:
         raise ValueError(f"lean.backend (kind: {config.kind}) checks candidates on shared REPL processes: code a "
                          "candidate runs at elaboration time would survive into other candidates' checks. Use "
-                         "kind: local with local.fresh_process: true, or set lean.allow_shared_repl: true to "
+                         "kind: local with local.fresh_process: true, or set reward_checks.allow_shared_repl: true to "
                          "accept that (docs/threat_model.md)")
     if shared:
-        log.warning("rl reward checks run on SHARED REPL processes (lean.allow_shared_repl: true): a candidate's "
-                    "elaboration-time code can survive into other candidates' checks")
+        log.warning("rl reward checks run on SHARED REPL processes (reward_checks.allow_shared_repl: true): a "
+                    "candidate's elaboration-time code can survive into other candidates' checks")
     return config, shared
 
 
 class GRPOModule(L.LightningModule):
+    RENAMED_KEYS = RENAMED_KEYS
+
     def __init__(
         self,
         policy: PolicyConfig | None = None,
@@ -75,7 +76,8 @@ class GRPOModule(L.LightningModule):
         grpo: GRPOConfig | None = None,
         generation: RolloutGenerationConfig | None = None,
         reward: RewardConfig | None = None,
-        lean: LeanConfig | None = None,
+        lean: LeanConfig = RL_LEAN,
+        reward_checks: RewardChecksConfig | None = None,
         evaluator: EvaluatorConfig | None = None,
         drift: DriftConfig | None = None,
         refresh: RefreshConfig | None = None,
@@ -85,9 +87,10 @@ class GRPOModule(L.LightningModule):
     ) -> None:
         """GRPO on a prover. ``policy``: starting checkpoint (named; fallbacks named too), adapter;
         ``grpo``: the objective (TRL's names); ``reward`` + ``lean`` + ``evaluator``: the protocol
-        and its two judges; ``drift`` / ``refresh`` / ``audit``: the monitors; ``evaluation``: pass@k
-        after training on ``data.eval_statements``. ``threads``: torch intra-op threads (1 suits tiny
-        models on a busy CPU, where more threads spin against each other); None keeps torch's default."""
+        and its two judges (``reward_checks``: latency simulation, isolation, circuit breaker);
+        ``drift`` / ``refresh`` / ``audit``: the monitors; ``evaluation``: pass@k after training on
+        ``data.eval_statements``. ``threads``: torch intra-op threads (1 suits tiny models on a busy
+        CPU, where more threads spin against each other); None keeps torch's default."""
         super().__init__()
         set_torch_threads(threads)
         self.automatic_optimization = False
@@ -97,7 +100,11 @@ class GRPOModule(L.LightningModule):
         self.generation = generation or RolloutGenerationConfig()
         self.update = GRPOUpdate(self.grpo, self.generation)
         self.reward_config = reward or RewardConfig()
-        self.lean = lean or LeanConfig()
+        if lean.profile != "rl":
+            raise ValueError(f"lean.profile is {lean.profile!r}: rl checks rewards under the hardened rl profile only "
+                             "(set lean.profile: rl)")
+        self.lean = lean
+        self.checks = reward_checks or RewardChecksConfig()
         self.evaluator_config = evaluator or EvaluatorConfig()
         self.drift_config = drift or DriftConfig()
         self.refresh_config = refresh or RefreshConfig()
@@ -128,8 +135,8 @@ class GRPOModule(L.LightningModule):
 
             self.rollout = TransformersRollout(self.tokenizer, self.generation, stops)
         extraction = self.reward_config.extraction or ("code_block" if self.prompt.style == "chat" else "auto")
-        self.harness = RewardHarness(AcceptancePolicy(
-            "rl", lean_version=getattr(self.lean.backend.options, "lean_version", None)), extraction)
+        self.harness = RewardHarness(self.lean.policy(
+            lean_version=getattr(self.lean.backend.options, "lean_version", None)), extraction)
         self.replay = ReplayBuffer()
         self.replay_rng = random.Random(0)  # which buffered proof is injected (never the curriculum's draws)
         self.labels = LabelBuffer()
@@ -152,38 +159,39 @@ class GRPOModule(L.LightningModule):
     def _backend(self):
         from leanloop.lean.backends import make_backend
 
-        config, shared = isolated_backend(self.lean.backend, self.lean.allow_shared_repl)
+        config, shared = isolated_backend(self.lean.backend, self.checks.allow_shared_repl)
         if shared:
             self.results["shared_repl"] = True
         backend = make_backend(config)
-        if self.lean.latency == "recorded":
+        if self.checks.latency == "recorded":
             from rl.latency import TimedBackend
 
-            backend = TimedBackend(backend, scale=self.lean.latency_scale, unrecorded_delay=self.lean.unrecorded_delay)
+            backend = TimedBackend(backend, scale=self.checks.latency_scale,
+                                   unrecorded_delay=self.checks.unrecorded_delay)
         return backend
 
     def _check_sandbox(self, backend) -> None:
         """A local pool's candidates must run in a strong sandbox within the machine's budget
-        (``lean.sandbox``); probed now, before any candidate, and recorded in the manifest."""
+        (``reward_checks.sandbox``); probed now, before any candidate, and recorded in the manifest."""
         from leanloop.lean.sandbox import budget_error
 
         choose = getattr(backend, "sandbox", None)
         config = getattr(backend, "config", None)
         if choose is None or not getattr(config, "fresh_process", False):
             return
-        weak_ok = self.lean.sandbox == "weak"
+        weak_ok = self.checks.sandbox == "weak"
         why = budget_error(config.sandbox, config.workers)
         if why is not None and not weak_ok:
-            raise ValueError(f"lean.backend.local: {why} (or set lean.sandbox: weak)")
+            raise ValueError(f"lean.backend.local: {why} (or set reward_checks.sandbox: weak)")
         sandbox = choose()
         if not sandbox.strong and not weak_ok:
             raise ValueError(f"the candidate REPLs' sandbox is {sandbox.kind!r}, weaker than rl needs (private /tmp, "
                              "/var/tmp, /dev/shm and HOME, an environment allow-list, a PID namespace): install "
                              "bubblewrap (apt-get install bubblewrap) or allow unprivileged user namespaces, or set "
-                             "lean.sandbox: weak")
+                             "reward_checks.sandbox: weak")
         weak = not sandbox.strong or why is not None
         if weak:
-            log.warning("rl reward checks run in a WEAK sandbox (lean.sandbox: weak): %s", why or sandbox.kind)
+            log.warning("rl reward checks run in a WEAK sandbox (reward_checks.sandbox: weak): %s", why or sandbox.kind)
         self.results["sandbox"] = {**sandbox.manifest(), "weak": weak}
 
     def _read_token_table(self, backend, policy) -> None:
@@ -213,14 +221,14 @@ class GRPOModule(L.LightningModule):
         self._check_sandbox(inner)
         self._read_token_table(inner, policy)
         timeout = self.reward_config.matched_timeout if self.protocol is Protocol.LEAN_MATCHED else self.lean.timeout
-        verifier = Verifier(backend, policy, self.lean.workers, timeout) if self.protocol.uses_lean else None
-        self.verifier = verifier or Verifier(backend, policy, self.lean.workers, self.lean.timeout)
+        verifier = self.lean.verifier(backend, policy, timeout) if self.protocol.uses_lean else None
+        self.verifier = verifier or self.lean.verifier(backend, policy)
         self.scorer = RewardScorer(verifier, self.evaluator, self.protocol,
                                    RewardRule(self.reward_config.evaluator_reward), self.reward_config.shadow_evaluator,
                                    self.reward_config.evaluator_deadline_s)
         self.auditor = None
         if self.audit_config.enabled and self.protocol.uses_lean:
-            self.auditor = TimeoutAudit(Verifier(backend, policy, self.lean.workers, self.audit_config.timeout),
+            self.auditor = TimeoutAudit(self.lean.verifier(backend, policy, self.audit_config.timeout),
                                         self.audit_config)
         self.judge_audit = None
         if self.audit_config.judge.enabled:
@@ -296,7 +304,7 @@ class GRPOModule(L.LightningModule):
         timings["time/scoring_s"] = time.perf_counter() - mark
         rewards = list(scores.rewards)
         # circuit breaker: a step whose Lean checks mostly failed on the infrastructure stops the run
-        infra_share = check_infra_share(step, scores, self.lean.max_infra_error_share)
+        infra_share = check_infra_share(step, scores, self.checks.max_infra_error_share)
         rewards = self._judge_gate(step, candidates, rewards)  # judge.mode gate: pay what the judge confirms
         injected = self._inject_replay(problems, rollouts, rewards)
 
@@ -521,7 +529,7 @@ class GRPOModule(L.LightningModule):
         """Lean for pass@k under the evaluation budget (``evaluation.timeout``, else ``lean.timeout``),
         never the reward's matched timeout: every protocol is evaluated the same way."""
         timeout = self.evaluation.timeout or self.lean.timeout
-        return Verifier(self.backend, self.harness.policy, self.lean.workers, timeout)
+        return self.lean.verifier(self.backend, self.harness.policy, timeout)
 
     def export(self, final_dir: Path) -> None:
         self.export_info = export_policy(self._policy, self.tokenizer, final_dir)
@@ -545,7 +553,7 @@ class GRPOModule(L.LightningModule):
     def manifest_counts(self) -> dict[str, Any]:
         evaluation = self.results.get("evaluation")
         return {"reward_provenance": getattr(self, "provenance", None), "evaluator": self.evaluator_info,
-                "shared_repl": bool(self.results.get("shared_repl")),  # lean.allow_shared_repl was used
+                "shared_repl": bool(self.results.get("shared_repl")),  # reward_checks.allow_shared_repl was used
                 "token_table": self.results.get("token_table"), "sandbox": self.results.get("sandbox"),
                 "judge": {"enabled": self.audit_config.judge.enabled, "mode": self.audit_config.judge.mode,
                           "sources": list(self.audit_config.judge.sources)},

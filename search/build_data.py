@@ -14,7 +14,7 @@ import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from tqdm import tqdm
 
@@ -31,6 +31,8 @@ from search.trees import TREE_SCHEMA_VERSION, build_tree
 class SearchDataConfig:
     """Build proof trees from traced (state, tactic, state) steps."""
 
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"lean": "repl"}
+
     steps: str | None = "shared://tactic_states/steps.derived.jsonl"
     """LeanDojo-traced steps: one JSON row per step (full_name, file_path, tactic_idx, tactic,
     state_before, state_after, url, commit, thm_start, thm_end)."""
@@ -38,9 +40,9 @@ class SearchDataConfig:
     test_fraction: float = 0.10
     """Theorems go to a split by a hash of (file, name): stable across runs and machines."""
     lean_files: list[str] = field(default_factory=list)
-    """Lean files whose tactic proofs are re-executed with ``lean`` (the REPL in proof-state mode,
+    """Lean files whose tactic proofs are re-executed with ``repl`` (the REPL in proof-state mode,
     ``search.extract``): those trees are ``verified: true``. Needs a Lean toolchain."""
-    lean: SessionConfig = field(default_factory=SessionConfig)
+    repl: SessionConfig = field(default_factory=SessionConfig)
     """The Lean REPL session that re-executes ``lean_files`` (toolchain / project, limits)."""
     lean_header: str = ""
     """Import lines the files' theorems need (e.g. ``import Mathlib``)."""
@@ -142,7 +144,7 @@ def extract_lean_files(config: SearchDataConfig, transitions: dict, drops: Count
     from search.repl_env import ReplEnv
     from search.trees import Transition
 
-    env = ReplEnv(config.lean)
+    env = ReplEnv(config.repl)
     rows = []
     try:
         for path in config.lean_files:

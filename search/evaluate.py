@@ -5,9 +5,9 @@ pass@k of the search at a budget of iterations, against sampling tactics without
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 from tqdm import tqdm
@@ -15,9 +15,8 @@ from tqdm import tqdm
 from leanloop.artifacts import Manifest, resolve_model, resolve_run
 from leanloop.jsonl import write_jsonl
 from leanloop.paths import resolve_shared
-from leanloop.lean.backends import BackendConfig
+from leanloop.lean.check import LeanConfig
 from leanloop.lean.session import SessionConfig
-from leanloop.lean.verifier import Verifier
 from leanloop.tool import run_tool
 from search.config import SearchConfig
 from search.env import EnvGoal, ProofEnv, ReplayEnv
@@ -32,13 +31,19 @@ from search.simplify import SimplifyStats, simplify
 class SearchEvalConfig:
     """Evaluate the actor-critic search (pass@k at a budget) against sampling without search."""
 
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {
+        "verifier": "lean.backend", "verifier_profile": "lean.profile",
+        # the REPL session was ``lean:``; its ``timeout`` now names the whole-program checks' own
+        **{f"lean.{f.name}": f"repl.{f.name}" for f in fields(SessionConfig)
+           if f.name not in {g.name for g in fields(LeanConfig)}}}
+
     model: str = "artifacts://search/default"
     """A search-stage run (or any HF causal LM folder)."""
     trees: str = "artifacts://search_data/default"
     """Replay environment: the search-data run whose recorded transitions answer, and whose
     ``split`` theorems are searched."""
     environment: Literal["replay", "recorded", "repl", "http"] = "replay"
-    """``repl`` (lean-interact on this machine, options ``lean``) or ``http`` (a pool started with
+    """``repl`` (lean-interact on this machine, options ``repl``) or ``http`` (a pool started with
     ``python -m search.http_env``, options ``http``) search ``statements`` with Lean instead;
     ``recorded`` searches the replayable theorems of ``recordings`` (no Lean)."""
     recordings: list[str] = field(default_factory=lambda: list(REPL_SOURCES))
@@ -48,7 +53,7 @@ class SearchEvalConfig:
     """With Lean: a statement JSONL (``shared://statements/minif2f_goedel_prover_v2_repaired.jsonl``);
     found proofs are then checked as whole programs against these trusted statements."""
     statement_splits: list[str] = field(default_factory=list)
-    lean: SessionConfig = field(default_factory=SessionConfig)
+    repl: SessionConfig = field(default_factory=SessionConfig)
     """``repl``: the Lean REPL session (toolchain / project, ``timeout`` for elaborating a statement,
     memory limits, crash retries); tactics get ``search.tactic_timeout``."""
     http: HttpEnvConfig = field(default_factory=HttpEnvConfig)
@@ -67,12 +72,10 @@ class SearchEvalConfig:
     baseline_calls: int | None = None
     """The no-search baseline's fixed environment calls per theorem (None: max(budgets) x
     search.samples_per_expansion)."""
-    verifier: BackendConfig = field(default_factory=BackendConfig)
-    """The Verifier's backend for whole-program checks."""
-    verifier_profile: Literal["rl", "collection", "collection_llf"] = "rl"
-    """The acceptance profile of those checks. Under ``rl`` the harness adds lines that no recording
-    holds, so on replay a clean recorded program is ``unavailable`` (``no_trailer_reply``);
-    ``collection`` compiles the program verbatim, so a recorded verdict answers it."""
+    lean: LeanConfig = field(default_factory=lambda: LeanConfig(profile="rl"))
+    """How found proofs are checked as whole programs. Under the ``rl`` profile the harness adds
+    lines that no recording holds, so on replay a clean recorded program is ``unavailable``
+    (``no_trailer_reply``); ``collection`` compiles the program verbatim, so a recorded verdict answers it."""
     policy: Literal["model", "oracle"] = "model"
     """``oracle``: the tactics recorded at each goal (``replay`` / ``recorded`` only; ``model`` is
     unused): what the environment can confirm, and the verification path exercised without a
@@ -184,7 +187,7 @@ def evaluate(config: SearchEvalConfig, out: Path) -> tuple[Manifest, dict[str, A
             rows += chunk_rows
             progress.update(len(chunk))
         progress.close()
-    verifier = Verifier(config.verifier.build(), config.verifier_profile)
+    verifier = config.lean.verifier()
     outcomes = verify_found(verifier, found)
     for proof, outcome in zip(found, outcomes):
         for row in rows:
@@ -235,7 +238,7 @@ def _lean_environment(config: SearchEvalConfig) -> tuple[ProofEnv, list[str], di
     if config.environment == "repl":
         from search.repl_env import ReplEnv
 
-        env: ProofEnv = ReplEnv(config.lean)
+        env: ProofEnv = ReplEnv(config.repl)
     else:
         from search.http_env import HttpEnv
 
@@ -385,7 +388,7 @@ def write_report(out: Path, metrics: dict[str, Any], config: SearchEvalConfig) -
         lines += ["", "`oracle_solved`: the recorded tactics offered as the policy at the same budget: the most this "
                   "environment can confirm."]
     lines += ["", "Solved vs budget: " + ", ".join(f"{b}: {s}" for b, s in zip(budgets, solved)), "",
-              f"Whole-program verdicts of the found proofs (Verifier, `{config.verifier_profile}` profile): "
+              f"Whole-program verdicts of the found proofs (Verifier, `{config.lean.profile}` profile): "
               + (", ".join(f"{k} {v}" for k, v in metrics["verdicts"].items()) or "none found") + ". "
               + ("The traced steps carry no program text, so a found proof cannot be written as a program here: "
                  "its verdict is `unavailable` and `verified_valid` stays 0. `solved`, pass@k and solved vs budget "

@@ -17,7 +17,7 @@ import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from tqdm import tqdm
 
@@ -36,6 +36,8 @@ from search.trees import tree_steps
 class ExpertIterationConfig:
     """Self-improvement: search -> simplified proofs -> replay buffer -> train, for some rounds."""
 
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"lean": "repl"}
+
     model: str = "artifacts://search/default"
     """The model of round 0 (a search-stage run)."""
     trees: str = "artifacts://search_data/default"
@@ -48,7 +50,7 @@ class ExpertIterationConfig:
     theorems: NanoProof's RL runs on "96,967 NuminaMath-LEAN theorems" (its parquet shards: a folder)."""
     environment: Literal["replay", "repl"] = "replay"
     """``replay``: the trees' recorded transitions (no Lean); ``repl``: lean-interact on this machine."""
-    lean: SessionConfig = field(default_factory=SessionConfig)
+    repl: SessionConfig = field(default_factory=SessionConfig)
     """``repl``: the Lean REPL session (tactics get ``search.tactic_timeout``)."""
     search: SearchConfig = field(default_factory=SearchConfig)
     parallel: int = 16
@@ -89,7 +91,7 @@ def self_improve(config: ExpertIterationConfig, out: Path) -> Manifest:
     if config.environment == "repl":
         from search.repl_env import ReplEnv
 
-        env: ProofEnv = ReplEnv(config.lean)
+        env: ProofEnv = ReplEnv(config.repl)
         names = rl_statements(config)  # the program texts a live Lean session elaborates
     else:
         env = ReplayEnv.from_run(trees_run)

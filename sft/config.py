@@ -8,9 +8,9 @@ YAML files under ``configs/sft/`` layer and take dotted overrides the same way.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
-from leanloop.lean.backends import BackendConfig
+from leanloop.lean.check import LeanConfig
 from leanloop.training.models import ModelSpec
 from leanloop.prover.generation import SamplingConfig
 from leanloop.prover.prompt import PromptConfig
@@ -62,17 +62,9 @@ class SampleConfig:
 
 
 @dataclass
-class VerifierConfig:
-    backend: BackendConfig = field(default_factory=BackendConfig)
-    """The Lean backend, as in every stage (``kind`` plus that kind's ``replay`` / ``local`` / ``kimina`` options)."""
-    profile: str = "rl"
-    """Acceptance policy profile; pass@k is reported under the hardened ``rl`` profile."""
-    timeout: float = 60.0
-    concurrency: int = 8
-
-
-@dataclass
 class EvaluateConfig:
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"verifier": "lean"}
+
     samples: str
     """A finished sample run (``artifacts/sft_sample/<run>``) whose candidates are verified."""
     run: str = "default"
@@ -82,7 +74,8 @@ class EvaluateConfig:
     """A statement with fewer than k attempts in the sample run (an interrupted or partial run):
     ``fail`` keeps it in pass@k's denominator with the missing attempts counted as failed up to k
     (LLF Eq. 10 divides by all problems); ``refuse`` stops the evaluation instead."""
-    verifier: VerifierConfig = field(default_factory=VerifierConfig)
+    lean: LeanConfig = field(default_factory=lambda: LeanConfig(profile="rl"))
+    """How the candidates are checked; pass@k is reported under the hardened ``rl`` profile."""
     sft: str | None = None
     """The sft run that produced the prover; its training theorems must not be evaluated on."""
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from leanloop.lean.types import Category, Outcome, VerifyRequest
 from leanloop.artifacts import Manifest, read_manifest
 from leanloop.tool import parse_config, run_parsed_tool
-from sft.config import EvaluateConfig, VerifierConfig
+from sft.config import EvaluateConfig
 from leanloop.artifacts import MANIFEST, locate_run, resolve_artifact, resolve_run
 from leanloop.jsonl import read_jsonl, write_jsonl
 from leanloop.prover.passk import FAILURE, NO_PROGRAM, SUCCESS, StatementResult, pass_at_k_report, per_statement, mean_pass_at_k
@@ -24,15 +24,6 @@ def read_samples(folder: Path) -> tuple[dict, list[dict]]:
     manifest = read_manifest(folder, stage="sft_sample")
     path = folder / manifest.get("candidates", "final/candidates.jsonl")
     return manifest, list(read_jsonl(path))
-
-
-def make_verifier(config: VerifierConfig):
-    from leanloop.lean.backends import make_backend
-    from leanloop.lean.verifier import Verifier
-
-    backend = make_backend(config.backend)
-    return Verifier(backend, config.profile, concurrency=config.concurrency,
-                    timeout=config.timeout)
 
 
 def verify_rows(rows: list[dict], verifier) -> list[dict]:
@@ -76,8 +67,8 @@ def _markdown(config: EvaluateConfig, sample_manifest: dict, records: list[dict]
         "",
         f"- samples: `{config.samples}` (prover `{sample_manifest.get('prover', {}).get('path')}`, "
         f"sampling {json.dumps(sample_manifest.get('sampling'))})",
-        f"- verifier: backend `{config.verifier.backend.kind}`, policy profile "
-        f"`{config.verifier.profile}`, timeout {config.verifier.timeout:g}s",
+        f"- verifier: backend `{config.lean.backend.kind}`, policy profile "
+        f"`{config.lean.profile}`, timeout {config.lean.timeout:g}s",
         f"- statements: {len(results)}; attempts: {len(records)}",
         *[f"- **caveat**: {caveat}" for caveat in caveats],
         "",
@@ -190,7 +181,7 @@ def _evaluate(config: EvaluateConfig, out: Path) -> Manifest:
         raise ValueError(f"ks {too_big} are not in [1, {k_sampled}]: the sample run drew "
                          f"{k_sampled} attempts per statement")
     caveats = check_theorem_disjoint(config.sft, {row["name"] for row in rows}) if config.sft else []
-    records = verify_rows(rows, make_verifier(config.verifier))
+    records = verify_rows(rows, config.lean.verifier())
     results = per_statement(records)
     table = pass_at_k_report(results, sorted(set(config.ks)), fewer_than_k=config.fewer_than_k)
 
@@ -210,7 +201,7 @@ def _evaluate(config: EvaluateConfig, out: Path) -> Manifest:
                        "verified": sum(r.verified for r in results),
                        "unverified": sum(r.unverified for r in results)}
     manifest.metrics = {f"pass@{k}": row["pass_at_k"] for k, row in table.items()}
-    manifest.extra = {"pass_at_k": table, "verifier": asdict(config.verifier), "caveats": caveats}
+    manifest.extra = {"pass_at_k": table, "lean": asdict(config.lean), "caveats": caveats}
     return manifest
 
 

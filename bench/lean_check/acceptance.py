@@ -12,7 +12,6 @@ from bench.lean_check.reverify import Sampled, read_candidates
 from bench.lean_check.target import Failed, Target
 from leanloop.lean.acceptance import reasons as R
 from leanloop.lean.local import LocalBackend
-from leanloop.lean.verifier import Verifier
 
 FIXTURE_THEOREM = "mathd_algebra_478"
 
@@ -66,7 +65,7 @@ def check_fixtures(target: Target) -> dict[str, Any]:
     candidates = [harness.build(problem, completion) for _, _, completion, _, problem in cases]
     ready = [c for c in candidates if c.stage is Stage.READY]
     backend = target.candidate_backend(["rl_lean"], "rl")
-    verifier = Verifier(backend, "rl", concurrency=target.config.workers, timeout=target.config.timeout)
+    verifier = target.config.lean.verifier(backend, target.config.lean.policy("rl"))
     try:
         outcomes = iter(verifier.check_sync([c.request for c in ready]))
     finally:

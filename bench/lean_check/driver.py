@@ -22,6 +22,8 @@ from bench.lean_check.target import ITEMS, Failed, ItemResult, LeanCheckConfig, 
 from bench.lean_check.timing import check_timing
 from bench.lean_check.toolchain import check_discovery, check_lean_tests
 from leanloop.lean.acceptance import AcceptancePolicy
+from leanloop.lean.backends import BackendConfig
+from leanloop.lean.check import LeanConfig
 from leanloop.lean.recordings import resolve_source
 from leanloop.paths import artifacts_root
 
@@ -62,8 +64,11 @@ def main(argv: list[str] | None = None) -> int:
         unknown = sorted(set(config.only) - set(ITEMS))
         if unknown:
             raise UserError(f"unknown item(s) {unknown} in --only; choose from {', '.join(ITEMS)}")
-        if config.sample_size < 1 or config.workers < 1 or config.timing_programs < 1:
-            raise UserError("sample_size, workers and timing_programs must be >= 1")
+        if config.sample_size < 1 or config.timing_programs < 1:
+            raise UserError("sample_size and timing_programs must be >= 1")
+        if config.lean.backend != BackendConfig() or config.lean.profile != LeanConfig().profile:
+            raise UserError("lean.backend and lean.profile are not options here: the check runs real Lean "
+                            "(lean_project, or lake on PATH) or else the stand-ins, under each of `profiles`")
         for source in config.candidates:
             try:
                 resolve_source(source)

@@ -25,7 +25,7 @@ def check_judge(target: Target) -> dict[str, Any]:
         raise Skipped(f"not installed: {', '.join(missing)} (leanloop/lean/README.md 'Installing comparator')")
     if target.real:
         judge = ComparatorJudge(JudgeConfig(comparator=tools["comparator"], landrun=tools["landrun"],
-                                            lean4export=tools["lean4export"], timeout=config.timeout))
+                                            lean4export=tools["lean4export"], timeout=config.lean.timeout))
         where = "real comparator"
     else:
         from leanloop.lean.standins.comparator import prepare_comparator_dir

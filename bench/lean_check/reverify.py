@@ -17,7 +17,6 @@ from bench.lean_check.toolchain import _version_key, recording_versions
 from leanloop.lean.acceptance import reasons as R
 from leanloop.lean.recordings import resolve_source
 from leanloop.lean.types import Category, VerifyRequest
-from leanloop.lean.verifier import Verifier
 
 # what a Lean message says when a name or syntax moved between versions (the only accepted evidence
 # of version drift: the message has to say so)
@@ -160,7 +159,7 @@ def check_reverify(target: Target) -> dict[str, Any]:
                                           header=statement.header if statement else None, id=row.record))
             kept.append(row)
         backend = target.candidate_backend(config.candidates, profile)
-        verifier = Verifier(backend, profile, concurrency=config.workers, timeout=config.timeout)
+        verifier = config.lean.verifier(backend, config.lean.policy(profile))
         try:
             outcomes = verifier.check_sync(requests)
         finally:

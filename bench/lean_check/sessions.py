@@ -49,7 +49,7 @@ def search_env(target: Target) -> Any:
     from search.repl_env import ReplEnv
 
     # the recorded HEAD sessions were sent without lean-interact's Elab.async option
-    return ReplEnv(replace(_session_config(target), timeout=target.config.timeout,
+    return ReplEnv(replace(_session_config(target), timeout=target.config.lean.timeout,
                            parallel_elaboration=None if target.real else False))
 
 
@@ -60,7 +60,7 @@ def prm_checker(target: Target) -> Any:
     from leanloop.lean.session import LeanSession
 
     config = replace(_session_config(target), parallel_elaboration=None if target.real else False)
-    return IncrementalChecker(LeanSession(config), timeout=target.config.timeout)
+    return IncrementalChecker(LeanSession(config), timeout=target.config.lean.timeout)
 
 
 def check_sessions(target: Target) -> dict[str, Any]:

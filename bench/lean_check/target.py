@@ -7,8 +7,9 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from leanloop.lean.check import LeanConfig
 from leanloop.lean.local import LocalBackend, LocalBackendConfig, standin_config
 from leanloop.lean.replay import ReplayBackend
 from leanloop.lean.types import LeanBackend
@@ -25,6 +26,8 @@ STANDIN_PROGRAM_VERSION = "v4.15.0"
 class LeanCheckConfig:
     """Options of ``make lean-check`` (configs/lean_check/default.yaml)."""
 
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"workers": "lean.concurrency", "timeout": "lean.timeout"}
+
     lean_project: str | None = None  # a built Lake project with Mathlib; default $LEAN_PROJECT / $LEANLOOP_LEAN_PROJECT
     run: str | None = None  # artifacts/lean_check/<run>/; default: the UTC time
     only: list[str] = field(default_factory=list)  # a subset of ITEMS; empty: all
@@ -34,8 +37,10 @@ class LeanCheckConfig:
     candidates: list[str] = field(default_factory=lambda: ["rl_lean", "kimina_match"])
     statements: str = "shared://statements/minif2f_deepseek_prover_v1.5.jsonl"  # trusted statements for `rl`
     profiles: list[str] = field(default_factory=lambda: ["collection", "rl"])
-    workers: int = 8  # REPL workers of the local backend (and the pool-throughput measurement)
-    timeout: float = 300.0  # seconds per program
+    # lean.concurrency: checks in flight, the local backend's REPL workers and the pool-throughput
+    # measurement's; lean.timeout: seconds per program. Which Lean runs is the check's own choice
+    # (lean_project or lake, else the stand-ins) and `profiles` the profiles compared.
+    lean: LeanConfig = field(default_factory=lambda: LeanConfig(timeout=300.0))
     timing_programs: int = 16  # programs per timing measurement
     session_theorems: int = 3  # recorded theorems run in the search and prm sessions
     pytest_args: list[str] = field(default_factory=lambda: ["-q", "-n", "0"])  # for the lean-marked tests
@@ -94,9 +99,10 @@ class Target:
         """Real: the user's project (or lean-interact's Mathlib project); stand-in: the REPL replay."""
         if self.real:
             base: dict[str, Any] = {"project_dir": self.project} if self.project else {}
-            return LocalBackendConfig(**base, timeout=self.config.timeout, **options)
+            return LocalBackendConfig(**base, timeout=self.config.lean.timeout, **options)
         version = options.pop("lean_version", STANDIN_PROGRAM_VERSION)
-        return standin_config(self.standin_repl(version), lean_version=version, timeout=min(self.config.timeout, 30.0),
+        return standin_config(self.standin_repl(version), lean_version=version,
+                              timeout=min(self.config.lean.timeout, 30.0),
                               **options)
 
     def standin_repl(self, version: str) -> Path:
@@ -113,7 +119,7 @@ class Target:
         REPL per program, as the rl stage turns on; else shared REPLs, as the corpus build), or
         (stand-ins) the candidates' own recordings."""
         if self.real:
-            return LocalBackend(self.local_config(workers=self.config.workers, fresh_process=profile == "rl"))
+            return LocalBackend(self.local_config(workers=self.config.lean.concurrency, fresh_process=profile == "rl"))
         return ReplayBackend(sources)
 
 

@@ -64,8 +64,8 @@ def check_timing(target: Target) -> dict[str, Any]:
     programs = _timing_programs(target)
     if not programs:
         raise Skipped("no programs to time")
-    timeout = target.config.timeout
-    pool = target.config.workers
+    timeout = target.config.lean.timeout
+    pool = target.config.lean.concurrency
     one = dict(workers=1, all_tactics=False)
     shared_s, shared = asyncio.run(_timed(LocalBackend(target.local_config(fresh_process=False, **one)),
                                           programs, programs[:1], timeout))

@@ -25,8 +25,8 @@ from leanloop import runnables  # noqa: E402
 from leanloop.artifacts import (FINAL, MANIFEST, Manifest, RunNameError, checkpoint_step,  # noqa: E402
                                 default_run_name, is_checkpoint, last_checkpoint, run_dir, run_lock)
 from leanloop.tool import (CONFIG_FILE, ConfigFileError, DiskFullError, ShortErrors, add_verify_argument,  # noqa: E402
-                           changed_keys, check_config_files, cli_entry, comparable_config, finished_with_same_config,
-                           is_disk_full, set_verify_mode, start_run)
+                           changed_keys, check_config_files, check_renamed_keys, cli_entry, comparable_config,
+                           finished_with_same_config, is_disk_full, renamed_keys, set_verify_mode, start_run)
 from leanloop.training.optim import check_master_weights  # noqa: E402
 from leanloop.training.resume import ResumeState, resumable, trim_metrics  # noqa: E402
 
@@ -414,6 +414,7 @@ def run_stage(
     argv = list(sys.argv[1:] if args is None else args)
     try:
         check_config_files(argv)
+        check_renamed_keys(argv, renamed_keys(("model.", module_class), ("data.", datamodule_class)))
     except ConfigFileError as error:
         print(f"python -m {stage}.train: error: {error}", file=sys.stderr)
         raise SystemExit(2) from None

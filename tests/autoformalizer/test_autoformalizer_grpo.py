@@ -12,11 +12,12 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from autoformalizer.config import LeanCheckConfig, PolicyConfig
+from autoformalizer.config import PolicyConfig, TypecheckConfig
 from autoformalizer.data import END_OF_TURN, Pair
 from autoformalizer.grpo import AutoformalizerGRPOModule
 from autoformalizer.reward import GatedReward, RewardConfig, training_value
 from leanloop.lean.backends import BackendConfig
+from leanloop.lean.check import LeanConfig
 from leanloop.lean.replay import ReplayBackendConfig
 from leanloop.paths import REPO_ROOT
 from leanloop.grpo.objective import GRPOConfig, completion_logps
@@ -34,15 +35,19 @@ COMPLETIONS = [
 PROBLEM = Pair("t", "If x is a natural number equal to 2, then x equals 2.", REFERENCE, None, "train", "test")
 
 
-def recorded_lean() -> LeanCheckConfig:
-    """The replay backend over the REPL recordings; programs compiled verbatim (no header, no
-    heartbeat line) so that the recorded programs are exactly what Lean saw."""
-    return LeanCheckConfig(header="", heartbeats=None, problem_header=False, backend=BackendConfig(
+def recorded_lean() -> LeanConfig:
+    """The replay backend over the REPL recordings; programs compiled verbatim (no heartbeat line)
+    so that the recorded programs are exactly what Lean saw."""
+    return LeanConfig(profile="statement", heartbeats=None, backend=BackendConfig(
         kind="replay", replay=ReplayBackendConfig(sources=["repl_io", "repl_all_versions"])))
 
 
+VERBATIM = TypecheckConfig(header="", problem_header=False)
+"""No header either: the statements are checked as the recordings hold them."""
+
+
 def test_unavailable_treatment_on_recorded_replies():
-    gated = GatedReward(recorded_lean().checker())
+    gated = GatedReward(VERBATIM.checker(recorded_lean()))
     results = gated.score(COMPLETIONS, [REFERENCE] * 4)
     assert [r.gate for r in results] == ["typechecks", "fails_typecheck", "unavailable", "malformed"]
     assert [r.value for r in results] == [pytest.approx(1.0), 0.1, None, 0.0]  # faithfulness 1: same statement
@@ -84,7 +89,8 @@ def test_grpo_step_moves_only_the_adapters_towards_the_typechecking_statement(tm
     policy.arch.num_hidden_layers = 1  # small; still NF4 + QLoRA on attention and experts
     module = RecordedCompletions(policy=policy, grpo=GRPOConfig(num_generations=4, beta=0.04, loss_type="grpo"),
                                  generation=RolloutGenerationConfig(max_new_tokens=8),
-                                 reward=RewardConfig(unavailable="well_formed_only"), lean=recorded_lean())
+                                 reward=RewardConfig(unavailable="well_formed_only"), lean=recorded_lean(),
+                                 typecheck=VERBATIM)
     from leanloop.training.optim import OptimConfig
 
     module.optim = OptimConfig(lr=1e-2, warmup_ratio=0.0, schedule="constant")

@@ -41,7 +41,7 @@ def _write(path, rows):
 
 def _run(tmp_path, candidates, run, only, *extra):
     return main(["--config", CONFIG, "--run", run, "--only", json.dumps(only), "--candidates", json.dumps([str(candidates)]),
-                 "--sample_size", "20", "--workers", "2", "--timing_programs", "3", *extra])
+                 "--sample_size", "20", "--lean.concurrency", "2", "--timing_programs", "3", *extra])
 
 
 def _report(artifacts, run):

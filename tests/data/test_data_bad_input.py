@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from data.build import build, main, make_backend, parse_config
+from data.build import build, main, parse_config
 from data.config import SourceConfig
 from leanloop.corpus import load_corpus
 from data.journal import JOURNAL
@@ -32,7 +32,7 @@ def rl_rows(shared_data):
 
 @pytest.fixture(scope="module")
 def backend():
-    replay = make_backend(parse_config(["--config", DEBUG]).backend)
+    replay = parse_config(["--config", DEBUG]).lean.backend_instance()
     replay.index  # load the recordings once for the module
     return replay
 
@@ -90,7 +90,7 @@ def test_a_mislabeled_row_is_an_input_error_and_cannot_cross_splits(tmp_path, mo
             {"name": other["name"], "code": real["code"]},  # the real program under another theorem's name
             {"name": other["name"], "code": other["code"]}]
     source = SourceConfig(path=str(_write_jsonl(tmp_path / "c.jsonl", rows)), name="mixed", program_field="code")
-    config = _config(tmp_path, monkeypatch, f"names-{profile}", [source], "--profile", profile)
+    config = _config(tmp_path, monkeypatch, f"names-{profile}", [source], "--lean.profile", profile)
     result = build(config, backend=backend, progress=False, quiet=True)
     corpus = {r["source_row"]: r for r in load_corpus(result.run_dir)}
     assert corpus[2]["category"] == "input_error"

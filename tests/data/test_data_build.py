@@ -37,7 +37,7 @@ def default_config():
 
 @pytest.fixture(scope="module")
 def backend(default_config):
-    replay = make_backend(default_config.backend)
+    replay = make_backend(default_config.lean.backend)
     replay.index  # load the recordings once for the module
     return replay
 
@@ -152,7 +152,7 @@ def test_splits_are_theorem_disjoint(debug_build):
 def test_killed_build_resumes_without_loss_or_rework(tmp_path, monkeypatch, backend):
     monkeypatch.setenv("LEANLOOP_ARTIFACTS", str(tmp_path))
     config = parse_config(["--config", str(REPO_ROOT / "configs/data/debug.yaml"), "--run", "crash",
-                           "--concurrency", "4"])
+                           "--lean.concurrency", "4"])
     config.sources = [replace(s, limit=60 if s.name == "rl_lean" else 4) for s in config.sources]
     items = load_candidates(config, BENCHMARK_HEADER)
     ids = {c.program: c.id for c in items.candidates}
@@ -186,7 +186,7 @@ def test_killed_build_resumes_without_loss_or_rework(tmp_path, monkeypatch, back
     assert resumed_rows == clean_rows
 
     with pytest.raises(JournalMismatch):
-        build(replace(config, profile="rl"), backend=backend, progress=False, quiet=True)
+        build(replace(config, lean=replace(config.lean, profile="rl")), backend=backend, progress=False, quiet=True)
 
 
 def test_bad_input_rows(tmp_path, monkeypatch, backend, rl_rows, shared_data, capsys):

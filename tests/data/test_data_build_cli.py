@@ -26,9 +26,9 @@ def test_rerun_skips_other_config_is_refused_overwrite_rebuilds(artifacts, capsy
     assert corpus.stat().st_mtime_ns == built[0]  # nothing rewritten
 
     with pytest.raises(RunExistsError, match="different config"):
-        main(["--config", DEBUG, "--run", "cli", "--timeout", "30"])
+        main(["--config", DEBUG, "--run", "cli", "--lean.timeout", "30"])
     assert (run / "manifest.json").is_file() and corpus.stat().st_mtime_ns == built[0]  # the old run stands
 
-    assert main(["--config", DEBUG, "--run", "cli", "--timeout", "30", "--overwrite", "true"]) == 0
+    assert main(["--config", DEBUG, "--run", "cli", "--lean.timeout", "30", "--overwrite", "true"]) == 0
     manifest = json.loads((run / "manifest.json").read_text())
-    assert manifest["config"]["timeout"] == 30.0 and "timeout: 30.0" in (run / "config.yaml").read_text()
+    assert manifest["config"]["lean"]["timeout"] == 30.0 and "timeout: 30.0" in (run / "config.yaml").read_text()

@@ -141,7 +141,7 @@ def test_merge_refuses_a_missing_or_mismatched_shard_in_one_line(tree, capsys):
     assert "shard 0/5 is missing" in capsys.readouterr().err
 
     # shard 1 rebuilt with another timeout: another config
-    assert build_main(["--config", config, "--run", "four", "--shard", "1/4", "--timeout", "30",
+    assert build_main(["--config", config, "--run", "four", "--shard", "1/4", "--lean.timeout", "30",
                        "--overwrite", "true"]) == 0
     assert "built with another config" in refused()
     assert build_main(["--config", config, "--run", "four", "--shard", "1/4", "--overwrite", "true"]) == 0

@@ -159,7 +159,7 @@ class Counting(LeanBackend):
 
 
 def test_a_build_with_no_lean_fails_and_a_resume_retries_only_the_failures(artifacts):
-    from data.build import BuildFailed, build, make_backend, parse_config
+    from data.build import BuildFailed, build, parse_config
     from data.journal import JOURNAL
 
     config = parse_config(["--config", DATA_DEBUG, "--run", "nolean"])
@@ -171,7 +171,7 @@ def test_a_build_with_no_lean_fails_and_a_resume_retries_only_the_failures(artif
     run = artifacts / "data" / "nolean"
     assert not (run / "manifest.json").exists() and not (run / "final").exists()
     assert (run / JOURNAL).is_file() and down.asked  # journaled, but not final
-    real = Counting(make_backend(config.backend))
+    real = Counting(config.lean.backend_instance())
     result = build(config, backend=real, progress=False, quiet=True)
     assert result.resumed == 0 and result.verified_now == len(real.asked) == len(set(down.asked))
     assert "infra_error" not in result.counts["category"] and (run / "manifest.json").is_file()
@@ -217,7 +217,12 @@ def test_command_line_mistakes_are_one_line_and_exit_2(artifacts, tmp_path):
     err = _one_line(_data(["--config", DATA_DEBUG, "--nope", "1"]), "unrecognized arguments: --nope")
     assert err.count("\n") == 2
     _one_line(_data(["--config", str(tmp_path / "missing.yaml")]), "missing.yaml not found")
-    _one_line(_data(["--config", DATA_DEBUG, "--profile", "nope", "--run", "p"]), "unknown policy profile 'nope'")
+    _one_line(_data(["--config", DATA_DEBUG, "--lean.profile", "nope", "--run", "p"]), "unknown policy profile 'nope'")
+    # an option under its old name: one line naming the new one (on the command line and in a file)
+    _one_line(_data(["--config", DATA_DEBUG, "--profile", "rl", "--run", "p"]), "sets profile, which is now lean.profile")
+    old = tmp_path / "old_keys.yaml"
+    old.write_text("backend:\n  kind: replay\nconcurrency: 4\n")
+    _one_line(_data(["--config", DATA_DEBUG, "--config", str(old)]), str(old), "sets backend.kind, which is now lean.backend.kind")
     _one_line(_data(["--config", DATA_DEBUG, "--run", "../../x"]), "run name '../../x' is not allowed")
     _one_line(_data(["--config", DATA_DEBUG, "--run", "s"], LEANLOOP_SHARED_DATA=str(tmp_path / "none")),
               "shared data folder not found", "LEANLOOP_SHARED_DATA")
@@ -225,7 +230,7 @@ def test_command_line_mistakes_are_one_line_and_exit_2(artifacts, tmp_path):
     missing.write_text(json.dumps({"sources": [{"path": str(tmp_path / "nope.jsonl"), "name": "n"}]}))
     _one_line(_data(["--config", DATA_DEBUG, "--config", str(missing), "--run", "m"]), "nope.jsonl not found")
     assert not artifacts.exists()  # no half-made run folder from any of them
-    debug = _data(["--config", DATA_DEBUG, "--profile", "nope"], LEANLOOP_DEBUG="1")
+    debug = _data(["--config", DATA_DEBUG, "--lean.profile", "nope"], LEANLOOP_DEBUG="1")
     assert debug.returncode != 0 and "Traceback" in debug.stderr
 
 
@@ -238,7 +243,7 @@ def test_an_unwritable_artifacts_folder_is_one_line(tmp_path):
 
 def test_ctrl_c_is_one_line_and_the_journal_is_kept(artifacts):
     process = subprocess.Popen([sys.executable, "-m", "data.build", "--config", str(REPO_ROOT / "configs/data/default.yaml"),
-                                "--run", "int", "--concurrency", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                "--run", "int", "--lean.concurrency", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     journal = artifacts / "data" / "int" / "journal.jsonl"

@@ -17,6 +17,7 @@ from leanloop.prover.statements import StatementsConfig as StatementSet
 from prm.config import GenerateConfig, LabelConfig, RecordedConfig
 from prm.labelled_proofs import read_split
 from leanloop.lean.backends import BackendConfig
+from leanloop.lean.check import LeanConfig
 from leanloop.lean.replay import ReplayBackendConfig
 
 
@@ -55,7 +56,7 @@ def test_a_real_generator_feeds_the_parser_labeller_and_reviewer(artifacts):
     is a counted rejection and nothing is labelled from it."""
     generate.run(_config(statements=StatementSet(limit=1), run="tinygen"), progress=False)
     config = LabelConfig(run="tinygen", recorded=None, generated="artifacts://prm_generate/tinygen",
-                         backend=BackendConfig(kind="replay", replay=ReplayBackendConfig(sources=["repl_io"])))
+                         lean=LeanConfig(backend=BackendConfig(kind="replay", replay=ReplayBackendConfig(sources=["repl_io"]))))
     folder = label.run(config, progress=False)
     manifest = json.loads((folder / "manifest.json").read_text())
     rejected = sum(v for k, v in manifest["counts"].items() if k.startswith("rejected:"))
@@ -101,7 +102,7 @@ def test_label_generated_paired_proofs_by_prefix_compilation(artifacts):
     rows = [dict(name=f"true_{i}", theorem=None, attempt=0, header="", statement="example : True := by",
                  completion=text, generator="hand") for i, text in enumerate([good, "Step 1: no tactic"])]
     config = LabelConfig(run="gen", recorded=None, generated=_samples_run(artifacts, rows),
-                         backend=BackendConfig(kind="replay", replay=ReplayBackendConfig(sources=["repl_io"])))
+                         lean=LeanConfig(backend=BackendConfig(kind="replay", replay=ReplayBackendConfig(sources=["repl_io"]))))
     folder = label.run(config, progress=False)
     records = [r for split in ("train", "valid", "test") for r in read_split(folder, split)]
     assert len(records) == 1 and records[0].labeller == "prefix" and records[0].lean_version  # from the recording

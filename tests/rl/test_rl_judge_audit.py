@@ -124,7 +124,7 @@ def test_quoted_pass_at_k_counts_the_judges_verdict(audit, shared_data):
 def test_shared_repls_are_refused_unless_explicitly_allowed():
     """The rl reward checks run one REPL process per candidate: a local backend gets
     fresh_process unless its config sets it; kimina or fresh_process: false share REPLs between
-    candidates and are refused without lean.allow_shared_repl (then flagged)."""
+    candidates and are refused without reward_checks.allow_shared_repl (then flagged)."""
     from dataclasses import replace
 
     from leanloop.lean.backends import BackendConfig
@@ -250,7 +250,7 @@ def test_the_step_hook_withholds_gated_rewards_and_holds_back_async_credit(tmp_p
 def test_the_circuit_breaker_stops_a_step_of_infrastructure_failures():
     from leanloop.lean.types import Category, Outcome
     from rl.audit import InfraBreakerTripped, check_infra_share
-    from rl.config import LeanConfig
+    from rl.config import RewardChecksConfig
     from rl.hybrid import StepScores
     from rl.reward import Protocol, RolloutReward, Source
 
@@ -259,11 +259,11 @@ def test_the_circuit_breaker_stops_a_step_of_infrastructure_failures():
     rewards.append(RolloutReward(0.0, Source.LEAN, "invalid"))
     scores = StepScores(rewards, Protocol.LEAN, scoring_s=1.0, lean_started=4)
     with pytest.raises(InfraBreakerTripped, match="3 of 4 Lean checks ended infra_error.*unpickling"):
-        check_infra_share(7, scores, LeanConfig().max_infra_error_share)
+        check_infra_share(7, scores, RewardChecksConfig().max_infra_error_share)
     assert check_infra_share(7, scores, None) == 0.75
     assert check_infra_share(7, StepScores(rewards[3:], Protocol.LEAN, 1.0, lean_started=1), 0.5) == 0.0
     with pytest.raises(ValueError):
-        LeanConfig(max_infra_error_share=1.0)
+        RewardChecksConfig(max_infra_error_share=1.0)
     # a candidate's own failures (its REPL killed by its limits, and anything that follows in its
     # job: leanloop.lean.local charges it) score 0 and never count: no candidate can trip the breaker
     charged = Outcome(Category.INVALID, reasons=["candidate_failure: after the program had killed an earlier try"])

@@ -1,5 +1,5 @@
 """rl starts only where its candidates are confined: a strong sandbox within the machine's budget,
-or the user's explicit ``lean.sandbox: weak`` (one warning line, recorded in the manifest)."""
+or the user's explicit ``reward_checks.sandbox: weak`` (one warning line, recorded in the manifest)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from leanloop.lean.local import LocalBackend, standin_config
 from leanloop.lean.sandbox import SandboxConfig, probe
 from leanloop.lean.standins.repl import prepare_repl_dir
-from rl.config import LeanConfig
+from rl.config import RewardChecksConfig
 from rl.module import GRPOModule
 
 
@@ -21,14 +21,14 @@ def repl_root(tmp_path_factory, shared_data):
 
 
 def _check(backend, sandbox="strong"):
-    fake = SimpleNamespace(lean=LeanConfig(sandbox=sandbox), results={})
+    fake = SimpleNamespace(checks=RewardChecksConfig(sandbox=sandbox), results={})
     GRPOModule._check_sandbox(fake, backend)
     return fake.results.get("sandbox")
 
 
 def test_rl_refuses_a_weak_sandbox_unless_told(repl_root, caplog):
     unconfined = LocalBackend(standin_config(repl_root, fresh_process=True, sandbox=SandboxConfig(kind="off")))
-    with pytest.raises(ValueError, match="weaker than rl needs.*bubblewrap.*lean.sandbox: weak"):
+    with pytest.raises(ValueError, match="weaker than rl needs.*bubblewrap.*reward_checks.sandbox: weak"):
         _check(unconfined)
     recorded = _check(unconfined, "weak")
     assert recorded["weak"] is True and recorded["kind"] == "off"

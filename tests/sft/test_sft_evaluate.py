@@ -12,7 +12,8 @@ import pytest
 from leanloop.lean.backends import BackendConfig, ReplayBackendConfig
 from leanloop.artifacts import Manifest
 from leanloop.training.models import ModelSpec
-from sft.config import EvaluateConfig, SampleConfig, StatementsConfig, VerifierConfig
+from leanloop.lean.check import LeanConfig
+from sft.config import EvaluateConfig, SampleConfig, StatementsConfig
 from sft.evaluate import evaluate
 from leanloop.prover.generation import Attempt, SamplingConfig
 from leanloop.prover.passk import pass_at_k
@@ -71,8 +72,8 @@ def _sample_run(attempts, novel_name, empty_name) -> tuple[SampleConfig, dict]:
 def _evaluate(profile: str, ks=(1, 2, K)) -> dict:
     out = evaluate(EvaluateConfig(
         samples=str(sample_dir("rl_lean")), run=profile, ks=list(ks),
-        verifier=VerifierConfig(backend=BackendConfig(kind="replay", replay=ReplayBackendConfig(sources=["rl_lean"])),
-                                profile=profile)))
+        lean=LeanConfig(backend=BackendConfig(kind="replay", replay=ReplayBackendConfig(sources=["rl_lean"])),
+                        profile=profile)))
     return {"results": json.loads((out / "results.json").read_text()),
             "report": (out / "report.md").read_text(),
             "outcomes": [json.loads(line) for line in (out / "outcomes.jsonl").open()]}
@@ -142,6 +143,6 @@ def test_evaluation_refuses_theorems_the_prover_trained_on(attempts, artifacts):
     clean.write(artifacts / "sft" / "clean")
     out = evaluate(EvaluateConfig(samples=str(sample_dir("rl_lean")), ks=[1], run="caveat",
                                   sft=str(artifacts / "sft" / "clean"),
-                                  verifier=VerifierConfig(backend=BackendConfig(
+                                  lean=LeanConfig(profile="rl", backend=BackendConfig(
                                       kind="replay", replay=ReplayBackendConfig(sources=["rl_lean"])))))
     assert "pretrained without a holdout" in (out / "report.md").read_text()

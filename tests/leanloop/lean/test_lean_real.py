@@ -132,5 +132,5 @@ def test_lean_check_agrees_with_the_recorded_sample_on_real_lean(artifacts):
     from leanloop.paths import REPO_ROOT
 
     code = main(["--config", str(REPO_ROOT / "configs/lean_check/default.yaml"), "--run", "lean_test",
-                 "--only", "[discovery,reverify,fixtures]", "--sample_size", "24", "--workers", "2"])
+                 "--only", "[discovery,reverify,fixtures]", "--sample_size", "24", "--lean.concurrency", "2"])
     assert code == 0, (artifacts / "lean_check" / "lean_test" / "report.md").read_text()
