@@ -18,7 +18,7 @@ def _stage_blocks() -> dict[str, LeanConfig]:
     """Each verifying stage's default ``lean:`` block, read from its config class or module signature."""
     from autoformalizer.config import AutoformalizerConfig
     from autoformalizer.grpo import AutoformalizerGRPOModule
-    from bench.lean_check import LeanCheckConfig
+    from bench.lean_check.target import LeanCheckConfig
     from data.config import DataConfig
     from prm.config import LabelConfig
     from rl.module import GRPOModule
@@ -91,7 +91,7 @@ def _tool_error(capsys, cls, argv) -> str:
 
 def test_old_option_names_are_refused_in_one_line_naming_the_new_key(capsys, tmp_path):
     from autoformalizer.config import AutoformalizerConfig
-    from bench.lean_check import LeanCheckConfig
+    from bench.lean_check.target import LeanCheckConfig
     from prm.config import LabelConfig
     from search.evaluate import SearchEvalConfig
     from search.expert_iteration import ExpertIterationConfig
