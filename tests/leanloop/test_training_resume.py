@@ -1,8 +1,9 @@
 """Every map-style training stage, killed mid-epoch (SIGKILL) and rerun, is its uninterrupted run:
 the same logged losses and the same exported weights. Orders are functions of seed and epoch and
 resume where they stopped (the classifiers' length-grouped batches included), and each step is
-seeded by its place. pretrain's is tests/leanloop/test_artifact_contract.py's; rl's (logs and counts
-continued) is tests/rl/test_rl_resume.py; search's order is the plain shuffle these runs share."""
+seeded by its place. pretrain's is tests/leanloop/test_artifact_contract.py's; rl's (curriculum, replay
+buffer and logs continued) is tests/rl/test_rl_resume.py; search's (its training and its self-improvement
+loop) is tests/search/test_resume.py."""
 
 from __future__ import annotations
 
