@@ -182,21 +182,30 @@ class Curriculum:
 
     def state_dict(self) -> dict:
         """Statuses, transitions and the sampler's state (plain types: a checkpoint holds them)."""
-        version, internal, gauss = self.rng.getstate()
         return {"states": [asdict(s) for s in self.states.values()],
-                "transitions": [asdict(t) for t in self.transitions], "rng": [version, list(internal), gauss],
+                "transitions": [asdict(t) for t in self.transitions], "rng": rng_state(self.rng),
                 "epoch": list(self.epoch)}
 
     def load_state_dict(self, state: dict) -> None:
         self.states = {s["name"]: StatementState(**s) for s in state["states"]}
         self.transitions = [Transition(**t) for t in state["transitions"]]
-        version, internal, gauss = state["rng"]
-        self.rng.setstate((version, tuple(internal), gauss))
+        set_rng_state(self.rng, state["rng"])
         self.epoch = list(state.get("epoch", []))
 
     def write(self, path: Path) -> None:
         state = self.state_dict()
         path.write_text(json.dumps({"states": state["states"], "transitions": state["transitions"]}, indent=1) + "\n")
+
+
+def rng_state(rng: random.Random) -> list:
+    """A ``random.Random``'s state in plain types (a checkpoint holds them)."""
+    version, internal, gauss = rng.getstate()
+    return [version, list(internal), gauss]
+
+
+def set_rng_state(rng: random.Random, state: list) -> None:
+    version, internal, gauss = state
+    rng.setstate((version, tuple(internal), gauss))
 
 
 class CurriculumEvents:
@@ -263,3 +272,10 @@ class ReplayBuffer:
 
     def __len__(self) -> int:
         return sum(len(v) for v in self.proofs.values())
+
+    def state_dict(self) -> dict:
+        """The stored proofs, in order (which one an injection picks depends on it)."""
+        return {name: [asdict(p) for p in proofs] for name, proofs in self.proofs.items()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.proofs = {name: [StoredProof(**p) for p in proofs] for name, proofs in state.items()}

@@ -28,7 +28,13 @@ FILTERS_FILE = "filters.jsonl"
 
 class StepStream(IterableDataset):
     """Endless stream of this rank's per-step problem lists (the trainer's max_steps ends training):
-    its slice of the step's ``problems_per_step x world_size`` (rl.curriculum)."""
+    its slice of the step's ``problems_per_step x world_size`` (rl.curriculum).
+
+    The trainer fetches a batch ahead of the step it trains, so a draw happens one step before its
+    batch is trained on, and a checkpoint saved after a step already holds the next step's draw in
+    the curriculum's state. Those drawn-but-untrained batches (``RLData.pending``) are in the
+    checkpoint too, and a restored stream yields them first: the resumed run trains on the batches
+    the killed one had drawn, and draws the ones after from the same curriculum state."""
 
     def __init__(self, data: "RLData"):
         self.data = data
@@ -36,11 +42,15 @@ class StepStream(IterableDataset):
     def __iter__(self) -> Iterator[list[Statement]]:
         trainer = getattr(self.data, "trainer", None)
         rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+        data = self.data
+        for names in list(data.pending):  # drawn before the checkpoint, not yet trained on
+            yield [data.by_name[n] for n in names]
         while True:
-            names, exhausted = self.data.curriculum.sample(self.data.problems_per_step, self.data.step, rank, world)
-            self.data.exhausted_steps += int(exhausted)
-            self.data.step += 1
-            yield [self.data.by_name[n] for n in names]
+            names, exhausted = data.curriculum.sample(data.problems_per_step, data.step, rank, world)
+            data.exhausted_steps += int(exhausted)
+            data.step += 1
+            data.pending.append(list(names))
+            yield [data.by_name[n] for n in names]
 
 
 class RLData(L.LightningDataModule):
@@ -76,6 +86,7 @@ class RLData(L.LightningDataModule):
         self.curriculum: Curriculum | None = None
         self.exhausted_steps = 0
         self.step = 0  # draws so far (a resumed run continues the sequence)
+        self.pending: list[list[str]] = []  # drawn batches the trainer has not trained on yet (StepStream)
         self._restored: dict | None = None
 
     def setup(self, stage: str | None = None) -> None:
@@ -105,12 +116,21 @@ class RLData(L.LightningDataModule):
         if self._restored is not None:
             self.load_state_dict(self._restored)
 
+    def consumed(self, problems: list[Statement]) -> None:
+        """The trainer trains on ``problems`` now: the oldest pending draw."""
+        names = [p.name for p in problems]
+        if not self.pending or self.pending[0] != names:
+            raise RuntimeError(f"training on {names}, but the oldest drawn batch is "
+                               f"{self.pending[0] if self.pending else None}")
+        self.pending.pop(0)
+
     def state_dict(self) -> dict[str, Any]:
-        """The curriculum and the draw count (Lightning keeps them in every checkpoint)."""
+        """The curriculum, the draw count and the drawn batches not trained on yet (Lightning keeps
+        them in every checkpoint)."""
         if self.curriculum is None:
             return {}
         return {"curriculum": self.curriculum.state_dict(), "step": self.step,
-                "exhausted_steps": self.exhausted_steps}
+                "exhausted_steps": self.exhausted_steps, "pending": [list(p) for p in self.pending]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if not state:
@@ -120,6 +140,7 @@ class RLData(L.LightningDataModule):
             return
         self.curriculum.load_state_dict(state["curriculum"])
         self.step, self.exhausted_steps, self._restored = state["step"], state["exhausted_steps"], None
+        self.pending = [list(p) for p in state.get("pending", [])]
 
     def _write_filters(self) -> None:
         trainer = getattr(self, "trainer", None)

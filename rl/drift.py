@@ -114,6 +114,18 @@ class DriftMonitor:
             return step in self.config.steps
         return step % self.config.every_n_steps == 0
 
+    def state_dict(self) -> dict:
+        """The pairs and shares gathered since the last report, and the reports so far."""
+        return {"pairs": [asdict(p) for p in self.pairs], "learned_pairs": [asdict(p) for p in self.learned_pairs],
+                "lean_rewards": self.lean_rewards, "verdict_rewards": self.verdict_rewards,
+                "history": [asdict(r) for r in self.history]}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.pairs = [Pair(**p) for p in state["pairs"]]
+        self.learned_pairs = [Pair(**p) for p in state["learned_pairs"]]
+        self.lean_rewards, self.verdict_rewards = state["lean_rewards"], state["verdict_rewards"]
+        self.history = [DriftReport(**r) for r in state["history"]]
+
     def report(self, step: int, reset: bool = True) -> DriftReport:
         c = self.config
         accuracy, fpr, fnr, n_valid, n_invalid = agreement(self.pairs)

@@ -140,6 +140,7 @@ class GRPOModule(L.LightningModule):
         self.replay = ReplayBuffer()
         self.replay_rng = random.Random(0)  # which buffered proof is injected (never the curriculum's draws)
         self.labels = LabelBuffer()
+        self.observed: list[list] = []  # (statement, Lean label, program) a history-aware evaluator observed
         self.drift_monitor = DriftMonitor(self.drift_config)
         self.scorer: RewardScorer | None = None
         self.evaluator = None
@@ -291,6 +292,9 @@ class GRPOModule(L.LightningModule):
     # -- one GRPO step -----------------------------------------------------------------------------
     def training_step(self, batch, batch_idx: int):
         problems = list(batch)
+        datamodule = getattr(self.trainer, "datamodule", None)
+        if datamodule is not None and hasattr(datamodule, "consumed"):
+            datamodule.consumed(problems)  # no longer a pending draw (rl.data.StepStream)
         G = self.grpo.num_generations
         step = int(self.global_step)
         timings: dict[str, float] = {}
@@ -381,8 +385,7 @@ class GRPOModule(L.LightningModule):
                     self.replay.add(candidate.problem.name, proof)
             if r.outcome is not None and r.source is not Source.PRECHECK:
                 self.labels.add(candidate.program, r.outcome.label, candidate.problem.name)
-                if isinstance(self.evaluator, HistoryAwareEvaluator):  # history-aware: later steps see it
-                    self.evaluator.observe([candidate.problem.name], [r.outcome.label], [candidate.program])
+                self._observe(candidate.problem.name, r.outcome.label, candidate.program)
         if self.judge_audit is not None:
             self.judge_audit.submit(list(held.values()))
             self._judge_results(self.judge_audit.collect(), step, events)
@@ -396,8 +399,7 @@ class GRPOModule(L.LightningModule):
                 self.drift_monitor.observe(recheck.verdict, recheck.outcome.label, "audit")
                 self.labels.add(candidates[recheck.index].program, recheck.outcome.label,
                                 candidates[recheck.index].problem.name)
-                if isinstance(self.evaluator, HistoryAwareEvaluator):
-                    self.evaluator.observe([candidates[recheck.index].problem.name], [recheck.outcome.label])
+                self._observe(candidates[recheck.index].problem.name, recheck.outcome.label)
             if report.unfinished:
                 self.audits.append(report.to_dict())
                 self._append(AUDIT_FILE, report.to_dict())
@@ -414,6 +416,13 @@ class GRPOModule(L.LightningModule):
             self._append(REFRESH_FILE, report.to_dict())
             out.update(report.metrics())
         return out
+
+    def _observe(self, name: str, label: bool | None, program: str | None = None) -> None:
+        """A Lean label joins a history-aware evaluator's history (later steps see it); the
+        observations are kept, so a resumed run's evaluator sees them too."""
+        if isinstance(self.evaluator, HistoryAwareEvaluator):
+            self.evaluator.observe([name], [label], [program] if program is not None else None)
+            self.observed.append([name, label, program])
 
     def _judge_items(self, step: int, candidates, rewards: list[RolloutReward]) -> dict[int, Any]:
         """Rollout index -> JudgeItem for the accepted rewards the judge audit selects."""
@@ -481,11 +490,39 @@ class GRPOModule(L.LightningModule):
     # -- after fit: evaluation and report --------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["leanloop.rl.totals"] = dict(self.totals)  # the report and manifest count the whole run
+        checkpoint["leanloop.rl.state"] = self.run_state()
+
+    def run_state(self) -> dict[str, Any]:
+        """Everything besides the weights, the optimizer and the curriculum (the datamodule's) that
+        decides later steps: the replay buffer and its sampler, the refresher's labels (and the
+        refreshed evaluator), the drift monitor's pairs, a history-aware evaluator's observations."""
+        from rl.curriculum import rng_state
+
+        return {"replay": self.replay.state_dict(), "replay_rng": rng_state(self.replay_rng),
+                "labels": self.labels.state_dict(), "drift": self.drift_monitor.state_dict(),
+                "observed": [list(o) for o in self.observed],
+                "refresher": self.refresher.state_dict() if getattr(self, "refresher", None) is not None else None}
+
+    def load_run_state(self, state: dict[str, Any]) -> None:
+        from rl.curriculum import set_rng_state
+
+        self.replay.load_state_dict(state["replay"])
+        set_rng_state(self.replay_rng, state["replay_rng"])
+        self.labels.load_state_dict(state["labels"])
+        self.drift_monitor.load_state_dict(state["drift"])
+        self.observed = []
+        for name, label, program in state["observed"]:
+            self._observe(name, label, program)
+        if state["refresher"] is not None and getattr(self, "refresher", None) is not None:
+            self.refresher.load_state_dict(state["refresher"])
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """A resumed fit continues its step logs from the checkpoint's step (the rows a killed run
-        wrote after it are written again), and its report and counts cover the whole run."""
+        """A resumed fit continues where the checkpoint's step left it: the run state
+        (:meth:`run_state`), its step logs (the rows a killed run wrote after it are written
+        again), and its report and counts, which cover the whole run."""
         self.totals = Counter(checkpoint.get("leanloop.rl.totals", {}))
+        if "leanloop.rl.state" in checkpoint:
+            self.load_run_state(checkpoint["leanloop.rl.state"])
         self._continue_logs(int(checkpoint.get("global_step", 0)))
 
     def on_fit_start(self) -> None:
@@ -494,8 +531,13 @@ class GRPOModule(L.LightningModule):
 
     def _continue_logs(self, step: int) -> None:
         if self.run_dir is not None and self.trainer.is_global_zero:
-            for name in (DRIFT_FILE, AUDIT_FILE, REFRESH_FILE, JUDGE_FILE):
-                keep_rows_before(self.run_dir / name, step)
+            # the monitors' rows carry the step count after their step's update (_after_step): the
+            # checkpoint at ``step`` holds the rows up to ``step`` itself
+            after = step + 1 if step else 0
+            keep_rows_before(self.run_dir / DRIFT_FILE, after)
+            self.audits = keep_rows_before(self.run_dir / AUDIT_FILE, after)  # the report sums the whole run's
+            self.refreshes = keep_rows_before(self.run_dir / REFRESH_FILE, after)
+            keep_rows_before(self.run_dir / JUDGE_FILE, step)  # gate rows: the step they were paid in
             self.history = keep_rows_before(self.run_dir / STEPS_FILE, step)
 
     def on_fit_end(self) -> None:

@@ -61,6 +61,13 @@ class LabelBuffer:
     def __len__(self) -> int:
         return len(self.items)
 
+    def state_dict(self) -> list[dict]:
+        """The labelled programs, oldest first (the capacity evicts in that order)."""
+        return [asdict(x) for x in self.items.values()]
+
+    def load_state_dict(self, state: list[dict]) -> None:
+        self.items = {x["program"]: Labelled(**x) for x in state}
+
     def split(self, holdout_fraction: float) -> tuple[list[Labelled], list[Labelled]]:
         def held_out(name: str) -> bool:
             digest = int(hashlib.sha256(f"refresh\0{name}".encode()).hexdigest()[:8], 16)
@@ -149,6 +156,26 @@ class EvaluatorRefresher:
             model.eval()
         after = self.agreement(holdout)
         return RefreshReport(step, len(train), len(holdout), *before, *after, losses)
+
+    def state_dict(self) -> dict[str, Any]:
+        """What later refreshes depend on: the batch sampler's state and, once a refresh has trained,
+        the evaluator's weights and their optimizer (the refreshed evaluator scores later steps)."""
+        from rl.curriculum import rng_state
+
+        trained = self.optimizer is not None
+        return {"rng": rng_state(self.rng),
+                "model": self.evaluator.model.state_dict() if trained else None,
+                "optimizer": self.optimizer.state_dict() if trained else None}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        from rl.curriculum import set_rng_state
+
+        set_rng_state(self.rng, state["rng"])
+        if state.get("model") is not None:
+            model = self.evaluator.model
+            model.load_state_dict(state["model"])
+            self.optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=self.config.lr)
+            self.optimizer.load_state_dict(state["optimizer"])
 
     def save(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)

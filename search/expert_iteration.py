@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from tqdm import tqdm
 
 from leanloop.artifacts import ARTIFACTS_SCHEME, Manifest, resolve_model, resolve_run
-from leanloop.jsonl import write_jsonl
+from leanloop.jsonl import append_jsonl, write_jsonl
 from leanloop.lean.session import SessionConfig
 from leanloop.tool import run_tool
 from search.config import SearchConfig
@@ -79,6 +79,57 @@ def rl_statements(config: ExpertIterationConfig) -> list[str]:
     return [s.header + s.statement for s in read_statements(config.statements).statements]
 
 
+ROUNDS_FILE = "rounds.jsonl"
+"""The loop's progress: its config, then per round a row when its training starts and one when the
+round is done (a rerun continues from it)."""
+
+
+def finished_rounds(config: ExpertIterationConfig, out: Path) -> tuple[list[dict[str, Any]], bool]:
+    """``(rounds, started)`` of an unfinished loop of this same config in ``out``: the rounds it
+    finished before it was killed (each with its training run finished), and whether it had started
+    the next round's training (that run is this loop's to resume). A fresh start (``--overwrite
+    true``, another config, nothing there) continues nothing."""
+    from leanloop.jsonl import read_appended
+
+    path = out / ROUNDS_FILE
+    rows = read_appended(path)[0] if path.is_file() and not getattr(config, "overwrite", False) else []
+    if not rows or rows[0] != {"config": _comparable(config)}:
+        return [], False
+    done: list[dict[str, Any]] = []
+    started = False
+    for row in rows[1:]:
+        k = len(done) + 1
+        if row == {"started": k}:
+            started = True
+            continue
+        if row.get("round") != k or not (out / f"replay_round{k}.jsonl").is_file() or not _finished(row["trained"]):
+            break
+        done.append(row)
+        started = False
+    return done, started
+
+
+def _progress(out: Path, row: dict[str, Any]) -> None:
+    with open(out / ROUNDS_FILE, "a", encoding="utf-8") as handle:
+        append_jsonl(handle, row)
+
+
+def _finished(ref: str) -> bool:
+    """A round's training run is there, finished and sound."""
+    from leanloop.artifacts import ArtifactNotFoundError, ManifestError
+
+    try:
+        resolve_run(ref, "search")
+    except (ArtifactNotFoundError, ManifestError, FileNotFoundError):
+        return False
+    return True
+
+
+def _comparable(config: ExpertIterationConfig) -> dict[str, Any]:
+    """The config as the progress file records it (plain JSON types)."""
+    return json.loads(json.dumps(asdict(config), default=str))
+
+
 def self_improve(config: ExpertIterationConfig, out: Path) -> Manifest:
     import pandas as pd
 
@@ -103,11 +154,22 @@ def self_improve(config: ExpertIterationConfig, out: Path) -> Manifest:
     manifest = Manifest(stage="search_expert_iteration", run=config.run, seed=config.seed)
     manifest.add_input("trees", trees_run)
     manifest.add_input("model_round_0", resolve_model(current).parent)
+    done, started = finished_rounds(config, out)
+    kept = [{"config": _comparable(config)}, *done] + ([{"started": len(done) + 1}] if started else [])
+    write_jsonl(out / ROUNDS_FILE, kept)  # a torn or stale tail goes
     for round_index in range(1, config.rounds + 1):
+        sample = rng.sample(names, min(config.theorems_per_round, len(names)))  # drawn in every round, kept or not
+        if round_index <= len(done):
+            row = done[round_index - 1]
+            buffers.append(str(out / f"replay_round{round_index}.jsonl"))
+            rounds.append(row)
+            manifest.add_input(f"model_round_{round_index}", resolve_run(row["trained"], "search"))
+            print(f"[search-expert-iteration] round {round_index}: finished before the restart ({row['trained']})")
+            current = row["trained"]
+            continue
         policy = ModelPolicy.from_pretrained(str(resolve_model(current)), max_new_tokens=config.max_new_tokens,
                                              first_token_cap=config.search.first_token_cap,
                                              seed=config.seed + round_index)
-        sample = rng.sample(names, min(config.theorems_per_round, len(names)))
         searches, failed = start_searches(sample, env, config.search)
         for start in tqdm(range(0, len(searches), config.parallel), desc=f"round {round_index} search", unit="batch"):
             SearchBatch(searches[start:start + config.parallel], policy, config.search).run(config.budget)
@@ -121,15 +183,21 @@ def self_improve(config: ExpertIterationConfig, out: Path) -> Manifest:
         write_jsonl(buffer, steps)
         buffers.append(str(buffer))
         run_name = f"{config.run}-round{round_index}"
+        # the round a rerun continues resumes its training run (or keeps it, finished) if this loop
+        # had started it; any other run of this name is another loop's and starts over
+        resume = started and round_index == len(done) + 1
+        if not resume:
+            _progress(out, {"started": round_index})
         result = train_round(["--config", config.train_config, "--model.base.name", current,
                               "--data.trees", config.trees, "--data.replay_buffers", json.dumps(buffers),
-                              "--run", run_name, "--overwrite", "true", *config.train_args])
+                              "--run", run_name, *([] if resume else ["--overwrite", "true"]), *config.train_args])
         rounds.append({"round": round_index, "searched": len(searches), "not_started": len(failed),
                        "solved": sum(s.solved for s in searches), "replay_steps": len(steps),
                        "simplified": stats.simplified, "edges_removed": stats.edges_removed,
                        "cycles": sum(s.stats.cycles for s in searches), "model": current,
                        "trained": f"{ARTIFACTS_SCHEME}search/{run_name}"})
         manifest.add_input(f"model_round_{round_index}", result.run_dir)
+        _progress(out, rounds[-1])
         print(f"[search-expert-iteration] round {round_index}: solved {rounds[-1]['solved']}/{len(searches)}, "
               f"{len(steps)} replay steps -> {result.run_dir}")
         current = f"{ARTIFACTS_SCHEME}search/{run_name}"

@@ -15,14 +15,17 @@ from lightning.pytorch.callbacks import Callback
 
 
 class KillAt(Callback):
-    def __init__(self, step: int, once: str, signal: str = "SIGKILL", group: bool = False) -> None:
+    def __init__(self, step: int, once: str, signal: str = "SIGKILL", group: bool = False, run: str = "") -> None:
         """``once``: a file created just before the kill; while it exists, nothing is killed.
         ``group``: rank 0 kills its whole process group (every rank of a multi-process run; the test
-        starts the run in a session of its own), as a node failure would."""
-        self.step, self.once, self.signal, self.group = step, Path(once), signal, group
+        starts the run in a session of its own), as a node failure would. ``run``: only in a run whose
+        folder name ends with it (one round of a chain of runs)."""
+        self.step, self.once, self.signal, self.group, self.run = step, Path(once), signal, group, run
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if self.group and trainer.global_rank != 0:
+            return
+        if not Path(trainer.default_root_dir).name.endswith(self.run):
             return
         if trainer.global_step == self.step and not self.once.exists():
             self.once.write_text(str(self.step))

@@ -1,10 +1,10 @@
 """Every map-style training stage, killed mid-epoch (SIGKILL) and rerun, is its uninterrupted run:
 the same logged losses and the same exported weights. Orders are functions of seed and epoch and
 resume where they stopped (the classifiers' length-grouped batches included), and each step is
-seeded by its place. pretrain's is tests/leanloop/test_artifact_contract.py's; rl's (logs and counts
-continued) is tests/rl/test_rl_resume.py; search's order is the plain shuffle these runs share.
-Under DDP (two CPU ranks over gloo) each rank trains on its own share of the epoch, and a run killed
-on every rank resumes each rank's share where it stopped."""
+seeded by its place. pretrain's is tests/leanloop/test_artifact_contract.py's; rl's (curriculum, replay
+buffer and logs continued) is tests/rl/test_rl_resume.py; search's (its training and its self-improvement
+loop) is tests/search/test_resume.py. Under DDP (two CPU ranks over gloo) each rank trains on its own
+share of the epoch, and a run killed on every rank resumes each rank's share where it stopped."""
 
 from __future__ import annotations
 

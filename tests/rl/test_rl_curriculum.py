@@ -86,6 +86,10 @@ def test_replay_buffer_keeps_trusted_sources_dedups_and_caps():
     assert len(buffer) == 2 and [p.completion for p in buffer.proofs["t"]] == ["by norm_num", "by linarith"]
     assert buffer.get("t", random.Random(0)).completion in {"by norm_num", "by linarith"}
     assert buffer.get("unknown", random.Random(0)) is None
+    restored = ReplayBuffer(ReplayConfig(capacity_per_statement=2, sources=["lean"]))
+    restored.load_state_dict(buffer.state_dict())  # what a checkpoint holds: the proofs, in order
+    assert restored.proofs == buffer.proofs
+    assert restored.get("t", random.Random(7)) == buffer.get("t", random.Random(7))
 
 
 def test_config_validation():
@@ -154,7 +158,8 @@ def test_a_pool_smaller_than_the_step_is_spread_evenly():
 def test_rl_data_streams_each_ranks_slice_and_checkpoints_its_draws():
     """The data module under 8 simulated ranks on miniF2F's 488 statements: each rank's stream
     yields its own 16 problems; a module restored from the state Lightning checkpoints continues
-    where the stream was."""
+    where the stream was: first the batch the trainer had fetched ahead but not trained on, then
+    the draws after it."""
     from types import SimpleNamespace
 
     from rl.config import FilterConfig, StatementsConfig
@@ -169,18 +174,24 @@ def test_rl_data_streams_each_ranks_slice_and_checkpoints_its_draws():
 
     ranks = [data(rank) for rank in range(8)]
     streams = [iter(r.train_dataloader()) for r in ranks]
+    drawn = []
     for _ in range(2):
-        batches = [[s.name for s in next(stream)] for stream in streams]
-        assert len({n for b in batches for n in b}) == 128
+        batches = [next(stream) for stream in streams]
+        assert len({s.name for b in batches for s in b}) == 128
+        drawn.append(batches[3])
+    ranks[3].consumed(drawn[0])  # trained on the first; the second was fetched ahead
+    with pytest.raises(RuntimeError, match="the oldest drawn batch is"):
+        ranks[3].consumed(drawn[0])
     saved = ranks[3].state_dict()
-    assert saved["step"] == 2
-    expected = [s.name for s in next(streams[3])]
+    assert saved["step"] == 2 and saved["pending"] == [[s.name for s in drawn[1]]]
+    expected = [[s.name for s in drawn[1]], [s.name for s in next(streams[3])]]
     restored = RLData(StatementsConfig(path="shared://statements/minif2f_deepseek_prover_v1.5.jsonl"),
                       problems_per_step=16, filters=FilterConfig(enabled=False), seed=0)
     restored.trainer = SimpleNamespace(global_rank=3, world_size=8, is_global_zero=False)
     restored.load_state_dict(saved)  # Lightning may restore before setup: applied there
     restored.setup("fit")
-    assert [s.name for s in next(iter(restored.train_dataloader()))] == expected
+    stream = iter(restored.train_dataloader())
+    assert [[s.name for s in next(stream)] for _ in range(2)] == expected
 
 
 def test_without_the_curriculum_each_statement_comes_once_per_epoch():

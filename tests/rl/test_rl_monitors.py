@@ -19,6 +19,10 @@ def test_agreement_statistics():
         monitor.observe(p.verdict, p.label, "audit")
     monitor.observe(None, True, "audit")  # no verdict: not a pair
     assert [monitor.due(s) for s in (0, 1, 3, 6)] == [False, False, True, True]
+    restored = DriftMonitor(monitor.config)
+    restored.load_state_dict(monitor.state_dict())  # a resumed run's monitor reports the pairs gathered before
+    assert restored.report(3) == monitor.report(3, reset=False)
+    monitor.history.clear()
     report = monitor.report(3)
     assert report.pairs == 5 and not report.alarm  # under min_pairs: no alarm on 5 pairs
     assert monitor.pairs == [] and monitor.history == [report]
@@ -57,6 +61,21 @@ def test_refresh_fits_lean_labels_and_remeasures_on_held_out_theorems(tiny_oneto
     assert report.before_accuracy is not None and report.after_accuracy is not None
     assert not evaluator.model.training
     assert not next(evaluator.model.parameters()).detach().equal(before)
+    # a resumed run's refresher (restored from the checkpoint's state, on the evaluator as first loaded)
+    # refreshes next exactly as the uninterrupted one does
+    resumed = EvaluatorRefresher(ClassifierEvaluator(spec, copy.deepcopy(model), tokenizer, batch_size=16),
+                                 refresher.config)
+    resumed.load_state_dict(copy.deepcopy(refresher.state_dict()))  # as saved, not the live tensors
+    labels = LabelBuffer()
+    labels.load_state_dict(buffer.state_dict())
+    assert [x.program for x in labels.items.values()] == [x.program for x in buffer.items.values()]
+    import torch
+
+    torch.manual_seed(0)  # dropout's draws (a run seeds each step: leanloop.training.resume.seed_batch)
+    losses = resumed.refresh(4, labels).losses
+    torch.manual_seed(0)
+    assert losses == refresher.refresh(4, buffer).losses
+    assert all(a.equal(b) for a, b in zip(resumed.evaluator.model.parameters(), evaluator.model.parameters()))
     small = LabelBuffer()
     small.add(clean[0]["code"], True, clean[0]["name"])
     assert "min_labels" in refresher.refresh(4, small).skipped
