@@ -179,8 +179,14 @@ bench-classifier-curve: setup ## classifier vs TF-IDF test AUROC at 250/500/1000
 # The same for the step verifier (after make prm-label): its SFT recipe on 200 / 600 / all labelled train
 # proofs, 2 epochs each, vs TF-IDF on the same proofs; test exact and F1 on wrong steps.
 .PHONY: bench-prm-curve
-bench-prm-curve: setup ## step verifier vs TF-IDF test F1 (wrong steps) and exact at 200/600/all training proofs (ARGS="--seeds 0,1,2 --json PATH --plot PATH")
+bench-prm-curve: setup ## step verifier vs TF-IDF test F1 (wrong steps) and exact at 200/600/all training proofs (ARGS="--seeds 0,1,2 --base artifacts://pretrain/default --json PATH --plot PATH")
 	$(PY) -m bench.prm_curve $(ARGS)
+
+# A trained verifier's decision rules (after make prm-train): first-cross on cumulative P(wrong) or on
+# the hazard, argmax location, a verifier + TF-IDF stacker; each chosen on valid, read on test.
+.PHONY: bench-prm-rules
+bench-prm-rules: setup ## step verifier decision rules and a verifier + TF-IDF stacker, chosen on valid, read on test (ARGS="--model artifacts://prm/grpo --json PATH")
+	$(PY) -m bench.prm_rules $(ARGS)
 
 # How a classifier recipe is judged: K folds of the config's data run (train + validation, grouped by
 # theorem; the test split is never read), the stage once per fold (as a sweep: finished folds are

@@ -23,6 +23,9 @@ class PRMCurveConfig:
 
     recipe: str = str(REPO_ROOT / "configs/prm/default.yaml")
     """The verifier's SFT config (``--config`` of ``python -m prm.train``), trained at every point."""
+    base: str | None = None
+    """The verifier's starting model (``model.base.name``) instead of the recipe's, e.g.
+    ``artifacts://pretrain/default`` (make pretrain's Lean-pretrained tiny Qwen3)."""
     dataset: str = "artifacts://prm_label/default"
     evaluation: str = str(REPO_ROOT / "configs/prm/eval/default.yaml")
     """prm-eval's config: its ``limit``, ``max_steps``, ``batch_size`` and ``threads`` are used."""
@@ -60,9 +63,13 @@ def run_one(options: PRMCurveConfig, proofs: int | None, seed: int) -> dict[str,
     chosen = draw(labelled, proofs, seed)
     batch = yaml.safe_load(Path(options.recipe).read_text())["data"]["batch_size"]
     steps = max(1, math.ceil(options.epochs * len(chosen) / batch))
-    args = ["--config", options.recipe, "--run", f"curve_n{proofs or 'all'}_s{seed}", "--data.dataset", options.dataset,
+    start = "init" if options.base is None else "-".join(Path(options.base.replace("artifacts://", "")).parts[-2:])
+    name = f"curve_{start}_e{options.epochs:g}_n{proofs or 'all'}_s{seed}"
+    args = ["--config", options.recipe, "--run", name, "--data.dataset", options.dataset,
             "--data.max_examples", str(proofs) if proofs else "null", "--data.splits.seed", str(seed),
             "--seed_everything", str(seed), "--log.wandb", "false"]
+    if options.base is not None:
+        args += ["--model.base.name", options.base]
     args += ["--trainer.fast_dev_run", "true"] if options.smoke else ["--trainer.max_steps", str(steps),
                                                                 "--trainer.val_check_interval", str(steps)]
     result = train(args)
@@ -141,7 +148,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               f"{mean['tfidf_steps/average_precision']:.3f} | F1 gap {point['gap']:+.3f}", flush=True)
     where = crossing([p["proofs"] for p in points], [p["gap"] for p in points])
     print(describe_crossing(where, "verifier@f1", "test F1 on wrong steps", "proofs"))
-    out = {"recipe": options.recipe, "dataset": options.dataset, "epochs": options.epochs, "seeds": seeds,
+    out = {"recipe": options.recipe, "base": options.base, "dataset": options.dataset, "epochs": options.epochs, "seeds": seeds,
            "points": points, "crossing": where, "wall_s": time.perf_counter() - began}
     print(f"bench.prm_curve: {out['wall_s']:.0f} s")
     if options.json:

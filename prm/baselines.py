@@ -48,8 +48,10 @@ class TfidfStepClassifier:
         self.model.fit(texts, labels)
         return self
 
-    def wrong_probabilities(self, records: Sequence[ProofRecord], truth: Sequence[list[bool]]) -> list[list[float]]:
-        """P(step k is wrong) read first-error shaped: the highest P(wrong) of steps 1..k."""
+    def wrong_probabilities(self, records: Sequence[ProofRecord], truth: Sequence[list[bool]],
+                            running_max: bool = True) -> list[list[float]]:
+        """P(step k is wrong) read first-error shaped: the highest P(wrong) of steps 1..k
+        (``running_max=False``: each step's own score)."""
         out = []
         for record, labels in zip(records, truth):
             if self.model is None:
@@ -57,7 +59,7 @@ class TfidfStepClassifier:
             else:
                 texts = [_text(record.steps[i], i) for i in range(len(labels))]
                 wrong = self.model.predict_proba(texts)[:, list(self.model.classes_).index(False)].tolist()
-            out.append([max(wrong[:k + 1]) for k in range(len(wrong))])
+            out.append([max(wrong[:k + 1]) for k in range(len(wrong))] if running_max else wrong)
         return out
 
     def predict(self, records: Sequence[ProofRecord], truth: Sequence[list[bool]]) -> list[list[bool]]:

@@ -43,11 +43,12 @@ def greedy_answers(model: Any, tokenizer: Any, prompts: Sequence[str], counts: S
 
 @torch.no_grad()
 def wrong_probabilities(model: Any, tokenizer: Any, prompts: Sequence[str], counts: Sequence[int],
-                        batch_size: int = 8, progress: bool = False) -> list[list[float]]:
+                        batch_size: int = 8, progress: bool = False, cumulative: bool = True) -> list[list[float]]:
     """P(step k is wrong) for every step of every prompt: one forward pass over the prompt followed by
     `` +`` for each step gives the verifier's hazard h_j = P(`` -`` at j | steps before j correct);
     a step is wrong when it or any earlier step is (Lean's labels are first-error shaped), so
-    P(wrong at k) = 1 - prod_{j <= k} (1 - h_j), which never falls along a proof."""
+    P(wrong at k) = 1 - prod_{j <= k} (1 - h_j), which never falls along a proof. ``cumulative=False``:
+    the hazards h_k themselves (bench.prm_rules compares rules on them)."""
     from tqdm import tqdm
 
     grammar = LabelGrammar(tokenizer, 0, [])
@@ -78,7 +79,7 @@ def wrong_probabilities(model: Any, tokenizer: Any, prompts: Sequence[str], coun
                 # the hidden state at position p predicts token p + 1: the n label slots start at width - n
                 logits = hidden[i, width - n - 1:width - 1].float() @ head.float().T
                 hazard = torch.softmax(logits, -1)[:, 1]
-                out.append((1 - torch.cumprod(1 - hazard, 0)).tolist())
+                out.append((1 - torch.cumprod(1 - hazard, 0) if cumulative else hazard).tolist())
     finally:
         model.train(was_training)
     return out

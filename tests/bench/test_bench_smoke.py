@@ -155,6 +155,22 @@ def test_bench_prm_curve_smoke(tmp_path):
     assert r["points"][1]["proofs"] > 4 and (tmp_path / "curve.png").is_file()
 
 
+def test_bench_prm_rules_smoke(tmp_path):
+    from bench.prm_rules import argmax_rule, cumulative, first_cross, main
+
+    assert first_cross([[0.1, 0.6, 0.2]], 0.5) == [[True, False, False]]  # wrong from the first crossing on
+    assert argmax_rule([0.7, 0.3], [[0.2, 0.5, 0.1], [0.9, 0.1]], 0.5) == [[True, False, False], [True, True]]
+    assert cumulative([0.5, 0.5]) == pytest.approx([0.5, 0.75])
+    r = main(["--smoke", "true", "--json", str(tmp_path / "rules.json")])
+    assert {row["rule"] for row in r["rows"]} >= {"verifier first-cross (cumulative)", "tfidf first-cross",
+                                                 "stacker (verifier + tfidf)"}
+    assert all(0 <= row[s]["exact"] <= 1 for row in r["rows"] for s in ("valid", "test"))
+    # the best on test at any threshold bounds what a threshold chosen on valid reaches there
+    assert all(row["test_ceiling"] >= row["test"][row["objective"]] - 1e-12 for row in r["rows"])
+    assert set(r["valid_picks"]) == {"exact", "f1_incorrect"} and (tmp_path / "rules.json").is_file()
+    assert len(r["stacker_coefficients"]["stacker (verifier + tfidf)"]) == 4
+
+
 def test_bench_classifier_curve_and_evaluators_refuse_bad_options_in_one_line(capsys, tmp_path):
     from bench import classifier_curve, evaluators
     from leanloop.tool import cli_entry

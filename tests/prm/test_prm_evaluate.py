@@ -47,6 +47,24 @@ def test_threshold_on_p_wrong_is_chosen_for_exact():
     assert ranking([[0.5], [0.5]], [[True], [True]]) == {}  # one class: no curve
 
 
+def test_tfidf_scores_each_step_and_reads_them_first_error_shaped():
+    from prm.baselines import TfidfStepClassifier
+    from prm.labelled_proofs import ProofRecord
+
+    def proof(i, steps):
+        return ProofRecord(f"p{i}", f"t{i}", "", "", "", [{"prose": p, "tactic": p, "label": ok} for p, ok in steps],
+                           all(ok for _, ok in steps), None, "", None, "", "", "")
+
+    train = [proof(i, [("norm_num [h]", True), ("nlinarith [sq_nonneg x]", False)] if i % 2 else
+                   [("norm_num [h]", True), ("simp [h]", True)]) for i in range(40)]
+    tfidf = TfidfStepClassifier(0).fit(train, 8)
+    held = [proof(99, [("nlinarith [sq_nonneg y]", False), ("simp [h]", False)])]
+    truth = [[False, False]]
+    own = tfidf.wrong_probabilities(held, truth, running_max=False)[0]
+    assert own[0] > 0.5 > own[1]  # the nlinarith step is scored wrong, the simp step on its own is not
+    assert tfidf.wrong_probabilities(held, truth)[0] == [own[0], own[0]]  # read first-error shaped: running max
+
+
 def test_prm_eval_report(artifacts, tmp_path):
     from prm.train import run as train
 

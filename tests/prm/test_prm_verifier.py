@@ -101,16 +101,20 @@ def test_step_scores_are_the_grammar_decoders_probabilities():
     model = load_model(spec, tokenizer=tokenizer).eval()
     prompts, counts = ["Proof:\n1. a\n2. b\n3. c", "Proof:\n1. linarith"], [3, 1]
     batched = wrong_probabilities(model, tokenizer, prompts, counts, batch_size=2)
+    hazards = wrong_probabilities(model, tokenizer, prompts, counts, batch_size=2, cumulative=False)
     plus, minus = LabelGrammar(tokenizer, 0, []).labels
-    for prompt, n, scores in zip(prompts, counts, batched):
+    for prompt, n, scores, hazard in zip(prompts, counts, batched, hazards):
         ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        correct_so_far, expected = 1.0, []
+        correct_so_far, expected, expected_hazard = 1.0, [], []
         for k in range(n):
             with torch.no_grad():
                 logits = model(input_ids=torch.tensor([ids + [plus] * k])).logits[0, -1, [plus, minus]]
-            correct_so_far *= float(torch.softmax(logits, -1)[0])
+            expected_hazard.append(float(torch.softmax(logits, -1)[1]))
+            correct_so_far *= 1 - expected_hazard[-1]
             expected.append(1 - correct_so_far)
         assert scores == sorted(scores) and torch.allclose(torch.tensor(scores), torch.tensor(expected), atol=1e-5)
+        # cumulative=False: each step's own P(' -') after correct steps (bench.prm_rules' hazards)
+        assert torch.allclose(torch.tensor(hazard), torch.tensor(expected_hazard), atol=1e-5)
 
 
 def test_wrong_weight_scales_the_loss_of_wrong_labels():
