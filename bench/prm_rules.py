@@ -135,7 +135,7 @@ def score_splits(options: PRMRulesConfig) -> tuple[dict[str, dict[str, Any]], An
     from leanloop.training.module import set_torch_threads
     from prm.baselines import TfidfStepClassifier
     from prm.config import EvalConfig
-    from prm.labelled_proofs import DATA_STAGE, read_split
+    from prm.labelled_proofs import LABEL_STAGE, read_split
     from prm.evaluate import prepared_proofs
     from prm.predict import wrong_probabilities
     from prm.verifier_io import verifier_prompt
@@ -144,7 +144,7 @@ def score_splits(options: PRMRulesConfig) -> tuple[dict[str, dict[str, Any]], An
     if options.smoke:
         config.limit = 8
     set_torch_threads(config.threads)
-    data = resolve_run(options.dataset, DATA_STAGE)
+    data = resolve_run(options.dataset, LABEL_STAGE)
     spec = ModelSpec(name=options.model)
     tokenizer = load_tokenizer(spec)
     model = load_model(spec, tokenizer=tokenizer).eval()
