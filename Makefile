@@ -25,7 +25,7 @@ $(PY) -m cluster.array --stage $(1) --array $(ARRAY) --profile $(or $(PROFILE),c
 	$(foreach c,$(or $(CONFIG),$(2)),--config $(c)) $(if $(RUN),--run $(RUN)) $(ARGS)
 endef
 
-.PHONY: help setup test test-slow demo
+.PHONY: help setup format test test-slow demo
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
 
@@ -45,6 +45,9 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 setup: $(STAMP) ## create .venv and install leanloop with its pinned dependencies (idempotent)
+
+format: setup ## apply the formatter (ruff format; line length in pyproject.toml)
+	$(PY) -m ruff format .
 
 test: setup kimina-venv ## run the test suite offline (README's test command; the kill-and-resume runs are make test-slow)
 	$(PY) -m pytest -n 2 -q -m "not slow and not vllm"

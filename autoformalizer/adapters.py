@@ -30,8 +30,10 @@ class AdapterConfig:
         unknown = set(self.attention_targets) - set(ATTENTION_PROJECTIONS)
         unknown |= set(self.expert_targets) - set(EXPERT_PROJECTIONS)
         if unknown:
-            raise ValueError(f"unknown adapter targets {sorted(unknown)}; attention targets are "
-                             f"{ATTENTION_PROJECTIONS}, expert targets {EXPERT_PROJECTIONS}")
+            raise ValueError(
+                f"unknown adapter targets {sorted(unknown)}; attention targets are "
+                f"{ATTENTION_PROJECTIONS}, expert targets {EXPERT_PROJECTIONS}"
+            )
         if not (self.attention_targets or self.expert_targets):
             raise ValueError("no adapter targets: set attention_targets and/or expert_targets")
 
@@ -46,22 +48,31 @@ class AdapterConfig:
     def lora_config(self):
         from peft import LoraConfig
 
-        parts = [p for p, names in ((self.attention_regex, self.attention_targets),
-                                    (self.expert_regex, self.expert_targets)) if names]
+        parts = [
+            p
+            for p, names in ((self.attention_regex, self.attention_targets), (self.expert_regex, self.expert_targets))
+            if names
+        ]
         expert_key = rf"mlp\.experts\.\d+\.(?:{'|'.join(self.expert_targets) or 'none'})"
         return LoraConfig(
             # a regex string is matched with re.fullmatch against full module names, so it names
             # exactly the unfused expert Linear modules and the attention projections
             target_modules="|".join(f"(?:{p})" for p in parts),
-            r=self.attention_rank, lora_alpha=self.attention_alpha,
-            rank_pattern={expert_key: self.expert_rank}, alpha_pattern={expert_key: self.expert_alpha},
-            lora_dropout=self.dropout, use_dora=self.use_dora, bias="none", task_type="CAUSAL_LM",
+            r=self.attention_rank,
+            lora_alpha=self.attention_alpha,
+            rank_pattern={expert_key: self.expert_rank},
+            alpha_pattern={expert_key: self.expert_alpha},
+            lora_dropout=self.dropout,
+            use_dora=self.use_dora,
+            bias="none",
+            task_type="CAUSAL_LM",
         )
 
 
 def _is_quantized(model: nn.Module) -> bool:
     return bool(getattr(model, "is_loaded_in_4bit", False)) or any(
-        type(m).__name__ == "Linear4bit" for m in model.modules())
+        type(m).__name__ == "Linear4bit" for m in model.modules()
+    )
 
 
 def expected_targets(model: nn.Module, config: AdapterConfig) -> list[str]:
@@ -76,8 +87,10 @@ def prepare_for_adapters(model: nn.Module, config: AdapterConfig) -> nn.Module:
 
     if _is_quantized(model):
         return prepare_model_for_kbit_training(
-            model, use_gradient_checkpointing=config.gradient_checkpointing,
-            gradient_checkpointing_kwargs={"use_reentrant": False})
+            model,
+            use_gradient_checkpointing=config.gradient_checkpointing,
+            gradient_checkpointing_kwargs={"use_reentrant": False},
+        )
     if config.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.enable_input_require_grads()
@@ -110,17 +123,23 @@ def apply_adapters(model: nn.Module, config: AdapterConfig | None = None):
         raise ValueError(
             f"adapters need the unfused Qwen3-MoE (model_type {UNFUSED_MODEL_TYPE!r}), got {model_type!r}: "
             "run leanloop.training.moe.unfuse_experts_(model) first (PEFT would otherwise remap the expert "
-            "targets onto fused parameters)")
+            "targets onto fused parameters)"
+        )
     expected = expected_targets(model, config)
     if not any(".experts." in n for n in expected) and config.expert_targets:
         raise ValueError("no per-expert Linear modules found; is the model unfused?")
     peft_model = get_peft_model(prepare_for_adapters(model, config), config.lora_config())
-    wrapped = {name.removeprefix("base_model.model.") for name, m in peft_model.named_modules()
-               if hasattr(m, "lora_A") and hasattr(m, "base_layer")}
+    wrapped = {
+        name.removeprefix("base_model.model.")
+        for name, m in peft_model.named_modules()
+        if hasattr(m, "lora_A") and hasattr(m, "base_layer")
+    }
     missing = sorted(set(expected) - wrapped)
     if missing:
-        raise RuntimeError(f"PEFT left {len(missing)} target modules without an adapter (first: {missing[0]}); "
-                           "it may have remapped expert targets to fused parameters")
+        raise RuntimeError(
+            f"PEFT left {len(missing)} target modules without an adapter (first: {missing[0]}); "
+            "it may have remapped expert targets to fused parameters"
+        )
     return peft_model
 
 
@@ -137,13 +156,20 @@ class TrainableReport:
         return 100.0 * self.trainable / max(self.total, 1)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"method": self.method, "trainable": self.trainable, "total": self.total,
-                "percent": self.percent, "by_group": self.by_group, "wrapped_modules": self.wrapped_modules}
+        return {
+            "method": self.method,
+            "trainable": self.trainable,
+            "total": self.total,
+            "percent": self.percent,
+            "by_group": self.by_group,
+            "wrapped_modules": self.wrapped_modules,
+        }
 
     def __str__(self) -> str:
         groups = ", ".join(f"{k} {v:,}" for k, v in sorted(self.by_group.items()))
-        return (f"{self.method}: trainable {self.trainable:,} of {self.total:,} parameters "
-                f"({self.percent:.3f}%): {groups}")
+        return (
+            f"{self.method}: trainable {self.trainable:,} of {self.total:,} parameters ({self.percent:.3f}%): {groups}"
+        )
 
 
 def _stored_numel(param: nn.Parameter) -> int:

@@ -49,12 +49,14 @@ def _shared(name: str, **fields: Any) -> PairSource:
 
 @dataclass
 class PairsConfig:
-    sources: list[PairSource] = field(default_factory=lambda: [
-        # the repaired miniF2F-test copy first: it wins over the DeepSeek copy of the same theorem
-        _shared("minif2f_goedel_prover_v2_repaired.jsonl", header_field=None),
-        _shared("minif2f_deepseek_prover_v1.5.jsonl"),
-        _shared("proofnet_deepseek_prover_v1.5.jsonl"),
-    ])
+    sources: list[PairSource] = field(
+        default_factory=lambda: [
+            # the repaired miniF2F-test copy first: it wins over the DeepSeek copy of the same theorem
+            _shared("minif2f_goedel_prover_v2_repaired.jsonl", header_field=None),
+            _shared("minif2f_deepseek_prover_v1.5.jsonl"),
+            _shared("proofnet_deepseek_prover_v1.5.jsonl"),
+        ]
+    )
     train_splits: list[str] = field(default_factory=lambda: ["valid"])
     """Upstream splits trained on (SFT, GRPO); the paper's Herald / Lean Workbook rows are ``train``."""
     test_splits: list[str] = field(default_factory=lambda: ["test"])
@@ -125,10 +127,18 @@ class TypecheckConfig:
         from autoformalizer.typecheck import StatementChecker
 
         if lean.profile != "statement":
-            raise ValueError(f"lean.profile is {lean.profile!r}: the autoformalizer checks statements (ending in "
-                             "sorry) under the statement profile only (set lean.profile: statement)")
-        return StatementChecker(lean.backend_instance(), header=self.header, timeout=lean.timeout,
-                                concurrency=lean.concurrency, heartbeats=lean.heartbeats, warnings=self.warnings)
+            raise ValueError(
+                f"lean.profile is {lean.profile!r}: the autoformalizer checks statements (ending in "
+                "sorry) under the statement profile only (set lean.profile: statement)"
+            )
+        return StatementChecker(
+            lean.backend_instance(),
+            header=self.header,
+            timeout=lean.timeout,
+            concurrency=lean.concurrency,
+            heartbeats=lean.heartbeats,
+            warnings=self.warnings,
+        )
 
 
 AUTOFORMALIZER_LEAN = LeanConfig(profile="statement")

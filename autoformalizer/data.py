@@ -57,7 +57,7 @@ def formal_target(text: str) -> str | None:
     if decl is None:
         return None
     end = len(text) - len(decl.body) - 2 if decl.body is not None else len(text)
-    return text[decl.start:end].rstrip() + " := by sorry"
+    return text[decl.start : end].rstrip() + " := by sorry"
 
 
 def header_of(text: str) -> str | None:
@@ -87,11 +87,16 @@ def load_pairs(config: PairsConfig) -> tuple[dict[str, list[Pair]], Counter]:
         label = path.name
         for number, row in _rows(path):
             counts[f"{label}:read"] += 1
-            name, informal, formal = (row.get(source.name_field), row.get(source.informal_field),
-                                      row.get(source.formal_field))
+            name, informal, formal = (
+                row.get(source.name_field),
+                row.get(source.informal_field),
+                row.get(source.formal_field),
+            )
             if not isinstance(name, str) or not isinstance(formal, str):
-                raise ValueError(f"{path}:{number}: needs text fields `{source.name_field}` and "
-                                 f"`{source.formal_field}` (set name_field / formal_field of this source)")
+                raise ValueError(
+                    f"{path}:{number}: needs text fields `{source.name_field}` and "
+                    f"`{source.formal_field}` (set name_field / formal_field of this source)"
+                )
             informal = clean_informal(informal) if isinstance(informal, str) else ""
             if not informal:
                 counts[f"{label}:no_informal"] += 1
@@ -115,8 +120,17 @@ def load_pairs(config: PairsConfig) -> tuple[dict[str, list[Pair]], Counter]:
             header = row.get(source.header_field) if source.header_field else None
             header = header if isinstance(header, str) and header.strip() else header_of(formal)
             goal = row.get(source.goal_field) if source.goal_field else None
-            pairs[split].append(Pair(name, informal, target, header, split, label,
-                                     goal if isinstance(goal, str) and goal.strip() else None))
+            pairs[split].append(
+                Pair(
+                    name,
+                    informal,
+                    target,
+                    header,
+                    split,
+                    label,
+                    goal if isinstance(goal, str) and goal.strip() else None,
+                )
+            )
     test_statements = {canonicalize(p.formal) for p in pairs["test"]}
     for split in ("train", "val"):
         kept = [p for p in pairs[split] if canonicalize(p.formal) not in test_statements]
@@ -201,9 +215,13 @@ class AutoformalizerSFTData(L.LightningDataModule):
         self.val_rows = self._rows(val) if val else []
         tokens = sum(len(e["input_ids"]) for e in train)
         self.counts = {
-            **dict(counts), "train_examples": len(train), "val_examples": len(val),
-            "train_tokens": tokens, "train_target_tokens": sum(sum(x != -100 for x in e["labels"]) for e in train),
-            "train_rows": len(self.train_rows), "val_rows": len(self.val_rows),
+            **dict(counts),
+            "train_examples": len(train),
+            "val_examples": len(val),
+            "train_tokens": tokens,
+            "train_target_tokens": sum(sum(x != -100 for x in e["labels"]) for e in train),
+            "train_rows": len(self.train_rows),
+            "val_rows": len(self.val_rows),
             "train_row_fill": round(tokens / (len(self.train_rows) * self.max_length), 4),
             "train_theorems": sorted({e["name"] for e in train}),
             "test_theorems": theorem_names(pairs, "test"),
@@ -216,8 +234,13 @@ class AutoformalizerSFTData(L.LightningDataModule):
         return rows
 
     def _loader(self, rows: list, shuffle: bool) -> DataLoader:
-        return DataLoader(rows, batch_size=self.batch_size, shuffle=shuffle, num_workers=self.num_workers,
-                          collate_fn=collator_for(self.tokenizer))
+        return DataLoader(
+            rows,
+            batch_size=self.batch_size,
+            shuffle=shuffle,
+            num_workers=self.num_workers,
+            collate_fn=collator_for(self.tokenizer),
+        )
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_rows, shuffle=True)
@@ -247,8 +270,8 @@ class ProblemStream(StepStream):
                 epoch = list(self.pairs)
                 rng.shuffle(epoch)
                 order += epoch
-            yield order[:self.per_step]
-            order = order[self.per_step:]
+            yield order[: self.per_step]
+            order = order[self.per_step :]
 
 
 class AutoformalizerGRPOData(L.LightningDataModule):
@@ -272,15 +295,22 @@ class AutoformalizerGRPOData(L.LightningDataModule):
         self.problems = pairs["train"]
         if not self.problems:
             raise ValueError(f"no GRPO problems in the train split: {dict(counts)}")
-        self.counts = {**dict(counts), "train_theorems": theorem_names(pairs, "train"),
-                       "test_theorems": theorem_names(pairs, "test")}
+        self.counts = {
+            **dict(counts),
+            "train_theorems": theorem_names(pairs, "train"),
+            "test_theorems": theorem_names(pairs, "test"),
+        }
 
     def transfer_batch_to_device(self, batch, device, dataloader_idx):
         return batch  # a list of pairs (text); the module puts rollouts on the device it generates on
 
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(ProblemStream(self.problems, self.problems_per_step, self.seed), batch_size=None,
-                          collate_fn=lambda problems: problems, num_workers=0)
+        return DataLoader(
+            ProblemStream(self.problems, self.problems_per_step, self.seed),
+            batch_size=None,
+            collate_fn=lambda problems: problems,
+            num_workers=0,
+        )
 
     def manifest_inputs(self) -> dict[str, Path]:
         return {f"pairs:{s.path}": resolve_shared(s.path) for s in self.pairs_config.sources}

@@ -79,11 +79,13 @@ def select_problems(config: AutoformalizerConfig) -> tuple[list[Pair], Counter]:
     problems = list(pairs[split])
     random.Random(config.evaluation.seed).shuffle(problems)
     if config.evaluation.limit is not None:
-        problems = problems[:config.evaluation.limit]
+        problems = problems[: config.evaluation.limit]
     overlap = sorted(trained_theorems(config.policy) & {p.name for p in problems})
     if overlap:
-        raise ValueError(f"{len(overlap)} evaluation theorems were trained on by {config.policy.name} (e.g. "
-                         f"{overlap[:3]}); evaluate a theorem-disjoint split")
+        raise ValueError(
+            f"{len(overlap)} evaluation theorems were trained on by {config.policy.name} (e.g. "
+            f"{overlap[:3]}); evaluate a theorem-disjoint split"
+        )
     if not problems:
         raise ValueError(f"no problems in the {split} split: {dict(counts)}")
     return problems, counts
@@ -98,9 +100,11 @@ def _why_no_verdict(statuses: Counter, backend: str) -> str:
     parts = [f"{n} {s}" for s, n in sorted(unanswered.items())]
     text = f"Lean gave no verdict on any checked statement ({', '.join(parts) or 'none checked'})"
     if backend == "replay" and unanswered.get("unavailable"):
-        text += ("; the replay backend answers only programs that were recorded with real Lean, and these "
-                 "generated statements were not (no Lean toolchain here: run with lean.backend.kind local or "
-                 "kimina to measure it)")
+        text += (
+            "; the replay backend answers only programs that were recorded with real Lean, and these "
+            "generated statements were not (no Lean toolchain here: run with lean.backend.kind local or "
+            "kimina to measure it)"
+        )
     return text
 
 
@@ -129,9 +133,15 @@ def evaluate(config: AutoformalizerConfig, run_dir: Path) -> AutoformalizerRepor
         retriever = MathlibRetriever(index, config.retrieval)
     checker = config.typecheck.checker(config.lean)
     generate = make_generate(model, tokenizer, max_new_tokens=config.repair.max_new_tokens)
-    sampler = TransformersRollout(tokenizer, RolloutGenerationConfig(max_new_tokens=config.repair.max_new_tokens,
-                                                              temperature=ev.temperature),
-                                  [END_OF_TURN, tokenizer.eos_token]) if ev.samples else None
+    sampler = (
+        TransformersRollout(
+            tokenizer,
+            RolloutGenerationConfig(max_new_tokens=config.repair.max_new_tokens, temperature=ev.temperature),
+            [END_OF_TURN, tokenizer.eos_token],
+        )
+        if ev.samples
+        else None
+    )
     results, samples, attempts = [], [], []
     statuses: Counter = Counter()
     messages, goals = [], []
@@ -146,18 +156,31 @@ def evaluate(config: AutoformalizerConfig, run_dir: Path) -> AutoformalizerRepor
 
             premises = format_premises(retriever.retrieve(problem.informal)) if retriever else ""
             began, checking = time.perf_counter(), lean.seconds
-            result = repair_loop(problem.informal, generate, check, index=index if config.repair.did_you_mean else None,
-                                 premises=premises, max_turns=config.repair.max_turns,
-                                 error_chars=config.repair.error_chars)
+            result = repair_loop(
+                problem.informal,
+                generate,
+                check,
+                index=index if config.repair.did_you_mean else None,
+                premises=premises,
+                max_turns=config.repair.max_turns,
+                error_chars=config.repair.error_chars,
+            )
             # the loop's Lean checks are timed apart and taken out: tokens/s counts generation only
             generation_s += time.perf_counter() - began - (lean.seconds - checking)
             results.append(result)
             for turn_number, turn in enumerate(result.turns, 1):
                 statuses[_status(turn.check)] += 1
                 messages += turn.check.messages if turn.check else []
-                attempts.append({"problem": problem.name, "kind": "repair", "turn": turn_number,
-                                 "statement": turn.statement, "status": _status(turn.check),
-                                 "feedback": turn.feedback[:800]})
+                attempts.append(
+                    {
+                        "problem": problem.name,
+                        "kind": "repair",
+                        "turn": turn_number,
+                        "statement": turn.statement,
+                        "status": _status(turn.check),
+                        "feedback": turn.feedback[:800],
+                    }
+                )
             passed = [t.check for t in result.turns if t.check is not None and t.check.passed]
             goals.append((passed[-1].goal if passed else None, problem.goal))
             verdicts: list[bool | None] = []
@@ -175,8 +198,9 @@ def evaluate(config: AutoformalizerConfig, run_dir: Path) -> AutoformalizerRepor
                     statuses[status] += 1
                     messages += check_.messages if check_ else []
                     verdicts.append(VERDICT.get(status))
-                    attempts.append({"problem": problem.name, "kind": "sample", "turn": 1, "statement": statement,
-                                     "status": status})
+                    attempts.append(
+                        {"problem": problem.name, "kind": "sample", "turn": 1, "statement": statement, "status": status}
+                    )
             samples.append(verdicts)
     report = AutoformalizerReport()
     first = [r.turns[0].statement for r in results]
@@ -198,34 +222,51 @@ def evaluate(config: AutoformalizerConfig, run_dir: Path) -> AutoformalizerRepor
     report.resources = monitor.result
     verdict_count = sum(n for s, n in statuses.items() if s in VERDICT and s != "malformed")
     report.counts = {
-        "problems": len(problems), "split": ev.split, "policy": config.policy.name,
-        "lean_backend": config.lean.backend.kind, "statuses": dict(statuses),
-        "lean_verdicts": verdict_count, "solved": sum(bool(r.solved) for r in results),
+        "problems": len(problems),
+        "split": ev.split,
+        "policy": config.policy.name,
+        "lean_backend": config.lean.backend.kind,
+        "statuses": dict(statuses),
+        "lean_verdicts": verdict_count,
+        "solved": sum(bool(r.solved) for r in results),
         "stop_reasons": dict(Counter(r.stop_reason.split(" (")[0] for r in results)),
-        "generated_tokens": tokens, "generation_s": round(generation_s, 2), "lean_s": round(lean.seconds, 2),
+        "generated_tokens": tokens,
+        "generation_s": round(generation_s, 2),
+        "lean_s": round(lean.seconds, 2),
         "iteration_cap": config.repair.max_turns,
         "no_verdict_within_k": curve.undetermined,  # counted as not passed in compile@k
         "error_messages_all_turns": error_breakdown(messages),
-        "goal_pairs": goal_pairs, "reference_goals": sum(p.goal is not None for p in problems),
-        "retrieval": bool(retriever), "did_you_mean": config.repair.did_you_mean,
+        "goal_pairs": goal_pairs,
+        "reference_goals": sum(p.goal is not None for p in problems),
+        "retrieval": bool(retriever),
+        "did_you_mean": config.repair.did_you_mean,
     }
     report.missing = missing_reasons(report, statuses, config, goals)
     _write_attempts(run_dir, attempts)
     return report
 
 
-def missing_reasons(report: AutoformalizerReport, statuses: Counter, config: AutoformalizerConfig,
-                    goals: list[tuple[str | None, str | None]]) -> dict[str, str]:
+def missing_reasons(
+    report: AutoformalizerReport,
+    statuses: Counter,
+    config: AutoformalizerConfig,
+    goals: list[tuple[str | None, str | None]],
+) -> dict[str, str]:
     """Why each metric that is None could not be computed."""
     backend = config.lean.backend.kind
     checked = sum(n for s, n in statuses.items() if s != "malformed")
-    no_verdict = (_why_no_verdict(statuses, backend) if checked else
-                  "No generated statement was well-formed, so none reached Lean")
+    no_verdict = (
+        _why_no_verdict(statuses, backend)
+        if checked
+        else "No generated statement was well-formed, so none reached Lean"
+    )
     missing: dict[str, str] = {}
     undetermined = [k for k, v in report.compile_at_k.items() if v is None]
     if undetermined:
-        missing["compile@k"] = (f"k = {', '.join(map(str, undetermined))}: no problem has a Lean verdict within its "
-                                f"first k attempts. {no_verdict}")
+        missing["compile@k"] = (
+            f"k = {', '.join(map(str, undetermined))}: no problem has a Lean verdict within its "
+            f"first k attempts. {no_verdict}"
+        )
     if config.evaluation.samples == 0:
         missing["pass@N"] = "evaluation.samples is 0 (no sampled statements)"
     elif any(v is None for v in report.pass_at_n.values()):
@@ -236,13 +277,16 @@ def missing_reasons(report: AutoformalizerReport, statuses: Counter, config: Aut
         if not any(r for _, r in goals):
             missing["goal_exact_match"] = "no evaluated problem has a recorded reference goal"
         else:
-            missing["goal_exact_match"] = ("needs the elaborated goal of a candidate that type-checks (Lean's tactic "
-                                           "records at its `sorry`); no candidate type-checked with goals reported. "
-                                           + no_verdict)
+            missing["goal_exact_match"] = (
+                "needs the elaborated goal of a candidate that type-checks (Lean's tactic "
+                "records at its `sorry`); no candidate type-checked with goals reported. " + no_verdict
+            )
     if sum(report.error_breakdown.values()) == 0:
-        missing["error_breakdown"] = ("no Lean error message: every checked statement passed" if statuses.get("passed")
-                                      and not statuses.get("failed") else f"no Lean error message to classify. "
-                                      f"{no_verdict}")
+        missing["error_breakdown"] = (
+            "no Lean error message: every checked statement passed"
+            if statuses.get("passed") and not statuses.get("failed")
+            else f"no Lean error message to classify. {no_verdict}"
+        )
     if report.tokens_per_sec is None:
         missing["tokens_per_sec"] = "nothing was generated"
     if report.resources.get("utilization") is None:
@@ -256,8 +300,9 @@ def _write_attempts(run_dir: Path, attempts: list[dict]) -> None:
     write_jsonl(run_dir / ATTEMPTS_FILE, attempts)
 
 
-def run(config: AutoformalizerConfig, *, resolved: str | None = None,
-        overwrite: bool = True) -> tuple[Path, AutoformalizerReport | None]:
+def run(
+    config: AutoformalizerConfig, *, resolved: str | None = None, overwrite: bool = True
+) -> tuple[Path, AutoformalizerReport | None]:
     """Evaluate into ``artifacts/autoformalizer_eval/<run>/`` and write the report and manifest
     (leanloop.tool's contract; with ``overwrite`` off a run finished with this config is skipped,
     its report then None, and one with another config refused)."""
@@ -278,9 +323,14 @@ def _run(config: AutoformalizerConfig, run_dir: Path):
 
     report = evaluate(config, run_dir)
     write_report(report, run_dir)
-    manifest = Manifest(stage=STAGE, run=config.run, seed=config.evaluation.seed, counts=report.counts,
-                        metrics={k: v for k, v in report.to_dict().items() if k not in ("counts", "missing")},
-                        extra={"missing": report.missing, "config_file": "config.yaml"})
+    manifest = Manifest(
+        stage=STAGE,
+        run=config.run,
+        seed=config.evaluation.seed,
+        counts=report.counts,
+        metrics={k: v for k, v in report.to_dict().items() if k not in ("counts", "missing")},
+        extra={"missing": report.missing, "config_file": "config.yaml"},
+    )
     policy_run = policy_spec(config.policy).run_dir()
     if policy_run is not None:
         manifest.add_input("policy", policy_run)
@@ -292,8 +342,9 @@ def _run(config: AutoformalizerConfig, run_dir: Path):
 def main(argv: list[str] | None = None) -> int:
     from leanloop.tool import parse_config as parse_tool_config
 
-    config, resolved = parse_tool_config(AutoformalizerConfig, argv, prog="python -m autoformalizer.evaluate",
-                                         overwrite=True)
+    config, resolved = parse_tool_config(
+        AutoformalizerConfig, argv, prog="python -m autoformalizer.evaluate", overwrite=True
+    )
     run_dir, report = run(config, resolved=resolved, overwrite=config.overwrite)
     print(f"[{STAGE}] {run_dir / 'report.md'}")
     for name, reason in (report.missing if report is not None else {}).items():

@@ -28,11 +28,15 @@ def evaluate(config: RetrievalConfig) -> dict:
     embed_s = time.perf_counter() - started
     retrieved = [[d.name for d in r] for r in retriever.retrieve_many([p.query for p in problems])]
     targets = [p.targets for p in problems]
-    dense = [[retriever.index.declarations[i].name for i in row]
-             for row in retriever.dense([p.query for p in problems], k=config.rerank_k)]
+    dense = [
+        [retriever.index.declarations[i].name for i in row]
+        for row in retriever.dense([p.query for p in problems], k=config.rerank_k)
+    ]
     return {
-        "problems": len(problems), "targets": int(sum(len(t) for t in targets)),
-        "index_declarations": len(retriever.index), "embeddings_from_cache": retriever.from_cache,
+        "problems": len(problems),
+        "targets": int(sum(len(t) for t in targets)),
+        "index_declarations": len(retriever.index),
+        "embeddings_from_cache": retriever.from_cache,
         "embed_s": round(embed_s, 1),
         "reachable": float(np.mean([len(t & set(retriever.index.by_name)) / len(t) for t in targets])),
         f"recall@{config.rerank_k}": recall_at_k(retrieved, targets),

@@ -119,14 +119,18 @@ class AutoformalizerGRPOModule(PolicyRunHooks, L.LightningModule):
         backend = self.lean.backend.kind
         text = f"Lean backend: {backend}"
         if backend == "replay":
-            text += (" (recorded Lean output; no Lean toolchain here): a generated statement has a type-check "
-                     "verdict only if that exact program was recorded, so almost every well-formed statement is "
-                     "'unavailable'")
+            text += (
+                " (recorded Lean output; no Lean toolchain here): a generated statement has a type-check "
+                "verdict only if that exact program was recorded, so almost every well-formed statement is "
+                "'unavailable'"
+            )
         if self.reward_config.unavailable == "well_formed_only":
-            text += (f"; statements without a Lean verdict are credited with the well-formedness part of the "
-                     f"gated reward only ({self.reward_config.fails_typecheck}: the least any well-formed statement "
-                     "gets, a lower bound, not a type-check verdict; the type-check and faithfulness terms are "
-                     "never credited without Lean)")
+            text += (
+                f"; statements without a Lean verdict are credited with the well-formedness part of the "
+                f"gated reward only ({self.reward_config.fails_typecheck}: the least any well-formed statement "
+                "gets, a lower bound, not a type-check verdict; the type-check and faithfulness terms are "
+                "never credited without Lean)"
+            )
         else:
             text += "; statements without a Lean verdict get no reward (advantage 0, outside the group baseline)"
         return text
@@ -144,8 +148,11 @@ class AutoformalizerGRPOModule(PolicyRunHooks, L.LightningModule):
         G = self.grpo.num_generations
         statements = [extract_statement(t) for t in texts]
         owners = [problems[i // G] for i in range(len(texts))]
-        results = self.gated.score(statements, [p.formal for p in owners],
-                                   [p.header if self.typecheck.problem_header else None for p in owners])
+        results = self.gated.score(
+            statements,
+            [p.formal for p in owners],
+            [p.header if self.typecheck.problem_header else None for p in owners],
+        )
         scored = []
         for result, statement in zip(results, statements):
             value, credited = training_value(result, self.reward_config)
@@ -162,18 +169,35 @@ class AutoformalizerGRPOModule(PolicyRunHooks, L.LightningModule):
         scored = self.score(problems, rollouts.texts)
         scoring = time.perf_counter()
         update = self.update.step(self, self.model, self.reference, rollouts, scored)
-        stats = {**update, **self._reward_stats(scored), "time/generation_s": generated - began,
-                 "time/scoring_s": scoring - generated, "time/update_s": time.perf_counter() - scoring,
-                 "time/step_cpu_s": time.process_time() - began_cpu,
-                 "train/completion_tokens": float(rollouts.completion_mask.sum(dim=1).float().mean()),
-                 "train/truncated": float(sum(rollouts.truncated)) / len(rollouts)}
+        stats = {
+            **update,
+            **self._reward_stats(scored),
+            "time/generation_s": generated - began,
+            "time/scoring_s": scoring - generated,
+            "time/update_s": time.perf_counter() - scoring,
+            "time/step_cpu_s": time.process_time() - began_cpu,
+            "train/completion_tokens": float(rollouts.completion_mask.sum(dim=1).float().mean()),
+            "train/truncated": float(sum(rollouts.truncated)) / len(rollouts),
+        }
         self.log_dict(finite_stats(stats), on_step=True, on_epoch=False, batch_size=len(rollouts))
         self.history.append({"step": step, **finite_stats(stats)})
         self._append(STEPS_FILE, [self.history[-1]])
-        self._append(ROLLOUTS_FILE, [
-            {"step": step, "problem": problems[i // G].name, "statement": s.statement, "gate": s.result.gate,
-             "gated_reward": s.result.value, "training_reward": s.reward, "well_formed_only": s.well_formed_only,
-             "reason": s.result.reason[:300]} for i, s in enumerate(scored)])
+        self._append(
+            ROLLOUTS_FILE,
+            [
+                {
+                    "step": step,
+                    "problem": problems[i // G].name,
+                    "statement": s.statement,
+                    "gate": s.result.gate,
+                    "gated_reward": s.result.value,
+                    "training_reward": s.reward,
+                    "well_formed_only": s.well_formed_only,
+                    "reason": s.result.reason[:300],
+                }
+                for i, s in enumerate(scored)
+            ],
+        )
 
     def _reward_stats(self, scored: list[FormalizationReward]) -> dict[str, float]:
         gates = Counter(s.result.gate for s in scored)
@@ -186,12 +210,15 @@ class AutoformalizerGRPOModule(PolicyRunHooks, L.LightningModule):
         self.totals["no_verdict"] += no_verdict
         self.totals["well_formed_only"] += credited
         self.totals["unscored"] += len(scored) - len(values)
-        return {"train/reward": sum(values) / len(values) if values else float("nan"),
-                "train/well_formed": 1.0 - gates["malformed"] / len(scored),
-                "train/faithfulness": sum(faith) / len(faith) if faith else float("nan"),
-                "reward/no_verdict": float(no_verdict), "reward/well_formed_only": float(credited),
-                "reward/unscored": float(len(scored) - len(values)),
-                **{f"reward/gate/{g}": float(gates[g]) for g in GATES}}
+        return {
+            "train/reward": sum(values) / len(values) if values else float("nan"),
+            "train/well_formed": 1.0 - gates["malformed"] / len(scored),
+            "train/faithfulness": sum(faith) / len(faith) if faith else float("nan"),
+            "reward/no_verdict": float(no_verdict),
+            "reward/well_formed_only": float(credited),
+            "reward/unscored": float(len(scored) - len(values)),
+            **{f"reward/gate/{g}": float(gates[g]) for g in GATES},
+        }
 
     def _append(self, name: str, rows: list[dict]) -> None:
         if self.run_dir is None or not self.trainer.is_global_zero:
@@ -214,41 +241,67 @@ class AutoformalizerGRPOModule(PolicyRunHooks, L.LightningModule):
     # -- hooks called by leanloop.training.cli.run_stage (export and identity: PolicyRunHooks) -----
 
     def manifest_counts(self) -> dict[str, Any]:
-        return {"reward_provenance": self.provenance(), "rollouts": dict(self.totals),
-                "grpo": asdict(self.grpo), "unavailable_treatment": self.reward_config.unavailable}
+        return {
+            "reward_provenance": self.provenance(),
+            "rollouts": dict(self.totals),
+            "grpo": asdict(self.grpo),
+            "unavailable_treatment": self.reward_config.unavailable,
+        }
 
 
 def _plot(history: list[dict], path: Path) -> bool:
     from leanloop.plots import Lines, Stacked, step_panels
 
-    return step_panels(history, path, [
-        Lines("reward", [("train/reward", "mean reward"), ("train/well_formed", "well-formed")], ylim=(-0.05, 1.05)),
-        Stacked("rollouts by reward gate", "reward/gate/{}", list(GATES)),
-    ]) is not None
+    return (
+        step_panels(
+            history,
+            path,
+            [
+                Lines(
+                    "reward",
+                    [("train/reward", "mean reward"), ("train/well_formed", "well-formed")],
+                    ylim=(-0.05, 1.05),
+                ),
+                Stacked("rollouts by reward gate", "reward/gate/{}", list(GATES)),
+            ],
+        )
+        is not None
+    )
 
 
 def write_grpo_report(module: AutoformalizerGRPOModule, run_dir: Path) -> Path:
     totals = module.totals
-    lines = ["# Autoformalizer GRPO (Stage 2)", "", f"- start: `{module.policy_config.name}`; G = "
-             f"{module.grpo.num_generations}, beta = {module.grpo.beta}, loss {module.grpo.loss_type}",
-             f"- rewards: {module.provenance()}",
-             f"- rollouts: {totals['rollouts']}; without a Lean verdict: {totals['no_verdict']}; credited with the "
-             f"well-formedness part only: {totals['well_formed_only']}; with no reward at all: {totals['unscored']}",
-             "- gates: " + ", ".join(f"{g} {totals[f'gate:{g}']}" for g in GATES if totals[f"gate:{g}"])]
+    lines = [
+        "# Autoformalizer GRPO (Stage 2)",
+        "",
+        f"- start: `{module.policy_config.name}`; G = "
+        f"{module.grpo.num_generations}, beta = {module.grpo.beta}, loss {module.grpo.loss_type}",
+        f"- rewards: {module.provenance()}",
+        f"- rollouts: {totals['rollouts']}; without a Lean verdict: {totals['no_verdict']}; credited with the "
+        f"well-formedness part only: {totals['well_formed_only']}; with no reward at all: {totals['unscored']}",
+        "- gates: " + ", ".join(f"{g} {totals[f'gate:{g}']}" for g in GATES if totals[f"gate:{g}"]),
+    ]
     flat = sum(h.get("train/zero_std_groups") == 1.0 for h in module.history)
     if flat:
-        lines.append(f"- {flat} of {len(module.history)} steps had equal rewards within every group: no advantage, only "
-                     "the KL term acted on them (and it is zero while the policy still equals its reference)")
-    lines += ["", "| step | reward | well-formed | no verdict | well-formed only | zero-std groups | loss |",
-              "|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"- {flat} of {len(module.history)} steps had equal rewards within every group: no advantage, only "
+            "the KL term acted on them (and it is zero while the policy still equals its reference)"
+        )
+    lines += [
+        "",
+        "| step | reward | well-formed | no verdict | well-formed only | zero-std groups | loss |",
+        "|---|---|---|---|---|---|---|",
+    ]
 
     def fmt(value: Any) -> str:
         return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
 
     for h in module.history:
-        lines.append(f"| {h['step']} | {fmt(h.get('train/reward'))} | {fmt(h.get('train/well_formed'))} | "
-                     f"{int(h.get('reward/no_verdict', 0))} | {int(h.get('reward/well_formed_only', 0))} | "
-                     f"{fmt(h.get('train/zero_std_groups'))} | {fmt(h.get('train/loss'))} |")
+        lines.append(
+            f"| {h['step']} | {fmt(h.get('train/reward'))} | {fmt(h.get('train/well_formed'))} | "
+            f"{int(h.get('reward/no_verdict', 0))} | {int(h.get('reward/well_formed_only', 0))} | "
+            f"{fmt(h.get('train/zero_std_groups'))} | {fmt(h.get('train/loss'))} |"
+        )
     if _plot(module.history, run_dir / "rewards.png"):
         lines += ["", "![rewards](rewards.png)"]
     path = run_dir / "report.md"

@@ -67,8 +67,10 @@ class Declaration:
 def _keep(row: dict[str, Any], config: IndexConfig, includes: set[str]) -> bool:
     if row["name"] in includes:
         return True
-    if config.modules and not any(row["module"] == m or row["module"].startswith(m + ".") or
-                                  row["module"].startswith(m) and m.endswith(".") for m in config.modules):
+    if config.modules and not any(
+        row["module"] == m or row["module"].startswith(m + ".") or row["module"].startswith(m) and m.endswith(".")
+        for m in config.modules
+    ):
         return False
     return not config.kinds or row["kind"] in config.kinds
 
@@ -92,8 +94,10 @@ class MathlibIndex:
     def __init__(self, declarations: Iterable[Declaration], source: str = "<memory>"):
         self.declarations = list(declarations)
         if not self.declarations:
-            raise ValueError(f"the Mathlib index from {source} is empty: check the path and the subset "
-                             "filters (modules/kinds/max_declarations)")
+            raise ValueError(
+                f"the Mathlib index from {source} is empty: check the path and the subset "
+                "filters (modules/kinds/max_declarations)"
+            )
         self.source = source
         self.by_name = {d.name: i for i, d in enumerate(self.declarations)}
         self._tokens: dict[str, list[int]] | None = None
@@ -103,8 +107,10 @@ class MathlibIndex:
         config = config or IndexConfig()
         path = resolve_shared(config.path)
         if not path.is_file():
-            raise FileNotFoundError(f"Mathlib index {path} not found; point retrieval.index.path at a "
-                                    "declarations JSONL(.gz) (build one with `leanloop mathlib-index`)")
+            raise FileNotFoundError(
+                f"Mathlib index {path} not found; point retrieval.index.path at a "
+                "declarations JSONL(.gz) (build one with `leanloop mathlib-index`)"
+            )
         includes = set(config.include_names)
         rows: list[Declaration] = []
         capped = 0
@@ -122,12 +128,14 @@ class MathlibIndex:
                     raise ValueError(f"{path}:{line_no}: not a JSON line ({exc.msg})") from exc
                 if not _keep(row, config, includes):
                     continue
-                if config.max_declarations is not None and len(rows) >= config.max_declarations \
-                        and row["name"] not in includes:
+                if (
+                    config.max_declarations is not None
+                    and len(rows) >= config.max_declarations
+                    and row["name"] not in includes
+                ):
                     capped += 1
                     continue
-                rows.append(Declaration(row["name"], row["kind"], row["module"], row.get("sig") or "",
-                                        row.get("doc")))
+                rows.append(Declaration(row["name"], row["kind"], row["module"], row.get("sig") or "", row.get("doc")))
         index = cls(rows, source=str(path))
         index.skipped_by_cap = capped
         return index
@@ -180,8 +188,9 @@ class MathlibIndex:
         for token in qset:
             shared.update(index.get(token, ()))
         # difflib only on the names sharing the most tokens (postings of "le" or "real" are huge)
-        pool = heapq.nlargest(shortlist, shared.items(),
-                              key=lambda item: (item[1], -len(self.declarations[item[0]].name)))
+        pool = heapq.nlargest(
+            shortlist, shared.items(), key=lambda item: (item[1], -len(self.declarations[item[0]].name))
+        )
         query = name.lower()
         last = query.rsplit(".", 1)[-1]
         scored = []
@@ -206,7 +215,9 @@ class MathlibIndex:
 _KINDS = r"theorem|lemma|def|abbrev|instance|structure|class\s+inductive|class|inductive|opaque|alias"
 _DECL = re.compile(
     rf"^(?P<attrs>(?:@\[[^\n]*\]\s*)*)(?P<mods>(?:(?:private|protected|noncomputable|partial|unsafe|nonrec)\s+)*)"
-    rf"(?P<kind>{_KINDS})\s+(?P<name>(?:«[^»]+»|[^\s(\[{{:⦃«])+)", re.M)
+    rf"(?P<kind>{_KINDS})\s+(?P<name>(?:«[^»]+»|[^\s(\[{{:⦃«])+)",
+    re.M,
+)
 _SCOPE = re.compile(r"^(?:noncomputable\s+)?(?P<word>namespace|section|end|mutual)\b[ \t]*(?P<arg>[^\s]*)", re.M)
 _DOC_BEFORE = re.compile(r"/--(?P<doc>(?:(?!-/).)*)-/\s*(?:@\[[^\n]*\]\s*)*$", re.S)
 _SIG_END = re.compile(r":=|\bwhere\b|^\s*\||\bderiving\b", re.M)
@@ -245,20 +256,26 @@ def extract_file(text: str, module: str) -> Iterator[dict[str, Any]]:
         namespace = [part for _, parts in scopes for part in parts]
         full = name.removeprefix("_root_.") if name.startswith("_root_.") else ".".join(namespace + [name])
         end = next(s for s in decl_starts if s > pos)
-        body = masked[match.end():end]
+        body = masked[match.end() : end]
         if kind == "alias":  # `alias x := target` (or `alias ⟨mp, mpr⟩ := iff`): the sig is the target
-            target = body[body.find("⟩") + 1:] if name.startswith("⟨") else body
+            target = body[body.find("⟩") + 1 :] if name.startswith("⟨") else body
             stop = target.find(":=")
-            sig = ":= " + target[stop + 2:].split("\n")[0].strip() if stop >= 0 else ""
+            sig = ":= " + target[stop + 2 :].split("\n")[0].strip() if stop >= 0 else ""
         else:
             stop = _SIG_END.search(body)
             sig = body[: stop.start()] if stop else body
-        raw_attrs = text[match.start("attrs"):match.end("attrs")]
-        doc_match = _DOC_BEFORE.search(text[:pos + len(match.group("attrs"))])
+        raw_attrs = text[match.start("attrs") : match.end("attrs")]
+        doc_match = _DOC_BEFORE.search(text[: pos + len(match.group("attrs"))])
         doc = _collapse(doc_match.group("doc"), DOC_CHARS) if doc_match else None
-        row = {"name": full, "kind": kind, "module": module, "line": text.count("\n", 0, match.start("kind")) + 1,
-               "sig": _collapse(sig, SIG_CHARS), "doc": doc,
-               "attrs": [a.strip()[2:-1] for a in re.findall(r"@\[[^\n]*?\]", raw_attrs)]}
+        row = {
+            "name": full,
+            "kind": kind,
+            "module": module,
+            "line": text.count("\n", 0, match.start("kind")) + 1,
+            "sig": _collapse(sig, SIG_CHARS),
+            "doc": doc,
+            "attrs": [a.strip()[2:-1] for a in re.findall(r"@\[[^\n]*?\]", raw_attrs)],
+        }
         if "protected" in match.group("mods"):
             row["protected"] = True
         if name.startswith("⟨"):  # alias ⟨mp, mpr⟩ := h names the two directions of an iff

@@ -35,16 +35,28 @@ _NO_VERDICT = ("unavailable", "timeout", "infra_error", "input_error")
 # First matching rule wins; patterns are Lean's own wordings across v4.9 .. v4.33 (see the tests,
 # which classify the shipped RL-Lean, Kimina and REPL messages).
 _ERROR_RULES: list[tuple[str, re.Pattern]] = [
-    ("unknown_ident", re.compile(
-        r"(?i)^unknown (identifier|constant|declaration|namespace)\b|the environment does not contain|"
-        r"^unknown (free variable|universe level)")),
-    ("syntax", re.compile(
-        r"(?i)^unexpected (token|identifier|end of input)|^expected (token|term|command|identifier|'|`)|"
-        r"^unterminated |^unknown tactic|^missing end of|^unknown command")),
+    (
+        "unknown_ident",
+        re.compile(
+            r"(?i)^unknown (identifier|constant|declaration|namespace)\b|the environment does not contain|"
+            r"^unknown (free variable|universe level)"
+        ),
+    ),
+    (
+        "syntax",
+        re.compile(
+            r"(?i)^unexpected (token|identifier|end of input)|^expected (token|term|command|identifier|'|`)|"
+            r"^unterminated |^unknown tactic|^missing end of|^unknown command"
+        ),
+    ),
     ("typeclass", re.compile(r"(?i)^failed to synthesize|typeclass instance problem is stuck")),
-    ("type_mismatch", re.compile(
-        r"(?i)^(application )?type mismatch|^function expected|^type expected|but is expected to have type|"
-        r"^invalid field notation|^invalid projection|^(cannot|failed to) coerce|^\S+ has type")),
+    (
+        "type_mismatch",
+        re.compile(
+            r"(?i)^(application )?type mismatch|^function expected|^type expected|but is expected to have type|"
+            r"^invalid field notation|^invalid projection|^(cannot|failed to) coerce|^\S+ has type"
+        ),
+    ),
 ]
 
 
@@ -159,7 +171,9 @@ def normalize_goal(goal: str) -> str:
     return " ".join(goal.split())
 
 
-def goal_exact_match(candidate_goals: Sequence[str | None], reference_goals: Sequence[str | None]) -> tuple[float | None, int]:
+def goal_exact_match(
+    candidate_goals: Sequence[str | None], reference_goals: Sequence[str | None]
+) -> tuple[float | None, int]:
     """Share of elaborated candidate goals equal to the reference goal (whitespace-normalised), over
     pairs where Lean reported the candidate's goal. Returns (value, pairs used)."""
     pairs = [(c, r) for c, r in zip(candidate_goals, reference_goals) if c is not None and r is not None]
@@ -224,15 +238,25 @@ class ResourceMonitor:
         self._peak = max(self._peak, self._proc.memory_info().rss)
         if self._gpu:
             util = float(np.mean(self._gpu_util)) / 100 if self._gpu_util else None
-            self.result = {"device": torch.cuda.get_device_name(), "peak_memory_bytes": torch.cuda.max_memory_allocated(),
-                           "utilization": util, "wall_s": wall, "host_peak_rss_bytes": self._peak}
+            self.result = {
+                "device": torch.cuda.get_device_name(),
+                "peak_memory_bytes": torch.cuda.max_memory_allocated(),
+                "utilization": util,
+                "wall_s": wall,
+                "host_peak_rss_bytes": self._peak,
+            }
         else:
             cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-            self.result = {"device": f"cpu ({cores} cores)", "peak_memory_bytes": self._peak,
-                           "utilization": cpu / (wall * cores) if wall > 0 else None, "wall_s": wall}
+            self.result = {
+                "device": f"cpu ({cores} cores)",
+                "peak_memory_bytes": self._peak,
+                "utilization": cpu / (wall * cores) if wall > 0 else None,
+                "wall_s": wall,
+            }
 
 
 # ------------------------------------------------------------------------------ report
+
 
 @dataclass
 class AutoformalizerReport:
@@ -310,23 +334,31 @@ def write_report(report: AutoformalizerReport, out_dir: str | Path) -> Path:
         return "n/a" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
 
     lines = ["# Autoformalizer evaluation", ""]
-    lines += ["| metric | value |", "|---|---|",
-              f"| well_formed | {fmt(report.well_formed)} |"]
+    lines += ["| metric | value |", "|---|---|", f"| well_formed | {fmt(report.well_formed)} |"]
     lines += [f"| compile@{k} | {fmt(v)} |" for k, v in sorted(report.compile_at_k.items())]
     cap = report.counts.get("iteration_cap", "N")
     lines += [f"| pass@{cap} at the iteration cap (terminal success) | {fmt(report.pass_at_cap)} |"]
     lines += [f"| pass@{n} (unbiased, first turn) | {fmt(v)} |" for n, v in sorted(report.pass_at_n.items())]
-    lines += [f"| mean_iters_solved | {fmt(report.mean_iters_solved)} |",
-              f"| faithfulness_code | {fmt(report.faithfulness_code)} |",
-              f"| goal_exact_match | {fmt(report.goal_exact_match)} |",
-              f"| tokens_per_sec (Lean time excluded) | {fmt(report.tokens_per_sec)} |"]
+    lines += [
+        f"| mean_iters_solved | {fmt(report.mean_iters_solved)} |",
+        f"| faithfulness_code | {fmt(report.faithfulness_code)} |",
+        f"| goal_exact_match | {fmt(report.goal_exact_match)} |",
+        f"| tokens_per_sec (Lean time excluded) | {fmt(report.tokens_per_sec)} |",
+    ]
     if report.resources:
         peak = report.resources.get("peak_memory_bytes")
-        lines.append(f"| peak memory ({report.resources.get('device')}) | "
-                     f"{'n/a' if peak is None else f'{peak / 2**20:.1f} MiB'} |")
+        lines.append(
+            f"| peak memory ({report.resources.get('device')}) | "
+            f"{'n/a' if peak is None else f'{peak / 2**20:.1f} MiB'} |"
+        )
         lines.append(f"| utilization | {fmt(report.resources.get('utilization'))} |")
-    lines += ["", "## Error breakdown (failure modes of the unsolved problems: last attempt's first error)", "",
-              "| failure mode | unsolved problems |", "|---|---|"]
+    lines += [
+        "",
+        "## Error breakdown (failure modes of the unsolved problems: last attempt's first error)",
+        "",
+        "| failure mode | unsolved problems |",
+        "|---|---|",
+    ]
     lines += [f"| {c} | {report.error_breakdown.get(c, 0)} |" for c in ERROR_CATEGORIES]
     lines += [f"| *apart:* {c} | {report.failures_apart.get(c, 0)} |" for c in FAILURES_APART]
     if report.counts:

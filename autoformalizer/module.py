@@ -25,8 +25,12 @@ def completion_loss(model: Any, batch: dict) -> torch.Tensor:
     """Mean next-token loss over the labelled positions of a packed batch (``input_ids``, ``labels``,
     ``position_ids``; no attention mask: the packed rows' segments come from the position ids)."""
     causal = model.get_base_model() if hasattr(model, "get_base_model") else model
-    hidden = causal.base_model(input_ids=batch["input_ids"], position_ids=batch.get("position_ids"),
-                               attention_mask=batch.get("attention_mask"), use_cache=False).last_hidden_state
+    hidden = causal.base_model(
+        input_ids=batch["input_ids"],
+        position_ids=batch.get("position_ids"),
+        attention_mask=batch.get("attention_mask"),
+        use_cache=False,
+    ).last_hidden_state
     targets = batch["labels"][:, 1:]  # position t predicts token t + 1 (HF's shift)
     mask = targets != -100
     if not bool(mask.any()):
@@ -69,14 +73,17 @@ class PolicyRunHooks:
         trainable = {name for name, p in self.named_parameters() if p.requires_grad}  # type: ignore[attr-defined]
         missing = sorted(trainable - set(checkpoint["state_dict"]))
         if missing:
-            raise ValueError(f"the checkpoint lacks {len(missing)} trained weights of this policy (e.g. {missing[0]}): "
-                             "it is from another config; pass --restart true to start over")
+            raise ValueError(
+                f"the checkpoint lacks {len(missing)} trained weights of this policy (e.g. {missing[0]}): "
+                "it is from another config; pass --restart true to start over"
+            )
         self.strict_loading = False  # the frozen base is not in it
 
 
 class AutoformalizerSFTModule(PolicyRunHooks, L.LightningModule):
-    def __init__(self, policy: PolicyConfig | None = None, optim: OptimConfig | None = None,
-                 threads: int | None = None) -> None:
+    def __init__(
+        self, policy: PolicyConfig | None = None, optim: OptimConfig | None = None, threads: int | None = None
+    ) -> None:
         """``policy``: the base (``qwen3-moe-tiny``, a checkpoint such as Qwen/Qwen3-Coder-30B-A3B-Instruct,
         or a run), its quantization (NF4 + double quantization) and adapters (QLoRA, or QDoRA with
         ``adapters.use_dora``); only the adapters train. ``threads``: torch intra-op threads (1 suits
@@ -106,4 +113,3 @@ class AutoformalizerSFTModule(PolicyRunHooks, L.LightningModule):
 
     def configure_optimizers(self):
         return configure_optimizers(self, self.optim)  # the adapters: the NF4 base is frozen
-

@@ -1,6 +1,6 @@
 """Build the autoformalizer's policy: unfused Qwen3-MoE -> NF4 (optional) -> LoRA/DoRA adapters.
 
-    model, tokenizer = build_policy(config.policy)
+model, tokenizer = build_policy(config.policy)
 """
 
 from __future__ import annotations
@@ -37,8 +37,10 @@ def _location(config: PolicyConfig) -> str:
     if run is not None:
         check_model_run(run)
     elif config.name.startswith("artifacts://"):
-        raise FileNotFoundError(f"policy.name {config.name}: no finished run at {spec.run_dir() or config.name}; "
-                                "run the stage that produces it first (make autoformalizer-train)")
+        raise FileNotFoundError(
+            f"policy.name {config.name}: no finished run at {spec.run_dir() or config.name}; "
+            "run the stage that produces it first (make autoformalizer-train)"
+        )
     return spec.weights_location()
 
 
@@ -83,13 +85,21 @@ def stage1_start(config: PolicyConfig) -> tuple[Path, PolicyConfig] | None:
     adapter_dir = Path(_location(config)) / "adapter"
     saved = adapter_dir / BASE_POLICY_FILE
     if not saved.is_file():
-        raise FileNotFoundError(f"{saved} not found: {config.name} predates continued adapters (its export "
-                                "did not record its base); retrain Stage 1 or set policy.stage1: merge")
+        raise FileNotFoundError(
+            f"{saved} not found: {config.name} predates continued adapters (its export "
+            "did not record its base); retrain Stage 1 or set policy.stage1: merge"
+        )
     from leanloop.training.moe import MoEArchConfig
 
     values = json.loads(saved.read_text())
-    base = PolicyConfig(**{**values, "arch": MoEArchConfig(**values["arch"]), "quant": QuantConfig(**values["quant"]),
-                           "adapters": AdapterConfig(**values["adapters"])})
+    base = PolicyConfig(
+        **{
+            **values,
+            "arch": MoEArchConfig(**values["arch"]),
+            "quant": QuantConfig(**values["quant"]),
+            "adapters": AdapterConfig(**values["adapters"]),
+        }
+    )
     return adapter_dir, replace(base, device_map=config.device_map)
 
 
@@ -99,8 +109,10 @@ def build_policy(config: PolicyConfig, adapters: bool = True, packed_cpu_kernel:
     with a frozen ``reference`` copy (:func:`autoformalizer.adapters.continue_adapters`).
     ``packed_cpu_kernel=True`` only for inference (see :func:`build_base`)."""
     if adapters and packed_cpu_kernel:
-        raise ValueError("a policy with trainable adapters cannot take the packed CPU kernel: "
-                         "its eval-mode forwards would change the weights the training forwards use")
+        raise ValueError(
+            "a policy with trainable adapters cannot take the packed CPU kernel: "
+            "its eval-mode forwards would change the weights the training forwards use"
+        )
     start = stage1_start(config) if adapters else None
     if start is not None:
         adapter_dir, base = start
@@ -133,8 +145,12 @@ def export_policy(model: Any, tokenizer: Any, config: PolicyConfig, final_dir: s
     merged.save_pretrained(final_dir)
     tokenizer.save_pretrained(final_dir)
     report = trainable_report(model)
-    return {"adapter_dir": "adapter", "merged_into": config.name, "method": report.method,
-            "trainable_parameters": report.trainable}
+    return {
+        "adapter_dir": "adapter",
+        "merged_into": config.name,
+        "method": report.method,
+        "trainable_parameters": report.trainable,
+    }
 
 
 def policy_identity(model: Any, tokenizer: Any, config: PolicyConfig) -> dict[str, Any]:
@@ -144,13 +160,23 @@ def policy_identity(model: Any, tokenizer: Any, config: PolicyConfig) -> dict[st
 
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     report = trainable_report(model) if hasattr(model, "peft_config") else None
-    return {**model_identity(base, tokenizer, policy_spec(config).base_name()), "start": config.name,
-            "quant": dict(config.quant.__dict__), "adapters": dict(config.adapters.__dict__),
-            "trainable": report.to_dict() if report else None}
+    return {
+        **model_identity(base, tokenizer, policy_spec(config).base_name()),
+        "start": config.name,
+        "quant": dict(config.quant.__dict__),
+        "adapters": dict(config.adapters.__dict__),
+        "trainable": report.to_dict() if report else None,
+    }
 
 
-def make_generate(model, tokenizer, max_new_tokens: int = 256, do_sample: bool = False,
-                  temperature: float = 1.0, seed: int | None = None) -> Callable[[str], str]:
+def make_generate(
+    model,
+    tokenizer,
+    max_new_tokens: int = 256,
+    do_sample: bool = False,
+    temperature: float = 1.0,
+    seed: int | None = None,
+) -> Callable[[str], str]:
     """``generate(prompt) -> completion`` for the repair loop (the completion only, special tokens kept
     out)."""
     device = next(model.parameters()).device
@@ -163,12 +189,17 @@ def make_generate(model, tokenizer, max_new_tokens: int = 256, do_sample: bool =
         encoded = tokenizer(prompt, return_tensors="pt").to(device)
         was_training = model.training
         model.eval()
-        output = model.generate(**encoded, max_new_tokens=max_new_tokens, do_sample=do_sample,
-                                temperature=temperature if do_sample else None, eos_token_id=eos,
-                                pad_token_id=tokenizer.pad_token_id)
+        output = model.generate(
+            **encoded,
+            max_new_tokens=max_new_tokens,
+            do_sample=do_sample,
+            temperature=temperature if do_sample else None,
+            eos_token_id=eos,
+            pad_token_id=tokenizer.pad_token_id,
+        )
         model.train(was_training)
         generate.tokens += int(output.shape[1] - encoded["input_ids"].shape[1])
-        return tokenizer.decode(output[0, encoded["input_ids"].shape[1]:], skip_special_tokens=True)
+        return tokenizer.decode(output[0, encoded["input_ids"].shape[1] :], skip_special_tokens=True)
 
     generate.tokens = 0  # generated tokens so far (tokens/s in the evaluation)
     return generate

@@ -17,8 +17,7 @@ SYSTEM_PROMPT = (
 
 def chat(system: str, user: str) -> str:
     """Qwen's ChatML, ending where the assistant's answer starts."""
-    return (f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n"
-            "<|im_start|>assistant\n")
+    return f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
 
 
 def formalize_prompt(informal: str, premises: str = "") -> str:

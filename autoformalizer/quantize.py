@@ -40,9 +40,12 @@ class QuantConfig:
         from transformers import BitsAndBytesConfig
 
         return BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type=self.quant_type,
-            bnb_4bit_use_double_quant=self.double_quant, bnb_4bit_compute_dtype=self.torch_compute_dtype,
-            bnb_4bit_quant_storage=torch.uint8, llm_int8_skip_modules=list(self.keep_full_precision),
+            load_in_4bit=True,
+            bnb_4bit_quant_type=self.quant_type,
+            bnb_4bit_use_double_quant=self.double_quant,
+            bnb_4bit_compute_dtype=self.torch_compute_dtype,
+            bnb_4bit_quant_storage=torch.uint8,
+            llm_int8_skip_modules=list(self.keep_full_precision),
         )
 
 
@@ -58,14 +61,23 @@ def _nf4_linear(linear: nn.Linear, config: QuantConfig, device: torch.device | s
     import bitsandbytes as bnb
 
     quantized = bnb.nn.Linear4bit(
-        linear.in_features, linear.out_features, bias=linear.bias is not None,
-        compute_dtype=config.torch_compute_dtype, compress_statistics=config.double_quant,
-        quant_type=config.quant_type, quant_storage=torch.uint8, device="meta",
+        linear.in_features,
+        linear.out_features,
+        bias=linear.bias is not None,
+        compute_dtype=config.torch_compute_dtype,
+        compress_statistics=config.double_quant,
+        quant_type=config.quant_type,
+        quant_storage=torch.uint8,
+        device="meta",
     )
     quantized.weight = bnb.nn.Params4bit(
-        linear.weight.data.to("cpu"), requires_grad=False, blocksize=config.blocksize,
-        compress_statistics=config.double_quant, quant_type=config.quant_type,
-        quant_storage=torch.uint8, module=quantized,
+        linear.weight.data.to("cpu"),
+        requires_grad=False,
+        blocksize=config.blocksize,
+        compress_statistics=config.double_quant,
+        quant_type=config.quant_type,
+        quant_storage=torch.uint8,
+        module=quantized,
     )
     if linear.bias is not None:
         quantized.bias = nn.Parameter(linear.bias.data.to(config.torch_compute_dtype), requires_grad=False)
@@ -78,8 +90,7 @@ def _nf4_linear(linear: nn.Linear, config: QuantConfig, device: torch.device | s
 
 
 @torch.no_grad()
-def quantize_nf4_(model: nn.Module, config: QuantConfig | None = None,
-                  device: torch.device | str = "cpu") -> nn.Module:
+def quantize_nf4_(model: nn.Module, config: QuantConfig | None = None, device: torch.device | str = "cpu") -> nn.Module:
     """Replace every ``nn.Linear`` not kept in full precision by a bitsandbytes ``Linear4bit``,
     one decoder layer at a time (host memory holds the bf16 layer, the device gets only NF4)."""
     config = config or QuantConfig()
@@ -101,16 +112,19 @@ def quantize_nf4_(model: nn.Module, config: QuantConfig | None = None,
             setattr(parent, leaf, _nf4_linear(linear, config, device))
             replaced += 1
     if replaced == 0:
-        raise ValueError("no nn.Linear left to quantize: is the model already quantized, or are all "
-                         f"modules in keep_full_precision={config.keep_full_precision}?")
+        raise ValueError(
+            "no nn.Linear left to quantize: is the model already quantized, or are all "
+            f"modules in keep_full_precision={config.keep_full_precision}?"
+        )
     model.to(device)  # norms, router, embeddings, lm_head (already-quantized Params4bit just move)
     model.is_loaded_in_4bit = True  # what PEFT's prepare_model_for_kbit_training looks for
     model.is_quantized = True
     return model
 
 
-def load_unfused_nf4(checkpoint: str | Path, config: QuantConfig | None = None,
-                     device_map: str | dict[str, Any] = "auto", **kwargs: Any) -> nn.Module:
+def load_unfused_nf4(
+    checkpoint: str | Path, config: QuantConfig | None = None, device_map: str | dict[str, Any] = "auto", **kwargs: Any
+) -> nn.Module:
     """Load a Qwen3-MoE checkpoint (a local folder or a hub id when the hub is reachable) as the
     unfused model with NF4 experts and attention. transformers streams the shards through host
     memory and quantizes module by module; ``device_map="auto"`` fills the GPU with NF4 weights.
@@ -119,12 +133,16 @@ def load_unfused_nf4(checkpoint: str | Path, config: QuantConfig | None = None,
 
     config = config or QuantConfig()
     return UnfusedQwen3MoeForCausalLM.from_pretrained(
-        str(checkpoint), quantization_config=config.bnb_config(), device_map=device_map,
-        dtype=config.torch_compute_dtype, **kwargs,
+        str(checkpoint),
+        quantization_config=config.bnb_config(),
+        device_map=device_map,
+        dtype=config.torch_compute_dtype,
+        **kwargs,
     )
 
 
 # ---------------------------------------------------------------------------- byte accounting
+
 
 def _quant_state_tensors(state: Any) -> list[torch.Tensor]:
     tensors = [t for t in (state.absmax, state.code, state.offset) if isinstance(t, torch.Tensor)]
@@ -174,8 +192,9 @@ def parameter_bytes(model: nn.Module) -> dict[str, int]:
     return totals
 
 
-def estimate_bytes(model: nn.Module, config: QuantConfig | None = None,
-                   full_precision_bytes: int = 2) -> dict[str, int]:
+def estimate_bytes(
+    model: nn.Module, config: QuantConfig | None = None, full_precision_bytes: int = 2
+) -> dict[str, int]:
     """What :func:`parameter_bytes` would report after :func:`quantize_nf4_`, computed from the
     module tree alone (works on a meta-device 30B model). ``config=None`` gives the bf16 size."""
     totals: dict[str, int] = {}
@@ -223,14 +242,17 @@ class MemoryReport:
 
     def table(self) -> str:
         gb = 1e9
-        lines = [f"{self.name}: {self.parameters / 1e9:.3f} B parameters "
-                 f"({'measured' if self.measured else 'estimated from the module tree'})",
-                 f"  {'group':<11} {'bf16 GB':>9} {'NF4 GB':>9}"]
+        lines = [
+            f"{self.name}: {self.parameters / 1e9:.3f} B parameters "
+            f"({'measured' if self.measured else 'estimated from the module tree'})",
+            f"  {'group':<11} {'bf16 GB':>9} {'NF4 GB':>9}",
+        ]
         for group in sorted(k for k in self.bf16_bytes if k != "total"):
-            lines.append(f"  {group:<11} {self.bf16_bytes[group] / gb:>9.3f} "
-                         f"{self.nf4_bytes.get(group, 0) / gb:>9.3f}")
-        lines.append(f"  {'total':<11} {self.bf16_bytes['total'] / gb:>9.3f} "
-                     f"{self.nf4_bytes['total'] / gb:>9.3f}   ratio {self.ratio:.2f}x")
+            lines.append(f"  {group:<11} {self.bf16_bytes[group] / gb:>9.3f} {self.nf4_bytes.get(group, 0) / gb:>9.3f}")
+        lines.append(
+            f"  {'total':<11} {self.bf16_bytes['total'] / gb:>9.3f} "
+            f"{self.nf4_bytes['total'] / gb:>9.3f}   ratio {self.ratio:.2f}x"
+        )
         return "\n".join(lines)
 
 
@@ -251,8 +273,13 @@ def memory_report(arch, name: str, config: QuantConfig | None = None) -> MemoryR
     """bf16 vs NF4 parameter bytes of an architecture, from its module tree (meta device)."""
     config = config or QuantConfig()
     count = _layer_scaled(arch, lambda m: {"total": sum(p.numel() for p in m.parameters())})["total"]
-    return MemoryReport(name=name, parameters=count, bf16_bytes=_layer_scaled(arch, lambda m: estimate_bytes(m, None)),
-                        nf4_bytes=_layer_scaled(arch, lambda m: estimate_bytes(m, config)), measured=False)
+    return MemoryReport(
+        name=name,
+        parameters=count,
+        bf16_bytes=_layer_scaled(arch, lambda m: estimate_bytes(m, None)),
+        nf4_bytes=_layer_scaled(arch, lambda m: estimate_bytes(m, config)),
+        measured=False,
+    )
 
 
 def paper_memory_report(config: QuantConfig | None = None) -> MemoryReport:

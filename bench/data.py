@@ -35,9 +35,14 @@ class BenchConfig:
 def shipped_programs(shared: Path) -> list[tuple[str, str]]:
     """(name, program) of every shipped candidate."""
     programs = []
-    programs += [(r["name"], r["code"]) for r in read_jsonl(shared / "candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz")]
-    for file, key in (("kimina_prover_preview_minif2f_test_solved.jsonl", "correct_proof"),
-                      ("kimina_prover_72b_minif2f_test_solved_0710_additional.jsonl", "lean_file")):
+    programs += [
+        (r["name"], r["code"])
+        for r in read_jsonl(shared / "candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz")
+    ]
+    for file, key in (
+        ("kimina_prover_preview_minif2f_test_solved.jsonl", "correct_proof"),
+        ("kimina_prover_72b_minif2f_test_solved_0710_additional.jsonl", "lean_file"),
+    ):
         programs += [(r["name"], r[key]) for r in read_jsonl(shared / "candidates" / file)]
     return programs
 
@@ -71,8 +76,9 @@ def bench_build(config_name: str = "default") -> dict[str, float]:
     with tempfile.TemporaryDirectory() as root:
         os.environ["LEANLOOP_ARTIFACTS"] = root
         try:
-            config = parse_build_config(["--config", str(REPO_ROOT / f"configs/data/{config_name}.yaml"),
-                                         "--run", "bench"])
+            config = parse_build_config(
+                ["--config", str(REPO_ROOT / f"configs/data/{config_name}.yaml"), "--run", "bench"]
+            )
             fresh = build(config, progress=False, quiet=True)
             resumed = build(config, progress=False, quiet=True)
         finally:  # the caller's artifacts folder again (the bench also runs inside the test suite)
@@ -81,8 +87,13 @@ def bench_build(config_name: str = "default") -> dict[str, float]:
             else:
                 os.environ["LEANLOOP_ARTIFACTS"] = previous
     rows = fresh.counts["input_rows"]
-    return {"input_rows": rows, "distinct": fresh.counts["distinct_programs"],
-            "fresh_s": fresh.seconds, "resumed_s": resumed.seconds, "resumed_verified": resumed.verified_now}
+    return {
+        "input_rows": rows,
+        "distinct": fresh.counts["distinct_programs"],
+        "fresh_s": fresh.seconds,
+        "resumed_s": resumed.seconds,
+        "resumed_verified": resumed.verified_now,
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -94,8 +105,10 @@ def main(argv: list[str] | None = None) -> dict:
     cores = os.cpu_count()
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cores
     mean_chars = sum(len(p) for _, p in programs) / len(programs)
-    print(f"[bench-data] machine: {cores} cores ({usable} usable); {len(programs)} shipped programs, "
-          f"mean {mean_chars:,.0f} characters")
+    print(
+        f"[bench-data] machine: {cores} cores ({usable} usable); {len(programs)} shipped programs, "
+        f"mean {mean_chars:,.0f} characters"
+    )
     rates = bench_prechecks(programs, 0.05 if config.smoke else 1.5)
     for name, rate in rates.items():
         line = f"[bench-data] {name:<10} {rate:>9,.0f} programs/s on one core ({1e6 / rate:6.1f} µs/program)"
@@ -104,16 +117,24 @@ def main(argv: list[str] | None = None) -> dict:
             line += f"; policy time per Lean check: {SEED_LEAN_RATE / rate:.1e} of the seed pool's"
         print(line)
     build = bench_build("debug" if config.smoke else "default")
-    print(f"[bench-data] corpus build ({'debug' if config.smoke else 'default'} config, replay backend, {usable} usable cores): "
-          f"{build['input_rows']} rows / {build['distinct']} distinct programs in {build['fresh_s']:.2f}s "
-          f"= {build['input_rows'] / build['fresh_s']:,.0f} rows/s end to end (load, precheck, replay, "
-          f"traces, parquet, manifest)")
-    print(f"[bench-data] resumed rebuild from the journal: {build['resumed_s']:.2f}s, "
-          f"{build['resumed_verified']} programs re-verified "
-          f"({build['fresh_s'] / build['resumed_s']:.1f}x faster than fresh)")
-    return {"programs": len(programs), "precheck_per_s": rates, "build": build,
-            "precheck_target_ratio": {k: v / PRECHECK_TARGET for k, v in rates.items() if k != "mask"},
-            "resumed_speedup": build["fresh_s"] / build["resumed_s"]}
+    print(
+        f"[bench-data] corpus build ({'debug' if config.smoke else 'default'} config, replay backend, {usable} usable cores): "
+        f"{build['input_rows']} rows / {build['distinct']} distinct programs in {build['fresh_s']:.2f}s "
+        f"= {build['input_rows'] / build['fresh_s']:,.0f} rows/s end to end (load, precheck, replay, "
+        f"traces, parquet, manifest)"
+    )
+    print(
+        f"[bench-data] resumed rebuild from the journal: {build['resumed_s']:.2f}s, "
+        f"{build['resumed_verified']} programs re-verified "
+        f"({build['fresh_s'] / build['resumed_s']:.1f}x faster than fresh)"
+    )
+    return {
+        "programs": len(programs),
+        "precheck_per_s": rates,
+        "build": build,
+        "precheck_target_ratio": {k: v / PRECHECK_TARGET for k, v in rates.items() if k != "mask"},
+        "resumed_speedup": build["fresh_s"] / build["resumed_s"],
+    }
 
 
 if __name__ == "__main__":

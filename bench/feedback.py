@@ -55,12 +55,16 @@ class BenchConfig:
             self.programs, self.max_input_tokens, self.max_new_tokens = 2, 512, 16
 
 
-def pick_programs(corpus: str, split: str, count: int, tokenizer: Any, fmt: Any, max_input_tokens: int,
-                  seed: int) -> list[tuple[str, list[int]]]:
+def pick_programs(
+    corpus: str, split: str, count: int, tokenizer: Any, fmt: Any, max_input_tokens: int, seed: int
+) -> list[tuple[str, list[int]]]:
     from feedback_model.pairs import read_corpus
 
-    rows = [r for r in read_corpus(corpus, ("id", "program", "split", "label")) if r["split"] == split
-            and r["label"] is not None]
+    rows = [
+        r
+        for r in read_corpus(corpus, ("id", "program", "split", "label"))
+        if r["split"] == split and r["label"] is not None
+    ]
     random.Random(seed).shuffle(rows)
     chosen = []
     for row in rows:
@@ -86,8 +90,10 @@ def load_model(ref: str, device: str) -> tuple[Any, Any, Any, str]:
     except Exception as error:  # noqa: BLE001 - any reason the artifact is unusable is reported
         from leanloop.training.models import ModelSpec, load_model as build, load_tokenizer
 
-        print(f"[bench-feedback] no trained feedback model at {ref} ({error}); falling back to a RANDOM-INIT "
-              "qwen3-tiny, which copies poorly: train one with `make feedback-model` for a meaningful ratio")
+        print(
+            f"[bench-feedback] no trained feedback model at {ref} ({error}); falling back to a RANDOM-INIT "
+            "qwen3-tiny, which copies poorly: train one with `make feedback-model` for a meaningful ratio"
+        )
         torch.manual_seed(0)
         spec = ModelSpec("qwen3-tiny")
         tokenizer = load_tokenizer(spec)
@@ -95,21 +101,38 @@ def load_model(ref: str, device: str) -> tuple[Any, Any, Any, str]:
     card = FeedbackModelCard.read(final)
     model = AutoModelForCausalLM.from_pretrained(str(final)).to(device)
     params = sum(p.numel() for p in model.parameters())
-    return model, AutoTokenizer.from_pretrained(str(final)), card.format, \
-        f"trained feedback model {final} (base {card.base}, {params / 1e6:.1f}M parameters)"
+    return (
+        model,
+        AutoTokenizer.from_pretrained(str(final)),
+        card.format,
+        f"trained feedback model {final} (base {card.base}, {params / 1e6:.1f}M parameters)",
+    )
 
 
-def paired_runs(model: Any, tokenizer: Any, programs: list[tuple[str, list[int]]], max_new_tokens: int,
-                draft_tokens: int, ngram_size: int, device: str) -> dict[str, Any]:
+def paired_runs(
+    model: Any,
+    tokenizer: Any,
+    programs: list[tuple[str, list[int]]],
+    max_new_tokens: int,
+    draft_tokens: int,
+    ngram_size: int,
+    device: str,
+) -> dict[str, Any]:
     from feedback_model.config import TraceGenerationConfig
     from feedback_model.generate import HFTraceGenerator
     from leanloop.traces import source_preservation, trace_verdict
 
     configs = {
-        "plain": TraceGenerationConfig(max_new_tokens=max_new_tokens, max_input_tokens=10**6, draft_tokens=0,
-                                       device=device),
-        "drafted": TraceGenerationConfig(max_new_tokens=max_new_tokens, max_input_tokens=10**6,
-                                         draft_tokens=draft_tokens, ngram_size=ngram_size, device=device),
+        "plain": TraceGenerationConfig(
+            max_new_tokens=max_new_tokens, max_input_tokens=10**6, draft_tokens=0, device=device
+        ),
+        "drafted": TraceGenerationConfig(
+            max_new_tokens=max_new_tokens,
+            max_input_tokens=10**6,
+            draft_tokens=draft_tokens,
+            ngram_size=ngram_size,
+            device=device,
+        ),
     }
     generators = {name: HFTraceGenerator(model, tokenizer, config) for name, config in configs.items()}
     forwards = [0]
@@ -137,19 +160,23 @@ def paired_runs(model: Any, tokenizer: Any, programs: list[tuple[str, list[int]]
         hook.remove()
     costs = forward_costs(model, list(programs[len(programs) // 2][1]), draft_tokens, device)
     plain, drafted = stats["plain"]["traces"], stats["drafted"]["traces"]
-    verdicts = [(trace_verdict(a.text, a.truncated).valid, trace_verdict(b.text, b.truncated).valid)
-                for a, b in zip(plain, drafted)]
+    verdicts = [
+        (trace_verdict(a.text, a.truncated).valid, trace_verdict(b.text, b.truncated).valid)
+        for a, b in zip(plain, drafted)
+    ]
     return {
         "programs": len(programs),
         "speedup": stats["plain"]["seconds"] / stats["drafted"]["seconds"],
         "verdict_agreement": sum(a == b for a, b in verdicts) / len(verdicts),
-        "identical_traces": sum(a.text == b.text and a.truncated == b.truncated for a, b in zip(plain, drafted)) / len(plain),
+        "identical_traces": sum(a.text == b.text and a.truncated == b.truncated for a, b in zip(plain, drafted))
+        / len(plain),
         "valid_verdicts": sum(a for a, _ in verdicts),
         # does the model copy? a feedback trace reproduces the program (whole, or up to its first
         # error); a model that does not gets its drafts accepted from its own repetitions instead
         "finished_traces": sum(t.finished for t in plain),
-        "traces_keeping_the_program": sum(source_preservation(t.text, program) in ("full", "prefix")
-                                          for t, (program, _) in zip(plain, programs)),
+        "traces_keeping_the_program": sum(
+            source_preservation(t.text, program) in ("full", "prefix") for t, (program, _) in zip(plain, programs)
+        ),
         **costs,
         # the speedup, decomposed exactly (both runs generate the same tokens): accepted tokens per
         # step, divided by what a drafted step costs in plain steps (its forward over 1 + drafts
@@ -157,10 +184,18 @@ def paired_runs(model: Any, tokenizer: Any, programs: list[tuple[str, list[int]]
         "step_cost_ratio": (stats["drafted"]["seconds"] / max(stats["drafted"]["forwards"], 1))
         / (stats["plain"]["seconds"] / max(stats["plain"]["forwards"], 1)),
         "speedup_at_full_acceptance": (draft_tokens + 1) / costs["drafted_forward_cost"],
-        **{f"{name}_{key}": value for name, entry in stats.items() for key, value in (
-            ("seconds", entry["seconds"]), ("programs_per_s", len(programs) / entry["seconds"]),
-            ("tokens_per_s", entry["tokens"] / entry["seconds"]), ("tokens", entry["tokens"]),
-            ("tokens_per_forward", entry["tokens"] / max(entry["forwards"], 1)), ("truncated", entry["truncated"]))},
+        **{
+            f"{name}_{key}": value
+            for name, entry in stats.items()
+            for key, value in (
+                ("seconds", entry["seconds"]),
+                ("programs_per_s", len(programs) / entry["seconds"]),
+                ("tokens_per_s", entry["tokens"] / entry["seconds"]),
+                ("tokens", entry["tokens"]),
+                ("tokens_per_forward", entry["tokens"] / max(entry["forwards"], 1)),
+                ("truncated", entry["truncated"]),
+            )
+        },
     }
 
 
@@ -195,8 +230,15 @@ def forward_costs(model: Any, prompt: list[int], draft_tokens: int, device: str,
     return out
 
 
-def vllm_pairs(model_dir: Path, tokenizer: Any, programs: list[tuple[str, list[int]]], max_new_tokens: int,
-               draft_tokens: int, ngram_size: int, fp8: bool) -> dict[str, Any]:
+def vllm_pairs(
+    model_dir: Path,
+    tokenizer: Any,
+    programs: list[tuple[str, list[int]]],
+    max_new_tokens: int,
+    draft_tokens: int,
+    ngram_size: int,
+    fp8: bool,
+) -> dict[str, Any]:
     from feedback_model.config import TraceGenerationConfig
     from feedback_model.speculative import VLLMTraceGenerator
     from leanloop.traces import trace_verdict
@@ -204,9 +246,17 @@ def vllm_pairs(model_dir: Path, tokenizer: Any, programs: list[tuple[str, list[i
     out: dict[str, Any] = {}
     traces = {}
     for name, drafts in (("plain", 0), ("drafted", draft_tokens)):
-        config = TraceGenerationConfig(max_new_tokens=max_new_tokens, max_input_tokens=max(len(p) for _, p in programs),
-                                  draft_tokens=drafts, ngram_size=ngram_size, backend="vllm", device="cuda",
-                                  dtype="bfloat16", fp8=fp8, gpu_memory_utilization=0.8)
+        config = TraceGenerationConfig(
+            max_new_tokens=max_new_tokens,
+            max_input_tokens=max(len(p) for _, p in programs),
+            draft_tokens=drafts,
+            ngram_size=ngram_size,
+            backend="vllm",
+            device="cuda",
+            dtype="bfloat16",
+            fp8=fp8,
+            gpu_memory_utilization=0.8,
+        )
         generator = VLLMTraceGenerator(model_dir, tokenizer, config)
         generator.generate([programs[0][1]])  # warm-up
         began = time.perf_counter()
@@ -215,41 +265,60 @@ def vllm_pairs(model_dir: Path, tokenizer: Any, programs: list[tuple[str, list[i
         del generator
         torch.cuda.empty_cache()
     out["speedup"] = out["plain_seconds"] / out["drafted_seconds"]
-    out["verdict_agreement"] = sum(trace_verdict(a.text, a.truncated).valid == trace_verdict(b.text, b.truncated).valid
-                                   for a, b in zip(traces["plain"], traces["drafted"])) / len(programs)
+    out["verdict_agreement"] = sum(
+        trace_verdict(a.text, a.truncated).valid == trace_verdict(b.text, b.truncated).valid
+        for a, b in zip(traces["plain"], traces["drafted"])
+    ) / len(programs)
     return out
 
 
 def show(title: str, result: dict[str, Any]) -> None:
     print(f"\n== {title}")
     print(f"{'':22}{'plain':>12}{'drafted':>12}")
-    for key, label in (("seconds", "wall seconds"), ("programs_per_s", "programs/s"), ("tokens_per_s", "tokens/s"),
-                       ("tokens_per_forward", "tokens per forward"), ("tokens", "generated tokens"),
-                       ("truncated", "at output limit")):
+    for key, label in (
+        ("seconds", "wall seconds"),
+        ("programs_per_s", "programs/s"),
+        ("tokens_per_s", "tokens/s"),
+        ("tokens_per_forward", "tokens per forward"),
+        ("tokens", "generated tokens"),
+        ("truncated", "at output limit"),
+    ):
         a, b = result.get(f"plain_{key}"), result.get(f"drafted_{key}")
         if a is not None:
             print(f"{label:22}{a:>12.3f}{b:>12.3f}" if isinstance(a, float) else f"{label:22}{a:>12}{b:>12}")
     if "drafted_forward_cost" in result:
         a = result["drafted_tokens_per_forward"] / result["plain_tokens_per_forward"]
-        print(f"speedup = {a:.2f}x tokens per step / {result['step_cost_ratio']:.2f} plain steps per drafted step "
-              f"= {a / result['step_cost_ratio']:.2f}x")
-        print(f"one forward alone: {result['plain_forward_s'] * 1e3:.2f} ms for 1 token, "
-              f"{result['drafted_forward_s'] * 1e3:.2f} ms for 1 + drafts (x{result['drafted_forward_cost']:.2f}: "
-              f"the output layer runs for every drafted position); every draft accepted would give at most "
-              f"{result['speedup_at_full_acceptance']:.2f}x")
+        print(
+            f"speedup = {a:.2f}x tokens per step / {result['step_cost_ratio']:.2f} plain steps per drafted step "
+            f"= {a / result['step_cost_ratio']:.2f}x"
+        )
+        print(
+            f"one forward alone: {result['plain_forward_s'] * 1e3:.2f} ms for 1 token, "
+            f"{result['drafted_forward_s'] * 1e3:.2f} ms for 1 + drafts (x{result['drafted_forward_cost']:.2f}: "
+            f"the output layer runs for every drafted position); every draft accepted would give at most "
+            f"{result['speedup_at_full_acceptance']:.2f}x"
+        )
     if "traces_keeping_the_program" in result:
         kept, n = result["traces_keeping_the_program"], result["programs"]
-        print(f"traces that reproduce their program: {kept}/{n}; ended by the model (not the limit): "
-              f"{result['finished_traces']}/{n}")
+        print(
+            f"traces that reproduce their program: {kept}/{n}; ended by the model (not the limit): "
+            f"{result['finished_traces']}/{n}"
+        )
         if kept < n / 2:
-            print("NOTE: this model does not copy its input (it is not a working feedback model), so drafts are "
-                  "accepted from its own repetitive output: the ratio below says little about copy-drafting on "
-                  "a trained feedback model; the forward costs above and the accepted tokens per forward do")
+            print(
+                "NOTE: this model does not copy its input (it is not a working feedback model), so drafts are "
+                "accepted from its own repetitive output: the ratio below says little about copy-drafting on "
+                "a trained feedback model; the forward costs above and the accepted tokens per forward do"
+            )
     verdict = "meets" if result["speedup"] >= TARGET else "BELOW"
-    print(f"speedup (plain / drafted): {result['speedup']:.2f}x — {verdict} the {TARGET:.0f}x target "
-          f"(seed: {SEED_REPORTED}x)")
-    print(f"verdict agreement: {result['verdict_agreement']:.1%} (must be 100% under greedy)"
-          + (f"; token-identical traces: {result['identical_traces']:.1%}" if "identical_traces" in result else ""))
+    print(
+        f"speedup (plain / drafted): {result['speedup']:.2f}x — {verdict} the {TARGET:.0f}x target "
+        f"(seed: {SEED_REPORTED}x)"
+    )
+    print(
+        f"verdict agreement: {result['verdict_agreement']:.1%} (must be 100% under greedy)"
+        + (f"; token-identical traces: {result['identical_traces']:.1%}" if "identical_traces" in result else "")
+    )
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -258,18 +327,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if config.threads > 0:
         torch.set_num_threads(config.threads)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    print(f"[bench-feedback] {cores} core(s), load average {os.getloadavg()[0]:.1f}, torch threads {torch.get_num_threads()}, "
-          f"GPU: {torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'none'}")
+    print(
+        f"[bench-feedback] {cores} core(s), load average {os.getloadavg()[0]:.1f}, torch threads {torch.get_num_threads()}, "
+        f"GPU: {torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'none'}"
+    )
     results: dict[str, Any] = {}
     model, tokenizer, fmt, description = load_model(config.model, "cpu")
     print(f"[bench-feedback] model: {description}")
-    programs = pick_programs(config.corpus, config.split, config.programs, tokenizer, fmt, config.max_input_tokens,
-                             config.seed)
-    print(f"[bench-feedback] {len(programs)} programs of split {config.split!r} (prompt tokens "
-          f"{min(len(p) for _, p in programs)}-{max(len(p) for _, p in programs)}), greedy, max {config.max_new_tokens} "
-          f"new tokens, {config.draft_tokens} draft tokens, n-gram <= {config.ngram_size}")
-    results["cpu"] = {"model": description, **paired_runs(model, tokenizer, programs, config.max_new_tokens,
-                                                          config.draft_tokens, config.ngram_size, "cpu")}
+    programs = pick_programs(
+        config.corpus, config.split, config.programs, tokenizer, fmt, config.max_input_tokens, config.seed
+    )
+    print(
+        f"[bench-feedback] {len(programs)} programs of split {config.split!r} (prompt tokens "
+        f"{min(len(p) for _, p in programs)}-{max(len(p) for _, p in programs)}), greedy, max {config.max_new_tokens} "
+        f"new tokens, {config.draft_tokens} draft tokens, n-gram <= {config.ngram_size}"
+    )
+    results["cpu"] = {
+        "model": description,
+        **paired_runs(model, tokenizer, programs, config.max_new_tokens, config.draft_tokens, config.ngram_size, "cpu"),
+    }
     show(f"CPU, transformers prompt lookup — {description}", results["cpu"])
 
     if torch.cuda.is_available():
@@ -279,9 +355,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             targets.append((config.paper_model, big, big_tok, big_description))
         for ref, gpu_model, gpu_tok, gpu_description in targets:
             key = f"gpu:{ref}"
-            results[key] = {"model": gpu_description, **paired_runs(gpu_model.to("cuda"), gpu_tok, programs,
-                                                                     config.max_new_tokens, config.draft_tokens,
-                                                                     config.ngram_size, "cuda")}
+            results[key] = {
+                "model": gpu_description,
+                **paired_runs(
+                    gpu_model.to("cuda"),
+                    gpu_tok,
+                    programs,
+                    config.max_new_tokens,
+                    config.draft_tokens,
+                    config.ngram_size,
+                    "cuda",
+                ),
+            }
             show(f"GPU, transformers prompt lookup — {gpu_description}", results[key])
         try:
             from leanloop.artifacts import resolve_model
@@ -289,11 +374,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
             import_vllm()
             ref = config.paper_model or config.model
-            results["gpu:vllm"] = vllm_pairs(resolve_model(ref, "feedback_model"), tokenizer, programs,
-                                             config.max_new_tokens, config.draft_tokens, config.ngram_size, config.fp8)
-            print(f"\n== GPU, vLLM n-gram speculation ({ref}{', FP8' if config.fp8 else ''}): "
-                  f"speedup {results['gpu:vllm']['speedup']:.2f}x, verdict agreement "
-                  f"{results['gpu:vllm']['verdict_agreement']:.1%}")
+            results["gpu:vllm"] = vllm_pairs(
+                resolve_model(ref, "feedback_model"),
+                tokenizer,
+                programs,
+                config.max_new_tokens,
+                config.draft_tokens,
+                config.ngram_size,
+                config.fp8,
+            )
+            print(
+                f"\n== GPU, vLLM n-gram speculation ({ref}{', FP8' if config.fp8 else ''}): "
+                f"speedup {results['gpu:vllm']['speedup']:.2f}x, verdict agreement "
+                f"{results['gpu:vllm']['verdict_agreement']:.1%}"
+            )
         except ImportError as error:
             print(f"\n[bench-feedback] vLLM not measured: {error}")
     else:

@@ -68,8 +68,11 @@ def installed(module: str) -> bool:
 def debug_steps() -> list[tuple[str, str, Path]]:
     """(name, training module, debug config) of every Lightning stage: configs/<stage>/debug.yaml with
     <stage>/train.py, and the autoformalizer's GRPO stage (configs/autoformalizer/grpo/debug.yaml)."""
-    steps = [(p.parent.name, f"{p.parent.name}.train", p) for p in sorted((REPO_ROOT / "configs").glob("*/debug.yaml"))
-             if (REPO_ROOT / p.parent.name / "train.py").is_file()]
+    steps = [
+        (p.parent.name, f"{p.parent.name}.train", p)
+        for p in sorted((REPO_ROOT / "configs").glob("*/debug.yaml"))
+        if (REPO_ROOT / p.parent.name / "train.py").is_file()
+    ]
     grpo = REPO_ROOT / "configs/autoformalizer/grpo/debug.yaml"
     if grpo.is_file() and (REPO_ROOT / "autoformalizer/train_grpo.py").is_file():
         steps.append(("autoformalizer_grpo", "autoformalizer.train_grpo", grpo))
@@ -77,8 +80,9 @@ def debug_steps() -> list[tuple[str, str, Path]]:
 
 
 def _python(args: list[str], env: dict[str, str], timeout: int = STEP_TIMEOUT_S) -> str:
-    done = subprocess.run([sys.executable, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
     if done.returncode != 0:
         raise RuntimeError(f"`python {' '.join(args)}` exited {done.returncode}:\n{done.stderr[-3000:]}")
     return done.stdout
@@ -105,15 +109,28 @@ class Steps:
             if stage in TOOL_ENTRIES:
                 _python(["-m", TOOL_ENTRIES[stage], "--config", str(source)], self.env)
             else:
-                _python(["-m", f"{stage}.train", "--config", str(source), "--trainer.fast_dev_run", "true",
-                         *_device_args()], self.env)
+                _python(
+                    [
+                        "-m",
+                        f"{stage}.train",
+                        "--config",
+                        str(source),
+                        "--trainer.fast_dev_run",
+                        "true",
+                        *_device_args(),
+                    ],
+                    self.env,
+                )
 
     def step(self, module: str, config: Path, *extra: str) -> dict[str, Any]:
         self.upstream(config)
         args = ["--config", str(config), "--trainer.fast_dev_run", "true", *_device_args(), *extra]
         out = _python(["-c", PEAK_WRAPPER, module, *args], self.env)
-        return {"config": str(config.relative_to(REPO_ROOT)), "args": _device_args() + list(extra),
-                "memory": step_memory(module, args, out)}
+        return {
+            "config": str(config.relative_to(REPO_ROOT)),
+            "args": _device_args() + list(extra),
+            "memory": step_memory(module, args, out),
+        }
 
 
 # runs `python -m <module> ARGS` and prints the CUDA allocator's peak when it ends, however it ends
@@ -139,7 +156,9 @@ def step_memory(module: str, args: list[str], out: str) -> dict[str, Any]:
         record["planned_allocator_gb"] = round(plan.peak_gb - CUDA_CONTEXT_GB, 3)
     except Exception as error:  # noqa: BLE001 - the step passed; the plan's failure is recorded beside it
         record["planned_error"] = f"{type(error).__name__}: {error}"
-    peak = next((int(line.rsplit(":", 1)[1]) for line in out.splitlines() if line.startswith("gpu-check peak bytes:")), -1)
+    peak = next(
+        (int(line.rsplit(":", 1)[1]) for line in out.splitlines() if line.startswith("gpu-check peak bytes:")), -1
+    )
     if peak < 0:
         record["measured_skipped"] = "no CUDA: the allocator's peak is a GPU figure"
     else:
@@ -161,8 +180,11 @@ def check_flash_attn() -> dict[str, Any]:
     logits = {}
     for impl in ("sdpa", "flash_attention_2"):
         torch.manual_seed(0)
-        model = load_model(ModelSpec("qwen3-tiny", dtype="bfloat16", attn_implementation=impl),
-                           tokenizer=tokenizer).cuda().eval()
+        model = (
+            load_model(ModelSpec("qwen3-tiny", dtype="bfloat16", attn_implementation=impl), tokenizer=tokenizer)
+            .cuda()
+            .eval()
+        )
         with torch.no_grad():
             logits[impl] = model(ids).logits.float()
     diff = float((logits["sdpa"] - logits["flash_attention_2"]).abs().max())
@@ -173,12 +195,20 @@ def check_flash_attn() -> dict[str, Any]:
 
 def check_zero(steps: Steps, stage: int) -> dict[str, Any]:
     if not cuda():
-        raise Skipped("Lightning's DeepSpeedStrategy runs only on CUDA (DeepSpeed's own ZeRO on CPU is checked "
-                      "by tests/cluster/test_cluster_strategy.py)")
+        raise Skipped(
+            "Lightning's DeepSpeedStrategy runs only on CUDA (DeepSpeed's own ZeRO on CPU is checked "
+            "by tests/cluster/test_cluster_strategy.py)"
+        )
     if not installed("deepspeed"):
         raise Skipped("deepspeed is not installed")
-    return steps.step("pretrain.train", REPO_ROOT / "configs/pretrain/debug.yaml",
-                      "--config", str(REPO_ROOT / f"configs/strategy/zero{stage}.yaml"), "--trainer.devices", "1")
+    return steps.step(
+        "pretrain.train",
+        REPO_ROOT / "configs/pretrain/debug.yaml",
+        "--config",
+        str(REPO_ROOT / f"configs/strategy/zero{stage}.yaml"),
+        "--trainer.devices",
+        "1",
+    )
 
 
 def _train_step(model: torch.nn.Module, ids: torch.Tensor) -> dict[str, Any]:
@@ -221,8 +251,12 @@ def check_qlora_rl() -> dict[str, Any]:
 
     spec = ModelSpec("qwen3-tiny")
     compute = "bfloat16" if cuda() else "float32"
-    policy = build_policy(spec, load_tokenizer(spec), PolicyConfig(adapter=AdapterConfig(
-        kind="qlora", r=2, alpha=4, compute_dtype=compute)), beta=0.0)
+    policy = build_policy(
+        spec,
+        load_tokenizer(spec),
+        PolicyConfig(adapter=AdapterConfig(kind="qlora", r=2, alpha=4, compute_dtype=compute)),
+        beta=0.0,
+    )
     device = "cuda" if cuda() else "cpu"
     policy.model.to(device)  # where Lightning puts the stage's module (Params4bit moves its NF4 payload)
     quantized = [m for m in policy.model.modules() if isinstance(m, bnb.nn.Linear4bit)]
@@ -277,8 +311,10 @@ def tolerance() -> dict[str, float]:
 
 def _within(gap: dict[str, float], what: str) -> None:
     if gap["mean"] > tolerance()["mean"] or gap["max"] > tolerance()["max"]:
-        raise AssertionError(f"{what}: vLLM log-probabilities off the policy's by mean {gap['mean']:.3g} / max "
-                             f"{gap['max']:.3g} (tolerance {tolerance()})")
+        raise AssertionError(
+            f"{what}: vLLM log-probabilities off the policy's by mean {gap['mean']:.3g} / max "
+            f"{gap['max']:.3g} (tolerance {tolerance()})"
+        )
 
 
 def check_vllm_grpo_on_policy(tied: bool = True, sleep: bool = False) -> dict[str, Any]:
@@ -298,15 +334,24 @@ def check_vllm_grpo_on_policy(tied: bool = True, sleep: bool = False) -> dict[st
     tokenizer = load_tokenizer("qwen3")
     with tempfile.TemporaryDirectory(prefix="gpu-check-grpo-") as folder:
         torch.manual_seed(0)
-        load_model(ModelSpec(VLLM_PRESET, dtype="bfloat16", overrides={"tie_word_embeddings": tied}),
-                   tokenizer=tokenizer).save_pretrained(folder)
+        load_model(
+            ModelSpec(VLLM_PRESET, dtype="bfloat16", overrides={"tie_word_embeddings": tied}), tokenizer=tokenizer
+        ).save_pretrained(folder)
         tokenizer.save_pretrained(folder)
         base = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16).to("cuda" if cuda() else "cpu")
-        policy = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "k_proj", "v_proj",
-                                                                                    "o_proj"]))
-        config = RolloutGenerationConfig(backend="vllm", max_new_tokens=24, temperature=1.0, vllm=VLLMRolloutConfig(
-            engine=VLLMEngineConfig(gpu_memory_utilization=0.3, max_model_len=512, enable_sleep_mode=sleep,
-                                    extra=_engine_extra())))
+        policy = get_peft_model(
+            base, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])
+        )
+        config = RolloutGenerationConfig(
+            backend="vllm",
+            max_new_tokens=24,
+            temperature=1.0,
+            vllm=VLLMRolloutConfig(
+                engine=VLLMEngineConfig(
+                    gpu_memory_utilization=0.3, max_model_len=512, enable_sleep_mode=sleep, extra=_engine_extra()
+                )
+            ),
+        )
         rollout = VLLMRollout(tokenizer, config, [tokenizer.eos_token])
         rollout.bind(SimpleNamespace(global_rank=0, local_rank=0, world_size=1, strategy=SimpleNamespace()))
         prompts = ["theorem t (a b : Nat) : a + b = b + a := by", "theorem u : (2 : Nat) + 2 = 4 := by"]
@@ -315,16 +360,23 @@ def check_vllm_grpo_on_policy(tied: bool = True, sleep: bool = False) -> dict[st
             ids = torch.cat([rollouts.prompt_ids, rollouts.completion_ids], 1)
             mask = torch.cat([rollouts.prompt_mask, rollouts.completion_mask], 1)
             with torch.no_grad():
-                return completion_logps(model, ids, mask, rollouts.completion_ids.size(1), 1.0, compute_entropy=False)[0]
+                return completion_logps(model, ids, mask, rollouts.completion_ids.size(1), 1.0, compute_entropy=False)[
+                    0
+                ]
 
         first = rollout.generate(policy, prompts, 4)
         before = _logp_gap(first.sampling_logps, scored(policy, first), first.completion_mask)
         _within(before, "first sync")
         old = copy.deepcopy(policy)
         optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=5e-2)
-        logps = completion_logps(policy, torch.cat([first.prompt_ids, first.completion_ids], 1),
-                                 torch.cat([first.prompt_mask, first.completion_mask], 1),
-                                 first.completion_ids.size(1), 1.0, compute_entropy=False)[0]
+        logps = completion_logps(
+            policy,
+            torch.cat([first.prompt_ids, first.completion_ids], 1),
+            torch.cat([first.prompt_mask, first.completion_mask], 1),
+            first.completion_ids.size(1),
+            1.0,
+            compute_entropy=False,
+        )[0]
         (-(logps * first.completion_mask).sum() / first.completion_mask.sum()).backward()
         optimizer.step()
         second = rollout.generate(policy, prompts, 4)
@@ -332,10 +384,17 @@ def check_vllm_grpo_on_policy(tied: bool = True, sleep: bool = False) -> dict[st
         _within(after, "sync after an optimizer step")
         moved = _logp_gap(second.sampling_logps, scored(old, second), second.completion_mask)
         if moved["mean"] <= after["mean"] or moved["max"] <= tolerance()["mean"]:
-            raise AssertionError(f"after the step vLLM still matches the old policy ({moved}) as well as the new "
-                                 f"one ({after}): the weight sync did not carry the step")
-    return {"tolerance": tolerance(), "tied": tied, "logp_gap_first_sync": before, "logp_gap_after_step": after,
-            "logp_gap_to_the_pre_step_policy": moved}
+            raise AssertionError(
+                f"after the step vLLM still matches the old policy ({moved}) as well as the new "
+                f"one ({after}): the weight sync did not carry the step"
+            )
+    return {
+        "tolerance": tolerance(),
+        "tied": tied,
+        "logp_gap_first_sync": before,
+        "logp_gap_after_step": after,
+        "logp_gap_to_the_pre_step_policy": moved,
+    }
 
 
 def check_vllm_grpo_steps(steps: Steps, tied: bool = True) -> dict[str, Any]:
@@ -343,20 +402,44 @@ def check_vllm_grpo_steps(steps: Steps, tied: bool = True) -> dict[str, Any]:
     config = REPO_ROOT / "configs/rl/debug.yaml"
     steps.upstream(config)
     run = f"gpu_check_vllm_{'tied' if tied else 'untied'}"
-    _python(["-m", "rl.train", "--config", str(config), "--run", run, *_device_args(),
-             "--trainer.max_steps", "2", "--model.generation.backend", "vllm",
-             "--model.policy.base.name", VLLM_PRESET,
-             "--model.policy.base.overrides", json.dumps({"tie_word_embeddings": tied}),
-             "--model.generation.vllm.engine.gpu_memory_utilization", "0.3",
-             "--model.generation.vllm.engine.extra", json.dumps(_engine_extra())],
-            {**steps.env, **{k: v for k, v in os.environ.items() if k.startswith("VLLM_")}}, timeout=3 * STEP_TIMEOUT_S)
+    _python(
+        [
+            "-m",
+            "rl.train",
+            "--config",
+            str(config),
+            "--run",
+            run,
+            *_device_args(),
+            "--trainer.max_steps",
+            "2",
+            "--model.generation.backend",
+            "vllm",
+            "--model.policy.base.name",
+            VLLM_PRESET,
+            "--model.policy.base.overrides",
+            json.dumps({"tie_word_embeddings": tied}),
+            "--model.generation.vllm.engine.gpu_memory_utilization",
+            "0.3",
+            "--model.generation.vllm.engine.extra",
+            json.dumps(_engine_extra()),
+        ],
+        {**steps.env, **{k: v for k, v in os.environ.items() if k.startswith("VLLM_")}},
+        timeout=3 * STEP_TIMEOUT_S,
+    )
     from rl.module import STEPS_FILE
 
     from leanloop.jsonl import read_jsonl
 
     rows = list(read_jsonl(Path(steps.env["LEANLOOP_ARTIFACTS"]) / "rl" / run / STEPS_FILE))
-    gaps = [{"mean": r.get("sampling/sampling_logp_difference/mean"), "max": r.get("sampling/sampling_logp_difference/max"),
-             "is_ratio_mean": r.get("sampling/importance_sampling_ratio/mean")} for r in rows]
+    gaps = [
+        {
+            "mean": r.get("sampling/sampling_logp_difference/mean"),
+            "max": r.get("sampling/sampling_logp_difference/max"),
+            "is_ratio_mean": r.get("sampling/importance_sampling_ratio/mean"),
+        }
+        for r in rows
+    ]
     if len(rows) != 2 or any(g["mean"] is None for g in gaps):
         raise AssertionError(f"expected 2 steps with vLLM sampling statistics, got {gaps}")
     for index, gap in enumerate(gaps):
@@ -373,10 +456,25 @@ def check_vllm_sample(steps: Steps) -> dict[str, Any]:
     tokenizer = load_tokenizer("qwen3")
     load_model(ModelSpec(VLLM_PRESET), tokenizer=tokenizer).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    _python(["-m", "sft.sample", "--config", str(config), "--run", "gpu_check_vllm", "--model.name", str(folder),
-             "--generation.backend", "vllm",
-             "--generation.vllm.gpu_memory_utilization", "0.3", "--generation.vllm.extra", json.dumps(_engine_extra())],
-            {**steps.env, **{k: v for k, v in os.environ.items() if k.startswith("VLLM_")}})
+    _python(
+        [
+            "-m",
+            "sft.sample",
+            "--config",
+            str(config),
+            "--run",
+            "gpu_check_vllm",
+            "--model.name",
+            str(folder),
+            "--generation.backend",
+            "vllm",
+            "--generation.vllm.gpu_memory_utilization",
+            "0.3",
+            "--generation.vllm.extra",
+            json.dumps(_engine_extra()),
+        ],
+        {**steps.env, **{k: v for k, v in os.environ.items() if k.startswith("VLLM_")}},
+    )
     return {"config": str(config.relative_to(REPO_ROOT))}
 
 
@@ -388,18 +486,25 @@ def run_check(name: str, fn: Callable[[], dict[str, Any]]) -> CheckResult:
     except Skipped as why:
         result = CheckResult(name, "skipped", reason=str(why))
     except Exception as error:  # noqa: BLE001 - every failure is recorded, the other checks still run
-        result = CheckResult(name, "failed", reason=f"{type(error).__name__}: {error}",
-                             detail={"traceback": traceback.format_exc()[-4000:]})
+        result = CheckResult(
+            name,
+            "failed",
+            reason=f"{type(error).__name__}: {error}",
+            detail={"traceback": traceback.format_exc()[-4000:]},
+        )
     result.seconds = round(time.perf_counter() - began, 2)
     mark = {"passed": "ok  ", "failed": "FAIL", "skipped": "skip"}[result.status]
-    print(f"[gpu-check] {mark} {name:<26} {result.seconds:7.1f}s  {result.reason.splitlines()[0] if result.reason else ''}",
-          flush=True)
+    print(
+        f"[gpu-check] {mark} {name:<26} {result.seconds:7.1f}s  {result.reason.splitlines()[0] if result.reason else ''}",
+        flush=True,
+    )
     return result
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    config, _ = parse_config(GpuCheckConfig, argv, prog="python -m bench.gpu_check",
-                             description=__doc__.split("\n\n")[0])
+    config, _ = parse_config(
+        GpuCheckConfig, argv, prog="python -m bench.gpu_check", description=__doc__.split("\n\n")[0]
+    )
     from leanloop.artifacts import artifacts_root
 
     out = Path(config.out) if config.out else artifacts_root() / "gpu_check" / "report.json"
@@ -407,8 +512,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as scratch:
         steps = Steps(Path(scratch))
         checks: list[tuple[str, Callable[[], dict[str, Any]]]] = [
-            *[(f"step:{name}", lambda module=module, config=config: steps.step(module, config))
-              for name, module, config in debug_steps()],
+            *[
+                (f"step:{name}", lambda module=module, config=config: steps.step(module, config))
+                for name, module, config in debug_steps()
+            ],
             ("flash_attn", check_flash_attn),
             ("zero2", lambda: check_zero(steps, 2)),
             ("zero3", lambda: check_zero(steps, 3)),
@@ -430,7 +537,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"[gpu-check] device: {device}", flush=True)
         results = [run_check(name, fn) for name, fn in checks if config.only is None or name in config.only]
     report = {
-        "device": device, "cuda": cuda(), "torch": torch.__version__, "seconds": round(time.perf_counter() - began, 1),
+        "device": device,
+        "cuda": cuda(),
+        "torch": torch.__version__,
+        "seconds": round(time.perf_counter() - began, 1),
         "counts": {s: sum(r.status == s for r in results) for s in ("passed", "failed", "skipped")},
         "checks": [asdict(r) for r in results],
     }

@@ -65,13 +65,29 @@ def run_one(options: PRMCurveConfig, proofs: int | None, seed: int) -> dict[str,
     steps = max(1, math.ceil(options.epochs * len(chosen) / batch))
     start = "init" if options.base is None else "-".join(Path(options.base.replace("artifacts://", "")).parts[-2:])
     name = f"curve_{start}_e{options.epochs:g}_n{proofs or 'all'}_s{seed}"
-    args = ["--config", options.recipe, "--run", name, "--data.dataset", options.dataset,
-            "--data.max_examples", str(proofs) if proofs else "null", "--data.splits.seed", str(seed),
-            "--seed_everything", str(seed), "--log.wandb", "false"]
+    args = [
+        "--config",
+        options.recipe,
+        "--run",
+        name,
+        "--data.dataset",
+        options.dataset,
+        "--data.max_examples",
+        str(proofs) if proofs else "null",
+        "--data.splits.seed",
+        str(seed),
+        "--seed_everything",
+        str(seed),
+        "--log.wandb",
+        "false",
+    ]
     if options.base is not None:
         args += ["--model.base.name", options.base]
-    args += ["--trainer.fast_dev_run", "true"] if options.smoke else ["--trainer.max_steps", str(steps),
-                                                                "--trainer.val_check_interval", str(steps)]
+    args += (
+        ["--trainer.fast_dev_run", "true"]
+        if options.smoke
+        else ["--trainer.max_steps", str(steps), "--trainer.val_check_interval", str(steps)]
+    )
     result = train(args)
     config = parse_config(EvalConfig, ["--config", options.evaluation])[0]
     if options.smoke:
@@ -82,10 +98,16 @@ def run_one(options: PRMCurveConfig, proofs: int | None, seed: int) -> dict[str,
     tfidf = TfidfStepClassifier(seed).fit(chosen, config.max_steps)
     rules = decision_rules(read_split(data, "valid"), model, tokenizer, config, tfidf)
     kept, truth, _, _ = prepared_proofs(read_split(data, "test"), config)
-    scores = {"verifier": verifier_scores(kept, truth, model, tokenizer, config)[1],
-              "tfidf_steps": tfidf.wrong_probabilities(kept, truth)}
-    out: dict[str, Any] = {"proofs": len(chosen), "steps": steps, "thresholds": rules["thresholds"],
-                           "always_correct": step_metrics([[True] * len(t) for t in truth], truth)["exact"]}
+    scores = {
+        "verifier": verifier_scores(kept, truth, model, tokenizer, config)[1],
+        "tfidf_steps": tfidf.wrong_probabilities(kept, truth),
+    }
+    out: dict[str, Any] = {
+        "proofs": len(chosen),
+        "steps": steps,
+        "thresholds": rules["thresholds"],
+        "always_correct": step_metrics([[True] * len(t) for t in truth], truth)["exact"],
+    }
     for method, (source, objective) in RULES.items():
         out[method] = step_metrics(labels_at(scores[source], rules["thresholds"][method]), truth)[objective]
     out["tfidf_steps"] = step_metrics(labels_at(scores["tfidf_steps"], 0.5), truth)["f1_incorrect"]
@@ -99,8 +121,10 @@ def draw_curve(points: list[dict[str, Any]], path: str) -> None:
 
     fig, axes = pyplot().subplots(1, 2, figsize=(10, 3.8))
     sizes = [p["proofs"] for p in points]
-    panels = [("test F1 on wrong steps", [("verifier@f1", "o-"), ("tfidf_steps@f1", "s-"), ("tfidf_steps", "s:")]),
-              ("test exact", [("verifier", "o-"), ("tfidf_steps@exact", "s-"), ("always_correct", "k:")])]
+    panels = [
+        ("test F1 on wrong steps", [("verifier@f1", "o-"), ("tfidf_steps@f1", "s-"), ("tfidf_steps", "s:")]),
+        ("test exact", [("verifier", "o-"), ("tfidf_steps@exact", "s-"), ("always_correct", "k:")]),
+    ]
     for ax, (title, lines) in zip(axes, panels):
         for key, style in lines:
             ax.plot(sizes, [p["mean"][key] for p in points], style, label=key)
@@ -116,13 +140,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from leanloop.tool import check_output_file, parse_config
     from prm.labelled_proofs import LABEL_STAGE
 
-    options = parse_config(PRMCurveConfig, argv, prog="python -m bench.prm_curve", description=__doc__.splitlines()[0])[0]
+    options = parse_config(PRMCurveConfig, argv, prog="python -m bench.prm_curve", description=__doc__.splitlines()[0])[
+        0
+    ]
     check_output_file(options.json)
     check_output_file(options.plot, "--plot")
     sizes = parse_list(options.sizes, "sizes", allow_all=True)
     seeds = [int(s) for s in parse_list(options.seeds, "seeds")]
     if any(n is not None and n < 1 for n in sizes) or options.epochs <= 0:
-        raise ValueError(f"sizes must be at least 1 proof each and epochs above 0, got {options.sizes!r}, {options.epochs}")
+        raise ValueError(
+            f"sizes must be at least 1 proof each and epochs above 0, got {options.sizes!r}, {options.epochs}"
+        )
     if options.smoke:
         from prm import label
         from prm.config import LabelConfig, RecordedConfig
@@ -137,19 +165,39 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     points: list[dict[str, Any]] = []
     for proofs in sizes:
         runs = [run_one(options, proofs, seed) for seed in seeds]
-        mean = {k: float(np.mean([r[k] or 0.0 for r in runs])) for k in runs[0] if k not in ("proofs", "steps", "thresholds")}
-        point = {"proofs": runs[0]["proofs"], "requested": proofs or "all", "runs": runs, "mean": mean,
-                 "gap": mean["verifier@f1"] - mean["tfidf_steps"]}
+        mean = {
+            k: float(np.mean([r[k] or 0.0 for r in runs]))
+            for k in runs[0]
+            if k not in ("proofs", "steps", "thresholds")
+        }
+        point = {
+            "proofs": runs[0]["proofs"],
+            "requested": proofs or "all",
+            "runs": runs,
+            "mean": mean,
+            "gap": mean["verifier@f1"] - mean["tfidf_steps"],
+        }
         points.append(point)
-        print(f"proofs {point['proofs']:>5} ({runs[0]['steps']} steps): F1 on wrong steps: verifier@f1 "
-              f"{mean['verifier@f1']:.3f}, tfidf_steps {mean['tfidf_steps']:.3f} (@f1 {mean['tfidf_steps@f1']:.3f}); "
-              f"exact: verifier {mean['verifier']:.3f}, always_correct {mean['always_correct']:.3f}, tfidf_steps@exact "
-              f"{mean['tfidf_steps@exact']:.3f}; AP: verifier {mean['verifier/average_precision']:.3f}, tfidf "
-              f"{mean['tfidf_steps/average_precision']:.3f} | F1 gap {point['gap']:+.3f}", flush=True)
+        print(
+            f"proofs {point['proofs']:>5} ({runs[0]['steps']} steps): F1 on wrong steps: verifier@f1 "
+            f"{mean['verifier@f1']:.3f}, tfidf_steps {mean['tfidf_steps']:.3f} (@f1 {mean['tfidf_steps@f1']:.3f}); "
+            f"exact: verifier {mean['verifier']:.3f}, always_correct {mean['always_correct']:.3f}, tfidf_steps@exact "
+            f"{mean['tfidf_steps@exact']:.3f}; AP: verifier {mean['verifier/average_precision']:.3f}, tfidf "
+            f"{mean['tfidf_steps/average_precision']:.3f} | F1 gap {point['gap']:+.3f}",
+            flush=True,
+        )
     where = crossing([p["proofs"] for p in points], [p["gap"] for p in points])
     print(describe_crossing(where, "verifier@f1", "test F1 on wrong steps", "proofs"))
-    out = {"recipe": options.recipe, "base": options.base, "dataset": options.dataset, "epochs": options.epochs, "seeds": seeds,
-           "points": points, "crossing": where, "wall_s": time.perf_counter() - began}
+    out = {
+        "recipe": options.recipe,
+        "base": options.base,
+        "dataset": options.dataset,
+        "epochs": options.epochs,
+        "seeds": seeds,
+        "points": points,
+        "crossing": where,
+        "wall_s": time.perf_counter() - began,
+    }
     print(f"bench.prm_curve: {out['wall_s']:.0f} s")
     if options.json:
         Path(options.json).write_text(json.dumps(out, indent=2) + "\n")

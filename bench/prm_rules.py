@@ -65,12 +65,14 @@ def first_cross(scores: Sequence[Sequence[float]], t: float) -> list[list[bool]]
 
 def argmax_rule(proof_wrong: Sequence[float], step: Sequence[Sequence[float]], t: float) -> list[list[bool]]:
     """All correct when the proof's P(wrong) < t, else wrong from the step scored highest."""
-    return [[True] * len(s) if p < t else [i < int(np.argmax(s)) for i in range(len(s))]
-            for p, s in zip(proof_wrong, step)]
+    return [
+        [True] * len(s) if p < t else [i < int(np.argmax(s)) for i in range(len(s))] for p, s in zip(proof_wrong, step)
+    ]
 
 
-def choose(labels: Callable[[float], list[list[bool]]], values: Sequence[float], truth: Sequence[list[bool]],
-           objective: str) -> float:
+def choose(
+    labels: Callable[[float], list[list[bool]]], values: Sequence[float], truth: Sequence[list[bool]], objective: str
+) -> float:
     """The threshold with the best ``objective`` among midpoints of ``values`` (then the other metric,
     then the highest): :func:`prm.metrics.choose_threshold` for any rule."""
     from prm.metrics import step_metrics
@@ -102,12 +104,14 @@ def stack_design(split: dict[str, Any], lexical_only: bool) -> tuple[np.ndarray,
 def _per_proof(split: dict[str, Any], flat: np.ndarray) -> list[list[float]]:
     out, at = [], 0
     for h in split["hazard"]:
-        out.append(cumulative(flat[at:at + len(h)]))
+        out.append(cumulative(flat[at : at + len(h)]))
         at += len(h)
     return out
 
 
-def stacker(valid: dict[str, Any], test: dict[str, Any], lexical_only: bool, seed: int) -> tuple[list, list, list[float]]:
+def stacker(
+    valid: dict[str, Any], test: dict[str, Any], lexical_only: bool, seed: int
+) -> tuple[list, list, list[float]]:
     """(valid out-of-fold cumulative scores, test cumulative scores, coefficients) of the stacker."""
     from sklearn.linear_model import LogisticRegression
 
@@ -123,8 +127,11 @@ def stacker(valid: dict[str, Any], test: dict[str, Any], lexical_only: bool, see
         if len(set(yv[train].tolist())) < 2:
             oof[fold == f] = fit.predict_proba(xv[fold == f])[:, 1]
             continue
-        oof[fold == f] = LogisticRegression(max_iter=1000, random_state=seed).fit(xv[train], yv[train]).predict_proba(
-            xv[fold == f])[:, 1]
+        oof[fold == f] = (
+            LogisticRegression(max_iter=1000, random_state=seed)
+            .fit(xv[train], yv[train])
+            .predict_proba(xv[fold == f])[:, 1]
+        )
     return _per_proof(valid, oof), _per_proof(test, fit.predict_proba(xt)[:, 1]), fit.coef_[0].tolist()
 
 
@@ -152,12 +159,19 @@ def score_splits(options: PRMRulesConfig) -> tuple[dict[str, dict[str, Any]], An
     splits = {}
     for split in ("valid", "test"):
         kept, truth, _, _ = prepared_proofs(read_split(data, split), config)
-        prompts = [verifier_prompt(r.statement, [s["prose"] for s in r.steps[:len(t)]], tokenizer)
-                   for r, t in zip(kept, truth)]
-        hazard = wrong_probabilities(model, tokenizer, prompts, [len(t) for t in truth], config.batch_size,
-                                     cumulative=False)
-        splits[split] = {"names": [r.name for r in kept], "truth": truth, "hazard": hazard,
-                         "tfidf": tfidf.wrong_probabilities(kept, truth, running_max=False)}
+        prompts = [
+            verifier_prompt(r.statement, [s["prose"] for s in r.steps[: len(t)]], tokenizer)
+            for r, t in zip(kept, truth)
+        ]
+        hazard = wrong_probabilities(
+            model, tokenizer, prompts, [len(t) for t in truth], config.batch_size, cumulative=False
+        )
+        splits[split] = {
+            "names": [r.name for r in kept],
+            "truth": truth,
+            "hazard": hazard,
+            "tfidf": tfidf.wrong_probabilities(kept, truth, running_max=False),
+        }
     return splits, config
 
 
@@ -166,7 +180,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from leanloop.tool import check_output_file, parse_config
     from prm.metrics import ranking, step_metrics
 
-    options = parse_config(PRMRulesConfig, argv, prog="python -m bench.prm_rules", description=__doc__.splitlines()[0])[0]
+    options = parse_config(PRMRulesConfig, argv, prog="python -m bench.prm_rules", description=__doc__.splitlines()[0])[
+        0
+    ]
     check_output_file(options.json)
     repo_file(options.evaluation, "--evaluation")
     if options.smoke:
@@ -185,42 +201,86 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         valid[name], test[name], stacked[name] = stacker(valid, test, lexical_only, config.seed)
     # rule -> (labels at t on a split, threshold candidates on a split, the step scores it ranks by)
     rules: dict[str, tuple[Callable, Callable, str]] = {
-        "verifier first-cross (cumulative)": (lambda s, t: first_cross(s["cumulative"], t), lambda s: s["cumulative"], "cumulative"),
+        "verifier first-cross (cumulative)": (
+            lambda s, t: first_cross(s["cumulative"], t),
+            lambda s: s["cumulative"],
+            "cumulative",
+        ),
         "verifier first-cross (hazard)": (lambda s, t: first_cross(s["hazard"], t), lambda s: s["hazard"], "hazard"),
-        "verifier argmax": (lambda s, t: argmax_rule([c[-1] for c in s["cumulative"]], s["hazard"], t),
-                            lambda s: [[c[-1]] for c in s["cumulative"]], "hazard"),
+        "verifier argmax": (
+            lambda s, t: argmax_rule([c[-1] for c in s["cumulative"]], s["hazard"], t),
+            lambda s: [[c[-1]] for c in s["cumulative"]],
+            "hazard",
+        ),
         "tfidf first-cross": (lambda s, t: first_cross(s["tfidf"], t), lambda s: s["tfidf"], "tfidf"),
-        "tfidf argmax": (lambda s, t: argmax_rule([max(p) for p in s["tfidf"]], s["tfidf"], t),
-                         lambda s: [[max(p)] for p in s["tfidf"]], "tfidf"),
-        **{name: (lambda s, t, n=name: first_cross(s[n], t), lambda s, n=name: s[n], name) for name in stacked}}
+        "tfidf argmax": (
+            lambda s, t: argmax_rule([max(p) for p in s["tfidf"]], s["tfidf"], t),
+            lambda s: [[max(p)] for p in s["tfidf"]],
+            "tfidf",
+        ),
+        **{name: (lambda s, t, n=name: first_cross(s[n], t), lambda s, n=name: s[n], name) for name in stacked},
+    }
     rows = []
     for name, (labels, values, scores) in rules.items():
         for objective in ("exact", "f1_incorrect"):
             t = choose(lambda t: labels(valid, t), [x for p in values(valid) for x in p], valid["truth"], objective)
             v, te = step_metrics(labels(valid, t), valid["truth"]), step_metrics(labels(test, t), test["truth"])
             # a diagnostic, never a choice: the best this score reaches on test at any threshold
-            ceiling = step_metrics(labels(test, choose(lambda t: labels(test, t), [x for p in values(test) for x in p],
-                                                       test["truth"], objective)), test["truth"])[objective]
-            rows.append({"rule": name, "objective": objective, "threshold": t, "valid": v, "test": te,
-                         "test_ceiling": ceiling,
-                         "test_ap": ranking([list(np.maximum.accumulate(p)) for p in test[scores]], test["truth"]).get(
-                             "average_precision")})
-    picked = {obj: max((r for r in rows if r["objective"] == obj and not r["rule"].startswith("tfidf")
-                        and "tfidf only" not in r["rule"]), key=lambda r: r["valid"][obj])["rule"]
-              for obj in ("exact", "f1_incorrect")}
+            ceiling = step_metrics(
+                labels(
+                    test,
+                    choose(lambda t: labels(test, t), [x for p in values(test) for x in p], test["truth"], objective),
+                ),
+                test["truth"],
+            )[objective]
+            rows.append(
+                {
+                    "rule": name,
+                    "objective": objective,
+                    "threshold": t,
+                    "valid": v,
+                    "test": te,
+                    "test_ceiling": ceiling,
+                    "test_ap": ranking([list(np.maximum.accumulate(p)) for p in test[scores]], test["truth"]).get(
+                        "average_precision"
+                    ),
+                }
+            )
+    picked = {
+        obj: max(
+            (
+                r
+                for r in rows
+                if r["objective"] == obj and not r["rule"].startswith("tfidf") and "tfidf only" not in r["rule"]
+            ),
+            key=lambda r: r["valid"][obj],
+        )["rule"]
+        for obj in ("exact", "f1_incorrect")
+    }
     always = step_metrics([[True] * len(t) for t in test["truth"]], test["truth"])["exact"]
     print(f"test: always_correct exact {always:.3f}; {len(test['truth'])} proofs; valid {len(valid['truth'])} proofs")
-    print(f"{'rule':36s} {'chosen for':>10s} {'t':>6s} | valid exact  F1 | test exact  F1 | test AP | "
-          "best on test at any t (diagnostic)")
+    print(
+        f"{'rule':36s} {'chosen for':>10s} {'t':>6s} | valid exact  F1 | test exact  F1 | test AP | "
+        "best on test at any t (diagnostic)"
+    )
     for r in rows:
         mark = " <- valid's pick" if picked[r["objective"]] == r["rule"] else ""
-        print(f"{r['rule']:36s} {r['objective'][:10]:>10s} {r['threshold']:6.3f} | {r['valid']['exact']:.3f} "
-              f"{r['valid']['f1_incorrect']:.3f} | {r['test']['exact']:.3f} {r['test']['f1_incorrect']:.3f} | "
-              f"{r['test_ap'] or 0:.3f} | {r['test_ceiling']:.3f}{mark}")
+        print(
+            f"{r['rule']:36s} {r['objective'][:10]:>10s} {r['threshold']:6.3f} | {r['valid']['exact']:.3f} "
+            f"{r['valid']['f1_incorrect']:.3f} | {r['test']['exact']:.3f} {r['test']['f1_incorrect']:.3f} | "
+            f"{r['test_ap'] or 0:.3f} | {r['test_ceiling']:.3f}{mark}"
+        )
     for name, coef in stacked.items():
         print(f"{name} coefficients: {[round(c, 3) for c in coef]}")
-    out = {"model": options.model, "dataset": options.dataset, "always_correct": always, "rows": rows,
-           "valid_picks": picked, "stacker_coefficients": stacked, "wall_s": time.perf_counter() - began}
+    out = {
+        "model": options.model,
+        "dataset": options.dataset,
+        "always_correct": always,
+        "rows": rows,
+        "valid_picks": picked,
+        "stacker_coefficients": stacked,
+        "wall_s": time.perf_counter() - began,
+    }
     print(f"bench.prm_rules: {out['wall_s']:.0f} s")
     if options.json:
         with open(options.json, "w", encoding="utf-8") as f:

@@ -75,18 +75,31 @@ def measure_evaluator(config: BenchConfig) -> dict:
             resolve_artifact(config.evaluator, "classifiers")
             kind = "classifier"
         except (FileNotFoundError, ManifestError):
-            print(f"[bench-rl] {config.evaluator} not found: timing an untrained tiny one-token classifier of the "
-                  "same architecture instead", file=sys.stderr)
-    evaluator, info = build_evaluator(EvaluatorConfig(kind=kind, path=config.evaluator if kind == "classifier" else None,
-                                                      device="cpu"))
-    programs = [row["code"] for row in read_jsonl(shared_data_dir() / "candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz",
-                                                  limit=config.latency_programs)]
+            print(
+                f"[bench-rl] {config.evaluator} not found: timing an untrained tiny one-token classifier of the "
+                "same architecture instead",
+                file=sys.stderr,
+            )
+    evaluator, info = build_evaluator(
+        EvaluatorConfig(kind=kind, path=config.evaluator if kind == "classifier" else None, device="cpu")
+    )
+    programs = [
+        row["code"]
+        for row in read_jsonl(
+            shared_data_dir() / "candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz",
+            limit=config.latency_programs,
+        )
+    ]
     evaluator.score(programs[:4])  # warm-up
     wall, cpu = time.perf_counter(), time.process_time()
     evaluator.score(programs)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    return {"evaluator": info, "programs": len(programs), "s_per_program_cpu": cpu / len(programs),
-            "s_per_program_wall": wall / len(programs)}
+    return {
+        "evaluator": info,
+        "programs": len(programs),
+        "s_per_program_cpu": cpu / len(programs),
+        "s_per_program_wall": wall / len(programs),
+    }
 
 
 def bench_scheduler(config: BenchConfig) -> dict:
@@ -100,13 +113,23 @@ def bench_scheduler(config: BenchConfig) -> dict:
     scenarios = [
         Scenario("recorded Lean times, seed evaluator latency", SEED_HYBRID_S, other),
         Scenario("recorded Lean times, evaluator latency measured here", measured, other),
-        Scenario(f"recorded Lean times x{scale:.1f} (lean-only = the seed's 420 s), seed latency", SEED_HYBRID_S,
-                 other, scale),
+        Scenario(
+            f"recorded Lean times x{scale:.1f} (lean-only = the seed's 420 s), seed latency",
+            SEED_HYBRID_S,
+            other,
+            scale,
+        ),
     ]
     finite = [c.duration for c in checks if c.duration != float("inf")]
-    out = {"checks": len(checks), "no_recorded_time": sum(c.duration == float("inf") for c in checks),
-           "median_lean_s": statistics.median(finite), "mean_lean_s": statistics.fmean(finite),
-           "evaluator_latency": latency, "other_step_s": other, "scenarios": []}
+    out = {
+        "checks": len(checks),
+        "no_recorded_time": sum(c.duration == float("inf") for c in checks),
+        "median_lean_s": statistics.median(finite),
+        "mean_lean_s": statistics.fmean(finite),
+        "evaluator_latency": latency,
+        "other_step_s": other,
+        "scenarios": [],
+    }
     for scenario in scenarios:
         out["scenarios"].append(compare(checks, config.batch, config.workers, config.timeout, scenario, config.draws))
     return out
@@ -123,22 +146,63 @@ def ours_step(config: BenchConfig, root: Path) -> dict:
     from rl.train import run
 
     G, n = config.num_generations, config.warmup + config.steps
-    args = ["--config", str(REPO_ROOT / "configs/rl/debug.yaml"), "--run", "bench",
-            "--model.policy.adapter.kind", "none", "--model.optim.lr", "1e-5", "--model.threads", str(config.threads),
-            "--model.grpo.num_generations", str(G), "--model.grpo.micro_batch_size", str(G * config.problems),
-            "--model.grpo.loss_type", "dapo", "--model.grpo.beta", "0.0",
-            "--model.generation.max_new_tokens", str(config.completion_tokens),
-            "--model.generation.min_new_tokens", str(config.completion_tokens),
-            "--model.reward.protocol", "evaluator", "--model.reward.evaluator_reward", "score",
-            "--model.drift.enabled", "false", "--model.audit.enabled", "false", "--model.evaluation.enabled", "false",
-            "--data.filters.enabled", "false", "--data.curriculum.enabled", "false",
-            "--data.statements.limit", str(config.problems), "--data.problems_per_step", str(config.problems),
-            "--trainer.max_steps", str(n), "--trainer.enable_progress_bar", "false", "--log.csv", "false"]
+    args = [
+        "--config",
+        str(REPO_ROOT / "configs/rl/debug.yaml"),
+        "--run",
+        "bench",
+        "--model.policy.adapter.kind",
+        "none",
+        "--model.optim.lr",
+        "1e-5",
+        "--model.threads",
+        str(config.threads),
+        "--model.grpo.num_generations",
+        str(G),
+        "--model.grpo.micro_batch_size",
+        str(G * config.problems),
+        "--model.grpo.loss_type",
+        "dapo",
+        "--model.grpo.beta",
+        "0.0",
+        "--model.generation.max_new_tokens",
+        str(config.completion_tokens),
+        "--model.generation.min_new_tokens",
+        str(config.completion_tokens),
+        "--model.reward.protocol",
+        "evaluator",
+        "--model.reward.evaluator_reward",
+        "score",
+        "--model.drift.enabled",
+        "false",
+        "--model.audit.enabled",
+        "false",
+        "--model.evaluation.enabled",
+        "false",
+        "--data.filters.enabled",
+        "false",
+        "--data.curriculum.enabled",
+        "false",
+        "--data.statements.limit",
+        str(config.problems),
+        "--data.problems_per_step",
+        str(config.problems),
+        "--trainer.max_steps",
+        str(n),
+        "--trainer.enable_progress_bar",
+        "false",
+        "--log.csv",
+        "false",
+    ]
     os.environ["LEANLOOP_ARTIFACTS"] = str(root)
     result = run(args)
-    steps = list(read_jsonl(result.run_dir / "steps.jsonl"))[config.warmup:]
-    return {"wall_s": [s["time/step_s"] for s in steps], "cpu_s": [s["time/step_cpu_s"] for s in steps],
-            "rollouts": G * config.problems, "reward_mean": statistics.fmean(s["train/reward"] for s in steps)}
+    steps = list(read_jsonl(result.run_dir / "steps.jsonl"))[config.warmup :]
+    return {
+        "wall_s": [s["time/step_s"] for s in steps],
+        "cpu_s": [s["time/step_cpu_s"] for s in steps],
+        "rollouts": G * config.problems,
+        "reward_mean": statistics.fmean(s["train/reward"] for s in steps),
+    }
 
 
 def trl_step(config: BenchConfig, root: Path) -> dict:
@@ -179,17 +243,41 @@ def trl_step(config: BenchConfig, root: Path) -> dict:
             times["cpu_s"].append(time.process_time() - self.cpu)
 
     G, n = config.num_generations, config.warmup + config.steps
-    args = GRPOConfig(output_dir=str(root / "trl"), per_device_train_batch_size=G * config.problems, num_generations=G,
-                      max_completion_length=config.completion_tokens,
-                      generation_kwargs={"min_new_tokens": config.completion_tokens}, temperature=1.0, top_p=1.0,
-                      learning_rate=1e-5, lr_scheduler_type="constant", warmup_steps=0, max_grad_norm=1.0,
-                      loss_type="dapo", beta=0.0, bf16=False, use_cpu=True, report_to=[], logging_steps=1,
-                      save_strategy="no", max_steps=n, seed=42, disable_tqdm=True, log_completions=False)
+    args = GRPOConfig(
+        output_dir=str(root / "trl"),
+        per_device_train_batch_size=G * config.problems,
+        num_generations=G,
+        max_completion_length=config.completion_tokens,
+        generation_kwargs={"min_new_tokens": config.completion_tokens},
+        temperature=1.0,
+        top_p=1.0,
+        learning_rate=1e-5,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        max_grad_norm=1.0,
+        loss_type="dapo",
+        beta=0.0,
+        bf16=False,
+        use_cpu=True,
+        report_to=[],
+        logging_steps=1,
+        save_strategy="no",
+        max_steps=n,
+        seed=42,
+        disable_tqdm=True,
+        log_completions=False,
+    )
     dataset = Dataset.from_list([{"prompt": p} for p in by_prompt] * (n * G))
-    trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=args, train_dataset=dataset,
-                          processing_class=tokenizer, callbacks=[Clock()])
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[reward],
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[Clock()],
+    )
     trainer.train()
-    return {key: values[config.warmup:] for key, values in times.items()} | {"rollouts": G * config.problems}
+    return {key: values[config.warmup :] for key, values in times.items()} | {"rollouts": G * config.problems}
 
 
 def bench_step(config: BenchConfig) -> dict:
@@ -213,18 +301,29 @@ def bench_gate(config: BenchConfig) -> dict:
     from rl.audit import JudgeAudit, JudgeAuditConfig, JudgeItem
     from rl.simulate import recorded_checks
 
-    projects = sorted(p for p in (shared_data_dir() / "comparator" / "projects").iterdir()
-                      if (p / "Solution.lean").is_file() and (p / "Challenge.lean").is_file())
+    projects = sorted(
+        p
+        for p in (shared_data_dir() / "comparator" / "projects").iterdir()
+        if (p / "Solution.lean").is_file() and (p / "Challenge.lean").is_file()
+    )
     items = []
     for folder in projects:
         solution = (folder / "Solution.lean").read_text(encoding="utf-8")
         statement = (folder / "Challenge.lean").read_text(encoding="utf-8").replace("sorry", "").rstrip()
-        items.append(JudgeItem(0, folder.name, solution,
-                               VerifyRequest(program=solution, name="comm", statement=statement, header=""), "lean"))
+        items.append(
+            JudgeItem(
+                0,
+                folder.name,
+                solution,
+                VerifyRequest(program=solution, name="comm", statement=statement, header=""),
+                "lean",
+            )
+        )
     with tempfile.TemporaryDirectory() as tmp:
         tools = prepare_comparator_dir(Path(tmp) / "tools", shared_data_dir() / "comparator")
-        judge = ComparatorJudge(JudgeConfig(comparator=str(tools / "comparator"), lake_path=str(tools / "lake"),
-                                            concurrency=1))
+        judge = ComparatorJudge(
+            JudgeConfig(comparator=str(tools / "comparator"), lake_path=str(tools / "lake"), concurrency=1)
+        )
         audit = JudgeAudit(judge, JudgeAuditConfig(enabled=True, mode="gate", gate_deadline_s=600))
         began = time.perf_counter()
         rounds = 1 if config.smoke else config.gate_rounds
@@ -236,48 +335,68 @@ def bench_gate(config: BenchConfig) -> dict:
     fast = statistics.median([c.duration for c in checks if c.duration != float("inf")])
     per_proof = wall / (rounds * len(items))
     summary = audit.summary()
-    return {"judged": rounds * len(items), "projects": len(items), "gate_s_per_proof": per_proof,
-            "fast_path_median_s": fast, "ratio_to_fast_path": per_proof / fast,
-            "agreed": summary["agreed"], "withheld": summary["gate_withheld"]}
+    return {
+        "judged": rounds * len(items),
+        "projects": len(items),
+        "gate_s_per_proof": per_proof,
+        "fast_path_median_s": fast,
+        "ratio_to_fast_path": per_proof / fast,
+        "agreed": summary["agreed"],
+        "withheld": summary["gate_withheld"],
+    }
 
 
 def report(config: BenchConfig, scheduler: dict | None, step: dict | None, gate: dict | None = None) -> None:
     p = "[bench-rl]"
     if gate:
-        print(f"{p} judge gate (stand-in comparator, {gate['judged']} judged proofs over {gate['projects']} recorded "
-              f"projects, one at a time): {gate['gate_s_per_proof'] * 1e3:.0f} ms per proof = "
-              f"{gate['ratio_to_fast_path']:.2f}x the fast path's recorded median {gate['fast_path_median_s']:.2f} s "
-              f"Lean time per proof ({gate['agreed']} agreed, {gate['withheld']} withheld). Not included: comparator's "
-              "own Lean time (builds, exports, kernel replay), which a real judge adds per proof")
+        print(
+            f"{p} judge gate (stand-in comparator, {gate['judged']} judged proofs over {gate['projects']} recorded "
+            f"projects, one at a time): {gate['gate_s_per_proof'] * 1e3:.0f} ms per proof = "
+            f"{gate['ratio_to_fast_path']:.2f}x the fast path's recorded median {gate['fast_path_median_s']:.2f} s "
+            f"Lean time per proof ({gate['agreed']} agreed, {gate['withheld']} withheld). Not included: comparator's "
+            "own Lean time (builds, exports, kernel replay), which a real judge adds per proof"
+        )
     if scheduler:
         lat = scheduler["evaluator_latency"]
-        print(f"{p} Lean times: {scheduler['checks']} recorded RL-Lean checks (median {scheduler['median_lean_s']:.2f} s, "
-              f"mean {scheduler['mean_lean_s']:.2f} s; {scheduler['no_recorded_time']} system errors/timeouts run to the "
-              f"timeout); pool {config.workers} workers, timeout {config.timeout:g} s, batch {config.batch}")
-        print(f"{p} evaluator latency measured here: {lat['s_per_program_cpu'] * 1e3:.1f} ms/program CPU "
-              f"({lat['evaluator']['kind']}{'' if lat['evaluator'].get('trained', True) else ', untrained'}) -> "
-              f"{lat['s_per_program_cpu'] * config.batch:.1f} s per batch; rest of step {scheduler['other_step_s']:.1f} s "
-              "(derived from the seed's 420 s -> 90 s, 31%)")
+        print(
+            f"{p} Lean times: {scheduler['checks']} recorded RL-Lean checks (median {scheduler['median_lean_s']:.2f} s, "
+            f"mean {scheduler['mean_lean_s']:.2f} s; {scheduler['no_recorded_time']} system errors/timeouts run to the "
+            f"timeout); pool {config.workers} workers, timeout {config.timeout:g} s, batch {config.batch}"
+        )
+        print(
+            f"{p} evaluator latency measured here: {lat['s_per_program_cpu'] * 1e3:.1f} ms/program CPU "
+            f"({lat['evaluator']['kind']}{'' if lat['evaluator'].get('trained', True) else ', untrained'}) -> "
+            f"{lat['s_per_program_cpu'] * config.batch:.1f} s per batch; rest of step {scheduler['other_step_s']:.1f} s "
+            "(derived from the seed's 420 s -> 90 s, 31%)"
+        )
         for s in scheduler["scenarios"]:
-            print(f"{p} -- {s['scenario']['name']} (evaluator {s['scenario']['evaluator_s']:.1f} s; matched timeout "
-                  f"{s['matched_timeout']:.2f} s)")
+            print(
+                f"{p} -- {s['scenario']['name']} (evaluator {s['scenario']['evaluator_s']:.1f} s; matched timeout "
+                f"{s['matched_timeout']:.2f} s)"
+            )
             for name in ("lean", "hybrid", "lean_matched"):
                 r = s[name]
                 extra = f", step {100 * r['step_reduction_vs_lean']:+.1f}% vs lean" if name != "lean" else ""
-                print(f"{p}    {name:<12} scoring {r['scoring_s']:7.1f} s  step {r['step_s']:7.1f} s{extra}; Lean share "
-                      f"{r['lean_share']:.2f}, timed out {r['timed_out']:.1f}, cancelled {r['cancelled']:.1f}, valid "
-                      f"proofs without a Lean verdict {r['valid_without_lean_verdict']:.1f}")
+                print(
+                    f"{p}    {name:<12} scoring {r['scoring_s']:7.1f} s  step {r['step_s']:7.1f} s{extra}; Lean share "
+                    f"{r['lean_share']:.2f}, timed out {r['timed_out']:.1f}, cancelled {r['cancelled']:.1f}, valid "
+                    f"proofs without a Lean verdict {r['valid_without_lean_verdict']:.1f}"
+                )
         print(f"{p} seed: lean-only 420 s -> hybrid 90 s scoring, ~31% shorter steps")
     if step:
         for name in ("ours", "trl"):
             r = step[name]
-            print(f"{p} GRPO step ({r['rollouts']} rollouts x {config.completion_tokens} tokens, tiny Qwen3, fp32 CPU, "
-                  f"{config.threads} thread) {name:<4}: median {statistics.median(r['cpu_s']):.2f} s CPU, "
-                  f"{statistics.median(r['wall_s']):.2f} s wall over {len(r['cpu_s'])} steps")
-        print(f"{p} this stage / TRL GRPOTrainer: {step['ratio_cpu_s']:.2f}x CPU time, {step['ratio_wall_s']:.2f}x wall "
-              f"(target <= 1.0x). Same objective (tests/rl/test_rl_trl_equivalence.py); the difference is mostly "
-              "where log-probabilities are computed: TRL's fused head projects every position, prompt included, "
-              "through the vocabulary on CPU (only CUDA gets its compact mode), this stage only the completion")
+            print(
+                f"{p} GRPO step ({r['rollouts']} rollouts x {config.completion_tokens} tokens, tiny Qwen3, fp32 CPU, "
+                f"{config.threads} thread) {name:<4}: median {statistics.median(r['cpu_s']):.2f} s CPU, "
+                f"{statistics.median(r['wall_s']):.2f} s wall over {len(r['cpu_s'])} steps"
+            )
+        print(
+            f"{p} this stage / TRL GRPOTrainer: {step['ratio_cpu_s']:.2f}x CPU time, {step['ratio_wall_s']:.2f}x wall "
+            f"(target <= 1.0x). Same objective (tests/rl/test_rl_trl_equivalence.py); the difference is mostly "
+            "where log-probabilities are computed: TRL's fused head projects every position, prompt included, "
+            "through the vocabulary on CPU (only CUDA gets its compact mode), this stage only the completion"
+        )
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -294,8 +413,11 @@ def main(argv: list[str] | None = None) -> dict:
     report(config, scheduler, step, gate)
     out = artifacts_root() / "bench" / "rl.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"config": asdict(config), "scheduler": scheduler, "step": step, "gate": gate},
-                              indent=1, default=str))
+    out.write_text(
+        json.dumps(
+            {"config": asdict(config), "scheduler": scheduler, "step": step, "gate": gate}, indent=1, default=str
+        )
+    )
     print(f"[bench-rl] details: {out}")
     return {"scheduler": scheduler, "step": step, "gate": gate}
 

@@ -81,8 +81,17 @@ class BenchConfig:
             self.theorems, self.budget, self.samples, self.max_new_tokens = 4, 2, 2, 4
 
 
-def noisy_table(replay, names: list[str], settings, budgets, seeds: int, k: int = 8,
-                config: SearchConfig | None = None, repeats=(0.0,), on_row=None) -> list[dict]:
+def noisy_table(
+    replay,
+    names: list[str],
+    settings,
+    budgets,
+    seeds: int,
+    k: int = 8,
+    config: SearchConfig | None = None,
+    repeats=(0.0,),
+    on_row=None,
+) -> list[dict]:
     """Solved counts (mean over seeds) of search and sampling per (p, q, rate, repeats, call budget);
     ``on_row`` is called with each row as it is done (a long grid shows its progress)."""
     from dataclasses import replace
@@ -107,16 +116,31 @@ def noisy_table(replay, names: list[str], settings, budgets, seeds: int, k: int 
                     searches, _ = start_searches(names, env, cfg)
                     SearchBatch(searches, policy(seed), cfg).run(budget, calls=budget)
                     roots = [s.root.goal for s in searches]
-                    fixed = sample_without_search(policy(1000 + seed), env, roots, [budget] * len(roots),
-                                                  cfg.tactic_timeout)
-                    equal = sample_without_search(policy(2000 + seed), env, roots,
-                                                  [max(s.stats.env_calls, 1) for s in searches], cfg.tactic_timeout)
+                    fixed = sample_without_search(
+                        policy(1000 + seed), env, roots, [budget] * len(roots), cfg.tactic_timeout
+                    )
+                    equal = sample_without_search(
+                        policy(2000 + seed),
+                        env,
+                        roots,
+                        [max(s.stats.env_calls, 1) for s in searches],
+                        cfg.tactic_timeout,
+                    )
                     totals["search"] += sum(s.solved for s in searches)
                     totals["sampling_fixed"] += sum(solved for solved, _ in fixed)
                     totals["sampling_equal"] += sum(solved for solved, _ in equal)
                     totals["search_calls"] += sum(s.stats.env_calls for s in searches) / max(len(searches), 1)
-                rows.append({"p": p, "q": q, "dead_end_rate": rate, "repeats": repeat, "budget": budget,
-                             "theorems": len(names), **{key: value / seeds for key, value in totals.items()}})
+                rows.append(
+                    {
+                        "p": p,
+                        "q": q,
+                        "dead_end_rate": rate,
+                        "repeats": repeat,
+                        "budget": budget,
+                        "theorems": len(names),
+                        **{key: value / seeds for key, value in totals.items()},
+                    }
+                )
                 if on_row:
                     on_row(rows[-1])
     return rows
@@ -130,15 +154,20 @@ def target_met(row: dict) -> bool:
 
 def print_header(title: str) -> None:
     print(f"\n{title}")
-    print(f"{'p':>5} {'q':>6} {'dead':>5} {'rep':>4} {'calls':>5} {'search':>8} {'sample@fixed':>13} "
-          f"{'sample@equal':>13} {'calls/thm':>10} {'margin':>7} {'target':>7}")
+    print(
+        f"{'p':>5} {'q':>6} {'dead':>5} {'rep':>4} {'calls':>5} {'search':>8} {'sample@fixed':>13} "
+        f"{'sample@equal':>13} {'calls/thm':>10} {'margin':>7} {'target':>7}"
+    )
 
 
 def print_row(r: dict) -> None:
-    print(f"{r['p']:>5.2f} {r['q']:>6.3f} {r['dead_end_rate']:>5.2f} {r['repeats']:>4.2f} {r['budget']:>5} "
-          f"{r['search']:>8.1f} {r['sampling_fixed']:>13.1f} {r['sampling_equal']:>13.1f} "
-          f"{r['search_calls']:>10.1f} {r['search'] - r['sampling_fixed']:>+7.1f} "
-          f"{'met' if target_met(r) else 'MISSED':>7}", flush=True)
+    print(
+        f"{r['p']:>5.2f} {r['q']:>6.3f} {r['dead_end_rate']:>5.2f} {r['repeats']:>4.2f} {r['budget']:>5} "
+        f"{r['search']:>8.1f} {r['sampling_fixed']:>13.1f} {r['sampling_equal']:>13.1f} "
+        f"{r['search_calls']:>10.1f} {r['search'] - r['sampling_fixed']:>+7.1f} "
+        f"{'met' if target_met(r) else 'MISSED':>7}",
+        flush=True,
+    )
 
 
 def noisy(args) -> int:
@@ -151,22 +180,25 @@ def noisy(args) -> int:
     held_out = sorted(pd.read_parquet(trees / "final" / "test.parquet")["name"])[: args.theorems]
     train = sorted(pd.read_parquet(trees / "final" / "train.parquet")["name"])[: args.train_theorems]
     config = args.search
-    print(f"synthetic policy (k={args.k} candidates, constant critic) over {len(held_out)} held-out and "
-          f"{len(train)} train theorems, {args.seeds} seed(s); budgets in environment calls per theorem; search: "
-          f"{config.samples_per_expansion} tactics proposed per expansion, "
-          f"{config.first_expansion_samples or config.samples_per_expansion} run at a goal's first expansion "
-          f"(growth x{config.expansion_growth} per re-expansion), widening c "
-          f"{config.widening_c} alpha {config.widening_alpha}, first-play urgency {config.first_play_urgency}, "
-          f"dead-end decay {config.dead_end_decay}, candidate order {config.candidate_order}, edge prior {config.edge_prior}, "
-          f"widening {config.widening}, evidence scope {config.evidence_scope} sharpness {config.evidence_sharpness}, "
-          f"AND siblings {config.and_sibling}")
+    print(
+        f"synthetic policy (k={args.k} candidates, constant critic) over {len(held_out)} held-out and "
+        f"{len(train)} train theorems, {args.seeds} seed(s); budgets in environment calls per theorem; search: "
+        f"{config.samples_per_expansion} tactics proposed per expansion, "
+        f"{config.first_expansion_samples or config.samples_per_expansion} run at a goal's first expansion "
+        f"(growth x{config.expansion_growth} per re-expansion), widening c "
+        f"{config.widening_c} alpha {config.widening_alpha}, first-play urgency {config.first_play_urgency}, "
+        f"dead-end decay {config.dead_end_decay}, candidate order {config.candidate_order}, edge prior {config.edge_prior}, "
+        f"widening {config.widening}, evidence scope {config.evidence_scope} sharpness {config.evidence_sharpness}, "
+        f"AND siblings {config.and_sibling}"
+    )
     results = {}
     for title, names in (("train theorems (tuning)", train), ("held-out theorems", held_out)):
         if not names:
             continue
         print_header(title)
-        results[title] = noisy_table(replay, names, args.settings, args.budgets, args.seeds, args.k, config,
-                                     args.repeats, on_row=print_row)
+        results[title] = noisy_table(
+            replay, names, args.settings, args.budgets, args.seeds, args.k, config, args.repeats, on_row=print_row
+        )
     rows = results.get("held-out theorems", [])
     print(f"\nheld-out targets met: {sum(map(target_met, rows))}/{len(rows)}")
     return 0
@@ -196,8 +228,10 @@ def main(argv: list[str] | None = None) -> int:
     env.calls = 0
     searches, _ = start_searches(names, env, SearchConfig(simulations=200))
     _, wall, cpu = _timed(lambda: SearchBatch(searches, OraclePolicy(env), SearchConfig(simulations=200)).run())
-    print(f"replay environment alone (oracle policy): {env.calls} calls, {env.calls / wall:,.0f} calls/s wall, "
-          f"{env.calls / max(cpu, 1e-9):,.0f} calls/s CPU; solved {sum(s.solved for s in searches)}/{len(searches)}")
+    print(
+        f"replay environment alone (oracle policy): {env.calls} calls, {env.calls / wall:,.0f} calls/s wall, "
+        f"{env.calls / max(cpu, 1e-9):,.0f} calls/s CPU; solved {sum(s.solved for s in searches)}/{len(searches)}"
+    )
 
     spec = ModelSpec("qwen3-tiny")
     tokenizer = load_tokenizer(spec)
@@ -224,15 +258,21 @@ def main(argv: list[str] | None = None) -> int:
         model_s = sum(s.stats.model_s for s in searches)
         env_s = sum(s.stats.env_s for s in searches)
         rows.append((label, expansions, calls, wall, cpu, model_s / max(model_s + env_s, 1e-9)))
-    print(f"\n{'mode':<24} {'expansions':>10} {'env calls':>10} {'exp/s wall':>11} {'exp/s CPU':>10} "
-          f"{'calls/s wall':>13} {'model share':>12}")
+    print(
+        f"\n{'mode':<24} {'expansions':>10} {'env calls':>10} {'exp/s wall':>11} {'exp/s CPU':>10} "
+        f"{'calls/s wall':>13} {'model share':>12}"
+    )
     for label, expansions, calls, wall, cpu, share in rows:
-        print(f"{label:<24} {expansions:>10} {calls:>10} {expansions / wall:>11.2f} {expansions / max(cpu, 1e-9):>10.2f} "
-              f"{calls / wall:>13.1f} {share:>11.1%}")
+        print(
+            f"{label:<24} {expansions:>10} {calls:>10} {expansions / wall:>11.2f} {expansions / max(cpu, 1e-9):>10.2f} "
+            f"{calls / wall:>13.1f} {share:>11.1%}"
+        )
     (_, e1, _, w1, c1, _), (_, e2, _, w2, c2, _) = rows
     ratio_wall, ratio_cpu = (e2 / w2) / (e1 / w1), (e2 / max(c2, 1e-9)) / (e1 / max(c1, 1e-9))
-    print(f"\nbatched vs one at a time: {ratio_wall:.2f}x expansions/s wall, {ratio_cpu:.2f}x CPU "
-          f"(target >= 2x) -> {'met' if ratio_cpu >= 2 else 'NOT met'}")
+    print(
+        f"\nbatched vs one at a time: {ratio_wall:.2f}x expansions/s wall, {ratio_cpu:.2f}x CPU "
+        f"(target >= 2x) -> {'met' if ratio_cpu >= 2 else 'NOT met'}"
+    )
     return 0
 
 

@@ -38,23 +38,31 @@ def rl_lean_predictions(shared: Path, with_traces: bool = True) -> list[dict[str
         response = parse_response(record.reply, record.program)
         answered = response.status.value == "ok"
         round_match = re.search(r"round(\d+)", record.extra["source"])
-        rows.append({
-            "id": f"{record.name}#{record.index}", "group": record.extra["name"], "benchmark": "minif2f_test",
-            # One candidate per problem per round: the nine rounds together form the pool of attempts.
-            "run": "Expert_V2", "round": int(round_match.group(1)) if round_match else None,
-            "label": bool(record.extra["verdict_pass"]) if answered else None,
-            "program": record.program,
-            "reference_trace": (annotate(record.program, response.messages, response.tactics)
-                                if answered and with_traces else None),
-            "trace": record.program,
-        })
+        rows.append(
+            {
+                "id": f"{record.name}#{record.index}",
+                "group": record.extra["name"],
+                "benchmark": "minif2f_test",
+                # One candidate per problem per round: the nine rounds together form the pool of attempts.
+                "run": "Expert_V2",
+                "round": int(round_match.group(1)) if round_match else None,
+                "label": bool(record.extra["verdict_pass"]) if answered else None,
+                "program": record.program,
+                "reference_trace": (
+                    annotate(record.program, response.messages, response.tactics) if answered and with_traces else None
+                ),
+                "trace": record.program,
+            }
+        )
     # Score: the problem's pass rate in the earlier rounds, Laplace-smoothed (round 0 scores 0.5).
     history: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for row in rows:
         if row["label"] is not None and row["round"] is not None:
             history[row["group"]].append((row["round"], int(row["label"])))
     for row in rows:
-        earlier = [label for round_, label in history[row["group"]] if row["round"] is not None and round_ < row["round"]]
+        earlier = [
+            label for round_, label in history[row["group"]] if row["round"] is not None and round_ < row["round"]
+        ]
         row["score"] = (sum(earlier) + 1) / (len(earlier) + 2)
     return rows
 
@@ -84,8 +92,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     by_source: dict[str, int] = defaultdict(int)
     for r, _ in answered:
         by_source[r.source] += 1
-    print(f"recorded replies with feedback: {len(records)} ({len(answered)} with a Lean answer): "
-          + ", ".join(f"{k} {v}" for k, v in by_source.items()))
+    print(
+        f"recorded replies with feedback: {len(records)} ({len(answered)} with a Lean answer): "
+        + ", ".join(f"{k} {v}" for k, v in by_source.items())
+    )
 
     def annotate_all() -> int:
         for r, p in answered:
@@ -101,8 +111,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     annotations, _ = _rate(annotate_all, min_seconds)
     raw_annotations, _ = _rate(parse_and_annotate_all, min_seconds)
     print(f"annotate (parsed replies):      {annotations:10.0f} annotations/s")
-    print(f"parse + annotate (raw JSON):    {raw_annotations:10.0f} annotations/s  "
-          f"(parsing costs {annotations / raw_annotations:.2f}x)")
+    print(
+        f"parse + annotate (raw JSON):    {raw_annotations:10.0f} annotations/s  "
+        f"(parsing costs {annotations / raw_annotations:.2f}x)"
+    )
 
     traces = [annotate(r.program, p.messages, p.tactics) for r, p in answered]
     programs = [r.program for r, _ in answered]
@@ -119,9 +131,11 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     groups = [row["group"] for row in rows]
     metrics_rate, _ = _rate(lambda: int(bool(verdict_metrics(labels, scores))), min_seconds)
     summary = verdict_metrics(labels, scores)
-    print(f"verdict metrics on {len(rows)} RL-Lean candidates ({len(set(groups))} problems; earlier-rounds "
-          f"pass-rate evaluator: AUROC {summary['auroc']:.3f}, MCC {summary['mcc']:.3f}): "
-          f"{metrics_rate:8.0f} evaluations/s")
+    print(
+        f"verdict metrics on {len(rows)} RL-Lean candidates ({len(set(groups))} problems; earlier-rounds "
+        f"pass-rate evaluator: AUROC {summary['auroc']:.3f}, MCC {summary['mcc']:.3f}): "
+        f"{metrics_rate:8.0f} evaluations/s"
+    )
 
     start = time.process_time()
     bootstrap_samples(labels, groups, scores, n_resamples=resamples)
@@ -129,20 +143,34 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     start = time.process_time()
     bootstrap_samples_loop(labels, groups, scores, n_resamples=loop_resamples)
     loop = (time.process_time() - start) / loop_resamples * resamples
-    print(f"grouped bootstrap, {resamples:,} resamples (CPU time): vectorized {vectorized:.2f} s, per-resample loop "
-          f"{loop:.1f} s (extrapolated from {loop_resamples}): {loop / vectorized:.1f}x faster")
+    print(
+        f"grouped bootstrap, {resamples:,} resamples (CPU time): vectorized {vectorized:.2f} s, per-resample loop "
+        f"{loop:.1f} s (extrapolated from {loop_resamples}): {loop / vectorized:.1f}x faster"
+    )
 
     start = time.process_time()
-    curve = budget_curve(build_pools(labels, scores, groups, runs=[row["run"] for row in rows],
-                                     benchmarks=[row["benchmark"] for row in rows]))
-    print(f"budget replay over {len(curve['k'])} budgets: {time.process_time() - start:.2f} s "
-          f"(coverage at k=1: ranked {curve['ranked'][0]:.3f}, random {curve['random'][0]:.3f}, "
-          f"oracle {curve['oracle'][0]:.3f})")
-    return {"annotations_per_s": annotations, "raw_annotations_per_s": raw_annotations,
-            "parsing_cost": annotations / raw_annotations, "verdicts_per_s": verdicts,
-            "feedback_identical_per_s": identical, "feedback_baseline_per_s": baseline,
-            "verdict_metrics_per_s": metrics_rate, "auroc": float(summary["auroc"]),
-            "bootstrap_speedup": loop / vectorized, "coverage_at_1_ranked": float(curve["ranked"][0])}
+    curve = budget_curve(
+        build_pools(
+            labels, scores, groups, runs=[row["run"] for row in rows], benchmarks=[row["benchmark"] for row in rows]
+        )
+    )
+    print(
+        f"budget replay over {len(curve['k'])} budgets: {time.process_time() - start:.2f} s "
+        f"(coverage at k=1: ranked {curve['ranked'][0]:.3f}, random {curve['random'][0]:.3f}, "
+        f"oracle {curve['oracle'][0]:.3f})"
+    )
+    return {
+        "annotations_per_s": annotations,
+        "raw_annotations_per_s": raw_annotations,
+        "parsing_cost": annotations / raw_annotations,
+        "verdicts_per_s": verdicts,
+        "feedback_identical_per_s": identical,
+        "feedback_baseline_per_s": baseline,
+        "verdict_metrics_per_s": metrics_rate,
+        "auroc": float(summary["auroc"]),
+        "bootstrap_speedup": loop / vectorized,
+        "coverage_at_1_ranked": float(curve["ranked"][0]),
+    }
 
 
 if __name__ == "__main__":

@@ -15,7 +15,12 @@ from leanloop.paths import REPO_ROOT
 from leanloop.tool import cli_entry, parse_config
 from leanloop.training.models import ModelSpec, load_model, load_tokenizer
 from leanloop.training.packing import (
-    IGNORE, PackedCollator, PaddedCollator, lm_examples, pack_examples, pack_lengths,
+    IGNORE,
+    PackedCollator,
+    PaddedCollator,
+    lm_examples,
+    pack_examples,
+    pack_lengths,
 )
 
 PADDING_TARGET = 0.02
@@ -64,8 +69,9 @@ def epoch_padding(lengths: list[int], max_length: int, batch_size: int, seed: in
     rng.shuffle(order)
 
     def padding(seqs: list[int]) -> float:
-        tensor = sum(max(seqs[i:i + batch_size]) * len(seqs[i:i + batch_size])
-                     for i in range(0, len(seqs), batch_size))
+        tensor = sum(
+            max(seqs[i : i + batch_size]) * len(seqs[i : i + batch_size]) for i in range(0, len(seqs), batch_size)
+        )
         return 1 - sum(seqs) / tensor
 
     return {"packed": padding(rows), "padded": padding(order), "rows": len(rows)}
@@ -103,8 +109,9 @@ def train_side_by_side(models: dict, batches: dict[str, list]) -> dict[str, dict
     return seconds
 
 
-def bench_packing(examples_n: int = 40, max_length: int = 512, batch_size: int = 4, seed: int = 0,
-                  documents_limit: int | None = None) -> dict:
+def bench_packing(
+    examples_n: int = 40, max_length: int = 512, batch_size: int = 4, seed: int = 0, documents_limit: int | None = None
+) -> dict:
     tokenizer = load_tokenizer("qwen3")
     examples = default_corpus_examples(tokenizer, max_length, documents_limit)
     lengths = [len(e["input_ids"]) for e in examples]
@@ -118,10 +125,12 @@ def bench_packing(examples_n: int = 40, max_length: int = 512, batch_size: int =
     order = sample[:]
     rng.shuffle(order)
     batches = {
-        "packed": [PackedCollator(tokenizer.pad_token_id)(rows[i:i + batch_size])
-                   for i in range(0, len(rows), batch_size)],
-        "padded": [PaddedCollator(tokenizer.pad_token_id)(order[i:i + batch_size])
-                   for i in range(0, len(order), batch_size)],
+        "packed": [
+            PackedCollator(tokenizer.pad_token_id)(rows[i : i + batch_size]) for i in range(0, len(rows), batch_size)
+        ],
+        "padded": [
+            PaddedCollator(tokenizer.pad_token_id)(order[i : i + batch_size]) for i in range(0, len(order), batch_size)
+        ],
     }
     tensor_tokens = {kind: sum(b["input_ids"].numel() for b in bs) for kind, bs in batches.items()}
 
@@ -131,16 +140,24 @@ def bench_packing(examples_n: int = 40, max_length: int = 512, batch_size: int =
     seconds = train_side_by_side({"packed": base, "padded": copy.deepcopy(base)}, batches)
 
     result = {
-        "max_length": max_length, "batch_size": batch_size, "documents_limit": documents_limit,
+        "max_length": max_length,
+        "batch_size": batch_size,
+        "documents_limit": documents_limit,
         "corpus": {"examples": len(examples), "tokens": sum(lengths), **corpus},
         "sample": {"examples": len(sample), "tokens": real, "rows": len(rows)},
     }
     for kind in ("packed", "padded"):
-        result[kind] = {"steps": len(batches[kind]), "sample_padding": 1 - real / tensor_tokens[kind],
-                        "tensor_tokens": tensor_tokens[kind],
-                        "seconds": seconds[kind]["wall"], "tokens_per_s": real / seconds[kind]["wall"],
-                        "cpu_seconds": seconds[kind]["cpu"], "tokens_per_cpu_s": real / seconds[kind]["cpu"],
-                        "loss": losses[kind][0] / losses[kind][1], "trained_tokens": losses[kind][1]}
+        result[kind] = {
+            "steps": len(batches[kind]),
+            "sample_padding": 1 - real / tensor_tokens[kind],
+            "tensor_tokens": tensor_tokens[kind],
+            "seconds": seconds[kind]["wall"],
+            "tokens_per_s": real / seconds[kind]["wall"],
+            "cpu_seconds": seconds[kind]["cpu"],
+            "tokens_per_cpu_s": real / seconds[kind]["cpu"],
+            "loss": losses[kind][0] / losses[kind][1],
+            "trained_tokens": losses[kind][1],
+        }
     result["speedup"] = result["packed"]["tokens_per_cpu_s"] / result["padded"]["tokens_per_cpu_s"]
     result["wall_speedup"] = result["packed"]["tokens_per_s"] / result["padded"]["tokens_per_s"]
     result["loss_abs_diff"] = abs(result["packed"]["loss"] - result["padded"]["loss"])
@@ -163,8 +180,10 @@ def report(r: dict) -> str:
     ]
     for kind in ("packed", "padded"):
         k = r[kind]
-        lines.append(f"{kind:8} {k['steps']:>6} {k['sample_padding']:>8.1%} {k['cpu_seconds']:>8.1f} "
-                     f"{k['tokens_per_cpu_s']:>13.0f} {k['seconds']:>8.1f} {k['tokens_per_s']:>9.0f}")
+        lines.append(
+            f"{kind:8} {k['steps']:>6} {k['sample_padding']:>8.1%} {k['cpu_seconds']:>8.1f} "
+            f"{k['tokens_per_cpu_s']:>13.0f} {k['seconds']:>8.1f} {k['tokens_per_s']:>9.0f}"
+        )
     tensor_ratio = r["padded"]["tensor_tokens"] / r["packed"]["tensor_tokens"]
     lines += [
         f"padding fraction packed over the corpus {c['packed']:.2%} (target <= {PADDING_TARGET:.0%}): "
@@ -182,8 +201,9 @@ def report(r: dict) -> str:
 
 def main(argv: list[str] | None = None) -> dict:
     config, _ = parse_config(BenchConfig, argv, prog="python -m bench.train", description=__doc__.splitlines()[0])
-    result = bench_packing(config.examples, config.max_length, config.batch_size, config.seed,
-                           200 if config.smoke else None)
+    result = bench_packing(
+        config.examples, config.max_length, config.batch_size, config.seed, 200 if config.smoke else None
+    )
     print(report(result), flush=True)
     return result
 

@@ -80,13 +80,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from leanloop.vllm_engine import VLLMEngineConfig
 
     torch.set_num_threads(config.threads)
-    statements = read_statements(STATEMENTS).statements[:config.statements]
+    statements = read_statements(STATEMENTS).statements[: config.statements]
     prompts, names = [s.prompt for s in statements], [s.name for s in statements]
     sampling = SamplingConfig(k=config.k, max_new_tokens=config.max_new_tokens, attempts_per_batch=config.k)
     tokenizer = load_tokenizer("qwen3")
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    print(f"[bench-vllm] {os.cpu_count()} core(s), load average {os.getloadavg()[0]:.1f}, device {device}; "
-          f"{len(prompts)} statements x {config.k} attempts x <= {config.max_new_tokens} tokens")
+    print(
+        f"[bench-vllm] {os.cpu_count()} core(s), load average {os.getloadavg()[0]:.1f}, device {device}; "
+        f"{len(prompts)} statements x {config.k} attempts x <= {config.max_new_tokens} tokens"
+    )
     results: dict[str, Any] = {"device": device, "load_average": os.getloadavg()[0], "config": vars(config)}
     with tempfile.TemporaryDirectory(prefix="bench-vllm-") as folder:
         torch.manual_seed(0)
@@ -104,7 +106,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         results["vllm_start_seconds"] = time.perf_counter() - began
         results["vllm"] = timed(vllm, prompts, names, sampling)
         del vllm
-        results["ratio"] = show("make sft-sample", results["transformers"], results["vllm"], results["vllm_start_seconds"])
+        results["ratio"] = show(
+            "make sft-sample", results["transformers"], results["vllm"], results["vllm_start_seconds"]
+        )
         results["feedback"] = feedback(Path(folder), config)
     if config.json:
         Path(config.json).write_text(json.dumps(results, indent=1))
@@ -121,15 +125,23 @@ def feedback(folder: Path, config: BenchConfig) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for backend in ("transformers", "vllm"):
         began = time.perf_counter()
-        generation = TraceGenerationConfig(backend=backend, max_input_tokens=1024, max_new_tokens=config.trace_tokens,
-                                      vllm_extra={} if torch.cuda.is_available() else {"enforce_eager": True})
+        generation = TraceGenerationConfig(
+            backend=backend,
+            max_input_tokens=1024,
+            max_new_tokens=config.trace_tokens,
+            vllm_extra={} if torch.cuda.is_available() else {"enforce_eager": True},
+        )
         evaluator = FeedbackEvaluator.load(folder, generation)
         evaluator.score(programs[:1])  # warm-up
         out[f"{backend}_start_seconds"] = time.perf_counter() - began
         out[backend] = traced(evaluator, programs)
         del evaluator
-    out["ratio"] = show(f"feedback evaluator: {len(programs)} real programs, greedy, <= {config.trace_tokens} "
-                        "tokens, copy-drafting on", out["transformers"], out["vllm"], out["vllm_start_seconds"])
+    out["ratio"] = show(
+        f"feedback evaluator: {len(programs)} real programs, greedy, <= {config.trace_tokens} tokens, copy-drafting on",
+        out["transformers"],
+        out["vllm"],
+        out["vllm_start_seconds"],
+    )
     return out
 
 

@@ -58,8 +58,14 @@ class TfidfBaseline:
             raise ValueError("TF-IDF baseline needs both valid and invalid training programs")
         c = self.config
         self.pipeline = make_pipeline(
-            TfidfVectorizer(ngram_range=(1, c.ngram_max), min_df=c.min_df, max_features=c.max_features,
-                            token_pattern=c.token_pattern, sublinear_tf=c.sublinear_tf, lowercase=False),
+            TfidfVectorizer(
+                ngram_range=(1, c.ngram_max),
+                min_df=c.min_df,
+                max_features=c.max_features,
+                token_pattern=c.token_pattern,
+                sublinear_tf=c.sublinear_tf,
+                lowercase=False,
+            ),
             LogisticRegression(C=c.C, max_iter=5000, random_state=c.seed),
         )
         self.pipeline.fit(list(programs), labels)
@@ -75,8 +81,9 @@ class Baselines:
     """The baselines (:data:`BASELINES`) fitted on one training split's programs, labels and
     problem names."""
 
-    def __init__(self, programs: Sequence[str], labels: Sequence[bool], names: Sequence[str],
-                 tfidf: TfidfConfig | None = None) -> None:
+    def __init__(
+        self, programs: Sequence[str], labels: Sequence[bool], names: Sequence[str], tfidf: TfidfConfig | None = None
+    ) -> None:
         from classifiers.evidence import History
         from classifiers.history import REVEAL_FRACTION
 
@@ -87,8 +94,9 @@ class Baselines:
         self.history = History.from_columns(names, self.labels, programs)
         self.prior_mean = float(np.mean(self.labels))
 
-    def scores(self, programs: Sequence[str], labels: Sequence[bool], names: Sequence[str],
-               seed: int = 0) -> dict[str, np.ndarray]:
+    def scores(
+        self, programs: Sequence[str], labels: Sequence[bool], names: Sequence[str], seed: int = 0
+    ) -> dict[str, np.ndarray]:
         """Each baseline's scores of these rows. The sibling rate and the nearest proof reveal a
         seeded share of each problem's ``labels`` among these rows (the same draw as the history-aware
         evaluator's evidence for the same rows and seed), so score a whole split, or whole problems, at once."""

@@ -31,16 +31,26 @@ class ClassifyConfig(ScoreConfig):
 
 
 def classify(argv: list[str] | None = None, prog: str = "leanloop classify") -> int:
-    args, _ = parse_config(ClassifyConfig, argv, prog=prog, description="score programs with a trained verdict "
-                           "classifier", positional=("inputs",))
+    args, _ = parse_config(
+        ClassifyConfig,
+        argv,
+        prog=prog,
+        description="score programs with a trained verdict classifier",
+        positional=("inputs",),
+    )
     if args.run or args.shard or args.merge_shards:
         if not args.run:
-            print(f"classify: {'--shard' if args.shard else '--merge_shards'} writes a run: add --run NAME",
-                  file=sys.stderr)
+            print(
+                f"classify: {'--shard' if args.shard else '--merge_shards'} writes a run: add --run NAME",
+                file=sys.stderr,
+            )
             return 2
         if args.history is not None or args.known_label_field is not None:
-            print("classify: --history / --known_label_field score files without --run (a run and its shards "
-                  "score programs one by one); drop --run, or drop the history options", file=sys.stderr)
+            print(
+                "classify: --history / --known_label_field score files without --run (a run and its shards "
+                "score programs one by one); drop --run, or drop the history options",
+                file=sys.stderr,
+            )
             return 2
         from classifiers.score import run_from_args
 
@@ -50,8 +60,10 @@ def classify(argv: list[str] | None = None, prog: str = "leanloop classify") -> 
 
     history_mode = args.history is not None or args.known_label_field is not None
     if history_mode and args.feedback is not None:
-        raise SystemExit("classify: --history / --known_label_field stack a classifier's scores; a feedback model "
-                         "(--feedback) has no history stacker: drop one of them")
+        raise SystemExit(
+            "classify: --history / --known_label_field stack a classifier's scores; a feedback model "
+            "(--feedback) has no history stacker: drop one of them"
+        )
     model_dir(args)  # a missing or unfinished model is the first thing said, before any input is read
     keep = tuple(f for f in (args.group_field, args.known_label_field) if f and history_mode)
     items = list(read_items(args.inputs, args.field, keep=keep))
@@ -69,8 +81,14 @@ def classify(argv: list[str] | None = None, prog: str = "leanloop classify") -> 
     out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout
     try:
         for (where, _), prediction, more in zip(items, predictions, extra):
-            row = {**where, "score": prediction.score, "verdict": prediction.verdict, "threshold": threshold,
-                   "time_s": round(prediction.time_s, 6), **more}
+            row = {
+                **where,
+                "score": prediction.score,
+                "verdict": prediction.verdict,
+                "threshold": threshold,
+                "time_s": round(prediction.time_s, 6),
+                **more,
+            }
             out.write(dumps_line(row))
     finally:
         if out is not sys.stdout:
@@ -88,8 +106,10 @@ def _known_label(value: Any, where: dict[str, Any], field: str) -> bool | None:
         return True
     if text in ("false", "invalid", "0", "fail"):
         return False
-    raise SystemExit(f"classify: {where.get('input')}:{where.get('line')} has {field}={value!r}; "
-                     "a known label is true/false (or valid/invalid), or null when unknown")
+    raise SystemExit(
+        f"classify: {where.get('input')}:{where.get('line')} has {field}={value!r}; "
+        "a known label is true/false (or valid/invalid), or null when unknown"
+    )
 
 
 def _history_scores(args: ClassifyConfig, items: list[tuple[dict[str, Any], str]], deadline: float | None):
@@ -107,8 +127,9 @@ def _history_scores(args: ClassifyConfig, items: list[tuple[dict[str, Any], str]
         except (FileNotFoundError, KeyError, ValueError, ManifestError) as error:
             raise SystemExit(f"classify: --history {args.history}: {error}") from None
     try:
-        evaluator = load_history_evaluator(model_dir(args), history=history, threshold=args.threshold,
-                                           batch_size=args.batch_size, device=args.device)
+        evaluator = load_history_evaluator(
+            model_dir(args), history=history, threshold=args.threshold, batch_size=args.batch_size, device=args.device
+        )
     except FileNotFoundError as error:
         raise SystemExit(f"classify: {error}") from None
     groups = [where.get(args.group_field) for where, _ in items]

@@ -48,8 +48,9 @@ def combine(runs: list[Path]) -> list[dict[str, Any]]:
         corpora[str(run)] = (_corpus_input(manifest) or {}).get("hash")
         path = run / PREDICTIONS
         if not path.is_file():
-            raise FileNotFoundError(f"{path} not found: {run} finished without its evaluation; retrain it "
-                                    "with --overwrite true")
+            raise FileNotFoundError(
+                f"{path} not found: {run} finished without its evaluation; retrain it with --overwrite true"
+            )
         for row in read_predictions(path):
             name = row["evaluator"]
             owner = owners.setdefault(name, str(run))
@@ -58,8 +59,10 @@ def combine(runs: list[Path]) -> list[dict[str, Any]]:
                     raise ValueError(f"evaluator {name} appears in both {owner} and {run}")
                 known = scores[name].get(row["id"])
                 if known is not None and abs(known - row["score"]) > 1e-9:
-                    raise ValueError(f"baseline {name} differs between runs at {row['id']}: the runs were "
-                                     "evaluated on different corpora or baseline settings")
+                    raise ValueError(
+                        f"baseline {name} differs between runs at {row['id']}: the runs were "
+                        "evaluated on different corpora or baseline settings"
+                    )
                 continue
             scores.setdefault(name, {})[row["id"]] = row["score"]
             rows.append(row)
@@ -82,8 +85,7 @@ def main(config: ReportConfig) -> Path:
     out = resolve_path(config.out)
     rows = combine(runs)
     report = write_report(rows, out, config.n_resamples, title="Verdict classifiers vs baselines")
-    manifest = Manifest(stage="classifiers", run=out.name, counts={"rows": len(rows)},
-                        extra={"kind": "report"})
+    manifest = Manifest(stage="classifiers", run=out.name, counts={"rows": len(rows)}, extra={"kind": "report"})
     for run in runs:
         manifest.add_input(f"run:{run.name}", run)
     manifest.write(out)
@@ -95,5 +97,8 @@ if __name__ == "__main__":
     from leanloop.tool import cli_entry, parse_config
 
     prog = "python -m classifiers.combined_report"
-    raise SystemExit(cli_entry(lambda: main(parse_config(ReportConfig, prog=prog, description=__doc__.splitlines()[0])[0]),
-                               prog=prog))
+    raise SystemExit(
+        cli_entry(
+            lambda: main(parse_config(ReportConfig, prog=prog, description=__doc__.splitlines()[0])[0]), prog=prog
+        )
+    )

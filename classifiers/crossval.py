@@ -17,8 +17,17 @@ from typing import Any, Literal
 import numpy as np
 
 from classifiers.examples import corpus_files, load_labelled
-from leanloop.artifacts import (MANIFEST, Manifest, ManifestError, default_run_name, describe_input, read_manifest,
-                                resolve_model, resolve_path, resolve_run)
+from leanloop.artifacts import (
+    MANIFEST,
+    Manifest,
+    ManifestError,
+    default_run_name,
+    describe_input,
+    read_manifest,
+    resolve_model,
+    resolve_path,
+    resolve_run,
+)
 from leanloop.corpus import VALID, canonical_split
 from leanloop.paths import REPO_ROOT, artifacts_root, repo_file
 
@@ -74,11 +83,16 @@ def _write_folds(source: Path, targets: list[Path], folds: int) -> None:
         (target / MANIFEST).unlink(missing_ok=True)  # a fold half rewritten never passes as finished
         (target / "final").mkdir(parents=True, exist_ok=True)
         pq.write_table(fold_table, target / "final" / "corpus.parquet")
-        record = Manifest(stage="data", run=target.name,
-                          counts={"rows": fold_table.num_rows, "validation_rows": len(held),
-                                  "validation_theorems": len({names[i] for i in held})},
-                          extra={"cross_validation": {"fold": fold, "folds": folds, "group": "theorem",
-                                                      "test_rows": "left out"}})
+        record = Manifest(
+            stage="data",
+            run=target.name,
+            counts={
+                "rows": fold_table.num_rows,
+                "validation_rows": len(held),
+                "validation_theorems": len({names[i] for i in held}),
+            },
+            extra={"cross_validation": {"fold": fold, "folds": folds, "group": "theorem", "test_rows": "left out"}},
+        )
         record.add_input("corpus", source)
         record.write(target)
 
@@ -135,11 +149,20 @@ def pooled_difference(held: list[HeldOut], runs: list[str | None], resamples: in
     if not labels:
         return None
     y = np.asarray(labels, dtype=int)
-    gap = paired_bootstrap(y, names, np.asarray(mine), np.asarray(baseline), metrics=("auroc",),
-                           n_resamples=resamples)["auroc"]
-    return {"rows": len(labels), "theorems": len(set(names)), "classifier": float(auroc(y, mine)),
-            "tfidf": float(auroc(y, baseline)), "difference": float(gap.point), "low": float(gap.low),
-            "high": float(gap.high), "share_positive": float(gap.share_positive), "resamples": resamples}
+    gap = paired_bootstrap(y, names, np.asarray(mine), np.asarray(baseline), metrics=("auroc",), n_resamples=resamples)[
+        "auroc"
+    ]
+    return {
+        "rows": len(labels),
+        "theorems": len(set(names)),
+        "classifier": float(auroc(y, mine)),
+        "tfidf": float(auroc(y, baseline)),
+        "difference": float(gap.point),
+        "low": float(gap.low),
+        "high": float(gap.high),
+        "share_positive": float(gap.share_positive),
+        "resamples": resamples,
+    }
 
 
 def config_corpus(configs: list[str], overrides: dict[str, Any]) -> str:
@@ -152,8 +175,10 @@ def config_corpus(configs: list[str], overrides: dict[str, Any]) -> str:
         corpus = data.get("corpus", corpus)
     corpus = overrides.get("data.corpus", corpus)
     if not corpus:
-        raise CrossValError("the configs name no data.corpus (a data-stage run) to cross-validate on; "
-                            "pass --corpus artifacts://data/<run>")
+        raise CrossValError(
+            "the configs name no data.corpus (a data-stage run) to cross-validate on; "
+            "pass --corpus artifacts://data/<run>"
+        )
     return str(corpus)
 
 
@@ -164,16 +189,19 @@ def check_request(folder: Path, configs: list[str], overrides: dict[str, Any], f
     rebuilt corpus under an old name would otherwise silently reuse the old fold runs)."""
     import hashlib
 
-    request = {"configs": {c: hashlib.sha256(repo_file(c, "config file").read_bytes()).hexdigest()
-                           for c in configs},
-               "overrides": overrides, "folds": {f: describe_input(resolve_path(f))["hash"] for f in folds}}
+    request = {
+        "configs": {c: hashlib.sha256(repo_file(c, "config file").read_bytes()).hexdigest() for c in configs},
+        "overrides": overrides,
+        "folds": {f: describe_input(resolve_path(f))["hash"] for f in folds},
+    }
     path = folder / "request.json"
     if path.is_file():
         previous = json.loads(path.read_text())
         if previous != json.loads(json.dumps(request)):
             raise CrossValError(
                 f"{folder.name} already ran with other configs, overrides or folds ({path}); "
-                "pass --name for this experiment, or delete that folder and its fold runs to redo it")
+                "pass --name for this experiment, or delete that folder and its fold runs to redo it"
+            )
         return
     folder.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(request, indent=2) + "\n")
@@ -187,13 +215,16 @@ class FoldResult:
     tfidf: float
 
 
-def summarize(folder: Path, name: str, results: list[FoldResult], pooled: dict[str, Any] | None = None
-              ) -> dict[str, Any]:
+def summarize(
+    folder: Path, name: str, results: list[FoldResult], pooled: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """``crossval.{json,md,png}`` in ``folder``: per-fold AUROCs, means, who wins each fold, and the
     pooled difference (:func:`pooled_difference`)."""
     done = [r for r in results if r.classifier is not None]
     summary: dict[str, Any] = {
-        "name": name, "metric": "validation AUROC", "folds": [asdict(r) for r in results],
+        "name": name,
+        "metric": "validation AUROC",
+        "folds": [asdict(r) for r in results],
         "finished": len(done),
         "classifier_mean": float(np.mean([r.classifier for r in done])) if done else None,
         "tfidf_mean": float(np.mean([r.tfidf for r in done])) if done else None,
@@ -202,23 +233,32 @@ def summarize(folder: Path, name: str, results: list[FoldResult], pooled: dict[s
     }
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "crossval.json").write_text(json.dumps(summary, indent=2) + "\n")
-    lines = [f"# {name}: theorem-grouped {len(results)}-fold cross-validation (validation AUROC)", "",
-             "| fold | classifier | TF-IDF | difference |", "|---|---|---|---|"]
+    lines = [
+        f"# {name}: theorem-grouped {len(results)}-fold cross-validation (validation AUROC)",
+        "",
+        "| fold | classifier | TF-IDF | difference |",
+        "|---|---|---|---|",
+    ]
     for r in results:
         if r.classifier is None:
             lines.append(f"| {r.fold} | (not finished) | {r.tfidf:.3f} | |")
         else:
             lines.append(f"| {r.fold} | {r.classifier:.3f} | {r.tfidf:.3f} | {r.classifier - r.tfidf:+.3f} |")
     if done:
-        lines.append(f"| mean | {summary['classifier_mean']:.3f} | {summary['tfidf_mean']:.3f} | "
-                     f"{summary['classifier_mean'] - summary['tfidf_mean']:+.3f} |")
+        lines.append(
+            f"| mean | {summary['classifier_mean']:.3f} | {summary['tfidf_mean']:.3f} | "
+            f"{summary['classifier_mean'] - summary['tfidf_mean']:+.3f} |"
+        )
         lines += ["", f"The classifier beats TF-IDF in {summary['classifier_wins']} of {len(done)} folds."]
     if pooled:
-        lines += ["", f"Pooled over the finished folds' held-out programs ({pooled['rows']} programs of "
-                  f"{pooled['theorems']} theorems, each scored by its own fold's model): classifier "
-                  f"{pooled['classifier']:.3f}, TF-IDF {pooled['tfidf']:.3f}, difference {pooled['difference']:+.3f} "
-                  f"[{pooled['low']:+.3f}, {pooled['high']:+.3f}] (bootstrap over theorems, {pooled['resamples']} "
-                  f"resamples; the classifier ahead in {pooled['share_positive']:.0%} of them)."]
+        lines += [
+            "",
+            f"Pooled over the finished folds' held-out programs ({pooled['rows']} programs of "
+            f"{pooled['theorems']} theorems, each scored by its own fold's model): classifier "
+            f"{pooled['classifier']:.3f}, TF-IDF {pooled['tfidf']:.3f}, difference {pooled['difference']:+.3f} "
+            f"[{pooled['low']:+.3f}, {pooled['high']:+.3f}] (bootstrap over theorems, {pooled['resamples']} "
+            f"resamples; the classifier ahead in {pooled['share_positive']:.0%} of them).",
+        ]
     (folder / "crossval.md").write_text("\n".join(lines) + "\n")
     summary["table"] = "\n".join(lines)
     if done:
@@ -267,11 +307,19 @@ def sweep_file(folder: Path, name: str, args: CrossValConfig, configs: list[str]
     """The folds as a sweep file of the cluster stage (its typed ``SweepConfig`` fields)."""
     import yaml
 
-    sweep = {"name": name, "stage": "classifiers", "config": list(configs), "metric": METRIC, "mode": "max",
-             "overrides": {k: v for k, v in args.overrides.items() if k not in ("data.corpus", "data.jsonl")},
-             "runs": [{"name": f"fold{i}", "overrides": {"data.corpus": path, "data.jsonl": None}}
-                      for i, path in enumerate(folds)],
-             "executor": args.executor, "profile": args.profile}
+    sweep = {
+        "name": name,
+        "stage": "classifiers",
+        "config": list(configs),
+        "metric": METRIC,
+        "mode": "max",
+        "overrides": {k: v for k, v in args.overrides.items() if k not in ("data.corpus", "data.jsonl")},
+        "runs": [
+            {"name": f"fold{i}", "overrides": {"data.corpus": path, "data.jsonl": None}} for i, path in enumerate(folds)
+        ],
+        "executor": args.executor,
+        "profile": args.profile,
+    }
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "sweep.yaml"
     path.write_text(yaml.safe_dump(sweep, sort_keys=False))
@@ -280,8 +328,14 @@ def sweep_file(folder: Path, name: str, args: CrossValConfig, configs: list[str]
 
 def run_sweep(path: Path) -> int:
     """``python -m cluster.sweep --sweep path``, its output passed through; its exit status."""
-    process = subprocess.Popen([sys.executable, "-m", "cluster.sweep", "--sweep", str(path)], cwd=REPO_ROOT,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "cluster.sweep", "--sweep", str(path)],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+    )
     assert process.stdout is not None
     for line in process.stdout:
         print(line, end="", flush=True)
@@ -298,8 +352,9 @@ def _number(value: str | None) -> float | None:
 def main(argv: list[str] | None = None) -> int:
     from leanloop.tool import parse_stage_tool
 
-    args, configs, _ = parse_stage_tool(CrossValConfig, argv, prog="python -m classifiers.crossval",
-                                        description=__doc__.splitlines()[0], forward=False)
+    args, configs, _ = parse_stage_tool(
+        CrossValConfig, argv, prog="python -m classifiers.crossval", description=__doc__.splitlines()[0], forward=False
+    )
     try:
         if not configs:
             raise CrossValError("no --config: name the classifier config file(s) to cross-validate")

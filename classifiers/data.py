@@ -63,8 +63,8 @@ class LengthGroupedBatches(EpochOrder):
         size = self.batch_size * self.mega_batches  # a multiple of batch_size: only the final batch is short
         batches = []
         for start in range(0, len(order), size):
-            mega = sorted(order[start:start + size], key=lambda i: self.lengths[i], reverse=True)
-            batches += [mega[i:i + self.batch_size] for i in range(0, len(mega), self.batch_size)]
+            mega = sorted(order[start : start + size], key=lambda i: self.lengths[i], reverse=True)
+            batches += [mega[i : i + self.batch_size] for i in range(0, len(mega), self.batch_size)]
         full = [b for b in batches if len(b) == self.batch_size]
         short = [b for b in batches if len(b) < self.batch_size]
         return [full[i] for i in torch.randperm(len(full), generator=generator).tolist()] + short
@@ -100,11 +100,19 @@ def subsample(split: Split, n: int, seed: int) -> Split:
 
 
 class ClassifierData(L.LightningDataModule):
-    def __init__(self, corpus: str | None = "artifacts://data/default", jsonl: JsonlCorpus | None = None,
-                 batch_size: int = 16, eval_batch_size: int = 32, num_workers: int = 0,
-                 max_rows_per_split: int | None = None, length_grouped: bool = True,
-                 train_rows: int | None = None, train_rows_seed: int = 0,
-                 extra_train: list[JsonlCorpus] | None = None) -> None:
+    def __init__(
+        self,
+        corpus: str | None = "artifacts://data/default",
+        jsonl: JsonlCorpus | None = None,
+        batch_size: int = 16,
+        eval_batch_size: int = 32,
+        num_workers: int = 0,
+        max_rows_per_split: int | None = None,
+        length_grouped: bool = True,
+        train_rows: int | None = None,
+        train_rows_seed: int = 0,
+        extra_train: list[JsonlCorpus] | None = None,
+    ) -> None:
         """
         Args:
             corpus: the data stage's run: ``artifacts://data/<run>`` or its folder.
@@ -125,8 +133,10 @@ class ClassifierData(L.LightningDataModule):
         """
         super().__init__()
         if (corpus is None) == (jsonl is None):
-            raise ValueError("give the classifiers exactly one of data.corpus (a data-stage run) or data.jsonl "
-                             f"(a labelled-programs file); got corpus={corpus!r}, jsonl={jsonl!r}")
+            raise ValueError(
+                "give the classifiers exactly one of data.corpus (a data-stage run) or data.jsonl "
+                f"(a labelled-programs file); got corpus={corpus!r}, jsonl={jsonl!r}"
+            )
         self.corpus_path = corpus
         self.jsonl = jsonl
         self.batch_size = batch_size
@@ -167,23 +177,33 @@ class ClassifierData(L.LightningDataModule):
         collate = module.collate
         if train and module.input_config.pack_tokens:
             if self.batch_size != 1:
-                raise ValueError(f"inputs.pack_tokens makes a training batch one packed row: set data.batch_size 1 "
-                                 f"(got {self.batch_size}) and scale with devices / accumulate_grad_batches")
-            packs = PackedBatches([len(ids) for ids in data.ids], module.input_config.pack_tokens,
-                                  seed=torch.initial_seed() % 2**63)
+                raise ValueError(
+                    f"inputs.pack_tokens makes a training batch one packed row: set data.batch_size 1 "
+                    f"(got {self.batch_size}) and scale with devices / accumulate_grad_batches"
+                )
+            packs = PackedBatches(
+                [len(ids) for ids in data.ids], module.input_config.pack_tokens, seed=torch.initial_seed() % 2**63
+            )
             return DataLoader(data, batch_sampler=packs, collate_fn=module.train_collate, num_workers=self.num_workers)
         if train:
             if self.length_grouped:
-                sampler = LengthGroupedBatches([len(ids) for ids in data.ids], self.batch_size,
-                                               seed=torch.initial_seed() % 2**63)
-                return DataLoader(data, batch_size=self.batch_size, sampler=sampler, collate_fn=collate,
-                                  num_workers=self.num_workers)
-            return DataLoader(data, batch_size=self.batch_size, shuffle=True, collate_fn=collate,
-                              num_workers=self.num_workers)
+                sampler = LengthGroupedBatches(
+                    [len(ids) for ids in data.ids], self.batch_size, seed=torch.initial_seed() % 2**63
+                )
+                return DataLoader(
+                    data, batch_size=self.batch_size, sampler=sampler, collate_fn=collate, num_workers=self.num_workers
+                )
+            return DataLoader(
+                data, batch_size=self.batch_size, shuffle=True, collate_fn=collate, num_workers=self.num_workers
+            )
         # Evaluation in length order: least padding; scores are keyed by row index anyway.
         order = sorted(range(len(data)), key=lambda i: len(data.ids[i]))
-        return DataLoader(torch.utils.data.Subset(data, order), batch_size=self.eval_batch_size,
-                          collate_fn=collate, num_workers=self.num_workers)
+        return DataLoader(
+            torch.utils.data.Subset(data, order),
+            batch_size=self.eval_batch_size,
+            collate_fn=collate,
+            num_workers=self.num_workers,
+        )
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", train=True)

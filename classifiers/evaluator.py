@@ -13,8 +13,17 @@ from typing import Any, Literal, Sequence
 import torch
 
 from classifiers.model_io import (
-    FALSE_TOKEN, ONETOKEN_SUFFIX, TRUE_TOKEN, EncoderInputs, OneTokenInputs, encoder_logits, encoder_scores,
-    onetoken_logits, onetoken_loss, onetoken_scores, prepare_pooling,
+    FALSE_TOKEN,
+    ONETOKEN_SUFFIX,
+    TRUE_TOKEN,
+    EncoderInputs,
+    OneTokenInputs,
+    encoder_logits,
+    encoder_scores,
+    onetoken_logits,
+    onetoken_loss,
+    onetoken_scores,
+    prepare_pooling,
 )
 from classifiers.truncation import HEAD_FRACTION
 from leanloop.evaluator import UNSCORED, Prediction, deadline_passed
@@ -47,9 +56,16 @@ class ClassifierSpec:
     def onetoken(cls, max_length: int, threshold: float, threshold_source: str) -> "ClassifierSpec":
         """The one-token format with the project's suffix, answer tokens and head/tail truncation
         (for a model that was not trained as a classifier here, e.g. a debug evaluator)."""
-        return cls(kind="onetoken", max_length=max_length, head_fraction=HEAD_FRACTION, threshold=threshold,
-                   threshold_source=threshold_source, suffix=ONETOKEN_SUFFIX, true_token=TRUE_TOKEN,
-                   false_token=FALSE_TOKEN)
+        return cls(
+            kind="onetoken",
+            max_length=max_length,
+            head_fraction=HEAD_FRACTION,
+            threshold=threshold,
+            threshold_source=threshold_source,
+            suffix=ONETOKEN_SUFFIX,
+            true_token=TRUE_TOKEN,
+            false_token=FALSE_TOKEN,
+        )
 
     @classmethod
     def read(cls, folder: str | Path) -> "ClassifierSpec":
@@ -64,16 +80,26 @@ class ClassifierSpec:
 
 def build_inputs(spec: ClassifierSpec, tokenizer: Any) -> EncoderInputs | OneTokenInputs:
     if spec.kind == "encoder":
-        return EncoderInputs(tokenizer, spec.max_length, spec.head_fraction, spec.pooling, spec.program_tokens,
-                             spec.preamble)
+        return EncoderInputs(
+            tokenizer, spec.max_length, spec.head_fraction, spec.pooling, spec.program_tokens, spec.preamble
+        )
     if spec.kind == "onetoken":
-        return OneTokenInputs(tokenizer, spec.max_length, spec.head_fraction, spec.suffix,
-                              spec.true_token, spec.false_token, spec.program_tokens, spec.preamble)
+        return OneTokenInputs(
+            tokenizer,
+            spec.max_length,
+            spec.head_fraction,
+            spec.suffix,
+            spec.true_token,
+            spec.false_token,
+            spec.program_tokens,
+            spec.preamble,
+        )
     raise ValueError(f"unknown classifier kind {spec.kind!r} in {CLASSIFIER_FILE}; expected encoder or onetoken")
 
 
-def model_scores(kind: str, model: Any, inputs: EncoderInputs | OneTokenInputs,
-                 batch: dict[str, torch.Tensor]) -> torch.Tensor:
+def model_scores(
+    kind: str, model: Any, inputs: EncoderInputs | OneTokenInputs, batch: dict[str, torch.Tensor]
+) -> torch.Tensor:
     """Scores in [0, 1] for one collated batch (no grad handling: the caller decides)."""
     if kind == "encoder":
         return encoder_scores(encoder_logits(model, batch, inputs.pooling))
@@ -83,8 +109,15 @@ def model_scores(kind: str, model: Any, inputs: EncoderInputs | OneTokenInputs,
 class ClassifierEvaluator:
     """An Evaluator over a model, its input format and a decision threshold."""
 
-    def __init__(self, spec: ClassifierSpec, model: Any, tokenizer: Any, batch_size: int = 16,
-                 device: str | torch.device = "cpu", threshold: float | None = None) -> None:
+    def __init__(
+        self,
+        spec: ClassifierSpec,
+        model: Any,
+        tokenizer: Any,
+        batch_size: int = 16,
+        device: str | torch.device = "cpu",
+        threshold: float | None = None,
+    ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         self.spec = spec
@@ -98,8 +131,14 @@ class ClassifierEvaluator:
         self.threshold = spec.threshold if threshold is None else threshold
 
     @classmethod
-    def load(cls, final_dir: str | Path, batch_size: int = 16, device: str = "cpu",
-             threshold: float | None = None, dtype: str = "float32") -> "ClassifierEvaluator":
+    def load(
+        cls,
+        final_dir: str | Path,
+        batch_size: int = 16,
+        device: str = "cpu",
+        threshold: float | None = None,
+        dtype: str = "float32",
+    ) -> "ClassifierEvaluator":
         from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
         final_dir = Path(final_dir)
@@ -110,8 +149,9 @@ class ClassifierEvaluator:
         return cls(spec, model, tokenizer, batch_size=batch_size, device=device, threshold=threshold)
 
     @torch.inference_mode()
-    def raw_scores(self, programs: Sequence[str], deadline: float | None = None
-                   ) -> tuple[list[float | None], list[float]]:
+    def raw_scores(
+        self, programs: Sequence[str], deadline: float | None = None
+    ) -> tuple[list[float | None], list[float]]:
         """Per program: score (None if its batch had not started by the deadline) and time share."""
         encoded = [self.inputs.encode(p) for p in programs]
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
@@ -120,7 +160,7 @@ class ClassifierEvaluator:
         for start in range(0, len(order), self.batch_size):
             if deadline_passed(deadline):
                 break
-            chunk = order[start:start + self.batch_size]
+            chunk = order[start : start + self.batch_size]
             began = time.perf_counter()
             batch = {k: v.to(self.device) for k, v in self.inputs.collate([encoded[i] for i in chunk]).items()}
             values = model_scores(self.spec.kind, self.model, self.inputs, batch).tolist()
@@ -156,13 +196,27 @@ from classifiers.history import HistoryEvaluator, reveal_siblings  # noqa: E402
 from classifiers.stacker import Stacker  # noqa: E402
 
 
-def load_history_evaluator(final_dir: str | Path, history: History | None = None, threshold: float | None = None,
-                           **evaluator_options: Any) -> HistoryEvaluator:
+def load_history_evaluator(
+    final_dir: str | Path, history: History | None = None, threshold: float | None = None, **evaluator_options: Any
+) -> HistoryEvaluator:
     """A classifier run's ``final/`` (model, ``classifier.json``, ``history_stacker.json``) as the
     history-aware evaluator; ``evaluator_options`` go to :meth:`ClassifierEvaluator.load`."""
     stacker = Stacker.load(final_dir)  # first: a run without one fails before its model loads
     return HistoryEvaluator(ClassifierEvaluator.load(final_dir, **evaluator_options), stacker, history, threshold)
 
 
-__all__ = ["BASELINES", "Baselines", "CLASSIFIER_FILE", "ClassifierEvaluator", "ClassifierSpec", "History", "HistoryEvaluator", "Stacker",
-           "build_inputs", "load_history_evaluator", "model_scores", "reveal_siblings", "sibling_counts"]
+__all__ = [
+    "BASELINES",
+    "Baselines",
+    "CLASSIFIER_FILE",
+    "ClassifierEvaluator",
+    "ClassifierSpec",
+    "History",
+    "HistoryEvaluator",
+    "Stacker",
+    "build_inputs",
+    "load_history_evaluator",
+    "model_scores",
+    "reveal_siblings",
+    "sibling_counts",
+]

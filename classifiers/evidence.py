@@ -52,13 +52,13 @@ def proof_view(program: str) -> str:
     has none), whitespace folded: the header and statement a problem's programs share would make
     every pair look alike."""
     found = _PROOF_START.search(program)
-    return " ".join(program[found.end() if found else 0:].split())
+    return " ".join(program[found.end() if found else 0 :].split())
 
 
 @lru_cache(maxsize=4096)
 def _shingles(view: str) -> np.ndarray:
     # hash() of a str is salted per process; shingle sets are only compared within one process
-    grams = {view[i:i + SHINGLE] for i in range(max(1, len(view) - SHINGLE + 1))}
+    grams = {view[i : i + SHINGLE] for i in range(max(1, len(view) - SHINGLE + 1))}
     return np.unique(np.fromiter((hash(g) for g in grams), dtype=np.int64, count=len(grams)))
 
 
@@ -105,7 +105,8 @@ class History:
     def __init__(self, counts: dict[str, list[int]] | None = None) -> None:
         self.counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         self.programs: dict[str, dict[bool, deque[str]]] = defaultdict(
-            lambda: {True: deque(maxlen=KEPT_PROGRAMS), False: deque(maxlen=KEPT_PROGRAMS)})
+            lambda: {True: deque(maxlen=KEPT_PROGRAMS), False: deque(maxlen=KEPT_PROGRAMS)}
+        )
         for group, (valid, total) in (counts or {}).items():
             self.counts[group] = [int(valid), int(total)]
 
@@ -118,8 +119,9 @@ class History:
         if program is not None:
             self.programs[group][bool(label)].append(proof_view(program))
 
-    def update(self, groups: Iterable[str | None], labels: Iterable[bool | None],
-               programs: Iterable[str | None] | None = None) -> None:
+    def update(
+        self, groups: Iterable[str | None], labels: Iterable[bool | None], programs: Iterable[str | None] | None = None
+    ) -> None:
         groups, labels = list(groups), list(labels)
         programs = list(programs) if programs is not None else [None] * len(groups)
         for group, label, program in zip(groups, labels, programs, strict=True):
@@ -157,8 +159,13 @@ class History:
         return sum(t for _, t in self.counts.values())
 
     @classmethod
-    def from_rows(cls, rows: Iterable[dict[str, Any]], group_field: str = "name",
-                  label_field: str = "label", program_field: str = "program") -> "History":
+    def from_rows(
+        cls,
+        rows: Iterable[dict[str, Any]],
+        group_field: str = "name",
+        label_field: str = "label",
+        program_field: str = "program",
+    ) -> "History":
         history = cls()
         for row in rows:
             label = row.get(label_field)
@@ -166,8 +173,9 @@ class History:
         return history
 
     @classmethod
-    def from_columns(cls, names: Sequence[str | None], labels: Sequence[bool | None],
-                     programs: Sequence[str | None]) -> "History":
+    def from_columns(
+        cls, names: Sequence[str | None], labels: Sequence[bool | None], programs: Sequence[str | None]
+    ) -> "History":
         """One split's columns (a corpus split's names, labels and programs) as a history."""
         history = cls()
         history.update(names, labels, programs)
@@ -206,8 +214,13 @@ def sibling_counts(groups: Sequence[str | None], known: Sequence[bool | None] | 
     return out
 
 
-def gather_evidence(history: History | None, programs: Sequence[str], groups: Sequence[str | None],
-                    known: Sequence[bool | None] | None, items: Sequence[int] | None = None) -> list[Evidence]:
+def gather_evidence(
+    history: History | None,
+    programs: Sequence[str],
+    groups: Sequence[str | None],
+    known: Sequence[bool | None] | None,
+    items: Sequence[int] | None = None,
+) -> list[Evidence]:
     """Per item: its problem's history, its known siblings, and its neighbour margin over both.
     ``items``: only these indices (e.g. the unrevealed ones a step scores); every item's known label
     and program still informs the others."""
@@ -224,7 +237,11 @@ def gather_evidence(history: History | None, programs: Sequence[str], groups: Se
         group = groups[i]
         pool = history.known_programs(group) if history is not None else []
         pool += [(views[j], bool(known[j])) for j in revealed.get(group, ()) if j != i]
-        out.append(Evidence(history=history.get(group) if history is not None else (0, 0),
-                            siblings=siblings[i], neighbour=neighbour_margin(views[i], pool)))
+        out.append(
+            Evidence(
+                history=history.get(group) if history is not None else (0, 0),
+                siblings=siblings[i],
+                neighbour=neighbour_margin(views[i], pool),
+            )
+        )
     return out
-

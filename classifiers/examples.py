@@ -141,15 +141,22 @@ def read_jsonl_rows(source: JsonlCorpus) -> list[dict[str, Any]]:
         if program in seen:
             continue
         seen.add(program)
-        rows.append({"program": program, "name": str(record[source.name_field]),
-                     "label": None if label is None else bool(label),
-                     "category": "recorded" if label is not None else "unlabelled"})
+        rows.append(
+            {
+                "program": program,
+                "name": str(record[source.name_field]),
+                "label": None if label is None else bool(label),
+                "category": "recorded" if label is not None else "unlabelled",
+            }
+        )
     return rows
 
 
 def load_jsonl_corpus(source: JsonlCorpus, max_rows_per_split: int | None = None) -> Corpus:
-    rows = [dict(row, split=theorem_split(row["name"], source.valid_fraction, source.test_fraction))
-            for row in read_jsonl_rows(source)]
+    rows = [
+        dict(row, split=theorem_split(row["name"], source.valid_fraction, source.test_fraction))
+        for row in read_jsonl_rows(source)
+    ]
     return _split_rows(resolve_shared(source.path), rows, max_rows_per_split)
 
 
@@ -175,5 +182,10 @@ def add_training_programs(corpus: Corpus, sources: list[JsonlCorpus]) -> None:
                 train.names.append(row["name"])
                 kept += 1
         tag = Path(source.path).name
-        corpus.counts.update({f"extra_train/{tag}/added": kept, f"extra_train/{tag}/evaluation_theorem": held,
-                              f"extra_train/{tag}/unlabelled": unlabelled})
+        corpus.counts.update(
+            {
+                f"extra_train/{tag}/added": kept,
+                f"extra_train/{tag}/evaluation_theorem": held,
+                f"extra_train/{tag}/unlabelled": unlabelled,
+            }
+        )

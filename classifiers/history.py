@@ -21,8 +21,9 @@ REVEAL_FRACTION = 0.43
 class HistoryEvaluator:
     """A learned evaluator's score stacked with per-problem Lean evidence (an Evaluator)."""
 
-    def __init__(self, learned: Evaluator, stacker: Stacker, history: History | None = None,
-                 threshold: float | None = None) -> None:
+    def __init__(
+        self, learned: Evaluator, stacker: Stacker, history: History | None = None, threshold: float | None = None
+    ) -> None:
         self.base = learned
         self.stacker = stacker
         self.history = history if history is not None else History()
@@ -31,14 +32,22 @@ class HistoryEvaluator:
     def learned(self, programs: Sequence[str], deadline: float | None = None) -> list[Prediction]:
         return list(self.base.score(programs, deadline))
 
-    def evidence(self, programs: Sequence[str], groups: Sequence[str | None] | None = None,
-                 known: Sequence[bool | None] | None = None) -> list[Evidence]:
+    def evidence(
+        self,
+        programs: Sequence[str],
+        groups: Sequence[str | None] | None = None,
+        known: Sequence[bool | None] | None = None,
+    ) -> list[Evidence]:
         groups = list(groups) if groups is not None else [None] * len(programs)
         return gather_evidence(self.history, programs, groups, known)
 
-    def combine(self, programs: Sequence[str], predictions: Sequence[Prediction],
-                groups: Sequence[str | None] | None = None,
-                known: Sequence[bool | None] | None = None) -> list[Prediction]:
+    def combine(
+        self,
+        programs: Sequence[str],
+        predictions: Sequence[Prediction],
+        groups: Sequence[str | None] | None = None,
+        known: Sequence[bool | None] | None = None,
+    ) -> list[Prediction]:
         """Stack learned predictions of ``programs`` with their evidence; items the learned evaluator
         did not score stay unscored (the caller waits for Lean for exactly those)."""
         if len(programs) != len(predictions):
@@ -52,28 +61,46 @@ class HistoryEvaluator:
         if scored:
             values = self.stacker.predict([predictions[i].score for i in scored], [evidence[i] for i in scored])
             for i, value in zip(scored, values.tolist()):
-                out[i] = Prediction(verdict=value >= self.threshold, score=float(value), trace=None,
-                                    time_s=predictions[i].time_s)
+                out[i] = Prediction(
+                    verdict=value >= self.threshold, score=float(value), trace=None, time_s=predictions[i].time_s
+                )
         return out
 
-    def score(self, programs: Sequence[str], deadline: float | None = None,
-              groups: Sequence[str | None] | None = None,
-              known: Sequence[bool | None] | None = None) -> list[Prediction]:
+    def score(
+        self,
+        programs: Sequence[str],
+        deadline: float | None = None,
+        groups: Sequence[str | None] | None = None,
+        known: Sequence[bool | None] | None = None,
+    ) -> list[Prediction]:
         return self.combine(programs, self.learned(programs, deadline), groups, known)
 
-    def observe(self, groups: Iterable[str | None], labels: Iterable[bool | None],
-                programs: Iterable[str | None] | None = None) -> None:
+    def observe(
+        self, groups: Iterable[str | None], labels: Iterable[bool | None], programs: Iterable[str | None] | None = None
+    ) -> None:
         """Lean labels (and programs) of a finished step join the history (later steps see them)."""
         self.history.update(groups, labels, programs)
 
     def describe(self) -> dict[str, Any]:
-        return {"evaluator": "history", "history_attempts": len(self.history), "threshold": self.threshold,
-                "stacker": {"coef": dict(zip(self.stacker.features, self.stacker.coef)),
-                            "intercept": self.stacker.intercept, "prior_mean": self.stacker.prior_mean}}
+        return {
+            "evaluator": "history",
+            "history_attempts": len(self.history),
+            "threshold": self.threshold,
+            "stacker": {
+                "coef": dict(zip(self.stacker.features, self.stacker.coef)),
+                "intercept": self.stacker.intercept,
+                "prior_mean": self.stacker.prior_mean,
+            },
+        }
 
 
-def reveal_siblings(groups: Sequence[str], labels: Sequence[bool], fraction: float = REVEAL_FRACTION,
-                    times: Sequence[float] | None = None, seed: int = 0) -> list[bool | None]:
+def reveal_siblings(
+    groups: Sequence[str],
+    labels: Sequence[bool],
+    fraction: float = REVEAL_FRACTION,
+    times: Sequence[float] | None = None,
+    seed: int = 0,
+) -> list[bool | None]:
     """Which labels a hybrid step would know at its cutoff: the ``fraction`` of items Lean finishes
     first, by recorded verification time when given (one cutoff time over all items, as in a step),
     else a seeded random share of each group. Unrevealed items get None."""
@@ -95,8 +122,14 @@ def reveal_siblings(groups: Sequence[str], labels: Sequence[bool], fraction: flo
     return out
 
 
-def split_evidence(programs: Sequence[str], names: Sequence[str], labels: Sequence[bool],
-                   history: History | None, fraction: float = REVEAL_FRACTION, seed: int = 0) -> list[Evidence]:
+def split_evidence(
+    programs: Sequence[str],
+    names: Sequence[str],
+    labels: Sequence[bool],
+    history: History | None,
+    fraction: float = REVEAL_FRACTION,
+    seed: int = 0,
+) -> list[Evidence]:
     """Evidence per row of a labelled split, with a hybrid step's siblings simulated: a seeded
     ``fraction`` of each theorem's labels is revealed, and every row sees the revealed labels (and
     programs) of the OTHER rows of its theorem, plus its history."""
@@ -108,9 +141,15 @@ SIMULATED_DRAWS = 8
 """Draws of :func:`simulated_evidence` with a simulated history, besides the draw without one."""
 
 
-def simulated_evidence(programs: Sequence[str], names: Sequence[str], labels: Sequence[bool],
-                       history: History | None, draws: int = SIMULATED_DRAWS, fraction: float = REVEAL_FRACTION,
-                       seed: int = 0) -> list[tuple[int, Evidence]]:
+def simulated_evidence(
+    programs: Sequence[str],
+    names: Sequence[str],
+    labels: Sequence[bool],
+    history: History | None,
+    draws: int = SIMULATED_DRAWS,
+    fraction: float = REVEAL_FRACTION,
+    seed: int = 0,
+) -> list[tuple[int, Evidence]]:
     """(row, evidence) pairs to fit a stacker on a split whose problems ``history`` has not seen (a
     theorem-disjoint validation split), with the evidence of each use simulated from the split's own
     labels. Fitted only where the history was empty, a stacker cannot learn what a problem's history
@@ -148,15 +187,29 @@ def simulated_evidence(programs: Sequence[str], names: Sequence[str], labels: Se
     return out
 
 
-def fit_split_stacker(programs: Sequence[str], names: Sequence[str], labels: Sequence[bool],
-                      scores: Sequence[float], history: History | None, seed: int = 0) -> Stacker:
+def fit_split_stacker(
+    programs: Sequence[str],
+    names: Sequence[str],
+    labels: Sequence[bool],
+    scores: Sequence[float],
+    history: History | None,
+    seed: int = 0,
+) -> Stacker:
     """The stacker a classifier run saves: fitted on its validation split's scores, with the training
     split's labels as history and each use's evidence simulated (:func:`simulated_evidence`)."""
     pairs = simulated_evidence(programs, names, labels, history, seed=seed)
     prior = history.pass_rate() if history is not None and len(history) else None
-    return Stacker.fit([scores[i] for i, _ in pairs], [e for _, e in pairs], [labels[i] for i, _ in pairs],
-                       prior_mean=prior,
-                       fitted_on={"split": "valid", "evidence": f"simulated, {SIMULATED_DRAWS} draws with a share "
-                                  f"of each theorem as history (siblings: {REVEAL_FRACTION:.0%} on every other "
-                                  "draw) and one without", "seed": seed,
-                                  "history_attempts": len(history) if history is not None else 0})
+    return Stacker.fit(
+        [scores[i] for i, _ in pairs],
+        [e for _, e in pairs],
+        [labels[i] for i, _ in pairs],
+        prior_mean=prior,
+        fitted_on={
+            "split": "valid",
+            "evidence": f"simulated, {SIMULATED_DRAWS} draws with a share "
+            f"of each theorem as history (siblings: {REVEAL_FRACTION:.0%} on every other "
+            "draw) and one without",
+            "seed": seed,
+            "history_attempts": len(history) if history is not None else 0,
+        },
+    )

@@ -52,7 +52,7 @@ def strip_preamble(program: str, docstring: bool = False) -> str:
     items = (_HEADER_LINE, _BLOCK_COMMENT) if docstring else (_HEADER_LINE,)
     rest = program.lstrip()
     while (match := next((m for m in (item.match(rest) for item in items) if m), None)) is not None:
-        rest = rest[match.end():].lstrip()
+        rest = rest[match.end() :].lstrip()
     return rest or program
 
 
@@ -73,8 +73,10 @@ def program_budget(max_length: int, extra: int, program_tokens: int | None, what
     in ``max_length``), else what ``max_length`` leaves after the ``extra``."""
     if program_tokens is not None:
         if program_tokens < 2 or program_tokens + extra > max_length:
-            raise ValueError(f"program_tokens={program_tokens} plus {extra} token(s) of {what} must fit in "
-                             f"max_length={max_length} (and be at least 2)")
+            raise ValueError(
+                f"program_tokens={program_tokens} plus {extra} token(s) of {what} must fit in "
+                f"max_length={max_length} (and be at least 2)"
+            )
         return program_tokens
     if max_length - extra < 2:
         raise ValueError(f"max_length={max_length} leaves no room for a program after {what}")
@@ -102,12 +104,15 @@ class EncoderInputs:
         # The tokenizer's own template: where its special tokens go around one sequence.
         probe = _program_ids(self.tokenizer, "a")
         full = self.tokenizer("a", add_special_tokens=True)["input_ids"]
-        start = next((i for i in range(len(full)) if full[i:i + len(probe)] == probe), None)
+        start = next((i for i in range(len(full)) if full[i : i + len(probe)] == probe), None)
         if start is None:
-            raise ValueError(f"cannot locate the sequence inside {type(self.tokenizer).__name__}'s special-token template")
-        self.prefix, self.suffix = full[:start], full[start + len(probe):]
-        self.budget = program_budget(self.max_length, len(self.prefix) + len(self.suffix), self.program_tokens,
-                                     "special tokens")
+            raise ValueError(
+                f"cannot locate the sequence inside {type(self.tokenizer).__name__}'s special-token template"
+            )
+        self.prefix, self.suffix = full[:start], full[start + len(probe) :]
+        self.budget = program_budget(
+            self.max_length, len(self.prefix) + len(self.suffix), self.program_tokens, "special tokens"
+        )
         if self.tokenizer.pad_token_id is None:
             raise ValueError("the encoder's tokenizer has no pad token; set one in its tokenizer_config.json")
 
@@ -121,8 +126,8 @@ class EncoderInputs:
         input_ids = torch.full((len(encoded), width), self.tokenizer.pad_token_id, dtype=torch.long)
         attention_mask = torch.zeros((len(encoded), width), dtype=torch.long)
         for row, ids in enumerate(encoded):
-            input_ids[row, :len(ids)] = torch.tensor(ids)
-            attention_mask[row, :len(ids)] = 1
+            input_ids[row, : len(ids)] = torch.tensor(ids)
+            attention_mask[row, : len(ids)] = 1
         return {"input_ids": input_ids, "attention_mask": attention_mask}
 
 
@@ -138,10 +143,13 @@ def prepare_pooling(model: Any, pooling: str) -> None:
     if hasattr(model.config, "classifier_pooling"):
         model.config.classifier_pooling = pooling
         return
-    if pooling == "mean" and not (isinstance(getattr(model, "classifier", None), torch.nn.Linear)
-                                  and hasattr(model, "dropout")):
-        raise ValueError(f"pooling: mean needs a BERT-style head (dropout + linear classifier); "
-                         f"{type(model).__name__} has none. Use pooling: cls for this model")
+    if pooling == "mean" and not (
+        isinstance(getattr(model, "classifier", None), torch.nn.Linear) and hasattr(model, "dropout")
+    ):
+        raise ValueError(
+            f"pooling: mean needs a BERT-style head (dropout + linear classifier); "
+            f"{type(model).__name__} has none. Use pooling: cls for this model"
+        )
 
 
 def encoder_logits(model: Any, batch: dict[str, torch.Tensor], pooling: str = "cls") -> torch.Tensor:
@@ -188,7 +196,9 @@ class OneTokenInputs:
     def _single(self, text: str) -> int:
         ids = _program_ids(self.tokenizer, text)
         if len(ids) != 1:
-            raise ValueError(f"verdict token {text!r} is {len(ids)} tokens in this vocabulary; pick a single-token word")
+            raise ValueError(
+                f"verdict token {text!r} is {len(ids)} tokens in this vocabulary; pick a single-token word"
+            )
         return ids[0]
 
     def encode(self, program: str) -> list[int]:
@@ -206,12 +216,11 @@ class OneTokenInputs:
         input_ids = torch.full((len(encoded), width), self.pad_id, dtype=torch.long)
         attention_mask = torch.zeros((len(encoded), width), dtype=torch.long)
         for row, ids in enumerate(encoded):
-            input_ids[row, width - len(ids):] = torch.tensor(ids)
-            attention_mask[row, width - len(ids):] = 1
+            input_ids[row, width - len(ids) :] = torch.tensor(ids)
+            attention_mask[row, width - len(ids) :] = 1
         # Positions count real tokens only, so a padded row sees exactly the positions it would alone.
         position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
         return {"input_ids": input_ids, "attention_mask": attention_mask, "position_ids": position_ids}
-
 
     def collate_packed(self, encoded: Sequence[Sequence[int]]) -> dict[str, torch.Tensor]:
         """One row holding every program: positions restart at 0 for each, and with no attention
@@ -227,11 +236,20 @@ def onetoken_logits(model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """[B, vocab] next-token logits at the verdict position (one forward, last column only); a packed
     row (``verdict_positions``) gives one row of logits per program in it."""
     if "verdict_positions" in batch:
-        out = model(input_ids=batch["input_ids"], position_ids=batch["position_ids"],
-                    logits_to_keep=batch["verdict_positions"], use_cache=False)
+        out = model(
+            input_ids=batch["input_ids"],
+            position_ids=batch["position_ids"],
+            logits_to_keep=batch["verdict_positions"],
+            use_cache=False,
+        )
         return out.logits[0]
-    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                position_ids=batch["position_ids"], logits_to_keep=1, use_cache=False)
+    out = model(
+        input_ids=batch["input_ids"],
+        attention_mask=batch["attention_mask"],
+        position_ids=batch["position_ids"],
+        logits_to_keep=1,
+        use_cache=False,
+    )
     return out.logits[:, -1, :]
 
 

@@ -12,8 +12,14 @@ import torch.nn.functional as F
 from classifiers.config import EvaluationConfig, InputConfig, OneTokenFormat
 from classifiers.evaluator import ClassifierSpec
 from classifiers.model_io import (
-    EncoderInputs, OneTokenInputs, encoder_logits, encoder_scores, onetoken_logits, onetoken_loss,
-    onetoken_scores, prepare_pooling,
+    EncoderInputs,
+    OneTokenInputs,
+    encoder_logits,
+    encoder_scores,
+    onetoken_logits,
+    onetoken_loss,
+    onetoken_scores,
+    prepare_pooling,
 )
 from leanloop.corpus import EVAL_SPLITS, VALID
 from leanloop.training.models import ModelSpec
@@ -28,9 +34,15 @@ class ClassifierModule(HFModule):
 
     kind: ClassVar[str] = ""
 
-    def __init__(self, base: ModelSpec, optim: OptimConfig | None = None,
-                 inputs: InputConfig | None = None, evaluation: EvaluationConfig | None = None,
-                 gradient_checkpointing: bool = False, class_weight: Literal["balanced"] | None = None) -> None:
+    def __init__(
+        self,
+        base: ModelSpec,
+        optim: OptimConfig | None = None,
+        inputs: InputConfig | None = None,
+        evaluation: EvaluationConfig | None = None,
+        gradient_checkpointing: bool = False,
+        class_weight: Literal["balanced"] | None = None,
+    ) -> None:
         super().__init__(base, optim)  # HFModule puts the model in train mode (dropout on)
         if gradient_checkpointing:
             self.model.gradient_checkpointing_enable()
@@ -153,8 +165,10 @@ class ClassifierModule(HFModule):
             choice = select_threshold(labels, scores, c.threshold_criterion, c.threshold_target)
             self.threshold = choice.threshold
             target = "" if c.threshold_target is None else f" {c.threshold_target}"
-            self.threshold_source = (f"validation split, criterion {c.threshold_criterion}{target}, {choice.candidates} "
-                                     f"({len(labels)} programs; validation MCC {choice.mcc:.3f})")
+            self.threshold_source = (
+                f"validation split, criterion {c.threshold_criterion}{target}, {choice.candidates} "
+                f"({len(labels)} programs; validation MCC {choice.mcc:.3f})"
+            )
             self.log("val/auroc", auroc(labels, scores))
             self.log("threshold", self.threshold)
         if self.scored["test"]:
@@ -187,8 +201,13 @@ class ClassifierModule(HFModule):
         order = sorted(scored)
         try:
             history = History.from_columns(train.names, train.labels, train.programs)
-            stacker = fit_split_stacker([valid.programs[i] for i in order], [valid.names[i] for i in order],
-                                        [valid.labels[i] for i in order], [scored[i] for i in order], history)
+            stacker = fit_split_stacker(
+                [valid.programs[i] for i in order],
+                [valid.names[i] for i in order],
+                [valid.labels[i] for i in order],
+                [scored[i] for i in order],
+                history,
+            )
         except ValueError as error:
             print(f"[classifiers] no history stacker saved: {error}")
             return
@@ -203,11 +222,18 @@ class EncoderClassifier(ClassifierModule):
 
     kind = "encoder"
 
-    def __init__(self, base: ModelSpec | None = None, optim: OptimConfig | None = None,
-                 inputs: InputConfig | None = None, evaluation: EvaluationConfig | None = None,
-                 freeze_embeddings: bool = False, freeze_layers: int = 0,
-                 pooling: Literal["cls", "mean"] = "cls", gradient_checkpointing: bool = False,
-                 class_weight: Literal["balanced"] | None = None) -> None:
+    def __init__(
+        self,
+        base: ModelSpec | None = None,
+        optim: OptimConfig | None = None,
+        inputs: InputConfig | None = None,
+        evaluation: EvaluationConfig | None = None,
+        freeze_embeddings: bool = False,
+        freeze_layers: int = 0,
+        pooling: Literal["cls", "mean"] = "cls",
+        gradient_checkpointing: bool = False,
+        class_weight: Literal["balanced"] | None = None,
+    ) -> None:
         """``freeze_embeddings``: keep the (pretrained) token embeddings fixed: with ~1.5k training
         programs, updating 30k x 384 embedding rows mostly overfits, and skipping them makes CPU
         steps cheaper. ``freeze_layers``: also keep the lowest N transformer layers fixed (no
@@ -222,8 +248,10 @@ class EncoderClassifier(ClassifierModule):
         base = base or ModelSpec("minilm")
         super().__init__(base, optim, inputs, evaluation, gradient_checkpointing, class_weight)
         if self.input_config.pack_tokens:
-            raise ValueError("inputs.pack_tokens packs one-token training rows; the encoder classifies one program "
-                             "per row (set it to null)")
+            raise ValueError(
+                "inputs.pack_tokens packs one-token training rows; the encoder classifies one program "
+                "per row (set it to null)"
+            )
         config = self.model.config
         if config.num_labels != 2:
             raise ValueError(f"the encoder needs a 2-class head, the model config has num_labels={config.num_labels}")
@@ -234,8 +262,14 @@ class EncoderClassifier(ClassifierModule):
                 f"inputs.max_length={self.input_config.max_length} exceeds the encoder's "
                 f"{positions} positions ({base.name}); lower inputs.max_length"
             )
-        self.format = EncoderInputs(self.tokenizer, self.input_config.max_length, self.input_config.head_fraction,
-                                    pooling, self.input_config.program_tokens, self.input_config.preamble)
+        self.format = EncoderInputs(
+            self.tokenizer,
+            self.input_config.max_length,
+            self.input_config.head_fraction,
+            pooling,
+            self.input_config.program_tokens,
+            self.input_config.preamble,
+        )
         prepare_pooling(self.model, pooling)
         pooler = getattr(self.model.base_model, "pooler", None)
         if pooling == "mean" and pooler is not None:
@@ -255,10 +289,14 @@ class EncoderClassifier(ClassifierModule):
         return encoder_scores(logits)
 
     def spec(self) -> ClassifierSpec:
-        return ClassifierSpec(kind="encoder", max_length=self.input_config.max_length,
-                              head_fraction=self.input_config.head_fraction, pooling=self.format.pooling,
-                              program_tokens=self.input_config.program_tokens,
-                              preamble=self.input_config.preamble)
+        return ClassifierSpec(
+            kind="encoder",
+            max_length=self.input_config.max_length,
+            head_fraction=self.input_config.head_fraction,
+            pooling=self.format.pooling,
+            program_tokens=self.input_config.program_tokens,
+            preamble=self.input_config.preamble,
+        )
 
 
 class OneTokenClassifier(ClassifierModule):
@@ -266,19 +304,33 @@ class OneTokenClassifier(ClassifierModule):
 
     kind = "onetoken"
 
-    def __init__(self, base: ModelSpec | None = None, optim: OptimConfig | None = None,
-                 inputs: InputConfig | None = None, evaluation: EvaluationConfig | None = None,
-                 prompt: OneTokenFormat | None = None, gradient_checkpointing: bool = False,
-                 class_weight: Literal["balanced"] | None = None) -> None:
+    def __init__(
+        self,
+        base: ModelSpec | None = None,
+        optim: OptimConfig | None = None,
+        inputs: InputConfig | None = None,
+        evaluation: EvaluationConfig | None = None,
+        prompt: OneTokenFormat | None = None,
+        gradient_checkpointing: bool = False,
+        class_weight: Literal["balanced"] | None = None,
+    ) -> None:
         from transformers import AutoModelForCausalLM
 
         self.auto_class = AutoModelForCausalLM
-        super().__init__(base or ModelSpec("qwen3-tiny"), optim, inputs, evaluation, gradient_checkpointing,
-                         class_weight)
+        super().__init__(
+            base or ModelSpec("qwen3-tiny"), optim, inputs, evaluation, gradient_checkpointing, class_weight
+        )
         self.prompt = prompt or OneTokenFormat()
-        self.format = OneTokenInputs(self.tokenizer, self.input_config.max_length, self.input_config.head_fraction,
-                                     self.prompt.suffix, self.prompt.true_token, self.prompt.false_token,
-                                     self.input_config.program_tokens, self.input_config.preamble)
+        self.format = OneTokenInputs(
+            self.tokenizer,
+            self.input_config.max_length,
+            self.input_config.head_fraction,
+            self.prompt.suffix,
+            self.prompt.true_token,
+            self.prompt.false_token,
+            self.input_config.program_tokens,
+            self.input_config.preamble,
+        )
         self._targets = torch.tensor([self.format.false_id, self.format.true_id])
 
     def logits(self, batch):
@@ -291,11 +343,16 @@ class OneTokenClassifier(ClassifierModule):
         return onetoken_scores(logits, self.format.true_id, self.format.false_id)
 
     def spec(self) -> ClassifierSpec:
-        return ClassifierSpec(kind="onetoken", max_length=self.input_config.max_length,
-                              head_fraction=self.input_config.head_fraction, suffix=self.prompt.suffix,
-                              true_token=self.prompt.true_token, false_token=self.prompt.false_token,
-                              program_tokens=self.input_config.program_tokens,
-                              preamble=self.input_config.preamble)
+        return ClassifierSpec(
+            kind="onetoken",
+            max_length=self.input_config.max_length,
+            head_fraction=self.input_config.head_fraction,
+            suffix=self.prompt.suffix,
+            true_token=self.prompt.true_token,
+            false_token=self.prompt.false_token,
+            program_tokens=self.input_config.program_tokens,
+            preamble=self.input_config.preamble,
+        )
 
 
 def freeze_bottom(model: Any, n_layers: int) -> None:

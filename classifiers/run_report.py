@@ -29,8 +29,9 @@ PREDICTIONS = "predictions.jsonl"
 def _threshold(labels: Sequence[bool], scores: np.ndarray, config: EvaluationConfig) -> float:
     from leanloop.metrics import select_threshold
 
-    return select_threshold(np.asarray(labels, dtype=int), scores, config.threshold_criterion,
-                            config.threshold_target).threshold
+    return select_threshold(
+        np.asarray(labels, dtype=int), scores, config.threshold_criterion, config.threshold_target
+    ).threshold
 
 
 def rows_for(name: str, corpus: Corpus, scores: dict[str, dict[int, float]], threshold: float) -> list[dict[str, Any]]:
@@ -40,14 +41,24 @@ def rows_for(name: str, corpus: Corpus, scores: dict[str, dict[int, float]], thr
         data = corpus.splits[split]
         for index in sorted(scores.get(split, {})):
             score = float(scores[split][index])
-            rows.append({"id": f"{split}:{index}", "evaluator": name, "split": split, "label": data.labels[index],
-                         "score": score, "prediction": score >= threshold, "group": data.names[index],
-                         "threshold": threshold})
+            rows.append(
+                {
+                    "id": f"{split}:{index}",
+                    "evaluator": name,
+                    "split": split,
+                    "label": data.labels[index],
+                    "score": score,
+                    "prediction": score >= threshold,
+                    "group": data.names[index],
+                    "threshold": threshold,
+                }
+            )
     return rows
 
 
-def baseline_rows(corpus: Corpus, config: EvaluationConfig,
-                  rows: dict[str, Iterable[int]] | None = None) -> list[dict[str, Any]]:
+def baseline_rows(
+    corpus: Corpus, config: EvaluationConfig, rows: dict[str, Iterable[int]] | None = None
+) -> list[dict[str, Any]]:
     """The trivial baselines (:class:`classifiers.baselines.Baselines`), fitted on train, each
     thresholded on its validation scores.
 
@@ -67,14 +78,16 @@ def baseline_rows(corpus: Corpus, config: EvaluationConfig,
     return [row for name in BASELINES for row in _thresholded(name, corpus, scores[name], config)]
 
 
-def _thresholded(name: str, corpus: Corpus, scores: dict[str, dict[int, float]],
-                 config: EvaluationConfig) -> list[dict[str, Any]]:
+def _thresholded(
+    name: str, corpus: Corpus, scores: dict[str, dict[int, float]], config: EvaluationConfig
+) -> list[dict[str, Any]]:
     """Rows of one evaluator at the threshold chosen on its validation scores (0.5 without any)."""
     threshold = 0.5
     if scores.get(VALID):
         order = sorted(scores[VALID])
-        threshold = _threshold([corpus.splits[VALID].labels[i] for i in order],
-                               np.asarray([scores[VALID][i] for i in order]), config)
+        threshold = _threshold(
+            [corpus.splits[VALID].labels[i] for i in order], np.asarray([scores[VALID][i] for i in order]), config
+        )
     return rows_for(name, corpus, scores, threshold)
 
 
@@ -112,8 +125,9 @@ def order_evaluators(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The baselines first, TF-IDF at their head (the reference of the paired differences), then the
     learned evaluators in order."""
     names = list(dict.fromkeys(r["evaluator"] for r in rows))
-    rank = {name: i for i, name in enumerate([n for n in LEADING if n in names] +
-                                              [n for n in names if n not in LEADING])}
+    rank = {
+        name: i for i, name in enumerate([n for n in LEADING if n in names] + [n for n in names if n not in LEADING])
+    }
     return sorted(rows, key=lambda r: rank[r["evaluator"]])  # stable: rows keep their order per evaluator
 
 
@@ -126,13 +140,17 @@ def auroc_gap(rows: list[dict[str, Any]], name: str, n_resamples: int) -> Any:
     if not mine:
         return None
     labels = [int(r["label"]) for r in mine]
-    return paired_bootstrap(labels, [r["group"] for r in mine], [r["score"] for r in mine],
-                            [tfidf[r["id"]]["score"] for r in mine], metrics=("auroc",),
-                            n_resamples=n_resamples)["auroc"]
+    return paired_bootstrap(
+        labels,
+        [r["group"] for r in mine],
+        [r["score"] for r in mine],
+        [tfidf[r["id"]]["score"] for r in mine],
+        metrics=("auroc",),
+        n_resamples=n_resamples,
+    )["auroc"]
 
 
-def headline(summary_path: Path, rows: list[dict[str, Any]], classifiers: Sequence[str],
-             n_resamples: int) -> list[str]:
+def headline(summary_path: Path, rows: list[dict[str, Any]], classifiers: Sequence[str], n_resamples: int) -> list[str]:
     """The lines that answer "does the classifier beat TF-IDF on the test split?"."""
     summary = json.loads(summary_path.read_text())["evaluators"]
     lines = baseline_verdict(summary, classifiers, BASELINES)[2:]  # the verdict itself is the report's first line
@@ -146,8 +164,12 @@ def headline(summary_path: Path, rows: list[dict[str, Any]], classifiers: Sequen
         ours, theirs = summary[name]["intervals"]["auroc"], base["intervals"]["auroc"]
         verdict = "beats" if ours["point"] > theirs["point"] else "does NOT beat"
         gap = auroc_gap(rows, name, n_resamples)
-        gap_text = (f"; paired difference {gap.point:+.3f} [{gap.low:+.3f}, {gap.high:+.3f}], positive in "
-                    f"{gap.share_positive:.0%} of resamples" if gap is not None else "")
+        gap_text = (
+            f"; paired difference {gap.point:+.3f} [{gap.low:+.3f}, {gap.high:+.3f}], positive in "
+            f"{gap.share_positive:.0%} of resamples"
+            if gap is not None
+            else ""
+        )
         lines.append(
             f"- `{name}` AUROC {ours['point']:.3f} [{ours['low']:.3f}, {ours['high']:.3f}] {verdict} the TF-IDF "
             f"baseline's {theirs['point']:.3f} [{theirs['low']:.3f}, {theirs['high']:.3f}]{gap_text} "
@@ -155,14 +177,19 @@ def headline(summary_path: Path, rows: list[dict[str, Any]], classifiers: Sequen
             f"MCC {summary[name]['metrics']['mcc']:.3f} vs {base['metrics']['mcc']:.3f})."
         )
     if MAJORITY in summary:
-        lines.append(f"- majority class: accuracy {summary[MAJORITY]['metrics']['accuracy']:.3f} (AUROC 0.5 by construction).")
-    return lines + ["", "Verdicts use thresholds chosen on the validation split (0.01 grid, or the midpoints of the "
-                    "observed scores where they all lie in one grid cell); the paired-difference "
-                    "table below gives each evaluator minus TF-IDF on the same bootstrap resamples.", ""]
+        lines.append(
+            f"- majority class: accuracy {summary[MAJORITY]['metrics']['accuracy']:.3f} (AUROC 0.5 by construction)."
+        )
+    return lines + [
+        "",
+        "Verdicts use thresholds chosen on the validation split (0.01 grid, or the midpoints of the "
+        "observed scores where they all lie in one grid cell); the paired-difference "
+        "table below gives each evaluator minus TF-IDF on the same bootstrap resamples.",
+        "",
+    ]
 
 
-def write_report(rows: list[dict[str, Any]], out_dir: str | Path, n_resamples: int,
-                 title: str | None = None) -> Path:
+def write_report(rows: list[dict[str, Any]], out_dir: str | Path, n_resamples: int, title: str | None = None) -> Path:
     """``predictions.jsonl`` + ``report.md`` + plots in ``out_dir``; returns the report's path."""
     from leanloop.metrics.report import build_report
 

@@ -13,8 +13,16 @@ from typing import Any, Iterator
 
 from leanloop.artifacts import Manifest, resolve_model, resolve_path, run_dir
 from leanloop.jsonl import JsonlError, dumps_line, numbered_jsonl
-from leanloop.sharding import (MergeRefused, Shard, ShardSpecError, check_shards, shard_dir, shard_of,
-                               shard_record, shard_run)
+from leanloop.sharding import (
+    MergeRefused,
+    Shard,
+    ShardSpecError,
+    check_shards,
+    shard_dir,
+    shard_of,
+    shard_record,
+    shard_run,
+)
 
 STAGE = "classifiers_score"
 SCORES = "scores.jsonl"
@@ -54,8 +62,9 @@ def item_key(where: dict[str, Any], program: str) -> str:
     return hashlib.sha256(f"{where.get('name') or ''}\0{program}".encode()).hexdigest()[:20]
 
 
-def read_items(inputs: list[str], field: str, skipped: Counter | None = None,
-               keep: tuple[str, ...] = ()) -> Iterator[tuple[dict[str, Any], str]]:
+def read_items(
+    inputs: list[str], field: str, skipped: Counter | None = None, keep: tuple[str, ...] = ()
+) -> Iterator[tuple[dict[str, Any], str]]:
     """(where it came from, program) of every input program, in input order: ``.lean`` files, corpus
     parquet and JSONL (program in ``field``). A row without a program is counted in ``skipped``
     (a corpus's input errors), or with ``skipped=None`` refused naming its file and row. ``keep``:
@@ -80,7 +89,10 @@ def read_items(inputs: list[str], field: str, skipped: Counter | None = None,
                     raise ValueError(f"{name}:{number} has no program in field '{field}' (use --field)")
                 skipped[str(name)] += 1
                 continue
-            yield {"input": str(name), "line": number, **{k: row[k] for k in PASSED_THROUGH + keep if k in row}}, program
+            yield (
+                {"input": str(name), "line": number, **{k: row[k] for k in PASSED_THROUGH + keep if k in row}},
+                program,
+            )
 
 
 def _jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
@@ -102,8 +114,9 @@ def load_scorer(config: ScoreConfig) -> Any:
     if config.feedback is None:
         from classifiers.evaluator import ClassifierEvaluator
 
-        return ClassifierEvaluator.load(model_dir(config), batch_size=config.batch_size, device=config.device,
-                                        threshold=config.threshold)
+        return ClassifierEvaluator.load(
+            model_dir(config), batch_size=config.batch_size, device=config.device, threshold=config.threshold
+        )
     from feedback_model.evaluator import FeedbackEvaluator, TraceGenerationConfig
 
     return FeedbackEvaluator.load(model_dir(config), TraceGenerationConfig(**config.feedback.get("generation", {})))
@@ -114,8 +127,11 @@ def score(config: ScoreConfig, folder: Path) -> Manifest:
     shard = Shard.parse(config.shard)
     model_dir(config)  # a missing or unfinished model is said before any input is read
     skipped: Counter = Counter()
-    items = [(where, program) for where, program in read_items(config.inputs, config.field, skipped)
-             if shard is None or shard.owns(item_key(where, program))]
+    items = [
+        (where, program)
+        for where, program in read_items(config.inputs, config.field, skipped)
+        if shard is None or shard.owns(item_key(where, program))
+    ]
     evaluator = load_scorer(config)
     predictions = evaluator.score([program for _, program in items]) if items else []
     threshold = evaluator.threshold if config.feedback is None else None  # the feedback model's verdict is a rule
@@ -128,22 +144,31 @@ def score(config: ScoreConfig, folder: Path) -> Manifest:
     return _write(config, folder, rows, skipped, shard)
 
 
-def _write(config: ScoreConfig, folder: Path, rows: list[dict[str, Any]], skipped: Counter,
-           shard: Shard | None) -> Manifest:
+def _write(
+    config: ScoreConfig, folder: Path, rows: list[dict[str, Any]], skipped: Counter, shard: Shard | None
+) -> Manifest:
     final = folder / "final"
     final.mkdir(parents=True, exist_ok=True)
     tmp = final / (SCORES + ".tmp")
     tmp.write_text("".join(dumps_line(row) for row in rows), encoding="utf-8")
     tmp.replace(final / SCORES)
     verdicts = Counter("none" if row["verdict"] is None else str(row["verdict"]).lower() for row in rows)
-    manifest = Manifest(stage=STAGE, run=config.run, counts={
-        "programs": len(rows), "verdicts": dict(sorted(verdicts.items())),
-        "skipped_without_program": dict(sorted(skipped.items()))})
+    manifest = Manifest(
+        stage=STAGE,
+        run=config.run,
+        counts={
+            "programs": len(rows),
+            "verdicts": dict(sorted(verdicts.items())),
+            "skipped_without_program": dict(sorted(skipped.items())),
+        },
+    )
     for name in config.inputs:
         manifest.add_input(f"input:{Path(name).name}", resolve_path(name))
     manifest.add_input("model", model_dir(config))
-    manifest.extra = {"config": {k: v for k, v in asdict(config).items() if k not in ("shard", "merge_shards")},
-                      "scores": f"final/{SCORES}"}
+    manifest.extra = {
+        "config": {k: v for k, v in asdict(config).items() if k not in ("shard", "merge_shards")},
+        "scores": f"final/{SCORES}",
+    }
     if shard is not None:
         manifest.extra["shard"] = shard_record(shard, asdict(config), NOT_HASHED)
     return manifest
@@ -165,13 +190,17 @@ def merge(config: ScoreConfig, folder: Path, count: int) -> Manifest:
         owner = Shard(shard_of(item_key(where, program), count), count)
         queue, at = queues[owner.index], positions[owner.index]
         if at >= len(queue) or {k: queue[at].get(k) for k in where} != where:
-            raise MergeRefused(f"not merging scores {folder.name}: shard {owner} does not hold the scores of "
-                               f"{where} in input order; rescore it with --overwrite true")
+            raise MergeRefused(
+                f"not merging scores {folder.name}: shard {owner} does not hold the scores of "
+                f"{where} in input order; rescore it with --overwrite true"
+            )
         rows.append(queue[at])
         positions[owner.index] += 1
     if positions != [len(queue) for queue in queues]:
-        raise MergeRefused(f"not merging scores {folder.name}: the shards hold scores for programs that are not "
-                           "in the inputs; rescore them with --overwrite true")
+        raise MergeRefused(
+            f"not merging scores {folder.name}: the shards hold scores for programs that are not "
+            "in the inputs; rescore them with --overwrite true"
+        )
     return _write(config, folder, rows, skipped, None)
 
 
@@ -191,8 +220,9 @@ def run_from_args(args: ScoreConfig) -> int:
 def main(argv: list[str] | None = None) -> int:
     from leanloop.tool import parse_config, run_parsed_tool
 
-    config, resolved = parse_config(ScoreConfig, argv, prog="python -m classifiers.score",
-                                    description=__doc__.splitlines()[0], overwrite=True)
+    config, resolved = parse_config(
+        ScoreConfig, argv, prog="python -m classifiers.score", description=__doc__.splitlines()[0], overwrite=True
+    )
     try:
         shard = Shard.parse(config.shard)
         if shard is not None and config.merge_shards:
@@ -208,8 +238,14 @@ def main(argv: list[str] | None = None) -> int:
         def work(config: ScoreConfig, folder: Path) -> Manifest:
             return merge(config, folder, config.merge_shards) if config.merge_shards else score(config, folder)
 
-        outcome = run_parsed_tool(STAGE, config, resolved, work, run=shard_run(config.run, shard),
-                                  overwrite=getattr(config, "overwrite", False))
+        outcome = run_parsed_tool(
+            STAGE,
+            config,
+            resolved,
+            work,
+            run=shard_run(config.run, shard),
+            overwrite=getattr(config, "overwrite", False),
+        )
     except (ShardSpecError, MergeRefused, ValueError) as error:
         print(f"classify: {error}", file=sys.stderr)
         return 2

@@ -14,8 +14,15 @@ import numpy as np
 from classifiers.evidence import PRIOR_STRENGTH, Evidence, logit, shrunk_rate
 
 STACKER_FILE = "history_stacker.json"
-FEATURES = ("score_logit", "history_logit", "history_count", "sibling_logit", "sibling_count",
-            "score_logit_unseen", "neighbour_margin")
+FEATURES = (
+    "score_logit",
+    "history_logit",
+    "history_count",
+    "sibling_logit",
+    "sibling_count",
+    "score_logit_unseen",
+    "neighbour_margin",
+)
 
 
 @dataclass
@@ -41,9 +48,16 @@ class Stacker:
         return 1 / (1 + np.exp(-z))
 
     @classmethod
-    def fit(cls, scores: Sequence[float], evidence: Sequence[Evidence], labels: Sequence[bool],
-            prior_mean: float | None = None, strength: float = PRIOR_STRENGTH, C: float = 1.0,
-            fitted_on: dict[str, Any] | None = None) -> "Stacker":
+    def fit(
+        cls,
+        scores: Sequence[float],
+        evidence: Sequence[Evidence],
+        labels: Sequence[bool],
+        prior_mean: float | None = None,
+        strength: float = PRIOR_STRENGTH,
+        C: float = 1.0,
+        fitted_on: dict[str, Any] | None = None,
+    ) -> "Stacker":
         """Fit on one split's learned scores, evidence and Lean labels; threshold at best MCC there."""
         from sklearn.linear_model import LogisticRegression
 
@@ -55,8 +69,13 @@ class Stacker:
         prior = float(labels.mean()) if prior_mean is None else float(prior_mean)
         x = design(scores, evidence, prior, strength)
         model = LogisticRegression(C=C, max_iter=1000).fit(x, labels)
-        stacker = cls(coef=[float(c) for c in model.coef_[0]], intercept=float(model.intercept_[0]),
-                      prior_mean=prior, strength=strength, fitted_on=dict(fitted_on or {}, rows=int(len(labels))))
+        stacker = cls(
+            coef=[float(c) for c in model.coef_[0]],
+            intercept=float(model.intercept_[0]),
+            prior_mean=prior,
+            strength=strength,
+            fitted_on=dict(fitted_on or {}, rows=int(len(labels))),
+        )
         choice = select_threshold(labels, stacker.predict(scores, evidence))
         stacker.threshold = float(choice.threshold)
         stacker.threshold_source = f"fitting split, best MCC {choice.mcc:.3f} ({len(labels)} programs)"
@@ -71,13 +90,17 @@ class Stacker:
     def load(cls, folder: str | Path) -> "Stacker":
         path = Path(folder) / STACKER_FILE if Path(folder).is_dir() else Path(folder)
         if not path.is_file():
-            raise FileNotFoundError(f"{path} not found: the classifier run has no history stacker "
-                                    "(runs trained before it was saved with them: retrain, or fit one with "
-                                    "classifiers.stacker.Stacker.fit)")
+            raise FileNotFoundError(
+                f"{path} not found: the classifier run has no history stacker "
+                "(runs trained before it was saved with them: retrain, or fit one with "
+                "classifiers.stacker.Stacker.fit)"
+            )
         stacker = cls(**json.loads(path.read_text()))
         if list(stacker.features) != list(FEATURES):
-            raise ValueError(f"{path} was fitted on features {stacker.features}, this code computes "
-                             f"{list(FEATURES)}: retrain the classifier run (its stacker is fitted after training)")
+            raise ValueError(
+                f"{path} was fitted on features {stacker.features}, this code computes "
+                f"{list(FEATURES)}: retrain the classifier run (its stacker is fitted after training)"
+            )
         return stacker
 
 
@@ -92,10 +115,14 @@ def design(scores: Sequence[float], evidence: Sequence[Evidence], prior_mean: fl
     neighbour = np.asarray([e.neighbour for e in evidence], dtype=float)
     score_logit = logit(scores)
     unseen = (history[:, 1] + siblings[:, 1]) == 0
-    return np.column_stack([
-        score_logit,
-        logit(shrunk_rate(history[:, 0], history[:, 1], prior_mean, strength)), np.log1p(history[:, 1]),
-        logit(shrunk_rate(siblings[:, 0], siblings[:, 1], prior_mean, strength)), np.log1p(siblings[:, 1]),
-        score_logit * unseen, neighbour,
-    ])
-
+    return np.column_stack(
+        [
+            score_logit,
+            logit(shrunk_rate(history[:, 0], history[:, 1], prior_mean, strength)),
+            np.log1p(history[:, 1]),
+            logit(shrunk_rate(siblings[:, 0], siblings[:, 1], prior_mean, strength)),
+            np.log1p(siblings[:, 1]),
+            score_logit * unseen,
+            neighbour,
+        ]
+    )

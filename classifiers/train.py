@@ -49,8 +49,7 @@ def write_run_report(result):
         print("[classifiers] the corpus has no test split: no report written (validation AUROC is in the manifest)")
         return None
     if not module.scored.get(VALID) or not module.scored.get("test"):
-        print("[classifiers] no validation/test scores (trainer.test did not run): no report written",
-              file=sys.stderr)
+        print("[classifiers] no validation/test scores (trainer.test did not run): no report written", file=sys.stderr)
         return None
     rows = rows_for(f"{module.kind}:{result.run_dir.name}", corpus, module.scored, module.threshold)
     if module.evaluation.baselines:
@@ -61,8 +60,12 @@ def write_run_report(result):
     fast = bool(result.manifest and result.manifest.get("fast_dev_run"))
     # fast_dev_run scores one batch per split: the report still runs end to end, on few resamples.
     resamples = 50 if fast else module.evaluation.n_resamples
-    return write_report(rows, result.run_dir, resamples,
-                        title=f"classifiers/{result.run_dir.name}: {module.kind} classifier vs baselines")
+    return write_report(
+        rows,
+        result.run_dir,
+        resamples,
+        title=f"classifiers/{result.run_dir.name}: {module.kind} classifier vs baselines",
+    )
 
 
 if __name__ == "__main__":

@@ -20,7 +20,10 @@ from pathlib import Path
 
 from leanloop.paths import REPO_ROOT, artifacts_root
 
-DEFAULTS = (REPO_ROOT / "configs/classifiers/encoder_default.yaml", REPO_ROOT / "configs/classifiers/onetoken_default.yaml")
+DEFAULTS = (
+    REPO_ROOT / "configs/classifiers/encoder_default.yaml",
+    REPO_ROOT / "configs/classifiers/onetoken_default.yaml",
+)
 REPORT = "default_report"
 SUMMARY_PREFIX = "[classifiers] "
 
@@ -31,20 +34,32 @@ def run_names(prefix: str | None, configs: list[Path] | tuple[Path, ...] = DEFAU
     return [tag + Path(config).stem for config in configs], tag + REPORT
 
 
-def train_side_by_side(prefix: str | None, overrides: list[str], logs: Path,
-                       configs: list[Path] | tuple[Path, ...] = DEFAULTS) -> list[str]:
+def train_side_by_side(
+    prefix: str | None, overrides: list[str], logs: Path, configs: list[Path] | tuple[Path, ...] = DEFAULTS
+) -> list[str]:
     """Start every run, wait for all; returns the failed runs' names (their log tails printed)."""
     logs.mkdir(parents=True, exist_ok=True)
     runs, _ = run_names(prefix, configs)
-    print(f"[classifiers] training {' and '.join(runs)} side by side (progress: tail -f {logs}/<run>.log)",
-          flush=True)
+    print(f"[classifiers] training {' and '.join(runs)} side by side (progress: tail -f {logs}/<run>.log)", flush=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
     processes = {}
     for config, run in zip(configs, runs):
         with open(logs / f"{run}.log", "w") as log:
             processes[run] = subprocess.Popen(
-                [sys.executable, "-m", "classifiers.train", "--config", str(config),
-                 *(["--run", run] if prefix else []), *overrides], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT)
+                [
+                    sys.executable,
+                    "-m",
+                    "classifiers.train",
+                    "--config",
+                    str(config),
+                    *(["--run", run] if prefix else []),
+                    *overrides,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=REPO_ROOT,
+            )
     failed = [run for run, process in processes.items() if process.wait() != 0]
     for run in failed:
         tail = (logs / f"{run}.log").read_text(errors="replace").splitlines()[-30:]
@@ -52,7 +67,7 @@ def train_side_by_side(prefix: str | None, overrides: list[str], logs: Path,
     for run in runs:  # each run's own summary lines
         for line in (logs / f"{run}.log").read_text(errors="replace").splitlines():
             if SUMMARY_PREFIX in line:
-                print(line[line.index(SUMMARY_PREFIX):])
+                print(line[line.index(SUMMARY_PREFIX) :])
     return failed
 
 
@@ -68,8 +83,9 @@ class TrainDefaultsConfig:
 def main(argv: list[str] | None = None) -> int:
     from leanloop.tool import parse_stage_tool
 
-    args, given, overrides = parse_stage_tool(TrainDefaultsConfig, argv, prog="python -m classifiers.train_defaults",
-                                              description=__doc__.splitlines()[0])
+    args, given, overrides = parse_stage_tool(
+        TrainDefaultsConfig, argv, prog="python -m classifiers.train_defaults", description=__doc__.splitlines()[0]
+    )
     configs = tuple(Path(c) for c in given) if given else DEFAULTS
     missing = [str(c) for c in configs if not Path(c).is_file()]
     if missing:

@@ -35,4 +35,4 @@ def truncate_head_tail(ids: Sequence[T], budget: int, head_fraction: float = HEA
     if len(ids) <= budget:
         return ids
     head, tail = head_tail_sizes(budget, head_fraction)
-    return ids[:head] + ids[len(ids) - tail:]
+    return ids[:head] + ids[len(ids) - tail :]

@@ -51,22 +51,41 @@ class ArrayStage:
 
 STAGES: dict[str, ArrayStage] = {
     # the corpus build: one journal line per labelled program (after the fingerprint line)
-    "data": ArrayStage("data", "data.build", "data.merge", lambda count: ["--count", str(count)],
-                       lambda folder: _count_lines(folder / "journal.jsonl", skip=1), "programs"),
+    "data": ArrayStage(
+        "data",
+        "data.build",
+        "data.merge",
+        lambda count: ["--count", str(count)],
+        lambda folder: _count_lines(folder / "journal.jsonl", skip=1),
+        "programs",
+    ),
     # the sampler: one row per attempt in the shard's journal (leanloop.prover.shards)
-    "sft_sample": ArrayStage("sft_sample", "sft.sample", "sft.sample", lambda count: ["--merge_shards", str(count)],
-                             lambda folder: _count_lines(folder / "journal.jsonl"), "attempts"),
+    "sft_sample": ArrayStage(
+        "sft_sample",
+        "sft.sample",
+        "sft.sample",
+        lambda count: ["--merge_shards", str(count)],
+        lambda folder: _count_lines(folder / "journal.jsonl"),
+        "attempts",
+    ),
     # scoring with a trained classifier: one score row per program
     "classifiers_score": ArrayStage(
-        "classifiers_score", "classifiers.score", "classifiers.score", lambda count: ["--merge_shards", str(count)],
-        lambda folder: sum(_count_lines(path) for path in (folder / "final").glob("*.jsonl")), "programs"),
+        "classifiers_score",
+        "classifiers.score",
+        "classifiers.score",
+        lambda count: ["--merge_shards", str(count)],
+        lambda folder: sum(_count_lines(path) for path in (folder / "final").glob("*.jsonl")),
+        "programs",
+    ),
 }
 
 
 def array_stage(stage: str) -> ArrayStage:
     if stage in RENAMED_ARTIFACTS:
-        raise ArrayError(f"stage {stage!r} was renamed {RENAMED_ARTIFACTS[stage]!r}; use --stage "
-                         f"{RENAMED_ARTIFACTS[stage]} (RUN={RENAMED_ARTIFACTS[stage]}/NAME)")
+        raise ArrayError(
+            f"stage {stage!r} was renamed {RENAMED_ARTIFACTS[stage]!r}; use --stage "
+            f"{RENAMED_ARTIFACTS[stage]} (RUN={RENAMED_ARTIFACTS[stage]}/NAME)"
+        )
     if stage not in STAGES:
         raise ArrayError(f"stage {stage!r} does not run as a job array; choose one of {', '.join(STAGES)}")
     return STAGES[stage]
@@ -93,8 +112,10 @@ class ArraySubmission:
             try:
                 job.result()
             except Exception as error:  # submitit's FailedJobError / UncompletedJobError
-                errors.append(f"shard {index}/{self.count} (job {job.job_id}): "
-                              f"{failure_line(error, job.paths.stderr)}; log: {job.paths.stderr}")
+                errors.append(
+                    f"shard {index}/{self.count} (job {job.job_id}): "
+                    f"{failure_line(error, job.paths.stderr)}; log: {job.paths.stderr}"
+                )
         if self.merge is None:
             raise ArrayError("\n  ".join([f"{self.run.run}: shards failed, nothing merged:", *errors]))
         try:
@@ -102,8 +123,15 @@ class ArraySubmission:
         except Exception as error:
             errors.append(f"merge (job {self.merge.job_id}): {failure_line(error, self.merge.paths.stderr)}")
         if errors:
-            raise ArrayError("\n  ".join([f"{self.run.stage} run {self.run.run} is not merged:", *errors,
-                                          "resubmit the same command: only unfinished shards run again"]))
+            raise ArrayError(
+                "\n  ".join(
+                    [
+                        f"{self.run.stage} run {self.run.run} is not merged:",
+                        *errors,
+                        "resubmit the same command: only unfinished shards run again",
+                    ]
+                )
+            )
         return json.loads((self.run.run_dir / MANIFEST).read_text())
 
 
@@ -112,14 +140,12 @@ def shard_argv(run: StageRun, shard: Shard) -> list[str]:
 
 
 def shard_command(run: StageRun, spec: ArrayStage, shard: Shard, profile: ClusterProfile) -> StageCommand:
-    return StageCommand(argv=shard_argv(run, shard), run_dir=str(shard_dir(run.run_dir, shard)),
-                        env=dict(profile.env))
+    return StageCommand(argv=shard_argv(run, shard), run_dir=str(shard_dir(run.run_dir, shard)), env=dict(profile.env))
 
 
 def merge_command(run: StageRun, spec: ArrayStage, count: int, profile: ClusterProfile) -> StageCommand:
     merge_run = replace(run, entry=spec.merge_module)
-    return StageCommand(argv=merge_run.argv() + spec.merge_args(count), run_dir=str(run.run_dir),
-                        env=dict(profile.env))
+    return StageCommand(argv=merge_run.argv() + spec.merge_args(count), run_dir=str(run.run_dir), env=dict(profile.env))
 
 
 def unfinished(run: StageRun, count: int) -> list[Shard]:
@@ -174,18 +200,32 @@ def submit_array(run: StageRun, count: int, profile: ClusterProfile) -> ArraySub
     return ArraySubmission(run=run, count=count, shards=shards, merge=merge, executor=cluster, log_dir=log_dir)
 
 
-def _record(run: StageRun, count: int, cluster: str, shards: dict[int, Any], merge: Any, log_dir: Path,
-            spec: ArrayStage) -> None:
+def _record(
+    run: StageRun, count: int, cluster: str, shards: dict[int, Any], merge: Any, log_dir: Path, spec: ArrayStage
+) -> None:
     """``<run>/array.json``: the jobs of the newest submission, read by ``--status``."""
     path = run.run_dir / ARRAY_RECORD
     previous = json.loads(path.read_text()) if path.is_file() else {}
     jobs = previous.get("jobs", {}) if previous.get("count") == count else {}
     jobs.update({str(index): str(job.job_id) for index, job in shards.items()})
-    path.write_text(json.dumps({
-        "stage": run.stage, "run": run.run, "count": count, "executor": cluster, "logs": str(log_dir),
-        "jobs": jobs, "merge_job": str(merge.job_id), "submitted": time.time(),
-        "shard_argv": shard_argv(run, Shard(0, count)), "merge_module": spec.merge_module,
-    }, indent=2) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                "stage": run.stage,
+                "run": run.run,
+                "count": count,
+                "executor": cluster,
+                "logs": str(log_dir),
+                "jobs": jobs,
+                "merge_job": str(merge.job_id),
+                "submitted": time.time(),
+                "shard_argv": shard_argv(run, Shard(0, count)),
+                "merge_module": spec.merge_module,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 # -- progress ------------------------------------------------------------------------------------
@@ -204,8 +244,12 @@ def _job_state(executor: str, log_dir: Path, job_id: str) -> str:
         import subprocess
 
         try:
-            out = subprocess.run(["squeue", "--states=all", "--array", "-h", "-o", "%T", f"--jobs={job_id}"],
-                                 capture_output=True, text=True, timeout=30).stdout.split()
+            out = subprocess.run(
+                ["squeue", "--states=all", "--array", "-h", "-o", "%T", f"--jobs={job_id}"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            ).stdout.split()
         except (OSError, subprocess.SubprocessError):
             out = []
         return out[0] if out else "UNKNOWN"
@@ -237,9 +281,13 @@ def shard_states(stage: str, parent: Path) -> dict[str, Any]:
             state = "not submitted" if not folder.is_dir() else "stopped"
         else:
             word = _job_state(executor, log_dir, job)
-            state = {"PENDING": "pending", "RUNNING": "running", "COMPLETING": "running",
-                     "CONFIGURING": "running", "REQUEUED": "pending"}.get(word, "failed" if word != "UNKNOWN"
-                                                                                 else "unknown")
+            state = {
+                "PENDING": "pending",
+                "RUNNING": "running",
+                "COMPLETING": "running",
+                "CONFIGURING": "running",
+                "REQUEUED": "pending",
+            }.get(word, "failed" if word != "UNKNOWN" else "unknown")
             if word == "COMPLETED":  # ended without a manifest: the stage did not finish it
                 state = "failed"
         if (folder / "config.yaml").is_file():
@@ -249,24 +297,37 @@ def shard_states(stage: str, parent: Path) -> dict[str, Any]:
     running = any(row["state"] in ("running", "pending") for row in rows)
     end = time.time() if running or not ends else max(ends)
     elapsed = end - min(starts) if starts else 0.0
-    summary = {state: sum(row["state"] == state for row in rows)
-               for state in ("done", "running", "pending", "failed", "stopped", "not submitted", "unknown")}
-    return {"stage": stage, "run": parent.name, "count": count, "shards": rows,
-            "summary": {k: v for k, v in summary.items() if v}, spec.rows_name: total,
-            "rows_per_s": round(total / elapsed, 2) if elapsed > 0 else None,
-            "merged": (parent / MANIFEST).is_file(), "merge_job": record.get("merge_job")}
+    summary = {
+        state: sum(row["state"] == state for row in rows)
+        for state in ("done", "running", "pending", "failed", "stopped", "not submitted", "unknown")
+    }
+    return {
+        "stage": stage,
+        "run": parent.name,
+        "count": count,
+        "shards": rows,
+        "summary": {k: v for k, v in summary.items() if v},
+        spec.rows_name: total,
+        "rows_per_s": round(total / elapsed, 2) if elapsed > 0 else None,
+        "merged": (parent / MANIFEST).is_file(),
+        "merge_job": record.get("merge_job"),
+    }
 
 
 def format_status(status: dict[str, Any]) -> str:
     spec = array_stage(status["stage"])
-    lines = [f"{status['stage']}/{status['run']}: {status['count']} shards, "
-             + ", ".join(f"{v} {k}" for k, v in status["summary"].items())
-             + f"; {status[spec.rows_name]} {spec.rows_name}, "
-             + (f"{status['rows_per_s']} {spec.rows_name}/s" if status["rows_per_s"] else "no rate yet")
-             + ("; merged" if status["merged"] else "; not merged")]
+    lines = [
+        f"{status['stage']}/{status['run']}: {status['count']} shards, "
+        + ", ".join(f"{v} {k}" for k, v in status["summary"].items())
+        + f"; {status[spec.rows_name]} {spec.rows_name}, "
+        + (f"{status['rows_per_s']} {spec.rows_name}/s" if status["rows_per_s"] else "no rate yet")
+        + ("; merged" if status["merged"] else "; not merged")
+    ]
     for row in status["shards"]:
-        lines.append(f"  shard {row['shard']:>7}  {row['state']:<13} {row[spec.rows_name]:>9} {spec.rows_name}"
-                     + (f"  job {row['job']}" if row["job"] else ""))
+        lines.append(
+            f"  shard {row['shard']:>7}  {row['state']:<13} {row[spec.rows_name]:>9} {spec.rows_name}"
+            + (f"  job {row['job']}" if row["job"] else "")
+        )
     return "\n".join(lines)
 
 
@@ -300,9 +361,12 @@ class ArrayConfig:
 
 def main(argv: list[str] | None = None) -> int:
     args, configs, stage_args = parse_stage_tool(
-        ArrayConfig, argv, "python -m cluster.array",
+        ArrayConfig,
+        argv,
+        "python -m cluster.array",
         "a data-parallel stage as one job array of shards plus a merge job; every option that is not "
-        "listed here (the stage's --config files included) goes to the stage")
+        "listed here (the stage's --config files included) goes to the stage",
+    )
     try:
         if args.status:
             if not args.run:
@@ -314,15 +378,23 @@ def main(argv: list[str] | None = None) -> int:
             raise ArrayError("name --stage, --config and --array N (make data ARRAY=N [CONFIG=...] [PROFILE=...])")
         spec = array_stage(args.stage)
         profile = load_profile(args.profile)
-        run = StageRun(stage=spec.folder, configs=configs, run=args.run or default_run_name(configs),
-                       overrides=parse_cli_overrides(stage_args), entry=spec.module)
+        run = StageRun(
+            stage=spec.folder,
+            configs=configs,
+            run=args.run or default_run_name(configs),
+            overrides=parse_cli_overrides(stage_args),
+            entry=spec.module,
+        )
         submission = submit_array(run, args.array, profile)
     except (ArrayError, CommandError, ProfileError) as error:
         print(f"array: {error}", file=sys.stderr)
         return 2
     ran = ", ".join(str(index) for index in sorted(submission.shards)) or "none (all finished)"
-    print(f"submitted {run.stage}/{run.run} as {args.array} shards to {submission.executor}: shards {ran}; "
-          f"merge job {submission.merge.job_id}", flush=True)
+    print(
+        f"submitted {run.stage}/{run.run} as {args.array} shards to {submission.executor}: shards {ran}; "
+        f"merge job {submission.merge.job_id}",
+        flush=True,
+    )
     print(f"  logs: {submission.log_dir}/   progress: make status RUN={run.stage}/{run.run}", flush=True)
     wait = args.wait == "yes" or (args.wait == "auto" and submission.executor != "slurm")
     if not wait:

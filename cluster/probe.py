@@ -46,8 +46,7 @@ class ProbeData(L.LightningDataModule):
 class ProbeModule(L.LightningModule):
     def __init__(self, width: int = 16, lr: float = 0.05, features: int = 8) -> None:
         super().__init__()
-        self.net = torch.nn.Sequential(torch.nn.Linear(features, width), torch.nn.Tanh(),
-                                       torch.nn.Linear(width, 1))
+        self.net = torch.nn.Sequential(torch.nn.Linear(features, width), torch.nn.Tanh(), torch.nn.Linear(width, 1))
         self.lr = lr
         self.seen: list[int] = []
         self.report: dict[str, Any] = {}

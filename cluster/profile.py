@@ -92,8 +92,7 @@ class ClusterProfile:
             return {}
         if not self.gpus_per_node:
             return {"trainer.num_nodes": self.nodes} if self.nodes > 1 else {}
-        return {"trainer.accelerator": "gpu", "trainer.devices": self.gpus_per_node,
-                "trainer.num_nodes": self.nodes}
+        return {"trainer.accelerator": "gpu", "trainer.devices": self.gpus_per_node, "trainer.num_nodes": self.nodes}
 
     def submitit_parameters(self, name: str, cpu_processes: int = 1) -> dict[str, Any]:
         """Parameters for ``AutoExecutor.update_parameters`` (shared ones plus ``slurm_*``);

@@ -59,8 +59,13 @@ class StrategyFiles:
 def main(argv: list[str] | None = None) -> int:
     from leanloop.tool import parse_config
 
-    args, _ = parse_config(StrategyFiles, argv, prog="python -m cluster.strategy", description=__doc__.splitlines()[0],
-                           positional=("files",))
+    args, _ = parse_config(
+        StrategyFiles,
+        argv,
+        prog="python -m cluster.strategy",
+        description=__doc__.splitlines()[0],
+        positional=("files",),
+    )
     options = load_trainer_options(*args.files)
     strategy = options.get("strategy")
     print(f"strategy: {strategy if isinstance(strategy, str) else type(strategy).__name__}")

@@ -67,18 +67,24 @@ class Submission:
                 manifest = next((result for result in job.results() if result), manifest)
             except RuntimeError as error:  # submitit's FailedJobError / UncompletedJobError
                 if SUBMITIT_TIMED_OUT in str(error):
-                    errors.append(f"job {job.job_id} {self.ended_as('TIMEOUT')} (submitit stopped it on SLURM's "
-                                  f"warning signal); logs: {job.paths.stdout} and {job.paths.stderr}")
+                    errors.append(
+                        f"job {job.job_id} {self.ended_as('TIMEOUT')} (submitit stopped it on SLURM's "
+                        f"warning signal); logs: {job.paths.stdout} and {job.paths.stderr}"
+                    )
                     continue
                 if killed_by_warning_signal(job.paths.stderr):
                     # the warning came while the task was still starting (imports on a busy node), before
                     # submitit had installed its handler, so the signal's default action ended the task
-                    errors.append(f"job {job.job_id} {self.ended_as('TIMEOUT')} (submitit stopped short: SLURM's "
-                                  "warning signal came before submitit's handler was installed); logs: "
-                                  f"{job.paths.stdout} and {job.paths.stderr}")
+                    errors.append(
+                        f"job {job.job_id} {self.ended_as('TIMEOUT')} (submitit stopped short: SLURM's "
+                        "warning signal came before submitit's handler was installed); logs: "
+                        f"{job.paths.stdout} and {job.paths.stderr}"
+                    )
                     continue
-                errors.append(f"job {job.job_id}: {failure_line(error, job.paths.stderr)}; full log: "
-                              f"{job.paths.stderr} (output: {job.paths.stdout})")
+                errors.append(
+                    f"job {job.job_id}: {failure_line(error, job.paths.stderr)}; full log: "
+                    f"{job.paths.stderr} (output: {job.paths.stdout})"
+                )
         if errors:
             raise SubmitError(f"{self.run.stage} run {self.run.run} failed:\n  " + "\n  ".join(errors))
         return manifest
@@ -111,6 +117,8 @@ def killed_by_warning_signal(stderr: Path) -> bool:
         return WARNING_SIGNAL_DEATH in stderr.read_text(errors="replace")
     except OSError:
         return False
+
+
 TRACEBACK = "Traceback (most recent call last):"
 # torch.distributed prefixes each line of a rank's traceback with "[rank0]: "
 RANK_PREFIX = re.compile(r"^\[rank\d+\]: ?")
@@ -131,12 +139,16 @@ def failure_line(error: BaseException, log: Path | None = None) -> str:
                 continue
             indent = len(line) - len(line.lstrip())
             # frames are indented below "Traceback"; the exception line is back at its indentation
-            for later in lines[index + 1:]:
+            for later in lines[index + 1 :]:
                 if later.strip() and len(later) - len(later.lstrip()) <= indent:
                     if "exited with status 2;" in later:
                         # a user's mistake: the stage printed one line (leanloop.tool.cli_entry), the
                         # last before the job wrapper's traceback
-                        said = [x.strip() for x in lines[:index] if x.strip() and not x.startswith(("submitit ", "running:"))]
+                        said = [
+                            x.strip()
+                            for x in lines[:index]
+                            if x.strip() and not x.startswith(("submitit ", "running:"))
+                        ]
                         if said:
                             return said[-1]
                     return later.strip()
@@ -171,14 +183,18 @@ def check_memory(run: StageRun, profile: ClusterProfile, force: bool = False) ->
     except PlanError as error:
         return f"memory plan: {error}"
     except SystemExit as exit_:  # the stage refused the config (its parser said why): the job would too
-        raise SubmitError(f"{run.stage}/{run.run}: python -m {run.module} refuses this config "
-                          f"({exit_.code if isinstance(exit_.code, str) else 'see the line above'})") from None
+        raise SubmitError(
+            f"{run.stage}/{run.run}: python -m {run.module} refuses this config "
+            f"({exit_.code if isinstance(exit_.code, str) else 'see the line above'})"
+        ) from None
     except Exception as error:  # noqa: BLE001 - a planner bug is reported, it does not block the job
         return f"memory plan: not made ({type(error).__name__}: {error})"
     if not plan.fits and not force:
-        raise SubmitError(f"{run.stage}/{run.run} needs {plan.peak_gb:.1f} GB per GPU ({plan.peak_phase}), "
-                          f"more than the profile's gpu_memory_gb {profile.gpu_memory_gb:g}: see python -m leanloop.plan "
-                          f"{' '.join(f'--config {c}' for c in run.configs)}, or pass --force true")
+        raise SubmitError(
+            f"{run.stage}/{run.run} needs {plan.peak_gb:.1f} GB per GPU ({plan.peak_phase}), "
+            f"more than the profile's gpu_memory_gb {profile.gpu_memory_gb:g}: see python -m leanloop.plan "
+            f"{' '.join(f'--config {c}' for c in run.configs)}, or pass --force true"
+        )
     return plan.verdict()
 
 
@@ -198,30 +214,44 @@ def make_executor(profile: ClusterProfile, folder: Path, name: str, cpu_processe
 
 def sbatch_preview(run: StageRun, profile: ClusterProfile) -> str | None:
     """The batch script SLURM would get for this run (None when the job would run locally)."""
-    executor = make_executor(profile, run.run_dir / SLURM_FOLDER, name=f"{run.stage}-{run.run}",
-                             cpu_processes=run.cpu_processes())
+    executor = make_executor(
+        profile, run.run_dir / SLURM_FOLDER, name=f"{run.stage}-{run.run}", cpu_processes=run.cpu_processes()
+    )
     if executor.cluster != "slurm":
         return None
     # submitit renders the script only inside submit(); this is the same renderer, without sbatch
     return executor._executor._make_submission_file_text(
-        f"{sys.executable} -u -m submitit.core._submit {executor.folder}", "<job id>")
+        f"{sys.executable} -u -m submitit.core._submit {executor.folder}", "<job id>"
+    )
 
 
 def _command(run: StageRun, profile: ClusterProfile) -> StageCommand:
     extra = distributed_overrides(run, profile)
-    return StageCommand(argv=run.argv(extra), run_dir=str(run.run_dir), env=dict(profile.env),
-                        shard_count=profile.array)
+    return StageCommand(
+        argv=run.argv(extra), run_dir=str(run.run_dir), env=dict(profile.env), shard_count=profile.array
+    )
 
 
-def _record(run: StageRun, command: StageCommand, executor: str, jobs: list[Any], profile: ClusterProfile,
-            log_dir: Path) -> None:
+def _record(
+    run: StageRun, command: StageCommand, executor: str, jobs: list[Any], profile: ClusterProfile, log_dir: Path
+) -> None:
     """The exact command in the run's slurm/ folder, for people reading it later and reruns by hand."""
     folder = run.run_dir / SLURM_FOLDER
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "command.json").write_text(json.dumps({
-        "argv": command.argv, "executor": executor, "job_ids": [str(j.job_id) for j in jobs],
-        "logs": str(log_dir), "profile": profile.__dict__,
-    }, indent=2, default=str) + "\n")
+    (folder / "command.json").write_text(
+        json.dumps(
+            {
+                "argv": command.argv,
+                "executor": executor,
+                "job_ids": [str(j.job_id) for j in jobs],
+                "logs": str(log_dir),
+                "profile": profile.__dict__,
+            },
+            indent=2,
+            default=str,
+        )
+        + "\n"
+    )
 
 
 def submit(run: StageRun, profile: ClusterProfile | None = None, force: bool = False) -> Submission:
@@ -244,8 +274,9 @@ def submit(run: StageRun, profile: ClusterProfile | None = None, force: bool = F
     return Submission(run=run, jobs=jobs, executor=executor.cluster, log_dir=folder, profile=profile)
 
 
-def submit_array(runs: list[StageRun], profile: ClusterProfile, log_dir: Path, name: str,
-                 force: bool = False) -> list[Submission] | None:
+def submit_array(
+    runs: list[StageRun], profile: ClusterProfile, log_dir: Path, name: str, force: bool = False
+) -> list[Submission] | None:
     """Several runs of one stage as one SLURM job array, one array task per run (a sweep); logs in
     ``log_dir``. None when the profile does not submit to SLURM or the runs need different
     allocations: then submit them one by one."""
@@ -274,8 +305,7 @@ def submit_array(runs: list[StageRun], profile: ClusterProfile, log_dir: Path, n
     submissions = []
     for run, command, job in zip(runs, commands, jobs):
         _record(run, command, executor.cluster, [job], profile, log_dir)
-        submissions.append(Submission(run=run, jobs=[job], executor=executor.cluster, log_dir=log_dir,
-                                      profile=profile))
+        submissions.append(Submission(run=run, jobs=[job], executor=executor.cluster, log_dir=log_dir, profile=profile))
     return submissions
 
 
@@ -304,19 +334,29 @@ class SubmitConfig:
 def main(argv: list[str] | None = None) -> int:
     from leanloop.tool import parse_stage_tool
 
-    args, configs, stage_args = parse_stage_tool(SubmitConfig, argv, prog="python -m cluster.submit",
-                                                 description="send one stage run to SLURM (or run it locally)")
+    args, configs, stage_args = parse_stage_tool(
+        SubmitConfig,
+        argv,
+        prog="python -m cluster.submit",
+        description="send one stage run to SLURM (or run it locally)",
+    )
     if not configs:
         print("submit: no --config: name the stage's config file(s)", file=sys.stderr)
         return 2
     try:
         overrides = parse_cli_overrides(stage_args)
         # --profile.<field> VALUE changes one profile field (load_profile types it), not the stage
-        profile_changes = {key.removeprefix("profile."): overrides.pop(key) for key in list(overrides)
-                           if key.startswith("profile.")}
+        profile_changes = {
+            key.removeprefix("profile."): overrides.pop(key) for key in list(overrides) if key.startswith("profile.")
+        }
         profile = load_profile(args.profile, **profile_changes)
-        run = StageRun(stage=args.stage, configs=configs, run=args.run or default_run_name(configs),
-                       overrides=overrides, entry=args.entry)
+        run = StageRun(
+            stage=args.stage,
+            configs=configs,
+            run=args.run or default_run_name(configs),
+            overrides=overrides,
+            entry=args.entry,
+        )
         if args.dry_run:
             verdict = check_memory(run, profile, args.force)
             if verdict:
@@ -342,8 +382,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"finished: {run.run_dir}")
     if manifest.get("metrics"):
-        print("  metrics: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                                        for k, v in manifest["metrics"].items()))
+        print(
+            "  metrics: "
+            + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in manifest["metrics"].items())
+        )
     return 0
 
 

@@ -113,8 +113,9 @@ def validate(sweep: SweepConfig) -> None:
     if not NAME_PATTERN.match(sweep.name):
         raise SweepError(f"name {sweep.name!r} must be letters, digits, '.', '_' or '-' (it names folders)")
     if (sweep.grid is None) == (sweep.runs is None):
-        raise SweepError("give exactly one of 'grid' (cartesian product of overrides) or 'runs' "
-                         "(a list of override sets)")
+        raise SweepError(
+            "give exactly one of 'grid' (cartesian product of overrides) or 'runs' (a list of override sets)"
+        )
     entry_module(sweep.stage, sweep.entry)
     if not sweep.config:
         raise SweepError("'config' lists the stage's base config file(s); it is empty")
@@ -157,6 +158,7 @@ def existing_file(path: str | Path, what: str) -> Path:
 
 # -- names ------------------------------------------------------------------------------------
 
+
 def format_value(value: Any) -> str:
     """A value as it appears in a run name: exact (repr of floats), filesystem-safe."""
     if isinstance(value, bool) or value is None:
@@ -172,8 +174,9 @@ def format_value(value: Any) -> str:
     return (safe if text.startswith("-") else safe.lstrip("-")).rstrip("-") or "empty"
 
 
-def run_name(sweep_name: str, varied: dict[str, Any], label: str | None = None,
-             short: dict[str, str] | None = None) -> str:
+def run_name(
+    sweep_name: str, varied: dict[str, Any], label: str | None = None, short: dict[str, str] | None = None
+) -> str:
     short = short or short_keys(list(varied))
     if label:
         body = label
@@ -208,8 +211,13 @@ def expand(sweep: SweepConfig) -> list[SweepRun]:
     runs: list[SweepRun] = []
     for varied, extra_configs, label in specs:
         name = run_name(sweep.name, varied, label, short)
-        stage_run = StageRun(stage=sweep.stage, configs=[*sweep.config, *extra_configs], run=name,
-                             overrides={**sweep.overrides, **varied}, entry=sweep.entry)
+        stage_run = StageRun(
+            stage=sweep.stage,
+            configs=[*sweep.config, *extra_configs],
+            run=name,
+            overrides={**sweep.overrides, **varied},
+            entry=sweep.entry,
+        )
         runs.append(SweepRun(stage_run=stage_run, varied=varied, label=label))
     names = [r.name for r in runs]
     duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -222,6 +230,7 @@ def expand(sweep: SweepConfig) -> list[SweepRun]:
 
 
 # -- resuming ---------------------------------------------------------------------------------
+
 
 def check_finished(run: SweepRun) -> None:
     """A finished run is reused only if it ran with the values this sweep asks for.
@@ -257,13 +266,18 @@ def _same(found: Any, wanted: Any) -> bool:
             wanted = yaml.safe_load(wanted)
         except yaml.YAMLError:
             return False
-    if isinstance(found, (int, float)) and isinstance(wanted, (int, float)) \
-            and not isinstance(found, bool) and not isinstance(wanted, bool):
+    if (
+        isinstance(found, (int, float))
+        and isinstance(wanted, (int, float))
+        and not isinstance(found, bool)
+        and not isinstance(wanted, bool)
+    ):
         return abs(float(found) - float(wanted)) <= 1e-12 * max(1.0, abs(float(wanted)))
     return found == wanted
 
 
 # -- running ----------------------------------------------------------------------------------
+
 
 @dataclass
 class RunStatus:
@@ -272,8 +286,14 @@ class RunStatus:
     detail: str = ""
 
 
-def run_sweep(sweep: SweepConfig, executor: str | None = None, profile: str | None = None,
-              wait: bool = True, dry_run: bool = False, force: bool = False) -> list[RunStatus]:
+def run_sweep(
+    sweep: SweepConfig,
+    executor: str | None = None,
+    profile: str | None = None,
+    wait: bool = True,
+    dry_run: bool = False,
+    force: bool = False,
+) -> list[RunStatus]:
     """Run (or submit) every run without a manifest, in order; returns one status per run."""
     runs = expand(sweep)
     executor = executor or sweep.executor
@@ -291,8 +311,11 @@ def run_sweep(sweep: SweepConfig, executor: str | None = None, profile: str | No
         else:
             todo.append(run)
             statuses.append(RunStatus(run, "pending"))
-    print(f"sweep {sweep.name}: {len(runs)} runs of {sweep.stage}, {len(runs) - len(todo)} already "
-          f"finished, {len(todo)} to {'submit' if executor == 'submit' else 'run'}", flush=True)
+    print(
+        f"sweep {sweep.name}: {len(runs)} runs of {sweep.stage}, {len(runs) - len(todo)} already "
+        f"finished, {len(todo)} to {'submit' if executor == 'submit' else 'run'}",
+        flush=True,
+    )
     by_name = {s.run.name: s for s in statuses}
     if dry_run:
         for run in todo:
@@ -313,8 +336,14 @@ def run_sweep(sweep: SweepConfig, executor: str | None = None, profile: str | No
     return statuses
 
 
-def _submit_all(todo: list[SweepRun], by_name: dict[str, RunStatus], profile_path: str | None,
-                wait: bool, sweep_name: str, force: bool = False) -> None:
+def _submit_all(
+    todo: list[SweepRun],
+    by_name: dict[str, RunStatus],
+    profile_path: str | None,
+    wait: bool,
+    sweep_name: str,
+    force: bool = False,
+) -> None:
     from cluster.profile import load_profile
     from cluster.submit import SubmitError, submit, submit_array
     from leanloop.paths import artifacts_root
@@ -323,8 +352,17 @@ def _submit_all(todo: list[SweepRun], by_name: dict[str, RunStatus], profile_pat
     waiting = []
     # on SLURM the runs go as one job array (one scheduler entry, one scancel); logs in the sweep's folder
     try:
-        array = submit_array([run.stage_run for run in todo], profile, artifacts_root() / "sweeps" / sweep_name
-                             / "slurm", f"sweep-{sweep_name}", force) if len(todo) > 1 else None
+        array = (
+            submit_array(
+                [run.stage_run for run in todo],
+                profile,
+                artifacts_root() / "sweeps" / sweep_name / "slurm",
+                f"sweep-{sweep_name}",
+                force,
+            )
+            if len(todo) > 1
+            else None
+        )
     except RuntimeError as error:  # SubmitError, or sbatch refusing the array
         for run in todo:
             by_name[run.name].status, by_name[run.name].detail = "failed", f"not submitted: {error}"
@@ -401,8 +439,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.summary_only:
             statuses = [RunStatus(r, "existing" if r.stage_run.finished else "pending") for r in expand(sweep)]
         else:
-            statuses = run_sweep(sweep, executor=args.executor, profile=args.profile, wait=args.wait,
-                                 dry_run=args.dry_run, force=args.force)
+            statuses = run_sweep(
+                sweep,
+                executor=args.executor,
+                profile=args.profile,
+                wait=args.wait,
+                dry_run=args.dry_run,
+                force=args.force,
+            )
     except (SweepError, CommandError, ProfileError) as error:
         print(f"sweep: {error}", file=sys.stderr)
         return 2

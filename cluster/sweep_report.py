@@ -104,20 +104,40 @@ def summarize(sweep: SweepConfig, statuses: list[RunStatus]) -> Summary:
     manifest_path = None
     if statuses and all(s.run.name in manifests for s in statuses):
         best_value = metric_number(next((r.get(metric) for r in rows if r["run"] == best), None))
-        record = Manifest(stage="sweeps", run=sweep.name, counts={"runs": len(statuses)},
-                          metrics={"best_value": best_value},
-                          extra={"swept_stage": sweep.stage, "metric": metric, "mode": sweep.mode,
-                                 "best_run": best, "summary": SUMMARY_CSV})
+        record = Manifest(
+            stage="sweeps",
+            run=sweep.name,
+            counts={"runs": len(statuses)},
+            metrics={"best_value": best_value},
+            extra={
+                "swept_stage": sweep.stage,
+                "metric": metric,
+                "mode": sweep.mode,
+                "best_run": best,
+                "summary": SUMMARY_CSV,
+            },
+        )
         for status in statuses:
             record.add_input(status.run.name, status.run.stage_run.run_dir)
         manifest_path = record.write(folder)
-    return Summary(rows=rows, metric=metric, best=best, table=_table(rows, columns, best), csv_path=csv_path,
-                   plot_path=plot_path, manifest_path=manifest_path, columns=columns)
+    return Summary(
+        rows=rows,
+        metric=metric,
+        best=best,
+        table=_table(rows, columns, best),
+        csv_path=csv_path,
+        plot_path=plot_path,
+        manifest_path=manifest_path,
+        columns=columns,
+    )
 
 
 def _best(rows: list[dict[str, Any]], metric: str | None, mode: str) -> str | None:
-    scored = [(value, row["run"]) for row in rows
-              if metric and (value := metric_number(row.get(metric))) is not None and math.isfinite(value)]
+    scored = [
+        (value, row["run"])
+        for row in rows
+        if metric and (value := metric_number(row.get(metric))) is not None and math.isfinite(value)
+    ]
     if not scored:
         return None
     return (min(scored) if mode == "min" else max(scored))[1]
@@ -131,8 +151,7 @@ def _cell(value: Any) -> str:
 
 def _table(rows: list[dict[str, Any]], columns: list[str], best: str | None) -> str:
     shown = [c for c in columns if c != "detail" or any(r.get("detail") for r in rows)]
-    cells = [[_cell(r.get(c, "")) + (" *" if c == "run" and r["run"] == best else "") for c in shown]
-             for r in rows]
+    cells = [[_cell(r.get(c, "")) + (" *" if c == "run" and r["run"] == best else "") for c in shown] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(shown)]
     line = "  ".join(c.ljust(w) for c, w in zip(shown, widths))
     body = ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
@@ -140,8 +159,15 @@ def _table(rows: list[dict[str, Any]], columns: list[str], best: str | None) -> 
     return "\n".join([line, "  ".join("-" * w for w in widths), *body, *footer])
 
 
-def _plot(sweep: SweepConfig, rows: list[dict[str, Any]], metric: str | None, best: str | None,
-          varied_keys: list[str], short: dict[str, str], folder: Path) -> Path | None:
+def _plot(
+    sweep: SweepConfig,
+    rows: list[dict[str, Any]],
+    metric: str | None,
+    best: str | None,
+    varied_keys: list[str],
+    short: dict[str, str],
+    folder: Path,
+) -> Path | None:
     points = [(row, metric_number(row.get(metric))) for row in rows] if metric else []
     points = [(row, value) for row, value in points if value is not None and math.isfinite(value)]
     if not points:
@@ -150,8 +176,11 @@ def _plot(sweep: SweepConfig, rows: list[dict[str, Any]], metric: str | None, be
 
     plt = pyplot()
 
-    numeric_axis = (sweep.grid is not None and len(varied_keys) == 1
-                    and all(metric_number(row.get(short[varied_keys[0]])) is not None for row, _ in points))
+    numeric_axis = (
+        sweep.grid is not None
+        and len(varied_keys) == 1
+        and all(metric_number(row.get(short[varied_keys[0]])) is not None for row, _ in points)
+    )
     fig, ax = plt.subplots(figsize=(7, max(3.0, 0.4 * len(points) + 1.5)) if not numeric_axis else (6, 4))
     if numeric_axis:
         key = short[varied_keys[0]]

@@ -54,8 +54,12 @@ class SplitConfig:
 
 @dataclass
 class DataConfig:
-    RENAMED_KEYS: ClassVar[dict[str, str]] = {"backend": "lean.backend", "profile": "lean.profile",
-                                              "concurrency": "lean.concurrency", "timeout": "lean.timeout"}
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {
+        "backend": "lean.backend",
+        "profile": "lean.profile",
+        "concurrency": "lean.concurrency",
+        "timeout": "lean.timeout",
+    }
 
     sources: list[SourceConfig] = field(default_factory=list)
     run: str = "default"

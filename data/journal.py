@@ -57,15 +57,18 @@ class Journal:
         try:
             rows, _ = read_appended(self.path, cut_torn=True)
         except JsonlError as exc:  # damaged outside a torn last line
-            raise JournalMismatch(f"{self.path} is damaged ({exc}); its verdicts cannot be trusted. Use a new run "
-                                  "name (--run NAME) or discard them and start over (--fresh true).") from None
+            raise JournalMismatch(
+                f"{self.path} is damaged ({exc}); its verdicts cannot be trusted. Use a new run "
+                "name (--run NAME) or discard them and start over (--fresh true)."
+            ) from None
         if rows:
             head = rows[0]
             if not isinstance(head, dict) or head.get("fingerprint") != self.fingerprint:
                 raise JournalMismatch(
                     f"{self.path} was written by a build with a different configuration (profile, backend, "
                     "timeout, header or statements changed); resuming would mix verdicts. Use a new run name "
-                    "(--run NAME) or discard the earlier verdicts and start over (--fresh true).")
+                    "(--run NAME) or discard the earlier verdicts and start over (--fresh true)."
+                )
         for row in rows[1:]:
             outcome = outcome_from_dict(row["outcome"])
             if outcome.category not in NOT_FINAL:
@@ -79,8 +82,10 @@ class Journal:
             self._handle = open(self.path, "a", encoding="utf-8")
             if new:
                 self._handle.write(json.dumps({"journal": 1, "fingerprint": self.fingerprint}) + "\n")
-        self._handle.write(json.dumps({"id": item_id, "outcome": outcome.to_dict(), "lean_version": lean_version},
-                                      ensure_ascii=False) + "\n")
+        self._handle.write(
+            json.dumps({"id": item_id, "outcome": outcome.to_dict(), "lean_version": lean_version}, ensure_ascii=False)
+            + "\n"
+        )
         self._handle.flush()  # survives the process being killed (the OS keeps the written data)
 
     def close(self) -> None:

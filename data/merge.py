@@ -61,31 +61,53 @@ def merge(config: DataConfig, run_dir: Path, count: int) -> tuple[Manifest, dict
     ids = [row["id"] for row in rows]
     if len(set(ids)) != len(ids) or set(ids) != set(order):
         extra, missing = set(ids) - set(order), set(order) - set(ids)
-        raise MergeRefused(f"not merging corpus {run_dir.name}: the shards hold {len(ids)} rows for "
-                           f"{len(order)} inputs ({len(missing)} missing, {len(extra)} not in the inputs, "
-                           f"{len(ids) - len(set(ids))} twice); rebuild the shards with --overwrite true")
+        raise MergeRefused(
+            f"not merging corpus {run_dir.name}: the shards hold {len(ids)} rows for "
+            f"{len(order)} inputs ({len(missing)} missing, {len(extra)} not in the inputs, "
+            f"{len(ids) - len(set(ids))} twice); rebuild the shards with --overwrite true"
+        )
     rows.sort(key=lambda row: order[row["id"]])
 
     counts = _counts(items, rows)
     summed = sum_counts(m["counts"] for m in manifests)
     if _without(summed, NOT_ADDITIVE) != _without(counts, NOT_ADDITIVE):
-        raise MergeRefused(f"not merging corpus {run_dir.name}: the shards' counts do not add up to the merged "
-                           f"corpus's ({summed} != {counts})")
+        raise MergeRefused(
+            f"not merging corpus {run_dir.name}: the shards' counts do not add up to the merged "
+            f"corpus's ({summed} != {counts})"
+        )
     candidate_ids = {c.id for c in items.candidates}
-    outcomes = {row["id"]: _Outcome(Category(row["category"]), list(row["reasons"] or []))
-                for row in rows if row["id"] in candidate_ids}
+    outcomes = {
+        row["id"]: _Outcome(Category(row["category"]), list(row["reasons"] or []))
+        for row in rows
+        if row["id"] in candidate_ids
+    }
     reconciliation = reconcile(items, outcomes)
     if not _reconciliation_adds_up(reconciliation, [m.get("reconciliation", {}) for m in manifests]):
-        raise MergeRefused(f"not merging corpus {run_dir.name}: the shards' reconciliation tables do not add up "
-                           "to the merged corpus's")
+        raise MergeRefused(
+            f"not merging corpus {run_dir.name}: the shards' reconciliation tables do not add up to the merged corpus's"
+        )
     write_corpus(rows, run_dir / "final")  # only once every check passed
     verified_now = sum(m["metrics"].get("verified_now") or 0 for m in manifests)
     seconds = max(m["metrics"].get("seconds") or 0.0 for m in manifests)
-    result = BuildResult(run_dir, counts, reconciliation, verified_now,
-                         sum(m["metrics"].get("resumed") or 0 for m in manifests), seconds, rows=len(rows))
+    result = BuildResult(
+        run_dir,
+        counts,
+        reconciliation,
+        verified_now,
+        sum(m["metrics"].get("resumed") or 0 for m in manifests),
+        seconds,
+        rows=len(rows),
+    )
     traces = _merge_traces([m.get("traces", {}) for m in manifests], order)
-    manifest = manifest_for(config, items, rows, result, backend_name=manifests[0]["backend"]["name"],
-                            reconciliation=reconciliation, trace_stats=traces)
+    manifest = manifest_for(
+        config,
+        items,
+        rows,
+        result,
+        backend_name=manifests[0]["backend"]["name"],
+        reconciliation=reconciliation,
+        trace_stats=traces,
+    )
     manifest.metrics["shards"] = count
     # the slowest shard's wall time is the array's; the rate is the whole array's
     manifest.metrics["programs_per_s"] = round(verified_now / seconds, 2) if seconds > 0 else None
@@ -138,8 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m data.merge --config X.yaml --count N [--run NAME] [overrides]``"""
     import yaml
 
-    merging, resolved = parse_tool_config(MergeConfig, argv, prog="python -m data.merge",
-                                          description=__doc__.splitlines()[0], overwrite=True)
+    merging, resolved = parse_tool_config(
+        MergeConfig, argv, prog="python -m data.merge", description=__doc__.splitlines()[0], overwrite=True
+    )
     count = merging.count
     # the parent run is the one-process build's run: its config is the build's, without the count
     config = DataConfig(**{f.name: getattr(merging, f.name) for f in fields(DataConfig)})
@@ -160,8 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # refused before the parent run folder is touched
         check_shards(stage_run_dir(STAGE, config.run), count, asdict(config), NOT_HASHED, what="corpus")
-        outcome = run_parsed_tool(STAGE, config, resolved, work, run=config.run, overwrite=config.overwrite,
-                                  clear_final=False)
+        outcome = run_parsed_tool(
+            STAGE, config, resolved, work, run=config.run, overwrite=config.overwrite, clear_final=False
+        )
     except MergeRefused as exc:
         print(f"data.merge: {exc}", file=sys.stderr)
         return 2

@@ -20,7 +20,8 @@ from leanloop.lean.acceptance import HARNESS_NAMESPACE, mask
 # `theorem NAME`, `lemma NAME`, `namespace A.B`, `section [S]`, `end [A.B]`, as whole words
 _SCOPE_OR_DECL = re.compile(
     r"(?<![\w.'])(?:(theorem|lemma)\s+([^\s({\[⦃:]+)|(namespace)\s+([^\s]+)|(section|mutual)(?![\w.'])"
-    r"|(end)(?![\w.']))")
+    r"|(end)(?![\w.']))"
+)
 
 
 def declared_theorems(program: str) -> list[str]:
@@ -50,8 +51,9 @@ def name_mismatch(name: str, program: str) -> str | None:
     target = name.removeprefix("_root_.")
     if target == HARNESS_NAMESPACE or target.startswith(HARNESS_NAMESPACE + "."):
         return f"the name `{name}` is in the acceptance harness's reserved namespace `{HARNESS_NAMESPACE}`"
-    declared = [n for n in declared_theorems(program)
-                if n != HARNESS_NAMESPACE and not n.startswith(HARNESS_NAMESPACE + ".")]
+    declared = [
+        n for n in declared_theorems(program) if n != HARNESS_NAMESPACE and not n.startswith(HARNESS_NAMESPACE + ".")
+    ]
     if target in declared:
         return None
     if not declared:

@@ -67,10 +67,12 @@ def reconcile(items: CandidateSet, outcomes: dict[str, Outcome]) -> dict[str, di
             "unique": kinds["unique"],
             "duplicates": kinds["duplicate"],
             "input_errors": kinds["input_error"],
-            "recorded": {"pass": recorded_counts["pass"],
-                         "fail": recorded_counts["fail"] + recorded_counts["system_error"],
-                         "fail_system_error": recorded_counts["system_error"],
-                         "none": recorded_counts["none"]},
+            "recorded": {
+                "pass": recorded_counts["pass"],
+                "fail": recorded_counts["fail"] + recorded_counts["system_error"],
+                "fail_system_error": recorded_counts["system_error"],
+                "none": recorded_counts["none"],
+            },
             "matrix": {k: dict(v) for k, v in sorted(matrix.items())},
             "agree": agree,
             "differences": len(entries) - agree,
@@ -85,12 +87,16 @@ def format_reconciliation(report: dict[str, dict[str, Any]]) -> str:
     lines = []
     for source, r in report.items():
         rec = r["recorded"]
-        lines.append(f"reconciliation [{source}]: {r['rows']} rows = {r['unique']} distinct + {r['duplicates']} "
-                     f"duplicates + {r['input_errors']} input errors; recorded {rec['pass']} pass / {rec['fail']} "
-                     f"fail ({rec['fail_system_error']} system errors or timeouts)")
+        lines.append(
+            f"reconciliation [{source}]: {r['rows']} rows = {r['unique']} distinct + {r['duplicates']} "
+            f"duplicates + {r['input_errors']} input errors; recorded {rec['pass']} pass / {rec['fail']} "
+            f"fail ({rec['fail_system_error']} system errors or timeouts)"
+        )
         for recorded, cells in r["matrix"].items():
             lines.append(f"  recorded {recorded:<13} -> " + ", ".join(f"{k} {v}" for k, v in sorted(cells.items())))
         why = ", ".join(f"{k} {v}" for k, v in r["explained"].items()) or "none"
-        lines.append(f"  agree {r['agree']}, differ {r['differences']} (explained: {why}; unexplained "
-                     f"{r['unexplained']}); duplicates recorded differently: {r['conflicting_duplicates']}")
+        lines.append(
+            f"  agree {r['agree']}, differ {r['differences']} (explained: {why}; unexplained "
+            f"{r['unexplained']}); duplicates recorded differently: {r['conflicting_duplicates']}"
+        )
     return "\n".join(lines)

@@ -198,8 +198,10 @@ def nul_reason(fields: dict[str, str | None]) -> str | None:
         if at >= 0:
             line = value.count("\n", 0, at) + 1
             column = at - (value.rfind("\n", 0, at) + 1)
-            return (f"a NUL character (U+0000) in the {label} at line {line}, column {column}: not Lean source "
-                    "text (binary or corrupted data)")
+            return (
+                f"a NUL character (U+0000) in the {label} at line {line}, column {column}: not Lean source "
+                "text (binary or corrupted data)"
+            )
     return None
 
 
@@ -237,8 +239,9 @@ def load_candidates(config: DataConfig, default_header: str) -> CandidateSet:
             recorded = _recorded(source, row)
 
             def fail(reason: str, program: str | None = None) -> None:
-                out.errors.append(InputRowError(error_id, source.name, number, reason, name, prover, origin,
-                                                recorded, program))
+                out.errors.append(
+                    InputRowError(error_id, source.name, number, reason, name, prover, origin, recorded, program)
+                )
                 counts["input_error"] += 1
 
             if name is None:
@@ -256,15 +259,19 @@ def load_candidates(config: DataConfig, default_header: str) -> CandidateSet:
                 program = raw_program
             elif _text(proof):
                 if statement is None:
-                    fail(f"a proof body but no statement for `{name}` (no `{source.statement_field}` field and "
-                         "no trusted statement file names it)")
+                    fail(
+                        f"a proof body but no statement for `{name}` (no `{source.statement_field}` field and "
+                        "no trusted statement file names it)"
+                    )
                     continue
                 program = join_proof(header, statement, proof)
             else:
                 # a sampler (sft.sample) writes why it could not extract a program; keep that reason
                 upstream = _text(row.get("extraction_reason"))
-                fail(f"no program: `{source.program_field}` and `{source.proof_field}` are missing or empty"
-                     + (f" (sampler: {upstream})" if upstream else ""))
+                fail(
+                    f"no program: `{source.program_field}` and `{source.proof_field}` are missing or empty"
+                    + (f" (sampler: {upstream})" if upstream else "")
+                )
                 continue
             if len(program) > config.max_input_chars:
                 fail(f"program is {len(program):,} characters, over the input limit of {config.max_input_chars:,}")
@@ -285,8 +292,9 @@ def load_candidates(config: DataConfig, default_header: str) -> CandidateSet:
                 out.duplicates.append(Duplicate(source.name, number, identifier, recorded))
                 counts["duplicate"] += 1
                 continue
-            candidate = Candidate(identifier, source.name, number, name, program, header, statement, prover,
-                                  origin, recorded)
+            candidate = Candidate(
+                identifier, source.name, number, name, program, header, statement, prover, origin, recorded
+            )
             by_id[identifier] = candidate
             out.candidates.append(candidate)
             counts["unique"] += 1

@@ -114,6 +114,7 @@ def resolved_config(config: str | list[str], root: Path = REPO) -> dict[str, Any
     paths = tuple(config) if isinstance(config, list) else (config,)
     return yaml.safe_load(_resolved(paths, str(root)))
 
+
 # -- the seed texts: sections, quotes, numbers ------------------------------------------------------
 def seeds_dir() -> Path:
     """The full texts of the designs (``../shared/seeds`` beside the checkout's shared data)."""
@@ -174,8 +175,13 @@ def _heading(line: str, style: Any) -> tuple[str, str] | None:
 class Seed:
     """A seed's text, whitespace-normalised, with where each section and paragraph starts in it."""
 
-    def __init__(self, name: str, text: str, sections: tuple[tuple[int, str], ...],
-                 paragraphs: tuple[tuple[int, str | None], ...]):
+    def __init__(
+        self,
+        name: str,
+        text: str,
+        sections: tuple[tuple[int, str], ...],
+        paragraphs: tuple[tuple[int, str | None], ...],
+    ):
         self.name, self.text, self.sections, self.paragraphs = name, text, sections, paragraphs
 
     def _at(self, marks: tuple[tuple[int, Any], ...], pos: int) -> Any:
@@ -203,7 +209,7 @@ class Seed:
         """(start, sentence): the text cut after each . ! ? that a space and a capital or digit follow."""
         out, start = [], 0
         for m in re.finditer(r"(?<=[.!?])\s+(?=[A-Z0-9\[•(])", self.text):
-            out.append((start, self.text[start:m.start()]))
+            out.append((start, self.text[start : m.start()]))
             start = m.end()
         out.append((start, self.text[start:]))
         return out
@@ -237,11 +243,27 @@ def seed(stages_doc: dict[str, Any], name: str) -> Seed:
     return load_seed(name, yaml.safe_dump(info["headings"]))
 
 
-_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-          "nine": 9, "ten": 10, "twelve": 12, "sixteen": 16, "thirty-two": 32, "half": 0.5}
+_WORDS = {
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "twelve": 12,
+    "sixteen": 16,
+    "thirty-two": 32,
+    "half": 0.5,
+}
 _NUMBER = re.compile(
     r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)(?:\s*\\times\s*10\^\{(-?\d+)\})?\s*(%|[kKM]\b)?"
-    r"|\b(" + "|".join(sorted(_WORDS, key=len, reverse=True)) + r")\b", re.I)
+    r"|\b(" + "|".join(sorted(_WORDS, key=len, reverse=True)) + r")\b",
+    re.I,
+)
 
 
 def numbers_in(text: str) -> list[float]:
@@ -311,7 +333,7 @@ def quote_problems(doc: dict[str, Any], entry: dict[str, Any]) -> list[str]:
             if any(u in sentence or sentence in u for u in unrelated):
                 continue
             for m in pattern.finditer(sentence):
-                near = sentence[max(0, m.start() - NEAR):m.end() + NEAR]
+                near = sentence[max(0, m.start() - NEAR) : m.end() + NEAR]
                 if numbers_in(near):
                     problems.append(f"{name} states a value where it says {m.group(0)!r}: {near!r}")
                     break
@@ -349,8 +371,10 @@ def inventory_problems(doc: dict[str, Any]) -> list[str]:
                 if not places:
                     problems.append(f"{name} does not say {normalise(item)[:70]!r} (inventory, {section})")
                 elif str(section) not in {str(text.section_at(p)) for p in places}:
-                    problems.append(f"{normalise(item)[:60]!r} sits in {sorted({str(text.section_at(p)) for p in places})},"
-                                    f" not {section!r} (inventory)")
+                    problems.append(
+                        f"{normalise(item)[:60]!r} sits in {sorted({str(text.section_at(p)) for p in places})},"
+                        f" not {section!r} (inventory)"
+                    )
     return problems
 
 
@@ -383,11 +407,15 @@ def coverage_lines(doc: dict[str, Any]) -> list[str]:
     for name in doc.get("inventory") or {}:
         rows = [r for r in table if r[0] == name]
         done, found = sum(r[2] for r in rows), sum(r[3] for r in rows)
-        lines.append(f"| {shorts.get(name, name)} | {done} / {found} | {sum(r[2] == r[3] for r in rows)} / {len(rows)} |")
+        lines.append(
+            f"| {shorts.get(name, name)} | {done} / {found} | {sum(r[2] == r[3] for r in rows)} / {len(rows)} |"
+        )
     lines += ["", "| seed | section | items with a row / found | without a row |", "|---|---|---|---|"]
     for name, section, done, found, missing in sorted(table, key=lambda r: (r[2] == r[3], r[0], r[1])):
-        lines.append(f"| {shorts.get(name, name)} | {section} | {done} / {found} | "
-                     f"{'; '.join(_cell(f'“{m}”') for m in missing) or '–'} |")
+        lines.append(
+            f"| {shorts.get(name, name)} | {section} | {done} / {found} | "
+            f"{'; '.join(_cell(f'“{m}”') for m in missing) or '–'} |"
+        )
     return lines
 
 
@@ -401,45 +429,67 @@ def _cell(value: Any) -> str:
 def render(document: dict[str, Any]) -> str:
     seeds = document.get("seeds", {})
     shorts = ", ".join(f"{info['short']} = `{name}` ({info['title']})" for name, info in seeds.items())
-    lines = ["# Paper protocols", "",
-             "Generated from `docs/paper_protocols.yaml` by `python docs/protocols.py`; do not edit by hand. "
-             "`tests/test_paper_protocols.py` checks every quote against the seed texts in `../shared/seeds/` and "
-             "every paper config, as its stage resolves it, against this table.", "",
-             f"Seeds: {shorts}.", "",
-             "*not given*: the design gives no number (the terms searched for are listed) and the config's value is "
-             "ours. Status: **matches** (the config or code does what the design says), **ours** (no number given; "
-             "our choice), **option** (the project's variant, a named option; the note says why), **open** (not "
-             "done yet).", ""]
+    lines = [
+        "# Paper protocols",
+        "",
+        "Generated from `docs/paper_protocols.yaml` by `python docs/protocols.py`; do not edit by hand. "
+        "`tests/test_paper_protocols.py` checks every quote against the seed texts in `../shared/seeds/` and "
+        "every paper config, as its stage resolves it, against this table.",
+        "",
+        f"Seeds: {shorts}.",
+        "",
+        "*not given*: the design gives no number (the terms searched for are listed) and the config's value is "
+        "ours. Status: **matches** (the config or code does what the design says), **ours** (no number given; "
+        "our choice), **option** (the project's variant, a named option; the note says why), **open** (not "
+        "done yet).",
+        "",
+    ]
     opened = []
     for stage, entries in document["stages"].items():
-        lines += [f"## {stage}", "", "| setting | paper | source | quote | config / code | value there | status | note |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {stage}",
+            "",
+            "| setting | paper | source | quote | config / code | value there | status | note |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for entry in entries:
             key = entry.get("key")
             key_cell = _cell(key) if isinstance(key, list) else f"`{key}`"
             config = entry.get("config")
             config_cell = " + ".join(f"`{c}`" for c in config) if isinstance(config, list) else f"`{config}`"
-            where = (f"{config_cell} {key_cell}" if config else f"`{entry['code']}`" if "code" in entry else "–")
+            where = f"{config_cell} {key_cell}" if config else f"`{entry['code']}`" if "code" in entry else "–"
             there = _cell(expected(entry)) if config else "–"
             short = seeds.get(entry.get("seed"), {}).get("short", entry.get("seed", "–"))
             if entry["paper"] == "not given":
                 paper, source = "*not given*", short
                 quote = "searched: " + ", ".join(f"“{t}”" for t in entry.get("searched", {}).get("terms", []))
             else:
-                paper, source, quote = _cell(entry["paper"]), f"{short} {entry.get('section', '')}", f"“{entry.get('quote', '')}”"
+                paper, source, quote = (
+                    _cell(entry["paper"]),
+                    f"{short} {entry.get('section', '')}",
+                    f"“{entry.get('quote', '')}”",
+                )
             note = entry.get("ours", "")
             if "example" in entry:
                 note = (note + "; " if note else "") + f"example `{entry['example']}`"
-            lines.append(f"| {entry['setting']} | {paper} | {source} | {_cell(quote)} | {where} | {there} | "
-                         f"{entry['status']} | {_cell(note)} |")
+            lines.append(
+                f"| {entry['setting']} | {paper} | {source} | {_cell(quote)} | {where} | {there} | "
+                f"{entry['status']} | {_cell(note)} |"
+            )
             if entry["status"] == "open":
                 opened.append(f"- {stage}: {entry['setting']} ({source} {entry.get('section', '')})")
         lines.append("")
     lines += ["## Open", "", *(opened or ["- none"]), ""]
     if document.get("inventory"):
-        lines += ["## Coverage", "", "Each item is a setting, rule or metric a faithful implementation must reproduce, "
-                  "as the seed words it (`inventory` in the YAML); it has a row when a row quotes it.", "",
-                  *coverage_lines(document), ""]
+        lines += [
+            "## Coverage",
+            "",
+            "Each item is a setting, rule or metric a faithful implementation must reproduce, "
+            "as the seed words it (`inventory` in the YAML); it has a row when a row quotes it.",
+            "",
+            *coverage_lines(document),
+            "",
+        ]
     return "\n".join(lines)
 
 

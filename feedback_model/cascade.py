@@ -64,13 +64,19 @@ def _release_memory(released: list[weakref.ref] | None = None) -> None:
 
 
 class CascadeEvaluator:
-    def __init__(self, gate: Loader, feedback: Loader, residency: Literal["sequential", "together"] = "sequential",
-                 threshold: float | None = None) -> None:
+    def __init__(
+        self,
+        gate: Loader,
+        feedback: Loader,
+        residency: Literal["sequential", "together"] = "sequential",
+        threshold: float | None = None,
+    ) -> None:
         """``gate`` / ``feedback``: loaders of the two evaluators. ``threshold``: gate positives are
         those scoring at least this; None takes the gate's own verdicts (its threshold)."""
         if residency not in ("sequential", "together"):
-            raise ValueError(f"residency must be 'sequential' or 'together' (resolve 'auto' with build_cascade), "
-                             f"got {residency!r}")
+            raise ValueError(
+                f"residency must be 'sequential' or 'together' (resolve 'auto' with build_cascade), got {residency!r}"
+            )
         self.loaders = {"gate": gate, "feedback": feedback}
         self.residency = residency
         self.threshold = threshold
@@ -82,15 +88,23 @@ class CascadeEvaluator:
 
     def describe(self) -> dict[str, Any]:
         """What a caller records about this cascade (the RL stage's manifest: both runs are inputs)."""
+
         def run(role: str) -> str | None:
             folder = self.sources.get(role)
             found = locate_run(folder) if folder is not None else None
             return str(found) if found is not None else None
 
-        return {"evaluator": "CascadeEvaluator", "stage_two": self.stage_two, "residency": self.residency,
-                "threshold": self.threshold, "path": str(self.sources.get("feedback") or "") or None,
-                "run": run("feedback"), "gate_path": str(self.sources.get("gate") or "") or None,
-                "gate_run": run("gate"), "timing": self.total_timing.to_dict()}
+        return {
+            "evaluator": "CascadeEvaluator",
+            "stage_two": self.stage_two,
+            "residency": self.residency,
+            "threshold": self.threshold,
+            "path": str(self.sources.get("feedback") or "") or None,
+            "run": run("feedback"),
+            "gate_path": str(self.sources.get("gate") or "") or None,
+            "gate_run": run("gate"),
+            "timing": self.total_timing.to_dict(),
+        }
 
     def _acquire(self, role: str, timing: CascadeTiming) -> Evaluator:
         if role not in self.loaded:
@@ -112,8 +126,9 @@ class CascadeEvaluator:
             return bool(gate.verdict)
         return gate.score is not None and gate.score >= self.threshold
 
-    def score(self, programs: Sequence[str], deadline: float | None = None,
-              batch_size: int | None = None) -> list[FeedbackPrediction]:
+    def score(
+        self, programs: Sequence[str], deadline: float | None = None, batch_size: int | None = None
+    ) -> list[FeedbackPrediction]:
         """Every program through the gate, then the positives through stage two, each model fed
         ``batch_size`` programs at a time (None: all at once) while it is loaded."""
         began = time.perf_counter()
@@ -123,7 +138,7 @@ class CascadeEvaluator:
         start = time.perf_counter()
         gate_predictions: list[Prediction] = []
         for first in range(0, len(programs), size):
-            gate_predictions += self._acquire("gate", timing).score(programs[first:first + size], deadline)
+            gate_predictions += self._acquire("gate", timing).score(programs[first : first + size], deadline)
         timing.gate_s = time.perf_counter() - start - timing.load_s
         self._release("gate", timing)
 
@@ -134,7 +149,7 @@ class CascadeEvaluator:
         if positives and not deadline_passed(deadline):
             start, loading = time.perf_counter(), timing.load_s
             for first in range(0, len(positives), size):
-                chunk = positives[first:first + size]
+                chunk = positives[first : first + size]
                 scored = self._acquire("feedback", timing).score([programs[i] for i in chunk], deadline)
                 stage_two.update(zip(chunk, scored))
             timing.traces_s = time.perf_counter() - start - (timing.load_s - loading)
@@ -149,8 +164,9 @@ class CascadeEvaluator:
             if gate_prediction.verdict is None:
                 prediction = unscored("gate: not scored before the deadline", spent)
             elif index not in passed:
-                prediction = FeedbackPrediction(False, 0.0, None, spent,
-                                                f"gate rejected (score {gate_prediction.score:.3f})")
+                prediction = FeedbackPrediction(
+                    False, 0.0, None, spent, f"gate rejected (score {gate_prediction.score:.3f})"
+                )
             elif index not in stage_two:
                 prediction = unscored("deadline: passed the gate, no time left for the feedback model", spent)
             else:
@@ -160,10 +176,15 @@ class CascadeEvaluator:
                     prediction = unscored(f"passed the gate; feedback model: {reason}", spent + second.time_s)
                 else:
                     prediction = FeedbackPrediction(
-                        second.verdict, second.score, second.trace, spent + second.time_s,
+                        second.verdict,
+                        second.score,
+                        second.trace,
+                        spent + second.time_s,
                         f"gate passed (score {gate_prediction.score:.3f}); feedback: {reason}",
-                        getattr(second, "truncated", False), getattr(second, "new_tokens", 0),
-                        getattr(second, "votes", None))
+                        getattr(second, "truncated", False),
+                        getattr(second, "new_tokens", 0),
+                        getattr(second, "votes", None),
+                    )
             out.append(replace(prediction, cost=cost))
         timing.total_s = time.perf_counter() - began
         timing.other_s = max(timing.total_s - timing.gate_s - timing.load_s - timing.traces_s, 0.0)
@@ -204,8 +225,9 @@ def free_memory_bytes(device: str) -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def resolve_residency(config: CascadeConfig, gate_dir: Path, feedback_dir: Path,
-                      generation: TraceGenerationConfig) -> str:
+def resolve_residency(
+    config: CascadeConfig, gate_dir: Path, feedback_dir: Path, generation: TraceGenerationConfig
+) -> str:
     """``auto``: together when both models' weights (with 50% headroom for activations and the KV
     cache) fit in free memory; vLLM reserves its own share of the GPU, so the gate then sits beside it
     only if it fits in what vLLM leaves."""
@@ -240,19 +262,31 @@ def load_gate(gate_dir: Path, config: CascadeConfig, device: str) -> Any:
     spec = ClassifierSpec.read(gate_dir)
     auto = AutoModelForSequenceClassification if spec.kind == "encoder" else AutoModelForCausalLM
     model = auto.from_pretrained(str(gate_dir), dtype=getattr(torch, gate_dtype(config, device)))
-    return ClassifierEvaluator(spec, model, folder_tokenizer(gate_dir), batch_size=config.gate_batch_size,
-                               device=device, threshold=config.threshold)
+    return ClassifierEvaluator(
+        spec,
+        model,
+        folder_tokenizer(gate_dir),
+        batch_size=config.gate_batch_size,
+        device=device,
+        threshold=config.threshold,
+    )
 
 
-def build_cascade(config: CascadeConfig, feedback: str | Path, generation: TraceGenerationConfig,
-                  self_consistency: SelfConsistencyConfig | None = None) -> CascadeEvaluator:
+def build_cascade(
+    config: CascadeConfig,
+    feedback: str | Path,
+    generation: TraceGenerationConfig,
+    self_consistency: SelfConsistencyConfig | None = None,
+) -> CascadeEvaluator:
     """A cascade from a gate run and a feedback run; ``self_consistency`` turns on voting in stage two."""
     from feedback_model.consistency import SelfConsistencyEvaluator
     from feedback_model.evaluator import FeedbackEvaluator
 
     if not config.gate:
-        raise ValueError("the cascade's gate is not set: name its classifier run in cascade.gate "
-                         "(e.g. artifacts://classifiers/paper), or use mode: feedback for no gate")
+        raise ValueError(
+            "the cascade's gate is not set: name its classifier run in cascade.gate "
+            "(e.g. artifacts://classifiers/paper), or use mode: feedback for no gate"
+        )
     try:
         gate_dir = resolve_model(config.gate, "classifiers")
     except FileNotFoundError as error:

@@ -26,13 +26,19 @@ STAGE = "feedback_model_eval"
 
 
 def parse_config(argv: list[str] | None = None) -> CascadeEvalConfig:
-    return parse_tool_config(CascadeEvalConfig, argv, prog="python -m feedback_model.cascade_eval",
-                             description=__doc__.splitlines()[0])[0]
+    return parse_tool_config(
+        CascadeEvalConfig, argv, prog="python -m feedback_model.cascade_eval", description=__doc__.splitlines()[0]
+    )[0]
 
 
 # -- which programs ------------------------------------------------------------------------------
-def select_programs(rows: Sequence[dict[str, Any]], split: str, sample_programs: int | None,
-                    seed: int, max_per_problem: int | None = None) -> list[dict[str, Any]]:
+def select_programs(
+    rows: Sequence[dict[str, Any]],
+    split: str,
+    sample_programs: int | None,
+    seed: int,
+    max_per_problem: int | None = None,
+) -> list[dict[str, Any]]:
     """Labelled rows of ``split``; with ``sample_programs``, problems drawn at random until that many
     programs are in, each with all its candidates (complete bootstrap groups and budget pools) or,
     with ``max_per_problem``, a seeded random subset of that many (more problems for the same cost)."""
@@ -67,8 +73,11 @@ def balanced_sample(rows: Sequence[dict[str, Any]], per_cell: int, seed: int) ->
     with_reference = [(row, trace) for row in rows for trace in [reference_trace(row)[0]] if trace]
     for prover in sorted({row.get("prover") or "" for row, _ in with_reference}):
         for label in (True, False):
-            pool = [(row, trace) for row, trace in with_reference
-                    if (row.get("prover") or "") == prover and row["label"] is label]
+            pool = [
+                (row, trace)
+                for row, trace in with_reference
+                if (row.get("prover") or "") == prover and row["label"] is label
+            ]
             for row, trace in rng.sample(pool, min(per_cell, len(pool))):
                 out[row["id"]] = trace
     return out
@@ -80,7 +89,7 @@ def run_batches(name: str, evaluator: Any, programs: list[str], batch: int | Non
     predictions: list[Any] = []
     began = time.perf_counter()
     for start in tqdm(range(0, len(programs), size), desc=name, unit="batch", leave=False):
-        predictions += evaluator.score(programs[start:start + size])
+        predictions += evaluator.score(programs[start : start + size])
     return predictions, time.perf_counter() - began
 
 
@@ -103,37 +112,55 @@ def evaluate_all(config: CascadeEvalConfig, programs: list[str]) -> dict[str, di
     standalone = {
         "one-token": lambda: load_gate(gate_dir, config.cascade, device),
         "feedback greedy": lambda: FeedbackEvaluator.load(config.feedback, generation),
-        "feedback self-consistency": lambda: SelfConsistencyEvaluator.load(config.feedback, generation,
-                                                                            self_consistency=consistency),
+        "feedback self-consistency": lambda: SelfConsistencyEvaluator.load(
+            config.feedback, generation, self_consistency=consistency
+        ),
     }
     for name, loader in standalone.items():
         evaluator, load_s = timed_load(loader)
         predictions, seconds = run_batches(name, evaluator, programs, config.batch_programs)
-        results[name] = {"predictions": predictions, "seconds": seconds, "load_s": load_s,
-                         "timing": {"gate_s": seconds if name == "one-token" else 0.0, "load_s": 0.0,
-                                    "traces_s": 0.0 if name == "one-token" else seconds, "other_s": 0.0}}
+        results[name] = {
+            "predictions": predictions,
+            "seconds": seconds,
+            "load_s": load_s,
+            "timing": {
+                "gate_s": seconds if name == "one-token" else 0.0,
+                "load_s": 0.0,
+                "traces_s": 0.0 if name == "one-token" else seconds,
+                "other_s": 0.0,
+            },
+        }
         if name == "one-token":
             results[name]["threshold"] = float(evaluator.threshold)
             results[name]["threshold_source"] = evaluator.spec.threshold_source
         del evaluator
     calibrated = replace(config.cascade, threshold=None)  # the gate's own threshold from validation
-    for name, sc, gate in (("cascade", None, config.cascade), ("cascade + self-consistency", consistency, config.cascade),
-                           ("cascade (calibrated gate)", None, calibrated)):
+    for name, sc, gate in (
+        ("cascade", None, config.cascade),
+        ("cascade + self-consistency", consistency, config.cascade),
+        ("cascade (calibrated gate)", None, calibrated),
+    ):
         cascade = build_cascade(gate, config.feedback, generation, sc)
         # one call: the sequential cascade pays one load and one gate -> feedback transition (LLF Section 5)
         began = time.perf_counter()
         predictions = cascade.score(programs, batch_size=config.batch_programs)
         seconds = time.perf_counter() - began
         timing = cascade.total_timing.to_dict()
-        results[name] = {"predictions": predictions, "seconds": seconds, "load_s": timing["load_s"],
-                         "timing": {k: timing[k] for k in ("gate_s", "load_s", "traces_s", "other_s")},
-                         "residency": cascade.residency, "gate_positive": timing["gate_positive"]}
+        results[name] = {
+            "predictions": predictions,
+            "seconds": seconds,
+            "load_s": timing["load_s"],
+            "timing": {k: timing[k] for k in ("gate_s", "load_s", "traces_s", "other_s")},
+            "residency": cascade.residency,
+            "gate_positive": timing["gate_positive"],
+        }
         cascade.close()
     return results
 
 
-def baseline_results(corpus: Sequence[dict[str, Any]], rows: list[dict[str, Any]],
-                     config: CascadeEvalConfig) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+def baseline_results(
+    corpus: Sequence[dict[str, Any]], rows: list[dict[str, Any]], config: CascadeEvalConfig
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
     """Prediction records and results of the classifier reports' baselines
     (:class:`classifiers.evaluator.Baselines`) on the evaluated ``rows``: fitted on the corpus's
     labelled training split, each thresholded at its best MCC on the validation split (on the
@@ -151,8 +178,9 @@ def baseline_results(corpus: Sequence[dict[str, Any]], rows: list[dict[str, Any]
 
     train = labelled("train")
     if len({bool(r["label"]) for r in train}) < 2:
-        return [], {"baselines_missing": f"the corpus's training split has {len(train)} labelled programs, "
-                                         "not both classes"}
+        return [], {
+            "baselines_missing": f"the corpus's training split has {len(train)} labelled programs, not both classes"
+        }
     began = time.perf_counter()
     baselines = Baselines(*columns(train))
     fit_s = time.perf_counter() - began
@@ -169,33 +197,61 @@ def baseline_results(corpus: Sequence[dict[str, Any]], rows: list[dict[str, Any]
     results: dict[str, dict[str, Any]] = {}
     for name in BASELINES:
         threshold = float(select_threshold(labels, fitted[name]).threshold)
-        results[name] = {"seconds": seconds, "load_s": fit_s,
-                         "timing": {"gate_s": 0.0, "load_s": 0.0, "traces_s": 0.0, "other_s": seconds},
-                         "baseline": {"threshold": threshold, "threshold_split": threshold_split,
-                                      "train_programs": len(train), "reveal_fraction": baselines.reveal_fraction}}
+        results[name] = {
+            "seconds": seconds,
+            "load_s": fit_s,
+            "timing": {"gate_s": 0.0, "load_s": 0.0, "traces_s": 0.0, "other_s": seconds},
+            "baseline": {
+                "threshold": threshold,
+                "threshold_split": threshold_split,
+                "train_programs": len(train),
+                "reveal_fraction": baselines.reveal_fraction,
+            },
+        }
         for row, score in zip(rows, scores[name].tolist()):
-            records.append({"evaluator": name, "id": row["id"], "label": bool(row["label"]),
-                            "group": row["name"] or row["id"], "split": row["split"],
-                            "benchmark": row.get("source") or "", "run": "", "prediction": score >= threshold,
-                            "score": float(score), "unscored": None, "reason": None, "truncated": False,
-                            "time_s": None, "cost": None})
+            records.append(
+                {
+                    "evaluator": name,
+                    "id": row["id"],
+                    "label": bool(row["label"]),
+                    "group": row["name"] or row["id"],
+                    "split": row["split"],
+                    "benchmark": row.get("source") or "",
+                    "run": "",
+                    "prediction": score >= threshold,
+                    "score": float(score),
+                    "unscored": None,
+                    "reason": None,
+                    "truncated": False,
+                    "time_s": None,
+                    "cost": None,
+                }
+            )
     return records, results
 
 
-def prediction_rows(name: str, rows: list[dict[str, Any]], predictions: list[Any],
-                    references: dict[str, str]) -> list[dict[str, Any]]:
+def prediction_rows(
+    name: str, rows: list[dict[str, Any]], predictions: list[Any], references: dict[str, str]
+) -> list[dict[str, Any]]:
     out = []
     for row, prediction in zip(rows, predictions):
         scored = prediction.verdict is not None
         record = {
-            "evaluator": name, "id": row["id"], "label": bool(row["label"]), "group": row["name"] or row["id"],
-            "split": row["split"], "benchmark": row.get("source") or "", "run": "",
+            "evaluator": name,
+            "id": row["id"],
+            "label": bool(row["label"]),
+            "group": row["name"] or row["id"],
+            "split": row["split"],
+            "benchmark": row.get("source") or "",
+            "run": "",
             # an unjudged program is not accepted: verdict invalid, score 0 (its reason is kept)
             "prediction": bool(prediction.verdict) if scored else False,
             "score": float(prediction.score) if scored else 0.0,
             "unscored": None if scored else getattr(prediction, "reason", "not scored"),
-            "reason": getattr(prediction, "reason", None), "truncated": getattr(prediction, "truncated", False),
-            "time_s": prediction.time_s, "cost": getattr(prediction, "cost", None),
+            "reason": getattr(prediction, "reason", None),
+            "truncated": getattr(prediction, "truncated", False),
+            "time_s": prediction.time_s,
+            "cost": getattr(prediction, "cost", None),
         }
         if name in FEEDBACK_TRACES and row["id"] in references:
             record["reference_trace"] = references[row["id"]]
@@ -224,24 +280,38 @@ def evaluate(config: CascadeEvalConfig) -> Path:
 def _evaluate(config: CascadeEvalConfig, out: Path) -> Manifest:
     from leanloop.artifacts import resolve_model, resolve_run
 
-    corpus = read_corpus(config.corpus, ("id", "program", "name", "split", "category", "label", "messages",
-                                         "reference_trace", "trace_kind", "source"))
+    corpus = read_corpus(
+        config.corpus,
+        ("id", "program", "name", "split", "category", "label", "messages", "reference_trace", "trace_kind", "source"),
+    )
     rows = select_programs(corpus, config.split, config.sample_programs, config.seed, config.max_per_problem)
     references = balanced_sample(rows, config.feedback_per_prover_label, config.seed)
-    print(f"[feedback-model-eval] {len(rows)} programs of split {config.split}; feedback-quality sample {len(references)}",
-          file=sys.stderr)
+    print(
+        f"[feedback-model-eval] {len(rows)} programs of split {config.split}; feedback-quality sample {len(references)}",
+        file=sys.stderr,
+    )
     results = evaluate_all(config, [r["program"] for r in rows])
     records, trivial = baseline_results(corpus, rows, config)
     results.update(trivial)
-    records += [record for name in EVALUATORS
-                for record in prediction_rows(name, rows, results[name]["predictions"], references)]
+    records += [
+        record
+        for name in EVALUATORS
+        for record in prediction_rows(name, rows, results[name]["predictions"], references)
+    ]
     body = write_report(out, config, rows, records, results, references)
 
-    manifest = Manifest(stage=STAGE, run=config.run, seed=config.seed,
-                        counts={"programs": len(rows), "valid": body["valid"], "feedback_sample": len(references)},
-                        metrics={name: {k: s["metrics"][k] for k in ("accuracy", "f1", "mcc", "auroc", "tpr", "fpr")}
-                                 | {"candidates_per_s": s["candidates_per_s"]} for name, s in body["evaluators"].items()},
-                        extra={"config_file": "config.yaml"})
+    manifest = Manifest(
+        stage=STAGE,
+        run=config.run,
+        seed=config.seed,
+        counts={"programs": len(rows), "valid": body["valid"], "feedback_sample": len(references)},
+        metrics={
+            name: {k: s["metrics"][k] for k in ("accuracy", "f1", "mcc", "auroc", "tpr", "fpr")}
+            | {"candidates_per_s": s["candidates_per_s"]}
+            for name, s in body["evaluators"].items()
+        },
+        extra={"config_file": "config.yaml"},
+    )
     manifest.add_input("corpus", resolve_run(config.corpus, "data"))
     manifest.add_input("feedback_model", resolve_model(config.feedback, "feedback_model").parent)
     manifest.add_input("gate", resolve_model(config.cascade.gate, "classifiers").parent)

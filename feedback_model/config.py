@@ -48,7 +48,8 @@ class FeedbackModelCard:
         if not path.is_file():
             raise FileNotFoundError(
                 f"{path} not found: {folder} is not a trained feedback model's final/ folder "
-                "(train one with `make feedback-model`, then name artifacts/feedback_model/<run>/final)")
+                "(train one with `make feedback-model`, then name artifacts/feedback_model/<run>/final)"
+            )
         data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
         return cls(format=TraceFormat(**data["format"]), max_length=int(data["max_length"]), base=data.get("base"))
 
@@ -84,10 +85,14 @@ class TraceGenerationConfig:
 
     def __post_init__(self) -> None:
         if self.max_input_tokens < 1 or self.max_new_tokens < 1:
-            raise ValueError(f"max_input_tokens and max_new_tokens must be positive, got "
-                             f"{self.max_input_tokens} and {self.max_new_tokens}")
+            raise ValueError(
+                f"max_input_tokens and max_new_tokens must be positive, got "
+                f"{self.max_input_tokens} and {self.max_new_tokens}"
+            )
         if self.draft_tokens < 0 or self.ngram_size < 1:
-            raise ValueError(f"draft_tokens must be >= 0 and ngram_size >= 1, got {self.draft_tokens}, {self.ngram_size}")
+            raise ValueError(
+                f"draft_tokens must be >= 0 and ngram_size >= 1, got {self.draft_tokens}, {self.ngram_size}"
+            )
         if self.fp8 and self.backend != "vllm":
             raise ValueError("fp8 is a vLLM option: set backend: vllm (GPU, `gpu` extra) or fp8: false")
 
@@ -109,8 +114,9 @@ class SelfConsistencyConfig:
         if self.samples < 1 or not 1 <= self.min_valid <= self.samples:
             raise ValueError(f"self-consistency needs 1 <= min_valid <= samples, got {self.min_valid} / {self.samples}")
         if self.temperature <= 0:
-            raise ValueError(f"temperature must be > 0 for sampling, got {self.temperature} (greedy is the "
-                             "plain feedback evaluator)")
+            raise ValueError(
+                f"temperature must be > 0 for sampling, got {self.temperature} (greedy is the plain feedback evaluator)"
+            )
 
 
 @dataclass

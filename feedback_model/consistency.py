@@ -25,8 +25,14 @@ def vote(verdicts: Sequence[bool], min_valid: int) -> tuple[bool, float]:
 
 
 class SelfConsistencyEvaluator(TraceEvaluator):
-    def __init__(self, generator: TraceGenerator, tokenizer: Any, format: TraceFormat, config: TraceGenerationConfig,
-                 self_consistency: SelfConsistencyConfig | None = None) -> None:
+    def __init__(
+        self,
+        generator: TraceGenerator,
+        tokenizer: Any,
+        format: TraceFormat,
+        config: TraceGenerationConfig,
+        self_consistency: SelfConsistencyConfig | None = None,
+    ) -> None:
         super().__init__(generator, tokenizer, format, config)
         self.consistency = self_consistency or SelfConsistencyConfig()
         self.samples = self.consistency.samples
@@ -45,5 +51,13 @@ class SelfConsistencyEvaluator(TraceEvaluator):
         # the trace shown is the first one that agrees with the decision
         shown = next(t for t, v in zip(traces, verdicts) if v == accepted) if accepted in verdicts else traces[0]
         reason = f"vote: {sum(verdicts)}/{len(verdicts)} traces valid (accept at >= {self.consistency.min_valid})"
-        return FeedbackPrediction(accepted, share, shown.text, sum(t.time_s for t in traces), reason,
-                                  shown.truncated, sum(t.new_tokens for t in traces), tuple(verdicts))
+        return FeedbackPrediction(
+            accepted,
+            share,
+            shown.text,
+            sum(t.time_s for t in traces),
+            reason,
+            shown.truncated,
+            sum(t.new_tokens for t in traces),
+            tuple(verdicts),
+        )

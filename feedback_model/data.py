@@ -62,8 +62,14 @@ class FeedbackData(L.LightningDataModule):
         self.train_rows: list = []
         self.val_rows: list = []
 
-    def _subset(self, pairs: list[TracePair], examples: list[dict[str, list[int]]], limit: int | None,
-                counts: Counter, prefix: str) -> tuple[list[TracePair], list[dict[str, list[int]]]]:
+    def _subset(
+        self,
+        pairs: list[TracePair],
+        examples: list[dict[str, list[int]]],
+        limit: int | None,
+        counts: Counter,
+        prefix: str,
+    ) -> tuple[list[TracePair], list[dict[str, list[int]]]]:
         """A seeded random ``limit`` of the (pair, example)s that fit; the rest counted."""
         if limit is None or len(pairs) <= limit:
             return pairs, examples
@@ -80,21 +86,40 @@ class FeedbackData(L.LightningDataModule):
         too_long: dict[str, list[str]] = {"train": [], "val": []}
         rows = read_corpus(self.corpus)
         # over-length pairs are dropped before the seeded subset: the counts cover the whole split
-        train, train_examples = pair_examples(trace_pairs(rows, self.train_splits, counts), self.tokenizer,
-                                              self.format, self.max_length, counts, "train", too_long["train"])
+        train, train_examples = pair_examples(
+            trace_pairs(rows, self.train_splits, counts),
+            self.tokenizer,
+            self.format,
+            self.max_length,
+            counts,
+            "train",
+            too_long["train"],
+        )
         train, train_examples = self._subset(train, train_examples, self.max_examples, counts, "train")
         val, val_examples = [], []
         if self.val_split:
-            val, val_examples = pair_examples(trace_pairs(rows, [self.val_split], counts), self.tokenizer,
-                                              self.format, self.max_length, counts, "val", too_long["val"])
+            val, val_examples = pair_examples(
+                trace_pairs(rows, [self.val_split], counts),
+                self.tokenizer,
+                self.format,
+                self.max_length,
+                counts,
+                "val",
+                too_long["val"],
+            )
             val, val_examples = self._subset(val, val_examples, self.max_val_examples, counts, "val")
         for prefix, ids in too_long.items():
             if ids:
-                print(f"[feedback] {len(ids)} {prefix} pair(s) over max_length={self.max_length} tokens dropped "
-                      f"(never truncated): {', '.join(ids[:5])}{' ...' if len(ids) > 5 else ''}", file=sys.stderr)
+                print(
+                    f"[feedback] {len(ids)} {prefix} pair(s) over max_length={self.max_length} tokens dropped "
+                    f"(never truncated): {', '.join(ids[:5])}{' ...' if len(ids) > 5 else ''}",
+                    file=sys.stderr,
+                )
         if not train_examples:
-            raise ValueError(f"no feedback-trace pairs to train on from {self.corpus} (splits {self.train_splits}): "
-                             f"{dict(counts)}; check the corpus has reference traces and max_length")
+            raise ValueError(
+                f"no feedback-trace pairs to train on from {self.corpus} (splits {self.train_splits}): "
+                f"{dict(counts)}; check the corpus has reference traces and max_length"
+            )
         self.train_rows = self._pack(train_examples)
         self.val_rows = self._pack(val_examples) if val_examples else []
         tokens = sum(len(e["input_ids"]) for e in train_examples)
@@ -102,9 +127,11 @@ class FeedbackData(L.LightningDataModule):
             **dict(sorted(counts.items())),
             "train_tokens": tokens,
             "train_trace_tokens": sum(sum(t != -100 for t in e["labels"]) for e in train_examples),
-            "train_rows": len(self.train_rows), "val_rows": len(self.val_rows),
+            "train_rows": len(self.train_rows),
+            "val_rows": len(self.val_rows),
             "train_row_fill": round(tokens / (len(self.train_rows) * self.max_length), 4),
-            "train_valid_pairs": sum(p.label for p in train), "train_invalid_pairs": sum(not p.label for p in train),
+            "train_valid_pairs": sum(p.label for p in train),
+            "train_invalid_pairs": sum(not p.label for p in train),
             **{f"{prefix}_too_long_ids": ids for prefix, ids in too_long.items() if ids},
         }
 
@@ -114,9 +141,13 @@ class FeedbackData(L.LightningDataModule):
         return rows
 
     def _loader(self, rows: list, shuffle: bool) -> DataLoader:
-        return DataLoader(rows, batch_size=self.batch_size, shuffle=shuffle,
-                          collate_fn=collator_for(self.tokenizer, self.base.attn_implementation),
-                          num_workers=self.num_workers)
+        return DataLoader(
+            rows,
+            batch_size=self.batch_size,
+            shuffle=shuffle,
+            collate_fn=collator_for(self.tokenizer, self.base.attn_implementation),
+            num_workers=self.num_workers,
+        )
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_rows, shuffle=True)

@@ -41,8 +41,16 @@ def unscored(reason: str, time_s: float = 0.0) -> FeedbackPrediction:
     return FeedbackPrediction(verdict=None, score=None, trace=None, time_s=time_s, reason=reason)
 
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
-                   "vocab.txt", "added_tokens.json", "chat_template.jinja")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.json",
+    "merges.txt",
+    "vocab.txt",
+    "added_tokens.json",
+    "chat_template.jinja",
+)
 _TOKENIZERS: dict[str, Any] = {}  # content hash of the tokenizer files -> the loaded tokenizer
 
 
@@ -82,8 +90,9 @@ class TraceEvaluator:
     top_p: float = 1.0
     source: Path | None = None  # the final/ folder it was loaded from (None: built in memory)
 
-    def __init__(self, generator: TraceGenerator, tokenizer: Any, format: TraceFormat,
-                 config: TraceGenerationConfig) -> None:
+    def __init__(
+        self, generator: TraceGenerator, tokenizer: Any, format: TraceFormat, config: TraceGenerationConfig
+    ) -> None:
         self.generator = generator
         self.tokenizer = tokenizer
         self.format = format
@@ -92,7 +101,8 @@ class TraceEvaluator:
         if context is not None and config.max_input_tokens + config.max_new_tokens > context:
             raise ValueError(
                 f"max_input_tokens ({config.max_input_tokens}) + max_new_tokens ({config.max_new_tokens}) exceed "
-                f"the model's context of {context} tokens; lower one of them")
+                f"the model's context of {context} tokens; lower one of them"
+            )
 
     @classmethod
     def load(cls, ref: str | Path, generation: TraceGenerationConfig | None = None, **kwargs: Any):
@@ -112,10 +122,17 @@ class TraceEvaluator:
     def describe(self) -> dict[str, Any]:
         """What a caller records about this evaluator (the RL stage's manifest and logs)."""
         run = locate_run(self.source) if self.source is not None else None
-        return {"evaluator": type(self).__name__, "path": str(self.source) if self.source else None,
-                "run": str(run) if run else None, "max_input_tokens": self.config.max_input_tokens,
-                "max_new_tokens": self.config.max_new_tokens, "draft_tokens": self.config.draft_tokens,
-                "backend": self.config.backend, "samples": self.samples, "temperature": self.temperature}
+        return {
+            "evaluator": type(self).__name__,
+            "path": str(self.source) if self.source else None,
+            "run": str(run) if run else None,
+            "max_input_tokens": self.config.max_input_tokens,
+            "max_new_tokens": self.config.max_new_tokens,
+            "draft_tokens": self.config.draft_tokens,
+            "backend": self.config.backend,
+            "samples": self.samples,
+            "temperature": self.temperature,
+        }
 
     def encode(self, program: str) -> list[int]:
         return self.tokenizer(self.format.prompt(program), add_special_tokens=False)["input_ids"]
@@ -136,14 +153,20 @@ class TraceEvaluator:
                 predictions[index] = unscored(
                     f"input_too_long: the prompt has {len(ids)} tokens, over max_input_tokens="
                     f"{self.config.max_input_tokens}; the feedback model does not truncate (its trace must "
-                    "reproduce the whole program), so check this program with Lean")
+                    "reproduce the whole program), so check this program with Lean"
+                )
             else:
                 prompts[index] = ids
         order = sorted(prompts, key=lambda i: len(prompts[i]))
         seeds = [self.seeds(programs[i]) for i in order]
         results = self.generator.generate(
-            [prompts[i] for i in order], samples=self.samples, temperature=self.temperature, top_p=self.top_p,
-            seeds=None if any(s is None for s in seeds) else seeds, deadline=deadline)
+            [prompts[i] for i in order],
+            samples=self.samples,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            seeds=None if any(s is None for s in seeds) else seeds,
+            deadline=deadline,
+        )
         for index, traces in zip(order, results):
             if traces is None or any(t.stopped for t in traces):
                 spent = sum(t.time_s for t in traces) if traces else 0.0
@@ -152,8 +175,12 @@ class TraceEvaluator:
                 predictions[index] = self.judge(traces)
         overhead = (time.perf_counter() - began - sum(p.time_s for p in predictions if p)) / max(len(programs), 1)
         # encoding and bookkeeping are shared out evenly, so the item times add up to the batch's wall time
-        return [FeedbackPrediction(p.verdict, p.score, p.trace, p.time_s + max(overhead, 0.0), p.reason,
-                                   p.truncated, p.new_tokens, p.votes) for p in predictions]  # type: ignore[union-attr]
+        return [
+            FeedbackPrediction(
+                p.verdict, p.score, p.trace, p.time_s + max(overhead, 0.0), p.reason, p.truncated, p.new_tokens, p.votes
+            )
+            for p in predictions
+        ]  # type: ignore[union-attr]
 
 
 class FeedbackEvaluator(TraceEvaluator):
@@ -162,5 +189,12 @@ class FeedbackEvaluator(TraceEvaluator):
     def judge(self, traces: list[GeneratedTrace]) -> FeedbackPrediction:
         trace = traces[0]
         verdict = trace_verdict(trace.text, truncated=trace.truncated)
-        return FeedbackPrediction(verdict.valid, 1.0 if verdict.valid else 0.0, trace.text, trace.time_s,
-                                  verdict.reason, trace.truncated, trace.new_tokens)
+        return FeedbackPrediction(
+            verdict.valid,
+            1.0 if verdict.valid else 0.0,
+            trace.text,
+            trace.time_s,
+            verdict.reason,
+            trace.truncated,
+            trace.new_tokens,
+        )

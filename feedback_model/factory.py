@@ -22,10 +22,13 @@ def _section(cls: type, values: Any, name: str) -> Any:
     return cls(**values)
 
 
-def evaluator(path: str, mode: Literal["cascade", "feedback"] = "cascade",
-              generation: dict[str, Any] | TraceGenerationConfig | None = None,
-              self_consistency: dict[str, Any] | SelfConsistencyConfig | bool | None = None,
-              cascade: dict[str, Any] | CascadeConfig | None = None) -> Any:
+def evaluator(
+    path: str,
+    mode: Literal["cascade", "feedback"] = "cascade",
+    generation: dict[str, Any] | TraceGenerationConfig | None = None,
+    self_consistency: dict[str, Any] | SelfConsistencyConfig | bool | None = None,
+    cascade: dict[str, Any] | CascadeConfig | None = None,
+) -> Any:
     """An Evaluator over the feedback run at ``path`` (``artifacts://feedback_model/<run>`` or its
     final/ folder). ``mode``: ``cascade`` (the one-token gate of ``cascade.gate`` first, the feedback
     model on its positives) or ``feedback`` (the feedback model alone). ``self_consistency``: None /
@@ -37,8 +40,10 @@ def evaluator(path: str, mode: Literal["cascade", "feedback"] = "cascade",
     if mode not in MODES:
         raise ValueError(f"evaluator option mode must be one of {MODES}, got {mode!r}")
     if not path:
-        raise ValueError("the feedback evaluator needs evaluator.path: a feedback_model run "
-                         "(artifacts://feedback_model/<run>, made by `make feedback-model`) or its final/ folder")
+        raise ValueError(
+            "the feedback evaluator needs evaluator.path: a feedback_model run "
+            "(artifacts://feedback_model/<run>, made by `make feedback-model`) or its final/ folder"
+        )
     generation = _section(TraceGenerationConfig, generation or {}, "generation")
     if self_consistency is True:
         self_consistency = SelfConsistencyConfig()

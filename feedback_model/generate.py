@@ -29,9 +29,15 @@ class GeneratedTrace:
 
 
 class TraceGenerator(Protocol):
-    def generate(self, prompts: Sequence[Sequence[int]], samples: int = 1, temperature: float = 0.0,
-                 top_p: float = 1.0, seeds: Sequence[Sequence[int]] | None = None,
-                 deadline: float | None = None) -> list[list[GeneratedTrace] | None]:
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        samples: int = 1,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seeds: Sequence[Sequence[int]] | None = None,
+        deadline: float | None = None,
+    ) -> list[list[GeneratedTrace] | None]:
         """Per prompt: ``samples`` traces (greedy when ``temperature == 0``), or None if not started
         before ``deadline`` (``time.monotonic()`` clock). ``seeds[i][j]`` seeds sample j of prompt i."""
         ...
@@ -56,7 +62,7 @@ def split_completion(new_ids: Sequence[int], eos_id: int | None, max_new_tokens:
     Ending exactly at the limit with the end-of-text token is finished, not truncated."""
     ids = list(new_ids)
     if eos_id is not None and eos_id in ids:
-        return ids[:ids.index(eos_id)], True, False
+        return ids[: ids.index(eos_id)], True, False
     return ids, False, len(ids) >= max_new_tokens
 
 
@@ -88,13 +94,23 @@ class HFTraceGenerator:
         return self.tokenizer.decode(ids, skip_special_tokens=False)
 
     @torch.inference_mode()
-    def _run(self, prompt: Sequence[int], temperature: float, top_p: float, num: int, seed: int | None,
-             deadline: float | None) -> list[GeneratedTrace]:
+    def _run(
+        self,
+        prompt: Sequence[int],
+        temperature: float,
+        top_p: float,
+        num: int,
+        seed: int | None,
+        deadline: float | None,
+    ) -> list[GeneratedTrace]:
         config = self.config
         input_ids = torch.tensor([list(prompt)], dtype=torch.long, device=self.device)
         kwargs: dict[str, Any] = dict(
-            attention_mask=torch.ones_like(input_ids), max_new_tokens=config.max_new_tokens,
-            eos_token_id=self.eos_id, pad_token_id=self.pad_id, num_return_sequences=num,
+            attention_mask=torch.ones_like(input_ids),
+            max_new_tokens=config.max_new_tokens,
+            eos_token_id=self.eos_id,
+            pad_token_id=self.pad_id,
+            num_return_sequences=num,
         )
         if temperature > 0:
             kwargs.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
@@ -111,14 +127,20 @@ class HFTraceGenerator:
             output = self.model.generate(input_ids, **kwargs)
         elapsed = (time.perf_counter() - began) / num
         traces = []
-        for row in output[:, input_ids.shape[1]:].tolist():
+        for row in output[:, input_ids.shape[1] :].tolist():
             ids, finished, truncated = split_completion(row, self.eos_id, config.max_new_tokens)
             traces.append(GeneratedTrace(self._decode(ids), finished, truncated, len(ids) + finished, elapsed))
         return traces
 
-    def generate(self, prompts: Sequence[Sequence[int]], samples: int = 1, temperature: float = 0.0,
-                 top_p: float = 1.0, seeds: Sequence[Sequence[int]] | None = None,
-                 deadline: float | None = None) -> list[list[GeneratedTrace] | None]:
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        samples: int = 1,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seeds: Sequence[Sequence[int]] | None = None,
+        deadline: float | None = None,
+    ) -> list[list[GeneratedTrace] | None]:
         if samples > 1 and temperature <= 0:
             raise ValueError("several samples of one prompt need temperature > 0 (greedy gives one trace)")
         results: list[list[GeneratedTrace] | None] = []

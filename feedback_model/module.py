@@ -60,8 +60,7 @@ class FeedbackSFTModule(HFModule):
         loss = completion_loss(self.model, batch)
         trained = int((batch["labels"][:, 1:] != IGNORE).sum())
         self.log(f"{split}/loss", loss, prog_bar=True, batch_size=max(trained, 1), sync_dist=split != "train")
-        self.log(f"{split}/trace_tokens", float(trained), reduce_fx="sum", batch_size=1, on_step=False,
-                 on_epoch=True)
+        self.log(f"{split}/trace_tokens", float(trained), reduce_fx="sum", batch_size=1, on_step=False, on_epoch=True)
         return loss
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:

@@ -59,8 +59,9 @@ def trace_pairs(rows: Iterable[dict[str, Any]], splits: Sequence[str], counts: C
             counts[f"{row['split']}/{kind}"] += 1
             continue
         counts[f"{row['split']}/pairs:{kind}"] += 1
-        pairs.append(TracePair(row["id"], row.get("name") or "", row["split"], bool(row["label"]),
-                               row["program"], trace, kind))
+        pairs.append(
+            TracePair(row["id"], row.get("name") or "", row["split"], bool(row["label"]), row["program"], trace, kind)
+        )
     return pairs
 
 
@@ -70,9 +71,15 @@ def longest_token_chars(tokenizer: Any) -> int:
     return max(len(token) for token in tokenizer.get_vocab())
 
 
-def pair_examples(pairs: Sequence[TracePair], tokenizer: Any, fmt: TraceFormat, max_length: int,
-                  counts: Counter, prefix: str, too_long: list[str] | None = None,
-                  ) -> tuple[list[TracePair], list[dict[str, list[int]]]]:
+def pair_examples(
+    pairs: Sequence[TracePair],
+    tokenizer: Any,
+    fmt: TraceFormat,
+    max_length: int,
+    counts: Counter,
+    prefix: str,
+    too_long: list[str] | None = None,
+) -> tuple[list[TracePair], list[dict[str, list[int]]]]:
     """(kept pairs, their tokenized examples): prompt labels -100, trace + EOS trained. A pair over
     ``max_length`` tokens is dropped and counted (``<prefix>_too_long``, its id appended to
     ``too_long``), never truncated; one whose text is longer than ``max_length`` tokens could spell

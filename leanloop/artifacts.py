@@ -38,8 +38,20 @@ MANIFEST = "manifest.json"
 FINAL = "final"
 ARTIFACTS_SCHEME = "artifacts://"
 TRACKED_LIBRARIES = (
-    "torch", "transformers", "tokenizers", "accelerate", "peft", "trl", "datasets", "lightning",
-    "bitsandbytes", "deepspeed", "wandb", "lean-interact", "sentence-transformers", "bm25s",
+    "torch",
+    "transformers",
+    "tokenizers",
+    "accelerate",
+    "peft",
+    "trl",
+    "datasets",
+    "lightning",
+    "bitsandbytes",
+    "deepspeed",
+    "wandb",
+    "lean-interact",
+    "sentence-transformers",
+    "bm25s",
 )
 
 
@@ -53,7 +65,6 @@ class ArtifactNotFoundError(ManifestError, FileNotFoundError):
 
 class RunLockedError(ManifestError):
     """Another process is writing the run folder."""
-
 
 
 def content_hash(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
@@ -75,10 +86,14 @@ def content_hash(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
 def git_state() -> dict[str, Any]:
     """The code a run used: revision and whether the tree had uncommitted changes."""
     try:
-        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True,
-                             text=True, check=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain"], cwd=REPO_ROOT,
-                                    capture_output=True, text=True, check=True).stdout.strip())
+        rev = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = bool(
+            subprocess.run(
+                ["git", "status", "--porcelain"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+            ).stdout.strip()
+        )
     except (OSError, subprocess.CalledProcessError):
         return {"rev": None, "dirty": None}
     return {"rev": rev, "dirty": dirty}
@@ -143,8 +158,10 @@ def check_run_name(name: Any, what: str = "run name") -> str:
     """``name`` if it is one path segment of letters, digits and ``. _ - + =`` (not ``.`` or ``..``);
     else :class:`RunNameError`. Every place that names a run folder goes through this."""
     if not isinstance(name, str) or not _RUN_NAME.fullmatch(name) or name in (".", ".."):
-        raise RunNameError(f"{what} {name!r} is not allowed: a run name is one folder name of letters, digits, "
-                           "'.', '_', '-', '+' or '=' (not '.' or '..', no '/'), e.g. --run my_run")
+        raise RunNameError(
+            f"{what} {name!r} is not allowed: a run name is one folder name of letters, digits, "
+            "'.', '_', '-', '+' or '=' (not '.' or '..', no '/'), e.g. --run my_run"
+        )
     return name
 
 
@@ -198,20 +215,32 @@ def run_lock(folder: str | os.PathLike) -> Iterator[Path]:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise ManifestError(f"cannot create the run folder {folder}: {error.strerror or error} "
-                            "(is the artifacts folder writable? LEANLOOP_ARTIFACTS moves it)") from None
+        raise ManifestError(
+            f"cannot create the run folder {folder}: {error.strerror or error} "
+            "(is the artifacts folder writable? LEANLOOP_ARTIFACTS moves it)"
+        ) from None
     lock = FileLock(str(folder / LOCK), timeout=0)
     try:
         lock.acquire()
     except Timeout:
-        raise RunLockedError(f"{folder} is being written by another process ({_holder(folder)}); wait for it to "
-                             "finish, or choose another --run NAME") from None
+        raise RunLockedError(
+            f"{folder} is being written by another process ({_holder(folder)}); wait for it to "
+            "finish, or choose another --run NAME"
+        ) from None
     except OSError as error:
-        raise ManifestError(f"cannot lock the run folder {folder}: {error.strerror or error} "
-                            "(is the artifacts folder writable?)") from None
+        raise ManifestError(
+            f"cannot lock the run folder {folder}: {error.strerror or error} (is the artifacts folder writable?)"
+        ) from None
     try:
-        (folder / LOCK_HOLDER).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                                      "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
+        (folder / LOCK_HOLDER).write_text(
+            json.dumps(
+                {
+                    "pid": os.getpid(),
+                    "host": socket.gethostname(),
+                    "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                }
+            )
+        )
         yield folder
     except BaseException:
         if created and folder.is_dir() and {p.name for p in folder.iterdir()} <= SCAFFOLDING:
@@ -363,9 +392,13 @@ def final_record(final: str | os.PathLike, *, flush: bool = False) -> dict[str, 
             with open(file, "rb") as handle:
                 os.fsync(handle.fileno())
         _fsync_folder(final)
-    return {"files": len(files), "bytes": sum(f.stat().st_size for f in files), "sizes": sizes,
-            "digests": {str(f.relative_to(final)): file_digest(f) for f in files},
-            "content": content_hash(final) if files else None}
+    return {
+        "files": len(files),
+        "bytes": sum(f.stat().st_size for f in files),
+        "sizes": sizes,
+        "digests": {str(f.relative_to(final)): file_digest(f) for f in files},
+        "content": content_hash(final) if files else None,
+    }
 
 
 def final_problems(final: Path, record: dict[str, Any], mode: str) -> list[str]:
@@ -457,8 +490,10 @@ def read_manifest(folder: str | os.PathLike, stage: str | None = None) -> dict[s
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, OSError) as error:
-        raise ManifestError(f"{path} cannot be read ({type(error).__name__}: {error}): the run's manifest is "
-                            "damaged; rerun that run (--overwrite true)") from None
+        raise ManifestError(
+            f"{path} cannot be read ({type(error).__name__}: {error}): the run's manifest is "
+            "damaged; rerun that run (--overwrite true)"
+        ) from None
     if not isinstance(manifest, dict):
         raise ManifestError(f"{path} is not a manifest (a JSON object); rerun that run (--overwrite true)")
     if stage is not None and manifest.get("stage") != stage:
@@ -472,7 +507,7 @@ def resolve_path(ref: str | os.PathLike) -> Path:
     ``shared://x`` -> ``<shared data>/x``; anything else is a path as given. Checks nothing."""
     text = str(ref)
     if text.startswith(ARTIFACTS_SCHEME):
-        rest = text[len(ARTIFACTS_SCHEME):].rstrip("/")
+        rest = text[len(ARTIFACTS_SCHEME) :].rstrip("/")
         parts = rest.split("/")
         if len(parts) < 2 or any(part in ("", ".", "..") for part in parts):
             raise RunNameError(f"{ref}: an artifact reference is artifacts://<stage>/<run> (one folder name each)")
@@ -501,7 +536,9 @@ _REFERENCE = re.compile(r"artifacts://([A-Za-z_]+)/([\w.+=-]+)")
 TOOL_ENTRIES = {"data": "data.build", "search_data": "search.build_data"}
 
 
-def upstream_configs(config: str | os.PathLike, configs_root: str | os.PathLike | None = None) -> list[tuple[str, str, Path]]:
+def upstream_configs(
+    config: str | os.PathLike, configs_root: str | os.PathLike | None = None
+) -> list[tuple[str, str, Path]]:
     """The runs a config names (``artifacts://<stage>/<run>``) that come from their runnable's config
     folder (``configs/<folder>/<run>.yaml``, :func:`leanloop.runnables.config_folder`),
     recursively, each once, in the order to build them (a run after the runs its own config names):
@@ -548,8 +585,10 @@ def resolve_artifact(ref: str | os.PathLike, stage: str | None = None, *, requir
     if run is not None and not run.exists():
         named = stage or (run.parent.name if text.startswith(ARTIFACTS_SCHEME) else None)
         hint = f" (`make {make_target(named)}`)" if named else ""
-        raise ArtifactNotFoundError(f"{ref} -> {run} does not exist: run the stage that makes it first{hint}, "
-                                    "or point the config at a finished run")
+        raise ArtifactNotFoundError(
+            f"{ref} -> {run} does not exist: run the stage that makes it first{hint}, "
+            "or point the config at a finished run"
+        )
     if run is not None:
         manifest = read_manifest(run, stage=stage)
         problems = run_problems(run, manifest)
@@ -557,7 +596,9 @@ def resolve_artifact(ref: str | os.PathLike, stage: str | None = None, *, requir
             raise ManifestError(f"{ref}: {'; '.join(problems)}. Rerun that run (--overwrite true) or name another")
         return Artifact(outputs=run / FINAL, run=run, manifest=manifest)
     folder = resolve_path(text)
-    what = f"a finished {stage} run (artifacts://{stage}/<run>)" if stage else "a finished run (artifacts://<stage>/<run>)"
+    what = (
+        f"a finished {stage} run (artifacts://{stage}/<run>)" if stage else "a finished run (artifacts://<stage>/<run>)"
+    )
     if require_run:
         raise ManifestError(f"{ref} -> {folder} is not a run folder (no {MANIFEST}); name {what}")
     if not folder.is_dir():
@@ -575,6 +616,7 @@ def resolve_model(ref: str | os.PathLike, stage: str | None = None) -> Path:
     artifact = resolve_artifact(ref, stage)
     if not (artifact.outputs / "config.json").is_file():
         what = f"a finished {stage} run (artifacts://{stage}/<run>)" if stage else "a finished run"
-        raise FileNotFoundError(f"{ref} -> {artifact.outputs} holds no model (config.json); name {what} "
-                                "or its final/ folder")
+        raise FileNotFoundError(
+            f"{ref} -> {artifact.outputs} holds no model (config.json); name {what} or its final/ folder"
+        )
     return artifact.outputs

@@ -21,16 +21,23 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "metrics verdicts": ("leanloop.metrics.cli:verdicts", "verdict metrics with grouped bootstrap intervals"),
     "report": ("leanloop.metrics.cli:report", "Markdown report with plots from a predictions file"),
     "classify": ("classifiers.cli:classify", "score programs with a trained verdict classifier"),
-    "mathlib-index": ("autoformalizer.mathlib_index:index_command",
-                      "build a Mathlib declaration index from a checkout"),
+    "mathlib-index": (
+        "autoformalizer.mathlib_index:index_command",
+        "build a Mathlib declaration index from a checkout",
+    ),
 }
 
 
 def usage() -> str:
     """Every command, one per line with its help."""
     width = max(map(len, COMMANDS))
-    lines = ["usage: leanloop COMMAND [options]  (leanloop COMMAND --help lists a command's options)", "",
-             "Small tools beside the stage entry points.", "", "commands:"]
+    lines = [
+        "usage: leanloop COMMAND [options]  (leanloop COMMAND --help lists a command's options)",
+        "",
+        "Small tools beside the stage entry points.",
+        "",
+        "commands:",
+    ]
     lines += [f"  {words.ljust(width)}  {help_}" for words, (_, help_) in COMMANDS.items()]
     return "\n".join(lines)
 
@@ -57,11 +64,15 @@ def dispatch(argv: list[str]) -> int:
         return 0 if argv else 2
     group = [words.split()[1] for words in COMMANDS if words.startswith(f"{argv[0]} ")]
     if group:
-        print(f"leanloop {argv[0]}: choose one of {', '.join(group)} (leanloop {argv[0]} {group[0]} --help lists "
-              "its options)", file=sys.stderr)
+        print(
+            f"leanloop {argv[0]}: choose one of {', '.join(group)} (leanloop {argv[0]} {group[0]} --help lists "
+            "its options)",
+            file=sys.stderr,
+        )
     else:
         print(f"leanloop: unknown command {argv[0]!r} (leanloop --help lists the commands)", file=sys.stderr)
     return 2
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -25,9 +25,30 @@ VALID = SPLITS[1]
 EVAL_SPLITS = SPLITS[1:]
 SPLIT_ALIASES = {"validation": "valid", "val": "valid", "dev": "valid"}
 
-COLUMNS = ("id", "program", "name", "split", "category", "label", "first_error", "reasons", "messages", "tactics",
-           "reference_trace", "trace_kind", "source", "source_row", "origin", "prover", "header", "statement",
-           "verify_time", "lean_version", "duplicates", "recorded_verdict")
+COLUMNS = (
+    "id",
+    "program",
+    "name",
+    "split",
+    "category",
+    "label",
+    "first_error",
+    "reasons",
+    "messages",
+    "tactics",
+    "reference_trace",
+    "trace_kind",
+    "source",
+    "source_row",
+    "origin",
+    "prover",
+    "header",
+    "statement",
+    "verify_time",
+    "lean_version",
+    "duplicates",
+    "recorded_verdict",
+)
 
 
 class CorpusColumnsError(ValueError, KeyError):
@@ -49,13 +70,17 @@ def arrow_schema():
     import pyarrow as pa
 
     position = pa.struct([("line", pa.int32()), ("column", pa.int32())])
-    message = pa.struct([("severity", pa.string()), ("data", pa.string()), ("pos", position),
-                         ("end_pos", position)])
-    tactic = pa.struct([("tactic", pa.string()), ("goals", pa.string()), ("pos", position),
-                        ("end_pos", position)])
-    types = {"label": pa.bool_(), "reasons": pa.list_(pa.string()), "messages": pa.list_(message),
-             "tactics": pa.list_(tactic), "source_row": pa.int64(), "verify_time": pa.float64(),
-             "duplicates": pa.int32()}
+    message = pa.struct([("severity", pa.string()), ("data", pa.string()), ("pos", position), ("end_pos", position)])
+    tactic = pa.struct([("tactic", pa.string()), ("goals", pa.string()), ("pos", position), ("end_pos", position)])
+    types = {
+        "label": pa.bool_(),
+        "reasons": pa.list_(pa.string()),
+        "messages": pa.list_(message),
+        "tactics": pa.list_(tactic),
+        "source_row": pa.int64(),
+        "verify_time": pa.float64(),
+        "duplicates": pa.int32(),
+    }
     return pa.schema([(name, types.get(name, pa.string())) for name in COLUMNS])
 
 
@@ -76,8 +101,9 @@ def corpus_files(ref: str | os.PathLike) -> list[Path]:
     return files
 
 
-def read_corpus(ref: str | os.PathLike, columns: Sequence[str] | None = None,
-                splits: Sequence[str] | None = None) -> list[dict[str, Any]]:
+def read_corpus(
+    ref: str | os.PathLike, columns: Sequence[str] | None = None, splits: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
     """Rows of a finished corpus run (``columns``: those only; ``splits``: rows of those splits only),
     with canonical split names. A missing column is a clear error naming the rebuild."""
     import pyarrow.dataset as ds
@@ -87,8 +113,10 @@ def read_corpus(ref: str | os.PathLike, columns: Sequence[str] | None = None,
     wanted = list(columns) if columns is not None else list(dataset.schema.names)
     missing = [c for c in wanted if c not in dataset.schema.names]
     if missing:
-        raise CorpusColumnsError(f"corpus {ref} lacks columns {missing} (has {dataset.schema.names}); "
-                                 "rebuild it with the data stage (`make data`)")
+        raise CorpusColumnsError(
+            f"corpus {ref} lacks columns {missing} (has {dataset.schema.names}); "
+            "rebuild it with the data stage (`make data`)"
+        )
     rows = dataset.to_table(columns=wanted).to_pylist()
     if "split" in wanted:
         for row in rows:
@@ -131,5 +159,20 @@ def held_out_names(ref: str | os.PathLike) -> set[str]:
     return {name for name, split in corpus_splits(ref).items() if split != "train"}
 
 
-__all__ = ["COLUMNS", "CORPUS_FILE", "CorpusColumnsError", "EVAL_SPLITS", "SPLITS", "SPLIT_ALIASES", "VALID", "arrow_schema", "canonical_split",
-           "corpus_files", "corpus_splits", "features", "held_out_names", "load_corpus", "read_corpus"]
+__all__ = [
+    "COLUMNS",
+    "CORPUS_FILE",
+    "CorpusColumnsError",
+    "EVAL_SPLITS",
+    "SPLITS",
+    "SPLIT_ALIASES",
+    "VALID",
+    "arrow_schema",
+    "canonical_split",
+    "corpus_files",
+    "corpus_splits",
+    "features",
+    "held_out_names",
+    "load_corpus",
+    "read_corpus",
+]

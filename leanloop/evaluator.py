@@ -41,8 +41,7 @@ class Evaluator(Protocol):
 class DescribedEvaluator(Evaluator, Protocol):
     """An Evaluator that says what it is, for the caller's manifest and logs."""
 
-    def describe(self) -> dict[str, Any]:
-        ...
+    def describe(self) -> dict[str, Any]: ...
 
 
 @runtime_checkable
@@ -57,17 +56,19 @@ class HistoryAwareEvaluator(Evaluator, Protocol):
 
     base: Evaluator
 
-    def learned(self, programs: Sequence[str], deadline: float | None = None) -> list[Prediction]:
-        ...
+    def learned(self, programs: Sequence[str], deadline: float | None = None) -> list[Prediction]: ...
 
-    def combine(self, programs: Sequence[str], predictions: Sequence[Prediction],
-                groups: Sequence[str | None] | None = None,
-                known: Sequence[bool | None] | None = None) -> list[Prediction]:
-        ...
+    def combine(
+        self,
+        programs: Sequence[str],
+        predictions: Sequence[Prediction],
+        groups: Sequence[str | None] | None = None,
+        known: Sequence[bool | None] | None = None,
+    ) -> list[Prediction]: ...
 
-    def observe(self, groups: Iterable[str | None], labels: Iterable[bool | None],
-                programs: Iterable[str | None] | None = None) -> None:
-        ...
+    def observe(
+        self, groups: Iterable[str | None], labels: Iterable[bool | None], programs: Iterable[str | None] | None = None
+    ) -> None: ...
 
 
 def deadline_passed(deadline: float | None) -> bool:

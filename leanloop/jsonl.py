@@ -104,5 +104,13 @@ def append_jsonl(handle: IO[str], row: Any) -> None:
     handle.flush()
 
 
-__all__ = ["JsonlError", "append_jsonl", "dumps_line", "numbered_jsonl", "open_text", "read_appended", "read_jsonl",
-           "write_jsonl"]
+__all__ = [
+    "JsonlError",
+    "append_jsonl",
+    "dumps_line",
+    "numbered_jsonl",
+    "open_text",
+    "read_appended",
+    "read_jsonl",
+    "write_jsonl",
+]

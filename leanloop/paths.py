@@ -42,5 +42,5 @@ def resolve_shared(path: str | os.PathLike) -> Path:
     """Resolve a config path: ``shared://x/y`` means ``<shared data>/x/y``; others are as given."""
     text = str(path)
     if text.startswith("shared://"):
-        return shared_data_dir() / text[len("shared://"):]
+        return shared_data_dir() / text[len("shared://") :]
     return Path(text)

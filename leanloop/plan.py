@@ -34,14 +34,29 @@ HEADROOM = 0.10
 CUDA_CONTEXT_GB = 1.0  # CUDA context and cuBLAS/NCCL workspaces, outside the allocator
 NF4_BYTES = 0.5 + 1 / 64 + 4 / (64 * 256)  # 4 bits + 8-bit absmax per 64 + fp32 per 256 absmax (double quant)
 
+
 def _dense(hidden: int, intermediate: int, layers: int, heads: int, tie: bool, kv: int = 8, **more: Any) -> dict:
-    return dict(hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers, num_attention_heads=heads,
-                num_key_value_heads=kv, head_dim=128, tie_word_embeddings=tie, **more)
+    return dict(
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        head_dim=128,
+        tie_word_embeddings=tie,
+        **more,
+    )
 
 
 def _encoder(hidden: int, intermediate: int, layers: int, heads: int) -> dict:
-    return dict(vocab_size=50368, hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers,
-                num_attention_heads=heads, max_position_embeddings=8192)
+    return dict(
+        vocab_size=50368,
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        max_position_embeddings=8192,
+    )
 
 
 # Published configs of the checkpoints the paper configs name (each checkpoint's config.json on the
@@ -53,9 +68,11 @@ ARCHITECTURES: dict[str, tuple[str, dict[str, Any], str]] = {
     "qwen3-8b": ("qwen3", _dense(4096, 12288, 36, 32, tie=False), "Qwen/Qwen3-8B"),
     "qwen3-14b": ("qwen3", _dense(5120, 17408, 40, 40, tie=False), "Qwen/Qwen3-14B"),
     "qwen3-32b": ("qwen3", _dense(5120, 25600, 64, 64, tie=False), "Qwen/Qwen3-32B"),
-    "qwen3-30b-a3b": ("qwen3_moe", _dense(2048, 6144, 48, 32, tie=False, kv=4, moe_intermediate_size=768,
-                                          num_experts=128, num_experts_per_tok=8),
-                      "Qwen/Qwen3-30B-A3B (Qwen3-Coder-30B-A3B-Instruct: the same shape)"),
+    "qwen3-30b-a3b": (
+        "qwen3_moe",
+        _dense(2048, 6144, 48, 32, tie=False, kv=4, moe_intermediate_size=768, num_experts=128, num_experts_per_tok=8),
+        "Qwen/Qwen3-30B-A3B (Qwen3-Coder-30B-A3B-Instruct: the same shape)",
+    ),
     "modernbert-base": ("modernbert", _encoder(768, 1152, 22, 12), "answerdotai/ModernBERT-base"),
     "modernbert-large": ("modernbert", _encoder(1024, 2624, 28, 16), "answerdotai/ModernBERT-large"),
 }
@@ -119,8 +136,9 @@ def _model_ref(tree: dict) -> ModelRef | None:
     for key in MODEL_KEYS:
         spec = _get(tree, key)
         if isinstance(spec, dict) and isinstance(spec.get("name"), str):
-            return ModelRef(spec["name"], spec.get("dtype") or "float32", spec.get("expect_base"),
-                            dict(spec.get("overrides") or {}))
+            return ModelRef(
+                spec["name"], spec.get("dtype") or "float32", spec.get("expect_base"), dict(spec.get("overrides") or {})
+            )
     return None
 
 
@@ -157,10 +175,16 @@ def workload(stage: str, config: dict) -> Workload:
         raise PlanError(f"no model named under {' / '.join(MODEL_KEYS)} in the {stage} config")
     trainer = config.get("trainer") or {}
     m, d = config.get("model") or {}, config.get("data") or {}
-    work = Workload(stage=stage, model=model, micro_batch=int(d.get("batch_size") or 1),
-                    seq_len=int(d.get("max_length") or 512), precision=str(trainer.get("precision") or "32-true"),
-                    strategy=_strategy(trainer), world=_world(trainer),
-                    checkpointing=bool(m.get("gradient_checkpointing")))
+    work = Workload(
+        stage=stage,
+        model=model,
+        micro_batch=int(d.get("batch_size") or 1),
+        seq_len=int(d.get("max_length") or 512),
+        precision=str(trainer.get("precision") or "32-true"),
+        strategy=_strategy(trainer),
+        world=_world(trainer),
+        checkpointing=bool(m.get("gradient_checkpointing")),
+    )
     if work.world == 1 and work.strategy == "ddp":
         work.strategy = "single GPU"
     if stage == "classifiers":
@@ -169,8 +193,11 @@ def workload(stage: str, config: dict) -> Workload:
         work.checkpointing = bool(init.get("gradient_checkpointing"))
         work.encoder = "Encoder" in str(m.get("class_path", ""))
         work.seq_len = int(inputs.get("pack_tokens") or inputs.get("max_length") or work.seq_len)
-        work.head, work.head_tokens = "few", work.micro_batch * max(1, work.seq_len // int(
-            inputs.get("program_tokens") or inputs.get("max_length") or work.seq_len))
+        work.head, work.head_tokens = (
+            "few",
+            work.micro_batch
+            * max(1, work.seq_len // int(inputs.get("program_tokens") or inputs.get("max_length") or work.seq_len)),
+        )
     elif stage == "feedback_model":
         # feedback_model.module.completion_loss projects only the trace tokens: at most about 60% of a
         # packed row (the program is the other part)
@@ -191,8 +218,12 @@ def workload(stage: str, config: dict) -> Workload:
             work.lora = (int(adapter.get("r", 16)), tuple(adapter.get("target_modules") or ()))
             work.notes.append(f"lora r={work.lora[0]} on {','.join(work.lora[1])}")
         generation = m.get("generation") or {}
-        _grpo(work, m, problems=int(d.get("problems_per_step") or 1),
-              prompt=int(generation.get("max_prompt_length") or 1024))
+        _grpo(
+            work,
+            m,
+            problems=int(d.get("problems_per_step") or 1),
+            prompt=int(generation.get("max_prompt_length") or 1024),
+        )
         _evaluator(work, m.get("evaluator") or {})
     elif stage == "autoformalizer":
         _autoformalizer_policy(work, m)
@@ -216,11 +247,17 @@ def _grpo(work: Workload, m: dict, problems: int, prompt: int) -> None:
     work.generation = {"sequences": problems * group, "tokens": prompt + new, "backend": backend}
     if backend == "vllm" and vllm.get("mode", "colocate") == "colocate":
         sleep = bool(engine.get("enable_sleep_mode"))
-        work.vllm_shares.append(("policy vLLM (colocated)", float(engine.get("gpu_memory_utilization", 0.3)),
-                                 "rollout" if sleep else "all"))
+        work.vllm_shares.append(
+            ("policy vLLM (colocated)", float(engine.get("gpu_memory_utilization", 0.3)), "rollout" if sleep else "all")
+        )
     if float(grpo.get("beta") or 0.0) > 0 and work.adapter == "none":
-        work.resident.append(("reference (KL, frozen copy)", ModelRef(work.model.name, work.model.dtype,
-                                                                     work.model.expect_base), "grpo.beta > 0"))
+        work.resident.append(
+            (
+                "reference (KL, frozen copy)",
+                ModelRef(work.model.name, work.model.dtype, work.model.expect_base),
+                "grpo.beta > 0",
+            )
+        )
 
 
 def _evaluator(work: Workload, evaluator: dict) -> None:
@@ -237,8 +274,13 @@ def _evaluator(work: Workload, evaluator: dict) -> None:
     residency = cascade.get("residency", "sequential") if gate else "together"
     if generation.get("backend") == "vllm":
         # a sequential cascade loads each model for the reward call and releases it (LLF Section 5)
-        work.vllm_shares.append(("evaluator vLLM (feedback model)", float(generation.get("gpu_memory_utilization", 0.9)),
-                                 "reward" if residency == "sequential" else "all"))
+        work.vllm_shares.append(
+            (
+                "evaluator vLLM (feedback model)",
+                float(generation.get("gpu_memory_utilization", 0.9)),
+                "reward" if residency == "sequential" else "all",
+            )
+        )
     elif on_gpu:
         work.resident.append(("evaluator", ModelRef(path, generation.get("dtype", "bfloat16")), "evaluator.path"))
     if gate:
@@ -298,8 +340,10 @@ def architecture(ref: ModelRef, _seen: set[str] | None = None) -> tuple[Any, str
             return config, f"{ref.name} <- {source}"
     key = _normalise(ref.expect_base or ref.name)
     if key not in ARCHITECTURES:
-        raise PlanError(f"cannot size {ref.name!r}: no config.json here and not one of the published "
-                        f"architectures ({', '.join(sorted(ARCHITECTURES))}); point model.base.name at a local copy")
+        raise PlanError(
+            f"cannot size {ref.name!r}: no config.json here and not one of the published "
+            f"architectures ({', '.join(sorted(ARCHITECTURES))}); point model.base.name at a local copy"
+        )
     model_type, numbers, source = ARCHITECTURES[key]
     vocab = {} if "vocab_size" in numbers else {"vocab_size": QWEN3_VOCAB}
     return AutoConfig.for_model(model_type, **vocab, **numbers, **overrides), f"published config of {source}"
@@ -337,8 +381,11 @@ def _meta_model(config: Any, encoder: bool):
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     # an encoder (ModernBERT, BERT) named as a resident model has no causal-LM head: its MLM form
-    auto = AutoModelForMaskedLM if encoder or config.model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES \
+    auto = (
+        AutoModelForMaskedLM
+        if encoder or config.model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
         else AutoModelForCausalLM
+    )
     with torch.device("meta"):
         return auto.from_config(config, dtype=torch.bfloat16)
 
@@ -367,15 +414,25 @@ def _sizes(config_json: str, encoder: bool, lora: tuple | None) -> Sizes:
     sizes = Sizes(params, linear, 2 * len(blocks) * heads * head_dim * 2)
     if lora and lora[0] == "autoformalizer":
         _, attention_rank, expert_rank = lora
-        attention = sum(m.in_features + m.out_features for n, m in blocks.named_modules()
-                        if isinstance(m, nn.Linear) and n.split(".")[-1] in ("q_proj", "k_proj", "v_proj", "o_proj"))
-        experts = getattr(text, "num_experts", 0) * len(blocks) * 3 * (text.hidden_size + getattr(
-            text, "moe_intermediate_size", 0))
+        attention = sum(
+            m.in_features + m.out_features
+            for n, m in blocks.named_modules()
+            if isinstance(m, nn.Linear) and n.split(".")[-1] in ("q_proj", "k_proj", "v_proj", "o_proj")
+        )
+        experts = (
+            getattr(text, "num_experts", 0)
+            * len(blocks)
+            * 3
+            * (text.hidden_size + getattr(text, "moe_intermediate_size", 0))
+        )
         sizes.lora_params = attention_rank * attention + expert_rank * experts
     elif lora:
         r, targets = lora
-        sizes.lora_params = r * sum(m.in_features + m.out_features for n, m in blocks.named_modules()
-                                    if isinstance(m, nn.Linear) and n.split(".")[-1] in targets)
+        sizes.lora_params = r * sum(
+            m.in_features + m.out_features
+            for n, m in blocks.named_modules()
+            if isinstance(m, nn.Linear) and n.split(".")[-1] in targets
+        )
     return sizes
 
 
@@ -391,8 +448,9 @@ def _flash_saved_class():
     class FlashSaved(torch.autograd.Function):
         @staticmethod
         def forward(ctx, query, key, value):
-            out = torch.empty(query.shape[0], query.shape[2], query.shape[1], query.shape[3], dtype=query.dtype,
-                              device=query.device)
+            out = torch.empty(
+                query.shape[0], query.shape[2], query.shape[1], query.shape[3], dtype=query.dtype, device=query.device
+            )
             lse = query.new_empty(query.shape[:-1], dtype=torch.float32)
             ctx.save_for_backward(query, key, value, out, lse)
             return out
@@ -459,8 +517,10 @@ def _measured_body(config_json: str, encoder: bool, batch: int, seq: int) -> tup
     blocks = _blocks(model)
     saved = SavedBytes(model)
     first = blocks[0]
-    handles = [first.register_forward_pre_hook(lambda *a: setattr(saved, "tag", "block")),
-               first.register_forward_hook(lambda *a: setattr(saved, "tag", "other"))]
+    handles = [
+        first.register_forward_pre_hook(lambda *a: setattr(saved, "tag", "block")),
+        first.register_forward_hook(lambda *a: setattr(saved, "tag", "other")),
+    ]
     try:
         ids = torch.zeros(batch, seq, dtype=torch.long, device="meta")
         with saved:
@@ -478,8 +538,17 @@ def _dense_equivalent(config: Any) -> Any:
     routing itself is data-dependent and does not run on meta tensors)."""
     from transformers import AutoConfig
 
-    numbers = {k: getattr(config, k) for k in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                                                "num_key_value_heads", "head_dim")}
+    numbers = {
+        k: getattr(config, k)
+        for k in (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "head_dim",
+        )
+    }
     width = config.moe_intermediate_size * config.num_experts_per_tok
     return AutoConfig.for_model("qwen3", intermediate_size=width, **numbers)
 
@@ -532,29 +601,45 @@ class Plan:
     def verdict(self) -> str:
         word = "fits" if self.fits else "DOES NOT FIT"
         where = self.strategy if self.world == 1 else f"{self.strategy} on {self.world} GPUs"
-        return (f"{self.stage}: peak {self.peak_gb:.1f} GB per GPU ({self.peak_phase}) of {self.gpu_gb:g} GB: {word} "
-                f"({self.headroom:+.0%} headroom; {where})")
+        return (
+            f"{self.stage}: peak {self.peak_gb:.1f} GB per GPU ({self.peak_phase}) of {self.gpu_gb:g} GB: {word} "
+            f"({self.headroom:+.0%} headroom; {where})"
+        )
 
     def table(self) -> str:
-        lines = [f"memory plan: {self.stage}, {self.model} ({self.source})",
-                 f"  {'term':<34} {'GB/GPU':>8}  {'phase':<15} note"]
+        lines = [
+            f"memory plan: {self.stage}, {self.model} ({self.source})",
+            f"  {'term':<34} {'GB/GPU':>8}  {'phase':<15} note",
+        ]
         for term in self.terms:
             phase = "all" if set(term.phases) == set(self.phase_totals) else "+".join(term.phases)
             lines.append(f"  {term.name:<34} {term.gb:>8.2f}  {phase:<15} {term.note}")
-        lines.append(f"  {'activations without / with checkpointing':<34} {self.activations_unchecked_gb:>8.2f}"
-                     f"  {self.activations_checked_gb:.2f} (checkpointing {'on' if self.checkpointing else 'off'})")
+        lines.append(
+            f"  {'activations without / with checkpointing':<34} {self.activations_unchecked_gb:>8.2f}"
+            f"  {self.activations_checked_gb:.2f} (checkpointing {'on' if self.checkpointing else 'off'})"
+        )
         lines += [f"  note: {n}" for n in self.notes]
         lines.append(self.verdict())
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
-        return {"stage": self.stage, "model": self.model, "peak_gb": round(self.peak_gb, 3), "gpu_gb": self.gpu_gb,
-                "fits": self.fits, "headroom": round(self.headroom, 4), "peak_phase": self.peak_phase,
-                "world": self.world, "strategy": self.strategy,
-                "terms": {t.name: round(t.gb, 3) for t in self.terms},
-                "activations_gb": {"unchecked": round(self.activations_unchecked_gb, 3),
-                                   "checkpointed": round(self.activations_checked_gb, 3)},
-                "notes": list(self.notes)}
+        return {
+            "stage": self.stage,
+            "model": self.model,
+            "peak_gb": round(self.peak_gb, 3),
+            "gpu_gb": self.gpu_gb,
+            "fits": self.fits,
+            "headroom": round(self.headroom, 4),
+            "peak_phase": self.peak_phase,
+            "world": self.world,
+            "strategy": self.strategy,
+            "terms": {t.name: round(t.gb, 3) for t in self.terms},
+            "activations_gb": {
+                "unchecked": round(self.activations_unchecked_gb, 3),
+                "checkpointed": round(self.activations_checked_gb, 3),
+            },
+            "notes": list(self.notes),
+        }
 
 
 def _bytes(dtype: str) -> int:
@@ -585,8 +670,11 @@ def head_bytes(config: Any, work: Workload) -> tuple[float, float, str]:
     if work.head == "chunked":
         tokens = work.head_tokens or work.micro_batch * work.seq_len
         tile = 4096 * 32_768 * 4 * 2  # trl's token x vocabulary tile, fp32, forward and backward
-        return tokens * (hidden * 2 + 8), tokens * (hidden * 2 + 16) + tile, \
-            f"{tokens:,} completion tokens, chunked (trl tiles)"
+        return (
+            tokens * (hidden * 2 + 8),
+            tokens * (hidden * 2 + 16) + tile,
+            f"{tokens:,} completion tokens, chunked (trl tiles)",
+        )
     tokens = work.micro_batch * work.seq_len if work.head == "full" else (work.head_tokens or work.micro_batch)
     saved = tokens * (vocab * 4 + hidden * 2)
     what = "positions" if work.head == "full" else "scored positions"
@@ -619,8 +707,9 @@ def plan(work: Workload, gpu_gb: float = DEFAULT_GPU_GB) -> Plan:
     trainable = sizes.lora_params if work.adapter != "none" else sizes.params
     if work.adapter != "none":
         grad_b, state_b, master_b = 4, 8, 0  # PEFT keeps adapter weights in fp32 (autocast_adapter_dtype)
-        terms.append(Term("adapter weights", trainable * 4 / GB,
-                          note=f"{trainable / 1e6:.1f}M {work.adapter} params, fp32"))
+        terms.append(
+            Term("adapter weights", trainable * 4 / GB, note=f"{trainable / 1e6:.1f}M {work.adapter} params, fp32")
+        )
         shard_grads = shard_states = 1
     elif deepspeed:
         grad_b, state_b, master_b = 2 if bf16 else 4, 8, 4 if bf16 else 0
@@ -632,38 +721,72 @@ def plan(work: Workload, gpu_gb: float = DEFAULT_GPU_GB) -> Plan:
         shard_grads = shard_states = 1
         if world > 1:
             grad_b *= 2  # DDP's reduction buckets beside the .grad tensors (gradient_as_bucket_view off)
-    grads_note = f"{grad_b} bytes/param" + (f" / {shard_grads}" if shard_grads > 1 else "") + \
-        (" incl. DDP buckets" if not deepspeed and world > 1 and work.adapter == "none" else "")
+    grads_note = (
+        f"{grad_b} bytes/param"
+        + (f" / {shard_grads}" if shard_grads > 1 else "")
+        + (" incl. DDP buckets" if not deepspeed and world > 1 and work.adapter == "none" else "")
+    )
     terms.append(Term("gradients", trainable * grad_b / shard_grads / GB, ("update",), grads_note))
     offload = "offload" in strategy
     states = 0.0 if offload else trainable * state_b / shard_states / GB
-    terms.append(Term("optimizer states (AdamW)", states,
-                      note=("on the host (offload)" if offload else f"{state_b} bytes/param") +
-                      (f" / {shard_states}" if shard_states > 1 and not offload else "")))
+    terms.append(
+        Term(
+            "optimizer states (AdamW)",
+            states,
+            note=("on the host (offload)" if offload else f"{state_b} bytes/param")
+            + (f" / {shard_states}" if shard_states > 1 and not offload else ""),
+        )
+    )
     if master_b:
-        terms.append(Term("fp32 master weights", 0.0 if offload else trainable * master_b / shard_states / GB,
-                          note="DeepSpeed bf16: fp32 copy" + (f" / {shard_states}" if shard_states > 1 else "")))
+        terms.append(
+            Term(
+                "fp32 master weights",
+                0.0 if offload else trainable * master_b / shard_states / GB,
+                note="DeepSpeed bf16: fp32 copy" + (f" / {shard_states}" if shard_states > 1 else ""),
+            )
+        )
     notes = list(work.notes)
     if work.precision == "bf16-true" and not deepspeed and work.adapter == "none":
-        notes.append("bf16-true without DeepSpeed: torch AdamW keeps no fp32 master weights or states "
-                          "(updates below bf16's resolution are lost); none are counted")
+        notes.append(
+            "bf16-true without DeepSpeed: torch AdamW keeps no fp32 master weights or states "
+            "(updates below bf16's resolution are lost); none are counted"
+        )
     unchecked, checked, how = activations(config, work)
     used = checked if work.checkpointing else unchecked
-    terms.append(Term("activations", used / GB, ("update",),
-                      f"{work.micro_batch} x {work.seq_len:,} tokens, checkpointing "
-                      f"{'on' if work.checkpointing else 'off'}; {how}"))
+    terms.append(
+        Term(
+            "activations",
+            used / GB,
+            ("update",),
+            f"{work.micro_batch} x {work.seq_len:,} tokens, checkpointing "
+            f"{'on' if work.checkpointing else 'off'}; {how}",
+        )
+    )
     _, head, head_note = head_bytes(config, work)
     terms.append(Term("loss head", head / GB, ("update",), head_note))
     if work.generation:
         gen = work.generation
         if gen["backend"] == "transformers":
             kv = gen["sequences"] * gen["tokens"] * sizes.kv_bytes_per_token
-            terms.append(Term("generation KV cache", kv / GB, ("rollout",),
-                              f"{gen['sequences']} sequences x {gen['tokens']:,} tokens (transformers generate)"))
+            terms.append(
+                Term(
+                    "generation KV cache",
+                    kv / GB,
+                    ("rollout",),
+                    f"{gen['sequences']} sequences x {gen['tokens']:,} tokens (transformers generate)",
+                )
+            )
     for role, share, phase in work.vllm_shares:
         phases = (phase,) if phase != "all" else ("update", "rollout", "reward", "gate")
-        terms.append(Term(role, share * gpu_gb, phases, f"gpu_memory_utilization {share:g} x {gpu_gb:g} GB"
-                          + (" (sleeps during the update)" if phase == "rollout" else "")))
+        terms.append(
+            Term(
+                role,
+                share * gpu_gb,
+                phases,
+                f"gpu_memory_utilization {share:g} x {gpu_gb:g} GB"
+                + (" (sleeps during the update)" if phase == "rollout" else ""),
+            )
+        )
     for role, ref, why in work.resident:
         try:
             other, _ = architecture(ref)
@@ -672,8 +795,19 @@ def plan(work: Workload, gpu_gb: float = DEFAULT_GPU_GB) -> Plan:
         other_sizes = _sizes(other.to_json_string(use_diff=False), False, None)
         terms.append(_resident(role, why, work, other_sizes.params * _bytes(ref.dtype) / GB, gpu_gb))
     terms.append(Term("CUDA context and workspaces", CUDA_CONTEXT_GB, note="outside the allocator"))
-    return Plan(work.stage, work.model.name, source, world, strategy, gpu_gb, terms, work.checkpointing,
-                unchecked / GB, checked / GB, notes)
+    return Plan(
+        work.stage,
+        work.model.name,
+        source,
+        world,
+        strategy,
+        gpu_gb,
+        terms,
+        work.checkpointing,
+        unchecked / GB,
+        checked / GB,
+        notes,
+    )
 
 
 def _resident(role: str, why: str, work: Workload, weights_gb: float, gpu_gb: float) -> Term:
@@ -693,20 +827,34 @@ def _resident(role: str, why: str, work: Workload, weights_gb: float, gpu_gb: fl
 
 # -- entry points -----------------------------------------------------------------------------------
 STAGE_MODULES = {"autoformalizer_grpo": "autoformalizer.train_grpo"}
-TRAINING_STAGES = ("pretrain", "classifiers", "feedback_model", "sft", "prm", "rl", "search", "autoformalizer",
-                   "autoformalizer_grpo")
+TRAINING_STAGES = (
+    "pretrain",
+    "classifiers",
+    "feedback_model",
+    "sft",
+    "prm",
+    "rl",
+    "search",
+    "autoformalizer",
+    "autoformalizer_grpo",
+)
 
 
 def stage_of(config_files: list[str]) -> str:
     """The stage a config belongs to: ``configs/<stage>/...`` (``configs/autoformalizer/grpo/``: its GRPO stage)."""
     for name in config_files:
-        parts = Path(name).resolve().relative_to(REPO_ROOT).parts if Path(name).resolve().is_relative_to(REPO_ROOT) \
+        parts = (
+            Path(name).resolve().relative_to(REPO_ROOT).parts
+            if Path(name).resolve().is_relative_to(REPO_ROOT)
             else Path(name).parts
+        )
         if len(parts) >= 3 and parts[0] == "configs" and parts[1] in TRAINING_STAGES:
             if parts[1] == "autoformalizer" and parts[2] == "grpo":
                 return "autoformalizer_grpo"
             return parts[1]
-    raise PlanError(f"cannot tell the stage of {' '.join(config_files)}: pass --stage (one of {', '.join(TRAINING_STAGES)})")
+    raise PlanError(
+        f"cannot tell the stage of {' '.join(config_files)}: pass --stage (one of {', '.join(TRAINING_STAGES)})"
+    )
 
 
 def paper_configs() -> list[str]:
@@ -717,8 +865,11 @@ def paper_configs() -> list[str]:
         if stage in STAGE_MODULES:
             continue
         folder = REPO_ROOT / "configs" / stage
-        found += [str(p.relative_to(REPO_ROOT)) for p in sorted(folder.glob("**/paper*.yaml"))
-                  if not {"eval", "sample"} & set(p.relative_to(folder).parts[:-1]) and not _is_layer(p)]
+        found += [
+            str(p.relative_to(REPO_ROOT))
+            for p in sorted(folder.glob("**/paper*.yaml"))
+            if not {"eval", "sample"} & set(p.relative_to(folder).parts[:-1]) and not _is_layer(p)
+        ]
     return found
 
 
@@ -733,8 +884,11 @@ def _is_layer(path: Path) -> bool:
 def paper_table(plans: list[tuple[str, Plan]]) -> str:
     """The Markdown table of docs/results/plan.md: one row per paper config, the terms of its peak phase."""
     static_terms = ("weights", "adapter weights", "gradients", "optimizer states (AdamW)", "fp32 master weights")
-    lines = ["| config | model (sized as) | strategy x GPUs | weights + grads + optimizer | activations (ckpt) "
-             "| loss head | rest | peak GB (phase) | headroom |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| config | model (sized as) | strategy x GPUs | weights + grads + optimizer | activations (ckpt) "
+        "| loss head | rest | peak GB (phase) | headroom |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for config, plan in plans:
         at_peak = {t.name: t.gb for t in plan.terms if plan.peak_phase in t.phases}
         static = sum(at_peak.get(k, 0.0) for k in static_terms)
@@ -742,10 +896,17 @@ def paper_table(plans: list[tuple[str, Plan]]) -> str:
         rest = plan.peak_gb - static - (act or 0.0) - (head or 0.0)
         sized = plan.source.split(" <- ")[-1].removeprefix("published config of ").split(" (")[0]
         model = f"{plan.model} ({sized})" if plan.model.startswith("artifacts://") else plan.model
-        cells = [config, model, f"{plan.strategy} x {plan.world}", f"{static:.1f}",
-                 f"{act:.1f} ({'on' if plan.checkpointing else 'off'})" if act is not None else "-",
-                 f"{head:.1f}" if head is not None else "-", f"{rest:.1f}",
-                 f"{plan.peak_gb:.1f} ({plan.peak_phase})", f"{plan.headroom:.0%}"]
+        cells = [
+            config,
+            model,
+            f"{plan.strategy} x {plan.world}",
+            f"{static:.1f}",
+            f"{act:.1f} ({'on' if plan.checkpointing else 'off'})" if act is not None else "-",
+            f"{head:.1f}" if head is not None else "-",
+            f"{rest:.1f}",
+            f"{plan.peak_gb:.1f} ({plan.peak_phase})",
+            f"{plan.headroom:.0%}",
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -784,8 +945,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stage", default=None, help="the training stage (default: from configs/<stage>/)")
     parser.add_argument("--gpu_gb", type=float, default=DEFAULT_GPU_GB, help="GPU memory to plan against")
     parser.add_argument("--json", default=None, help="also write the plan as JSON here")
-    parser.add_argument("--paper", action="store_true",
-                        help="plan every paper config and print the Markdown table of docs/results/plan.md")
+    parser.add_argument(
+        "--paper",
+        action="store_true",
+        help="plan every paper config and print the Markdown table of docs/results/plan.md",
+    )
     known, rest = parser.parse_known_args(argv)
     if known.paper:
         plans = [(config, plan_args(["--config", config], gpu_gb=known.gpu_gb)) for config in paper_configs()]

@@ -48,8 +48,9 @@ RUNNABLES: tuple[Runnable, ...] = (
     Runnable("autoformalizer.evaluate_retrieval", "autoformalizer-retrieval", "autoformalizer/eval", None),
     Runnable("search.build_data", "search-data", "search/data", "search_data"),
     Runnable("search.train", "search", "search", "search"),
-    Runnable("search.expert_iteration", "search-expert-iteration", "search/expert_iteration",
-             "search_expert_iteration"),
+    Runnable(
+        "search.expert_iteration", "search-expert-iteration", "search/expert_iteration", "search_expert_iteration"
+    ),
     Runnable("search.evaluate", "search-eval", "search/eval", "search_eval"),
     Runnable("prm.generate", "prm-generate", "prm/generate", "prm_generate"),
     Runnable("prm.label", "prm-label", "prm/label", "prm_label"),
@@ -110,8 +111,10 @@ def renamed_artifact(folder: str, ref: str) -> str | None:
     new = RENAMED_ARTIFACTS.get(folder)
     if new is None:
         return None
-    return (f"{ref}: artifacts/{folder}/ was renamed artifacts/{new}/; use "
-            f"{ref.replace(folder + '/', new + '/', 1)} (and move any finished runs there)")
+    return (
+        f"{ref}: artifacts/{folder}/ was renamed artifacts/{new}/; use "
+        f"{ref.replace(folder + '/', new + '/', 1)} (and move any finished runs there)"
+    )
 
 
 def renamed_config(path: str) -> str | None:
@@ -120,10 +123,10 @@ def renamed_config(path: str) -> str | None:
     if "configs" not in parts:
         return None
     at = len(parts) - 1 - parts[::-1].index("configs")
-    rest = "/".join(parts[at + 1:])
+    rest = "/".join(parts[at + 1 :])
     for old, new in RENAMED_CONFIGS.items():
         if rest == old or rest.startswith(old + "/"):
-            moved = "/".join(parts[:at + 1] + [new + rest[len(old):]])
+            moved = "/".join(parts[: at + 1] + [new + rest[len(old) :]])
             return f"{path}: configs/{old}/ was renamed configs/{new}/; use {moved}"
     return None
 

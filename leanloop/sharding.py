@@ -46,8 +46,9 @@ class Shard:
 
     def __post_init__(self) -> None:
         if self.count < 1 or not 0 <= self.index < self.count:
-            raise ShardSpecError(f"--shard {self.index}/{self.count}: the index must be in 0..{self.count - 1} "
-                                 "and the count at least 1")
+            raise ShardSpecError(
+                f"--shard {self.index}/{self.count}: the index must be in 0..{self.count - 1} and the count at least 1"
+            )
 
     @classmethod
     def parse(cls, text: str | None) -> "Shard | None":
@@ -84,15 +85,19 @@ def process_shard(option: str | None) -> Shard | None:
     shard = Shard.parse(option)
     if shard is not None:
         return shard
-    for index_var, count_var, first_var in (("LEANLOOP_SHARD_INDEX", "LEANLOOP_SHARD_COUNT", None),
-                                            ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN")):
+    for index_var, count_var, first_var in (
+        ("LEANLOOP_SHARD_INDEX", "LEANLOOP_SHARD_COUNT", None),
+        ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN"),
+    ):
         index = os.environ.get(index_var)
         if index is None:
             continue
         count = os.environ.get(count_var)
         if not count:
-            raise ShardSpecError(f"this process is array task {index} ({index_var}), but {count_var} does not say "
-                                 "how many shards there are; pass --shard I/N")
+            raise ShardSpecError(
+                f"this process is array task {index} ({index_var}), but {count_var} does not say "
+                "how many shards there are; pass --shard I/N"
+            )
         first = int(os.environ.get(first_var) or 0) if first_var else 0
         return Shard(int(index) - first, int(count))
     return None
@@ -122,8 +127,13 @@ def code_version() -> str:
     tests excluded), as they are on disk. Shards of one checkout agree whatever else changes
     (docs, commits of the same code); a shard built before an edit to the code does not."""
     try:
-        listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "--", "*.py"],
-                                cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
+        listed = subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "--", "*.py"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     digest = hashlib.sha256()
@@ -137,12 +147,17 @@ def code_version() -> str:
 
 def shard_record(shard: Shard, config: dict[str, Any], ignore: Iterable[str] = ()) -> dict[str, Any]:
     """The ``shard`` block of a shard's manifest: what a merge checks."""
-    return {"index": shard.index, "count": shard.count, "config_hash": config_hash(config, ignore),
-            "code": code_version()}
+    return {
+        "index": shard.index,
+        "count": shard.count,
+        "config_hash": config_hash(config, ignore),
+        "code": code_version(),
+    }
 
 
-def check_shards(parent: Path, count: int, config: dict[str, Any], ignore: Iterable[str] = (),
-                 what: str = "run") -> list[dict[str, Any]]:
+def check_shards(
+    parent: Path, count: int, config: dict[str, Any], ignore: Iterable[str] = (), what: str = "run"
+) -> list[dict[str, Any]]:
     """Every shard's manifest, in shard order, once all ``count`` shards have finished with this
     config and this code; otherwise :class:`MergeRefused` naming the first shard that has not."""
     wanted_config = config_hash(config, ignore)
@@ -153,19 +168,27 @@ def check_shards(parent: Path, count: int, config: dict[str, Any], ignore: Itera
         path = folder / MANIFEST
         if not path.is_file():
             state = "is unfinished (no manifest.json)" if folder.is_dir() else "is missing"
-            raise MergeRefused(f"not merging {what} {parent.name}: shard {shard} {state} in {folder}; "
-                               f"run it first (only unfinished shards are resubmitted)")
+            raise MergeRefused(
+                f"not merging {what} {parent.name}: shard {shard} {state} in {folder}; "
+                f"run it first (only unfinished shards are resubmitted)"
+            )
         manifest = json.loads(path.read_text())
         record = manifest.get("shard") or {}
         if record.get("index") != shard.index or record.get("count") != count:
-            raise MergeRefused(f"not merging {what} {parent.name}: {folder} holds shard "
-                               f"{record.get('index')}/{record.get('count')}, not {shard}")
+            raise MergeRefused(
+                f"not merging {what} {parent.name}: {folder} holds shard "
+                f"{record.get('index')}/{record.get('count')}, not {shard}"
+            )
         if record.get("config_hash") != wanted_config:
-            raise MergeRefused(f"not merging {what} {parent.name}: shard {shard} was built with another config "
-                               f"({record.get('config_hash')} != {wanted_config}); rerun it with --overwrite true")
+            raise MergeRefused(
+                f"not merging {what} {parent.name}: shard {shard} was built with another config "
+                f"({record.get('config_hash')} != {wanted_config}); rerun it with --overwrite true"
+            )
         if record.get("code") != code:
-            raise MergeRefused(f"not merging {what} {parent.name}: shard {shard} was built by another code version "
-                               f"({record.get('code')} != {code}); rerun it with --overwrite true")
+            raise MergeRefused(
+                f"not merging {what} {parent.name}: shard {shard} was built by another code version "
+                f"({record.get('code')} != {code}); rerun it with --overwrite true"
+            )
         manifests.append(manifest)
     return manifests
 
@@ -191,5 +214,20 @@ def sum_counts(tables: Iterable[Any]) -> Any:
     return total
 
 
-__all__ = ["MergeRefused", "SHARDS", "Shard", "ShardSpecError", "add_counts", "all_shards", "check_shards",
-           "code_version", "config_hash", "process_shard", "shard_dir", "shard_of", "shard_record", "shard_run", "sum_counts"]
+__all__ = [
+    "MergeRefused",
+    "SHARDS",
+    "Shard",
+    "ShardSpecError",
+    "add_counts",
+    "all_shards",
+    "check_shards",
+    "code_version",
+    "config_hash",
+    "process_shard",
+    "shard_dir",
+    "shard_of",
+    "shard_record",
+    "shard_run",
+    "sum_counts",
+]

@@ -48,23 +48,35 @@ SOURCES: tuple[Source, ...] = (
     Source("statements/proofnet_deepseek_prover_v1.5.jsonl", DSP, "2c4ba9119eef", "datasets/proofnet.jsonl"),
     Source("statements/minif2f_goedel_prover_v2_repaired.jsonl", GOEDEL, "2e9036e11846", "dataset/minif2f.jsonl"),
     Source("statements/matholympiadbench_goedel_prover_v2.jsonl", GOEDEL, "2e9036e11846", "dataset/MOBench.jsonl"),
-    Source("statements/proofnet_lean4_rahul3613.jsonl", "rahul3613/ProofNet-lean4", "6deae98b3895",
-           "proofnet_lean4.jsonl"),
+    Source(
+        "statements/proofnet_lean4_rahul3613.jsonl", "rahul3613/ProofNet-lean4", "6deae98b3895", "proofnet_lean4.jsonl"
+    ),
     Source("lean_text/batteries_tests", "leanprover-community/batteries", "45f65c8b8292", "BatteriesTest"),
-    Source("lean_text/tpil_book_verso_sources", "leanprover/theorem_proving_in_lean4", "4e28129fdd58", "book/TPiL",
-           ("*.lean",)),
+    Source(
+        "lean_text/tpil_book_verso_sources",
+        "leanprover/theorem_proving_in_lean4",
+        "4e28129fdd58",
+        "book/TPiL",
+        ("*.lean",),
+    ),
     Source("comparator/projects", "leanprover/comparator", "19e111e2", "tests/projects"),
 )
 # re-packaged from public sources (the README says how); not remade here
 DERIVED: tuple[str, ...] = (
-    "lean_repl/repl_io_pairs.jsonl", "lean_repl/kimina_match_pairs.jsonl", "lean_repl/kimina_lean_server_demo",
-    "lean_repl/all_versions", "statements/minif2f_yangky11_lean4.jsonl",
+    "lean_repl/repl_io_pairs.jsonl",
+    "lean_repl/kimina_match_pairs.jsonl",
+    "lean_repl/kimina_lean_server_demo",
+    "lean_repl/all_versions",
+    "statements/minif2f_yangky11_lean4.jsonl",
     "candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz",
     "candidates/kimina_prover_preview_minif2f_test_solved.jsonl",
     "candidates/kimina_prover_72b_minif2f_test_solved_0710_additional.jsonl",
-    "candidates/apollo_deepseek_v2_split_prover_minif2f_test.jsonl.gz", "candidates/seed_prover_solved.jsonl.gz",
-    "lean_text/reference_manual_lean_outputs.jsonl", "mathlib/mathlib_declarations.jsonl.gz",
-    "tactic_states/steps.derived.jsonl", "tactic_states/std4_program_reconstruction.derived.jsonl",
+    "candidates/apollo_deepseek_v2_split_prover_minif2f_test.jsonl.gz",
+    "candidates/seed_prover_solved.jsonl.gz",
+    "lean_text/reference_manual_lean_outputs.jsonl",
+    "mathlib/mathlib_declarations.jsonl.gz",
+    "tactic_states/steps.derived.jsonl",
+    "tactic_states/std4_program_reconstruction.derived.jsonl",
 )
 
 
@@ -108,7 +120,7 @@ def files_at(git_dir: Path, source: Source) -> dict[str, bytes]:
         for member in tar.getmembers():
             if not member.isfile():
                 continue
-            name = "" if member.name == source.path else member.name[len(source.path) + 1:]
+            name = "" if member.name == source.path else member.name[len(source.path) + 1 :]
             if name and source.include and not any(fnmatch.fnmatch(Path(name).name, g) for g in source.include):
                 continue
             out[name] = tar.extractfile(member).read()  # type: ignore[union-attr]
@@ -144,16 +156,24 @@ def fetch(config: SharedDataConfig) -> dict[str, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     from leanloop.tool import parse_config
 
-    config, _ = parse_config(SharedDataConfig, argv, prog="python -m leanloop.shared_data",
-                             description="fetch the recorded Lean data's copied files from their pinned commits")
+    config, _ = parse_config(
+        SharedDataConfig,
+        argv,
+        prog="python -m leanloop.shared_data",
+        description="fetch the recorded Lean data's copied files from their pinned commits",
+    )
     result = fetch(config)
-    print(f"{config.out}: {len(result['written'])} files written, {len(result['same'])} already the same, "
-          f"{len(result['different'])} different (kept as they are)")
+    print(
+        f"{config.out}: {len(result['written'])} files written, {len(result['same'])} already the same, "
+        f"{len(result['different'])} different (kept as they are)"
+    )
     for name in result["different"]:
         print(f"  different from its pinned source: {name}")
     if result["derived_missing"]:
-        print(f"{len(result['derived_missing'])} derived files are not made here (their README rows say how they "
-              "were re-packaged): " + ", ".join(result["derived_missing"]))
+        print(
+            f"{len(result['derived_missing'])} derived files are not made here (their README rows say how they "
+            "were re-packaged): " + ", ".join(result["derived_missing"])
+        )
     return 1 if result["different"] else 0
 
 

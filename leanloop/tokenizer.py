@@ -19,11 +19,32 @@ QWEN_PATTERN = (
 )
 # Qwen3's added tokens, in id order from 151643 (tokenizer_config.json of the Qwen3 releases).
 QWEN3_SPECIAL_TOKENS = [
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
-    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
-    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>",
-    "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
-    "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>", "</think>",
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+    "<tool_call>",
+    "</tool_call>",
+    "<|fim_prefix|>",
+    "<|fim_middle|>",
+    "<|fim_suffix|>",
+    "<|fim_pad|>",
+    "<|repo_name|>",
+    "<|file_sep|>",
+    "<tool_response>",
+    "</tool_response>",
+    "<think>",
+    "</think>",
 ]
 QWEN3_VOCAB_SIZE = 151_936  # the embedding size of every Qwen3 checkpoint (ids past 151,668 unused)
 
@@ -53,12 +74,16 @@ def qwen3_tokenizer() -> PreTrainedTokenizerFast:
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
     backend = TikTokenConverter(
-        vocab_file=str(qwen_vocab_file()), pattern=QWEN_PATTERN,
+        vocab_file=str(qwen_vocab_file()),
+        pattern=QWEN_PATTERN,
         extra_special_tokens=QWEN3_SPECIAL_TOKENS,
     ).converted()
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend, eos_token="<|endoftext|>", pad_token="<|endoftext|>",
-        additional_special_tokens=QWEN3_SPECIAL_TOKENS[1:], model_max_length=131_072,
+        tokenizer_object=backend,
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=QWEN3_SPECIAL_TOKENS[1:],
+        model_max_length=131_072,
     )
     tmp = cache.with_name(cache.name + f".tmp{os.getpid()}")
     tokenizer.save_pretrained(tmp)

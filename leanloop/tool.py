@@ -18,7 +18,16 @@ from leanloop.artifacts import FINAL, MANIFEST, Manifest, ManifestError, read_ma
 
 CONFIG_FILE = "config.yaml"
 # resolved-config keys that do not change what a run produces
-NOT_COMPARED = ("overwrite", "config", "ckpt_path", "dry_run", "plan", "verify", "restart", "checkpoint_every_n_minutes")
+NOT_COMPARED = (
+    "overwrite",
+    "config",
+    "ckpt_path",
+    "dry_run",
+    "plan",
+    "verify",
+    "restart",
+    "checkpoint_every_n_minutes",
+)
 
 C = TypeVar("C")
 
@@ -67,18 +76,25 @@ def check_config_files(argv: list[str]) -> None:
         except UnicodeDecodeError:
             raise ConfigFileError(f"config file {name} is not UTF-8 text") from None
         if data is None:
-            raise ConfigFileError(f"config file {name} is empty: a config is a mapping of options "
-                                  "(model:, data:, trainer: ...); give it some or leave the --config out")
+            raise ConfigFileError(
+                f"config file {name} is empty: a config is a mapping of options "
+                "(model:, data:, trainer: ...); give it some or leave the --config out"
+            )
         if not isinstance(data, dict):
-            raise ConfigFileError(f"config file {name} holds a YAML {_yaml_kind(data)}; a config is a mapping of "
-                                  "options (key: value lines such as 'trainer:' or 'run:', not '- item' lines)")
+            raise ConfigFileError(
+                f"config file {name} holds a YAML {_yaml_kind(data)}; a config is a mapping of "
+                "options (key: value lines such as 'trainer:' or 'run:', not '- item' lines)"
+            )
 
 
 def renamed_keys(*owners: tuple[str, Any]) -> dict[str, str]:
     """The ``RENAMED_KEYS`` (old dotted key -> the key that replaced it) that config classes declare,
     each under its section's prefix: ``renamed_keys(("", DataConfig))``, ``(("model.", GRPOModule), ...)``."""
-    return {prefix + old: prefix + new for prefix, owner in owners
-            for old, new in (getattr(owner, "RENAMED_KEYS", None) or {}).items()}
+    return {
+        prefix + old: prefix + new
+        for prefix, owner in owners
+        for old, new in (getattr(owner, "RENAMED_KEYS", None) or {}).items()
+    }
 
 
 def _given_keys(argv: list[str]) -> list[tuple[str, str]]:
@@ -123,7 +139,7 @@ def check_renamed_keys(argv: list[str], renamed: dict[str, str]) -> None:
     for where, key in _given_keys(argv):
         for old, new in renamed.items():
             if key == old or key.startswith(old + "."):
-                raise ConfigFileError(f"{where} sets {key}, which is now {new + key[len(old):]}")
+                raise ConfigFileError(f"{where} sets {key}, which is now {new + key[len(old) :]}")
 
 
 def _yaml_kind(data: Any) -> str:
@@ -132,7 +148,9 @@ def _yaml_kind(data: Any) -> str:
 
 def short_usage(prog: str, make_target: str | None = None) -> str:
     how = f"make {make_target} CONFIG=FILE.yaml [RUN=NAME] [ARGS=...] or " if make_target else ""
-    return f"usage: {how}{prog} --config FILE.yaml [--run NAME] [--key.sub VALUE ...]  ({prog} --help lists every option)"
+    return (
+        f"usage: {how}{prog} --config FILE.yaml [--run NAME] [--key.sub VALUE ...]  ({prog} --help lists every option)"
+    )
 
 
 _UNION = re.compile(r"Does not validate against any of the Union subtypes Subtypes: \[.*?\] Errors: - ")
@@ -147,7 +165,7 @@ def short_parser_error(text: str) -> str:
     if not found or "Union subtypes" not in text:
         return text
     keys = [match.group(1) for match in found]
-    reason = _UNION.sub("", text[found[-1].end():])
+    reason = _UNION.sub("", text[found[-1].end() :])
     reason = reason.split(_NONE_ALTERNATIVE)[0].strip()
     given = re.search(r"Given value: (.*)$", text)
     if "value:" not in reason and given:
@@ -208,8 +226,10 @@ def disk_full_message(error: BaseException, path: str | os.PathLike | None = Non
         left = f"{free / 2**30:.2f} GiB free" if free >= 2**30 else f"{free / 2**20:.1f} MiB free"
     except OSError:
         left = "free space unknown"
-    return (f"no space left on the device writing {target} ({left} there): free some space or point "
-            "LEANLOOP_ARTIFACTS at a larger disk, then rerun the same command (it resumes)")
+    return (
+        f"no space left on the device writing {target} ({left} there): free some space or point "
+        "LEANLOOP_ARTIFACTS at a larger disk, then rerun the same command (it resumes)"
+    )
 
 
 class DiskFullError(OSError):
@@ -235,8 +255,11 @@ def cli_entry(main: Callable[..., Any], *args: Any, prog: str | None = None) -> 
     except KeyboardInterrupt:
         if debugging():
             raise
-        print(f"{name}: interrupted (Ctrl-C); the run is unfinished (no manifest) and keeps what it wrote "
-              "(step checkpoints, journals): rerun the same command to resume it", file=sys.stderr)
+        print(
+            f"{name}: interrupted (Ctrl-C); the run is unfinished (no manifest) and keeps what it wrote "
+            "(step checkpoints, journals): rerun the same command to resume it",
+            file=sys.stderr,
+        )
         return 130
     except SystemExit as exit_:
         if isinstance(exit_.code, str):  # raise SystemExit("message"): a refusal, one line
@@ -251,9 +274,15 @@ def cli_entry(main: Callable[..., Any], *args: Any, prog: str | None = None) -> 
         return 2
 
 
-def parse_config(cls: type[C], argv: list[str] | None = None, prog: str | None = None,
-                 description: str | None = None, *, overwrite: bool = False,
-                 positional: tuple[str, ...] = ()) -> tuple[C, str]:
+def parse_config(
+    cls: type[C],
+    argv: list[str] | None = None,
+    prog: str | None = None,
+    description: str | None = None,
+    *,
+    overwrite: bool = False,
+    positional: tuple[str, ...] = (),
+) -> tuple[C, str]:
     """``--config a.yaml --config b.yaml --x.y value`` -> (an instance of dataclass ``cls``, the
     resolved config as YAML). With ``overwrite`` the parser also takes ``--overwrite``, returned as
     the instance's ``overwrite`` attribute. The fields named in ``positional`` are given bare, in
@@ -272,8 +301,9 @@ def parse_config(cls: type[C], argv: list[str] | None = None, prog: str | None =
         parser.error(str(error))
     parser.add_argument("--config", action=ActionConfigFile, help="YAML config (repeatable, layered)")
     if overwrite:
-        parser.add_argument("--overwrite", type=bool, default=False,
-                            help="replace a finished run that had a different config")
+        parser.add_argument(
+            "--overwrite", type=bool, default=False, help="replace a finished run that had a different config"
+        )
         add_verify_argument(parser)
     parser.add_class_arguments(cls, as_group=False, skip=set(positional) or None)
     add_positional_arguments(parser, cls, positional)
@@ -306,8 +336,14 @@ def check_output_file(path: str | None, option: str = "--json") -> None:
         raise ValueError(f"{option} {path} is not writable")
 
 
-def parse_stage_tool(cls: type[C], argv: list[str] | None = None, prog: str | None = None,
-                     description: str | None = None, *, forward: bool = True) -> tuple[C, list[str], list[str]]:
+def parse_stage_tool(
+    cls: type[C],
+    argv: list[str] | None = None,
+    prog: str | None = None,
+    description: str | None = None,
+    *,
+    forward: bool = True,
+) -> tuple[C, list[str], list[str]]:
     """For a tool that runs a stage: (the tool's options, an instance of dataclass ``cls``; the stage's
     ``--config`` files, in order; the stage's other arguments). With ``forward`` every option that
     is not a field of ``cls`` (``--model.optim.lr 1e-4``) is the stage's, passed on as typed;
@@ -359,16 +395,24 @@ def add_positional_arguments(parser: Any, cls: type, names: tuple[str, ...]) -> 
             raise TypeError(f"{cls.__name__} has no field {name!r} to take positionally")
         kind = hints[name]
         many = typing.get_origin(kind) is list
-        parser.add_argument(name, type=typing.get_args(kind)[0] if many else kind, nargs="+" if many else None,
-                            metavar=name.upper(), help=docs.get(name))
+        parser.add_argument(
+            name,
+            type=typing.get_args(kind)[0] if many else kind,
+            nargs="+" if many else None,
+            metavar=name.upper(),
+            help=docs.get(name),
+        )
 
 
 def add_verify_argument(parser: Any) -> None:
     from typing import Literal
 
-    parser.add_argument("--verify", type=Literal["fast", "full"] | None, default=None,
-                        help="how input runs are checked: fast (final/ sizes, input manifests; the default) "
-                             "or full (contents too)")
+    parser.add_argument(
+        "--verify",
+        type=Literal["fast", "full"] | None,
+        default=None,
+        help="how input runs are checked: fast (final/ sizes, input manifests; the default) or full (contents too)",
+    )
 
 
 def set_verify_mode(mode: str | None) -> None:
@@ -406,16 +450,22 @@ def finished_with_same_config(folder: Path, resolved: str, overwrite: bool, stag
     if comparable_config(previous) == comparable_config(resolved):
         problems = run_problems(folder, read_manifest(folder))
         if problems:
-            raise RunExistsError(f"[{stage}] {folder} finished with this config, but {'; '.join(problems)}. "
-                                 "Pass --overwrite true to redo it, or choose another --run NAME.")
-        print(f"[{stage}] {folder} already finished with this config; skipping "
-              "(pass --overwrite true to redo it)", file=sys.stderr)
+            raise RunExistsError(
+                f"[{stage}] {folder} finished with this config, but {'; '.join(problems)}. "
+                "Pass --overwrite true to redo it, or choose another --run NAME."
+            )
+        print(
+            f"[{stage}] {folder} already finished with this config; skipping (pass --overwrite true to redo it)",
+            file=sys.stderr,
+        )
         return True
     changed = changed_keys(previous, resolved)
     shown = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
-    raise RunExistsError(f"[{stage}] {folder} already holds a finished run with a different config "
-                         f"(changed: {shown or 'the file cannot be compared'}). "
-                         "Choose another --run NAME, or pass --overwrite true to replace it.")
+    raise RunExistsError(
+        f"[{stage}] {folder} already holds a finished run with a different config "
+        f"(changed: {shown or 'the file cannot be compared'}). "
+        "Choose another --run NAME, or pass --overwrite true to replace it."
+    )
 
 
 def changed_keys(before: str | None, after: str | None) -> list[str]:
@@ -464,21 +514,44 @@ class ToolResult:
     """What the work returned beside its manifest (a report, counts)."""
 
 
-def run_tool(stage: str, config_class: type[C], work: Callable[[C, Path], Manifest | tuple[Manifest, Any]],
-             argv: list[str] | None = None, *, prog: str | None = None, description: str | None = None,
-             run_of: Callable[[C], str] = lambda config: config.run,  # type: ignore[attr-defined]
-             clear_final: bool = True) -> ToolResult:
+def run_tool(
+    stage: str,
+    config_class: type[C],
+    work: Callable[[C, Path], Manifest | tuple[Manifest, Any]],
+    argv: list[str] | None = None,
+    *,
+    prog: str | None = None,
+    description: str | None = None,
+    run_of: Callable[[C], str] = lambda config: config.run,  # type: ignore[attr-defined]
+    clear_final: bool = True,
+) -> ToolResult:
     """Parse, open the run folder (skip / overwrite rule), run ``work(config, run_dir)``, write the
     manifest it returns last. ``work`` may return ``(manifest, value)`` to hand a value back.
     ``clear_final=False`` keeps ``final/`` of an unfinished run for tools that resume from it."""
-    config, resolved = parse_config(config_class, argv, prog=prog or f"python -m {stage}", description=description,
-                                    overwrite=True)
-    return run_parsed_tool(stage, config, resolved, work, overwrite=getattr(config, "overwrite", False),
-                           run=run_of(config), clear_final=clear_final)
+    config, resolved = parse_config(
+        config_class, argv, prog=prog or f"python -m {stage}", description=description, overwrite=True
+    )
+    return run_parsed_tool(
+        stage,
+        config,
+        resolved,
+        work,
+        overwrite=getattr(config, "overwrite", False),
+        run=run_of(config),
+        clear_final=clear_final,
+    )
 
 
-def run_parsed_tool(stage: str, config: C, resolved: str, work: Callable[[C, Path], Any], *, run: str,
-                    overwrite: bool = False, clear_final: bool = True) -> ToolResult:
+def run_parsed_tool(
+    stage: str,
+    config: C,
+    resolved: str,
+    work: Callable[[C, Path], Any],
+    *,
+    run: str,
+    overwrite: bool = False,
+    clear_final: bool = True,
+) -> ToolResult:
     """:func:`run_tool` for a config already parsed (a caller that built it in code)."""
     folder = run_dir(stage, run)
     with run_lock(folder):
@@ -493,5 +566,27 @@ def run_parsed_tool(stage: str, config: C, resolved: str, work: Callable[[C, Pat
     return ToolResult(folder, skipped=False, config=config, manifest=read_manifest(folder), value=value)
 
 
-__all__ = ["CONFIG_FILE", "ConfigFileError", "DiskFullError", "disk_full_message", "is_disk_full", "RunExistsError", "ShortErrors", "changed_keys", "check_config_files", "add_positional_arguments", "add_verify_argument", "cli_entry", "ToolResult", "comparable_config", "finished_with_same_config",
-           "parse_config", "parse_stage_tool", "run_parsed_tool", "run_tool", "set_verify_mode", "start_run", "was_fast_dev_run"]
+__all__ = [
+    "CONFIG_FILE",
+    "ConfigFileError",
+    "DiskFullError",
+    "disk_full_message",
+    "is_disk_full",
+    "RunExistsError",
+    "ShortErrors",
+    "changed_keys",
+    "check_config_files",
+    "add_positional_arguments",
+    "add_verify_argument",
+    "cli_entry",
+    "ToolResult",
+    "comparable_config",
+    "finished_with_same_config",
+    "parse_config",
+    "parse_stage_tool",
+    "run_parsed_tool",
+    "run_tool",
+    "set_verify_mode",
+    "start_run",
+    "was_fast_dev_run",
+]

@@ -13,9 +13,12 @@ every worker process (the one hook there), and the import applies the fix.
 from __future__ import annotations
 
 # dispatcher in vllm.v1.sample.rejection_sampler -> its fallback in vllm.utils.cpu_triton_utils
-FALLBACKS = {"_rejection_greedy_sample": "rejection_greedy_sample_kernel",
-             "_rejection_random_sample": "rejection_random_sample_kernel",
-             "_expand": "expand_kernel", "_sample_recovered_tokens": "sample_recovered_tokens_kernel"}
+FALLBACKS = {
+    "_rejection_greedy_sample": "rejection_greedy_sample_kernel",
+    "_rejection_random_sample": "rejection_random_sample_kernel",
+    "_expand": "expand_kernel",
+    "_sample_recovered_tokens": "sample_recovered_tokens_kernel",
+}
 
 
 def needed() -> bool:
@@ -23,8 +26,11 @@ def needed() -> bool:
     from vllm.platforms import current_platform
     from vllm.triton_utils import HAS_TRITON
 
-    return (current_platform.is_cpu() and not HAS_TRITON
-            and not hasattr(type(current_platform), "register_triton_kernel_overrides"))
+    return (
+        current_platform.is_cpu()
+        and not HAS_TRITON
+        and not hasattr(type(current_platform), "register_triton_kernel_overrides")
+    )
 
 
 def apply() -> None:

@@ -6,8 +6,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-VLLM_HINT = ("generation backend vllm needs vLLM: the optional `gpu` extra (`pip install -e '.[gpu]'`) on a CUDA "
-             "machine, or vLLM's CPU build (`make vllm-venv`: .venv-vllm); else use the transformers backend")
+VLLM_HINT = (
+    "generation backend vllm needs vLLM: the optional `gpu` extra (`pip install -e '.[gpu]'`) on a CUDA "
+    "machine, or vLLM's CPU build (`make vllm-venv`: .venv-vllm); else use the transformers backend"
+)
 
 
 @dataclass
@@ -58,17 +60,31 @@ def distributed_rank() -> tuple[int, int, int] | None:
     return rank, local_rank, dist.get_world_size()
 
 
-def engine_args(model: str, config: VLLMEngineConfig, *, dtype: str | None = None, seed: int = 0,
-                tokenizer: str | None = None, in_process: bool = False, **task_args: Any) -> dict[str, Any]:
+def engine_args(
+    model: str,
+    config: VLLMEngineConfig,
+    *,
+    dtype: str | None = None,
+    seed: int = 0,
+    tokenizer: str | None = None,
+    in_process: bool = False,
+    **task_args: Any,
+) -> dict[str, Any]:
     """The ``vllm.LLM`` keywords for an engine on ``model`` (a Hugging Face folder). ``task_args``
     are the caller's own (``speculative_config``, ``quantization``, ...); ``config.extra`` wins last.
     ``in_process``: the engine must live in this process even outside a distributed job (GRPO's
     weight sync writes into its model directly)."""
     args: dict[str, Any] = {
-        "model": model, "tokenizer": tokenizer or model, "gpu_memory_utilization": config.gpu_memory_utilization,
-        "tensor_parallel_size": config.tensor_parallel_size, "max_model_len": config.max_model_len,
-        "max_num_seqs": config.max_num_seqs, "enable_prefix_caching": config.enable_prefix_caching,
-        "enable_sleep_mode": config.enable_sleep_mode, "seed": seed, "logprobs_mode": "processed_logprobs",
+        "model": model,
+        "tokenizer": tokenizer or model,
+        "gpu_memory_utilization": config.gpu_memory_utilization,
+        "tensor_parallel_size": config.tensor_parallel_size,
+        "max_model_len": config.max_model_len,
+        "max_num_seqs": config.max_num_seqs,
+        "enable_prefix_caching": config.enable_prefix_caching,
+        "enable_sleep_mode": config.enable_sleep_mode,
+        "seed": seed,
+        "logprobs_mode": "processed_logprobs",
     }
     if dtype is not None:
         args["dtype"] = dtype
@@ -76,15 +92,19 @@ def engine_args(model: str, config: VLLMEngineConfig, *, dtype: str | None = Non
     if job is not None:
         rank, local_rank, world = job
         if world % config.tensor_parallel_size:
-            raise ValueError(f"vllm.tensor_parallel_size {config.tensor_parallel_size} must divide the world size "
-                             f"{world}")
+            raise ValueError(
+                f"vllm.tensor_parallel_size {config.tensor_parallel_size} must divide the world size {world}"
+            )
         # TRL's colocate mode: the engine lives in this rank's process, one seed per TP group
         os.environ.update(RANK=str(rank), LOCAL_RANK=str(local_rank), WORLD_SIZE=str(world))
         from trl.trainer.utils import ensure_master_addr_port
 
         ensure_master_addr_port()
-        args.update(distributed_executor_backend="external_launcher", max_num_batched_tokens=4096,
-                    seed=seed + rank // config.tensor_parallel_size)
+        args.update(
+            distributed_executor_backend="external_launcher",
+            max_num_batched_tokens=4096,
+            seed=seed + rank // config.tensor_parallel_size,
+        )
     args.update({k: v for k, v in task_args.items() if v is not None})
     args.update(config.extra)
     return {k: v for k, v in args.items() if v is not None}

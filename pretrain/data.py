@@ -28,7 +28,7 @@ def mlm_examples(tokenizer: Any, text: str, max_length: int) -> list[dict[str, l
     head = [tokenizer.cls_token_id] if tokenizer.cls_token_id is not None else []
     tail = [tokenizer.sep_token_id] if tokenizer.sep_token_id is not None else []
     body = max_length - len(head) - len(tail)
-    return [{"input_ids": head + ids[i:i + body] + tail} for i in range(0, len(ids), body)]
+    return [{"input_ids": head + ids[i : i + body] + tail} for i in range(0, len(ids), body)]
 
 
 class PretrainData(L.LightningDataModule):
@@ -65,8 +65,10 @@ class PretrainData(L.LightningDataModule):
             return None  # in-process corpora are small: rebuilt each run
         from leanloop.training.inputs import tokenizer_fingerprint
 
-        key = (f"{self.objective}-{self.max_length}-{tokenizer_fingerprint(self._tokenizer())[7:19]}"
-               f"-val{self.corpus.validation_fraction}-max{self.corpus.max_documents}")
+        key = (
+            f"{self.objective}-{self.max_length}-{tokenizer_fingerprint(self._tokenizer())[7:19]}"
+            f"-val{self.corpus.validation_fraction}-max{self.corpus.max_documents}"
+        )
         return resolve_run(self.corpus.prebuilt, CORPUS_STAGE) / "cache" / f"{key}.pt"
 
     def prepare_data(self) -> None:
@@ -102,10 +104,15 @@ class PretrainData(L.LightningDataModule):
         split = self._pack if self.objective == "clm" else self._chunk
         train_set, train_tokens = split(train_docs)
         val_set, val_tokens = split(val_docs)
-        counts = {"corpus": corpus_counts, "train_documents": len(train_docs),
-                  "val_documents": len(val_docs), "train_tokens": train_tokens,
-                  "val_tokens": val_tokens, "train_sequences": len(train_set),
-                  "val_sequences": len(val_set)}
+        counts = {
+            "corpus": corpus_counts,
+            "train_documents": len(train_docs),
+            "val_documents": len(val_docs),
+            "train_tokens": train_tokens,
+            "val_tokens": val_tokens,
+            "train_sequences": len(train_set),
+            "val_sequences": len(val_set),
+        }
         if self.objective == "clm":
             capacity = len(train_set) * self.max_length
             counts["train_row_fill"] = round(train_tokens / capacity, 4) if capacity else 0.0
@@ -129,15 +136,22 @@ class PretrainData(L.LightningDataModule):
     def collator(self):
         if self.objective == "clm":
             pad = self.tokenizer.pad_token_id
-            return PackedCollator(pad if pad is not None else self.tokenizer.eos_token_id,
-                                  flatten=needs_flattening(self.base.attn_implementation))
+            return PackedCollator(
+                pad if pad is not None else self.tokenizer.eos_token_id,
+                flatten=needs_flattening(self.base.attn_implementation),
+            )
         from transformers import DataCollatorForLanguageModeling
 
         return DataCollatorForLanguageModeling(self.tokenizer, mlm=True, mlm_probability=self.mlm_probability)
 
     def _loader(self, dataset: list, shuffle: bool) -> DataLoader:
-        return DataLoader(dataset, batch_size=self.batch_size, shuffle=shuffle, collate_fn=self.collator(),
-                          num_workers=self.num_workers)
+        return DataLoader(
+            dataset,
+            batch_size=self.batch_size,
+            shuffle=shuffle,
+            collate_fn=self.collator(),
+            num_workers=self.num_workers,
+        )
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_set, shuffle=True)

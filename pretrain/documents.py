@@ -91,9 +91,13 @@ def collect_documents(config: CorpusConfig) -> tuple[list[dict[str, Any]], dict[
         per_source[source.path] = rows
     if config.max_documents is not None:
         counts["over_max_documents"] = max(0, len(documents) - config.max_documents)
-        documents = documents[:config.max_documents]
-    out = {"documents": len(documents), "rows": dict(counts), "per_source": per_source,
-           "characters": sum(len(d["text"]) for d in documents)}
+        documents = documents[: config.max_documents]
+    out = {
+        "documents": len(documents),
+        "rows": dict(counts),
+        "per_source": per_source,
+        "characters": sum(len(d["text"]) for d in documents),
+    }
     if config.holdout:
         out["holdout_theorems"] = len(held_out)  # named by the holdout corpus; rows.held_out were dropped
     return documents, out
@@ -107,9 +111,12 @@ def load_prebuilt(ref: str, max_documents: int | None = None) -> tuple[list[dict
     documents = pq.read_table(folder / DOCUMENTS).to_pylist()
     if max_documents is not None:
         documents = documents[:max_documents]
-    return documents, {"documents": len(documents), "prebuilt": str(folder),
-                       "characters": sum(len(d["text"]) for d in documents),
-                       "built_counts": manifest.get("counts", {})}
+    return documents, {
+        "documents": len(documents),
+        "prebuilt": str(folder),
+        "characters": sum(len(d["text"]) for d in documents),
+        "built_counts": manifest.get("counts", {}),
+    }
 
 
 def is_validation(text: str, fraction: float) -> bool:
@@ -134,8 +141,12 @@ def _build(config: CorpusBuild, out: Path) -> Manifest:
 
     corpus = config.corpus
     documents, counts = collect_documents(corpus)
-    pq.write_table(pa.Table.from_pylist(documents, schema=pa.schema(
-        [("text", pa.string()), ("source", pa.string()), ("name", pa.string())])), out / DOCUMENTS)
+    pq.write_table(
+        pa.Table.from_pylist(
+            documents, schema=pa.schema([("text", pa.string()), ("source", pa.string()), ("name", pa.string())])
+        ),
+        out / DOCUMENTS,
+    )
     manifest = Manifest(stage=CORPUS_STAGE, run=config.run, counts=counts)
     for ref in corpus.text_dirs:
         manifest.inputs[f"text_dir:{ref}"] = {"path": str(resolve_shared(ref)), "files": counts["per_source"][ref]}
@@ -149,8 +160,13 @@ def _build(config: CorpusBuild, out: Path) -> Manifest:
 
 def main(argv: list[str] | None = None) -> Path:
     """``python -m pretrain.documents --config configs/pretrain/corpus/X.yaml [--run NAME]``"""
-    config, resolved = parse_config(CorpusBuild, argv, prog="python -m pretrain.documents", overwrite=True,
-                                    description="build a pretraining corpus (documents.parquet + manifest.json)")
+    config, resolved = parse_config(
+        CorpusBuild,
+        argv,
+        prog="python -m pretrain.documents",
+        overwrite=True,
+        description="build a pretraining corpus (documents.parquet + manifest.json)",
+    )
     return build(config, resolved=resolved, overwrite=config.overwrite)
 
 

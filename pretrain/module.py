@@ -34,10 +34,8 @@ class PretrainModule(HFModule):
     def _step(self, batch: dict, split: str) -> torch.Tensor:
         out = self.model(**batch)
         trained = int((batch["labels"] != -100).sum())
-        self.log(f"{split}/loss", out.loss, prog_bar=True, batch_size=max(trained, 1),
-                 sync_dist=split != "train")
-        self.log(f"{split}/tokens", float(trained), reduce_fx="sum", batch_size=1,
-                 on_step=False, on_epoch=True)
+        self.log(f"{split}/loss", out.loss, prog_bar=True, batch_size=max(trained, 1), sync_dist=split != "train")
+        self.log(f"{split}/tokens", float(trained), reduce_fx="sum", batch_size=1, on_step=False, on_epoch=True)
         return out.loss
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:

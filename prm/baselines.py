@@ -42,14 +42,16 @@ class TfidfStepClassifier:
         if len(set(labels)) < 2:  # one class (or none) in training: predict it
             self.constant = labels[0] if labels else True
             return self
-        self.model = make_pipeline(TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), min_df=2, sublinear_tf=True,
-                                                   max_features=50_000),
-                                   LogisticRegression(max_iter=1000, C=1.0, random_state=self.seed))
+        self.model = make_pipeline(
+            TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), min_df=2, sublinear_tf=True, max_features=50_000),
+            LogisticRegression(max_iter=1000, C=1.0, random_state=self.seed),
+        )
         self.model.fit(texts, labels)
         return self
 
-    def wrong_probabilities(self, records: Sequence[ProofRecord], truth: Sequence[list[bool]],
-                            running_max: bool = True) -> list[list[float]]:
+    def wrong_probabilities(
+        self, records: Sequence[ProofRecord], truth: Sequence[list[bool]], running_max: bool = True
+    ) -> list[list[float]]:
         """P(step k is wrong) read first-error shaped: the highest P(wrong) of steps 1..k
         (``running_max=False``: each step's own score)."""
         out = []
@@ -59,7 +61,7 @@ class TfidfStepClassifier:
             else:
                 texts = [_text(record.steps[i], i) for i in range(len(labels))]
                 wrong = self.model.predict_proba(texts)[:, list(self.model.classes_).index(False)].tolist()
-            out.append([max(wrong[:k + 1]) for k in range(len(wrong))] if running_max else wrong)
+            out.append([max(wrong[: k + 1]) for k in range(len(wrong))] if running_max else wrong)
         return out
 
     def predict(self, records: Sequence[ProofRecord], truth: Sequence[list[bool]]) -> list[list[bool]]:

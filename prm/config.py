@@ -72,8 +72,11 @@ class JudgeConfig:
 
 @dataclass
 class LabelConfig:
-    RENAMED_KEYS: ClassVar[dict[str, str]] = {"backend": "lean.backend", "profile": "lean.profile",
-                                              "timeout": "lean.timeout"}
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {
+        "backend": "lean.backend",
+        "profile": "lean.profile",
+        "timeout": "lean.timeout",
+    }
 
     run: str = "default"
     """Output: artifacts/prm_label/<run>/."""

@@ -44,7 +44,9 @@ def draw(items: list, n: int | None, seed: int) -> list:
     return [items[i] for i in sorted(random.Random(seed).sample(range(len(items)), n))]
 
 
-def examples_from(records: list[ProofRecord], tokenizer: Any, max_proof_steps: int) -> tuple[list[VerifierExample], Counter]:
+def examples_from(
+    records: list[ProofRecord], tokenizer: Any, max_proof_steps: int
+) -> tuple[list[VerifierExample], Counter]:
     counts: Counter = Counter()
     out = []
     for record in records:
@@ -53,9 +55,16 @@ def examples_from(records: list[ProofRecord], tokenizer: Any, max_proof_steps: i
             counts["no_labelled_steps"] += 1
             continue
         counts["cut_at_max_proof_steps"] += len(training_prefix(record.labels)) > max_proof_steps
-        proses = [s["prose"] for s in record.steps[:len(labels)]]
-        out.append(VerifierExample(record.proof_id, record.name, verifier_prompt(record.statement, proses, tokenizer),
-                                   labels, record.proof_label))
+        proses = [s["prose"] for s in record.steps[: len(labels)]]
+        out.append(
+            VerifierExample(
+                record.proof_id,
+                record.name,
+                verifier_prompt(record.statement, proses, tokenizer),
+                labels,
+                record.proof_label,
+            )
+        )
     return out, counts
 
 
@@ -148,8 +157,13 @@ class PRMData(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         collate = (lambda rows: rows) if self.mode == "grpo" else self._pad
-        return DataLoader(self.train, batch_size=self.batch_size, shuffle=True, collate_fn=collate,
-                          generator=torch.Generator().manual_seed(self.splits.seed))
+        return DataLoader(
+            self.train,
+            batch_size=self.batch_size,
+            shuffle=True,
+            collate_fn=collate,
+            generator=torch.Generator().manual_seed(self.splits.seed),
+        )
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self.val, batch_size=self.batch_size, shuffle=False, collate_fn=lambda rows: rows)

@@ -34,8 +34,12 @@ from prm.predict import greedy_answers, wrong_probabilities
 from prm.verifier_io import parse_labels, verifier_prompt
 
 EVAL_STAGE = "prm_eval"
-RULES = {"tfidf_steps@exact": ("tfidf_steps", "exact"), "tfidf_steps@f1": ("tfidf_steps", "f1_incorrect"),
-         "verifier@f1": ("verifier", "f1_incorrect"), "verifier": ("verifier", "exact")}
+RULES = {
+    "tfidf_steps@exact": ("tfidf_steps", "exact"),
+    "tfidf_steps@f1": ("tfidf_steps", "f1_incorrect"),
+    "verifier@f1": ("verifier", "f1_incorrect"),
+    "verifier": ("verifier", "exact"),
+}
 """Decision rules chosen on validation: method -> (the score it thresholds, the metric its threshold is
 chosen for). ``verifier`` is the verifier's own rule (the exact score, LeanPRM-Bench's metric)."""
 # LeanPRM (seeds/002_bdfe106d82d4c31f.txt, "What we found"): "Choosing among 16 candidate IMO proofs
@@ -53,7 +57,9 @@ def spread_over_theorems(records: list[ProofRecord]) -> list[ProofRecord]:
     return [proofs[i] for i in range(rounds) for proofs in by_theorem.values() if i < len(proofs)]
 
 
-def prepared_proofs(records: list[ProofRecord], config: EvalConfig) -> tuple[list[ProofRecord], list[list[bool]], int, int]:
+def prepared_proofs(
+    records: list[ProofRecord], config: EvalConfig
+) -> tuple[list[ProofRecord], list[list[bool]], int, int]:
     """(kept proofs, their labelled prefixes cut to ``max_steps``, proofs skipped, proofs cut); with
     a ``limit``, chosen across theorems (:func:`spread_over_theorems`)."""
     labelled = [r for r in records if training_prefix(r.labels)]
@@ -61,7 +67,7 @@ def prepared_proofs(records: list[ProofRecord], config: EvalConfig) -> tuple[lis
     for record in spread_over_theorems(labelled):  # rounds over the theorems that have labels
         labels = training_prefix(record.labels)
         if len(labels) > config.max_steps:
-            labels, cut = labels[:config.max_steps], cut + 1
+            labels, cut = labels[: config.max_steps], cut + 1
         kept.append(record)
         truth.append(labels)
         if config.limit and len(kept) >= config.limit:
@@ -72,7 +78,10 @@ def prepared_proofs(records: list[ProofRecord], config: EvalConfig) -> tuple[lis
 def base_rates(truth: list[list[bool]]) -> dict[str, float]:
     """Shares of correct steps and of all-correct proofs among the evaluated labels."""
     steps = [label for labels in truth for label in labels]
-    return {"correct_steps": sum(steps) / max(len(steps), 1), "correct_proofs": sum(all(t) for t in truth) / max(len(truth), 1)}
+    return {
+        "correct_steps": sum(steps) / max(len(steps), 1),
+        "correct_proofs": sum(all(t) for t in truth) / max(len(truth), 1),
+    }
 
 
 def random_first_error(truth: list[list[bool]], seed: int) -> list[list[bool]]:
@@ -84,63 +93,100 @@ def random_first_error(truth: list[list[bool]], seed: int) -> list[list[bool]]:
     return out
 
 
-def classifier_prefixes(records: list[ProofRecord], truth: list[list[bool]], final_dir: Path) -> list[list[bool] | None]:
+def classifier_prefixes(
+    records: list[ProofRecord], truth: list[list[bool]], final_dir: Path
+) -> list[list[bool] | None]:
     from classifiers.evaluator import ClassifierEvaluator
 
     evaluator = ClassifierEvaluator.load(final_dir)
     programs, owners = [], []
     for i, (record, labels) in enumerate(zip(records, truth)):
-        tactics = [s["tactic"] for s in record.steps[:len(labels)]]
+        tactics = [s["tactic"] for s in record.steps[: len(labels)]]
         if not all(tactics):
             continue
         for k in range(1, len(tactics) + 1):
             programs.append(assemble_program(record.header, record.statement, tactics[:k]))
             owners.append(i)
     verdicts = [p.verdict for p in evaluator.score(programs)]
-    predicted: list[list[bool] | None] = [None if not all(s["tactic"] for s in r.steps[:len(t)]) else []
-                                          for r, t in zip(records, truth)]
+    predicted: list[list[bool] | None] = [
+        None if not all(s["tactic"] for s in r.steps[: len(t)]) else [] for r, t in zip(records, truth)
+    ]
     for owner, verdict in zip(owners, verdicts):
         predicted[owner].append(bool(verdict) and (not predicted[owner] or predicted[owner][-1]))
     return predicted
 
 
-def verifier_scores(kept: list[ProofRecord], truth: list[list[bool]], model: Any, tokenizer: Any,
-                    config: EvalConfig) -> tuple[list[str], list[list[float]]]:
+def verifier_scores(
+    kept: list[ProofRecord], truth: list[list[bool]], model: Any, tokenizer: Any, config: EvalConfig
+) -> tuple[list[str], list[list[float]]]:
     """The verifier's prompts and its P(step wrong) for every labelled step shown."""
-    prompts = [verifier_prompt(r.statement, [s["prose"] for s in r.steps[:len(t)]], tokenizer) for r, t in zip(kept, truth)]
-    return prompts, wrong_probabilities(model, tokenizer, prompts, [len(t) for t in truth], config.batch_size, progress=True)
+    prompts = [
+        verifier_prompt(r.statement, [s["prose"] for s in r.steps[: len(t)]], tokenizer) for r, t in zip(kept, truth)
+    ]
+    return prompts, wrong_probabilities(
+        model, tokenizer, prompts, [len(t) for t in truth], config.batch_size, progress=True
+    )
 
 
-def decision_rules(records: list[ProofRecord], model: Any, tokenizer: Any, config: EvalConfig,
-                   tfidf: Any) -> dict[str, Any]:
+def decision_rules(
+    records: list[ProofRecord], model: Any, tokenizer: Any, config: EvalConfig, tfidf: Any
+) -> dict[str, Any]:
     """The thresholds of :data:`RULES` on P(step wrong), each with the best score on the decision
     split (validation theorems, the same ``limit`` and ``max_steps``)."""
     kept, truth, _, _ = prepared_proofs(records, config)
     if not kept:
-        raise ValueError(f"the decision split {config.decision_split!r} has no labelled proofs: set decision_split null")
+        raise ValueError(
+            f"the decision split {config.decision_split!r} has no labelled proofs: set decision_split null"
+        )
     scores = {"verifier": verifier_scores(kept, truth, model, tokenizer, config)[1]}
     if tfidf is not None:
         scores["tfidf_steps"] = tfidf.wrong_probabilities(kept, truth)
-    chosen = {method: choose_threshold(scores[source], truth, objective)
-              for method, (source, objective) in RULES.items() if source in scores}
-    return {"split": config.decision_split, "proofs": len(kept), "thresholds": {m: t for m, (t, _) in chosen.items()},
-            "metrics": {m: metrics for m, (_, metrics) in chosen.items()}}
+    chosen = {
+        method: choose_threshold(scores[source], truth, objective)
+        for method, (source, objective) in RULES.items()
+        if source in scores
+    }
+    return {
+        "split": config.decision_split,
+        "proofs": len(kept),
+        "thresholds": {m: t for m, (t, _) in chosen.items()},
+        "metrics": {m: metrics for m, (_, metrics) in chosen.items()},
+    }
 
 
-def evaluate_set(name: str, records: list[ProofRecord], model: Any, tokenizer: Any, config: EvalConfig,
-                 classifier: Path | None, tfidf: Any = None, thresholds: dict[str, float] | None = None) -> dict[str, Any]:
+def evaluate_set(
+    name: str,
+    records: list[ProofRecord],
+    model: Any,
+    tokenizer: Any,
+    config: EvalConfig,
+    classifier: Path | None,
+    tfidf: Any = None,
+    thresholds: dict[str, float] | None = None,
+) -> dict[str, Any]:
     """One set's metrics per method, baselines first. ``tfidf``: the TF-IDF step classifier fitted on
     labelled proofs of the same kind (the Lean set's train split). ``thresholds``: the decision rules
     chosen on validation (:func:`decision_rules`); without them the verifier flags at P(wrong) >= 0.5."""
     thresholds = thresholds or {}
     kept, truth, skipped, cut = prepared_proofs(records, config)
     if not kept:
-        return {"name": name, "skipped": skipped, "cut": cut, "methods": {}, "best_of_n": {}, "ranking": {}, "rows": [],
-                "base_rate": {}, "theorems": 0}
+        return {
+            "name": name,
+            "skipped": skipped,
+            "cut": cut,
+            "methods": {},
+            "best_of_n": {},
+            "ranking": {},
+            "rows": [],
+            "base_rate": {},
+            "theorems": 0,
+        }
     prompts, scores = verifier_scores(kept, truth, model, tokenizer, config)
     scored = {"verifier": scores}
-    predictions = {"always_correct": [[True] * len(t) for t in truth],
-                   "first_error_at_random": random_first_error(truth, config.seed)}
+    predictions = {
+        "always_correct": [[True] * len(t) for t in truth],
+        "first_error_at_random": random_first_error(truth, config.seed),
+    }
     if tfidf is not None:
         scored["tfidf_steps"] = tfidf.wrong_probabilities(kept, truth)
         predictions["tfidf_steps"] = labels_at(scored["tfidf_steps"], 0.5)
@@ -158,12 +204,22 @@ def evaluate_set(name: str, records: list[ProofRecord], model: Any, tokenizer: A
     proof_wrong.update({method: proof_wrong[source] for method, (source, _) in RULES.items() if source in proof_wrong})
     methods = {m: step_metrics(p, truth) for m, p in predictions.items()}
     bon = {m: best_of_n(groups, p, correct, config.seed, proof_wrong.get(m)) for m, p in predictions.items()}
-    rows = [{"proof_id": r.proof_id, "truth": t, "answer": a, "p_wrong": w, "predicted": p}
-            for r, t, a, w, p in zip(kept, truth, answers, scores, predictions["verifier"])]
-    return {"name": name, "skipped": skipped, "cut": cut, "methods": methods, "best_of_n": bon, "rows": rows,
-            "ranking": {m: ranking(s, truth) for m, s in scored.items()},
-            "base_rate": base_rates(truth), "theorems": len({r.name for r in kept}),
-            "theorems_in_set": len({r.name for r in records})}
+    rows = [
+        {"proof_id": r.proof_id, "truth": t, "answer": a, "p_wrong": w, "predicted": p}
+        for r, t, a, w, p in zip(kept, truth, answers, scores, predictions["verifier"])
+    ]
+    return {
+        "name": name,
+        "skipped": skipped,
+        "cut": cut,
+        "methods": methods,
+        "best_of_n": bon,
+        "rows": rows,
+        "ranking": {m: ranking(s, truth) for m, s in scored.items()},
+        "base_rate": base_rates(truth),
+        "theorems": len({r.name for r in kept}),
+        "theorems_in_set": len({r.name for r in records}),
+    }
 
 
 def _pct(x: float | None) -> str:
@@ -174,35 +230,54 @@ def decision_rule_lines(rules: dict[str, Any] | None) -> list[str]:
     if rules is None:
         return ["Decision rule: `verifier` flags step k wrong when its P(step k wrong) >= 0.5 (no decision split)."]
     t, m = rules["thresholds"], rules["metrics"]
-    lines = [f"Decision rules, chosen on the `{rules['split']}` split ({rules['proofs']} proofs, held-out theorems of "
-             "their own): a step is flagged wrong when the method's P(step k wrong) >= a threshold (the verifier's: "
-             "1 - prod over j <= k of its P(`+` at j) after correct steps), the one with the best exact score there "
-             "(`verifier`, `tfidf_steps@exact`) or the best F1 on wrong steps (`verifier@f1`, `tfidf_steps@f1`); "
-             "`tfidf_steps` flags at 0.5, `verifier_greedy` is the greedy answer under the label grammar.", "",
-             "| rule | threshold | valid exact | valid F1 (incorrect) |", "|---|---:|---:|---:|"]
-    lines += [f"| {method} | {t[method]:.3f} | {_pct(m[method]['exact'])} | {m[method]['f1_incorrect']:.3f} |"
-              for method in t]
+    lines = [
+        f"Decision rules, chosen on the `{rules['split']}` split ({rules['proofs']} proofs, held-out theorems of "
+        "their own): a step is flagged wrong when the method's P(step k wrong) >= a threshold (the verifier's: "
+        "1 - prod over j <= k of its P(`+` at j) after correct steps), the one with the best exact score there "
+        "(`verifier`, `tfidf_steps@exact`) or the best F1 on wrong steps (`verifier@f1`, `tfidf_steps@f1`); "
+        "`tfidf_steps` flags at 0.5, `verifier_greedy` is the greedy answer under the label grammar.",
+        "",
+        "| rule | threshold | valid exact | valid F1 (incorrect) |",
+        "|---|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {method} | {t[method]:.3f} | {_pct(m[method]['exact'])} | {m[method]['f1_incorrect']:.3f} |" for method in t
+    ]
     return lines
 
 
-def write_report(folder: Path, config: EvalConfig, results: list[dict], data_manifest: dict | None,
-                 rules: dict[str, Any] | None = None) -> None:
+def write_report(
+    folder: Path,
+    config: EvalConfig,
+    results: list[dict],
+    data_manifest: dict | None,
+    rules: dict[str, Any] | None = None,
+) -> None:
     from leanloop.plots import pyplot, save
 
     plt = pyplot()
 
     lines = [f"# prm-eval `{config.run}`", "", f"Verifier: `{config.model.name}`."]
     if data_manifest is not None:
-        lines.append(f"Held-out theorems: the `{config.split}` split of `{config.dataset}` "
-                     f"({data_manifest.get('label_kind', 'step labels from Lean')}; reviewer: "
-                     f"{data_manifest.get('reviewer', '?')}" + (": every Lean failure counts" if
-                                                               data_manifest.get("reviewer") == "none" else
-                                                               ": failures it did not judge mathematical keep no "
-                                                               "negative labels") + ").")
-    lines += ["", "Exact = every step label right (LeanPRM-Bench's metric). First error = the predicted first "
-              "wrong step (or none) is right. F1 (incorrect) treats wrong steps as positives. Unparsable verifier "
-              "answers are wrong for exact / first error and read as all-correct per step. Baselines first, "
-              "the verifier last; its decision rules (chosen on validation) are below the sets.", ""]
+        lines.append(
+            f"Held-out theorems: the `{config.split}` split of `{config.dataset}` "
+            f"({data_manifest.get('label_kind', 'step labels from Lean')}; reviewer: "
+            f"{data_manifest.get('reviewer', '?')}"
+            + (
+                ": every Lean failure counts"
+                if data_manifest.get("reviewer") == "none"
+                else ": failures it did not judge mathematical keep no negative labels"
+            )
+            + ")."
+        )
+    lines += [
+        "",
+        "Exact = every step label right (LeanPRM-Bench's metric). First error = the predicted first "
+        "wrong step (or none) is right. F1 (incorrect) treats wrong steps as positives. Unparsable verifier "
+        "answers are wrong for exact / first error and read as all-correct per step. Baselines first, "
+        "the verifier last; its decision rules (chosen on validation) are below the sets.",
+        "",
+    ]
     for result in results:
         lines += [f"## {result['name']}", ""]
         if not result["methods"]:
@@ -210,30 +285,52 @@ def write_report(folder: Path, config: EvalConfig, results: list[dict], data_man
             continue
         any_metrics = next(iter(result["methods"].values()))
         rate = result["base_rate"]
-        lines += [f"{int(any_metrics['proofs'])} proofs of {result['theorems']} theorems (of "
-                  f"{result['theorems_in_set']} in the set), {int(any_metrics['steps'])} steps "
-                  f"({result['skipped']} proofs without labels skipped; {result['cut']} longer than "
-                  f"{config.max_steps} labelled steps cut to their first {config.max_steps}).", "",
-                  f"Base rate: {_pct(rate['correct_steps'])} of the labelled steps are correct and "
-                  f"{_pct(rate['correct_proofs'])} of the proofs are correct at every step (`always_correct`'s exact "
-                  "score). A verifier adds something only above `always_correct` and `tfidf_steps` (a TF-IDF "
-                  "logistic regression on each step's text, trained on the train split's labelled steps).", "",
-                  "| method | exact | first error | step acc. | F1 (incorrect) | F1 (correct) | parsed |",
-                  "|---|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            f"{int(any_metrics['proofs'])} proofs of {result['theorems']} theorems (of "
+            f"{result['theorems_in_set']} in the set), {int(any_metrics['steps'])} steps "
+            f"({result['skipped']} proofs without labels skipped; {result['cut']} longer than "
+            f"{config.max_steps} labelled steps cut to their first {config.max_steps}).",
+            "",
+            f"Base rate: {_pct(rate['correct_steps'])} of the labelled steps are correct and "
+            f"{_pct(rate['correct_proofs'])} of the proofs are correct at every step (`always_correct`'s exact "
+            "score). A verifier adds something only above `always_correct` and `tfidf_steps` (a TF-IDF "
+            "logistic regression on each step's text, trained on the train split's labelled steps).",
+            "",
+            "| method | exact | first error | step acc. | F1 (incorrect) | F1 (correct) | parsed |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
         for method, m in result["methods"].items():
-            lines.append(f"| {method} | {_pct(m['exact'])} | {_pct(m['first_error'])} | {_pct(m['step_accuracy'])} | "
-                         f"{m['f1_incorrect']:.3f} | {m['f1_correct']:.3f} | {_pct(m['parsed'])} |")
-        lines += ["", "Ranking wrong steps first at every threshold (the precision-recall curve: `pr_curve.png`):", "",
-                  "| scored by | average precision (wrong steps) | AUROC |", "|---|---:|---:|",
-                  f"| random | {1 - rate['correct_steps']:.3f} | 0.500 |"]
-        lines += [f"| {m} | {x['average_precision']:.3f} | {x['auroc']:.3f} |" for m, x in result["ranking"].items() if x]
+            lines.append(
+                f"| {method} | {_pct(m['exact'])} | {_pct(m['first_error'])} | {_pct(m['step_accuracy'])} | "
+                f"{m['f1_incorrect']:.3f} | {m['f1_correct']:.3f} | {_pct(m['parsed'])} |"
+            )
+        lines += [
+            "",
+            "Ranking wrong steps first at every threshold (the precision-recall curve: `pr_curve.png`):",
+            "",
+            "| scored by | average precision (wrong steps) | AUROC |",
+            "|---|---:|---:|",
+            f"| random | {1 - rate['correct_steps']:.3f} | 0.500 |",
+        ]
+        lines += [
+            f"| {m} | {x['average_precision']:.3f} | {x['auroc']:.3f} |" for m, x in result["ranking"].items() if x
+        ]
         bon = {k: v for k, v in result["best_of_n"].items() if v}
-        lines += ["", "Best-of-n: a scoring method picks the candidate with the lowest P(some step wrong), the others "
-                  "the one they label all-correct (then most correct steps).", ""]
+        lines += [
+            "",
+            "Best-of-n: a scoring method picks the candidate with the lowest P(some step wrong), the others "
+            "the one they label all-correct (then most correct steps).",
+            "",
+        ]
         if bon:
             b = next(iter(bon.values()))
-            lines += [f"Best-of-n over {int(b['problems'])} problems ({int(b['candidates'])} candidates; paper: "
-                      f"{PAPER_BEST_OF_N}):", "", "| picked by | correct pick | random pick |", "|---|---:|---:|"]
+            lines += [
+                f"Best-of-n over {int(b['problems'])} problems ({int(b['candidates'])} candidates; paper: "
+                f"{PAPER_BEST_OF_N}):",
+                "",
+                "| picked by | correct pick | random pick |",
+                "|---|---:|---:|",
+            ]
             lines += [f"| {k} | {_pct(v['verifier_pick'])} | {_pct(v['random_pick'])} |" for k, v in bon.items()]
         else:
             lines += ["Best-of-n: not computable here (no problem with >= 2 candidates of known correctness)."]
@@ -247,8 +344,12 @@ def write_report(folder: Path, config: EvalConfig, results: list[dict], data_man
         keys = ["exact", "first_error", "f1_incorrect"]
         width = 0.8 / len(names)
         for j, method in enumerate(names):
-            ax.bar([i + j * width for i in range(len(keys))], [result["methods"][method][k] for k in keys], width,
-                   label=method)
+            ax.bar(
+                [i + j * width for i in range(len(keys))],
+                [result["methods"][method][k] for k in keys],
+                width,
+                label=method,
+            )
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(keys))], keys)
         ax.set_ylim(0, 1)
         ax.set_title(result["name"])
@@ -269,11 +370,15 @@ def pr_figure(results: list[dict], path: Path) -> None:
         ax.axhline(rate, color="grey", linestyle=":", label=f"random ({rate:.2f})")
         for method, x in result["ranking"].items():
             if x:
-                ax.plot(x["curve"]["recall"], x["curve"]["precision"], label=f"{method} (AP {x['average_precision']:.2f})")
+                ax.plot(
+                    x["curve"]["recall"], x["curve"]["precision"], label=f"{method} (AP {x['average_precision']:.2f})"
+                )
         for method, m in result["methods"].items():
             if m["precision_incorrect"] is not None and m["recall_incorrect"] is not None:
                 ax.plot(m["recall_incorrect"], m["precision_incorrect"], "o", markersize=5, label=f"{method} labels")
-        ax.set(xlim=(0, 1), ylim=(0, 1.02), xlabel="recall (wrong steps)", ylabel="precision", title=result["name"][:60])
+        ax.set(
+            xlim=(0, 1), ylim=(0, 1.02), xlabel="recall (wrong steps)", ylabel="precision", title=result["name"][:60]
+        )
         ax.legend(fontsize=7)
     fig.tight_layout()
     save(fig, path, dpi=110)
@@ -309,22 +414,40 @@ def work(config: EvalConfig, folder: Path) -> Manifest:
     if not sets:
         raise ValueError("nothing to evaluate: set dataset and/or external")
     thresholds = rules["thresholds"] if rules else None
-    results = [evaluate_set(name, records, model, tokenizer, config, classifier, tfidf, thresholds)
-               for name, records, tfidf in sets]
+    results = [
+        evaluate_set(name, records, model, tokenizer, config, classifier, tfidf, thresholds)
+        for name, records, tfidf in sets
+    ]
     write_jsonl(folder / "predictions.jsonl", ({"set": r["name"], **row} for r in results for row in r["rows"]))
-    summary = {r["name"]: {"methods": r["methods"], "best_of_n": r["best_of_n"], "skipped": r["skipped"], "cut": r["cut"],
-                           "base_rate": r["base_rate"], "theorems": r["theorems"],
-                           "ranking": {m: {k: v for k, v in x.items() if k != "curve"} for m, x in r["ranking"].items()},
-                           "decision_rule": rules}
-               for r in results}
+    summary = {
+        r["name"]: {
+            "methods": r["methods"],
+            "best_of_n": r["best_of_n"],
+            "skipped": r["skipped"],
+            "cut": r["cut"],
+            "base_rate": r["base_rate"],
+            "theorems": r["theorems"],
+            "ranking": {m: {k: v for k, v in x.items() if k != "curve"} for m, x in r["ranking"].items()},
+            "decision_rule": rules,
+        }
+        for r in results
+    }
     (folder / "metrics.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
     write_report(folder, config, results, data_manifest, rules)
-    manifest.metrics = {f"{r['name']}/{m}/{k}": v for r in results for m, vals in r["methods"].items()
-                        for k, v in vals.items() if k in ("exact", "first_error", "f1_incorrect")}
+    manifest.metrics = {
+        f"{r['name']}/{m}/{k}": v
+        for r in results
+        for m, vals in r["methods"].items()
+        for k, v in vals.items()
+        if k in ("exact", "first_error", "f1_incorrect")
+    }
     print(f"[prm-eval] report: {folder / 'report.md'}")
     for r in results:
         if r["methods"]:
-            print(f"[prm-eval] {r['name']}: " + ", ".join(f"{m} exact {_pct(v['exact'])}" for m, v in r["methods"].items()))
+            print(
+                f"[prm-eval] {r['name']}: "
+                + ", ".join(f"{m} exact {_pct(v['exact'])}" for m, v in r["methods"].items())
+            )
     return manifest
 
 

@@ -22,15 +22,33 @@ def _rows(path: str | Path) -> Iterator[dict[str, Any]]:
         yield row
 
 
-def _record(proof_id: str, problem: str, steps: list[str], labels: list[bool | None], proof_label: bool | None,
-            source: str, generator: str = "") -> ProofRecord:
+def _record(
+    proof_id: str,
+    problem: str,
+    steps: list[str],
+    labels: list[bool | None],
+    proof_label: bool | None,
+    source: str,
+    generator: str = "",
+) -> ProofRecord:
     if not steps:
         raise ValueError(f"{source} {proof_id}: no steps")
-    return ProofRecord(proof_id=proof_id, name=proof_id, statement=problem, header="", program="",
-                       steps=[{"prose": s, "tactic": "", "label": l, "reason": source} for s, l in zip(steps, labels)],
-                       proof_label=proof_label, first_error=next((i for i, l in enumerate(labels) if l is False), None),
-                       category="external", lean_version=None, generator=generator, source=source, labeller=source,
-                       split="test")
+    return ProofRecord(
+        proof_id=proof_id,
+        name=proof_id,
+        statement=problem,
+        header="",
+        program="",
+        steps=[{"prose": s, "tactic": "", "label": l, "reason": source} for s, l in zip(steps, labels)],
+        proof_label=proof_label,
+        first_error=next((i for i, l in enumerate(labels) if l is False), None),
+        category="external",
+        lean_version=None,
+        generator=generator,
+        source=source,
+        labeller=source,
+        split="test",
+    )
 
 
 def read_processbench(path: str | Path) -> list[ProofRecord]:
@@ -40,8 +58,17 @@ def read_processbench(path: str | Path) -> list[ProofRecord]:
         if not -1 <= first < len(steps):
             raise ValueError(f"ProcessBench {row.get('id')}: label {first} outside -1..{len(steps) - 1}")
         labels = [first == -1 or i < first for i in range(len(steps))]
-        out.append(_record(str(row["id"]), row["problem"], steps, labels, first == -1, "processbench",
-                           str(row.get("generator", ""))))
+        out.append(
+            _record(
+                str(row["id"]),
+                row["problem"],
+                steps,
+                labels,
+                first == -1,
+                "processbench",
+                str(row.get("generator", "")),
+            )
+        )
     return out
 
 
@@ -53,12 +80,21 @@ def read_prmbench(path: str | Path, include_original: bool = False) -> list[Proo
         if errors - set(range(1, len(steps) + 1)):
             raise ValueError(f"PRMBench {key}: error_steps {sorted(errors)} outside 1..{len(steps)}")
         question = row.get("modified_question") or row.get("question") or row["original_question"]
-        out.append(_record(f"{key}:{row.get('classification', 'modified')}", question, steps,
-                           [i not in errors for i in range(1, len(steps) + 1)], not errors, "prmbench"))
+        out.append(
+            _record(
+                f"{key}:{row.get('classification', 'modified')}",
+                question,
+                steps,
+                [i not in errors for i in range(1, len(steps) + 1)],
+                not errors,
+                "prmbench",
+            )
+        )
         if include_original and row.get("original_process"):
             original = list(row["original_process"])
-            out.append(_record(f"{key}:original", row["original_question"], original, [True] * len(original), True,
-                               "prmbench"))
+            out.append(
+                _record(f"{key}:original", row["original_question"], original, [True] * len(original), True, "prmbench")
+            )
     return out
 
 
@@ -72,8 +108,12 @@ def read_prm800k(path: str | Path, neutral_correct: bool = True) -> list[ProofRe
             if chosen is not None:
                 completion = completions[chosen]
             elif step.get("human_completion"):
-                completion = {"text": step["human_completion"]["text"] if isinstance(step["human_completion"], dict)
-                              else step["human_completion"], "rating": 1}
+                completion = {
+                    "text": step["human_completion"]["text"]
+                    if isinstance(step["human_completion"], dict)
+                    else step["human_completion"],
+                    "rating": 1,
+                }
             elif len(completions) == 1:
                 completion = completions[0]
             else:  # several alternatives, none chosen: the labeller stopped at a step rated -1
@@ -89,8 +129,17 @@ def read_prm800k(path: str | Path, neutral_correct: bool = True) -> list[ProofRe
             continue
         finish = row["label"].get("finish_reason")
         proof_label = False if False in labels else (True if finish == "solution" else None)
-        out.append(_record(f"prm800k:{number}", row["question"]["problem"], steps, labels, proof_label, "prm800k",
-                           str(row.get("generation", ""))))
+        out.append(
+            _record(
+                f"prm800k:{number}",
+                row["question"]["problem"],
+                steps,
+                labels,
+                proof_label,
+                "prm800k",
+                str(row.get("generation", "")),
+            )
+        )
     return out
 
 

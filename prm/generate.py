@@ -1,6 +1,6 @@
 """``make prm-generate``: paired prose + tactic proofs sampled for a statement set.
 
-    python -m prm.generate --config configs/prm/generate/default.yaml [--sampling.k 4 ...]
+python -m prm.generate --config configs/prm/generate/default.yaml [--sampling.k 4 ...]
 """
 
 from __future__ import annotations
@@ -58,10 +58,21 @@ def rows_for(statement: Statement, attempts, generator_name: str) -> list[dict]:
             parse = f"ok ({len(parse_paired(attempt.text))} steps)"
         except PairedFormatError as error:
             parse = error.reason
-        rows.append({"name": statement.name, "theorem": statement.theorem, "attempt": number,
-                     "header": statement.header.strip("\n"), "statement": trusted_declaration(statement),
-                     "informal": statement.informal, "completion": attempt.text, "finish_reason": attempt.finish_reason,
-                     "num_tokens": attempt.num_tokens, "parse": parse, "generator": generator_name})
+        rows.append(
+            {
+                "name": statement.name,
+                "theorem": statement.theorem,
+                "attempt": number,
+                "header": statement.header.strip("\n"),
+                "statement": trusted_declaration(statement),
+                "informal": statement.informal,
+                "completion": attempt.text,
+                "finish_reason": attempt.finish_reason,
+                "num_tokens": attempt.num_tokens,
+                "parse": parse,
+                "generator": generator_name,
+            }
+        )
     return rows
 
 
@@ -69,8 +80,10 @@ def _stamp(folder: Path, fingerprint: dict) -> None:
     """Record what a run's (or shard's) samples are made with; refuse a folder made with another setup."""
     stamp = folder / "sampling.json"
     if stamp.is_file() and json.loads(stamp.read_text()) != fingerprint:
-        raise ShardError(f"{folder} holds samples made with another model, statement set or sampling; "
-                         "choose another run name or delete the folder")
+        raise ShardError(
+            f"{folder} holds samples made with another model, statement set or sampling; "
+            "choose another run name or delete the folder"
+        )
     folder.mkdir(parents=True, exist_ok=True)
     stamp.write_text(json.dumps(fingerprint, indent=1))
 
@@ -86,8 +99,12 @@ def run(config: GenerateConfig, resolved_yaml: str = "", progress: bool = True) 
     shard = None if config.merge_shards else process_shard(config.shard)
     statements = load_statement_set(config.statements)
     names = [s.name for s in statements]
-    fingerprint = {"model": config.model.name, "statements": names, "sampling": config.sampling.record(),
-                   "system": config.system}
+    fingerprint = {
+        "model": config.model.name,
+        "statements": names,
+        "sampling": config.sampling.record(),
+        "system": config.system,
+    }
     if config.merge_shards:
         check_shards(folder, config.merge_shards, asdict(config), NOT_HASHED, what="samples")
         _stamp(folder, fingerprint)
@@ -102,15 +119,23 @@ def run(config: GenerateConfig, resolved_yaml: str = "", progress: bool = True) 
         generator, tokenizer = _generator(config)
         desc = "[prm-generate]" + (f" shard {shard}" if shard else "")
         for statement in tqdm(todo, desc=desc, disable=not progress):
-            prompt = render_paired_prompt(statement.header.strip("\n") + "\n\n" + trusted_declaration(statement), tokenizer,
-                                          statement.informal, config.system)
+            prompt = render_paired_prompt(
+                statement.header.strip("\n") + "\n\n" + trusted_declaration(statement),
+                tokenizer,
+                statement.informal,
+                config.system,
+            )
             (attempts,) = generator.sample_batch([prompt], [statement.name], config.sampling)
             journal.append(statement.name, rows_for(statement, attempts, config.model.name))
     if shard is None:
         return _merge(config, folder, names, 0, resolved_yaml)
-    Manifest(stage=GENERATE_STAGE, run=shard_run(config.run, shard), seed=config.sampling.seed,
-             counts={"statements": len(journal.done), "completions": sum(map(len, journal.done.values()))},
-             extra={"shard": shard_record(shard, asdict(config), NOT_HASHED)}).write(work)
+    Manifest(
+        stage=GENERATE_STAGE,
+        run=shard_run(config.run, shard),
+        seed=config.sampling.seed,
+        counts={"statements": len(journal.done), "completions": sum(map(len, journal.done.values()))},
+        extra={"shard": shard_record(shard, asdict(config), NOT_HASHED)},
+    ).write(work)
     print(f"[prm-generate] shard {shard} done; merge the {shard.count} shards with --merge_shards {shard.count}")
     return work
 
@@ -123,10 +148,18 @@ def _merge(config: GenerateConfig, folder: Path, names: list[str], count: int, r
     write_jsonl(final / SAMPLES_FILE, rows)
     (folder / "config.yaml").write_text(resolved_yaml, encoding="utf-8")
     parses = Counter("ok" if r["parse"].startswith("ok") else r["parse"] for r in rows)
-    manifest = Manifest(stage=GENERATE_STAGE, run=config.run, seed=config.sampling.seed,
-                        counts={"statements": len(names), "completions": len(rows), "shards": count or 1,
-                                **{f"parse:{k}": v for k, v in parses.items()}},
-                        extra={"generator": config.model.name, "sampling": config.sampling.record()})
+    manifest = Manifest(
+        stage=GENERATE_STAGE,
+        run=config.run,
+        seed=config.sampling.seed,
+        counts={
+            "statements": len(names),
+            "completions": len(rows),
+            "shards": count or 1,
+            **{f"parse:{k}": v for k, v in parses.items()},
+        },
+        extra={"generator": config.model.name, "sampling": config.sampling.record()},
+    )
     manifest.add_input("statements", resolve_shared(config.statements.path))
     if config.model.run_dir() is not None:
         manifest.inputs["generator"] = describe_input(config.model.run_dir() / "manifest.json")

@@ -50,7 +50,7 @@ class ProofRecord:
 
 def theorem_split(name: str, valid: float, test: float, seed: int = 0) -> str:
     """Deterministic split of a theorem by the hash of its name."""
-    unit = int.from_bytes(hashlib.sha256(f"{seed}\x00{name}".encode()).digest()[:8], "little") / 2 ** 64
+    unit = int.from_bytes(hashlib.sha256(f"{seed}\x00{name}".encode()).digest()[:8], "little") / 2**64
     return "test" if unit < test else "valid" if unit < test + valid else "train"
 
 

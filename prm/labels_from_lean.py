@@ -52,7 +52,9 @@ def _first_line(text: str, limit: int = 160) -> str:
     return (text.strip().split("\n")[0] if text.strip() else "")[:limit]
 
 
-def labels_from_outcome(steps: Sequence[TacticStep], outcome: Outcome) -> tuple[list[StepLabel], bool | None, int | None, str]:
+def labels_from_outcome(
+    steps: Sequence[TacticStep], outcome: Outcome
+) -> tuple[list[StepLabel], bool | None, int | None, str]:
     """Labels of a recorded whole program's steps from its Verifier outcome:
     (step labels, proof label, first failing step, why)."""
     if outcome.category is Category.VALID:
@@ -65,14 +67,22 @@ def labels_from_outcome(steps: Sequence[TacticStep], outcome: Outcome) -> tuple[
             why = f"error outside every step ({where}): {_first_line(error.data)}"
             return [StepLabel(s.prose, s.tactic, None, f"no label: {why}") for s in steps], False, None, why
         labels = propagate(len(steps), index, _first_line(error.data))
-        return ([StepLabel(s.prose, s.tactic, l, r) for s, (l, r) in zip(steps, labels)], False, index,
-                f"first error at line {error.pos.line if error.pos else '?'}")
-    why = (outcome.category.value + (": " + "; ".join(outcome.reasons[:2]) if outcome.reasons else "")
-           if outcome.category is not Category.INVALID else "rejected with no located error")
+        return (
+            [StepLabel(s.prose, s.tactic, l, r) for s, (l, r) in zip(steps, labels)],
+            False,
+            index,
+            f"first error at line {error.pos.line if error.pos else '?'}",
+        )
+    why = (
+        outcome.category.value + (": " + "; ".join(outcome.reasons[:2]) if outcome.reasons else "")
+        if outcome.category is not Category.INVALID
+        else "rejected with no located error"
+    )
     return [StepLabel(s.prose, s.tactic, None, f"no label: {why}") for s in steps], outcome.label, None, why
 
 
 # -- checking generated proofs ---------------------------------------------------------------------
+
 
 class StepChecker(Protocol):
     name: str
@@ -109,17 +119,21 @@ class IncrementalChecker:
         return CheckResult(status.value, output=reply.detail)
 
     def _check(self, header: str, statement: str, tactics: Sequence[str]) -> CheckResult:
-        reply = self.session.command(by_sorry(statement), header=header if header.strip() else "",
-                                     timeout=self.timeout)
+        reply = self.session.command(by_sorry(statement), header=header if header.strip() else "", timeout=self.timeout)
         if not reply.ok:
             return self._no_answer(reply)
         errors = reply.errors()
         if reply.header_failed:
-            return CheckResult(INFRA_ERROR, output="the trusted header does not elaborate: "
-                               + "; ".join(_first_line(e) for e in errors))
+            return CheckResult(
+                INFRA_ERROR,
+                output="the trusted header does not elaborate: " + "; ".join(_first_line(e) for e in errors),
+            )
         if errors or len(reply.answer.sorries) != 1:
-            return CheckResult(INFRA_ERROR, output="the trusted statement does not elaborate to one goal: "
-                               + "; ".join(_first_line(e) for e in errors))
+            return CheckResult(
+                INFRA_ERROR,
+                output="the trusted statement does not elaborate to one goal: "
+                + "; ".join(_first_line(e) for e in errors),
+            )
         state, generation = reply.answer.sorries[0].proof_state, reply.generation
         goals: list[str] = []
         for index, tactic in enumerate(tactics):
@@ -133,8 +147,9 @@ class IncrementalChecker:
                 return CheckResult(OK, index, "\n".join(errors), checked=index + 1)
             state, generation, goals = reply.answer.proof_state, reply.generation, list(reply.answer.goals)
         if goals:
-            return CheckResult(OK, len(tactics) - 1, "unsolved goals\n" + "\n\n".join(goals), goals_left=True,
-                               checked=len(tactics))
+            return CheckResult(
+                OK, len(tactics) - 1, "unsolved goals\n" + "\n\n".join(goals), goals_left=True, checked=len(tactics)
+            )
         return CheckResult(OK, None, checked=len(tactics))
 
 
@@ -170,8 +185,12 @@ class PrefixChecker:
                 return CheckResult(response.status.value, output=response.detail, checked=k)
             trusted, before = split_prefix_errors(response.errors, first_tactic_line, sorry_line)
             if trusted:  # no step is to blame (the incremental checker answers the same)
-                return CheckResult(INFRA_ERROR, output="the trusted statement does not elaborate: "
-                                   + "; ".join(_first_line(m.data) for m in trusted), checked=k)
+                return CheckResult(
+                    INFRA_ERROR,
+                    output="the trusted statement does not elaborate: "
+                    + "; ".join(_first_line(m.data) for m in trusted),
+                    checked=k,
+                )
             if before:
                 return CheckResult(OK, k - 1, "\n".join(m.data for m in before), checked=k)
         # every prefix compiles: the whole program says whether goals are left at the end
@@ -179,8 +198,9 @@ class PrefixChecker:
         if whole.status is not ResponseStatus.OK:
             return CheckResult(whole.status.value, output=whole.detail, checked=len(tactics))
         if whole.errors:
-            return CheckResult(OK, len(tactics) - 1, "\n".join(m.data for m in whole.errors), goals_left=True,
-                               checked=len(tactics))
+            return CheckResult(
+                OK, len(tactics) - 1, "\n".join(m.data for m in whole.errors), goals_left=True, checked=len(tactics)
+            )
         return CheckResult(OK, None, checked=len(tactics))
 
 
@@ -193,6 +213,7 @@ def split_prefix_errors(errors: Sequence[Any], first_tactic_line: int, sorry_lin
 
 
 # -- one paired proof, end to end ------------------------------------------------------------------
+
 
 @dataclass
 class ProofLabels:
@@ -209,20 +230,35 @@ class ProofLabels:
 
 def _labelled(steps: Sequence[PairedStep], result: CheckResult) -> list[StepLabel]:
     reason = ("unsolved goals at the end" if result.goals_left else _first_line(result.output)) or "does not compile"
-    return [StepLabel(s.prose, s.tactic, l, r)
-            for s, (l, r) in zip(steps, propagate(len(steps), result.first_failure, reason))]
+    return [
+        StepLabel(s.prose, s.tactic, l, r)
+        for s, (l, r) in zip(steps, propagate(len(steps), result.first_failure, reason))
+    ]
 
 
-def label_paired_proof(steps: Sequence[PairedStep], *, header: str, statement: str, name: str | None,
-                       checker: StepChecker, whole_program: Callable[[VerifyRequest], Outcome],
-                       reviewer: Reviewer | None = None, judge: CorrespondenceJudge | None = None) -> ProofLabels:
+def label_paired_proof(
+    steps: Sequence[PairedStep],
+    *,
+    header: str,
+    statement: str,
+    name: str | None,
+    checker: StepChecker,
+    whole_program: Callable[[VerifyRequest], Outcome],
+    reviewer: Reviewer | None = None,
+    judge: CorrespondenceJudge | None = None,
+) -> ProofLabels:
     """Labels of one paired proof: check, review the first failure (one repair), judge correspondence."""
     steps = list(steps)
     result = checker.check(header, statement, [s.tactic for s in steps])
     if result.status != OK:  # no verdict of Lean's on the tactics (candidate_failure included)
-        return ProofLabels([StepLabel(s.prose, s.tactic, None, f"no label: {result.status}") for s in steps],
-                           None, None, result.status, _first_line(result.output) or result.status,
-                           lean_version=result.lean_version)
+        return ProofLabels(
+            [StepLabel(s.prose, s.tactic, None, f"no label: {result.status}") for s in steps],
+            None,
+            None,
+            result.status,
+            _first_line(result.output) or result.status,
+            lean_version=result.lean_version,
+        )
     decisions: list[dict[str, Any]] = []
     repaired = False
     labels = _labelled(steps, result)
@@ -231,32 +267,50 @@ def label_paired_proof(steps: Sequence[PairedStep], *, header: str, statement: s
         decision = reviewer.review(Failure(statement, tuple(steps), index, result.output))
         record = {"step": index, "verdict": decision.verdict, "reason": decision.reason, "repair": decision.repair}
         if decision.verdict == "syntax" and decision.repair and decision.repair != steps[index].tactic:
-            fixed = steps[:index] + [PairedStep(steps[index].prose, decision.repair)] + steps[index + 1:]
+            fixed = steps[:index] + [PairedStep(steps[index].prose, decision.repair)] + steps[index + 1 :]
             again = checker.check(header, statement, [s.tactic for s in fixed])
-            record["recheck"] = again.status if again.status != OK else (
-                "fixed" if again.first_failure is None or again.first_failure > index else "still fails")
+            record["recheck"] = (
+                again.status
+                if again.status != OK
+                else ("fixed" if again.first_failure is None or again.first_failure > index else "still fails")
+            )
             if again.status == OK and record["recheck"] == "fixed":
                 steps, result, repaired = fixed, again, True
                 labels = _labelled(steps, result)
                 if result.first_failure is not None:  # a later failure: judged, not repaired again
                     later = reviewer.review(Failure(statement, tuple(steps), result.first_failure, result.output))
                     decisions.append(record)
-                    record = {"step": result.first_failure, "verdict": later.verdict, "reason": later.reason,
-                              "repair": None, "recheck": "no second repair"}
+                    record = {
+                        "step": result.first_failure,
+                        "verdict": later.verdict,
+                        "reason": later.reason,
+                        "repair": None,
+                        "recheck": "no second repair",
+                    }
                     decision = later
         decisions.append(record)
         keep = decision.verdict == "mathematical" and record.get("recheck") in (None, "no second repair")
         if result.first_failure is not None and not keep:
             why = f"dropped: reviewer judged the failure {decision.verdict}" + (
-                f" and the repair {record['recheck']}" if record.get("recheck") not in (None, "no second repair") else "")
-            labels = [l if i < result.first_failure else StepLabel(l.prose, l.tactic, None, why)
-                      for i, l in enumerate(labels)]
+                f" and the repair {record['recheck']}"
+                if record.get("recheck") not in (None, "no second repair")
+                else ""
+            )
+            labels = [
+                l if i < result.first_failure else StepLabel(l.prose, l.tactic, None, why) for i, l in enumerate(labels)
+            ]
     proof_label: bool | None = False
     status = OK
     reason = "first failure at step %d" % (result.first_failure + 1) if result.first_failure is not None else ""
     if result.first_failure is None:
-        outcome = whole_program(VerifyRequest(assemble_program(header, statement, [s.tactic for s in steps]),
-                                              name=name, statement=statement, header=header))
+        outcome = whole_program(
+            VerifyRequest(
+                assemble_program(header, statement, [s.tactic for s in steps]),
+                name=name,
+                statement=statement,
+                header=header,
+            )
+        )
         proof_label = outcome.label
         reason = f"every tactic compiles; whole program {outcome.category.value}"
         if outcome.category is not Category.VALID:  # the policy decides; no step is shown wrong or right
@@ -273,8 +327,9 @@ def label_paired_proof(steps: Sequence[PairedStep], *, header: str, statement: s
             if not ok:
                 labels[i] = StepLabel(l.prose, l.tactic, None, f"dropped: correspondence judge rejected ({why})")
                 rejected += 1
-    return ProofLabels(labels, proof_label, result.first_failure, status, reason, decisions, rejected, repaired,
-                       result.lean_version)
+    return ProofLabels(
+        labels, proof_label, result.first_failure, status, reason, decisions, rejected, repaired, result.lean_version
+    )
 
 
 def training_prefix(labels: Sequence[bool | None]) -> list[bool]:

@@ -24,10 +24,18 @@ def step_metrics(predicted: Sequence[list[bool] | None], truth: Sequence[list[bo
     fp = sum(not p and t for p, t in pairs)
     fn = sum(p and not t for p, t in pairs)
     tn = len(pairs) - tp - fp - fn
-    return {"exact": exact, "first_error": first, "step_accuracy": (tp + tn) / len(pairs),
-            "f1_incorrect": _f1(tp, fp, fn), "f1_correct": _f1(tn, fn, fp),
-            "precision_incorrect": tp / (tp + fp) if tp + fp else None, "recall_incorrect": tp / (tp + fn) if tp + fn else None,
-            "parsed": sum(p is not None for p in predicted) / n, "proofs": float(n), "steps": float(len(pairs))}
+    return {
+        "exact": exact,
+        "first_error": first,
+        "step_accuracy": (tp + tn) / len(pairs),
+        "f1_incorrect": _f1(tp, fp, fn),
+        "f1_correct": _f1(tn, fn, fp),
+        "precision_incorrect": tp / (tp + fp) if tp + fp else None,
+        "recall_incorrect": tp / (tp + fn) if tp + fn else None,
+        "parsed": sum(p is not None for p in predicted) / n,
+        "proofs": float(n),
+        "steps": float(len(pairs)),
+    }
 
 
 def labels_at(wrong: Sequence[Sequence[float]], threshold: float) -> list[list[bool]]:
@@ -35,8 +43,9 @@ def labels_at(wrong: Sequence[Sequence[float]], threshold: float) -> list[list[b
     return [[p < threshold for p in proof] for proof in wrong]
 
 
-def choose_threshold(wrong: Sequence[Sequence[float]], truth: Sequence[list[bool]],
-                     objective: str = "exact") -> tuple[float, dict[str, float]]:
+def choose_threshold(
+    wrong: Sequence[Sequence[float]], truth: Sequence[list[bool]], objective: str = "exact"
+) -> tuple[float, dict[str, float]]:
     """The threshold on P(step wrong) with the best ``objective`` (``exact`` or ``f1_incorrect``) on
     these proofs (then the best of the other; then the highest, flagging least), and its metrics.
     Candidates: midpoints between the distinct scores, the lowest (flag all) and one above them all
@@ -61,12 +70,20 @@ def ranking(wrong: Sequence[Sequence[float]], truth: Sequence[list[bool]]) -> di
     if len(set(y)) < 2:
         return {}
     precision, recall, _ = precision_recall_curve(y, scores)
-    return {"average_precision": float(average_precision_score(y, scores)), "auroc": float(roc_auc_score(y, scores)),
-            "curve": {"precision": precision.tolist(), "recall": recall.tolist()}}
+    return {
+        "average_precision": float(average_precision_score(y, scores)),
+        "auroc": float(roc_auc_score(y, scores)),
+        "curve": {"precision": precision.tolist(), "recall": recall.tolist()},
+    }
 
 
-def best_of_n(groups: Sequence[str], predicted: Sequence[list[bool] | None], correct: Sequence[bool | None],
-              seed: int = 0, wrong: Sequence[float] | None = None) -> dict[str, float] | None:
+def best_of_n(
+    groups: Sequence[str],
+    predicted: Sequence[list[bool] | None],
+    correct: Sequence[bool | None],
+    seed: int = 0,
+    wrong: Sequence[float] | None = None,
+) -> dict[str, float] | None:
     """A method's pick vs a random pick over problems with >= 2 candidates whose proof labels are
     known. ``wrong``: each candidate's P(some step wrong); when given, the pick is the lowest."""
     by_problem: dict[str, list[int]] = defaultdict(list)
@@ -79,6 +96,7 @@ def best_of_n(groups: Sequence[str], predicted: Sequence[list[bool] | None], cor
     rng = random.Random(seed)
     picked, random_rate = [], []
     for indices in problems.values():
+
         def score(i: int) -> tuple:
             if wrong is not None:
                 return (-wrong[i], rng.random())
@@ -88,5 +106,9 @@ def best_of_n(groups: Sequence[str], predicted: Sequence[list[bool] | None], cor
         best = max(indices, key=score)
         picked.append(bool(correct[best]))
         random_rate.append(sum(bool(correct[i]) for i in indices) / len(indices))
-    return {"problems": float(len(problems)), "candidates": float(sum(map(len, problems.values()))),
-            "verifier_pick": sum(picked) / len(picked), "random_pick": sum(random_rate) / len(random_rate)}
+    return {
+        "problems": float(len(problems)),
+        "candidates": float(sum(map(len, problems.values()))),
+        "verifier_pick": sum(picked) / len(picked),
+        "random_pick": sum(random_rate) / len(random_rate),
+    }

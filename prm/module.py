@@ -74,11 +74,14 @@ class PRMModule(HFModule):
         width = self.rollout.encode_prompts(prompts, 1)[0].shape[1]
         counts = [len(e.labels) for e in batch for _ in range(self.grpo.num_generations)]
         if max(counts) + 1 > self.generation.max_new_tokens:
-            raise ValueError(f"generation.max_new_tokens {self.generation.max_new_tokens} cannot hold {max(counts)} "
-                             "labels + end of turn; raise it to data.max_proof_steps + 1")
+            raise ValueError(
+                f"generation.max_new_tokens {self.generation.max_new_tokens} cannot hold {max(counts)} "
+                "labels + end of turn; raise it to data.max_proof_steps + 1"
+            )
         grammar = LabelGrammar(self.tokenizer, width, counts)  # sampled answers label every step
-        rollouts = self.rollout.generate(self.model, prompts, self.grpo.num_generations,
-                                         logits_processor=LogitsProcessorList([grammar]))
+        rollouts = self.rollout.generate(
+            self.model, prompts, self.grpo.num_generations, logits_processor=LogitsProcessorList([grammar])
+        )
         rewards = []
         for row, text in enumerate(rollouts.texts):
             truth = batch[row // self.grpo.num_generations].labels
@@ -96,8 +99,9 @@ class PRMModule(HFModule):
         (a full [B, T, vocab] logits tensor would be gigabytes for Qwen's 151k vocabulary and most of a
         CPU step)."""
         causal = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
-        hidden = causal.base_model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                                   use_cache=False).last_hidden_state
+        hidden = causal.base_model(
+            input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False
+        ).last_hidden_state
         targets = batch["labels"][:, 1:]
         scored = targets != -100
         logits = causal.get_output_embeddings()(hidden[:, :-1][scored])
@@ -107,14 +111,22 @@ class PRMModule(HFModule):
         return (losses * weights).sum() / weights.sum(), int(scored.sum())
 
     def validation_step(self, batch: list, batch_idx: int) -> None:
-        answers = greedy_answers(self.model, self.tokenizer, [e.prompt for e in batch], [len(e.labels) for e in batch],
-                                 batch_size=len(batch))
+        answers = greedy_answers(
+            self.model, self.tokenizer, [e.prompt for e in batch], [len(e.labels) for e in batch], batch_size=len(batch)
+        )
         predicted = [parse_labels(a, len(e.labels)) for a, e in zip(answers, batch)]
         n = len(batch)
         self.log("val/exact", sum(p == e.labels for p, e in zip(predicted, batch)) / n, batch_size=n, prog_bar=True)
-        self.log("val/first_error", sum(p is not None and first_error(p) == first_error(e.labels)
-                                        for p, e in zip(predicted, batch)) / n, batch_size=n)
+        self.log(
+            "val/first_error",
+            sum(p is not None and first_error(p) == first_error(e.labels) for p, e in zip(predicted, batch)) / n,
+            batch_size=n,
+        )
         self.log("val/parsed", sum(p is not None for p in predicted) / n, batch_size=n)
 
     def manifest_model(self) -> dict[str, Any]:
-        return {**super().manifest_model(), "mode": self.mode, "answer_format": "one ' +'/' -' token per step, then " + END_OF_TURN}
+        return {
+            **super().manifest_model(),
+            "mode": self.mode,
+            "answer_format": "one ' +'/' -' token per step, then " + END_OF_TURN,
+        }

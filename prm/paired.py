@@ -18,13 +18,23 @@ SEVERAL_TACTICS = "several_tactic_blocks"
 EMPTY_TACTIC = "empty_tactic"
 UNCLOSED_BLOCK = "unclosed_block"
 PROSE_AFTER_TACTIC = "prose_after_tactic"
-REJECTIONS = (NO_STEPS, TEXT_OUTSIDE_STEP, STEP_ORDER, MISSING_PROSE, MISSING_TACTIC, SEVERAL_TACTICS,
-              EMPTY_TACTIC, UNCLOSED_BLOCK, PROSE_AFTER_TACTIC)
+REJECTIONS = (
+    NO_STEPS,
+    TEXT_OUTSIDE_STEP,
+    STEP_ORDER,
+    MISSING_PROSE,
+    MISSING_TACTIC,
+    SEVERAL_TACTICS,
+    EMPTY_TACTIC,
+    UNCLOSED_BLOCK,
+    PROSE_AFTER_TACTIC,
+)
 
 INSTRUCTION = (
     "Prove the following Lean 4 theorem step by step. Write each step as `Step N:` followed by one "
     "sentence saying what the step does mathematically, then a ```lean4 block holding the tactic that "
-    "does it. The tactics, in order, must form the proof that follows `:= by`.")
+    "does it. The tactics, in order, must form the proof that follows `:= by`."
+)
 
 _STEP = re.compile(r"^Step\s+(\d+)\s*[:.]\s?(.*)$")
 _FENCE_OPEN = re.compile(r"^```\s*(lean4?|)\s*$")
@@ -114,8 +124,9 @@ def _dedent(block: str) -> str:
     return "\n".join(l[indent:] for l in lines)
 
 
-def assemble_program(header: str, statement: str, tactics: Sequence[str], *, context: str = "",
-                     indent: str = "  ") -> str:
+def assemble_program(
+    header: str, statement: str, tactics: Sequence[str], *, context: str = "", indent: str = "  "
+) -> str:
     """Trusted header (+ context) + trusted statement ending in ``:= by`` + the tactics in order,
     each (all its lines) indented under the ``by``."""
     if not statement.rstrip().endswith("by"):
@@ -126,12 +137,15 @@ def assemble_program(header: str, statement: str, tactics: Sequence[str], *, con
     return "\n\n".join(parts)
 
 
-def render_paired_prompt(formal_statement: str, tokenizer: Any, informal: str | None = None,
-                         system: str | None = None) -> str:
+def render_paired_prompt(
+    formal_statement: str, tokenizer: Any, informal: str | None = None, system: str | None = None
+) -> str:
     """The generator's chat prompt for one statement (the tokenizer's chat template, or ChatML when it
     has none, as :func:`leanloop.prover.prompt.render_prompt` does)."""
     problem = f"{informal.strip()}\n\n" if informal else ""
     messages = [{"role": "system", "content": system}] if system else []
-    messages.append({"role": "user", "content": f"{INSTRUCTION}\n\n{problem}```lean4\n{formal_statement.rstrip()}\n```"})
+    messages.append(
+        {"role": "user", "content": f"{INSTRUCTION}\n\n{problem}```lean4\n{formal_statement.rstrip()}\n```"}
+    )
     template = None if getattr(tokenizer, "chat_template", None) else CHATML_TEMPLATE
     return tokenizer.apply_chat_template(messages, chat_template=template, tokenize=False, add_generation_prompt=True)

@@ -41,8 +41,14 @@ def declaration(program: str, steps: list[TacticStep]) -> tuple[str, str]:
     return header, body
 
 
-def review_recorded(labels: list[StepLabel], steps: list[TacticStep], statement: str, first: int | None,
-                    outcome: Outcome, reviewer: Reviewer | None) -> tuple[list[StepLabel], dict[str, Any] | None]:
+def review_recorded(
+    labels: list[StepLabel],
+    steps: list[TacticStep],
+    statement: str,
+    first: int | None,
+    outcome: Outcome,
+    reviewer: Reviewer | None,
+) -> tuple[list[StepLabel], dict[str, Any] | None]:
     """The reviewer's reading of a recorded program's first failure. A failure it does not judge
     mathematical loses its negative labels: a syntax repair cannot be checked here (nobody
     recorded the repaired program), so it is not tried."""
@@ -57,14 +63,22 @@ def review_recorded(labels: list[StepLabel], steps: list[TacticStep], statement:
     return [l if i < first else StepLabel(l.prose, l.tactic, None, why) for i, l in enumerate(labels)], record
 
 
-def build_recorded(config: RecordedConfig, splits: SplitConfig, profile: AcceptancePolicy | str = "collection",
-                   progress: bool = True, reviewer: Reviewer | None = None) -> tuple[list[ProofRecord], Counter]:
+def build_recorded(
+    config: RecordedConfig,
+    splits: SplitConfig,
+    profile: AcceptancePolicy | str = "collection",
+    progress: bool = True,
+    reviewer: Reviewer | None = None,
+) -> tuple[list[ProofRecord], Counter]:
     """Labelled proofs of the recorded programs, and counts (skipped shapes, categories, labels,
     the reviewer's verdicts)."""
     counts: Counter = Counter()
     cut: list[tuple[int, dict, list[TacticStep]]] = []
     for number, row in numbered_jsonl(resolve_shared(config.path)):
-        if config.limit is not None and len(cut) + sum(v for k, v in counts.items() if k.startswith("skipped:")) >= config.limit:
+        if (
+            config.limit is not None
+            and len(cut) + sum(v for k, v in counts.items() if k.startswith("skipped:")) >= config.limit
+        ):
             break
         try:
             cut.append((number, row, split_steps(row["code"], row.get("name"))))
@@ -84,13 +98,26 @@ def build_recorded(config: RecordedConfig, splits: SplitConfig, profile: Accepta
         counts["steps"] += len(steps)
         counts["labelled_steps"] += sum(l.label is not None for l in labels)
         counts["steps_from_comment"] += sum(s.prose_source == "comment" for s in steps)
-        records.append(ProofRecord(
-            proof_id=f"{row.get('custom_id', row.get('name'))}@{number}", name=row["name"], statement=statement,
-            header=header, program=row["code"], steps=as_dicts(labels), proof_label=proof_label, first_error=first,
-            category=outcome.category.value, lean_version=row.get("lean_version"), generator=str(row.get("prover")),
-            source=str(row.get("source") or config.path), labeller=LABELLER, reason=reason,
-            reviewer=[decision] if decision is not None else [],
-            split=theorem_split(row["name"], splits.valid, splits.test, splits.seed)))
+        records.append(
+            ProofRecord(
+                proof_id=f"{row.get('custom_id', row.get('name'))}@{number}",
+                name=row["name"],
+                statement=statement,
+                header=header,
+                program=row["code"],
+                steps=as_dicts(labels),
+                proof_label=proof_label,
+                first_error=first,
+                category=outcome.category.value,
+                lean_version=row.get("lean_version"),
+                generator=str(row.get("prover")),
+                source=str(row.get("source") or config.path),
+                labeller=LABELLER,
+                reason=reason,
+                reviewer=[decision] if decision is not None else [],
+                split=theorem_split(row["name"], splits.valid, splits.test, splits.seed),
+            )
+        )
     return records, counts
 
 

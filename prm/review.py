@@ -70,9 +70,11 @@ REVIEW_PROMPT = (
     "right but the Lean text is malformed or names something wrongly) or MATHEMATICAL (the step's "
     "claim or reasoning is wrong). For SYNTAX, give the repaired tactic.\n\nTheorem:\n{statement}\n\n"
     "Step {number}: {prose}\n```lean4\n{tactic}\n```\n\nLean says:\n{output}\n\n"
-    "Answer as `VERDICT: SYNTAX` or `VERDICT: MATHEMATICAL`, then for SYNTAX a ```lean4 block with the repair.")
-JUDGE_PROMPT = ("Does the Lean tactic do what the sentence says?\n\nSentence: {prose}\n```lean4\n{tactic}\n```\n\n"
-                "Answer YES or NO.")
+    "Answer as `VERDICT: SYNTAX` or `VERDICT: MATHEMATICAL`, then for SYNTAX a ```lean4 block with the repair."
+)
+JUDGE_PROMPT = (
+    "Does the Lean tactic do what the sentence says?\n\nSentence: {prose}\n```lean4\n{tactic}\n```\n\nAnswer YES or NO."
+)
 
 
 class _Chat:
@@ -91,13 +93,19 @@ class _Chat:
         from leanloop.prover.prompt import CHATML_TEMPLATE
 
         template = None if getattr(self.tokenizer, "chat_template", None) else CHATML_TEMPLATE
-        prompt = self.tokenizer.apply_chat_template([{"role": "user", "content": text}], chat_template=template,
-                                                    tokenize=False, add_generation_prompt=True)
+        prompt = self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": text}], chat_template=template, tokenize=False, add_generation_prompt=True
+        )
         ids = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)["input_ids"]
         with torch.no_grad():
-            out = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                                      max_new_tokens=self.max_new_tokens, pad_token_id=self.tokenizer.eos_token_id)
-        return self.tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+            out = self.model.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                do_sample=False,
+                max_new_tokens=self.max_new_tokens,
+                pad_token_id=self.tokenizer.eos_token_id,
+            )
+        return self.tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
 
 
 class ModelReviewer:
@@ -110,8 +118,15 @@ class ModelReviewer:
 
     def review(self, failure: Failure) -> ReviewDecision:
         step = failure.steps[failure.index]
-        answer = self.chat.ask(REVIEW_PROMPT.format(statement=failure.statement, number=failure.index + 1,
-                                                    prose=step.prose, tactic=step.tactic, output=failure.output[:2000]))
+        answer = self.chat.ask(
+            REVIEW_PROMPT.format(
+                statement=failure.statement,
+                number=failure.index + 1,
+                prose=step.prose,
+                tactic=step.tactic,
+                output=failure.output[:2000],
+            )
+        )
         return parse_review(answer)
 
 
@@ -121,7 +136,7 @@ def parse_review(answer: str) -> ReviewDecision:
         return ReviewDecision("unclear", f"reviewer answer has no VERDICT: {answer.strip()[:120]!r}")
     if verdict.group(1).upper() == "MATHEMATICAL":
         return ReviewDecision("mathematical", "reviewer: mathematical")
-    block = re.search(r"```(?:lean4?)?\n(.*?)```", answer[verdict.end():], re.DOTALL)
+    block = re.search(r"```(?:lean4?)?\n(.*?)```", answer[verdict.end() :], re.DOTALL)
     repair = block.group(1).strip() if block and block.group(1).strip() else None
     return ReviewDecision("syntax", "reviewer: syntax" + ("" if repair else " (no repair given)"), repair)
 

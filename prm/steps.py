@@ -82,8 +82,16 @@ def split_steps(program: str, theorem: str | None = None) -> list[TacticStep]:
             return
         text = "\n".join(lines[n][top:] for n in current).rstrip()
         prose = " ".join(comment).strip()
-        steps.append(TacticStep(text, prose or text, "comment" if prose else "tactic",
-                                Position(current[0] + 1, top), current[-1] + 1, by_line + 1))
+        steps.append(
+            TacticStep(
+                text,
+                prose or text,
+                "comment" if prose else "tactic",
+                Position(current[0] + 1, top),
+                current[-1] + 1,
+                by_line + 1,
+            )
+        )
         comment = []
 
     for number in body:

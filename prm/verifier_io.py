@@ -18,16 +18,19 @@ from typing import Any, Sequence
 from leanloop.prover.prompt import CHATML_TEMPLATE
 
 END_OF_TURN = "<|im_end|>"
-INSTRUCTION = ("Check this proof step by step. Label every step + if it is correct, - if it is wrong "
-               "(a step that builds on a wrong step is wrong too). Answer with one label per step, in order: `+ + -`.")
+INSTRUCTION = (
+    "Check this proof step by step. Label every step + if it is correct, - if it is wrong "
+    "(a step that builds on a wrong step is wrong too). Answer with one label per step, in order: `+ + -`."
+)
 
 
 def verifier_prompt(statement: str, steps: Sequence[str], tokenizer: Any) -> str:
     numbered = "\n".join(f"{i}. {' '.join(step.split())}" for i, step in enumerate(steps, 1))
     content = f"{INSTRUCTION}\n\nTheorem:\n{statement.strip()}\n\nProof:\n{numbered}"
     template = None if getattr(tokenizer, "chat_template", None) else CHATML_TEMPLATE
-    return tokenizer.apply_chat_template([{"role": "user", "content": content}], chat_template=template,
-                                         tokenize=False, add_generation_prompt=True)
+    return tokenizer.apply_chat_template(
+        [{"role": "user", "content": content}], chat_template=template, tokenize=False, add_generation_prompt=True
+    )
 
 
 def render_labels(labels: Sequence[bool]) -> str:

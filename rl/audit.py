@@ -88,8 +88,16 @@ class AuditReport:
         return self.evaluator_accepted_valid / scored_valid if scored_valid else None
 
     def metrics(self) -> dict[str, float]:
-        keys = ("unfinished", "rechecked", "resolved", "valid", "evaluator_accepted", "evaluator_accepted_valid",
-                "evaluator_accepted_invalid", "evaluator_rejected_valid")
+        keys = (
+            "unfinished",
+            "rechecked",
+            "resolved",
+            "valid",
+            "evaluator_accepted",
+            "evaluator_accepted_valid",
+            "evaluator_accepted_invalid",
+            "evaluator_rejected_valid",
+        )
         out = {f"audit/{k}": float(getattr(self, k)) for k in keys}
         for key in ("valid_share", "evaluator_recall"):
             if getattr(self, key) is not None:
@@ -176,10 +184,16 @@ class JudgeResult:
         return None if label is None else bool(label)
 
     def to_dict(self) -> dict:
-        return {"step": self.item.step, "name": self.item.name, "source": self.item.source,
-                "judge": self.outcome.category.value, "agreed": self.agreed, "timed_out": self.timed_out,
-                "reasons": list(self.outcome.reasons),
-                "completion": self.item.completion if self.agreed is False else None}
+        return {
+            "step": self.item.step,
+            "name": self.item.name,
+            "source": self.item.source,
+            "judge": self.outcome.category.value,
+            "agreed": self.agreed,
+            "timed_out": self.timed_out,
+            "reasons": list(self.outcome.reasons),
+            "completion": self.item.completion if self.agreed is False else None,
+        }
 
 
 class JudgeAudit:
@@ -233,8 +247,9 @@ class JudgeAudit:
             try:
                 outcomes = future.result()
             except Exception as error:  # a judge bug must not stop training: the items stay undecided
-                outcomes = [Outcome(Category.INFRA_ERROR, reasons=[f"infra_failure: judge raised {error!r}"])
-                            for _ in items]
+                outcomes = [
+                    Outcome(Category.INFRA_ERROR, reasons=[f"infra_failure: judge raised {error!r}"]) for _ in items
+                ]
             results += [JudgeResult(i, o) for i, o in zip(items, outcomes)]
         with self._lock:
             self._pending = [p for p in self._pending if p in still]
@@ -249,11 +264,17 @@ class JudgeAudit:
             self.undecided += agreed is None
             self.timeouts += result.timed_out
             if agreed is False:
-                why = ("the judge timed out on it (a fast-path-valid candidate the judge cannot decide counts as a "
-                       "disagreement)" if result.timed_out else
-                       f"the judge rejects it: {'; '.join(result.outcome.reasons)[:300]}")
-                print(f"[rl] JUDGE ALARM: step {result.item.step} paid 1.0 ({result.item.source}) for "
-                      f"{result.item.name} but {why}", file=sys.stderr)
+                why = (
+                    "the judge timed out on it (a fast-path-valid candidate the judge cannot decide counts as a "
+                    "disagreement)"
+                    if result.timed_out
+                    else f"the judge rejects it: {'; '.join(result.outcome.reasons)[:300]}"
+                )
+                print(
+                    f"[rl] JUDGE ALARM: step {result.item.step} paid 1.0 ({result.item.source}) for "
+                    f"{result.item.name} but {why}",
+                    file=sys.stderr,
+                )
 
     def gate(self, items: list[JudgeItem]) -> list[JudgeResult]:
         """``gate`` mode: judge ``items`` now, waiting at most the step's deadline; a verdict not in
@@ -273,8 +294,10 @@ class JudgeAudit:
 
             tasks = [asyncio.ensure_future(one(i.request)) for i in items]
             await asyncio.wait(tasks, timeout=deadline)
-            late = Outcome(Category.TIMEOUT, reasons=[f"lean_timeout: the judge gave no verdict within the step's "
-                                                      f"{deadline:g} s gate deadline"])
+            late = Outcome(
+                Category.TIMEOUT,
+                reasons=[f"lean_timeout: the judge gave no verdict within the step's {deadline:g} s gate deadline"],
+            )
             for task in tasks:
                 if not task.done():
                     task.cancel()
@@ -286,8 +309,9 @@ class JudgeAudit:
         try:
             outcomes = asyncio.run(run())
         except Exception as error:  # a judge bug is no verdict: the gate pays nothing for it
-            outcomes = [Outcome(Category.INFRA_ERROR, reasons=[f"infra_failure: judge raised {error!r}"])
-                        for _ in items]
+            outcomes = [
+                Outcome(Category.INFRA_ERROR, reasons=[f"infra_failure: judge raised {error!r}"]) for _ in items
+            ]
         self.gate_s += time.perf_counter() - began
         results = [JudgeResult(i, o) for i, o in zip(items, outcomes)]
         self.submitted += len(items)
@@ -307,14 +331,21 @@ class JudgeAudit:
         return self.agreed / decided if decided else None
 
     def summary(self) -> dict:
-        return {"mode": self.config.mode, "submitted": self.submitted, "agreed": self.agreed,
-                "disagreed": self.disagreed, "undecided": self.undecided, "timeouts": self.timeouts,
-                "pending": self.pending, "agreement_rate": self.agreement_rate, "gate_withheld": self.gate_withheld,
-                "gate_s": round(self.gate_s, 3)}
+        return {
+            "mode": self.config.mode,
+            "submitted": self.submitted,
+            "agreed": self.agreed,
+            "disagreed": self.disagreed,
+            "undecided": self.undecided,
+            "timeouts": self.timeouts,
+            "pending": self.pending,
+            "agreement_rate": self.agreement_rate,
+            "gate_withheld": self.gate_withheld,
+            "gate_s": round(self.gate_s, 3),
+        }
 
     def metrics(self) -> dict[str, float]:
-        out = {f"judge/{k}": float(v) for k, v in self.summary().items()
-               if v is not None and not isinstance(v, str)}
+        out = {f"judge/{k}": float(v) for k, v in self.summary().items() if v is not None and not isinstance(v, str)}
         return out
 
     def close(self) -> None:
@@ -362,10 +393,14 @@ def check_infra_share(step: int, scores: StepScores, limit: float | None) -> flo
     failed = sum(r.lean == Category.INFRA_ERROR.value for r in scores.rewards)
     share = failed / started
     if limit is not None and share > limit:
-        examples = [r.outcome.reasons[0] if r.outcome is not None and r.outcome.reasons else "" for r in scores.rewards
-                    if r.lean == Category.INFRA_ERROR.value][:2]
+        examples = [
+            r.outcome.reasons[0] if r.outcome is not None and r.outcome.reasons else ""
+            for r in scores.rewards
+            if r.lean == Category.INFRA_ERROR.value
+        ][:2]
         raise InfraBreakerTripped(
             f"step {step}: {failed} of {started} Lean checks ended infra_error ({share:.0%} > "
             f"reward_checks.max_infra_error_share={limit:g}); stopping instead of training on rewards of None. "
-            f"Check the Lean backend (toolchain, header pickle, sandbox); first reasons: {examples}")
+            f"Check the Lean backend (toolchain, header pickle, sandbox); first reasons: {examples}"
+        )
     return share

@@ -96,8 +96,20 @@ RL_LEAN = LeanConfig(profile="rl")
 """rl's ``lean:`` default: rewards are checked under the hardened ``rl`` profile (the only one rl takes)."""
 RENAMED_LEAN_KEYS = {"lean.workers": "lean.concurrency"}
 """The old rl ``lean:`` options and where they went (refused by name, :func:`leanloop.tool.check_renamed_keys`)."""
-RENAMED_KEYS = {**RENAMED_LEAN_KEYS, **{f"lean.{name}": f"reward_checks.{name}" for name in (
-    "latency", "latency_scale", "unrecorded_delay", "allow_shared_repl", "sandbox", "max_infra_error_share")}}
+RENAMED_KEYS = {
+    **RENAMED_LEAN_KEYS,
+    **{
+        f"lean.{name}": f"reward_checks.{name}"
+        for name in (
+            "latency",
+            "latency_scale",
+            "unrecorded_delay",
+            "allow_shared_repl",
+            "sandbox",
+            "max_infra_error_share",
+        )
+    },
+}
 
 
 @dataclass
@@ -149,8 +161,24 @@ class EvaluatorConfig:
 
 
 __all__ = [
-    "AdapterConfig", "AuditConfig", "BackendConfig", "CurriculumConfig", "DriftConfig", "EvaluationConfig",
-    "EvaluatorConfig", "FilterConfig", "GRPOConfig", "LeanConfig", "ModelSpec", "OptimConfig", "PolicyConfig",
-    "PromptConfig", "RefreshConfig", "ReplayConfig", "RewardChecksConfig", "RewardConfig", "RolloutGenerationConfig",
+    "AdapterConfig",
+    "AuditConfig",
+    "BackendConfig",
+    "CurriculumConfig",
+    "DriftConfig",
+    "EvaluationConfig",
+    "EvaluatorConfig",
+    "FilterConfig",
+    "GRPOConfig",
+    "LeanConfig",
+    "ModelSpec",
+    "OptimConfig",
+    "PolicyConfig",
+    "PromptConfig",
+    "RefreshConfig",
+    "ReplayConfig",
+    "RewardChecksConfig",
+    "RewardConfig",
+    "RolloutGenerationConfig",
     "StatementsConfig",
 ]

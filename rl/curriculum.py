@@ -91,7 +91,7 @@ class Curriculum:
             raise ValueError(f"rank {rank} outside a world of {world_size}")
         self.readmit(step)
         if not self.config.enabled:
-            return self._epochs(k * world_size)[rank * k:(rank + 1) * k], False
+            return self._epochs(k * world_size)[rank * k : (rank + 1) * k], False
         pool = self.active()
         exhausted = not pool
         if exhausted:
@@ -103,7 +103,7 @@ class Curriculum:
             drawn = []
             while len(drawn) < total:
                 drawn += self.rng.sample(pool, len(pool))
-        return drawn[rank * k:(rank + 1) * k], exhausted
+        return drawn[rank * k : (rank + 1) * k], exhausted
 
     def _epochs(self, k: int) -> list[str]:
         """Curriculum off (LLF: "one epoch on approximately 21.8K filtered ... problems"): every
@@ -166,25 +166,35 @@ class Curriculum:
     def readmit(self, step: int) -> list[str]:
         back = []
         for name, state in self.states.items():
-            if (state.status in (ALWAYS_SOLVED, NEVER_SOLVED) and state.retired_at is not None
-                    and step - state.retired_at >= self.config.readmit_after_steps
-                    and state.readmissions < self.config.readmission_budget):
+            if (
+                state.status in (ALWAYS_SOLVED, NEVER_SOLVED)
+                and state.retired_at is not None
+                and step - state.retired_at >= self.config.readmit_after_steps
+                and state.readmissions < self.config.readmission_budget
+            ):
                 state.readmissions += 1
                 state.window_attempts = state.window_successes = 0
-                self.set_status(name, ACTIVE, step, f"re-admitted ({state.readmissions}/{self.config.readmission_budget})")
+                self.set_status(
+                    name, ACTIVE, step, f"re-admitted ({state.readmissions}/{self.config.readmission_budget})"
+                )
                 back.append(name)
         return back
 
     def counts(self) -> dict[str, float]:
         tally = Counter(s.status for s in self.states.values())
-        return {f"curriculum/{status}": float(tally.get(status, 0))
-                for status in (ACTIVE, ALWAYS_SOLVED, NEVER_SOLVED, TRIVIAL, DROPPED)}
+        return {
+            f"curriculum/{status}": float(tally.get(status, 0))
+            for status in (ACTIVE, ALWAYS_SOLVED, NEVER_SOLVED, TRIVIAL, DROPPED)
+        }
 
     def state_dict(self) -> dict:
         """Statuses, transitions and the sampler's state (plain types: a checkpoint holds them)."""
-        return {"states": [asdict(s) for s in self.states.values()],
-                "transitions": [asdict(t) for t in self.transitions], "rng": rng_state(self.rng),
-                "epoch": list(self.epoch)}
+        return {
+            "states": [asdict(s) for s in self.states.values()],
+            "transitions": [asdict(t) for t in self.transitions],
+            "rng": rng_state(self.rng),
+            "epoch": list(self.epoch),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.states = {s["name"]: StatementState(**s) for s in state["states"]}
@@ -251,7 +261,7 @@ class ReplayBuffer:
         if any(p.completion == proof.completion for p in stored):
             return False
         stored.append(proof)
-        del stored[:-self.config.capacity_per_statement]
+        del stored[: -self.config.capacity_per_statement]
         return True
 
     def remove(self, name: str, completion: str) -> bool:

@@ -97,8 +97,10 @@ class RLData(L.LightningDataModule):
             self.eval_statements = load_statement_set(self.eval_config)
             overlap = sorted({s.theorem for s in self.statements} & {s.theorem for s in self.eval_statements})
             if overlap:
-                raise ValueError(f"{len(overlap)} evaluation theorems are also training statements (e.g. {overlap[:3]}); "
-                                 "make data.statements and data.eval_statements theorem-disjoint")
+                raise ValueError(
+                    f"{len(overlap)} evaluation theorems are also training statements (e.g. {overlap[:3]}); "
+                    "make data.statements and data.eval_statements theorem-disjoint"
+                )
         self.by_name = {s.name: s for s in self.statements}
         self.curriculum = Curriculum(self.by_name, self.curriculum_config, seed=self.seed)
         if self.filter_config.enabled:
@@ -106,8 +108,14 @@ class RLData(L.LightningDataModule):
             self.filter_records = filters.run(self.statements)
             for record in self.filter_records:
                 if record["decision"] in ("drop", "review"):
-                    self.curriculum.set_status(record["name"], DROPPED, 0, ",".join(
-                        (["expert_review"] if record["decision"] == "review" else []) + record["decision_reasons"]))
+                    self.curriculum.set_status(
+                        record["name"],
+                        DROPPED,
+                        0,
+                        ",".join(
+                            (["expert_review"] if record["decision"] == "review" else []) + record["decision_reasons"]
+                        ),
+                    )
                 elif record["decision"] == "retire":
                     self.curriculum.set_status(record["name"], TRIVIAL, 0, "trivial (filters)")
         if not self.curriculum.active():
@@ -120,8 +128,9 @@ class RLData(L.LightningDataModule):
         """The trainer trains on ``problems`` now: the oldest pending draw."""
         names = [p.name for p in problems]
         if not self.pending or self.pending[0] != names:
-            raise RuntimeError(f"training on {names}, but the oldest drawn batch is "
-                               f"{self.pending[0] if self.pending else None}")
+            raise RuntimeError(
+                f"training on {names}, but the oldest drawn batch is {self.pending[0] if self.pending else None}"
+            )
         self.pending.pop(0)
 
     def state_dict(self) -> dict[str, Any]:
@@ -129,8 +138,12 @@ class RLData(L.LightningDataModule):
         them in every checkpoint)."""
         if self.curriculum is None:
             return {}
-        return {"curriculum": self.curriculum.state_dict(), "step": self.step,
-                "exhausted_steps": self.exhausted_steps, "pending": [list(p) for p in self.pending]}
+        return {
+            "curriculum": self.curriculum.state_dict(),
+            "step": self.step,
+            "exhausted_steps": self.exhausted_steps,
+            "pending": [list(p) for p in self.pending],
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if not state:
@@ -175,11 +188,13 @@ class RLData(L.LightningDataModule):
         return out
 
     def manifest_counts(self) -> dict[str, Any]:
-        counts: dict[str, Any] = {"statements": len(self.statements), "eval_statements": len(self.eval_statements),
-                                  "curriculum_exhausted_steps": self.exhausted_steps}
+        counts: dict[str, Any] = {
+            "statements": len(self.statements),
+            "eval_statements": len(self.eval_statements),
+            "curriculum_exhausted_steps": self.exhausted_steps,
+        }
         if self.filter_records:
             counts["filters"] = summarize(self.filter_records)
         if self.curriculum is not None:
             counts["curriculum"] = self.curriculum.counts()
         return counts
-

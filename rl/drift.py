@@ -116,9 +116,13 @@ class DriftMonitor:
 
     def state_dict(self) -> dict:
         """The pairs and shares gathered since the last report, and the reports so far."""
-        return {"pairs": [asdict(p) for p in self.pairs], "learned_pairs": [asdict(p) for p in self.learned_pairs],
-                "lean_rewards": self.lean_rewards, "verdict_rewards": self.verdict_rewards,
-                "history": [asdict(r) for r in self.history]}
+        return {
+            "pairs": [asdict(p) for p in self.pairs],
+            "learned_pairs": [asdict(p) for p in self.learned_pairs],
+            "lean_rewards": self.lean_rewards,
+            "verdict_rewards": self.verdict_rewards,
+            "history": [asdict(r) for r in self.history],
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.pairs = [Pair(**p) for p in state["pairs"]]
@@ -140,8 +144,9 @@ class DriftMonitor:
         if self.learned_pairs:
             l_accuracy, l_fpr, l_fnr, _, _ = agreement(self.learned_pairs)
             learned = {"pairs": float(len(self.learned_pairs)), "accuracy": l_accuracy, "fpr": l_fpr, "fnr": l_fnr}
-        report = DriftReport(step, len(self.pairs), n_valid, n_invalid, accuracy, fpr, fnr, share, bool(reasons), reasons,
-                             learned)
+        report = DriftReport(
+            step, len(self.pairs), n_valid, n_invalid, accuracy, fpr, fnr, share, bool(reasons), reasons, learned
+        )
         self.history.append(report)
         if reset:
             self.pairs, self.learned_pairs, self.lean_rewards, self.verdict_rewards = [], [], 0, 0

@@ -65,7 +65,7 @@ def split_binders(binders: str) -> list[Binder]:
         elif depth and ch == _CLOSING[opener]:
             depth -= 1
             if depth == 0:
-                inner = binders[start + 1:i]
+                inner = binders[start + 1 : i]
                 names, _, type_ = inner.partition(":") if ":" in mask(inner).text else ("", "", inner)
                 out.append(Binder(names.split(), " ".join(type_.split()), opener))
     return out
@@ -94,8 +94,11 @@ def risk_flags(statement: Statement) -> dict[str, bool]:
     sides = [s.strip() for s in goal.split(" = ")] if goal.count(" = ") == 1 else None
     hyps = [_norm(b.type) for b in split_binders(sig.binders)]
     answer = goal in hyps or (sides is not None and f"{sides[1]} = {sides[0]}" in hyps)
-    return {"nat_subtraction": nat and bool(_SUB.search(text)), "nat_division": nat and bool(_DIV.search(text)),
-            "answer_in_hypothesis": answer}
+    return {
+        "nat_subtraction": nat and bool(_SUB.search(text)),
+        "nat_division": nat and bool(_DIV.search(text)),
+        "answer_in_hypothesis": answer,
+    }
 
 
 @dataclass
@@ -118,8 +121,11 @@ def filter_programs(statement: Statement, config: FilterConfig) -> list[FilterPr
     for check in config.checks:
         if check == "compile":
             program = head + statement.statement.rstrip() + "\n  sorry\n"
-            out.append(FilterProgram(check, VerifyRequest(program, name=statement.theorem, header=statement.header),
-                                     "statement"))
+            out.append(
+                FilterProgram(
+                    check, VerifyRequest(program, name=statement.theorem, header=statement.header), "statement"
+                )
+            )
             continue
         if check == "hypotheses":
             if not sig.binders:
@@ -135,16 +141,24 @@ def filter_programs(statement: Statement, config: FilterConfig) -> list[FilterPr
         program = head + trusted + f"\n  {tactic}\n"
         # the harness elaborates the trusted claim after the statement's own context (its opens,
         # variables and definitions), as for the reward (rl.reward_harness.trusted_prefix)
-        out.append(FilterProgram(check, VerifyRequest(program, name=name, statement=trusted,
-                                                      header=trusted_prefix(statement)), "rl"))
+        out.append(
+            FilterProgram(
+                check, VerifyRequest(program, name=name, statement=trusted, header=trusted_prefix(statement)), "rl"
+            )
+        )
     return out
 
 
 def _record(outcome: Outcome | None, note: str | None = None) -> dict[str, Any]:
     if outcome is None:
         return {"category": "not_applicable", "note": note}
-    return {"category": outcome.category.value, "label": outcome.label, "first_error": outcome.first_error,
-            "reasons": list(outcome.reasons), "backend": outcome.backend}
+    return {
+        "category": outcome.category.value,
+        "label": outcome.label,
+        "first_error": outcome.first_error,
+        "reasons": list(outcome.reasons),
+        "backend": outcome.backend,
+    }
 
 
 def load_judge(path: str | None) -> Callable[[Statement], dict] | None:
@@ -196,9 +210,12 @@ class StatementFilters:
         by_job = {(si, p.check): o for (si, p), o in zip(jobs, outcomes)}
         records = []
         for si, (statement, programs) in enumerate(plans):
-            record = {"name": statement.name, "theorem": statement.theorem,
-                      "checks": {p.check: _record(by_job.get((si, p.check)), p.note) for p in programs},
-                      "flags": risk_flags(statement)}
+            record = {
+                "name": statement.name,
+                "theorem": statement.theorem,
+                "checks": {p.check: _record(by_job.get((si, p.check)), p.note) for p in programs},
+                "flags": risk_flags(statement),
+            }
             if self.judge is not None:
                 verdict = self.judge(statement)
                 if not isinstance(verdict, dict) or "faithful" not in verdict:

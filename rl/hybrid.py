@@ -35,13 +35,19 @@ class StepScores:
     def lean_first(self) -> int:
         """Rollouts whose Lean verdict arrived before the evaluator finished (every Lean-decided one
         when no evaluator raced): the numerator of LLF's Lean share, whose denominator is every rollout."""
-        return sum(r.source is Source.LEAN and (self.cutoff_s is None or (
-            r.lean_time_s is not None and r.lean_time_s <= self.cutoff_s)) for r in self.rewards)
+        return sum(
+            r.source is Source.LEAN
+            and (self.cutoff_s is None or (r.lean_time_s is not None and r.lean_time_s <= self.cutoff_s))
+            for r in self.rewards
+        )
 
     def stats(self) -> dict[str, float]:
         rewards = self.rewards
-        needing = [r for r in rewards if r.source in (Source.LEAN, Source.EVALUATOR, Source.NONE)
-                   and r.lean not in ("input_error",)]
+        needing = [
+            r
+            for r in rewards
+            if r.source in (Source.LEAN, Source.EVALUATOR, Source.NONE) and r.lean not in ("input_error",)
+        ]
         by_lean = sum(r.source is Source.LEAN for r in needing)
         out: dict[str, float] = {
             # LLF App. F: "the fraction of rollouts whose Lean verdict arrives before the evaluator finishes"
@@ -72,8 +78,15 @@ class StepScores:
 class RewardScorer:
     """Rewards for a batch of :class:`Candidate` under one protocol."""
 
-    def __init__(self, verifier: Verifier | None, evaluator: Evaluator | None, protocol: Protocol | str,
-                 rule: RewardRule | None = None, shadow: bool = True, evaluator_deadline_s: float | None = None):
+    def __init__(
+        self,
+        verifier: Verifier | None,
+        evaluator: Evaluator | None,
+        protocol: Protocol | str,
+        rule: RewardRule | None = None,
+        shadow: bool = True,
+        evaluator_deadline_s: float | None = None,
+    ):
         self.protocol = Protocol(protocol)
         if self.protocol.uses_lean and verifier is None:
             raise ValueError(f"protocol {self.protocol.value} needs a Lean verifier (lean: section of the config)")
@@ -88,9 +101,9 @@ class RewardScorer:
     def score(self, candidates: Sequence[Candidate]) -> StepScores:
         return asyncio.run(self.ascore(candidates))
 
-    async def _evaluate(self, candidates: Sequence[Candidate], ready: list[int],
-                        answers: dict[int, tuple[Outcome, float]]
-                        ) -> tuple[list[Prediction], float, dict[int, Prediction]]:
+    async def _evaluate(
+        self, candidates: Sequence[Candidate], ready: list[int], answers: dict[int, tuple[Outcome, float]]
+    ) -> tuple[list[Prediction], float, dict[int, Prediction]]:
         """The evaluator's predictions for the ready rollouts. A :class:`HistoryAwareEvaluator`
         (classifiers.history) scores the programs while Lean runs, then
         combines at the cutoff with the verdicts of the group's siblings Lean has returned by then;
@@ -102,13 +115,17 @@ class RewardScorer:
         score = self.evaluator.learned if history_aware else self.evaluator.score
         predictions = await asyncio.to_thread(score, programs, deadline)
         if len(predictions) != len(programs):
-            raise RuntimeError(f"{type(self.evaluator).__name__}.score returned {len(predictions)} predictions "
-                               f"for {len(programs)} programs; the Evaluator interface gives one per program")
+            raise RuntimeError(
+                f"{type(self.evaluator).__name__}.score returned {len(predictions)} predictions "
+                f"for {len(programs)} programs; the Evaluator interface gives one per program"
+            )
         learned: dict[int, Prediction] = {}
         if history_aware:
             known = [answers[i][0].label if i in answers else None for i in ready]
             learned = dict(zip(ready, predictions))
-            predictions = self.evaluator.combine(programs, predictions, [candidates[i].problem.name for i in ready], known)
+            predictions = self.evaluator.combine(
+                programs, predictions, [candidates[i].problem.name for i in ready], known
+            )
         return list(predictions), time.perf_counter() - began, learned
 
     async def ascore(self, candidates: Sequence[Candidate]) -> StepScores:
@@ -159,8 +176,26 @@ class RewardScorer:
         rewards = []
         for i, candidate in enumerate(candidates):
             outcome, at = used.get(i, (None, None))
-            rewards.append(combine(self.protocol, candidate, outcome, predictions.get(i), self.rule,
-                                   lean_time_s=at, cancelled=i in cancelled))
-        return StepScores(rewards, self.protocol, scoring_s=loop.time() - t0, cutoff_s=cutoff, evaluator_s=evaluator_s,
-                          lean_started=len(tasks), lean_in_time=len(used), lean_cancelled=len(cancelled),
-                          cancelled_index=cancelled, learned=learned)
+            rewards.append(
+                combine(
+                    self.protocol,
+                    candidate,
+                    outcome,
+                    predictions.get(i),
+                    self.rule,
+                    lean_time_s=at,
+                    cancelled=i in cancelled,
+                )
+            )
+        return StepScores(
+            rewards,
+            self.protocol,
+            scoring_s=loop.time() - t0,
+            cutoff_s=cutoff,
+            evaluator_s=evaluator_s,
+            lean_started=len(tasks),
+            lean_in_time=len(used),
+            lean_cancelled=len(cancelled),
+            cancelled_index=cancelled,
+            learned=learned,
+        )

@@ -12,8 +12,9 @@ DelayFn = Callable[[str, LeanResponse], float]
 
 
 class TimedBackend(LeanBackend):
-    def __init__(self, inner: LeanBackend, delay: DelayFn | None = None, scale: float = 1.0,
-                 unrecorded_delay: float = 0.0):
+    def __init__(
+        self, inner: LeanBackend, delay: DelayFn | None = None, scale: float = 1.0, unrecorded_delay: float = 0.0
+    ):
         """``delay(program, response) -> seconds`` of Lean time; default: the recorded Lean time (a
         recorded timeout never finishes; a program with no recording takes ``unrecorded_delay``)."""
         if scale <= 0 or unrecorded_delay < 0:
@@ -43,8 +44,12 @@ class TimedBackend(LeanBackend):
             if timeout is not None and wait > timeout:
                 await asyncio.sleep(timeout * self.scale)
                 self.timed_out += 1
-                return LeanResponse(ResponseStatus.TIMEOUT, time_s=float(timeout), lean_version=response.lean_version,
-                                    detail=f"no answer within the {timeout:g}s timeout (answer due after {wait:.3g}s)")
+                return LeanResponse(
+                    ResponseStatus.TIMEOUT,
+                    time_s=float(timeout),
+                    lean_version=response.lean_version,
+                    detail=f"no answer within the {timeout:g}s timeout (answer due after {wait:.3g}s)",
+                )
             await asyncio.sleep(wait * self.scale)
         except asyncio.CancelledError:
             self.cancelled += 1

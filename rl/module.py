@@ -25,8 +25,20 @@ from leanloop.training.optim import configure_optimizers
 from leanloop.training.resume import keep_rows_before
 from rl.audit import TimeoutAudit, check_infra_share
 from rl.config import (
-    RENAMED_KEYS, RL_LEAN, AuditConfig, DriftConfig, EvaluationConfig, EvaluatorConfig, GRPOConfig, LeanConfig,
-    OptimConfig, PolicyConfig, RefreshConfig, RewardChecksConfig, RewardConfig, RolloutGenerationConfig,
+    RENAMED_KEYS,
+    RL_LEAN,
+    AuditConfig,
+    DriftConfig,
+    EvaluationConfig,
+    EvaluatorConfig,
+    GRPOConfig,
+    LeanConfig,
+    OptimConfig,
+    PolicyConfig,
+    RefreshConfig,
+    RewardChecksConfig,
+    RewardConfig,
+    RolloutGenerationConfig,
 )
 from rl.curriculum import CurriculumEvents, ReplayBuffer, StoredProof
 from rl.drift import DriftMonitor
@@ -56,13 +68,17 @@ def isolated_backend(config, allow_shared_repl: bool = False):
         config = replace(config, local=replace(config.local, fresh_process=True))
     shared = config.kind == "kimina" or (config.kind == "local" and not config.local.fresh_process)
     if shared and not allow_shared_repl:
-        raise ValueError(f"lean.backend (kind: {config.kind}) checks candidates on shared REPL processes: code a "
-                         "candidate runs at elaboration time would survive into other candidates' checks. Use "
-                         "kind: local with local.fresh_process: true, or set reward_checks.allow_shared_repl: true to "
-                         "accept that (docs/threat_model.md)")
+        raise ValueError(
+            f"lean.backend (kind: {config.kind}) checks candidates on shared REPL processes: code a "
+            "candidate runs at elaboration time would survive into other candidates' checks. Use "
+            "kind: local with local.fresh_process: true, or set reward_checks.allow_shared_repl: true to "
+            "accept that (docs/threat_model.md)"
+        )
     if shared:
-        log.warning("rl reward checks run on SHARED REPL processes (reward_checks.allow_shared_repl: true): a "
-                    "candidate's elaboration-time code can survive into other candidates' checks")
+        log.warning(
+            "rl reward checks run on SHARED REPL processes (reward_checks.allow_shared_repl: true): a "
+            "candidate's elaboration-time code can survive into other candidates' checks"
+        )
     return config, shared
 
 
@@ -101,8 +117,10 @@ class GRPOModule(L.LightningModule):
         self.update = GRPOUpdate(self.grpo, self.generation)
         self.reward_config = reward or RewardConfig()
         if lean.profile != "rl":
-            raise ValueError(f"lean.profile is {lean.profile!r}: rl checks rewards under the hardened rl profile only "
-                             "(set lean.profile: rl)")
+            raise ValueError(
+                f"lean.profile is {lean.profile!r}: rl checks rewards under the hardened rl profile only "
+                "(set lean.profile: rl)"
+            )
         self.lean = lean
         self.checks = reward_checks or RewardChecksConfig()
         self.evaluator_config = evaluator or EvaluatorConfig()
@@ -117,8 +135,11 @@ class GRPOModule(L.LightningModule):
 
         self.base, self.used_fallback = resolve_base(self.policy_config)
         if self.used_fallback:
-            print(f"[rl] {self.policy_config.base.name} does not exist; starting from the configured fallback "
-                  f"{self.base.name}", file=sys.stderr)
+            print(
+                f"[rl] {self.policy_config.base.name} does not exist; starting from the configured fallback "
+                f"{self.base.name}",
+                file=sys.stderr,
+            )
         self.tokenizer = load_tokenizer(self.base)
         self.prompt = self._resolve_prompt()
         built = build_policy(self.base, self.tokenizer, self.policy_config, self.grpo.beta)
@@ -135,8 +156,9 @@ class GRPOModule(L.LightningModule):
 
             self.rollout = TransformersRollout(self.tokenizer, self.generation, stops)
         extraction = self.reward_config.extraction or ("code_block" if self.prompt.style == "chat" else "auto")
-        self.harness = RewardHarness(self.lean.policy(
-            lean_version=getattr(self.lean.backend.options, "lean_version", None)), extraction)
+        self.harness = RewardHarness(
+            self.lean.policy(lean_version=getattr(self.lean.backend.options, "lean_version", None)), extraction
+        )
         self.replay = ReplayBuffer()
         self.replay_rng = random.Random(0)  # which buffered proof is injected (never the curriculum's draws)
         self.labels = LabelBuffer()
@@ -167,8 +189,9 @@ class GRPOModule(L.LightningModule):
         if self.checks.latency == "recorded":
             from rl.latency import TimedBackend
 
-            backend = TimedBackend(backend, scale=self.checks.latency_scale,
-                                   unrecorded_delay=self.checks.unrecorded_delay)
+            backend = TimedBackend(
+                backend, scale=self.checks.latency_scale, unrecorded_delay=self.checks.unrecorded_delay
+            )
         return backend
 
     def _check_sandbox(self, backend) -> None:
@@ -186,10 +209,12 @@ class GRPOModule(L.LightningModule):
             raise ValueError(f"lean.backend.local: {why} (or set reward_checks.sandbox: weak)")
         sandbox = choose()
         if not sandbox.strong and not weak_ok:
-            raise ValueError(f"the candidate REPLs' sandbox is {sandbox.kind!r}, weaker than rl needs (private /tmp, "
-                             "/var/tmp, /dev/shm and HOME, an environment allow-list, a PID namespace): install "
-                             "bubblewrap (apt-get install bubblewrap) or allow unprivileged user namespaces, or set "
-                             "reward_checks.sandbox: weak")
+            raise ValueError(
+                f"the candidate REPLs' sandbox is {sandbox.kind!r}, weaker than rl needs (private /tmp, "
+                "/var/tmp, /dev/shm and HOME, an environment allow-list, a PID namespace): install "
+                "bubblewrap (apt-get install bubblewrap) or allow unprivileged user namespaces, or set "
+                "reward_checks.sandbox: weak"
+            )
         weak = not sandbox.strong or why is not None
         if weak:
             log.warning("rl reward checks run in a WEAK sandbox (reward_checks.sandbox: weak): %s", why or sandbox.kind)
@@ -224,13 +249,19 @@ class GRPOModule(L.LightningModule):
         timeout = self.reward_config.matched_timeout if self.protocol is Protocol.LEAN_MATCHED else self.lean.timeout
         verifier = self.lean.verifier(backend, policy, timeout) if self.protocol.uses_lean else None
         self.verifier = verifier or self.lean.verifier(backend, policy)
-        self.scorer = RewardScorer(verifier, self.evaluator, self.protocol,
-                                   RewardRule(self.reward_config.evaluator_reward), self.reward_config.shadow_evaluator,
-                                   self.reward_config.evaluator_deadline_s)
+        self.scorer = RewardScorer(
+            verifier,
+            self.evaluator,
+            self.protocol,
+            RewardRule(self.reward_config.evaluator_reward),
+            self.reward_config.shadow_evaluator,
+            self.reward_config.evaluator_deadline_s,
+        )
         self.auditor = None
         if self.audit_config.enabled and self.protocol.uses_lean:
-            self.auditor = TimeoutAudit(self.lean.verifier(backend, policy, self.audit_config.timeout),
-                                        self.audit_config)
+            self.auditor = TimeoutAudit(
+                self.lean.verifier(backend, policy, self.audit_config.timeout), self.audit_config
+            )
         self.judge_audit = None
         if self.audit_config.judge.enabled:
             from leanloop.lean.judge import ComparatorJudge
@@ -249,16 +280,20 @@ class GRPOModule(L.LightningModule):
         """One honest sentence on where this run's rewards can come from."""
         parts = [f"protocol {self.protocol.value}"]
         if self.lean.backend.kind == "replay":
-            parts.append("Lean backend: replay of recorded Lean output (no Lean toolchain here). Under the rl policy "
-                         "replay can never accept a proof (recordings lack the harness trailer): it contributes only "
-                         "recorded rejections, and everything else is decided by the prechecks and the evaluator")
+            parts.append(
+                "Lean backend: replay of recorded Lean output (no Lean toolchain here). Under the rl policy "
+                "replay can never accept a proof (recordings lack the harness trailer): it contributes only "
+                "recorded rejections, and everything else is decided by the prechecks and the evaluator"
+            )
         else:
             parts.append(f"Lean backend: {self.lean.backend.kind}")
         ev = self.evaluator_info
         if ev.get("kind") == "none":
             parts.append("no evaluator")
         elif not ev.get("trained", True):
-            parts.append("evaluator: UNTRAINED one-token classifier (random weights; its verdicts are noise, debug only)")
+            parts.append(
+                "evaluator: UNTRAINED one-token classifier (random weights; its verdicts are noise, debug only)"
+            )
         else:
             parts.append(f"evaluator: {ev.get('kind')} {ev.get('path') or ev.get('factory')}")
         return "; ".join(parts)
@@ -273,8 +308,11 @@ class GRPOModule(L.LightningModule):
             self.replay_rng = random.Random(f"{datamodule.seed}:{self.trainer.global_rank}")
         limit = self.generation.max_prompt_length
         if datamodule is not None and limit:
-            long = [s.name for s in datamodule.statements
-                    if len(self.tokenizer(self.render(s), add_special_tokens=False)["input_ids"]) > limit]
+            long = [
+                s.name
+                for s in datamodule.statements
+                if len(self.tokenizer(self.render(s), add_special_tokens=False)["input_ids"]) > limit
+            ]
             if long:
                 datamodule.drop(long, f"prompt longer than generation.max_prompt_length={limit}")
                 self.totals["dropped_long_prompts"] = len(long)
@@ -303,7 +341,9 @@ class GRPOModule(L.LightningModule):
         timings["time/generation_s"] = time.perf_counter() - began
 
         mark = time.perf_counter()
-        candidates = [self.harness.build(problems[i // G], text, f"{step}:{i}") for i, text in enumerate(rollouts.texts)]
+        candidates = [
+            self.harness.build(problems[i // G], text, f"{step}:{i}") for i, text in enumerate(rollouts.texts)
+        ]
         scores = self.scorer.score(candidates)
         timings["time/scoring_s"] = time.perf_counter() - mark
         rewards = list(scores.rewards)
@@ -326,12 +366,18 @@ class GRPOModule(L.LightningModule):
         scored = [v for v in values if v is not None]
         harness = HarnessCounts.of(candidates)
         stats = {
-            **scores.stats(), **update, **post, **timings, "lean/infra_error_share": infra_share,
+            **scores.stats(),
+            **update,
+            **post,
+            **timings,
+            "lean/infra_error_share": infra_share,
             "train/reward": sum(scored) / len(scored) if scored else float("nan"),
             "train/completion_tokens": float(rollouts.completion_mask.sum(dim=1).float().mean()),
             "train/truncated": float(sum(rollouts.truncated)) / len(rollouts),
-            "harness/no_code": float(harness.no_code), "harness/precheck_rejected": float(harness.precheck_rejected),
-            "harness/ready": float(harness.ready), "replay/injected": float(injected),
+            "harness/no_code": float(harness.no_code),
+            "harness/precheck_rejected": float(harness.precheck_rejected),
+            "harness/ready": float(harness.ready),
+            "replay/injected": float(injected),
             "replay/buffered": float(len(self.replay)),
         }
         stats.update({f"precheck/{k}": float(v) for k, v in harness.precheck_reasons.items()})
@@ -349,7 +395,7 @@ class GRPOModule(L.LightningModule):
             return 0
         G, width, injected = self.grpo.num_generations, rollouts.completion_ids.size(1), 0
         for g, problem in enumerate(problems):
-            group = rewards[g * G:(g + 1) * G]
+            group = rewards[g * G : (g + 1) * G]
             if any(r.reward != 0.0 for r in group):
                 continue
             stored = self.replay.get(problem.name, self.replay_rng)
@@ -362,8 +408,9 @@ class GRPOModule(L.LightningModule):
         return injected
 
     # -- after the update: curriculum, buffers, audit, drift, refresh --------------------------------
-    def _after_step(self, step: int, problems, candidates, scores: StepScores, rollouts,
-                    rewards: list[RolloutReward]) -> dict[str, float]:
+    def _after_step(
+        self, step: int, problems, candidates, scores: StepScores, rollouts, rewards: list[RolloutReward]
+    ) -> dict[str, float]:
         G = self.grpo.num_generations
         datamodule = self.trainer.datamodule
         solved_sources = set(datamodule.curriculum.config.solved_sources)
@@ -371,9 +418,12 @@ class GRPOModule(L.LightningModule):
         events = CurriculumEvents()  # every rank's, applied on every rank below
         held = self._judge_pending(step, candidates, rewards)  # async judge: no credit until it agrees
         for g, problem in enumerate(problems):
-            group = rewards[g * G:(g + 1) * G]
-            solved = sum(1 for k, r in enumerate(group, g * G)
-                         if r.reward == 1.0 and r.source.value in solved_sources and k not in held)
+            group = rewards[g * G : (g + 1) * G]
+            solved = sum(
+                1
+                for k, r in enumerate(group, g * G)
+                if r.reward == 1.0 and r.source.value in solved_sources and k not in held
+            )
             events.record(problem.name, G, solved, step)
         for i, (candidate, r) in enumerate(zip(candidates, rewards)):
             if r.reward == 1.0 and r.source in (Source.LEAN, Source.EVALUATOR):
@@ -397,8 +447,9 @@ class GRPOModule(L.LightningModule):
             report, rechecks = self.auditor.run(step, candidates, scores)
             for recheck in rechecks:
                 self.drift_monitor.observe(recheck.verdict, recheck.outcome.label, "audit")
-                self.labels.add(candidates[recheck.index].program, recheck.outcome.label,
-                                candidates[recheck.index].problem.name)
+                self.labels.add(
+                    candidates[recheck.index].program, recheck.outcome.label, candidates[recheck.index].problem.name
+                )
                 self._observe(candidates[recheck.index].problem.name, recheck.outcome.label)
             if report.unfinished:
                 self.audits.append(report.to_dict())
@@ -428,9 +479,11 @@ class GRPOModule(L.LightningModule):
         """Rollout index -> JudgeItem for the accepted rewards the judge audit selects."""
         from rl.audit import JudgeItem
 
-        items = {i: JudgeItem(step, c.problem.name, c.completion, c.request, r.source.value)
-                 for i, (c, r) in enumerate(zip(candidates, rewards))
-                 if r.reward == 1.0 and c.request is not None and r.source in (Source.LEAN, Source.EVALUATOR)}
+        items = {
+            i: JudgeItem(step, c.problem.name, c.completion, c.request, r.source.value)
+            for i, (c, r) in enumerate(zip(candidates, rewards))
+            if r.reward == 1.0 and c.request is not None and r.source in (Source.LEAN, Source.EVALUATOR)
+        }
         wanted = {id(item) for item in self.judge_audit.wanted(list(items.values()))}
         return {i: item for i, item in items.items() if id(item) in wanted}
 
@@ -498,10 +551,14 @@ class GRPOModule(L.LightningModule):
         refreshed evaluator), the drift monitor's pairs, a history-aware evaluator's observations."""
         from rl.curriculum import rng_state
 
-        return {"replay": self.replay.state_dict(), "replay_rng": rng_state(self.replay_rng),
-                "labels": self.labels.state_dict(), "drift": self.drift_monitor.state_dict(),
-                "observed": [list(o) for o in self.observed],
-                "refresher": self.refresher.state_dict() if getattr(self, "refresher", None) is not None else None}
+        return {
+            "replay": self.replay.state_dict(),
+            "replay_rng": rng_state(self.replay_rng),
+            "labels": self.labels.state_dict(),
+            "drift": self.drift_monitor.state_dict(),
+            "observed": [list(o) for o in self.observed],
+            "refresher": self.refresher.state_dict() if getattr(self, "refresher", None) is not None else None,
+        }
 
     def load_run_state(self, state: dict[str, Any]) -> None:
         from rl.curriculum import set_rng_state
@@ -548,8 +605,10 @@ class GRPOModule(L.LightningModule):
         datamodule = self.trainer.datamodule
         if getattr(self, "judge_audit", None) is not None:
             # the report's agreement rate covers every accepted reward sent, not only the fast ones
-            self._judge_results(self.judge_audit.collect(wait=True, timeout=self.audit_config.judge.drain_timeout),
-                                int(self.global_step))
+            self._judge_results(
+                self.judge_audit.collect(wait=True, timeout=self.audit_config.judge.drain_timeout),
+                int(self.global_step),
+            )
             self.judge_audit.close()
         if self.drift_monitor.pairs:
             report = self.drift_monitor.report(int(self.global_step))
@@ -558,9 +617,16 @@ class GRPOModule(L.LightningModule):
             from rl.passk_eval import evaluate_policy
 
             self.results["evaluation"] = evaluate_policy(
-                self.model, self.rollout, self.render, datamodule.eval_statements, self.harness,
-                self.evaluation_verifier(), self.evaluator, self.evaluation,
-                judge=self.judge_audit.judge if getattr(self, "judge_audit", None) is not None else None)
+                self.model,
+                self.rollout,
+                self.render,
+                datamodule.eval_statements,
+                self.harness,
+                self.evaluation_verifier(),
+                self.evaluator,
+                self.evaluation,
+                judge=self.judge_audit.judge if getattr(self, "judge_audit", None) is not None else None,
+            )
         if self.refresher is not None and any(r["losses"] for r in self.refreshes) and self.run_dir is not None:
             self.refresher.save(self.run_dir / "evaluator_refreshed")
         if self.run_dir is not None:
@@ -577,9 +643,13 @@ class GRPOModule(L.LightningModule):
         self.export_info = export_policy(self._policy, self.tokenizer, final_dir)
 
     def manifest_model(self) -> dict[str, Any]:
-        return {**model_identity(unwrap(self.model), self.tokenizer, self.base.base_name()),
-                "prompt": asdict(self.prompt), "start": self.base.name, "start_is_fallback": self.used_fallback,
-                "adapter": self.policy_config.adapter.kind}
+        return {
+            **model_identity(unwrap(self.model), self.tokenizer, self.base.base_name()),
+            "prompt": asdict(self.prompt),
+            "start": self.base.name,
+            "start_is_fallback": self.used_fallback,
+            "adapter": self.policy_config.adapter.kind,
+        }
 
     def manifest_inputs(self) -> dict[str, Path]:
         out = {}
@@ -594,12 +664,29 @@ class GRPOModule(L.LightningModule):
 
     def manifest_counts(self) -> dict[str, Any]:
         evaluation = self.results.get("evaluation")
-        return {"reward_provenance": getattr(self, "provenance", None), "evaluator": self.evaluator_info,
-                "shared_repl": bool(self.results.get("shared_repl")),  # reward_checks.allow_shared_repl was used
-                "token_table": self.results.get("token_table"), "sandbox": self.results.get("sandbox"),
-                "judge": {"enabled": self.audit_config.judge.enabled, "mode": self.audit_config.judge.mode,
-                          "sources": list(self.audit_config.judge.sources)},
-                "rollouts": {k: v for k, v in self.totals.items()},
-                "evaluation": {k: evaluation[k] for k in ("statements", "attempts", "categories", "verified",
-                                                          "lean_pass_at_k", "evaluator_estimate_pass_at_k")}
-                if evaluation else None}
+        return {
+            "reward_provenance": getattr(self, "provenance", None),
+            "evaluator": self.evaluator_info,
+            "shared_repl": bool(self.results.get("shared_repl")),  # reward_checks.allow_shared_repl was used
+            "token_table": self.results.get("token_table"),
+            "sandbox": self.results.get("sandbox"),
+            "judge": {
+                "enabled": self.audit_config.judge.enabled,
+                "mode": self.audit_config.judge.mode,
+                "sources": list(self.audit_config.judge.sources),
+            },
+            "rollouts": {k: v for k, v in self.totals.items()},
+            "evaluation": {
+                k: evaluation[k]
+                for k in (
+                    "statements",
+                    "attempts",
+                    "categories",
+                    "verified",
+                    "lean_pass_at_k",
+                    "evaluator_estimate_pass_at_k",
+                )
+            }
+            if evaluation
+            else None,
+        }

@@ -50,17 +50,39 @@ class EvaluationConfig:
         return sum(p.attempts * p.runs for p in self.protocols)
 
 
-def evaluate_policy(model: Any, rollout: Any, render: Callable[[Statement], str], problems: Sequence[Statement],
-                    harness: RewardHarness, verifier: Any, evaluator: Any | None,
-                    config: EvaluationConfig, judge: Any | None = None) -> dict[str, Any]:
+def evaluate_policy(
+    model: Any,
+    rollout: Any,
+    render: Callable[[Statement], str],
+    problems: Sequence[Statement],
+    harness: RewardHarness,
+    verifier: Any,
+    evaluator: Any | None,
+    config: EvaluationConfig,
+    judge: Any | None = None,
+) -> dict[str, Any]:
     """Generate, verify, and tabulate pass@k (Lean) per protocol, and the evaluator's estimate."""
     records: list[dict] = []
     tables: dict[str, dict[str, dict]] = {}
     judge_counts: Counter = Counter()
     for protocol in config.protocols:
-        runs = [sample_run(model, rollout, render, problems, harness, verifier, evaluator, config, protocol, run,
-                           judge, judge_counts)
-                for run in range(protocol.runs)]
+        runs = [
+            sample_run(
+                model,
+                rollout,
+                render,
+                problems,
+                harness,
+                verifier,
+                evaluator,
+                config,
+                protocol,
+                run,
+                judge,
+                judge_counts,
+            )
+            for run in range(protocol.runs)
+        ]
         for run in runs:
             records += run
         tables[protocol.name] = mean_over_runs([pass_at_k_report(per_statement(run), protocol.ks) for run in runs])
@@ -76,24 +98,44 @@ def evaluate_policy(model: Any, rollout: Any, render: Callable[[Statement], str]
     evaluator_table = {str(k): mean_pass_at_k([(n, c) for n, c in estimate.values() if n >= k], k) for k in ks}
     results = per_statement(records)
     categories = Counter(r["category"] for r in records)
-    return {"statements": len(results), "attempts": len(records), "categories": dict(categories),
-            "verified": sum(r.verified for r in results), "lean_pass_at_k": tables,
-            "evaluator_estimate_pass_at_k": evaluator_table if evaluator is not None else None,
-            "judge": dict(judge_counts) if judge is not None else None,
-            "per_statement": [r.__dict__ for r in results]}
+    return {
+        "statements": len(results),
+        "attempts": len(records),
+        "categories": dict(categories),
+        "verified": sum(r.verified for r in results),
+        "lean_pass_at_k": tables,
+        "evaluator_estimate_pass_at_k": evaluator_table if evaluator is not None else None,
+        "judge": dict(judge_counts) if judge is not None else None,
+        "per_statement": [r.__dict__ for r in results],
+    }
 
 
-def sample_run(model: Any, rollout: Any, render: Callable[[Statement], str], problems: Sequence[Statement],
-               harness: RewardHarness, verifier: Any, evaluator: Any | None, config: EvaluationConfig,
-               protocol: SamplingProtocol, run: int, judge: Any | None = None,
-               judge_counts: Counter | None = None) -> list[dict]:
+def sample_run(
+    model: Any,
+    rollout: Any,
+    render: Callable[[Statement], str],
+    problems: Sequence[Statement],
+    harness: RewardHarness,
+    verifier: Any,
+    evaluator: Any | None,
+    config: EvaluationConfig,
+    protocol: SamplingProtocol,
+    run: int,
+    judge: Any | None = None,
+    judge_counts: Counter | None = None,
+) -> list[dict]:
     """One run of a protocol: ``attempts`` samples per statement, each verified; one record each."""
     sampler = copy.copy(rollout)  # same tokenizer, stop tokens and engine; evaluation's sampling settings
-    sampler.config = replace(rollout.config, temperature=protocol.temperature, top_p=config.top_p, min_new_tokens=0,
-                             max_new_tokens=config.max_new_tokens or rollout.config.max_new_tokens)
+    sampler.config = replace(
+        rollout.config,
+        temperature=protocol.temperature,
+        top_p=config.top_p,
+        min_new_tokens=0,
+        max_new_tokens=config.max_new_tokens or rollout.config.max_new_tokens,
+    )
     records: list[dict] = []
     for start in range(0, len(problems), config.prompts_per_batch):
-        chunk = list(problems[start:start + config.prompts_per_batch])
+        chunk = list(problems[start : start + config.prompts_per_batch])
         rollouts = sampler.generate(model, [render(p) for p in chunk], protocol.attempts)
         candidates = [harness.build(chunk[i // protocol.attempts], text) for i, text in enumerate(rollouts.texts)]
         ready = [c for c in candidates if c.stage is Stage.READY]
@@ -115,8 +157,15 @@ def sample_run(model: Any, rollout: Any, render: Callable[[Statement], str], pro
                 outcome, prediction = by_id[id(c)]
                 category = outcome.category.value
                 verdict = prediction.verdict if prediction is not None else None
-            records.append({"name": c.problem.name, "category": category, "evaluator_verdict": verdict,
-                            "protocol": protocol.name, "run": run})
+            records.append(
+                {
+                    "name": c.problem.name,
+                    "category": category,
+                    "evaluator_verdict": verdict,
+                    "protocol": protocol.name,
+                    "run": run,
+                }
+            )
     return records
 
 

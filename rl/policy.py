@@ -39,8 +39,10 @@ def resolve_base(policy: PolicyConfig) -> tuple[ModelSpec, bool]:
         if spec_exists(spec):
             return spec, index > 0
     names = ", ".join(s.name for s in [policy.base, *policy.fallbacks])
-    raise FileNotFoundError(f"none of the configured starting checkpoints exists ({names}). Run the stage that makes "
-                            "one (`make sft`, or `make pretrain` for the fallback) or name a checkpoint in policy.base")
+    raise FileNotFoundError(
+        f"none of the configured starting checkpoints exists ({names}). Run the stage that makes "
+        "one (`make sft`, or `make pretrain` for the fallback) or name a checkpoint in policy.base"
+    )
 
 
 @dataclass
@@ -66,9 +68,12 @@ def build_policy(spec: ModelSpec, tokenizer: Any, policy: PolicyConfig, beta: fl
             load_model(spec, tokenizer=tokenizer).save_pretrained(scratch.name)
             spec = ModelSpec(name=scratch.name, dtype=spec.dtype, attn_implementation=spec.attn_implementation)
         unquantized = spec.weights_location()
-        quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
-                                   bnb_4bit_use_double_quant=adapter.double_quant,
-                                   bnb_4bit_compute_dtype=getattr(torch, adapter.compute_dtype))
+        quant = BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_use_double_quant=adapter.double_quant,
+            bnb_4bit_compute_dtype=getattr(torch, adapter.compute_dtype),
+        )
         model = load_model(spec, tokenizer=tokenizer, quantization_config=quant)
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=policy.gradient_checkpointing)
         # the policy trains and its reference (adapter off) log-probs are compared with its own:
@@ -86,8 +91,16 @@ def build_policy(spec: ModelSpec, tokenizer: Any, policy: PolicyConfig, beta: fl
     if adapter.kind != "none":
         from peft import LoraConfig, get_peft_model
 
-        model = get_peft_model(model, LoraConfig(r=adapter.r, lora_alpha=adapter.alpha, lora_dropout=adapter.dropout,
-                                                 target_modules=list(adapter.target_modules), task_type="CAUSAL_LM"))
+        model = get_peft_model(
+            model,
+            LoraConfig(
+                r=adapter.r,
+                lora_alpha=adapter.alpha,
+                lora_dropout=adapter.dropout,
+                target_modules=list(adapter.target_modules),
+                task_type="CAUSAL_LM",
+            ),
+        )
     if policy.gradient_checkpointing and adapter.kind != "qlora":
         model.gradient_checkpointing_enable()
         if adapter.kind == "lora":
@@ -113,8 +126,9 @@ def export_policy(policy: Policy, tokenizer: Any, final_dir: Path) -> dict[str, 
             from peft import PeftModel
             from transformers import AutoModelForCausalLM
 
-            base = AutoModelForCausalLM.from_pretrained(policy.unquantized, dtype=getattr(
-                torch, policy.adapter.compute_dtype))
+            base = AutoModelForCausalLM.from_pretrained(
+                policy.unquantized, dtype=getattr(torch, policy.adapter.compute_dtype)
+            )
             PeftModel.from_pretrained(base, adapter_dir).merge_and_unload().save_pretrained(final_dir)
             info["merged_into"] = str(policy.unquantized)
     tokenizer.save_pretrained(final_dir)

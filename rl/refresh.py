@@ -110,8 +110,10 @@ class EvaluatorRefresher:
         from classifiers.evaluator import ClassifierEvaluator
 
         if not isinstance(evaluator, ClassifierEvaluator):
-            raise TypeError(f"evaluator refresh fine-tunes classifier evaluators; got {type(evaluator).__name__} "
-                            "(set refresh.enabled: false for other evaluators)")
+            raise TypeError(
+                f"evaluator refresh fine-tunes classifier evaluators; got {type(evaluator).__name__} "
+                "(set refresh.enabled: false for other evaluators)"
+            )
         self.evaluator = evaluator
         self.config = config or RefreshConfig()
         self.rng = random.Random(self.config.seed)
@@ -136,9 +138,17 @@ class EvaluatorRefresher:
         train, holdout = buffer.split(c.holdout_fraction)
         before = self.agreement(holdout)
         if len(buffer) < c.min_labels or not train:
-            return RefreshReport(step, len(train), len(holdout), *before, *before, [],
-                                 skipped=f"{len(buffer)} labelled programs < min_labels {c.min_labels}"
-                                 if len(buffer) < c.min_labels else "no training programs after the split")
+            return RefreshReport(
+                step,
+                len(train),
+                len(holdout),
+                *before,
+                *before,
+                [],
+                skipped=f"{len(buffer)} labelled programs < min_labels {c.min_labels}"
+                if len(buffer) < c.min_labels
+                else "no training programs after the split",
+            )
         model = self.evaluator.model
         if self.optimizer is None:
             self.optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=c.lr)
@@ -163,9 +173,11 @@ class EvaluatorRefresher:
         from rl.curriculum import rng_state
 
         trained = self.optimizer is not None
-        return {"rng": rng_state(self.rng),
-                "model": self.evaluator.model.state_dict() if trained else None,
-                "optimizer": self.optimizer.state_dict() if trained else None}
+        return {
+            "rng": rng_state(self.rng),
+            "model": self.evaluator.model.state_dict() if trained else None,
+            "optimizer": self.optimizer.state_dict() if trained else None,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         from rl.curriculum import set_rng_state

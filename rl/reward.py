@@ -70,9 +70,15 @@ class RewardRule:
         return 1.0 if prediction.verdict else 0.0
 
 
-def combine(protocol: Protocol | str, candidate: Candidate, outcome: Outcome | None,
-            prediction: Prediction | None, rule: RewardRule | None = None,
-            lean_time_s: float | None = None, cancelled: bool = False) -> RolloutReward:
+def combine(
+    protocol: Protocol | str,
+    candidate: Candidate,
+    outcome: Outcome | None,
+    prediction: Prediction | None,
+    rule: RewardRule | None = None,
+    lean_time_s: float | None = None,
+    cancelled: bool = False,
+) -> RolloutReward:
     """One rollout's reward. ``outcome``: Lean's answer if it arrived in time (None: not run or
     cancelled); ``prediction``: the evaluator's (None: it did not run)."""
     protocol = Protocol(protocol)

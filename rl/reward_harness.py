@@ -78,8 +78,10 @@ def _assign_offset(masked: str, start: int) -> int | None:
 def proof_from_block(block: str, theorem: str) -> ProofBody:
     """The proof body (and preceding helper declarations) of ``theorem`` in a code block."""
     masked = mask(block).text
-    pattern = re.compile(r"(?m)^[ \t]*(?:@\[[^\]]*\]\s*)?(?:(?:private|protected|noncomputable)\s+)*"
-                         r"(?:theorem|lemma)\s+(?:_root_\.)?" + re.escape(theorem) + r"(?=[\s(:{\[⦃])")
+    pattern = re.compile(
+        r"(?m)^[ \t]*(?:@\[[^\]]*\]\s*)?(?:(?:private|protected|noncomputable)\s+)*"
+        r"(?:theorem|lemma)\s+(?:_root_\.)?" + re.escape(theorem) + r"(?=[\s(:{\[⦃])"
+    )
     found = list(pattern.finditer(masked))
     if not found:
         return ProofBody(None, reason=f"the last lean block does not declare `{theorem}`")
@@ -89,10 +91,10 @@ def proof_from_block(block: str, theorem: str) -> ProofBody:
     assign = _assign_offset(masked, decl.end())
     if assign is None:
         return ProofBody(None, reason=f"`{theorem}` in the last lean block has no `:=` (no proof)")
-    body = block[assign + 2:]
+    body = block[assign + 2 :]
     if not body.strip():
         return ProofBody(None, reason=f"`{theorem}` in the last lean block has an empty proof")
-    lines = block[:decl.start()].splitlines(keepends=True)
+    lines = block[: decl.start()].splitlines(keepends=True)
     cut = 0
     while cut < len(lines) and _HEADER_LINE.match(mask(lines[cut]).text):
         cut += 1
@@ -103,8 +105,9 @@ def proof_from_continuation(completion: str) -> ProofBody:
     fence = _FENCE.search(completion)
     body = completion[: fence.start()] if fence else completion
     if not body.strip():
-        return ProofBody(None, reason="empty completion" if not completion.strip()
-                         else "no proof text before the first code fence")
+        return ProofBody(
+            None, reason="empty completion" if not completion.strip() else "no proof text before the first code fence"
+        )
     return ProofBody(body.rstrip(), "", "continuation")
 
 
@@ -118,8 +121,12 @@ def extract_proof(completion: str, theorem: str, mode: Extraction = "auto") -> P
             return proof_from_block(block, theorem)
         if mode == "code_block":
             opened = re.search(r"^[ \t]*```[ \t]*lean4?[ \t]*$", completion, re.M)
-            return ProofBody(None, reason="lean code block opened but never closed" if opened
-                             else "no complete lean code block in the answer")
+            return ProofBody(
+                None,
+                reason="lean code block opened but never closed"
+                if opened
+                else "no complete lean code block in the answer",
+            )
     return proof_from_continuation(completion)
 
 
@@ -147,8 +154,12 @@ def trusted_program(problem: Statement, proof: ProofBody) -> str:
 
         if any(not s.startswith("\0") for s in open_scopes(mask(helpers).text)):
             # the completion declared the target `_root_.<name>` inside its namespace: keep it global
-            statement = re.sub(r"((?:theorem|lemma)\s+)(?!_root_\.)(" + re.escape(problem.theorem) + r")(?=[\s(:{\[⦃])",
-                               r"\1_root_.\2", statement, count=1)
+            statement = re.sub(
+                r"((?:theorem|lemma)\s+)(?!_root_\.)(" + re.escape(problem.theorem) + r")(?=[\s(:{\[⦃])",
+                r"\1_root_.\2",
+                statement,
+                count=1,
+            )
     head = trusted_prefix(problem) + helpers + docstring
     if proof.method == "continuation":
         # the statement ends in `:= by` (leanloop.prover.statements guarantees it) and the body continues it
@@ -171,8 +182,13 @@ class RewardHarness:
     def request(self, problem: Statement, program: str, rollout_id: str | None = None) -> VerifyRequest:
         # `statement` is the trusted declaration text (header excluded): the policy elaborates it in
         # the harness block and checks the candidate's `@name` against it
-        return VerifyRequest(program=program, name=problem.theorem, statement=problem.statement,
-                             header=trusted_prefix(problem), id=rollout_id)
+        return VerifyRequest(
+            program=program,
+            name=problem.theorem,
+            statement=problem.statement,
+            header=trusted_prefix(problem),
+            id=rollout_id,
+        )
 
     def build(self, problem: Statement, completion: str, rollout_id: str | None = None) -> Candidate:
         if isinstance(completion, str):
@@ -184,10 +200,24 @@ class RewardHarness:
         request = self.request(problem, program, rollout_id)
         prepared = self.policy.prepare(request)
         if isinstance(prepared, Outcome):
-            return Candidate(problem, completion, Stage.PRECHECK, program=program, request=request,
-                             outcome=prepared, extraction=proof.method)
-        return Candidate(problem, completion, Stage.READY, program=program, request=request,
-                         submission=prepared, extraction=proof.method)
+            return Candidate(
+                problem,
+                completion,
+                Stage.PRECHECK,
+                program=program,
+                request=request,
+                outcome=prepared,
+                extraction=proof.method,
+            )
+        return Candidate(
+            problem,
+            completion,
+            Stage.READY,
+            program=program,
+            request=request,
+            submission=prepared,
+            extraction=proof.method,
+        )
 
 
 @dataclass

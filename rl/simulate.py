@@ -78,8 +78,9 @@ class Scenario:
     scale: float = 1.0  # multiplier on the recorded Lean times
 
 
-def compare(checks: list[Check], batch: int, workers: int, timeout: float, scenario: Scenario,
-            draws: int = 20, seed: int = 0) -> dict:
+def compare(
+    checks: list[Check], batch: int, workers: int, timeout: float, scenario: Scenario, draws: int = 20, seed: int = 0
+) -> dict:
     """Mean over ``draws`` batches (sampled with replacement) of each protocol's scoring and step time."""
     rng = np.random.default_rng(seed)
     samples = []
@@ -92,12 +93,19 @@ def compare(checks: list[Check], batch: int, workers: int, timeout: float, scena
         "hybrid": [run_pool(s, workers, timeout, cutoff=scenario.evaluator_s) for s in samples],
         "lean_matched": [run_pool(s, workers, matched) for s in samples],
     }
-    out = {"scenario": asdict(scenario), "batch": batch, "workers": workers, "timeout": timeout, "draws": draws,
-           "matched_timeout": matched}
+    out = {
+        "scenario": asdict(scenario),
+        "batch": batch,
+        "workers": workers,
+        "timeout": timeout,
+        "draws": draws,
+        "matched_timeout": matched,
+    }
     for protocol, runs in rows.items():
         scoring = float(np.mean([r.scoring_s for r in runs]))
         out[protocol] = {
-            "scoring_s": scoring, "step_s": scenario.other_s + scoring,
+            "scoring_s": scoring,
+            "step_s": scenario.other_s + scoring,
             "lean_share": float(np.mean([r.lean_share for r in runs])),
             "timed_out": float(np.mean([r.timed_out for r in runs])),
             "cancelled": float(np.mean([r.cancelled for r in runs])),
@@ -112,6 +120,7 @@ def compare(checks: list[Check], batch: int, workers: int, timeout: float, scena
 def matched_timeout(samples: list[list[Check]], workers: int, timeout: float, cutoff: float) -> float:
     """The largest per-proof timeout (<= ``timeout``) at which lean-only scores the batches within
     ``cutoff`` on average (bisection; the makespan grows with the timeout)."""
+
     def scoring(t: float) -> float:
         return float(np.mean([run_pool(s, workers, t).scoring_s for s in samples]))
 
@@ -129,6 +138,8 @@ def scale_to(checks: list[Check], batch: int, workers: int, timeout: float, targ
     lo, hi = 0.01, 1000.0
     for _ in range(40):
         mid = math.sqrt(lo * hi)
-        got = compare(checks, batch, workers, timeout, Scenario("fit", 1.0, 0.0, mid), draws=5, seed=seed)["lean"]["scoring_s"]
+        got = compare(checks, batch, workers, timeout, Scenario("fit", 1.0, 0.0, mid), draws=5, seed=seed)["lean"][
+            "scoring_s"
+        ]
         lo, hi = (mid, hi) if got < target_s else (lo, mid)
     return math.sqrt(lo * hi)

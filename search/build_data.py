@@ -82,28 +82,44 @@ def build(config: SearchDataConfig, out: Path) -> Manifest:
         split = theorem_split(file_path, name, config.valid_fraction, config.test_fraction)
         nested += result.nested_steps
         for t in result.transitions:
-            transitions.setdefault(t.key, {"state": t.state, "tactic": t.tactic, "result": list(t.result),
-                                           "theorem": name, "split": split})
+            transitions.setdefault(
+                t.key, {"state": t.state, "tactic": t.tactic, "result": list(t.result), "theorem": name, "split": split}
+            )
         if result.tree is None:
             drops[result.drop.value] += 1
             continue
         first = steps[0]
-        rows.append({
-            # App. H: one sample per Lean file; LeanDojo gives no imports / open namespaces and
-            # positions as [line, column] (not char offsets), recorded as such
-            "split": split, "file_path": file_path, "url": first.get("url"), "commit": first.get("commit"),
-            "imports": None, "open_namespaces": None, "name": name,
-            "start": list(first.get("thm_start") or []), "end": list(first.get("thm_end") or []),
-            "tree": json.dumps(result.tree.to_dict(), ensure_ascii=False),
-            "statement_goal": result.tree.state, "size": result.tree.size, "depth": result.tree.depth,
-            "verified": False,
-        })
+        rows.append(
+            {
+                # App. H: one sample per Lean file; LeanDojo gives no imports / open namespaces and
+                # positions as [line, column] (not char offsets), recorded as such
+                "split": split,
+                "file_path": file_path,
+                "url": first.get("url"),
+                "commit": first.get("commit"),
+                "imports": None,
+                "open_namespaces": None,
+                "name": name,
+                "start": list(first.get("thm_start") or []),
+                "end": list(first.get("thm_end") or []),
+                "tree": json.dumps(result.tree.to_dict(), ensure_ascii=False),
+                "statement_goal": result.tree.state,
+                "size": result.tree.size,
+                "depth": result.tree.depth,
+                "verified": False,
+            }
+        )
     if config.lean_files:
         rows += extract_lean_files(config, transitions, drops)
     frame = pd.DataFrame(rows)
-    counts: dict[str, Any] = {"theorems": len(by_theorem), "trees": len(rows), "dropped": dict(drops),
-                              "nested_by_steps_skipped": nested, "transitions": len(transitions),
-                              "steps": sum(len(s) for s in by_theorem.values())}
+    counts: dict[str, Any] = {
+        "theorems": len(by_theorem),
+        "trees": len(rows),
+        "dropped": dict(drops),
+        "nested_by_steps_skipped": nested,
+        "transitions": len(transitions),
+        "steps": sum(len(s) for s in by_theorem.values()),
+    }
     final = out / FINAL  # the datasets are the run's outputs (the artifact contract's final/)
     final.mkdir(parents=True, exist_ok=True)
     for split in SPLITS:
@@ -112,19 +128,27 @@ def build(config: SearchDataConfig, out: Path) -> Manifest:
         counts[f"trees_{split}"] = int(len(part))
         counts[f"steps_{split}"] = int(part["size"].sum()) if len(part) else 0
     pd.DataFrame(list(transitions.values())).to_parquet(final / "transitions.parquet", index=False)
-    manifest = Manifest(stage="search_data", run=config.run, counts=counts, extra={
-        "tree_schema_version": TREE_SCHEMA_VERSION, "verified": bool(config.lean_files) and not config.steps,
-        "verified_note": _verified_note(counts["trees"], sum(bool(r["verified"]) for r in rows)),
-        "files": {s: f"{FINAL}/{s}.parquet" for s in SPLITS} | {"transitions": f"{FINAL}/transitions.parquet"},
-        "config": vars(config),
-    })
+    manifest = Manifest(
+        stage="search_data",
+        run=config.run,
+        counts=counts,
+        extra={
+            "tree_schema_version": TREE_SCHEMA_VERSION,
+            "verified": bool(config.lean_files) and not config.steps,
+            "verified_note": _verified_note(counts["trees"], sum(bool(r["verified"]) for r in rows)),
+            "files": {s: f"{FINAL}/{s}.parquet" for s in SPLITS} | {"transitions": f"{FINAL}/transitions.parquet"},
+            "config": vars(config),
+        },
+    )
     if config.steps:
         manifest.add_input("steps", resolve_shared(config.steps))
     for index, path in enumerate(config.lean_files):
         manifest.add_input(f"lean_file_{index}", resolve_shared(path))
-    print(f"[search-data] {len(rows)} trees of {len(by_theorem)} theorems "
-          f"({', '.join(s + ' ' + str(counts['trees_' + s]) for s in SPLITS)}); dropped {dict(drops)}; "
-          f"{len(transitions)} transitions -> {final}")
+    print(
+        f"[search-data] {len(rows)} trees of {len(by_theorem)} theorems "
+        f"({', '.join(s + ' ' + str(counts['trees_' + s]) for s in SPLITS)}); dropped {dict(drops)}; "
+        f"{len(transitions)} transitions -> {final}"
+    )
     return manifest
 
 
@@ -134,8 +158,10 @@ def _verified_note(trees: int, verified: int) -> str:
         return "trees rebuilt from traced steps without Lean; not re-executed"
     if verified == trees:
         return "trees re-executed in Lean's proof-state mode (lean_files)"
-    return (f"{verified} of {trees} trees re-executed in Lean's proof-state mode (lean_files); the other "
-            f"{trees - verified} rebuilt from traced steps without Lean, not re-executed (per tree: `verified`)")
+    return (
+        f"{verified} of {trees} trees re-executed in Lean's proof-state mode (lean_files); the other "
+        f"{trees - verified} rebuilt from traced steps without Lean, not re-executed (per tree: `verified`)"
+    )
 
 
 def extract_lean_files(config: SearchDataConfig, transitions: dict, drops: Counter) -> list[dict[str, Any]]:
@@ -149,8 +175,11 @@ def extract_lean_files(config: SearchDataConfig, transitions: dict, drops: Count
     try:
         for path in config.lean_files:
             source = resolve_shared(path)
-            for item in tqdm(extract_file(env, source.read_text(encoding="utf-8"), config.lean_header),
-                             desc=source.name, unit="theorem"):
+            for item in tqdm(
+                extract_file(env, source.read_text(encoding="utf-8"), config.lean_header),
+                desc=source.name,
+                unit="theorem",
+            ):
                 if item.tree is None:
                     drops["lean_extraction_failed"] += 1
                     continue
@@ -158,21 +187,48 @@ def extract_lean_files(config: SearchDataConfig, transitions: dict, drops: Count
                 for node in item.tree.nodes():
                     if node.tactic is not None:
                         t = Transition(node.state, node.tactic, tuple(c.state for c in node.children))
-                        transitions.setdefault(t.key, {"state": t.state, "tactic": t.tactic, "result": list(t.result),
-                                                       "theorem": item.name, "split": split})
-                rows.append({"split": split, "file_path": str(path), "url": None, "commit": None,
-                             "imports": config.lean_header or None, "open_namespaces": None, "name": item.name,
-                             "start": [], "end": [], "tree": json.dumps(item.tree.to_dict(), ensure_ascii=False),
-                             "statement_goal": item.tree.state, "size": item.tree.size, "depth": item.tree.depth,
-                             "verified": True})
+                        transitions.setdefault(
+                            t.key,
+                            {
+                                "state": t.state,
+                                "tactic": t.tactic,
+                                "result": list(t.result),
+                                "theorem": item.name,
+                                "split": split,
+                            },
+                        )
+                rows.append(
+                    {
+                        "split": split,
+                        "file_path": str(path),
+                        "url": None,
+                        "commit": None,
+                        "imports": config.lean_header or None,
+                        "open_namespaces": None,
+                        "name": item.name,
+                        "start": [],
+                        "end": [],
+                        "tree": json.dumps(item.tree.to_dict(), ensure_ascii=False),
+                        "statement_goal": item.tree.state,
+                        "size": item.tree.size,
+                        "depth": item.tree.depth,
+                        "verified": True,
+                    }
+                )
     finally:
         env.close()
     return rows
 
 
 def main(argv: list[str] | None = None) -> Path:
-    return run_tool("search_data", SearchDataConfig, build, argv, prog="python -m search.build_data",
-                    description=__doc__.splitlines()[0]).run_dir
+    return run_tool(
+        "search_data",
+        SearchDataConfig,
+        build,
+        argv,
+        prog="python -m search.build_data",
+        description=__doc__.splitlines()[0],
+    ).run_dir
 
 
 if __name__ == "__main__":

@@ -32,8 +32,9 @@ def steps_of_split(run: Path, split: str) -> list[dict[str, Any]]:
     rows = []
     for name, text in zip(frame["name"], frame["tree"]):
         for node, tactic in tree_steps(TreeNode.from_dict(json.loads(text))):
-            rows.append({"theorem": name, "state": node.state, "tactic": tactic, "depth": node.depth,
-                         "goals": node.goals})
+            rows.append(
+                {"theorem": name, "state": node.state, "tactic": tactic, "depth": node.depth, "goals": node.goals}
+            )
     return rows
 
 
@@ -112,12 +113,16 @@ class SearchData(L.LightningDataModule):
         self.train_rows = pack_examples(self._encode(tokenizer, rows, "train"), self.max_length)
         self.val_rows = pack_examples(self._encode(tokenizer, val, "val"), self.max_length)
         self.tokenizer = tokenizer
-        self.inputs = {"trees": run, **{f"replay_buffer_{i}": resolve_shared(p) for i, p in enumerate(self.replay_buffers)}}
+        self.inputs = {
+            "trees": run,
+            **{f"replay_buffer_{i}": resolve_shared(p) for i, p in enumerate(self.replay_buffers)},
+        }
 
     def _loader(self, rows: list, shuffle: bool) -> DataLoader:
         collator = PackedCollator(self.tokenizer.eos_token_id, flatten=needs_flattening(self.base.attn_implementation))
-        return DataLoader(rows, batch_size=self.batch_size, shuffle=shuffle, collate_fn=collator,
-                          num_workers=self.num_workers)
+        return DataLoader(
+            rows, batch_size=self.batch_size, shuffle=shuffle, collate_fn=collator, num_workers=self.num_workers
+        )
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_rows, True)

@@ -32,10 +32,15 @@ class SearchEvalConfig:
     """Evaluate the actor-critic search (pass@k at a budget) against sampling without search."""
 
     RENAMED_KEYS: ClassVar[dict[str, str]] = {
-        "verifier": "lean.backend", "verifier_profile": "lean.profile",
+        "verifier": "lean.backend",
+        "verifier_profile": "lean.profile",
         # the REPL session was ``lean:``; its ``timeout`` now names the whole-program checks' own
-        **{f"lean.{f.name}": f"repl.{f.name}" for f in fields(SessionConfig)
-           if f.name not in {g.name for g in fields(LeanConfig)}}}
+        **{
+            f"lean.{f.name}": f"repl.{f.name}"
+            for f in fields(SessionConfig)
+            if f.name not in {g.name for g in fields(LeanConfig)}
+        },
+    }
 
     model: str = "artifacts://search/default"
     """A search-stage run (or any HF causal LM folder)."""
@@ -100,8 +105,9 @@ class _Rollout:
         return not self.solved and self.used < self.calls
 
 
-def sample_without_search(policy: Any, env: ProofEnv, roots: list[EnvGoal], calls: list[int],
-                          timeout: float) -> list[tuple[bool, int]]:
+def sample_without_search(
+    policy: Any, env: ProofEnv, roots: list[EnvGoal], calls: list[int], timeout: float
+) -> list[tuple[bool, int]]:
     """Depth-first rollouts: one sampled tactic per open goal; a failed tactic restarts from the
     root; a theorem is solved when a rollout closes every goal within its ``calls`` environment
     calls. All theorems advance together: one model call per round for all their current goals."""
@@ -130,8 +136,10 @@ def evaluate(config: SearchEvalConfig, out: Path) -> tuple[Manifest, dict[str, A
 
     torch.manual_seed(config.seed)
     if config.policy == "oracle" and config.environment not in ("replay", "recorded"):
-        raise SystemExit(f"search-eval: policy 'oracle' proposes recorded tactics; environment "
-                         f"{config.environment!r} has none (use replay or recorded)")
+        raise SystemExit(
+            f"search-eval: policy 'oracle' proposes recorded tactics; environment "
+            f"{config.environment!r} has none (use replay or recorded)"
+        )
     model_dir = None
     if config.policy == "model":  # the oracle runs no model: no threads to set, no Lightning to import
         from leanloop.training.module import set_torch_threads
@@ -162,28 +170,37 @@ def evaluate(config: SearchEvalConfig, out: Path) -> tuple[Manifest, dict[str, A
 
             policy: Any = OraclePolicy(env)  # type: ignore[arg-type]
         else:
-            policy = ModelPolicy.from_pretrained(str(model_dir), max_new_tokens=config.max_new_tokens,
-                                                 first_token_cap=config.search.first_token_cap,
-                                                 seed=config.seed + attempt)
+            policy = ModelPolicy.from_pretrained(
+                str(model_dir),
+                max_new_tokens=config.max_new_tokens,
+                first_token_cap=config.search.first_token_cap,
+                seed=config.seed + attempt,
+            )
         searches, failed = start_searches(names, env, config.search)
         for name, why in failed.items():
             shown = statements[name].name if name in statements else name
             rows.append({"theorem": shown, "attempt": attempt, "started": False, "why": why})
         progress = tqdm(total=len(searches), desc=f"search attempt {attempt + 1}/{config.attempts}", unit="theorem")
         for start in range(0, len(searches), config.parallel):
-            chunk = searches[start:start + config.parallel]
+            chunk = searches[start : start + config.parallel]
             SearchBatch(chunk, policy, config.search).run(budget)
-            chunk_rows = [_row(search, attempt, env, simplify_stats, found, statements.get(search.name))
-                          for search in chunk]
+            chunk_rows = [
+                _row(search, attempt, env, simplify_stats, found, statements.get(search.name)) for search in chunk
+            ]
             if config.baseline:  # the same model, no search: a fixed call budget, and the search's own calls
                 fixed = config.baseline_calls or budget * config.search.samples_per_expansion
                 roots = [s.root.goal for s in chunk]
                 outcomes = sample_without_search(policy, env, roots, [fixed] * len(chunk), config.search.tactic_timeout)
-                equal = sample_without_search(policy, env, roots, [max(s.stats.env_calls, 1) for s in chunk],
-                                              config.search.tactic_timeout)
+                equal = sample_without_search(
+                    policy, env, roots, [max(s.stats.env_calls, 1) for s in chunk], config.search.tactic_timeout
+                )
                 for row, (solved, used), (solved_eq, used_eq) in zip(chunk_rows, outcomes, equal):
-                    row.update(baseline_solved=solved, baseline_env_calls=used, baseline_solved_equal_calls=solved_eq,
-                               baseline_env_calls_equal=used_eq)
+                    row.update(
+                        baseline_solved=solved,
+                        baseline_env_calls=used,
+                        baseline_solved_equal_calls=solved_eq,
+                        baseline_env_calls_equal=used_eq,
+                    )
             rows += chunk_rows
             progress.update(len(chunk))
         progress.close()
@@ -207,11 +224,18 @@ def evaluate(config: SearchEvalConfig, out: Path) -> tuple[Manifest, dict[str, A
     metrics = summarize(rows, config, simplify_stats)
     metrics["oracle_solved"] = oracle_solved
     report_path = write_report(out, metrics, config)
-    environment = {"replay": "replay of recorded LeanDojo steps (no Lean)",
-                   "recorded": f"replay of recorded REPL replies (no Lean): {', '.join(config.recordings)}"
-                   }.get(config.environment, f"Lean ({config.environment}) on {config.statements}")
-    manifest = Manifest(stage="search_eval", run=config.run, seed=config.seed, counts={"theorems": len(names)},
-                        metrics=metrics, extra={"environment": environment, "report": report_path.name})
+    environment = {
+        "replay": "replay of recorded LeanDojo steps (no Lean)",
+        "recorded": f"replay of recorded REPL replies (no Lean): {', '.join(config.recordings)}",
+    }.get(config.environment, f"Lean ({config.environment}) on {config.statements}")
+    manifest = Manifest(
+        stage="search_eval",
+        run=config.run,
+        seed=config.seed,
+        counts={"theorems": len(names)},
+        metrics=metrics,
+        extra={"environment": environment, "report": report_path.name},
+    )
     if trees_run is not None:
         manifest.add_input("trees", trees_run)
     if config.statements:
@@ -223,8 +247,10 @@ def evaluate(config: SearchEvalConfig, out: Path) -> tuple[Manifest, dict[str, A
             manifest.add_input(f"recordings:{source}", resolve_source(source))
     if model_dir is not None:
         manifest.add_input("model", model_dir.parent if (model_dir.parent / "manifest.json").is_file() else model_dir)
-    print(f"[search-eval] solved {metrics['solved']}/{metrics['theorems']} at budget {budget} "
-          f"(no search: {metrics.get('baseline_solved')}) -> {report_path}")
+    print(
+        f"[search-eval] solved {metrics['solved']}/{metrics['theorems']} at budget {budget} "
+        f"(no search: {metrics.get('baseline_solved')}) -> {report_path}"
+    )
     return manifest, metrics
 
 
@@ -250,26 +276,50 @@ def _recorded_environment(config: SearchEvalConfig) -> tuple[ProofEnv, list[str]
     from search.recorded import recorded_env, recorded_problems
 
     problems, _ = recorded_problems(config.recordings)
-    problems = sorted(problems, key=lambda p: p.statement.name)[:config.limit]
+    problems = sorted(problems, key=lambda p: p.statement.name)[: config.limit]
     if not problems:
         raise SystemExit(f"search-eval: no replayable theorem in the recordings {config.recordings}")
-    return recorded_env(problems), [p.statement.name for p in problems], {p.statement.name: p.statement
-                                                                            for p in problems}
+    return (
+        recorded_env(problems),
+        [p.statement.name for p in problems],
+        {p.statement.name: p.statement for p in problems},
+    )
 
 
-def _row(search: Search, attempt: int, env: ProofEnv, simplify_stats: SimplifyStats,
-         found: list[FoundProof], statement: Any = None) -> dict[str, Any]:
+def _row(
+    search: Search,
+    attempt: int,
+    env: ProofEnv,
+    simplify_stats: SimplifyStats,
+    found: list[FoundProof],
+    statement: Any = None,
+) -> dict[str, Any]:
     stats = search.stats
-    row: dict[str, Any] = {"theorem": statement.name if statement else search.name, "attempt": attempt, "started": True, "solved": search.solved,
-                           **asdict(stats), "proof": None}
+    row: dict[str, Any] = {
+        "theorem": statement.name if statement else search.name,
+        "attempt": attempt,
+        "started": True,
+        "solved": search.solved,
+        **asdict(stats),
+        "proof": None,
+    }
     if search.solved:
         proof = search.proof()
         simple = simplify(proof, env, simplify_stats, live={k: n.goal for k, n in search.table.items()})
-        row.update(proof=simple.to_dict(), proof_depth=simple.depth, proof_size_before=proof.size,
-                   proof_size=simple.size)
+        row.update(
+            proof=simple.to_dict(), proof_depth=simple.depth, proof_size_before=proof.size, proof_size=simple.size
+        )
         if statement is not None:  # a trusted statement: the proof is checked as a whole program
-            found.append(FoundProof(statement.name, simple, statement.statement, statement.header, statement.context,
-                                    theorem=statement.theorem))
+            found.append(
+                FoundProof(
+                    statement.name,
+                    simple,
+                    statement.statement,
+                    statement.header,
+                    statement.context,
+                    theorem=statement.theorem,
+                )
+            )
         else:  # traced steps: no statement text
             found.append(FoundProof(search.name, simple))
     return row
@@ -287,15 +337,17 @@ def summarize(rows: list[dict[str, Any]], config: SearchEvalConfig, simplify_sta
     proved = {id(r) for r in solved_rows}
     curve = {}
     for b in sorted(config.budgets):
-        curve[str(b)] = sum(any(id(r) in proved and _solved_at(r) <= b for r in rs)
-                            for rs in by_theorem.values())
+        curve[str(b)] = sum(any(id(r) in proved and _solved_at(r) <= b for r in rs) for rs in by_theorem.values())
     verdicts: dict[str, int] = {}
     for r in closed_rows:
         verdicts[r.get("verdict", "unchecked")] = verdicts.get(r.get("verdict", "unchecked"), 0) + 1
     n = max(len(theorems), 1)
     metrics: dict[str, Any] = {
-        "theorems": len(theorems), "attempts": config.attempts, "budget": max(config.budgets),
-        "solved": curve[str(max(config.budgets))], f"pass@{config.attempts}": curve[str(max(config.budgets))] / n,
+        "theorems": len(theorems),
+        "attempts": config.attempts,
+        "budget": max(config.budgets),
+        "solved": curve[str(max(config.budgets))],
+        f"pass@{config.attempts}": curve[str(max(config.budgets))] / n,
         "solved_vs_budget": curve,
         "search_closed": sum(any(r["solved"] for r in rs) for rs in by_theorem.values()),
         "iterations_per_solved": _mean([r["solved_at_iteration"] for r in solved_rows]),
@@ -306,16 +358,20 @@ def summarize(rows: list[dict[str, Any]], config: SearchEvalConfig, simplify_sta
         "duplicate_tactics": sum(r["duplicates"] for r in started),
         "simplification_rate": simplify_stats.simplified / simplify_stats.proofs if simplify_stats.proofs else None,
         "edges_removed_by_simplification": simplify_stats.edges_removed,
-        "verdicts": verdicts, "verified_valid": verdicts.get("valid", 0),
+        "verdicts": verdicts,
+        "verified_valid": verdicts.get("valid", 0),
         "model_time_share": _share([r["model_s"] for r in started], [r["env_s"] for r in started]),
         "not_started": len([r for r in rows if not r.get("started")]),
     }
     if config.baseline:
         metrics["baseline_solved"] = sum(any(r.get("baseline_solved") for r in rs) for rs in by_theorem.values())
         metrics["baseline_env_calls_per_theorem"] = _mean([r.get("baseline_env_calls", 0) for r in started])
-        metrics["baseline_calls_budget"] = config.baseline_calls or max(config.budgets) * config.search.samples_per_expansion
-        metrics["baseline_solved_equal_calls"] = sum(any(r.get("baseline_solved_equal_calls") for r in rs)
-                                                     for rs in by_theorem.values())
+        metrics["baseline_calls_budget"] = (
+            config.baseline_calls or max(config.budgets) * config.search.samples_per_expansion
+        )
+        metrics["baseline_solved_equal_calls"] = sum(
+            any(r.get("baseline_solved_equal_calls") for r in rs) for rs in by_theorem.values()
+        )
     return metrics
 
 
@@ -347,8 +403,12 @@ def write_report(out: Path, metrics: dict[str, Any], config: SearchEvalConfig) -
     if metrics.get("oracle_solved") is not None:
         ax.axhline(metrics["oracle_solved"], color="green", linestyle=":", label="recorded tactics (ceiling)")
     if config.baseline:
-        ax.axhline(metrics["baseline_solved"], color="gray", linestyle="--",
-                   label=f"sampling without search ({metrics['baseline_calls_budget']} env calls each)")
+        ax.axhline(
+            metrics["baseline_solved"],
+            color="gray",
+            linestyle="--",
+            label=f"sampling without search ({metrics['baseline_calls_budget']} env calls each)",
+        )
     ax.set_xscale("log", base=2)
     ax.set_xlabel("search budget (iterations)")
     ax.set_ylabel(f"theorems solved (of {metrics['theorems']})")
@@ -357,54 +417,98 @@ def write_report(out: Path, metrics: dict[str, Any], config: SearchEvalConfig) -
     ax.legend(fontsize=8)
     fig.tight_layout()
     save(fig, out / "solved_vs_budget.png", dpi=120)
+
     def fmt(value: Any) -> str:
         return f"{value:.3g}" if isinstance(value, float) else str(value)
 
     environment = {
         "replay": f"Environment: **replay of recorded LeanDojo steps, no Lean** ({config.split} split of "
-                  f"`{config.trees}`). A tactic nobody recorded at a goal is `unavailable`, so these numbers count "
-                  "proofs made of recorded steps only: a lower bound on what the model would prove with Lean.",
+        f"`{config.trees}`). A tactic nobody recorded at a goal is `unavailable`, so these numbers count "
+        "proofs made of recorded steps only: a lower bound on what the model would prove with Lean.",
         "recorded": "Environment: **replay of recorded REPL replies, no Lean** "
-                    f"({', '.join(f'`{s}`' for s in config.recordings)}): the theorems of programs Lean accepted, "
-                    "with the goals Lean recorded before each tactic. A tactic nobody recorded at a goal is "
-                    "`unavailable`; a found proof is `valid` only where its program is a recorded program.",
+        f"({', '.join(f'`{s}`' for s in config.recordings)}): the theorems of programs Lean accepted, "
+        "with the goals Lean recorded before each tactic. A tactic nobody recorded at a goal is "
+        "`unavailable`; a found proof is `valid` only where its program is a recorded program.",
     }.get(config.environment, f"Environment: **Lean** ({config.environment}) on `{config.statements}`.")
-    policy = (f"Model: `{config.model}`" if config.policy == "model"
-              else "Policy: the recorded tactics at each goal (oracle)")
+    policy = (
+        f"Model: `{config.model}`" if config.policy == "model" else "Policy: the recorded tactics at each goal (oracle)"
+    )
     lines = [
-        f"# Search evaluation: {config.run}", "", environment, "",
+        f"# Search evaluation: {config.run}",
+        "",
+        environment,
+        "",
         f"{policy}; {config.attempts} attempt(s) per theorem; budget {metrics['budget']} iterations, "
-        f"{config.search.samples_per_expansion} tactics sampled per expansion.", "",
-        "| metric | value |", "|---|---|",
+        f"{config.search.samples_per_expansion} tactics sampled per expansion.",
+        "",
+        "| metric | value |",
+        "|---|---|",
     ]
-    for key in ("theorems", "solved", "search_closed", f"pass@{config.attempts}", "baseline_solved",
-                "baseline_calls_budget", "baseline_solved_equal_calls", "oracle_solved", "iterations_per_solved",
-                "env_calls_per_solved", "env_calls_per_theorem", "baseline_env_calls_per_theorem", "cycle_rejections",
-                "unavailable_tactics", "duplicate_tactics", "simplification_rate", "edges_removed_by_simplification",
-                "verified_valid", "model_time_share", "not_started"):
+    for key in (
+        "theorems",
+        "solved",
+        "search_closed",
+        f"pass@{config.attempts}",
+        "baseline_solved",
+        "baseline_calls_budget",
+        "baseline_solved_equal_calls",
+        "oracle_solved",
+        "iterations_per_solved",
+        "env_calls_per_solved",
+        "env_calls_per_theorem",
+        "baseline_env_calls_per_theorem",
+        "cycle_rejections",
+        "unavailable_tactics",
+        "duplicate_tactics",
+        "simplification_rate",
+        "edges_removed_by_simplification",
+        "verified_valid",
+        "model_time_share",
+        "not_started",
+    ):
         if key in metrics:
             lines.append(f"| {key} | {fmt(metrics[key])} |")
     if metrics.get("oracle_solved") is not None:
-        lines += ["", "`oracle_solved`: the recorded tactics offered as the policy at the same budget: the most this "
-                  "environment can confirm."]
-    lines += ["", "Solved vs budget: " + ", ".join(f"{b}: {s}" for b, s in zip(budgets, solved)), "",
-              f"Whole-program verdicts of the found proofs (Verifier, `{config.lean.profile}` profile): "
-              + (", ".join(f"{k} {v}" for k, v in metrics["verdicts"].items()) or "none found") + ". "
-              + ("The traced steps carry no program text, so a found proof cannot be written as a program here: "
-                 "its verdict is `unavailable` and `verified_valid` stays 0. `solved`, pass@k and solved vs budget "
-                 "count proofs whose every step the replay answered from recorded Lean steps; no whole program "
-                 "was checked." if config.environment == "replay" else
-                 "`solved`, pass@k and solved vs budget count a theorem only when a found proof's whole program is "
-                 "`valid`; `search_closed` counts those where the search closed every goal. The no-search "
-                 "baseline counts rollouts that closed every goal (not checked as whole programs)."), "", "![solved vs budget](solved_vs_budget.png)", ""]
+        lines += [
+            "",
+            "`oracle_solved`: the recorded tactics offered as the policy at the same budget: the most this "
+            "environment can confirm.",
+        ]
+    lines += [
+        "",
+        "Solved vs budget: " + ", ".join(f"{b}: {s}" for b, s in zip(budgets, solved)),
+        "",
+        f"Whole-program verdicts of the found proofs (Verifier, `{config.lean.profile}` profile): "
+        + (", ".join(f"{k} {v}" for k, v in metrics["verdicts"].items()) or "none found")
+        + ". "
+        + (
+            "The traced steps carry no program text, so a found proof cannot be written as a program here: "
+            "its verdict is `unavailable` and `verified_valid` stays 0. `solved`, pass@k and solved vs budget "
+            "count proofs whose every step the replay answered from recorded Lean steps; no whole program "
+            "was checked."
+            if config.environment == "replay"
+            else "`solved`, pass@k and solved vs budget count a theorem only when a found proof's whole program is "
+            "`valid`; `search_closed` counts those where the search closed every goal. The no-search "
+            "baseline counts rollouts that closed every goal (not checked as whole programs)."
+        ),
+        "",
+        "![solved vs budget](solved_vs_budget.png)",
+        "",
+    ]
     path = out / "report.md"
     path.write_text("\n".join(lines))
     return path
 
 
 def main(argv: list[str] | None = None):
-    return run_tool("search_eval", SearchEvalConfig, evaluate, argv, prog="python -m search.evaluate",
-                    description=__doc__.splitlines()[0])
+    return run_tool(
+        "search_eval",
+        SearchEvalConfig,
+        evaluate,
+        argv,
+        prog="python -m search.evaluate",
+        description=__doc__.splitlines()[0],
+    )
 
 
 if __name__ == "__main__":

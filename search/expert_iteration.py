@@ -167,12 +167,15 @@ def self_improve(config: ExpertIterationConfig, out: Path) -> Manifest:
             print(f"[search-expert-iteration] round {round_index}: finished before the restart ({row['trained']})")
             current = row["trained"]
             continue
-        policy = ModelPolicy.from_pretrained(str(resolve_model(current)), max_new_tokens=config.max_new_tokens,
-                                             first_token_cap=config.search.first_token_cap,
-                                             seed=config.seed + round_index)
+        policy = ModelPolicy.from_pretrained(
+            str(resolve_model(current)),
+            max_new_tokens=config.max_new_tokens,
+            first_token_cap=config.search.first_token_cap,
+            seed=config.seed + round_index,
+        )
         searches, failed = start_searches(sample, env, config.search)
         for start in tqdm(range(0, len(searches), config.parallel), desc=f"round {round_index} search", unit="batch"):
-            SearchBatch(searches[start:start + config.parallel], policy, config.search).run(config.budget)
+            SearchBatch(searches[start : start + config.parallel], policy, config.search).run(config.budget)
         stats = SimplifyStats()
         steps: list[dict[str, Any]] = []
         for search in searches:
@@ -188,18 +191,42 @@ def self_improve(config: ExpertIterationConfig, out: Path) -> Manifest:
         resume = started and round_index == len(done) + 1
         if not resume:
             _progress(out, {"started": round_index})
-        result = train_round(["--config", config.train_config, "--model.base.name", current,
-                              "--data.trees", config.trees, "--data.replay_buffers", json.dumps(buffers),
-                              "--run", run_name, *([] if resume else ["--overwrite", "true"]), *config.train_args])
-        rounds.append({"round": round_index, "searched": len(searches), "not_started": len(failed),
-                       "solved": sum(s.solved for s in searches), "replay_steps": len(steps),
-                       "simplified": stats.simplified, "edges_removed": stats.edges_removed,
-                       "cycles": sum(s.stats.cycles for s in searches), "model": current,
-                       "trained": f"{ARTIFACTS_SCHEME}search/{run_name}"})
+        result = train_round(
+            [
+                "--config",
+                config.train_config,
+                "--model.base.name",
+                current,
+                "--data.trees",
+                config.trees,
+                "--data.replay_buffers",
+                json.dumps(buffers),
+                "--run",
+                run_name,
+                *([] if resume else ["--overwrite", "true"]),
+                *config.train_args,
+            ]
+        )
+        rounds.append(
+            {
+                "round": round_index,
+                "searched": len(searches),
+                "not_started": len(failed),
+                "solved": sum(s.solved for s in searches),
+                "replay_steps": len(steps),
+                "simplified": stats.simplified,
+                "edges_removed": stats.edges_removed,
+                "cycles": sum(s.stats.cycles for s in searches),
+                "model": current,
+                "trained": f"{ARTIFACTS_SCHEME}search/{run_name}",
+            }
+        )
         manifest.add_input(f"model_round_{round_index}", result.run_dir)
         _progress(out, rounds[-1])
-        print(f"[search-expert-iteration] round {round_index}: solved {rounds[-1]['solved']}/{len(searches)}, "
-              f"{len(steps)} replay steps -> {result.run_dir}")
+        print(
+            f"[search-expert-iteration] round {round_index}: solved {rounds[-1]['solved']}/{len(searches)}, "
+            f"{len(steps)} replay steps -> {result.run_dir}"
+        )
         current = f"{ARTIFACTS_SCHEME}search/{run_name}"
     manifest.counts = {"rounds": len(rounds), "replay_steps": sum(r["replay_steps"] for r in rounds)}
     manifest.metrics = {"rounds": rounds, "final_model": current}
@@ -207,8 +234,14 @@ def self_improve(config: ExpertIterationConfig, out: Path) -> Manifest:
 
 
 def main(argv: list[str] | None = None):
-    return run_tool("search_expert_iteration", ExpertIterationConfig, self_improve, argv,
-                    prog="python -m search.expert_iteration", description=__doc__.splitlines()[0])
+    return run_tool(
+        "search_expert_iteration",
+        ExpertIterationConfig,
+        self_improve,
+        argv,
+        prog="python -m search.expert_iteration",
+        description=__doc__.splitlines()[0],
+    )
 
 
 if __name__ == "__main__":

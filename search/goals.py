@@ -61,15 +61,17 @@ class Goal:
         if not flat:
             return _collapse(self.target)
         names = list(dict.fromkeys(name for name, _ in flat))
-        pattern = re.compile(r"(?<![\w'.✝])(" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
-                             + r")(?![\w'✝])")
+        pattern = re.compile(
+            r"(?<![\w'.✝])(" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) + r")(?![\w'✝])"
+        )
 
         def substituted(text: str, mapping: dict[str, str]) -> str:
             return _collapse(pattern.sub(lambda m: mapping.get(m.group(1), m.group(1)), text))
 
         texts = [t for _, t in flat] + [self.target]
-        mentions = {n: [i for i, t in enumerate(texts) if n in {m.group(1) for m in pattern.finditer(t)}]
-                    for n in names}
+        mentions = {
+            n: [i for i, t in enumerate(texts) if n in {m.group(1) for m in pattern.finditer(t)}] for n in names
+        }
         own = {}
         for index, (name, _) in enumerate(flat):
             own[name] = index  # a shadowed name: its last declaration is the one in scope
@@ -78,8 +80,9 @@ class Goal:
             refined = {}
             for n in names:
                 marked = {**colour, n: "@"}
-                used = sorted(("T" if i == len(flat) else "H") + substituted(texts[i], marked)
-                              for i in mentions[n] if i != own[n])
+                used = sorted(
+                    ("T" if i == len(flat) else "H") + substituted(texts[i], marked) for i in mentions[n] if i != own[n]
+                )
                 signature = substituted(texts[own[n]], colour) + "|" + "|".join(used)
                 refined[n] = "§" + hashlib.blake2b(signature.encode(), digest_size=4).hexdigest()
             stable = len(set(refined.values())) == len(set(colour.values()))
@@ -105,7 +108,7 @@ def parse_goal(text: str) -> Goal:
     lines = text.strip("\n").split("\n")
     case = None
     if lines and lines[0].startswith("case "):
-        case = lines[0][len("case "):].strip()
+        case = lines[0][len("case ") :].strip()
         lines = lines[1:]
     entries: list[str] = []
     target_start = None
@@ -119,11 +122,11 @@ def parse_goal(text: str) -> Goal:
             entries.append(line)
     if target_start is None:
         raise ValueError(f"not a Lean goal (no '{TURNSTILE}' line): {text[:200]!r}")
-    target = "\n".join(lines[target_start:])[len(TURNSTILE):].strip()
+    target = "\n".join(lines[target_start:])[len(TURNSTILE) :].strip()
     hypotheses = []
     for entry in entries:
         match = re.match(r"(.*?) :(?:\s|$)", entry, flags=re.S)
-        names, sep, type_ = (match.group(1), True, entry[match.end():]) if match else ("", False, "")
+        names, sep, type_ = (match.group(1), True, entry[match.end() :]) if match else ("", False, "")
         if not sep:
             raise ValueError(f"not a hypothesis line (no ' : '): {entry[:200]!r}")
         hypotheses.append(Hypothesis(tuple(names.split()), type_.strip()))

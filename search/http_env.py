@@ -52,8 +52,12 @@ class EnvPool:
 
     def apply(self, goal_id: int, tactic: str, timeout: float | None) -> dict[str, Any]:
         if goal_id not in self.goals:
-            return {"status": EnvStatus.INFRA_ERROR.value, "goals": [], "error": f"unknown goal id {goal_id}",
-                    "time_s": 0.0}
+            return {
+                "status": EnvStatus.INFRA_ERROR.value,
+                "goals": [],
+                "error": f"unknown goal id {goal_id}",
+                "time_s": 0.0,
+            }
         index, goal = self.goals[goal_id]
         with self.locks[index]:
             return self._answer(index, self.envs[index].apply(goal, tactic, timeout))
@@ -120,6 +124,7 @@ class EnvServer:
         def parse(body: dict[str, Any]) -> Callable[[], dict[str, Any]]:
             theorem = str(body["theorem"])
             return lambda: self.pool.start(theorem)
+
         return await self._answer(request, parse)
 
     async def _apply(self, request: Any) -> Any:
@@ -127,6 +132,7 @@ class EnvServer:
             goal, tactic, timeout = int(body["goal"]), str(body["tactic"]), body.get("timeout")
             timeout = None if timeout is None else float(timeout)
             return lambda: self.pool.apply(goal, tactic, timeout)
+
         return await self._answer(request, parse)
 
     def shutdown(self) -> None:
@@ -176,8 +182,9 @@ class HttpEnv(ProofEnv):
         async with self._gate:
             for _ in range(self.config.retries + 1):
                 try:
-                    async with self._session.post(url, json=body,
-                                                  timeout=aiohttp.ClientTimeout(total=deadline)) as reply:
+                    async with self._session.post(
+                        url, json=body, timeout=aiohttp.ClientTimeout(total=deadline)
+                    ) as reply:
                         reply.raise_for_status()
                         answer = await reply.json()
                     break
@@ -244,8 +251,9 @@ class ServeConfig:
 def main(argv: list[str] | None = None) -> None:
     from leanloop.tool import parse_config
 
-    args, _ = parse_config(ServeConfig, argv, prog="python -m search.http_env",
-                           description="Serve a pool of proof environments over HTTP")
+    args, _ = parse_config(
+        ServeConfig, argv, prog="python -m search.http_env", description="Serve a pool of proof environments over HTTP"
+    )
     factory: Callable[[], ProofEnv]
     if args.backend == "replay":
         from search.env import ReplayEnv

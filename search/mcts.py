@@ -113,7 +113,9 @@ class RuleEvidence:
         """A ``GoalNode.proposed`` entry's evidence score: its counts, each weighted by its rule's rate."""
         weights = {rule: self.weight(rule) for rule in self.RULES}
         top = max(weights.values())
-        return sum((weights[rule] / top) ** self.sharpness * entry[index] for rule, index in (("count", 0), ("first", 3)))
+        return sum(
+            (weights[rule] / top) ** self.sharpness * entry[index] for rule, index in (("count", 0), ("first", 3))
+        )
 
     @property
     def opened_rate(self) -> float:
@@ -164,11 +166,11 @@ class Search:
     def _widen(self, node: GoalNode) -> bool:
         c = self.config
         scale = 2 * (1 - self.evidence.opened_rate) if c.widening == "evidence" else 1.0
-        return node.expansions == 0 or node.expansions <= scale * c.widening_c * node.visits ** c.widening_alpha - 1
+        return node.expansions == 0 or node.expansions <= scale * c.widening_c * node.visits**c.widening_alpha - 1
 
     def _puct(self, parent: GoalNode, edge: TacticEdge, prior_sum: float) -> float:
         c = self.config
-        explore = (math.log((parent.visits + c.pb_c_base + 1) / c.pb_c_base) + c.pb_c_init)
+        explore = math.log((parent.visits + c.pb_c_base + 1) / c.pb_c_base) + c.pb_c_init
         explore *= math.sqrt(parent.visits) / (edge.visits + 1) * edge.prior / max(prior_sum, 1e-12)
         if edge.visits or edge.solved_depth is not None:
             exploit = c.value_discount ** (-self._edge_value(edge))
@@ -245,15 +247,17 @@ class Search:
             for edge in leaf.edges:
                 edge.prior = self._sample_prior(leaf, edge.tactic)
         if self.config.candidate_order == "rank":
-            return fresh[:self.samples(leaf)]
+            return fresh[: self.samples(leaf)]
         pool = [(key, entry) for key, entry in leaf.proposed.items() if key not in leaf.tried]
         if self.config.candidate_order == "evidence":
-            leaf.picks = {"count": max(pool, key=lambda item: (item[1][0], item[1][1]), default=(None,))[0],
-                          "first": max(pool, key=lambda item: (item[1][3], item[1][1]), default=(None,))[0]}
+            leaf.picks = {
+                "count": max(pool, key=lambda item: (item[1][0], item[1][1]), default=(None,))[0],
+                "first": max(pool, key=lambda item: (item[1][3], item[1][1]), default=(None,))[0],
+            }
             pool.sort(key=lambda item: (-self.evidence.score(item[1]), -item[1][1]))
         else:
             pool.sort(key=lambda item: (-item[1][0], -item[1][1]))
-        return [(entry[2], entry[1]) for _, entry in pool[:self.samples(leaf)]]
+        return [(entry[2], entry[1]) for _, entry in pool[: self.samples(leaf)]]
 
     def _sample_prior(self, leaf: GoalNode, tactic: str) -> float:
         """An edge's prior read from the goal's samples: how many proposals held its tactic
@@ -261,8 +265,9 @@ class Search:
         entry = leaf.proposed[" ".join(tactic.split())]
         return self.evidence.score(entry) if self.config.edge_prior == "evidence" else entry[0]
 
-    def expand(self, path: list, proposal: Proposal, tried: list[tuple[str, float]],
-               results: Sequence[EnvResult]) -> None:
+    def expand(
+        self, path: list, proposal: Proposal, tried: list[tuple[str, float]], results: Sequence[EnvResult]
+    ) -> None:
         leaf: GoalNode = path[-1]
         leaf.expansions += 1
         self.stats.expansions += 1
@@ -386,14 +391,15 @@ class SearchBatch:
             if not selected:
                 continue
             started = time.perf_counter()
-            proposals = self.policy.propose([path[-1].goal.text for _, path in selected],
-                                            self.config.samples_per_expansion)
+            proposals = self.policy.propose(
+                [path[-1].goal.text for _, path in selected], self.config.samples_per_expansion
+            )
             model_s = (time.perf_counter() - started) / len(selected)
             jobs = []
             for (search, path), proposal in zip(selected, proposals):
                 search.stats.model_s += model_s
                 fresh = search.candidates(path[-1], proposal)
-                jobs.append(fresh if calls is None else fresh[:calls - search.stats.env_calls])
+                jobs.append(fresh if calls is None else fresh[: calls - search.stats.env_calls])
             items = [(path[-1].goal, tactic) for (search, path), tried in zip(selected, jobs) for tactic, _ in tried]
             env = self.searches[0].env
             started = time.perf_counter()
@@ -402,7 +408,7 @@ class SearchBatch:
             offset = 0
             for (search, path), proposal, tried in zip(selected, proposals, jobs):
                 search.stats.env_s += env_s
-                search.expand(path, proposal, tried, results[offset:offset + len(tried)])
+                search.expand(path, proposal, tried, results[offset : offset + len(tried)])
                 offset += len(tried)
             self.rounds += 1
 

@@ -43,8 +43,12 @@ def encode_step(tokenizer: Any, state: str, tactic: str, depth: int, max_length:
     ids = prompt + [value] + body
     if len(ids) > max_length:
         return None
-    return {"input_ids": ids, "labels": [-100] * len(prompt) + [value] + body, "value_pos": len(prompt) - 1,
-            "value_label": value_bucket(max(depth, 1))}
+    return {
+        "input_ids": ids,
+        "labels": [-100] * len(prompt) + [value] + body,
+        "value_pos": len(prompt) - 1,
+        "value_label": value_bucket(max(depth, 1)),
+    }
 
 
 def _left_pad(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -52,16 +56,25 @@ def _left_pad(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tens
     ids = torch.full((len(rows), width), pad, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     for i, row in enumerate(rows):
-        ids[i, width - len(row):] = torch.tensor(row)
-        mask[i, width - len(row):] = 1
+        ids[i, width - len(row) :] = torch.tensor(row)
+        mask[i, width - len(row) :] = 1
     return ids, mask
 
 
 class ModelPolicy:
     """The search's policy and critic from one causal LM (transformers) and its tokenizer."""
 
-    def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int = 64, first_token_cap: int = 2,
-                 temperature: float = 1.0, max_prompt_tokens: int = 1024, seed: int = 0) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        max_new_tokens: int = 64,
+        first_token_cap: int = 2,
+        temperature: float = 1.0,
+        max_prompt_tokens: int = 1024,
+        seed: int = 0,
+    ) -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.max_new_tokens = max_new_tokens
@@ -81,7 +94,7 @@ class ModelPolicy:
 
     def _prompt(self, state: str) -> list[int]:
         ids = self.tokenizer(PROMPT.format(state=state), add_special_tokens=False)["input_ids"]
-        return ids[-self.max_prompt_tokens:]  # a very long goal keeps its end (the target)
+        return ids[-self.max_prompt_tokens :]  # a very long goal keeps its end (the target)
 
     @torch.no_grad()
     def _last_logits(self, rows: list[list[int]]) -> torch.Tensor:
@@ -106,14 +119,14 @@ class ModelPolicy:
         prompts = [self._prompt(s) for s in states]
         ids, mask = _left_pad(prompts, self.eos)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
-                         logits_to_keep=1)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
         probs = torch.softmax(out.logits[:, -1, self.values].float(), dim=-1)
         distances = (probs @ torch.tensor(BUCKET_MIDPOINTS)).tolist()
         chosen = torch.tensor([self.values[int(k)] for k in probs.argmax(-1)]).unsqueeze(1)
         mask = torch.cat([mask, torch.ones_like(chosen)], dim=1)
-        step = self.model(input_ids=chosen, attention_mask=mask, position_ids=positions[:, -1:] + 1,
-                          cache=out.cache, use_cache=False)
+        step = self.model(
+            input_ids=chosen, attention_mask=mask, position_ids=positions[:, -1:] + 1, cache=out.cache, use_cache=False
+        )
         first_logits = torch.log_softmax(step.logits[:, -1, :].float() / max(self.temperature, 1e-6), dim=-1)
         first_logits[:, self.eos] = -math.inf  # an empty tactic is no tactic
         conditioned = [p + [int(v)] for p, v in zip(prompts, chosen[:, 0])]
@@ -140,14 +153,26 @@ class ModelPolicy:
         ids, mask = _left_pad(rows, self.eos)
         seed = int(torch.randint(0, 2**31 - 1, (1,), generator=self.generator))
         torch.manual_seed(seed)  # generate() samples from the global generator
-        out = self.model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=self.temperature,
-                                  top_k=0, max_new_tokens=self.max_new_tokens, eos_token_id=self.eos,
-                                  pad_token_id=self.eos, output_scores=True, return_dict_in_generate=True,
-                                  renormalize_logits=True)
-        new = out.sequences[:, ids.shape[1]:]
+        out = self.model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            do_sample=True,
+            temperature=self.temperature,
+            top_k=0,
+            max_new_tokens=self.max_new_tokens,
+            eos_token_id=self.eos,
+            pad_token_id=self.eos,
+            output_scores=True,
+            return_dict_in_generate=True,
+            renormalize_logits=True,
+        )
+        new = out.sequences[:, ids.shape[1] :]
         # per step, so no (rows, steps, vocabulary) tensor is ever built
-        step_lp = torch.cat([scores.gather(-1, new[:, i:i + 1]) for i, scores in enumerate(out.scores)], dim=1) \
-            if out.scores else torch.zeros(new.shape)
+        step_lp = (
+            torch.cat([scores.gather(-1, new[:, i : i + 1]) for i, scores in enumerate(out.scores)], dim=1)
+            if out.scores
+            else torch.zeros(new.shape)
+        )
         texts, scores = [], []
         for row, tokens, lps in zip(rows, new, step_lp):
             keep = []

@@ -12,8 +12,13 @@ from search.model import value_token_ids
 
 
 class SearchModule(HFModule):
-    def __init__(self, base: ModelSpec | None = None, optim: OptimConfig | None = None,
-                 threads: int | None = None, gradient_checkpointing: bool = False) -> None:
+    def __init__(
+        self,
+        base: ModelSpec | None = None,
+        optim: OptimConfig | None = None,
+        threads: int | None = None,
+        gradient_checkpointing: bool = False,
+    ) -> None:
         """``base``: the model to start from (the pretrain stage's run, ``artifacts://pretrain/default``,
         or a preset); ``threads``: torch intra-op threads (None: torch's default);
         ``gradient_checkpointing``: recompute each layer in backward (long rows, large batches)."""

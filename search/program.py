@@ -33,7 +33,7 @@ def proof_script(tree: TreeNode, indent: int = 2) -> str:
             for child in node.children:
                 start = len(lines)
                 emit(child, depth + 2)
-                lines[start] = pad + "· " + lines[start][depth + 2:]
+                lines[start] = pad + "· " + lines[start][depth + 2 :]
 
     emit(tree, indent)
     return "\n".join(lines)
@@ -71,9 +71,12 @@ def found_request(proof: FoundProof) -> VerifyRequest | None:
     context, so the harness elaborates the trusted statement where the statement stands."""
     if not proof.statement:
         return None
-    return VerifyRequest(program=render_program(proof.tree, proof.statement, proof.header, proof.preamble),
-                         name=proof.theorem or proof.name, statement=proof.statement,
-                         header=statement_prefix(proof.header, proof.preamble))
+    return VerifyRequest(
+        program=render_program(proof.tree, proof.statement, proof.header, proof.preamble),
+        name=proof.theorem or proof.name,
+        statement=proof.statement,
+        header=statement_prefix(proof.header, proof.preamble),
+    )
 
 
 def verify_found(verifier, proofs: Sequence[FoundProof]) -> list[Outcome]:
@@ -84,9 +87,14 @@ def verify_found(verifier, proofs: Sequence[FoundProof]) -> list[Outcome]:
     for i, proof in enumerate(proofs):
         request = found_request(proof)
         if request is None:
-            outcomes[i] = Outcome(Category.UNAVAILABLE, reasons=[
-                "no_statement_text: the theorem is known only by its goal (traced steps carry no program "
-                "text), so the proof cannot be checked as a whole program"], backend=verifier.backend.name)
+            outcomes[i] = Outcome(
+                Category.UNAVAILABLE,
+                reasons=[
+                    "no_statement_text: the theorem is known only by its goal (traced steps carry no program "
+                    "text), so the proof cannot be checked as a whole program"
+                ],
+                backend=verifier.backend.name,
+            )
             continue
         requests.append(request)
         index.append(i)

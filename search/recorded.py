@@ -42,7 +42,7 @@ def accepted(recording: Recording) -> bool:
 
 def _offset(lines: list[str], line: int, column: int) -> int:
     """A Lean position (1-based line, 0-based codepoint column) as an index into the text."""
-    return sum(len(l) + 1 for l in lines[:line - 1]) + column
+    return sum(len(l) + 1 for l in lines[: line - 1]) + column
 
 
 def top_level_tactics(records: Sequence[TacticRecord]) -> list[TacticRecord]:
@@ -51,8 +51,10 @@ def top_level_tactics(records: Sequence[TacticRecord]) -> list[TacticRecord]:
     out: list[TacticRecord] = []
     for record in ordered:
         start = (record.pos.line, record.pos.column)
-        if any(r.end_pos is not None and (r.pos.line, r.pos.column) <= start < (r.end_pos.line, r.end_pos.column)
-               for r in out):
+        if any(
+            r.end_pos is not None and (r.pos.line, r.pos.column) <= start < (r.end_pos.line, r.end_pos.column)
+            for r in out
+        ):
             continue
         out.append(record)
     return out
@@ -73,7 +75,7 @@ def problems_from_recording(recording: Recording) -> tuple[list[RecordedProblem]
     blocks: list[tuple[tuple[str, str, str, str] | None, list[TacticRecord]]] = []
     for record in top_level_tactics(response.tactics):
         try:
-            opened = split_statement(program[:_offset(lines, record.pos.line, record.pos.column)])
+            opened = split_statement(program[: _offset(lines, record.pos.line, record.pos.column)])
         except StatementError:
             opened = None
         if opened is not None or not blocks:
@@ -85,16 +87,23 @@ def problems_from_recording(recording: Recording) -> tuple[list[RecordedProblem]
             skipped["not_a_theorem_proof"] += 1  # a def / example / instance, or a term-mode start
             continue
         header, context, declaration, theorem = opened
-        steps = [{"tactic_idx": i, "tactic": r.tactic, "state_before": r.goals,
-                  "state_after": records[i + 1].goals if i + 1 < len(records) else NO_GOALS}
-                 for i, r in enumerate(records)]
+        steps = [
+            {
+                "tactic_idx": i,
+                "tactic": r.tactic,
+                "state_before": r.goals,
+                "state_after": records[i + 1].goals if i + 1 < len(records) else NO_GOALS,
+            }
+            for i, r in enumerate(records)
+        ]
         built = build_tree(steps)
         if built.tree is None:
             skipped[built.drop.value] += 1
             continue
         name = f"{theorem}@{recording.record_id}"
-        statement = Statement(name=name, theorem=theorem, header=header, context=context, statement=declaration,
-                              source=recording.source)
+        statement = Statement(
+            name=name, theorem=theorem, header=header, context=context, statement=declaration, source=recording.source
+        )
         problems.append(RecordedProblem(statement, recording.program, built.tree, built.transitions))
     return problems, skipped
 
@@ -113,10 +122,18 @@ def recorded_problems(sources: Iterable[str] = REPL_SOURCES) -> tuple[list[Recor
 
 def recorded_env(problems: Sequence[RecordedProblem]) -> ReplayEnv:
     """The replay environment over the problems' recorded steps; each problem starts by its name."""
-    transitions = [{"state": t.state, "tactic": t.tactic, "result": list(t.result)}
-                   for p in problems for t in p.transitions]
+    transitions = [
+        {"state": t.state, "tactic": t.tactic, "result": list(t.result)} for p in problems for t in p.transitions
+    ]
     return ReplayEnv(transitions, {p.statement.name: p.tree.state for p in problems})
 
 
-__all__ = ["REPL_SOURCES", "RecordedProblem", "accepted", "problems_from_recording", "recorded_env",
-           "recorded_problems", "top_level_tactics"]
+__all__ = [
+    "REPL_SOURCES",
+    "RecordedProblem",
+    "accepted",
+    "problems_from_recording",
+    "recorded_env",
+    "recorded_problems",
+    "top_level_tactics",
+]

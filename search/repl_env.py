@@ -62,8 +62,11 @@ class ReplEnv(ProofEnv):
                 if focused is None:
                     reply = self._step(state, handle.generation, f"rotate_left {handle.index}", timeout)
                     if not reply.ok or reply.errors():
-                        return self._failure(reply) if not reply.ok else EnvResult(EnvStatus.ERROR,
-                                                                                   error=reply.errors()[0])
+                        return (
+                            self._failure(reply)
+                            if not reply.ok
+                            else EnvResult(EnvStatus.ERROR, error=reply.errors()[0])
+                        )
                     focused = self._focused[key] = reply.answer.proof_state
                 state = focused
             reply = self._step(state, handle.generation, tactic, timeout)

@@ -23,8 +23,9 @@ def gumbel_top_k(logits: torch.Tensor, k: int, generator: torch.Generator | None
     return torch.topk(scores, min(k, finite)).indices
 
 
-def first_token_plan(logits: torch.Tensor, samples: int, cap: int,
-                     generator: torch.Generator | None = None) -> list[int]:
+def first_token_plan(
+    logits: torch.Tensor, samples: int, cap: int, generator: torch.Generator | None = None
+) -> list[int]:
     """First tokens for ``samples`` tactics: ceil(samples / cap) distinct tokens by Gumbel-top-k,
     each used at most ``cap`` times (in draw order), ``samples`` in all when enough tokens exist."""
     if cap < 1:

@@ -29,8 +29,13 @@ class SimplifyStats:
     env_calls: int = 0
 
 
-def simplify(tree: TreeNode, env: ProofEnv, stats: SimplifyStats | None = None,
-             timeout: float | None = None, live: dict[str, EnvGoal] | None = None) -> TreeNode:
+def simplify(
+    tree: TreeNode,
+    env: ProofEnv,
+    stats: SimplifyStats | None = None,
+    timeout: float | None = None,
+    live: dict[str, EnvGoal] | None = None,
+) -> TreeNode:
     """A copy of ``tree`` with unnecessary edges contracted (checked in ``env``). ``live``: the
     environment's goals by key (a search's ``table``), for backends whose goals are live handles
     (REPL proof states); the replay environment answers by goal text alone."""
@@ -62,13 +67,15 @@ _NAME_OK = re.compile(r"^[A-Za-z_][A-Za-z0-9_']*$")
 def _sub(text: str, mapping: dict[str, str]) -> str:
     if not mapping:
         return text
-    pattern = re.compile(r"(?<![\w'.])(" + "|".join(map(re.escape, sorted(mapping, key=len, reverse=True)))
-                         + r")(?![\w'])")
+    pattern = re.compile(
+        r"(?<![\w'.])(" + "|".join(map(re.escape, sorted(mapping, key=len, reverse=True))) + r")(?![\w'])"
+    )
     return pattern.sub(lambda m: mapping[m.group(1)], text)
 
 
-def augment(goals: tuple[Goal, ...], tactic: str, rng: random.Random,
-            rename: bool = True, shuffle: bool = True) -> tuple[tuple[Goal, ...], str]:
+def augment(
+    goals: tuple[Goal, ...], tactic: str, rng: random.Random, rename: bool = True, shuffle: bool = True
+) -> tuple[tuple[Goal, ...], str]:
     """A meaning-preserving variant of one training step (goals, tactic)."""
     names = {n for g in goals for h in g.hypotheses for n in h.names if _NAME_OK.match(n)}
     mapping = {}
@@ -94,8 +101,15 @@ def _dependency_shuffle(hyps: list[Hypothesis], rng: random.Random) -> list[Hypo
     out = []
     all_names = {n for h in hyps for n in h.names}
     while remaining:
-        ready = [h for h in remaining
-                 if all(n in placed for n in all_names - set(h.names) if re.search(rf"(?<![\w'.]){re.escape(n)}(?![\w'])", h.type))]
+        ready = [
+            h
+            for h in remaining
+            if all(
+                n in placed
+                for n in all_names - set(h.names)
+                if re.search(rf"(?<![\w'.]){re.escape(n)}(?![\w'])", h.type)
+            )
+        ]
         choice = rng.choice(ready or remaining[:1])
         out.append(choice)
         placed.update(choice.names)

@@ -11,9 +11,32 @@ from search.goals import Goal, Hypothesis, node_exact_key, normalize_tactic, par
 from search.mcts import Proposal
 
 # first words of recorded tactics that close goals by automation: the repeated wrong proposals
-AUTOMATION = frozenset({"simp", "simp_all", "simpa", "linarith", "nlinarith", "norm_num", "omega", "aesop",
-                        "ring", "ring_nf", "positivity", "decide", "field_simp", "tauto", "rfl", "norm_cast",
-                        "push_cast", "gcongr", "trivial", "assumption", "contradiction", "abel"})
+AUTOMATION = frozenset(
+    {
+        "simp",
+        "simp_all",
+        "simpa",
+        "linarith",
+        "nlinarith",
+        "norm_num",
+        "omega",
+        "aesop",
+        "ring",
+        "ring_nf",
+        "positivity",
+        "decide",
+        "field_simp",
+        "tauto",
+        "rfl",
+        "norm_cast",
+        "push_cast",
+        "gcongr",
+        "trivial",
+        "assumption",
+        "contradiction",
+        "abel",
+    }
+)
 
 
 def _unit(*parts: str) -> float:
@@ -45,8 +68,9 @@ class DeadEndEnv(ProofEnv):
         recorded = self.replay._apply(goal, tactic, timeout)
         if recorded.ok or self.rate == 0.0:
             return recorded if recorded.ok else EnvResult(EnvStatus.ERROR, error="wrong tactic (synthetic)")
-        tag = hashlib.blake2b(f"{self.seed}\x1f{goal.key}\x1f{normalize_tactic(tactic)}".encode(),
-                              digest_size=6).hexdigest()
+        tag = hashlib.blake2b(
+            f"{self.seed}\x1f{goal.key}\x1f{normalize_tactic(tactic)}".encode(), digest_size=6
+        ).hexdigest()
         if _unit(self.seed, goal.key, normalize_tactic(tactic)) >= self.rate:
             return EnvResult(EnvStatus.ERROR, error="wrong tactic (synthetic)")
         first = goal.goals[0]
@@ -61,9 +85,18 @@ class NoisyPolicy:
     gets new candidates), reproducible from ``stream`` (default: ``seed``); the pools depend on
     ``seed`` alone, so policies on different streams share them."""
 
-    def __init__(self, env: ReplayEnv | DeadEndEnv, p: float, q: float, k: int = 8, seed: int = 0,
-                 distance: float = 1.0, repeats: float = 0.0, pool_size: int = 4,
-                 stream: int | None = None) -> None:
+    def __init__(
+        self,
+        env: ReplayEnv | DeadEndEnv,
+        p: float,
+        q: float,
+        k: int = 8,
+        seed: int = 0,
+        distance: float = 1.0,
+        repeats: float = 0.0,
+        pool_size: int = 4,
+        stream: int | None = None,
+    ) -> None:
         replay = env.replay if isinstance(env, DeadEndEnv) else env
         self.env = replay
         self.p, self.q, self.k = p, q, k
@@ -88,7 +121,7 @@ class NoisyPolicy:
             pool: list[str] = []
             if self.repeats:  # a stream of its own per (seed, goal): the same pool whoever asks first
                 drawn = random.Random(f"{self.seed}\x1f{key}").sample(self.automation, 2 * self.pool_size)
-                pool = [t for t in drawn if normalize_tactic(t) not in own][:self.pool_size]
+                pool = [t for t in drawn if normalize_tactic(t) not in own][: self.pool_size]
             self._goals[state] = (recorded, own, pool)
         return self._goals[state]
 
@@ -109,12 +142,12 @@ class NoisyPolicy:
             return wrong
         right = recorded[self.rng.randrange(len(recorded))]
         rank = 0 if self.rng.random() < self.q else self.rng.randrange(1, self.k)
-        return wrong[:rank] + [right] + wrong[rank:self.k - 1]
+        return wrong[:rank] + [right] + wrong[rank : self.k - 1]
 
     def propose(self, states: Sequence[str], samples: int) -> list[Proposal]:
         self.calls += 1
         out = []
         for state in states:
-            tactics = self._candidates(state)[:max(samples, 1)]
+            tactics = self._candidates(state)[: max(samples, 1)]
             out.append(Proposal([(t, -0.5 * rank) for rank, t in enumerate(tactics)], self.distance))
         return out

@@ -66,16 +66,25 @@ class TreeNode:
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        return {"goals": [g.text for g in self.goals], "tactic": self.tactic, "size": self.size,
-                "depth": self.depth, "children": [c.to_dict() for c in self.children]}
+        return {
+            "goals": [g.text for g in self.goals],
+            "tactic": self.tactic,
+            "size": self.size,
+            "depth": self.depth,
+            "children": [c.to_dict() for c in self.children],
+        }
 
     @classmethod
     def from_dict(cls, row: dict[str, Any]) -> "TreeNode":
         from search.goals import parse_goal
 
-        return cls(goals=tuple(parse_goal(text) for text in row["goals"]), tactic=row.get("tactic"),
-                   children=[cls.from_dict(c) for c in row.get("children", [])],
-                   size=int(row.get("size", 0)), depth=int(row.get("depth", 0)))
+        return cls(
+            goals=tuple(parse_goal(text) for text in row["goals"]),
+            tactic=row.get("tactic"),
+            children=[cls.from_dict(c) for c in row.get("children", [])],
+            size=int(row.get("size", 0)),
+            depth=int(row.get("depth", 0)),
+        )
 
 
 @dataclass(frozen=True)
@@ -116,8 +125,9 @@ def build_tree(steps: Iterable[dict[str, Any]]) -> BuildResult:
     if any(s["tactic"].strip() == "sorry" for s in steps):
         return BuildResult(None, DropReason.SORRY, transitions)
     try:
-        parsed = [(group_by_metavariables(parse_state(s["state_before"])), parse_state(s["state_after"]))
-                  for s in steps]
+        parsed = [
+            (group_by_metavariables(parse_state(s["state_before"])), parse_state(s["state_after"])) for s in steps
+        ]
     except ValueError as error:
         return BuildResult(None, DropReason.UNPARSABLE_STATE, transitions, str(error)[:200])
     if not parsed or len(parsed[0][0]) != 1:
@@ -133,23 +143,32 @@ def build_tree(steps: Iterable[dict[str, Any]]) -> BuildResult:
             nested += 1
             continue
         if node is None:
-            return BuildResult(None, DropReason.TACTIC_ON_UNKNOWN_GOAL, transitions,
-                               f"step {step['tactic_idx']}: {step['tactic'][:80]!r}")
+            return BuildResult(
+                None,
+                DropReason.TACTIC_ON_UNKNOWN_GOAL,
+                transitions,
+                f"step {step['tactic_idx']}: {step['tactic'][:80]!r}",
+            )
         rest = [g.exact_key for group in before[1:] for g in group]
-        kept = [g.exact_key for g in after[len(after) - len(rest):]] if rest else []
+        kept = [g.exact_key for g in after[len(after) - len(rest) :]] if rest else []
         if len(after) < len(rest) or kept != rest:
-            return BuildResult(None, DropReason.TACTIC_CHANGED_SEVERAL_GOALS, transitions,
-                               f"step {step['tactic_idx']}: {step['tactic'][:80]!r}")
-        new_groups = group_by_metavariables(after[:len(after) - len(rest)])
+            return BuildResult(
+                None,
+                DropReason.TACTIC_CHANGED_SEVERAL_GOALS,
+                transitions,
+                f"step {step['tactic_idx']}: {step['tactic'][:80]!r}",
+            )
+        new_groups = group_by_metavariables(after[: len(after) - len(rest)])
         node.tactic = step["tactic"]
         applied.append(node.tactic)
         node.children = [TreeNode(group) for group in new_groups]
         transitions.append(Transition(node.state, node.tactic, tuple(node_text(g) for g in new_groups)))
         index = open_nodes.index(node)
-        open_nodes[index:index + 1] = node.children
+        open_nodes[index : index + 1] = node.children
     if open_nodes:
-        return BuildResult(None, DropReason.UNSOLVED_GOALS_LEFT, transitions, f"{len(open_nodes)} open",
-                           nested_steps=nested)
+        return BuildResult(
+            None, DropReason.UNSOLVED_GOALS_LEFT, transitions, f"{len(open_nodes)} open", nested_steps=nested
+        )
     return BuildResult(root.measure(), None, transitions, nested_steps=nested)
 
 

@@ -95,4 +95,3 @@ class FlywheelConfig:
     sft_args: list[str] = field(default_factory=list)
     sample_args: list[str] = field(default_factory=list)
     """Extra dotted overrides passed to each round's sft / sample entry point."""
-

@@ -50,8 +50,10 @@ def read_proof_source(source: ProofSource, counts: Counter) -> list[Proof]:
             continue
         program, name = row.get(source.program_field), row.get(source.name_field)
         if not isinstance(program, str) or not isinstance(name, str):
-            raise ValueError(f"{path}:{number}: needs text fields `{source.program_field}` and "
-                             f"`{source.name_field}` (set program_field / name_field)")
+            raise ValueError(
+                f"{path}:{number}: needs text fields `{source.program_field}` and "
+                f"`{source.name_field}` (set program_field / name_field)"
+            )
         proofs.append(Proof(name, program, source.path))
     return proofs
 
@@ -80,8 +82,7 @@ class ProverSFTData(L.LightningDataModule):
         linked from ``model.base`` so the tokenizer is the model's."""
         super().__init__()
         if corpus is None and not extra_proofs:
-            raise ValueError("prover SFT needs proofs: set data.corpus (a data-stage run) and/or "
-                             "data.extra_proofs")
+            raise ValueError("prover SFT needs proofs: set data.corpus (a data-stage run) and/or data.extra_proofs")
         self.corpus = corpus
         self.train_splits = list(train_splits or ["train"])
         self.val_split = val_split
@@ -128,8 +129,7 @@ class ProverSFTData(L.LightningDataModule):
                 train.append(proof)
         return train, val, counts
 
-    def examples(self, proofs: list[Proof], counts: Counter, prefix: str,
-                 limit: int | None = None) -> list[dict]:
+    def examples(self, proofs: list[Proof], counts: Counter, prefix: str, limit: int | None = None) -> list[dict]:
         """Tokenized pairs; drops (and counts) duplicates, unsplittable and over-long programs.
         With ``limit``, stops after that many examples (the rest are counted as not read)."""
         seen: set[str] = set()
@@ -170,15 +170,17 @@ class ProverSFTData(L.LightningDataModule):
         train_examples = self.examples(train, counts, "train", self.max_examples)
         val_examples = self.examples(val, counts, "val", self.max_examples)
         if not train_examples:
-            raise ValueError(f"no SFT examples: {dict(counts)} (check data.corpus / extra_proofs, "
-                             "and max_length)")
+            raise ValueError(f"no SFT examples: {dict(counts)} (check data.corpus / extra_proofs, and max_length)")
         self.train_rows = self._pack(train_examples)
         self.val_rows = self._pack(val_examples) if val_examples else []
         tokens = sum(len(e["input_ids"]) for e in train_examples)
         trained = sum(sum(label != -100 for label in e["labels"]) for e in train_examples)
         self.counts = {
-            **dict(counts), "train_tokens": tokens, "train_target_tokens": trained,
-            "train_rows": len(self.train_rows), "val_rows": len(self.val_rows),
+            **dict(counts),
+            "train_tokens": tokens,
+            "train_target_tokens": trained,
+            "train_rows": len(self.train_rows),
+            "val_rows": len(self.val_rows),
             "train_row_fill": round(tokens / (len(self.train_rows) * self.max_length), 4),
             "train_theorems": sorted({e["name"] for e in train_examples}),
         }
@@ -190,9 +192,13 @@ class ProverSFTData(L.LightningDataModule):
         return rows
 
     def _loader(self, rows: list, shuffle: bool) -> DataLoader:
-        return DataLoader(rows, batch_size=self.batch_size, shuffle=shuffle,
-                          collate_fn=collator_for(self.tokenizer, self.base.attn_implementation),
-                          num_workers=self.num_workers)
+        return DataLoader(
+            rows,
+            batch_size=self.batch_size,
+            shuffle=shuffle,
+            collate_fn=collator_for(self.tokenizer, self.base.attn_implementation),
+            num_workers=self.num_workers,
+        )
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_rows, shuffle=True)

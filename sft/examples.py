@@ -16,7 +16,9 @@ _OPEN, _CLOSE = "([{⦃⟨", ")]}⦄⟩"
 _BY = re.compile(r"\s*by\b")
 _ANY_DECLARATION = re.compile(
     r"^(?:@\[[^\]]*\]\s*)?(?:(?:private|protected|noncomputable)\s+)*(?:theorem|lemma)\s+"
-    r"([^\s(:{\[⦃]+)", re.M)
+    r"([^\s(:{\[⦃]+)",
+    re.M,
+)
 
 
 class SplitError(ValueError):
@@ -31,7 +33,9 @@ class SplitError(ValueError):
 def _declaration(masked: str, theorem: str) -> re.Match:
     pattern = re.compile(
         r"^(?:@\[[^\]]*\]\s*)?(?:(?:private|protected|noncomputable)\s+)*"
-        r"(?:theorem|lemma|def|abbrev|instance)\s+" + re.escape(theorem) + r"(?=[\s(:{\[⦃])", re.M)
+        r"(?:theorem|lemma|def|abbrev|instance)\s+" + re.escape(theorem) + r"(?=[\s(:{\[⦃])",
+        re.M,
+    )
     matches = list(pattern.finditer(masked))
     if not matches:
         raise SplitError(f"program does not declare '{theorem}'", "no_declaration")
@@ -66,7 +70,9 @@ def split_program(program: str, theorem: str) -> tuple[str, str]:
         elif depth == 0 and masked.startswith(":=", index):
             by = _BY.match(masked, index + 2)
             if by is None:
-                raise SplitError(f"'{theorem}' has a term-mode proof (':=' not followed by 'by'); "
-                                 "SFT prompts end in ':= by'", "term_mode")
-            return program[: by.end()], program[by.end():]
+                raise SplitError(
+                    f"'{theorem}' has a term-mode proof (':=' not followed by 'by'); SFT prompts end in ':= by'",
+                    "term_mode",
+                )
+            return program[: by.end()], program[by.end() :]
     raise SplitError(f"no top-level ':=' after the signature of '{theorem}'", "no_assignment")

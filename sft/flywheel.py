@@ -1,6 +1,6 @@
 """The data flywheel: sft -> sample -> data -> sft, for ``rounds`` rounds.
 
-    python -m sft.flywheel --config configs/sft/flywheel/default.yaml --rounds 2     (make sft-flywheel ROUNDS=2)
+python -m sft.flywheel --config configs/sft/flywheel/default.yaml --rounds 2     (make sft-flywheel ROUNDS=2)
 """
 
 from __future__ import annotations
@@ -52,8 +52,7 @@ def plan(config: FlywheelConfig) -> Plan:
         raise ValueError(f"rounds must be >= 1, got {config.rounds}")
     folder = run_dir(STAGE, config.prefix)
     python = sys.executable
-    sample_config, _ = parse_config(SampleConfig, ["--config", str(_path(config.sample_config))],
-                                    "sft.sample", "")
+    sample_config, _ = parse_config(SampleConfig, ["--config", str(_path(config.sample_config))], "sft.sample", "")
     filters_by_corpus = bool(sample_config.statements.corpus_splits)
     base_data = _read_yaml(config.data_config)
     corpus = (_read_yaml(config.sft_config).get("data") or {}).get("corpus")
@@ -65,13 +64,21 @@ def plan(config: FlywheelConfig) -> Plan:
         run = f"{config.prefix}-{r}"
         if r > 1:
             corpus = f"artifacts://data/{config.prefix}-{r - 1}"
-        sft = [python, "-m", "sft.train", "--config", config.sft_config, "--run", run,
-               "--data.corpus", corpus]
+        sft = [python, "-m", "sft.train", "--config", config.sft_config, "--run", run, "--data.corpus", corpus]
         if config.continue_from_previous and r > 1:
             sft += ["--model.base.name", f"artifacts://sft/{config.prefix}-{r - 1}"]
         steps.append(Step("sft", r, run, sft + list(config.sft_args)))
-        sample = [python, "-m", "sft.sample", "--config", config.sample_config, "--run", run,
-                  "--model.name", f"artifacts://sft/{run}"]
+        sample = [
+            python,
+            "-m",
+            "sft.sample",
+            "--config",
+            config.sample_config,
+            "--run",
+            run,
+            "--model.name",
+            f"artifacts://sft/{run}",
+        ]
         if filters_by_corpus:
             sample += ["--statements.corpus", corpus]
         steps.append(Step("sample", r, run, sample + list(config.sample_args)))
@@ -79,12 +86,21 @@ def plan(config: FlywheelConfig) -> Plan:
         data = dict(base_data)
         data["run"] = run
         data["sources"] = list(base_data.get("sources", [])) + [
-            {"name": f"{config.prefix}-{s}-samples", "path": path, "program_field": "program",
-             "prover_field": "prover", "origin_field": "source"}
-            for s, path in enumerate(sample_files, 1)]
+            {
+                "name": f"{config.prefix}-{s}-samples",
+                "path": path,
+                "program_field": "program",
+                "prover_field": "prover",
+                "origin_field": "source",
+            }
+            for s, path in enumerate(sample_files, 1)
+        ]
         path = folder / f"data-{run}.yaml"
-        steps.append(Step("data", r, run, [python, "-m", "data.build", "--config", str(path)],
-                          data_config=data, config_path=path))
+        steps.append(
+            Step(
+                "data", r, run, [python, "-m", "data.build", "--config", str(path)], data_config=data, config_path=path
+            )
+        )
     return Plan(steps, folder)
 
 
@@ -93,15 +109,15 @@ def run(config: FlywheelConfig) -> Path:
     flywheel.folder.mkdir(parents=True, exist_ok=True)
     for step in flywheel.steps:
         if step.data_config is not None:
-            step.config_path.write_text(yaml.safe_dump(step.data_config, sort_keys=False,
-                                                       allow_unicode=True))
-        print(f"[flywheel] round {step.round} {step.stage}: {' '.join(step.command[1:])}",
-              file=sys.stderr, flush=True)
+            step.config_path.write_text(yaml.safe_dump(step.data_config, sort_keys=False, allow_unicode=True))
+        print(f"[flywheel] round {step.round} {step.stage}: {' '.join(step.command[1:])}", file=sys.stderr, flush=True)
         result = subprocess.run(step.command, cwd=REPO_ROOT)
         if result.returncode != 0:
-            raise SystemExit(f"[flywheel] round {step.round} {step.stage} failed (exit "
-                             f"{result.returncode}); fix it and rerun: finished steps are skipped "
-                             "or resumed")
+            raise SystemExit(
+                f"[flywheel] round {step.round} {step.stage} failed (exit "
+                f"{result.returncode}); fix it and rerun: finished steps are skipped "
+                "or resumed"
+            )
     manifest = Manifest(stage=STAGE, run=config.prefix, extra={"rounds": config.rounds})
     for step in flywheel.steps:
         manifest.add_input(f"{step.stage}:{step.run}", artifacts_root() / step.stage / step.run)

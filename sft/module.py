@@ -35,8 +35,7 @@ class ProverSFTModule(HFModule):
     def _step(self, batch: dict, split: str) -> torch.Tensor:
         out = self.model(**batch)
         trained = int((batch["labels"] != -100).sum())
-        self.log(f"{split}/loss", out.loss, prog_bar=True, batch_size=max(trained, 1),
-                 sync_dist=split != "train")
+        self.log(f"{split}/loss", out.loss, prog_bar=True, batch_size=max(trained, 1), sync_dist=split != "train")
         return out.loss
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:

@@ -1,6 +1,6 @@
 """Sample k attempts per statement from a prover and write them as candidate JSONL for ``make data``.
 
-    python -m sft.sample --config configs/sft/sample/default.yaml [--sampling.k 8 ...]
+python -m sft.sample --config configs/sft/sample/default.yaml [--sampling.k 8 ...]
 """
 
 from __future__ import annotations
@@ -51,14 +51,22 @@ def prover_name(identity: dict[str, str | None]) -> str:
     return identity["path"] if not identity["hash"] else f"{identity['path']}@{identity['hash']}"
 
 
-def candidate_rows(statement: Statement, attempts: list[Attempt], *, prover: dict, source: str,
-                   sampling: SamplingConfig, keep_completion: bool,
-                   allow_continuation: bool = True) -> list[dict]:
+def candidate_rows(
+    statement: Statement,
+    attempts: list[Attempt],
+    *,
+    prover: dict,
+    source: str,
+    sampling: SamplingConfig,
+    keep_completion: bool,
+    allow_continuation: bool = True,
+) -> list[dict]:
     """One candidate row per attempt (``allow_continuation``: raw prompts, see leanloop.prover.extract)."""
     rows = []
     for index, attempt in enumerate(attempts):
-        extraction = extract_program(attempt.text, statement.prompt, statement.header,
-                                     statement.theorem, allow_continuation)
+        extraction = extract_program(
+            attempt.text, statement.prompt, statement.header, statement.theorem, allow_continuation
+        )
         row = {
             "name": statement.name,
             "theorem": statement.theorem,
@@ -87,8 +95,13 @@ def candidate_rows(statement: Statement, attempts: list[Attempt], *, prover: dic
 
 def _fingerprint(config: SampleConfig, prover: dict, names: list[str]) -> dict:
     """What must not change between the shards and resumptions of one run."""
-    return {"prover": prover, "statements": names, "prompt": asdict(config.prompt),
-            "sampling": config.sampling.record(), "source": config.source}
+    return {
+        "prover": prover,
+        "statements": names,
+        "prompt": asdict(config.prompt),
+        "sampling": config.sampling.record(),
+        "source": config.source,
+    }
 
 
 def _check_fingerprint(folder: Path, fingerprint: dict) -> None:
@@ -97,8 +110,10 @@ def _check_fingerprint(folder: Path, fingerprint: dict) -> None:
         recorded = json.loads(path.read_text())
         changed = sorted(k for k in fingerprint if recorded.get(k) != fingerprint[k])
         if changed:
-            raise ShardError(f"{folder} holds samples made with a different {', '.join(changed)}; "
-                             "choose another run name or delete the folder")
+            raise ShardError(
+                f"{folder} holds samples made with a different {', '.join(changed)}; "
+                "choose another run name or delete the folder"
+            )
         return
     folder.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
@@ -115,8 +130,9 @@ def make_generator(config: SampleConfig):
 
         tokenizer = load_tokenizer(config.model)
         stops = [stop_token(prompt, tokenizer)]
-        generator = VLLMGenerator(config.model.weights_location(), stops, config.generation.vllm,
-                                  dtype=config.model.dtype)
+        generator = VLLMGenerator(
+            config.model.weights_location(), stops, config.generation.vllm, dtype=config.model.dtype
+        )
         return generator, tokenizer
     import torch
 
@@ -134,8 +150,14 @@ def make_generator(config: SampleConfig):
     return TransformersGenerator(model.to(device), tokenizer, stops), tokenizer
 
 
-def sample_shard(config: SampleConfig, statements: list[Statement], shard: Shard | None,
-                 folder: Path, prover: dict, generator: tuple | None = None) -> SampleJournal:
+def sample_shard(
+    config: SampleConfig,
+    statements: list[Statement],
+    shard: Shard | None,
+    folder: Path,
+    prover: dict,
+    generator: tuple | None = None,
+) -> SampleJournal:
     """Sample the statements of ``shard`` (all without one) not already in its journal, in the
     folder of the run or of the shard's run. ``generator``: a ``(generator, tokenizer)`` pair
     already loaded (else built from the config when needed)."""
@@ -143,8 +165,10 @@ def sample_shard(config: SampleConfig, statements: list[Statement], shard: Shard
 
     journal = SampleJournal(folder, config.sampling.k)
     if journal.dropped:
-        print(f"[sample] {journal.path}: dropped {journal.dropped} rows of an unfinished statement; it is "
-              "sampled again", file=sys.stderr)
+        print(
+            f"[sample] {journal.path}: dropped {journal.dropped} rows of an unfinished statement; it is sampled again",
+            file=sys.stderr,
+        )
     todo = [s for s in owned(statements, shard) if s.name not in journal.done]
     if not todo:
         return journal
@@ -152,14 +176,22 @@ def sample_shard(config: SampleConfig, statements: list[Statement], shard: Shard
     step = max(1, config.generation.statements_per_batch)
     with tqdm(total=len(todo), desc="sample" + (f" shard {shard}" if shard else ""), unit="stmt") as bar:
         for start in range(0, len(todo), step):
-            batch = todo[start:start + step]
+            batch = todo[start : start + step]
             prompts = [render_prompt(s.prompt, config.prompt, tokenizer) for s in batch]
             results = generator.sample_batch(prompts, [s.name for s in batch], config.sampling)
             for statement, attempts in zip(batch, results):
-                journal.append(statement.name, candidate_rows(
-                    statement, attempts, prover=prover, source=config.source,
-                    sampling=config.sampling, keep_completion=config.keep_completion,
-                    allow_continuation=config.prompt.style == "raw"))
+                journal.append(
+                    statement.name,
+                    candidate_rows(
+                        statement,
+                        attempts,
+                        prover=prover,
+                        source=config.source,
+                        sampling=config.sampling,
+                        keep_completion=config.keep_completion,
+                        allow_continuation=config.prompt.style == "raw",
+                    ),
+                )
             bar.update(len(batch))
     return journal
 
@@ -167,14 +199,17 @@ def sample_shard(config: SampleConfig, statements: list[Statement], shard: Shard
 def _finish_shard(config: SampleConfig, shard: Shard, folder: Path, journal: SampleJournal) -> None:
     """A finished shard's own manifest: an array resubmits only shards without one, and the merge
     checks each one's config and code version."""
-    manifest = Manifest(stage=STAGE, run=shard_run(config.run, shard), seed=config.sampling.seed,
-                        counts={"statements": len(journal.done), "attempts": sum(map(len, journal.done.values()))})
+    manifest = Manifest(
+        stage=STAGE,
+        run=shard_run(config.run, shard),
+        seed=config.sampling.seed,
+        counts={"statements": len(journal.done), "attempts": sum(map(len, journal.done.values()))},
+    )
     manifest.extra = {"shard": shard_record(shard, asdict(config), NOT_HASHED)}
     manifest.write(folder)
 
 
-def merge(config: SampleConfig, statements: list[Statement], count: int, folder: Path,
-          prover: dict) -> Path:
+def merge(config: SampleConfig, statements: list[Statement], count: int, folder: Path, prover: dict) -> Path:
     """Write final/candidates.jsonl and the manifest of the run from its own journal (``count`` 0)
     or from its ``count`` finished shards."""
     if count:
@@ -193,7 +228,8 @@ def merge(config: SampleConfig, statements: list[Statement], count: int, folder:
 
         manifest.add_input("corpus", resolve_run(config.statements.corpus, "data"))
     manifest.counts = {
-        "statements": len(statements), "attempts": len(rows),
+        "statements": len(statements),
+        "attempts": len(rows),
         "extracted": sum(row["program"] is not None for row in rows),
         "not_extracted": sum(failures.values()),
         "not_extracted_by_reason": dict(failures),
@@ -201,9 +237,13 @@ def merge(config: SampleConfig, statements: list[Statement], count: int, folder:
         "finish_reason": dict(Counter(row["finish_reason"] for row in rows)),
         "shards": count or 1,
     }
-    manifest.extra = {"prover": prover, "sampling": config.sampling.record(),
-                      "prompt": asdict(config.prompt), "generation": config.generation.backend,
-                      "candidates": f"final/{CANDIDATES}"}
+    manifest.extra = {
+        "prover": prover,
+        "sampling": config.sampling.record(),
+        "prompt": asdict(config.prompt),
+        "generation": config.generation.backend,
+        "candidates": f"final/{CANDIDATES}",
+    }
     (folder / CONFIG_FILE).write_text(_config_text(config))
     manifest.write(folder)
     return target
@@ -214,8 +254,11 @@ def _config_text(config: SampleConfig) -> str:
     ran does not change what the merged run holds."""
     import yaml
 
-    return yaml.safe_dump({k: v for k, v in asdict(config).items() if k not in ("shard", "merge_shards")},
-                          sort_keys=False, allow_unicode=True)
+    return yaml.safe_dump(
+        {k: v for k, v in asdict(config).items() if k not in ("shard", "merge_shards")},
+        sort_keys=False,
+        allow_unicode=True,
+    )
 
 
 def _read(path: Path) -> str | None:
@@ -237,8 +280,12 @@ def run(config: SampleConfig, generator: tuple | None = None) -> Path | None:
         check_shards(folder, config.merge_shards, asdict(config), NOT_HASHED, what="samples")
     # leanloop.tool's rule: a run finished with this config is skipped; otherwise its old manifest
     # goes before any output is rewritten
-    if shard is None and (folder / MANIFEST).is_file() and (folder / "final" / CANDIDATES).is_file() and \
-            comparable_config(_read(folder / CONFIG_FILE)) == comparable_config(_config_text(config)):
+    if (
+        shard is None
+        and (folder / MANIFEST).is_file()
+        and (folder / "final" / CANDIDATES).is_file()
+        and comparable_config(_read(folder / CONFIG_FILE)) == comparable_config(_config_text(config))
+    ):
         print(f"[sample] {folder} already finished with this config; skipping", file=sys.stderr)
         return folder / "final" / CANDIDATES
     fingerprint = _fingerprint(config, prover, [s.name for s in statements])
@@ -256,8 +303,10 @@ def run(config: SampleConfig, generator: tuple | None = None) -> Path | None:
     if shard is None:
         return merge(config, statements, 0, folder, prover)
     _finish_shard(config, shard, work, journal)
-    print(f"[sample] shard {shard} is done; merge the {shard.count} shards with --merge_shards {shard.count}",
-          file=sys.stderr)
+    print(
+        f"[sample] shard {shard} is done; merge the {shard.count} shards with --merge_shards {shard.count}",
+        file=sys.stderr,
+    )
     return None
 
 

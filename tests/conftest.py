@@ -158,20 +158,44 @@ def kill_and_resume(artifacts, tmp_path):
     from leanloop.paths import REPO_ROOT
 
     def one(stage: str, config: str, run: str, once: Path, args: tuple, kill: int, every: int, steps: int):
-        argv = [sys.executable, "-m", f"{stage}.train", "--config", str(REPO_ROOT / config), "--run", run,
-                "--trainer.max_steps", str(steps), "--trainer.max_epochs", "-1",
-                "--checkpoint_every_n_steps", str(every), "--trainer.enable_progress_bar", "false",
-                "--trainer.log_every_n_steps", "1",
-                "--trainer.callbacks+=kill_at_step.KillAt", "--trainer.callbacks.step", str(kill),
-                "--trainer.callbacks.once", str(once), *args]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "tests/leanloop")]),
-               "OMP_NUM_THREADS": "1"}
+        argv = [
+            sys.executable,
+            "-m",
+            f"{stage}.train",
+            "--config",
+            str(REPO_ROOT / config),
+            "--run",
+            run,
+            "--trainer.max_steps",
+            str(steps),
+            "--trainer.max_epochs",
+            "-1",
+            "--checkpoint_every_n_steps",
+            str(every),
+            "--trainer.enable_progress_bar",
+            "false",
+            "--trainer.log_every_n_steps",
+            "1",
+            "--trainer.callbacks+=kill_at_step.KillAt",
+            "--trainer.callbacks.step",
+            str(kill),
+            "--trainer.callbacks.once",
+            str(once),
+            *args,
+        ]
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "tests/leanloop")]),
+            "OMP_NUM_THREADS": "1",
+        }
         # a session of its own: a multi-process run's kill takes its whole process group (KillAt group)
-        return subprocess.run(argv, capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=900,
-                              start_new_session=True)
+        return subprocess.run(
+            argv, capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=900, start_new_session=True
+        )
 
-    def run(stage: str, config: str, *args: str, kill: int = 3, every: int = 2, steps: int = 6,
-            straight: bool = True) -> ResumeRuns:
+    def run(
+        stage: str, config: str, *args: str, kill: int = 3, every: int = 2, steps: int = 6, straight: bool = True
+    ) -> ResumeRuns:
         once = tmp_path / f"killed-{stage}"
         killed = one(stage, config, "resume", once, args, kill, every, steps)
         assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
@@ -258,8 +282,16 @@ def trained_runs(tmp_path_factory):
                 patch.setenv("LEANLOOP_ARTIFACTS", str(root))
                 dirs = {}
                 for kind, config in DEBUG_CONFIGS.items():
-                    result = run(["--config", str(REPO_ROOT / "configs/classifiers" / config),
-                                  "--trainer.fast_dev_run", "true", "--log.csv", "false"])
+                    result = run(
+                        [
+                            "--config",
+                            str(REPO_ROOT / "configs/classifiers" / config),
+                            "--trainer.fast_dev_run",
+                            "true",
+                            "--log.csv",
+                            "false",
+                        ]
+                    )
                     dirs[kind] = str(result.run_dir)
             done.write_text(json.dumps(dirs))
     dirs = json.loads(done.read_text())

@@ -11,8 +11,18 @@ from pathlib import Path
 from leanloop.paths import REPO_ROOT
 
 SHARED = "leanloop"
-STAGES = ("data", "pretrain", "sft", "classifiers", "feedback_model", "autoformalizer", "rl", "search", "prm",
-          "cluster")
+STAGES = (
+    "data",
+    "pretrain",
+    "sft",
+    "classifiers",
+    "feedback_model",
+    "autoformalizer",
+    "rl",
+    "search",
+    "prm",
+    "cluster",
+)
 TOOLS = ("bench",)  # benchmarks drive any stage, as make does
 PUBLIC = "evaluator"
 PACKAGES = (SHARED, *STAGES, *TOOLS)
@@ -37,8 +47,12 @@ def imports_of(name: str, file: Path, modules: dict[str, Path]) -> list[tuple[st
     resolved. Imports inside functions count: deferring an import hides a circle, it does not break it."""
     tree = ast.parse(file.read_text(encoding="utf-8"), str(file))
     package = name if file.name == "__init__.py" else name.rpartition(".")[0]
-    typing_only = {id(child) for node in ast.walk(tree) if isinstance(node, ast.If)
-                   and "TYPE_CHECKING" in ast.unparse(node.test) for child in ast.walk(node)}
+    typing_only = {
+        id(child)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for child in ast.walk(node)
+    }
     found = []
     for node in ast.walk(tree):
         targets: list[str] = []
@@ -80,8 +94,10 @@ def layering_violations(root: Path = REPO_ROOT) -> list[str]:
 def import_cycles(root: Path = REPO_ROOT) -> list[list[str]]:
     """Circles among the project's modules (typing-only imports left out)."""
     modules = project_modules(root)
-    graph = {name: sorted({t for t, _, runs in imports_of(name, file, modules) if runs and t != name})
-             for name, file in modules.items()}
+    graph = {
+        name: sorted({t for t, _, runs in imports_of(name, file, modules) if runs and t != name})
+        for name, file in modules.items()
+    }
     # a package's __init__ importing its own submodules is how a package exposes them: not a circle
     for name in graph:
         graph[name] = [t for t in graph[name] if not t.startswith(name + ".")]
@@ -129,11 +145,17 @@ def test_no_import_cycles_among_project_modules():
 def test_the_checks_catch_what_they_forbid(tmp_path):
     """Both checks on a tiny fake repository that breaks every rule once."""
     for path, text in {
-        "leanloop/__init__.py": "", "leanloop/util.py": "import sft.train\nimport bench.x\n",
-        "bench/__init__.py": "", "bench/x.py": "import rl.module\n",
-        "sft/__init__.py": "", "sft/train.py": "from rl import module\nfrom rl.evaluator import Loader\n",
-        "sft/a.py": "from sft import b\n", "sft/b.py": "from . import a\n",
-        "rl/__init__.py": "", "rl/module.py": "def f():\n    import sft.a\n", "rl/evaluator.py": "",
+        "leanloop/__init__.py": "",
+        "leanloop/util.py": "import sft.train\nimport bench.x\n",
+        "bench/__init__.py": "",
+        "bench/x.py": "import rl.module\n",
+        "sft/__init__.py": "",
+        "sft/train.py": "from rl import module\nfrom rl.evaluator import Loader\n",
+        "sft/a.py": "from sft import b\n",
+        "sft/b.py": "from . import a\n",
+        "rl/__init__.py": "",
+        "rl/module.py": "def f():\n    import sft.a\n",
+        "rl/evaluator.py": "",
         "rl/x.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from rl.y import T\n",
         "rl/y.py": "def g():\n    from rl import x\n",
     }.items():

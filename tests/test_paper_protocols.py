@@ -42,8 +42,9 @@ def test_entry_is_well_formed(item):
     assert entry["seed"] in DOCUMENT["seeds"], f"seed {entry['seed']} is not in the seeds table"
     assert entry["status"] in protocols.STATUSES
     if entry["paper"] == "not given":
-        assert entry["status"] == "ours" and "value" in entry and entry.get("ours"), \
+        assert entry["status"] == "ours" and "value" in entry and entry.get("ours"), (
             "a number the design does not give is ours: give the config's value and why"
+        )
         assert entry.get("searched", {}).get("terms"), "a `not given` row names the terms searched for"
         assert "quote" not in entry and "section" not in entry
     else:
@@ -73,21 +74,27 @@ def test_paper_config_agrees_with_the_protocol(item, artifacts):
     assert all((REPO_ROOT / p).is_file() for p in paths), paths
     got = protocols.config_value(entry, REPO_ROOT)
     want = protocols.expected(entry)
-    assert got == want, f"{entry['config']} {entry['key']} resolves to {got!r}; docs/paper_protocols.yaml says " \
-                        f"{want!r} ({entry.get('section') or 'ours'})"
+    assert got == want, (
+        f"{entry['config']} {entry['key']} resolves to {got!r}; docs/paper_protocols.yaml says "
+        f"{want!r} ({entry.get('section') or 'ours'})"
+    )
 
 
 def test_every_paper_config_is_listed():
-    listed = {p for _, entry in CONFIG_ENTRIES
-              for p in (entry["config"] if isinstance(entry["config"], list) else [entry["config"]])}
+    listed = {
+        p
+        for _, entry in CONFIG_ENTRIES
+        for p in (entry["config"] if isinstance(entry["config"], list) else [entry["config"]])
+    }
     papers = {str(p.relative_to(REPO_ROOT)) for p in (REPO_ROOT / "configs").rglob("paper*.yaml")}
     assert papers, "no paper config found"
     assert papers <= listed, f"paper configs missing from docs/paper_protocols.yaml: {sorted(papers - listed)}"
 
 
 def test_the_rendered_markdown_is_up_to_date():
-    assert (REPO_ROOT / "docs" / "paper_protocols.md").read_text() == protocols.render(DOCUMENT), \
+    assert (REPO_ROOT / "docs" / "paper_protocols.md").read_text() == protocols.render(DOCUMENT), (
         "docs/paper_protocols.md is stale: run python docs/protocols.py"
+    )
 
 
 def test_lookup_reads_dotted_keys_and_list_indices():
@@ -176,17 +183,22 @@ def test_a_planted_wrong_inventory_item_fails():
     sections = planted["inventory"]["004_d83ffb36c7ddb154.txt"]
     sections["How do provers hack the checker?"].append("res = lean.run(src, timeout_s=600)")
     assert any("does not say" in p for p in protocols.inventory_problems(planted))
-    sections["How do provers hack the checker?"][-1] = "the only benign axioms are propext, Classical.choice and Quot.sound"
+    sections["How do provers hack the checker?"][-1] = (
+        "the only benign axioms are propext, Classical.choice and Quot.sound"
+    )
     assert any("not 'How do provers hack the checker?'" in p for p in protocols.inventory_problems(planted))
     stages = planted["stages"]
     stages["lean"] = [e for e in stages["lean"] if "ALLOWED" not in str(e.get("quote"))]
-    assert not protocols.covered(planted, "004_d83ffb36c7ddb154.txt", 'ALLOWED = {"propext", "Classical.choice", "Quot.sound"}')
+    assert not protocols.covered(
+        planted, "004_d83ffb36c7ddb154.txt", 'ALLOWED = {"propext", "Classical.choice", "Quot.sound"}'
+    )
 
 
 def test_numbers_are_read_as_the_seeds_write_them():
     assert protocols.numbers_in("a budget of 800,000 Lean heartbeats") == [800000.0]
     assert 0.05 in protocols.numbers_in("with 5% warmup") and 3e-5 in [
-        round(n, 12) for n in protocols.numbers_in("learning rate 3\\times 10^{-5}")]
+        round(n, 12) for n in protocols.numbers_in("learning rate 3\\times 10^{-5}")
+    ]
     assert 8.0 in protocols.numbers_in("drafting eight tokens") and 258000.0 in protocols.numbers_in("258k steps")
     assert protocols.numbers_in("the encoder (ModernBERT) and BF16") == []
 
@@ -198,7 +210,8 @@ def _collection_llf_heartbeats():
 
     statement = "theorem t (h₀ : 1 = 1) : True := by\n"
     submission = AcceptancePolicy("collection_llf", header="").prepare(
-        VerifyRequest(program=statement + "  trivial", name="t", statement=statement))
+        VerifyRequest(program=statement + "  trivial", name="t", statement=statement)
+    )
     assert submission.program.splitlines()[0] == "set_option maxHeartbeats 800000"
     assert AcceptancePolicy("collection_llf").profile.heartbeats == 800_000
 
@@ -262,8 +275,9 @@ def _calibrated_gate_row():
 def _bootstrap_groups():
     from feedback_model.cascade_report import bootstrap_group
 
-    assert bootstrap_group({"benchmark": "minif2f", "group": "amc12_p1"}) != \
-        bootstrap_group({"benchmark": "proofnet", "group": "amc12_p1"})
+    assert bootstrap_group({"benchmark": "minif2f", "group": "amc12_p1"}) != bootstrap_group(
+        {"benchmark": "proofnet", "group": "amc12_p1"}
+    )
 
 
 def _block_normalization():
@@ -296,8 +310,14 @@ def _matched_targets():
     from leanloop.metrics.report import Predictions, matched_targets
 
     rows = [{"split": "validation"}] * 4 + [{"split": "test"}] * 2
-    cascade = Predictions("cascade", np.array([1, 1, 0, 0, 1, 0]), np.array([.9, .2, .8, .1, .9, .9]),
-                          ["g"] * 6, np.array([1, 0, 1, 0, 1, 1]), rows)
+    cascade = Predictions(
+        "cascade",
+        np.array([1, 1, 0, 0, 1, 0]),
+        np.array([0.9, 0.2, 0.8, 0.1, 0.9, 0.9]),
+        ["g"] * 6,
+        np.array([1, 0, 1, 0, 1, 1]),
+        rows,
+    )
     assert matched_targets([cascade], "cascade", 0.5) == (0.5, 0.5)  # its validation rows only
 
 
@@ -305,8 +325,9 @@ def _paired_bootstrap():
     from leanloop.metrics.bootstrap import paired_bootstrap
 
     labels, groups = [1, 0, 1, 0, 1, 0], ["a", "a", "b", "b", "c", "c"]
-    gain = paired_bootstrap(labels, groups, predictions_a=labels, predictions_b=[1, 1, 1, 1, 1, 1],
-                            metrics=("accuracy",), n_resamples=200)["accuracy"]
+    gain = paired_bootstrap(
+        labels, groups, predictions_a=labels, predictions_b=[1, 1, 1, 1, 1, 1], metrics=("accuracy",), n_resamples=200
+    )["accuracy"]
     assert gain.point == pytest.approx(0.5) and gain.low == gain.high == pytest.approx(0.5)  # same resamples
 
 
@@ -316,8 +337,10 @@ def _eq13_cost_includes_other():
     # LLF App. G's measured pipeline, per candidate: 0.123 gate, q = 0.648 of 0.236 trace, and
     # (3.4 + 25.4 load / transition + 8.9 other) / N with N = 3,413 (2,212 gate positives / 0.648)
     n, q = 3413, 0.648
-    records = [{"cost": {"gate_s": 0.123, "load_s": 28.8 / n, "feedback_s": 0.236 if i < q * n else 0.0,
-                         "other_s": 8.9 / n}} for i in range(n)]
+    records = [
+        {"cost": {"gate_s": 0.123, "load_s": 28.8 / n, "feedback_s": 0.236 if i < q * n else 0.0, "other_s": 8.9 / n}}
+        for i in range(n)
+    ]
     cost = mean_cost(records)
     assert cost["other_s"] == pytest.approx(8.9 / n)
     assert cost["total_s"] == pytest.approx(0.287, abs=0.002)  # the recorded 979.7 s / 3,413
@@ -336,8 +359,9 @@ def _residency_one_load_one_transition():
         def score(self, programs, deadline=None):
             return [Prediction(self.verdict, float(self.verdict), None, 0.0) for _ in programs]
 
-    cascade = CascadeEvaluator(lambda: (loads.append("gate"), Fixed(True))[1],
-                               lambda: (loads.append("feedback"), Fixed(True))[1], "sequential")
+    cascade = CascadeEvaluator(
+        lambda: (loads.append("gate"), Fixed(True))[1], lambda: (loads.append("feedback"), Fixed(True))[1], "sequential"
+    )
     predictions = cascade.score(["a", "b", "c", "d", "e"], batch_size=2)
     assert loads == ["gate", "feedback"] and cascade.loaded == {}  # one load, one transition per call
     assert all(p.verdict for p in predictions) and cascade.last_timing.gate_positive == 5
@@ -374,8 +398,11 @@ def _lean_share_counts_every_rollout():
     # App. F: "the fraction of rollouts whose Lean verdict arrives before the evaluator finishes"; 10
     # rollouts: 3 Lean verdicts before the cutoff at 90 s, 1 after (awaited), 3 evaluator, 2 prechecks, 1 no code
     lean = [RolloutReward(0.0, Source.LEAN, "invalid", lean_time_s=t) for t in (10.0, 40.0, 80.0, 120.0)]
-    rest = ([RolloutReward(1.0, Source.EVALUATOR, "cancelled")] * 3 + [RolloutReward(0.0, Source.PRECHECK, "precheck_rejected")] * 2
-            + [RolloutReward(0.0, Source.EXTRACTION, "no_code")])
+    rest = (
+        [RolloutReward(1.0, Source.EVALUATOR, "cancelled")] * 3
+        + [RolloutReward(0.0, Source.PRECHECK, "precheck_rejected")] * 2
+        + [RolloutReward(0.0, Source.EXTRACTION, "no_code")]
+    )
     stats = StepScores(lean + rest, Protocol("hybrid"), scoring_s=130.0, cutoff_s=90.0).stats()
     assert stats["reward/lean_share"] == pytest.approx(3 / 10)
     assert stats["reward/lean_share_checked"] == pytest.approx(4 / 7)  # ours, beside it
@@ -408,9 +435,11 @@ def _goal_exact_match_over_elaborated_goals():
 def _pass_at_k_counts_missing_attempts_as_failures():
     from leanloop.prover.passk import StatementResult, pass_at_k_report
 
-    results = [StatementResult("a", 2, 2, 1, {"valid": 1, "invalid": 1}),
-               StatementResult("b", 2, 1, 0, {"timeout": 1, "invalid": 1}),
-               StatementResult("c", 1, 1, 1, {"valid": 1})]  # one attempt short of k = 2
+    results = [
+        StatementResult("a", 2, 2, 1, {"valid": 1, "invalid": 1}),
+        StatementResult("b", 2, 1, 0, {"timeout": 1, "invalid": 1}),
+        StatementResult("c", 1, 1, 1, {"valid": 1}),
+    ]  # one attempt short of k = 2
     row = pass_at_k_report(results, [2])["2"]
     assert row["pass_at_k"] == pytest.approx(2 / 3) and row["statements"] == 3  # Eq. 10: all problems
 
@@ -458,7 +487,9 @@ def _typecheck_is_no_error():
     sorry = LeanMessage("warning", "declaration uses 'sorry'", Position(1, 8))
     linter = LeanMessage("warning", "unused variable `x`", Position(1, 8))
     error = LeanMessage("error", "type mismatch", Position(1, 22))
-    judge = lambda messages: allowed.judge(request, verbatim(program), LeanResponse(ResponseStatus.OK, messages=messages))
+    judge = lambda messages: allowed.judge(
+        request, verbatim(program), LeanResponse(ResponseStatus.OK, messages=messages)
+    )
     assert judge([sorry, linter]).category is Category.VALID  # no error: it type-checks
     assert judge([sorry, error]).category is Category.INVALID
 
@@ -540,7 +571,7 @@ def _rl_harness_elaborates_the_trusted_statement():
     weakened = "theorem t (x : ℕ) (h₀ : x = 2) : True := by\n  trivial"  # the policy's own statement
     submission = AcceptancePolicy("rl", header="").prepare(VerifyRequest(program=weakened, name="t", statement=trusted))
     lines = submission.program.split("\n")
-    assert "x + x = 4" in "\n".join(lines[:submission.block_lines])  # the trusted claim, elaborated first
+    assert "x + x = 4" in "\n".join(lines[: submission.block_lines])  # the trusted claim, elaborated first
     check = lines[submission.check_line - 1]  # the candidate's `t` must have the trusted claim's type
     assert "type_of% @_root_.LeanloopHarness.expected" in check and check.endswith(":= @_root_.t")
     assert lines[submission.axioms_line - 1].startswith("#print axioms")
@@ -551,8 +582,14 @@ def _rl_prechecks_ban_the_seeds_tokens():
 
     policy = AcceptancePolicy("rl", header="")
     base = "theorem t : 1 + 1 = 2 := by\n  "
-    for body in ("sorry", "admit", "native_decide", "exact ax\naxiom ax : 1 + 1 = 2",
-                 "rfl\n@[implemented_by f] def g : Nat := 0", "rfl\n@[extern \"c\"] def h : Nat := 0"):
+    for body in (
+        "sorry",
+        "admit",
+        "native_decide",
+        "exact ax\naxiom ax : 1 + 1 = 2",
+        "rfl\n@[implemented_by f] def g : Nat := 0",
+        'rfl\n@[extern "c"] def h : Nat := 0',
+    ):
         assert not policy.precheck(base + body, name="t").ok, body
     assert policy.precheck(base + "rfl", name="t").ok
 
@@ -565,8 +602,9 @@ def _timeouts_and_errors_score_zero():
 
     problem = Statement("t", "t", "", "", "theorem t : True := by")
     ready = Candidate(problem, "x", Stage.READY, program="theorem t : True := by trivial")
-    rewards = {c: combine("lean", ready, Outcome(c), None).reward
-               for c in (Category.VALID, Category.INVALID, Category.TIMEOUT)}
+    rewards = {
+        c: combine("lean", ready, Outcome(c), None).reward for c in (Category.VALID, Category.INVALID, Category.TIMEOUT)
+    }
     assert rewards == {Category.VALID: 1.0, Category.INVALID: 0.0, Category.TIMEOUT: 0.0}
 
 
@@ -592,6 +630,7 @@ def _statement_filters_run_the_guides_checks():
     assert decide({"checks": {}, "flags": flags}, FilterConfig())[0] == "review"  # high-risk: to an expert
     unfaithful = {"checks": {}, "flags": {}, "judge": {"faithful": False}}
     assert decide(unfaithful, FilterConfig()) == ("drop", ["judge_unfaithful"])
+
 
 def _verifier_reads_prose_steps_only():
     from prm.paired import PairedStep
@@ -624,6 +663,7 @@ def _best_of_n_against_a_random_pick():
     correct = [False, True, False, False] + [True, False, False, False]
     result = best_of_n(groups, predicted, correct)
     assert result["problems"] == 2 and result["verifier_pick"] == 1.0 and result["random_pick"] == pytest.approx(0.25)
+
 
 def _search_rewards_proofs_by_depth():
     from search.env import EnvGoal
@@ -671,6 +711,7 @@ def _search_data_holds_out_by_file():
     assert abs(splits.count("test") / 2000 - 0.10) < 0.03 and abs(splits.count("valid") / 2000 - 0.05) < 0.02
     assert splits == [theorem_split(f"Mathlib/File{i}.lean", "thm", 0.05, 0.10) for i in range(2000)]  # stable
 
+
 def _experts_are_unfused_into_linear_layers():
     from torch import nn
 
@@ -696,7 +737,7 @@ def _prompt_asks_for_a_sorry_statement():
             return {"input_ids": [ord(c) for c in text]}
 
     example = completion_example(Chars(), prompt, "theorem t : 2 + 2 = 4 := by sorry", add_eos=False)
-    assert example["labels"][:len(prompt)] == [-100] * len(prompt) and -100 not in example["labels"][len(prompt):]
+    assert example["labels"][: len(prompt)] == [-100] * len(prompt) and -100 not in example["labels"][len(prompt) :]
 
 
 def _group_advantage_is_the_seeds_formula():
@@ -730,6 +771,7 @@ def _mean_iters_over_solved_problems():
         sum(range(10_000))
     assert monitor.result["peak_memory_bytes"] > 0 and "utilization" in monitor.result
 
+
 def _one_token_score_normalises_two_tokens():
     import torch
 
@@ -737,7 +779,7 @@ def _one_token_score_normalises_two_tokens():
 
     logits = torch.tensor([[0.0, 2.0, 0.0, 5.0]])  # vocabulary of 4: true = 1, false = 3; the others are ignored
     score = onetoken_scores(logits, true_id=1, false_id=3)
-    assert torch.allclose(score, torch.tensor([1 / (1 + torch.e ** 3)]), atol=1e-6)
+    assert torch.allclose(score, torch.tensor([1 / (1 + torch.e**3)]), atol=1e-6)
 
 
 def _trace_verdict_rule():
@@ -757,7 +799,7 @@ def _verdict_metrics_as_defined():
 
     m = classification_metrics([1, 1, 0, 0], [1, 0, 0, 0])
     assert m["accuracy"] == 0.75 and m["macro_f1"] == pytest.approx((2 / 3 + 0.8) / 2)
-    assert m["mcc"] == pytest.approx(1 / 3 ** 0.5)
+    assert m["mcc"] == pytest.approx(1 / 3**0.5)
     assert auroc([1, 0], [0.5, 0.5]) == 0.5 and auroc([1, 0, 1], [0.9, 0.4, 0.4]) == 0.75  # ties: half credit
     assert ppv_at_prior(0.9, 0.2, 0.4) == pytest.approx(0.36 / (0.36 + 0.12))  # Eq. 12
     assert THRESHOLD_GRID[1] - THRESHOLD_GRID[0] == pytest.approx(0.01) and THRESHOLD_GRID[-1] == 1.0
@@ -771,8 +813,9 @@ def _bootstrap_percentile_interval():
     assert (N_RESAMPLES, SEED) == (5000, 42)
     labels = [1, 0, 1, 1, 0, 0, 1, 0]
     groups = ["a", "a", "b", "b", "c", "c", "d", "d"]
-    interval = grouped_bootstrap(labels, groups, predictions=[1, 0, 1, 0, 0, 1, 1, 0], metrics=["accuracy"],
-                                 n_resamples=400)["accuracy"]
+    interval = grouped_bootstrap(
+        labels, groups, predictions=[1, 0, 1, 0, 0, 1, 1, 0], metrics=["accuracy"], n_resamples=400
+    )["accuracy"]
     assert interval.low <= interval.point <= interval.high and interval.point == 0.75
 
 
@@ -809,11 +852,17 @@ def _annotation_format_app_c():
     from leanloop.lean.types import LeanMessage, Position, TacticRecord
     from leanloop.traces.annotate import annotate
 
-    program = "theorem t (x : Nat) (h : x = 2) : x + x = 4 := by\n  have h2 : x = 2 := h\n  subst h\n  rfl\n  done\n  done"
-    states = [TacticRecord("have", "x : Nat\nh : x = 2\n⊢ x + x = 4", Position(2, 2)),
-              TacticRecord("subst h", "x : Nat\nh : x = 3\nh2 : x = 2\n⊢ x + x = 4", Position(3, 2))]
-    errors = [LeanMessage("error", "no goals to be proved", Position(5, 2), Position(5, 6)),
-              LeanMessage("error", "second", Position(6, 2), Position(6, 6))]
+    program = (
+        "theorem t (x : Nat) (h : x = 2) : x + x = 4 := by\n  have h2 : x = 2 := h\n  subst h\n  rfl\n  done\n  done"
+    )
+    states = [
+        TacticRecord("have", "x : Nat\nh : x = 2\n⊢ x + x = 4", Position(2, 2)),
+        TacticRecord("subst h", "x : Nat\nh : x = 3\nh2 : x = 2\n⊢ x + x = 4", Position(3, 2)),
+    ]
+    errors = [
+        LeanMessage("error", "no goals to be proved", Position(5, 2), Position(5, 6)),
+        LeanMessage("error", "second", Position(6, 2), Position(6, 6)),
+    ]
     out = annotate(program, errors, states)  # ASSUMED REPLY: states and errors written for the example
     assert "  /- <feedback>\n  -- proof state:\n  x : Nat\n  h : x = 2\n  ⊢ x + x = 4\n  </feedback> -/" in out
     assert "h : x = 3 (was x = 2)\n  h2 : x = 2" in out and out.count("  x : Nat\n") == 1  # unchanged: omitted
@@ -855,6 +904,7 @@ def _collection_prechecks_as_app_b():
     assert policy.precheck("import Mathlib\nmacro_rules | `(tactic| foo) => `(tactic| rfl)\n" + ok.split("\n", 1)[1]).ok
     assert not policy.precheck(ok + " " * MAX_CHARS).ok
 
+
 def _inline_proof_gets_its_own_line():
     from leanloop.lean.types import Position, TacticRecord
     from leanloop.traces.annotate import annotate
@@ -876,7 +926,11 @@ def _anchored_block_f1_needs_the_same_anchor():
     assert anchored_block_keys(reference) == [(1, "-- proof state: ⊢ True")]  # non-empty lines before it
     assert anchored_block_keys(moved)[0][0] == 2
     scores = feedback_scores(reference, moved)
-    assert (scores.block_f1, scores.anchored_block_f1, scores.error_agreement) == (1.0, 0.0, 1.0)  # no error either side
+    assert (scores.block_f1, scores.anchored_block_f1, scores.error_agreement) == (
+        1.0,
+        0.0,
+        1.0,
+    )  # no error either side
 
 
 def _block_extraction_as_app_d():
@@ -892,7 +946,10 @@ def _diagnostics_filtered_as_app_c():
     from leanloop.traces.annotate import annotate
 
     program = "theorem t (x y : Nat) : x = x := by\n  skip\n  rfl"
-    states = [TacticRecord("skip", "x y : Nat\n⊢ x = x", Position(2, 2)), TacticRecord("rfl", "x y : Nat\n⊢ x = x", Position(3, 2))]
+    states = [
+        TacticRecord("skip", "x y : Nat\n⊢ x = x", Position(2, 2)),
+        TacticRecord("rfl", "x y : Nat\n⊢ x = x", Position(3, 2)),
+    ]
     note = "note: this linter can be disabled with `set_option linter.x false`"
     warned = annotate(program, [LeanMessage("warning", "unused\n" + note, Position(2, 2), Position(2, 6))], states)
     assert "  x : Nat\n  y : Nat\n" in warned and warned.count("⊢ x = x") == 2  # names expanded; goals repeat
@@ -917,17 +974,27 @@ def _blocks_merge_and_names_persist_as_app_c():
     from leanloop.traces.annotate import annotate
 
     program = "theorem t (h : 1 = 1) : True := by\n  skip\n  skip\n  skip\n  trivial"
-    states = [TacticRecord("skip", "h : 1 = 1\n⊢ True", Position(2, 2)), TacticRecord("skip", "⊢ True", Position(3, 2)),
-              TacticRecord("skip", "h : 1 = 1\n⊢ True", Position(4, 2)), TacticRecord("trivial", "h : 1 = 1\n⊢ True", Position(5, 2))]
-    warned = annotate(program, [LeanMessage("warning", "unused", Position(2, 2), Position(2, 6))], states, include_warnings=True)
+    states = [
+        TacticRecord("skip", "h : 1 = 1\n⊢ True", Position(2, 2)),
+        TacticRecord("skip", "⊢ True", Position(3, 2)),
+        TacticRecord("skip", "h : 1 = 1\n⊢ True", Position(4, 2)),
+        TacticRecord("trivial", "h : 1 = 1\n⊢ True", Position(5, 2)),
+    ]
+    warned = annotate(
+        program, [LeanMessage("warning", "unused", Position(2, 2), Position(2, 6))], states, include_warnings=True
+    )
     assert "-- type: warning, msg: unused\n  -- proof state:\n  ⊢ True\n  </feedback> -/" in warned  # one block
     assert warned.count("  h : 1 = 1\n") == 1  # h left the third state; back unchanged, it is still not repeated
     error = annotate(program, [LeanMessage("error", "h : 1 = 1 fails", Position(3, 2), Position(3, 6))], states)
     assert "-- type: error, msg: h : 1 = 1 fails" in error  # messages are not deduplicated
     assert annotate(program, [], states) == annotate(program, [], states)  # a fresh dictionary per program
 
-EXAMPLES = {name.lstrip("_"): fn for name, fn in list(globals().items()) if name.startswith("_") and callable(fn)
-            and fn.__module__ == __name__ and name not in ("_id", "_find", "_problems")}
+
+EXAMPLES = {
+    name.lstrip("_"): fn
+    for name, fn in list(globals().items())
+    if name.startswith("_") and callable(fn) and fn.__module__ == __name__ and name not in ("_id", "_find", "_problems")
+}
 CODE_ENTRIES = [item for item in ENTRIES if "example" in item[1]]
 
 

@@ -12,8 +12,18 @@ import pytest
 
 from cluster.array import ArrayError, array_stage
 from leanloop.artifacts import RenamedError, resolve_run, upstream_configs
-from leanloop.runnables import (RENAMED_ARTIFACTS, RENAMED_CONFIGS, RENAMED_TARGETS, RULE_EXCEPTIONS, RUNNABLES,
-                                by_module, config_folder, make_target, renamed_artifact, renamed_config)
+from leanloop.runnables import (
+    RENAMED_ARTIFACTS,
+    RENAMED_CONFIGS,
+    RENAMED_TARGETS,
+    RULE_EXCEPTIONS,
+    RUNNABLES,
+    by_module,
+    config_folder,
+    make_target,
+    renamed_artifact,
+    renamed_config,
+)
 from leanloop.tool import ConfigFileError, check_config_files
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,7 +77,9 @@ def test_each_runnable_matches_its_target_configs_and_artifact_folder(runnable):
     source = "\n".join(f.read_text() for f in files)
     # the module's own artifact folder: its STAGE constant, or the name it hands run_tool
     own = re.findall(r'^STAGE = "([\w-]+)"', source, flags=re.M) + re.findall(r'run_tool\("([\w-]+)"', source)
-    assert set(own) <= {runnable.artifacts}, f"{runnable.module} writes artifacts/{own[0]}/, the table says {runnable.artifacts}"
+    assert set(own) <= {runnable.artifacts}, (
+        f"{runnable.module} writes artifacts/{own[0]}/, the table says {runnable.artifacts}"
+    )
 
 
 def test_the_readme_stage_map_names_real_targets():
@@ -88,8 +100,11 @@ def _package(runnable) -> str:
     return runnable.module.split(".")[0]
 
 
-@pytest.mark.parametrize("runnable", [r for r in RUNNABLES if r.artifacts is not None and r.module not in RULE_EXCEPTIONS],
-                         ids=lambda r: r.module)
+@pytest.mark.parametrize(
+    "runnable",
+    [r for r in RUNNABLES if r.artifacts is not None and r.module not in RULE_EXCEPTIONS],
+    ids=lambda r: r.module,
+)
 def test_each_runnable_has_one_name(runnable):
     """artifacts/<name>/, make <name with - for _> (a stage's training run: <stage>-train when make
     <stage> runs the whole stage), configs/<stage>/<rest>/ for a name <stage>_<rest>."""
@@ -98,7 +113,7 @@ def test_each_runnable_has_one_name(runnable):
     if name == stage and recipes().get(stage, "").count("$(MAKE)") > 1:
         targets = {f"{stage}-train"}
     assert runnable.target in targets, f"{runnable.module}: make {runnable.target}, expected make {targets.pop()}"
-    folder = f"{stage}/{name[len(stage) + 1:]}" if name.startswith(stage + "_") else name
+    folder = f"{stage}/{name[len(stage) + 1 :]}" if name.startswith(stage + "_") else name
     if runnable.configs is not None:
         assert runnable.configs == folder, f"{runnable.module}: configs/{runnable.configs}, expected configs/{folder}"
 
@@ -108,7 +123,9 @@ def test_rule_exceptions_are_rows_that_break_the_rule():
     assert set(RULE_EXCEPTIONS) <= modules
     for module in RULE_EXCEPTIONS:
         row = by_module(module)
-        assert row.artifacts is None or row.target != row.artifacts.replace("_", "-") or row.configs != row.artifacts, module
+        assert row.artifacts is None or row.target != row.artifacts.replace("_", "-") or row.configs != row.artifacts, (
+            module
+        )
 
 
 def test_renamed_names_are_gone_and_their_new_names_exist():
@@ -121,7 +138,9 @@ def test_renamed_names_are_gone_and_their_new_names_exist():
 
 
 def test_the_makefile_refuses_each_renamed_target_naming_the_new_one():
-    listed = re.search(r"^RENAMED_TARGETS := (.*?)\n(?!\t)", (ROOT / "Makefile").read_text(), flags=re.M | re.S).group(1)
+    listed = re.search(r"^RENAMED_TARGETS := (.*?)\n(?!\t)", (ROOT / "Makefile").read_text(), flags=re.M | re.S).group(
+        1
+    )
     assert dict(pair.split("=") for pair in listed.replace("\\\n", " ").split()) == RENAMED_TARGETS
     for old, new in RENAMED_TARGETS.items():
         done = subprocess.run(["make", "-s", old], cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -129,8 +148,11 @@ def test_the_makefile_refuses_each_renamed_target_naming_the_new_one():
 
 
 def test_an_old_artifact_reference_is_refused_naming_the_new_one():
-    with pytest.raises(RenamedError, match=r"^artifacts://prm_data/default: artifacts/prm_data/ was renamed "
-                                           r"artifacts/prm_label/; use artifacts://prm_label/default"):
+    with pytest.raises(
+        RenamedError,
+        match=r"^artifacts://prm_data/default: artifacts/prm_data/ was renamed "
+        r"artifacts/prm_label/; use artifacts://prm_label/default",
+    ):
         resolve_run("artifacts://prm_data/default", "prm_label")
     for old, new in RENAMED_ARTIFACTS.items():
         message = renamed_artifact(old, f"artifacts://{old}/x")
@@ -138,8 +160,11 @@ def test_an_old_artifact_reference_is_refused_naming_the_new_one():
 
 
 def test_an_old_config_path_is_refused_naming_the_new_one():
-    with pytest.raises(ConfigFileError, match=r"configs/classify/ was renamed configs/classifiers/score/; "
-                                              r"use configs/classifiers/score/default.yaml"):
+    with pytest.raises(
+        ConfigFileError,
+        match=r"configs/classify/ was renamed configs/classifiers/score/; "
+        r"use configs/classifiers/score/default.yaml",
+    ):
         check_config_files(["--config", "configs/classify/default.yaml"])
     for old, new in RENAMED_CONFIGS.items():
         moved = renamed_config(f"configs/{old}/default.yaml" if "." not in old else f"configs/{old}")

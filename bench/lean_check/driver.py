@@ -30,8 +30,13 @@ from leanloop.paths import artifacts_root
 # -- driver -------------------------------------------------------------------------------------
 
 CHECKS: dict[str, Callable[[Target], dict[str, Any]]] = {
-    "discovery": check_discovery, "lean_tests": check_lean_tests, "reverify": check_reverify,
-    "fixtures": check_fixtures, "timing": check_timing, "sessions": check_sessions, "judge": check_judge,
+    "discovery": check_discovery,
+    "lean_tests": check_lean_tests,
+    "reverify": check_reverify,
+    "fixtures": check_fixtures,
+    "timing": check_timing,
+    "sessions": check_sessions,
+    "judge": check_judge,
     "tokens": check_tokens,
 }
 
@@ -58,8 +63,12 @@ def run_item(name: str, target: Target) -> ItemResult:
 def main(argv: list[str] | None = None) -> int:
     from leanloop.tool import parse_config
 
-    config, _ = parse_config(LeanCheckConfig, argv, prog="python -m bench.lean_check",
-                             description="check every Lean-side assumption on this machine")
+    config, _ = parse_config(
+        LeanCheckConfig,
+        argv,
+        prog="python -m bench.lean_check",
+        description="check every Lean-side assumption on this machine",
+    )
     try:
         unknown = sorted(set(config.only) - set(ITEMS))
         if unknown:
@@ -67,8 +76,10 @@ def main(argv: list[str] | None = None) -> int:
         if config.sample_size < 1 or config.timing_programs < 1:
             raise UserError("sample_size and timing_programs must be >= 1")
         if config.lean.backend != BackendConfig() or config.lean.profile != LeanConfig().profile:
-            raise UserError("lean.backend and lean.profile are not options here: the check runs real Lean "
-                            "(lean_project, or lake on PATH) or else the stand-ins, under each of `profiles`")
+            raise UserError(
+                "lean.backend and lean.profile are not options here: the check runs real Lean "
+                "(lean_project, or lake on PATH) or else the stand-ins, under each of `profiles`"
+            )
         for source in config.candidates:
             try:
                 resolve_source(source)
@@ -89,13 +100,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lean-check: {error}", file=sys.stderr)
         return 2
     failed = [i.name for i in items if i.status == "failed"]
-    verdict = ("FAILED: " + ", ".join(failed)) if failed else (
-        "all checks passed against real Lean" if target.real
-        else "ran against the stand-ins: NOTHING was checked against real Lean")
+    verdict = (
+        ("FAILED: " + ", ".join(failed))
+        if failed
+        else (
+            "all checks passed against real Lean"
+            if target.real
+            else "ran against the stand-ins: NOTHING was checked against real Lean"
+        )
+    )
     folder.mkdir(parents=True, exist_ok=True)
-    report = {"verdict": verdict, "mode": target.mode, "real_lean": target.real, "run": run,
-              "seconds": time.perf_counter() - started, "config": asdict(config),
-              "items": [asdict(i) for i in items], "report_md": str(folder / "report.md")}
+    report = {
+        "verdict": verdict,
+        "mode": target.mode,
+        "real_lean": target.real,
+        "run": run,
+        "seconds": time.perf_counter() - started,
+        "config": asdict(config),
+        "items": [asdict(i) for i in items],
+        "report_md": str(folder / "report.md"),
+    }
     (folder / "report.json").write_text(json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8")
     (folder / "report.md").write_text(render_markdown(report), encoding="utf-8")
     print(summary_screen(report))

@@ -13,6 +13,7 @@ from leanloop.paths import resolve_shared
 
 # -- item 7: the judge --------------------------------------------------------------------------
 
+
 def check_judge(target: Target) -> dict[str, Any]:
     from leanloop.lean.judge import ComparatorJudge, ComparatorProject, JudgeConfig, module_file
 
@@ -24,8 +25,14 @@ def check_judge(target: Target) -> dict[str, Any]:
     if target.real and missing:
         raise Skipped(f"not installed: {', '.join(missing)} (leanloop/lean/README.md 'Installing comparator')")
     if target.real:
-        judge = ComparatorJudge(JudgeConfig(comparator=tools["comparator"], landrun=tools["landrun"],
-                                            lean4export=tools["lean4export"], timeout=config.lean.timeout))
+        judge = ComparatorJudge(
+            JudgeConfig(
+                comparator=tools["comparator"],
+                landrun=tools["landrun"],
+                lean4export=tools["lean4export"],
+                timeout=config.lean.timeout,
+            )
+        )
         where = "real comparator"
     else:
         from leanloop.lean.standins.comparator import prepare_comparator_dir
@@ -38,14 +45,28 @@ def check_judge(target: Target) -> dict[str, Any]:
         folder = projects / name
         cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
         lakefile = folder / "lakefile.toml"
-        project = ComparatorProject((folder / module_file(cfg["challenge_module"])).read_text(encoding="utf-8"),
-                                    (folder / module_file(cfg["solution_module"])).read_text(encoding="utf-8"),
-                                    cfg, lakefile.read_text(encoding="utf-8") if lakefile.exists() else None)
+        project = ComparatorProject(
+            (folder / module_file(cfg["challenge_module"])).read_text(encoding="utf-8"),
+            (folder / module_file(cfg["solution_module"])).read_text(encoding="utf-8"),
+            cfg,
+            lakefile.read_text(encoding="utf-8") if lakefile.exists() else None,
+        )
         outcome = asyncio.run(judge.run_project(project, name))
-        results.append({"project": name, "expected": expected, "category": outcome.category.value,
-                        "reasons": outcome.reasons[:2], "ok": outcome.category.value == expected})
-    detail = {"where": where, "tools": tools, "projects": results,
-              "summary": f"{where}: " + ", ".join(f"{r['project']} -> {r['category']}" for r in results)}
+        results.append(
+            {
+                "project": name,
+                "expected": expected,
+                "category": outcome.category.value,
+                "reasons": outcome.reasons[:2],
+                "ok": outcome.category.value == expected,
+            }
+        )
+    detail = {
+        "where": where,
+        "tools": tools,
+        "projects": results,
+        "summary": f"{where}: " + ", ".join(f"{r['project']} -> {r['category']}" for r in results),
+    }
     if not all(r["ok"] for r in results):
         raise Failed(detail["summary"], detail)
     return detail

@@ -20,11 +20,15 @@ from leanloop.lean.types import Category, VerifyRequest
 
 # what a Lean message says when a name or syntax moved between versions (the only accepted evidence
 # of version drift: the message has to say so)
-VERSION_DRIFT = re.compile(r"unknown (identifier|constant|namespace|tactic|attribute)|deprecated|"
-                           r"has been (renamed|removed)|unexpected token|unknown option", re.I)
+VERSION_DRIFT = re.compile(
+    r"unknown (identifier|constant|namespace|tactic|attribute)|deprecated|"
+    r"has been (renamed|removed)|unexpected token|unknown option",
+    re.I,
+)
 
 
 # -- item 3: re-verifying recorded candidates ---------------------------------------------------
+
 
 @dataclass
 class Sampled:
@@ -63,9 +67,17 @@ def read_candidates(source: str) -> list[Sampled]:
                 timed_out = bool(result.get("system_errors"))
                 recorded = "timeout" if timed_out else ("valid" if row.get("verdict_pass") else "invalid")
                 first = errors[0] if errors else (str(result.get("system_errors"))[:200] if timed_out else None)
-                out.append(Sampled(source, f"{row.get('custom_id')} (line {number})", row.get("name"), row["code"],
-                                   recorded, "timeout" if timed_out else error_kind(first) if recorded != "valid" else "-",
-                                   first))
+                out.append(
+                    Sampled(
+                        source,
+                        f"{row.get('custom_id')} (line {number})",
+                        row.get("name"),
+                        row["code"],
+                        recorded,
+                        "timeout" if timed_out else error_kind(first) if recorded != "valid" else "-",
+                        first,
+                    )
+                )
             elif "server_response" in row:
                 for result in row["server_response"].get("results") or []:
                     messages = (result.get("response") or {}).get("messages") or []
@@ -73,9 +85,17 @@ def read_candidates(source: str) -> list[Sampled]:
                     timed_out = "timed out" in str(result.get("error") or "")
                     recorded = "timeout" if timed_out else ("invalid" if errors or result.get("error") else "valid")
                     first = errors[0] if errors else result.get("error")
-                    out.append(Sampled(source, f"{row.get('id')} (line {number})", None, row["code"], recorded,
-                                       "timeout" if timed_out else error_kind(first) if recorded != "valid" else "-",
-                                       first))
+                    out.append(
+                        Sampled(
+                            source,
+                            f"{row.get('id')} (line {number})",
+                            None,
+                            row["code"],
+                            recorded,
+                            "timeout" if timed_out else error_kind(first) if recorded != "valid" else "-",
+                            first,
+                        )
+                    )
             else:
                 raise UserError(f"{path}: not a recorded-candidate file (RL-Lean rows or Kimina pairs)")
     return out
@@ -129,7 +149,8 @@ def explain(profile: str, row: Sampled, outcome: Any) -> str | None:
     """Why a disagreement is not a harness defect, or None."""
     if outcome.category is Category.PRECHECK_REJECTED:  # rl's prechecks are stricter than the recording's, by design
         return f"{profile} precheck (a text rule decides before Lean): " + ", ".join(
-            sorted({R.code_of(r) for r in outcome.reasons}))
+            sorted({R.code_of(r) for r in outcome.reasons})
+        )
     if outcome.first_error and VERSION_DRIFT.search(outcome.first_error):
         return "version drift (the message says so)"
     if "timeout" in (row.recorded, _recorded_category(outcome.category)):
@@ -154,9 +175,15 @@ def check_reverify(target: Target) -> dict[str, Any]:
             statement = trusted.get(row.name or "")
             if profile != "collection" and (statement is None or not row.program.startswith(statement.header)):
                 continue  # no trusted statement for it (Kimina's Lean Workbook proofs): collection only
-            requests.append(VerifyRequest(program=row.program, name=row.name,
-                                          statement=statement.statement if statement else None,
-                                          header=statement.header if statement else None, id=row.record))
+            requests.append(
+                VerifyRequest(
+                    program=row.program,
+                    name=row.name,
+                    statement=statement.statement if statement else None,
+                    header=statement.header if statement else None,
+                    id=row.record,
+                )
+            )
             kept.append(row)
         backend = target.candidate_backend(config.candidates, profile)
         verifier = config.lean.verifier(backend, config.lean.policy(profile))
@@ -175,30 +202,53 @@ def check_reverify(target: Target) -> dict[str, Any]:
                 cell["agree"] += 1
             else:
                 cell["disagree"] += 1
-                disagreements.append({
-                    "profile": profile, "source": row.source, "record": row.record, "name": row.name,
-                    "recorded_lean": versions.get(row.source),
-                    "recorded": row.recorded, "recorded_first_error": (row.first_error or "")[:300],
-                    "category": outcome.category.value, "reasons": outcome.reasons[:3],
-                    "first_error": (outcome.first_error or "")[:300], "explanation": explain(profile, row, outcome)})
+                disagreements.append(
+                    {
+                        "profile": profile,
+                        "source": row.source,
+                        "record": row.record,
+                        "name": row.name,
+                        "recorded_lean": versions.get(row.source),
+                        "recorded": row.recorded,
+                        "recorded_first_error": (row.first_error or "")[:300],
+                        "category": outcome.category.value,
+                        "reasons": outcome.reasons[:3],
+                        "first_error": (outcome.first_error or "")[:300],
+                        "explanation": explain(profile, row, outcome),
+                    }
+                )
         answered = sum(c["agree"] + c["disagree"] for c in table.values())
-        per_profile[profile] = {"checked": len(kept), "answered": answered,
-                                "agree": sum(c["agree"] for c in table.values()),
-                                "no_answer": sum(c["no_answer"] for c in table.values()), "by_category": table}
+        per_profile[profile] = {
+            "checked": len(kept),
+            "answered": answered,
+            "agree": sum(c["agree"] for c in table.values()),
+            "no_answer": sum(c["no_answer"] for c in table.values()),
+            "by_category": table,
+        }
     unexplained = [d for d in disagreements if d["explanation"] is None]
     by_precheck = sum(1 for d in disagreements if d["category"] == Category.PRECHECK_REJECTED.value)
     parts = [f"{p}: {v['agree']}/{v['answered']} agree ({v['no_answer']} no answer)" for p, v in per_profile.items()]
     running = target.lean_version()
-    detail = {"sampled": len(sample), "lean": running,
-              "sources": {source: {"recorded_with": version,
-                                   "matches_this_lean": any(_version_key(v) == _version_key(running)
-                                                            for v in recorded_versions.get(source, []))}
-                          for source, version in versions.items()},
-              "profiles": per_profile, "disagreements": disagreements,
-              "unexplained": len(unexplained),
-              "summary": f"{len(sample)} recorded candidates; " + "; ".join(parts)
-                         + f"; {len(disagreements)} disagreements ({by_precheck} by a precheck), "
-                           f"{len(unexplained)} unexplained"}
+    detail = {
+        "sampled": len(sample),
+        "lean": running,
+        "sources": {
+            source: {
+                "recorded_with": version,
+                "matches_this_lean": any(
+                    _version_key(v) == _version_key(running) for v in recorded_versions.get(source, [])
+                ),
+            }
+            for source, version in versions.items()
+        },
+        "profiles": per_profile,
+        "disagreements": disagreements,
+        "unexplained": len(unexplained),
+        "summary": f"{len(sample)} recorded candidates; "
+        + "; ".join(parts)
+        + f"; {len(disagreements)} disagreements ({by_precheck} by a precheck), "
+        f"{len(unexplained)} unexplained",
+    }
     if unexplained:
         raise Failed(detail["summary"], detail)
     return detail

@@ -12,13 +12,16 @@ from leanloop.lean.local import LocalBackendConfig
 
 # -- item 6: search and prm proof-state sessions ------------------------------------------------
 
+
 def _session_cases(target: Target) -> list[tuple[str, str, list[str]]]:
     """(header, statement ending in ``:= by``, tactics) per theorem. Real: recorded-valid RL-Lean
     proofs of miniF2F statements, one tactic per top-level proof line; stand-ins: the recorded HEAD
     REPL sessions (``assumption_proof``, ``readme``)."""
     if not target.real:
-        return [("", "theorem aa (x : Nat) (h1 : x  = 2) : x = 2 := by", ["assumption"]),
-                ("", "def f (x : Unit) : Nat := by", ["apply Int.natAbs", "exact -37"])]
+        return [
+            ("", "theorem aa (x : Nat) (h1 : x  = 2) : x = 2 := by", ["assumption"]),
+            ("", "def f (x : Unit) : Nat := by", ["apply Int.natAbs", "exact -37"]),
+        ]
     from leanloop.prover.statements import read_statements
 
     trusted = {s.theorem: s for s in read_statements(target.config.statements).statements}
@@ -27,17 +30,20 @@ def _session_cases(target: Target) -> list[tuple[str, str, list[str]]]:
         statement = trusted.get(row.name or "")
         if row.recorded != "valid" or statement is None or not row.program.startswith(statement.prompt):
             continue
-        lines = [line for line in row.program[len(statement.prompt):].split("\n") if line.strip()]
+        lines = [line for line in row.program[len(statement.prompt) :].split("\n") if line.strip()]
         # one tactic per line, all at the proof's indentation: the same steps in a linear session
-        if not lines or any(not line.startswith("  ") or line.startswith("   ") or line.strip().startswith(("--", "·"))
-                            for line in lines):
+        if not lines or any(
+            not line.startswith("  ") or line.startswith("   ") or line.strip().startswith(("--", "·"))
+            for line in lines
+        ):
             continue
         tactics = [line.strip() for line in lines]
         if row.name not in found or len(tactics) < len(found[row.name][2]):
             found[row.name] = (statement.header, statement.context + statement.statement, tactics)  # type: ignore[index]
     # a few steps each (a session, not one call), shortest first
     return sorted(found.values(), key=lambda case: (not 2 <= len(case[2]) <= 4, len(case[2]), case[1]))[
-        :target.config.session_theorems]
+        : target.config.session_theorems
+    ]
 
 
 def _session_config(target: Target) -> LocalBackendConfig:
@@ -49,8 +55,13 @@ def search_env(target: Target) -> Any:
     from search.repl_env import ReplEnv
 
     # the recorded HEAD sessions were sent without lean-interact's Elab.async option
-    return ReplEnv(replace(_session_config(target), timeout=target.config.lean.timeout,
-                           parallel_elaboration=None if target.real else False))
+    return ReplEnv(
+        replace(
+            _session_config(target),
+            timeout=target.config.lean.timeout,
+            parallel_elaboration=None if target.real else False,
+        )
+    )
 
 
 def prm_checker(target: Target) -> Any:
@@ -88,17 +99,29 @@ def check_sessions(target: Target) -> dict[str, Any]:
                     closed = not goals
             search_status = "closed" if closed else (start.status.value if not start.ok else f"open ({error})")
             prm = checker.check(header, statement, tactics)
-            prm_status = ("all steps pass" if prm.status == OK and prm.first_failure is None
-                          else f"{prm.status}: first failure {prm.first_failure} {str(prm.output)[:160]}")
-            results.append({"theorem": statement.split("\n")[-1][:80] or statement[:80], "tactics": len(tactics),
-                            "search": search_status, "prm": prm_status,
-                            "ok": closed and prm.status == OK and prm.first_failure is None})
+            prm_status = (
+                "all steps pass"
+                if prm.status == OK and prm.first_failure is None
+                else f"{prm.status}: first failure {prm.first_failure} {str(prm.output)[:160]}"
+            )
+            results.append(
+                {
+                    "theorem": statement.split("\n")[-1][:80] or statement[:80],
+                    "tactics": len(tactics),
+                    "search": search_status,
+                    "prm": prm_status,
+                    "ok": closed and prm.status == OK and prm.first_failure is None,
+                }
+            )
     finally:
         env.close()
         checker.close()
     passed = sum(r["ok"] for r in results)
-    detail = {"theorems": results, "summary": f"{passed}/{len(results)} recorded proofs closed in both the search "
-                                              "ReplEnv and prm's IncrementalChecker"}
+    detail = {
+        "theorems": results,
+        "summary": f"{passed}/{len(results)} recorded proofs closed in both the search "
+        "ReplEnv and prm's IncrementalChecker",
+    }
     if passed < len(results):
         raise Failed(detail["summary"], detail)
     return detail

@@ -72,6 +72,7 @@ class Failed(Exception):
 
 # -- the Lean this run talks to ---------------------------------------------------------------------
 
+
 class Target:
     """Real Lean (a project, or lake on PATH) or the stand-ins; builds every backend the items use."""
 
@@ -101,17 +102,19 @@ class Target:
             base: dict[str, Any] = {"project_dir": self.project} if self.project else {}
             return LocalBackendConfig(**base, timeout=self.config.lean.timeout, **options)
         version = options.pop("lean_version", STANDIN_PROGRAM_VERSION)
-        return standin_config(self.standin_repl(version), lean_version=version,
-                              timeout=min(self.config.lean.timeout, 30.0),
-                              **options)
+        return standin_config(
+            self.standin_repl(version), lean_version=version, timeout=min(self.config.lean.timeout, 30.0), **options
+        )
 
     def standin_repl(self, version: str) -> Path:
         from leanloop.lean.standins.repl import prepare_repl_dir
 
         if version not in self._repl_dirs:
-            self._repl_dirs[version] = prepare_repl_dir(self.scratch / f"repl-{version}",
-                                                        [resolve_shared("shared://lean_repl/repl_io_pairs.jsonl")],
-                                                        lean_version=version)
+            self._repl_dirs[version] = prepare_repl_dir(
+                self.scratch / f"repl-{version}",
+                [resolve_shared("shared://lean_repl/repl_io_pairs.jsonl")],
+                lean_version=version,
+            )
         return self._repl_dirs[version]
 
     def candidate_backend(self, sources: list[str], profile: str) -> LeanBackend:
@@ -125,4 +128,3 @@ class Target:
 
 class UserError(Exception):
     """A mistake in the command line: one line, exit 2."""
-

@@ -20,13 +20,16 @@ from leanloop.lean.recordings import resolve_source
 # 26.0 h, or 0.835 per second".
 SEED_POOL_WORKERS = 64
 SEED_POOL_PROGRAMS_PER_S = 0.835
-SEED_POOL_QUOTE = ("LLF Sec. 5.3: \"It handled 78,074 verification requests in 26.0 h, or 0.835 per second\" "
-                   "(64 parallel workers with environment reuse)")
+SEED_POOL_QUOTE = (
+    'LLF Sec. 5.3: "It handled 78,074 verification requests in 26.0 h, or 0.835 per second" '
+    "(64 parallel workers with environment reuse)"
+)
 PICKLED_HEADER = "import Mathlib\nopen BigOperators\nopen Real\nopen Nat"
 PICKLE_PATH = "test/H20231215.olean"
 
 
 # -- item 5: timing -----------------------------------------------------------------------------
+
 
 def _timing_programs(target: Target) -> list[str]:
     """Real: recorded-valid RL-Lean programs (import Mathlib); stand-ins: the recorded standalone
@@ -48,7 +51,9 @@ def _timing_programs(target: Target) -> list[str]:
     return programs[:count]
 
 
-async def _timed(backend: LocalBackend, programs: list[str], warmup: list[str], timeout: float) -> tuple[float, list[Any]]:
+async def _timed(
+    backend: LocalBackend, programs: list[str], warmup: list[str], timeout: float
+) -> tuple[float, list[Any]]:
     """Wall seconds for ``programs`` after ``warmup`` ran untimed on the same backend (the header
     elaborated or pickled once, as in a long run)."""
     try:
@@ -67,21 +72,31 @@ def check_timing(target: Target) -> dict[str, Any]:
     timeout = target.config.lean.timeout
     pool = target.config.lean.concurrency
     one = dict(workers=1, all_tactics=False)
-    shared_s, shared = asyncio.run(_timed(LocalBackend(target.local_config(fresh_process=False, **one)),
-                                          programs, programs[:1], timeout))
-    fresh_s, fresh = asyncio.run(_timed(LocalBackend(target.local_config(fresh_process=True, **one)),
-                                        programs, programs[:1], timeout))
+    shared_s, shared = asyncio.run(
+        _timed(LocalBackend(target.local_config(fresh_process=False, **one)), programs, programs[:1], timeout)
+    )
+    fresh_s, fresh = asyncio.run(
+        _timed(LocalBackend(target.local_config(fresh_process=True, **one)), programs, programs[:1], timeout)
+    )
     # the same fresh processes unconfined (no sandbox, no resource limits): the sandbox's own cost
     from leanloop.lean.sandbox import SandboxConfig
 
     bare = SandboxConfig(kind="off", memory_limit_mb=None, cpu_limit_s=None)
-    bare_s, _ = asyncio.run(_timed(LocalBackend(target.local_config(fresh_process=True, sandbox=bare, **one)),
-                                   programs, programs[:1], timeout))
+    bare_s, _ = asyncio.run(
+        _timed(
+            LocalBackend(target.local_config(fresh_process=True, sandbox=bare, **one)), programs, programs[:1], timeout
+        )
+    )
     # the pool as the seed's (environment reuse: shared REPLs), 4 programs per worker after a warm-up round
     batch = [programs[i % len(programs)] for i in range(4 * pool)]
-    pool_s, pooled = asyncio.run(_timed(LocalBackend(target.local_config(fresh_process=False, workers=pool,
-                                                                          all_tactics=False)),
-                                        batch, batch[:pool], timeout))
+    pool_s, pooled = asyncio.run(
+        _timed(
+            LocalBackend(target.local_config(fresh_process=False, workers=pool, all_tactics=False)),
+            batch,
+            batch[:pool],
+            timeout,
+        )
+    )
     # the header pickle: one program with a pickled header in fresh processes, first (builds) then unpickles
     if target.real:
         header_program = programs[0]
@@ -108,33 +123,53 @@ def check_timing(target: Target) -> dict[str, Any]:
     per_shared, per_fresh = shared_s / n, fresh_s / n
     throughput = len(batch) / pool_s
     seed_per_worker = SEED_POOL_PROGRAMS_PER_S / SEED_POOL_WORKERS
-    statuses = {mode: _status_counts(responses) for mode, responses in
-                (("shared", shared), ("fresh_process", fresh), ("pool", pooled))}
+    statuses = {
+        mode: _status_counts(responses)
+        for mode, responses in (("shared", shared), ("fresh_process", fresh), ("pool", pooled))
+    }
     detail = {
-        "programs": n, "where": "real Lean" if target.real else "stand-in REPL (process plumbing, not Lean's cost)",
-        "seconds_per_program": {"shared_repl": per_shared, "fresh_process": per_fresh,
-                                "fresh_minus_shared (REPL start + header unpickle)": per_fresh - per_shared},
+        "programs": n,
+        "where": "real Lean" if target.real else "stand-in REPL (process plumbing, not Lean's cost)",
+        "seconds_per_program": {
+            "shared_repl": per_shared,
+            "fresh_process": per_fresh,
+            "fresh_minus_shared (REPL start + header unpickle)": per_fresh - per_shared,
+        },
         "isolation_cost_ratio": per_fresh / per_shared if per_shared else None,
-        "pool": {"workers": pool, "programs": len(batch), "programs_per_s": throughput,
-                 "seed_programs_per_s": SEED_POOL_PROGRAMS_PER_S, "seed_workers": SEED_POOL_WORKERS,
-                 "ratio_to_seed": throughput / SEED_POOL_PROGRAMS_PER_S,
-                 "per_worker_ratio_to_seed": (throughput / pool) / seed_per_worker, "seed_quote": SEED_POOL_QUOTE},
-        "header": {"first_run_s (pickle built)": build_s, "second_run_s (unpickled)": unpickle_s,
-                   "build_over_unpickled_ratio": build_s / unpickle_s if unpickle_s else None,
-                   "statuses": header_statuses},
+        "pool": {
+            "workers": pool,
+            "programs": len(batch),
+            "programs_per_s": throughput,
+            "seed_programs_per_s": SEED_POOL_PROGRAMS_PER_S,
+            "seed_workers": SEED_POOL_WORKERS,
+            "ratio_to_seed": throughput / SEED_POOL_PROGRAMS_PER_S,
+            "per_worker_ratio_to_seed": (throughput / pool) / seed_per_worker,
+            "seed_quote": SEED_POOL_QUOTE,
+        },
+        "header": {
+            "first_run_s (pickle built)": build_s,
+            "second_run_s (unpickled)": unpickle_s,
+            "build_over_unpickled_ratio": build_s / unpickle_s if unpickle_s else None,
+            "statuses": header_statuses,
+        },
         # every fresh_process reply came after the REPL answered the nonce probe (else candidate_failure)
         "channel_probe_answered": statuses_ok(fresh) + statuses_ok(header_responses),
-        "sandbox": {"seconds_per_program_confined": per_fresh, "seconds_per_program_unconfined": bare_s / n,
-                    "sandbox_cost_ratio": per_fresh / (bare_s / n) if bare_s else None,
-                    "kind": LocalBackendConfig().sandbox.kind},
+        "sandbox": {
+            "seconds_per_program_confined": per_fresh,
+            "seconds_per_program_unconfined": bare_s / n,
+            "sandbox_cost_ratio": per_fresh / (bare_s / n) if bare_s else None,
+            "kind": LocalBackendConfig().sandbox.kind,
+        },
         "statuses": statuses,
     }
-    detail["summary"] = (f"fresh_process/shared = {detail['isolation_cost_ratio']:.2f}x "
-                         f"({per_fresh:.3f}s vs {per_shared:.3f}s per program); sandbox: "
-                         f"{per_fresh / (bare_s / n) if bare_s else float('nan'):.2f}x unconfined; pool x{pool}: {throughput:.2f} programs/s "
-                         f"= {detail['pool']['ratio_to_seed']:.2f}x the seed's 0.835/s at 64 workers, LLF Sec. 5.3 "
-                         f"({detail['pool']['per_worker_ratio_to_seed']:.2f}x per worker); header: pickle-building run "
-                         f"{build_s:.2f}s, unpickled run {unpickle_s:.2f}s" + ("" if target.real else " [stand-in timings]"))
+    detail["summary"] = (
+        f"fresh_process/shared = {detail['isolation_cost_ratio']:.2f}x "
+        f"({per_fresh:.3f}s vs {per_shared:.3f}s per program); sandbox: "
+        f"{per_fresh / (bare_s / n) if bare_s else float('nan'):.2f}x unconfined; pool x{pool}: {throughput:.2f} programs/s "
+        f"= {detail['pool']['ratio_to_seed']:.2f}x the seed's 0.835/s at 64 workers, LLF Sec. 5.3 "
+        f"({detail['pool']['per_worker_ratio_to_seed']:.2f}x per worker); header: pickle-building run "
+        f"{build_s:.2f}s, unpickled run {unpickle_s:.2f}s" + ("" if target.real else " [stand-in timings]")
+    )
     failures = [f"{mode}: {counts}" for mode, counts in statuses.items() if set(counts) - {"ok"}]
     if any(status != "ok" for status in header_statuses):
         failures.append(f"header runs: {header_statuses}")
@@ -158,7 +193,10 @@ def _pickled_body() -> str:
     """The theorem the recorded v4.15.0 session runs after ``unpickleEnvFrom`` (Mathlib/test/H20231215_2)."""
     for line in resolve_source("repl_io").open(encoding="utf-8"):
         row = json.loads(line)
-        if row["inputs"] and row["inputs"][0] == {"unpickleEnvFrom": PICKLE_PATH} \
-                and str(row.get("lean_toolchain", "")).endswith(STANDIN_PROGRAM_VERSION):
+        if (
+            row["inputs"]
+            and row["inputs"][0] == {"unpickleEnvFrom": PICKLE_PATH}
+            and str(row.get("lean_toolchain", "")).endswith(STANDIN_PROGRAM_VERSION)
+        ):
             return row["inputs"][1]["cmd"]
     raise Skipped("no recorded session restoring the pickled header")

@@ -22,6 +22,7 @@ LEAN_TEST_FILES = ("tests/leanloop/lean", "tests/search/test_extract.py")
 
 # -- item 1: discovery --------------------------------------------------------------------------
 
+
 def _version_key(version: str | None) -> str:
     """``v4.15.0`` / ``leanprover/lean4:v4.9.0-rc1`` -> ``4.15`` (the minor version recordings are matched on)."""
     text = str(version or "").rsplit(":", 1)[-1].lstrip("v")
@@ -77,27 +78,43 @@ def check_discovery(target: Target) -> dict[str, Any]:
     repl_config = LocalBackend(target.local_config()).repl_config()  # builds the REPL when it is not built
     target._lean_version = repl_config.lean_version
     detail["repl_lean_version"] = repl_config.lean_version
-    detail["repl"] = str(getattr(repl_config, "local_repl_path", None) or getattr(repl_config, "_cache_repl_dir", None)
-                         or "(lean-interact's build)")
+    detail["repl"] = str(
+        getattr(repl_config, "local_repl_path", None)
+        or getattr(repl_config, "_cache_repl_dir", None)
+        or "(lean-interact's build)"
+    )
     detail["repl_rev"] = getattr(repl_config, "repl_rev", None)
     version = repl_config.lean_version
-    matching = {name: versions for name, versions in recording_versions().items()
-                if any(_version_key(v) == _version_key(version) for v in versions)}
+    matching = {
+        name: versions
+        for name, versions in recording_versions().items()
+        if any(_version_key(v) == _version_key(version) for v in versions)
+    }
     detail["recordings"] = recording_versions()
     detail["matching_recordings"] = sorted(matching)
-    detail["summary"] = (f"Lean {version}; recordings of that version: {', '.join(sorted(matching)) or 'none'}"
-                         + ("" if target.real else " (the stand-in REPL's version)"))
+    detail["summary"] = f"Lean {version}; recordings of that version: {', '.join(sorted(matching)) or 'none'}" + (
+        "" if target.real else " (the stand-in REPL's version)"
+    )
     return detail
 
 
 # -- item 2: the lean-marked tests --------------------------------------------------------------
 
+
 def check_lean_tests(target: Target) -> dict[str, Any]:
     env = dict(os.environ)
     if target.project:
         env["LEANLOOP_LEAN_PROJECT"] = target.project
-    args = [sys.executable, "-m", "pytest", "-m", "lean", "-rs", *target.config.pytest_args,
-            *[str(REPO_ROOT / p) for p in LEAN_TEST_FILES if (REPO_ROOT / p).exists()]]
+    args = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-m",
+        "lean",
+        "-rs",
+        *target.config.pytest_args,
+        *[str(REPO_ROOT / p) for p in LEAN_TEST_FILES if (REPO_ROOT / p).exists()],
+    ]
     done = subprocess.run(args, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=3600)
     tail = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-300:]
     counts = {word: int(n) for n, word in re.findall(r"(\d+) (passed|failed|skipped|deselected|error)", tail)}

@@ -55,7 +55,9 @@ class GRPOConfig:
 
     def __post_init__(self) -> None:
         if self.num_generations < 2:
-            raise ValueError(f"num_generations must be >= 2 (a group of one has no baseline), got {self.num_generations}")
+            raise ValueError(
+                f"num_generations must be >= 2 (a group of one has no baseline), got {self.num_generations}"
+            )
         if self.loss_type not in LOSS_TYPES:
             raise ValueError(f"loss_type {self.loss_type!r} is not one of {LOSS_TYPES}")
         if self.beta < 0 or self.epsilon < 0:
@@ -63,8 +65,9 @@ class GRPOConfig:
         if self.num_iterations < 1 or self.micro_batch_size < 1:
             raise ValueError("num_iterations and micro_batch_size must be >= 1")
         if self.vllm_importance_sampling_mode not in IS_MODES:
-            raise ValueError(f"vllm_importance_sampling_mode {self.vllm_importance_sampling_mode!r} is not one of "
-                             f"{IS_MODES}")
+            raise ValueError(
+                f"vllm_importance_sampling_mode {self.vllm_importance_sampling_mode!r} is not one of {IS_MODES}"
+            )
 
     @property
     def epsilon_low(self) -> float:
@@ -116,9 +119,15 @@ class TokenLoss:
     per_token_kl: torch.Tensor | None
 
 
-def per_token_loss(logps: torch.Tensor, old_logps: torch.Tensor | None, ref_logps: torch.Tensor | None,
-                   advantages: torch.Tensor, mask: torch.Tensor, config: GRPOConfig,
-                   importance_weights: torch.Tensor | None = None) -> TokenLoss:
+def per_token_loss(
+    logps: torch.Tensor,
+    old_logps: torch.Tensor | None,
+    ref_logps: torch.Tensor | None,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    config: GRPOConfig,
+    importance_weights: torch.Tensor | None = None,
+) -> TokenLoss:
     """The clipped surrogate (+ beta * KL) per completion token (TRL ``_compute_loss``, loss types
     grpo / bnpo / dr_grpo / dapo). ``importance_weights`` ([B, T] or [B, 1], from
     :func:`sampling_correction`) multiply the surrogate, not the KL term, as TRL does."""
@@ -154,8 +163,9 @@ class SamplingCorrection:
     stats: dict[str, float]
 
 
-def sampling_correction(trainer_logps: torch.Tensor, sampler_logps: torch.Tensor, mask: torch.Tensor,
-                        config: GRPOConfig) -> SamplingCorrection:
+def sampling_correction(
+    trainer_logps: torch.Tensor, sampler_logps: torch.Tensor, mask: torch.Tensor, config: GRPOConfig
+) -> SamplingCorrection:
     """Importance weights ``p_trainer / p_sampler`` for rollouts another engine sampled, TRL 1.16's
     ``_generate_and_score_completions`` term for term: NaN sampler log-probabilities (tokens it did
     not score, replayed rows) count as ratio 1; ``*_truncate`` clamps to [clip_min, clip_max],
@@ -176,18 +186,32 @@ def sampling_correction(trainer_logps: torch.Tensor, sampler_logps: torch.Tensor
     gap = (trainer_logps - sampler_logps).abs()[mask.bool() & ~torch.isnan(sampler_logps)]
     stats = {}
     if flat.numel():
-        stats.update({"sampling/importance_sampling_ratio/min": float(flat.min()),
-                      "sampling/importance_sampling_ratio/mean": float(flat.mean()),
-                      "sampling/importance_sampling_ratio/max": float(flat.max())})
+        stats.update(
+            {
+                "sampling/importance_sampling_ratio/min": float(flat.min()),
+                "sampling/importance_sampling_ratio/mean": float(flat.mean()),
+                "sampling/importance_sampling_ratio/max": float(flat.max()),
+            }
+        )
     if gap.numel():
-        stats.update({"sampling/sampling_logp_difference/mean": float(gap.mean()),
-                      "sampling/sampling_logp_difference/max": float(gap.max())})
+        stats.update(
+            {
+                "sampling/sampling_logp_difference/mean": float(gap.mean()),
+                "sampling/sampling_logp_difference/max": float(gap.max()),
+            }
+        )
     return SamplingCorrection(ratio, stats)
 
 
-def aggregate(per_token: torch.Tensor, mask: torch.Tensor, config: GRPOConfig, *, micro_batches: int = 1,
-              batch_tokens: torch.Tensor | float | None = None, max_completion_length: int | None = None
-              ) -> torch.Tensor:
+def aggregate(
+    per_token: torch.Tensor,
+    mask: torch.Tensor,
+    config: GRPOConfig,
+    *,
+    micro_batches: int = 1,
+    batch_tokens: torch.Tensor | float | None = None,
+    max_completion_length: int | None = None,
+) -> torch.Tensor:
     """This micro-batch's share of the step's loss (``micro_batches`` per optimizer step).
 
     ``batch_tokens``: completion tokens of the whole generation batch, over all ranks divided by
@@ -218,13 +242,21 @@ def _head_scaling(config) -> tuple[float | None, float]:
     text = config.get_text_config()
     for name in ("logit_scale", "output_multiplier", "lm_head_multiplier", "logits_scaling"):
         if getattr(text, name, None) not in (None, 1, 1.0):
-            raise NotImplementedError(f"{text.model_type} scales its logits ({name}={getattr(text, name)}); "
-                                      "leanloop.grpo.objective.completion_logps supports unscaled LM heads only")
+            raise NotImplementedError(
+                f"{text.model_type} scales its logits ({name}={getattr(text, name)}); "
+                "leanloop.grpo.objective.completion_logps supports unscaled LM heads only"
+            )
     return getattr(text, "final_logit_softcapping", None), 1.0
 
 
-def completion_logps(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int,
-                     temperature: float = 1.0, compute_entropy: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+def completion_logps(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    logits_to_keep: int,
+    temperature: float = 1.0,
+    compute_entropy: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-token log-probabilities (and entropies) of the last ``logits_to_keep`` tokens at
     ``temperature``, zero where ``attention_mask`` is 0.
 
@@ -238,15 +270,23 @@ def completion_logps(model, input_ids: torch.Tensor, attention_mask: torch.Tenso
     causal = model.get_base_model() if hasattr(model, "get_base_model") else model
     backbone = causal.base_model  # the transformer under the LM head (LoRA layers, if any, are inside)
     hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
-    hidden = hidden[:, -logits_to_keep - 1:-1]  # position t predicts token t + 1
+    hidden = hidden[:, -logits_to_keep - 1 : -1]  # position t predicts token t + 1
     targets = input_ids[:, -logits_to_keep:]
     mask = attention_mask[:, -logits_to_keep:].bool()
     head = causal.get_output_embeddings()
     softcap, scale = _head_scaling(causal.config)
     outputs = ("log_probs", "entropy") if compute_entropy else ("log_probs",)
     logps, entropy, *_ = ChunkedLogProbFunction.apply(
-        hidden[mask].to(head.weight.device), head.weight, head.bias, targets[mask].to(head.weight.device),
-        temperature, CHUNK_SIZE, softcap, scale, outputs)
+        hidden[mask].to(head.weight.device),
+        head.weight,
+        head.bias,
+        targets[mask].to(head.weight.device),
+        temperature,
+        CHUNK_SIZE,
+        softcap,
+        scale,
+        outputs,
+    )
     # masked_scatter keeps an all-masked micro-batch connected to the graph (a differentiable zero)
     logps = logps.new_zeros(mask.shape).masked_scatter(mask.to(logps.device), logps)
     if entropy is not None:
@@ -257,7 +297,9 @@ def completion_logps(model, input_ids: torch.Tensor, attention_mask: torch.Tenso
 CHUNK_SIZE = 32_768  # vocabulary columns per tile: TRL's _CHUNKED_LOGPROB_CHUNK_SIZE
 
 
-def clip_stats(ratio: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, config: GRPOConfig) -> dict[str, float]:
+def clip_stats(
+    ratio: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, config: GRPOConfig
+) -> dict[str, float]:
     """Fractions of tokens whose ratio was clipped (TRL's clip_ratio metrics)."""
     if advantages.dim() == 1:
         advantages = advantages.unsqueeze(1)
@@ -269,4 +311,8 @@ def clip_stats(ratio: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor
             return float(x.mean())
         return float((x * mask).sum() / mask.sum().clamp(min=1.0))
 
-    return {"clip_ratio/low": mean(low), "clip_ratio/high": mean(high), "clip_ratio/region": mean(torch.maximum(low, high))}
+    return {
+        "clip_ratio/low": mean(low),
+        "clip_ratio/high": mean(high),
+        "clip_ratio/region": mean(torch.maximum(low, high)),
+    }

@@ -90,9 +90,9 @@ class Rollouts:
         width = self.completion_ids.shape[1]
         ids = list(completion_ids)[:width]
         self.completion_ids[row].fill_(self.pad_id)
-        self.completion_ids[row, :len(ids)] = torch.tensor(ids, dtype=self.completion_ids.dtype)
+        self.completion_ids[row, : len(ids)] = torch.tensor(ids, dtype=self.completion_ids.dtype)
         self.completion_mask[row].zero_()
-        self.completion_mask[row, :len(ids)] = 1
+        self.completion_mask[row, : len(ids)] = 1
         self.texts[row] = text
         self.truncated[row] = False
         if self.sampling_logps is not None:  # not sampled now: no correction for this row
@@ -121,10 +121,13 @@ class TransformersRollout:
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_ids[0]
 
     def encode_prompts(self, prompts: Sequence[str], repeat: int) -> tuple[torch.Tensor, torch.Tensor]:
-        batch = self.tokenizer(list(prompts), add_special_tokens=False, padding=True, padding_side="left",
-                               return_tensors="pt")
-        return (batch["input_ids"].repeat_interleave(repeat, dim=0),
-                batch["attention_mask"].repeat_interleave(repeat, dim=0))
+        batch = self.tokenizer(
+            list(prompts), add_special_tokens=False, padding=True, padding_side="left", return_tensors="pt"
+        )
+        return (
+            batch["input_ids"].repeat_interleave(repeat, dim=0),
+            batch["attention_mask"].repeat_interleave(repeat, dim=0),
+        )
 
     @torch.no_grad()
     def generate(self, model: Any, prompts: Sequence[str], num_generations: int, **generate_args: Any) -> Rollouts:
@@ -138,13 +141,22 @@ class TransformersRollout:
         model.eval()
         try:
             out = model.generate(
-                input_ids=prompt_ids, attention_mask=prompt_mask, do_sample=True, temperature=c.temperature,
-                top_p=c.top_p, top_k=c.top_k, max_new_tokens=c.max_new_tokens, min_new_tokens=c.min_new_tokens or None,
-                eos_token_id=self.stop_ids, pad_token_id=self.pad_id, use_cache=True, **generate_args,
+                input_ids=prompt_ids,
+                attention_mask=prompt_mask,
+                do_sample=True,
+                temperature=c.temperature,
+                top_p=c.top_p,
+                top_k=c.top_k,
+                max_new_tokens=c.max_new_tokens,
+                min_new_tokens=c.min_new_tokens or None,
+                eos_token_id=self.stop_ids,
+                pad_token_id=self.pad_id,
+                use_cache=True,
+                **generate_args,
             )
         finally:
             model.train(was_training)
-        completion_ids = out[:, prompt_ids.size(1):]
+        completion_ids = out[:, prompt_ids.size(1) :]
         if completion_ids.size(1) == 0:  # cannot happen with max_new_tokens >= 1; keep shapes honest
             completion_ids = torch.full((out.size(0), 1), self.pad_id, dtype=out.dtype, device=out.device)
         mask, truncated = completion_mask(completion_ids, self.stop_ids)
@@ -181,7 +193,8 @@ def trl_generation():
                 raise ValueError(f"vllm.engine.tensor_parallel_size ({tp}) must divide the world size ({world})")
             if tp > 1:
                 self.tp_group, _ = torch.distributed.new_subgroups_by_enumeration(
-                    [list(range(i * tp, (i + 1) * tp)) for i in range(world // tp)])
+                    [list(range(i * tp, (i + 1) * tp)) for i in range(world // tp)]
+                )
             dtype = str(next(self.model.parameters()).dtype).removeprefix("torch.")
             path = getattr(self.model, "name_or_path", "") or ""
             if not (path and Path(path).is_dir()):  # a preset built from a config ('', and Path('') is '.')
@@ -189,8 +202,9 @@ def trl_generation():
 
                 self._scratch = tempfile.TemporaryDirectory(prefix="leanloop-vllm-policy-")  # removed with the run
                 path = save_architecture(self.model, self.processing_class, self._scratch.name)
-            self.llm = start_engine(path, self.engine_config, in_process=True, dtype=dtype,
-                                    quantization=_vllm_quantization(self.model))
+            self.llm = start_engine(
+                path, self.engine_config, in_process=True, dtype=dtype, quantization=_vllm_quantization(self.model)
+            )
             if self.enable_sleep_mode:
                 self.llm.sleep(level=2)
             self._llm_weights_sleeping = self.enable_sleep_mode
@@ -268,7 +282,8 @@ class LightningAccelerator:
         fsdp_version = 1 if name == "FSDPStrategy" else 2 if name == "ModelParallelStrategy" else None
         self.state = SimpleNamespace(
             deepspeed_plugin=SimpleNamespace(zero_stage=zero_stage) if name == "DeepSpeedStrategy" else None,
-            fsdp_plugin=SimpleNamespace(fsdp_version=fsdp_version) if fsdp_version else None)
+            fsdp_plugin=SimpleNamespace(fsdp_version=fsdp_version) if fsdp_version else None,
+        )
 
     def wait_for_everyone(self) -> None:
         if self.num_processes > 1:
@@ -284,8 +299,9 @@ class VLLMRollout(TransformersRollout):
     (the trainer, hence the ranks, is known only then); the policy's weights are synced before
     the first call after every optimizer step, so rollouts are on-policy up to the engine's numerics."""
 
-    def __init__(self, tokenizer: Any, config: RolloutGenerationConfig, stop_tokens: Sequence[str],
-                 trainer: Any | None = None):
+    def __init__(
+        self, tokenizer: Any, config: RolloutGenerationConfig, stop_tokens: Sequence[str], trainer: Any | None = None
+    ):
         super().__init__(tokenizer, config, stop_tokens)
         from leanloop.vllm_engine import import_vllm
 
@@ -304,19 +320,34 @@ class VLLMRollout(TransformersRollout):
             raise RuntimeError("VLLMRollout.bind(trainer) must be called before the first generate")
         device = next(model.parameters()).device
         return trl_generation()(
-            model, LightningAccelerator(self.trainer, device), self.tokenizer, mode=v.mode,
-            server_base_url=v.server_base_url, server_host=v.server_host, server_port=v.server_port,
-            server_timeout=v.server_timeout, group_port=v.group_port, tensor_parallel_size=e.tensor_parallel_size,
-            gpu_memory_utilization=e.gpu_memory_utilization, max_model_length=e.max_model_len,
-            max_num_seqs=e.max_num_seqs, enable_sleep_mode=e.enable_sleep_mode, logprobs=0, engine=e)
+            model,
+            LightningAccelerator(self.trainer, device),
+            self.tokenizer,
+            mode=v.mode,
+            server_base_url=v.server_base_url,
+            server_host=v.server_host,
+            server_port=v.server_port,
+            server_timeout=v.server_timeout,
+            group_port=v.group_port,
+            tensor_parallel_size=e.tensor_parallel_size,
+            gpu_memory_utilization=e.gpu_memory_utilization,
+            max_model_length=e.max_model_len,
+            max_num_seqs=e.max_num_seqs,
+            enable_sleep_mode=e.enable_sleep_mode,
+            logprobs=0,
+            engine=e,
+        )
 
     def _sampling(self, generation: Any) -> None:
         """This call's sampling settings (pass@k evaluation swaps ``self.config`` on a copy)."""
         c = self.config
         generation.temperature, generation.top_p, generation.top_k = c.temperature, c.top_p, c.top_k
         generation.max_completion_length = c.max_new_tokens
-        generation.generation_kwargs = {"stop_token_ids": list(self.stop_ids), "min_tokens": c.min_new_tokens,
-                                        "skip_special_tokens": False}
+        generation.generation_kwargs = {
+            "stop_token_ids": list(self.stop_ids),
+            "min_tokens": c.min_new_tokens,
+            "skip_special_tokens": False,
+        }
 
     @torch.no_grad()
     def generate(self, model: Any, prompts: Sequence[str], num_generations: int) -> Rollouts:
@@ -332,8 +363,14 @@ class VLLMRollout(TransformersRollout):
         _, rows, logprobs, _ = self.engine.generate(repeated, None, num_generations)
         return self.layout(model, prompts, num_generations, rows, logprobs)
 
-    def layout(self, model: Any, prompts: Sequence[str], num_generations: int, rows: Sequence[Sequence[int]],
-               logprobs: Sequence[Sequence[Sequence[float | None]]] | None) -> Rollouts:
+    def layout(
+        self,
+        model: Any,
+        prompts: Sequence[str],
+        num_generations: int,
+        rows: Sequence[Sequence[int]],
+        logprobs: Sequence[Sequence[Sequence[float | None]]] | None,
+    ) -> Rollouts:
         """vLLM's completions (token ids, per-token ``[[logprob]]``) as right-padded :class:`Rollouts`."""
         device = next(model.parameters()).device
         prompt_ids, prompt_mask = self.encode_prompts(prompts, num_generations)
@@ -342,13 +379,21 @@ class VLLMRollout(TransformersRollout):
         completion_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
         sampled = torch.full((len(rows), width), float("nan"))
         for i, r in enumerate(rows):
-            completion_ids[i, :len(r)] = torch.tensor(r, dtype=torch.long)
+            completion_ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
             if logprobs is not None:
-                values = [float("nan") if t[0] is None else float(t[0]) for t in logprobs[i][:len(r)]]
-                sampled[i, :len(values)] = torch.tensor(values)
+                values = [float("nan") if t[0] is None else float(t[0]) for t in logprobs[i][: len(r)]]
+                sampled[i, : len(values)] = torch.tensor(values)
         mask, truncated = completion_mask(completion_ids, self.stop_ids)
         for i, r in enumerate(rows):  # vLLM stops at the stop token; padding beyond must stay masked
-            mask[i, len(r):] = 0
-        return Rollouts(prompt_ids.to(device), prompt_mask.to(device), completion_ids.to(device), mask.to(device),
-                        self.decode(completion_ids, mask), truncated, num_generations, self.pad_id,
-                        sampling_logps=sampled.to(device) if logprobs is not None else None)
+            mask[i, len(r) :] = 0
+        return Rollouts(
+            prompt_ids.to(device),
+            prompt_mask.to(device),
+            completion_ids.to(device),
+            mask.to(device),
+            self.decode(completion_ids, mask),
+            truncated,
+            num_generations,
+            self.pad_id,
+            sampling_logps=sampled.to(device) if logprobs is not None else None,
+        )

@@ -17,8 +17,15 @@ from typing import Any, Callable, Protocol
 
 import torch
 
-from leanloop.grpo.objective import (GRPOConfig, aggregate, clip_stats, completion_logps, group_advantages,
-                                     per_token_loss, sampling_correction)
+from leanloop.grpo.objective import (
+    GRPOConfig,
+    aggregate,
+    clip_stats,
+    completion_logps,
+    group_advantages,
+    per_token_loss,
+    sampling_correction,
+)
 from leanloop.grpo.rollout import RolloutGenerationConfig, Rollouts
 
 
@@ -38,8 +45,12 @@ class GRPOUpdate:
     """``step(module, policy, reference, rollouts, rewards)``: one GRPO update of a manual-optimization
     LightningModule's policy (see the module docstring)."""
 
-    def __init__(self, config: GRPOConfig, generation: RolloutGenerationConfig,
-                 reference_adapter: Callable[[], AbstractContextManager] | None = None) -> None:
+    def __init__(
+        self,
+        config: GRPOConfig,
+        generation: RolloutGenerationConfig,
+        reference_adapter: Callable[[], AbstractContextManager] | None = None,
+    ) -> None:
         """``reference_adapter``: with no reference model, the context in which the policy is its own KL
         reference; default: its adapters switched off (a policy that continues trained adapters passes
         one that switches to a frozen copy of them instead)."""
@@ -48,14 +59,21 @@ class GRPOUpdate:
         self.reference_adapter = reference_adapter
 
     def _completion_logps(self, model, input_ids, attention_mask, width, rows, *, entropy=False):
-        return completion_logps(model, input_ids[rows], attention_mask[rows], width, self.generation.temperature,
-                                compute_entropy=entropy)
+        return completion_logps(
+            model, input_ids[rows], attention_mask[rows], width, self.generation.temperature, compute_entropy=entropy
+        )
 
     def _policy_as_reference(self, policy) -> AbstractContextManager:
         return self.reference_adapter() if self.reference_adapter is not None else policy.disable_adapter()
 
-    def step(self, module, policy: torch.nn.Module, reference: torch.nn.Module | None, rollouts: Rollouts,
-             rewards: list[ScoredRollout]) -> dict[str, float]:
+    def step(
+        self,
+        module,
+        policy: torch.nn.Module,
+        reference: torch.nn.Module | None,
+        rollouts: Rollouts,
+        rewards: list[ScoredRollout],
+    ) -> dict[str, float]:
         """One GRPO update of ``policy`` on a step's scored rollouts (``rewards[i].reward``: None = no
         reward, the rollout leaves its group's statistics) with ``module``'s optimizer, scheduler and
         backward; ``reference``: the KL reference model, None for the policy under ``reference_adapter``.
@@ -113,10 +131,23 @@ class GRPOUpdate:
         for _ in range(g.num_iterations):
             for c in live:
                 logps, entropy = self._completion_logps(policy, input_ids, attention, width, c, entropy=True)
-                token = per_token_loss(logps, None if old is None else old[c], None if ref is None else ref[c],
-                                       advantages[c], mask[c], g, None if weights is None else weights[c])
-                loss = aggregate(token.per_token_loss, mask[c], g, micro_batches=len(chunks), batch_tokens=batch_tokens,
-                                 max_completion_length=self.generation.max_new_tokens)
+                token = per_token_loss(
+                    logps,
+                    None if old is None else old[c],
+                    None if ref is None else ref[c],
+                    advantages[c],
+                    mask[c],
+                    g,
+                    None if weights is None else weights[c],
+                )
+                loss = aggregate(
+                    token.per_token_loss,
+                    mask[c],
+                    g,
+                    micro_batches=len(chunks),
+                    batch_tokens=batch_tokens,
+                    max_completion_length=self.generation.max_new_tokens,
+                )
                 module.manual_backward(loss)
                 losses.append(float(loss.detach()))
                 m = mask[c].float()

@@ -12,8 +12,15 @@ from leanloop.lean.types import (
 )
 
 __all__ = [
-    "Category", "LeanBackend", "LeanMessage", "LeanResponse", "Outcome", "ResponseStatus",
-    "TacticRecord", "VerifyRequest", "Verifier",
+    "Category",
+    "LeanBackend",
+    "LeanMessage",
+    "LeanResponse",
+    "Outcome",
+    "ResponseStatus",
+    "TacticRecord",
+    "VerifyRequest",
+    "Verifier",
 ]
 
 

@@ -31,8 +31,10 @@ def backend_from_config(config: BackendOptions) -> LeanBackend:
         return KiminaBackend(config)
     if isinstance(config, ReplayBackendConfig):
         return ReplayBackend(config.sources, honor_timeout=config.honor_timeout)
-    raise TypeError(f"not a backend config: {type(config).__name__}; expected one of "
-                    + ", ".join(c.__name__ for c in BACKEND_CONFIGS.values()))
+    raise TypeError(
+        f"not a backend config: {type(config).__name__}; expected one of "
+        + ", ".join(c.__name__ for c in BACKEND_CONFIGS.values())
+    )
 
 
 @dataclass
@@ -80,10 +82,20 @@ def make_backend(config: BackendConfig | BackendOptions | str, **options: Any) -
     known = {f.name for f in fields(config_type)}
     unknown = sorted(set(options) - known)
     if unknown:
-        raise ValueError(f"unknown option(s) {unknown} for the {kind!r} backend; "
-                         f"{config_type.__name__} has: {', '.join(sorted(known))}")
+        raise ValueError(
+            f"unknown option(s) {unknown} for the {kind!r} backend; "
+            f"{config_type.__name__} has: {', '.join(sorted(known))}"
+        )
     return backend_from_config(config_type(**options))
 
 
-__all__ = ["BACKEND_CONFIGS", "BackendConfig", "BackendOptions", "backend_from_config", "make_backend",
-           "KiminaBackendConfig", "LocalBackendConfig", "ReplayBackendConfig"]
+__all__ = [
+    "BACKEND_CONFIGS",
+    "BackendConfig",
+    "BackendOptions",
+    "backend_from_config",
+    "make_backend",
+    "KiminaBackendConfig",
+    "LocalBackendConfig",
+    "ReplayBackendConfig",
+]

@@ -66,9 +66,12 @@ class LeanConfig:
         replace the block's own where a stage wraps or adjusts them."""
         from leanloop.lean.verifier import Verifier
 
-        return Verifier(backend if backend is not None else self.backend_instance(),
-                        policy if policy is not None else self.policy(), concurrency=self.concurrency,
-                        timeout=self.timeout if timeout is None else timeout)
+        return Verifier(
+            backend if backend is not None else self.backend_instance(),
+            policy if policy is not None else self.policy(),
+            concurrency=self.concurrency,
+            timeout=self.timeout if timeout is None else timeout,
+        )
 
 
 __all__ = ["LeanConfig"]

@@ -17,13 +17,15 @@ from leanloop.jsonl import read_jsonl, write_jsonl
 from leanloop.lean.acceptance import reasons as R
 from leanloop.lean.acceptance.submission import StatementError, parse_statement
 from leanloop.lean.replies import NO_RECORDED_ANSWER
+
 # Lean's module-name -> source-path rule lives in the stand-in (standard library only, it cannot
 # import this module); the judge writes the projects the stand-in (or the real tool) reads
 from leanloop.lean.standins.comparator import STANDIN_PREFIX, UNAVAILABLE_EXIT, module_file
 from leanloop.lean.types import Category, Outcome, VerifyRequest
 
-DEFAULT_LAKEFILE = ('name = "leanloopjudge"\nversion = "0.1.0"\n\n[[lean_lib]]\nname = "Solution"\n\n'
-                    '[[lean_lib]]\nname = "Challenge"\n')
+DEFAULT_LAKEFILE = (
+    'name = "leanloopjudge"\nversion = "0.1.0"\n\n[[lean_lib]]\nname = "Solution"\n\n[[lean_lib]]\nname = "Challenge"\n'
+)
 
 
 @dataclass
@@ -62,7 +64,7 @@ def challenge_text(request: VerifyRequest) -> str:
     statement = (request.statement or "").replace("\r\n", "\n")
     signature = parse_statement(statement, request.name)  # raises StatementError
     # the statement's own text up to its top-level `:=` (kept verbatim: binders, notation, layout)
-    head = statement[:signature.head_end].rstrip()
+    head = statement[: signature.head_end].rstrip()
     header = (request.header or "").replace("\r\n", "\n")
     if header and not header.endswith("\n"):
         header += "\n"
@@ -89,10 +91,13 @@ class ComparatorJudge:
         """The project for one request (raises StatementError for a statement that does not parse)."""
         if not request.name:
             raise StatementError("the judge needs the target theorem's name (VerifyRequest.name)")
-        config: dict[str, Any] = {"challenge_module": "Challenge", "solution_module": "Solution",
-                                  "theorem_names": [request.name],
-                                  "permitted_axioms": list(self.config.permitted_axioms),
-                                  "enable_nanoda": bool(self.config.nanoda)}
+        config: dict[str, Any] = {
+            "challenge_module": "Challenge",
+            "solution_module": "Solution",
+            "theorem_names": [request.name],
+            "permitted_axioms": list(self.config.permitted_axioms),
+            "enable_nanoda": bool(self.config.nanoda),
+        }
         solution = request.program.replace("\r\n", "\n")
         if not solution.endswith("\n"):  # a file ends with a newline; Lean reads the same program
             solution += "\n"
@@ -101,8 +106,10 @@ class ComparatorJudge:
     def _write(self, project: ComparatorProject, where: Path) -> Path:
         where.mkdir(parents=True, exist_ok=True)
         config = {**project.config, "json_output_path": "report.json"}
-        for module, text in ((config["challenge_module"], project.challenge),
-                             (config["solution_module"], project.solution)):
+        for module, text in (
+            (config["challenge_module"], project.challenge),
+            (config["solution_module"], project.solution),
+        ):
             path = where / module_file(module)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
@@ -111,8 +118,11 @@ class ComparatorJudge:
         lakefile = project.lakefile or DEFAULT_LAKEFILE
         if template is not None:
             if project.lakefile is None:  # the template's requirements (Mathlib) plus the two modules
-                lakefile = (template / "lakefile.toml").read_text(encoding="utf-8").rstrip() + "\n\n" + \
-                    DEFAULT_LAKEFILE.split("\n\n", 1)[1]
+                lakefile = (
+                    (template / "lakefile.toml").read_text(encoding="utf-8").rstrip()
+                    + "\n\n"
+                    + DEFAULT_LAKEFILE.split("\n\n", 1)[1]
+                )
             shutil.copy(template / "lean-toolchain", where / "lean-toolchain")
             if (template / "lake-manifest.json").exists():  # the dependency revisions the template built
                 shutil.copy(template / "lake-manifest.json", where / "lake-manifest.json")
@@ -125,9 +135,11 @@ class ComparatorJudge:
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
-        for var, value in (("COMPARATOR_LANDRUN", self.config.landrun),
-                           ("COMPARATOR_LEAN4EXPORT", self.config.lean4export),
-                           ("COMPARATOR_NANODA", self.config.nanoda_bin)):
+        for var, value in (
+            ("COMPARATOR_LANDRUN", self.config.landrun),
+            ("COMPARATOR_LEAN4EXPORT", self.config.lean4export),
+            ("COMPARATOR_NANODA", self.config.nanoda_bin),
+        ):
             if value:
                 env[var] = value
         return env
@@ -144,30 +156,56 @@ class ComparatorJudge:
             self._write(project, folder)
             try:
                 process = await asyncio.create_subprocess_exec(
-                    self.config.lake_path, "env", self.config.comparator, "config.json", cwd=folder, env=self._env(),
-                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+                    self.config.lake_path,
+                    "env",
+                    self.config.comparator,
+                    "config.json",
+                    cwd=folder,
+                    env=self._env(),
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.STDOUT,
+                    start_new_session=True,
+                )
             except FileNotFoundError as error:
-                return Outcome(Category.UNAVAILABLE, backend=self.name, reasons=[R.reason(
-                    R.NO_RECORDING, f"comparator cannot run here ({error}); see leanloop/lean/README.md 'The judge'")])
+                return Outcome(
+                    Category.UNAVAILABLE,
+                    backend=self.name,
+                    reasons=[
+                        R.reason(
+                            R.NO_RECORDING,
+                            f"comparator cannot run here ({error}); see leanloop/lean/README.md 'The judge'",
+                        )
+                    ],
+                )
             try:
                 output, _ = await asyncio.wait_for(process.communicate(), self.config.timeout)
             except asyncio.TimeoutError:
                 _kill_group(process)
                 await process.wait()
-                return Outcome(Category.TIMEOUT, backend=self.name, time_s=time.perf_counter() - started,
-                               reasons=[R.reason(R.LEAN_TIMEOUT, f"comparator ran past {self.config.timeout:g}s")])
+                return Outcome(
+                    Category.TIMEOUT,
+                    backend=self.name,
+                    time_s=time.perf_counter() - started,
+                    reasons=[R.reason(R.LEAN_TIMEOUT, f"comparator ran past {self.config.timeout:g}s")],
+                )
             except asyncio.CancelledError:
                 _kill_group(process)
                 raise
             text = output.decode("utf-8", errors="replace")
-            return self._outcome(process.returncode, text, folder / "report.json", time.perf_counter() - started,
-                                 project.config.get("solution_module", "Solution"))
+            return self._outcome(
+                process.returncode,
+                text,
+                folder / "report.json",
+                time.perf_counter() - started,
+                project.config.get("solution_module", "Solution"),
+            )
         finally:
             if not self.config.keep_projects:
                 shutil.rmtree(folder, ignore_errors=True)
 
-    def _outcome(self, code: int | None, output: str, report_path: Path, elapsed: float,
-                 solution_module: str = "Solution") -> Outcome:
+    def _outcome(
+        self, code: int | None, output: str, report_path: Path, elapsed: float, solution_module: str = "Solution"
+    ) -> Outcome:
         tail = output.strip()[-2000:]
         outcome = Outcome(Category.INFRA_ERROR, backend=self.name, time_s=elapsed)
         lines = output.splitlines()
@@ -188,9 +226,12 @@ class ComparatorJudge:
             # code; Main.lean builds and exports the Challenge first), or the stand-in's recorded
             # verdict. Anything else is the infrastructure's.
             reasons = report_reasons(report_path)
-            rejected = (bool(reasons) or any("Some targets failed:" in line for line in lines)
-                        or any(line.strip() == f"Building {solution_module}" for line in lines)
-                        or any(line.startswith(STANDIN_PREFIX + "recorded verdict") for line in standin))
+            rejected = (
+                bool(reasons)
+                or any("Some targets failed:" in line for line in lines)
+                or any(line.strip() == f"Building {solution_module}" for line in lines)
+                or any(line.startswith(STANDIN_PREFIX + "recorded verdict") for line in standin)
+            )
             if rejected:
                 outcome.category = Category.INVALID
                 outcome.reasons = reasons or [R.reason(R.JUDGE_REJECTED, tail[-500:])]
@@ -203,8 +244,9 @@ class ComparatorJudge:
         try:
             project = self.project(request)
         except StatementError as error:
-            return Outcome(Category.INPUT_ERROR, backend=self.name,
-                           reasons=[R.reason(R.TRUSTED_STATEMENT_ERROR, str(error))])
+            return Outcome(
+                Category.INPUT_ERROR, backend=self.name, reasons=[R.reason(R.TRUSTED_STATEMENT_ERROR, str(error))]
+            )
         return await self.run_project(project, request.id or request.name or "project")
 
     async def check(self, requests: Sequence[VerifyRequest]) -> list[Outcome]:
@@ -229,15 +271,24 @@ def report_reasons(path: Path) -> list[str]:
     reasons = []
     for entry in report.get("reports") or []:
         if entry.get("unpermittedAxioms"):
-            reasons += [R.reason(R.AXIOM_NOT_ALLOWED, f"{entry.get('target')}: {axiom}")
-                        for axiom in entry["unpermittedAxioms"]]
+            reasons += [
+                R.reason(R.AXIOM_NOT_ALLOWED, f"{entry.get('target')}: {axiom}") for axiom in entry["unpermittedAxioms"]
+            ]
         if entry.get("failureCategory") or entry.get("failureMessage"):
-            reasons.append(R.reason(R.JUDGE_REJECTED, f"{entry.get('target')}: {entry.get('failureCategory')}: "
-                                                      f"{str(entry.get('failureMessage'))[:300]}"))
+            reasons.append(
+                R.reason(
+                    R.JUDGE_REJECTED,
+                    f"{entry.get('target')}: {entry.get('failureCategory')}: {str(entry.get('failureMessage'))[:300]}",
+                )
+            )
     for kernel in ("kernel", "nanoda"):
         if report.get(f"{kernel}Accepted") is False:
-            reasons.append(R.reason(R.JUDGE_REJECTED, f"the {kernel} kernel rejects the solution: "
-                                                      f"{str(report.get(f'{kernel}FailureMessage'))[:300]}"))
+            reasons.append(
+                R.reason(
+                    R.JUDGE_REJECTED,
+                    f"the {kernel} kernel rejects the solution: {str(report.get(f'{kernel}FailureMessage'))[:300]}",
+                )
+            )
     return reasons
 
 
@@ -255,14 +306,21 @@ def judge_rows(rows: list[dict], judge: ComparatorJudge, only_valid: bool = True
     from tqdm import tqdm
 
     chosen = [i for i, r in enumerate(rows) if not only_valid or r.get("category") == Category.VALID.value]
-    requests = [VerifyRequest(program=rows[i]["program"], name=rows[i].get("theorem") or rows[i].get("name"),
-                              statement=rows[i].get("statement"), header=rows[i].get("header") or "",
-                              id=str(rows[i].get("id") or i)) for i in chosen]
+    requests = [
+        VerifyRequest(
+            program=rows[i]["program"],
+            name=rows[i].get("theorem") or rows[i].get("name"),
+            statement=rows[i].get("statement"),
+            header=rows[i].get("header") or "",
+            id=str(rows[i].get("id") or i),
+        )
+        for i in chosen
+    ]
     outcomes: list[Outcome] = []
     with tqdm(total=len(requests), desc="judge", unit="program") as bar:
         for start in range(0, len(requests), judge.config.concurrency):
-            outcomes += judge.check_sync(requests[start:start + judge.config.concurrency])
-            bar.update(len(requests[start:start + judge.config.concurrency]))
+            outcomes += judge.check_sync(requests[start : start + judge.config.concurrency])
+            bar.update(len(requests[start : start + judge.config.concurrency]))
     out = [dict(r) for r in rows]
     summary = {"judged": len(chosen), "agreed": 0, "disagreed": 0, "undecided": 0}
     for i, outcome in zip(chosen, outcomes):
@@ -295,9 +353,13 @@ def main(argv: list[str] | None = None) -> None:
 
     from leanloop.tool import parse_config
 
-    args, _ = parse_config(JudgeRowsConfig, argv, prog="python -m leanloop.lean.judge",
-                           description="Re-check proofs with Lean FRO's comparator (the judge).",
-                           positional=("rows", "out"))
+    args, _ = parse_config(
+        JudgeRowsConfig,
+        argv,
+        prog="python -m leanloop.lean.judge",
+        description="Re-check proofs with Lean FRO's comparator (the judge).",
+        positional=("rows", "out"),
+    )
     options = {f.name: getattr(args, f.name) for f in fields(JudgeConfig)}
     judge = ComparatorJudge(JudgeConfig(**options))
     if args.rows.endswith(".parquet"):  # a data corpus (artifacts/data/<run>/final/corpus.parquet)
@@ -311,8 +373,15 @@ def main(argv: list[str] | None = None) -> None:
     print(f"[judge] {json.dumps(summary)} -> {args.out}", file=sys.stderr)
 
 
-__all__ = ["ComparatorJudge", "ComparatorProject", "JudgeConfig", "challenge_text", "judge_rows", "module_file",
-           "report_reasons"]
+__all__ = [
+    "ComparatorJudge",
+    "ComparatorProject",
+    "JudgeConfig",
+    "challenge_text",
+    "judge_rows",
+    "module_file",
+    "report_reasons",
+]
 
 
 if __name__ == "__main__":

@@ -105,7 +105,7 @@ class KiminaBackend(LeanBackend):
             handle.cancel()
         queue = [item for item in self._pending.pop(timeout, []) if not item[2].done()]
         for start in range(0, len(queue), self.config.batch_size):
-            batch = queue[start:start + self.config.batch_size]
+            batch = queue[start : start + self.config.batch_size]
             task = asyncio.get_running_loop().create_task(self._send_batch(batch, timeout))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -131,15 +131,31 @@ class KiminaBackend(LeanBackend):
                 return
             for item in batch:
                 result = results.get(item[0])
-                self._resolve(item, LeanResponse(ResponseStatus.INFRA_ERROR, lean_version=self.config.lean_version,
-                                                 detail="the server's reply had no result for this program")
-                              if result is None else response_from_kimina_result(
-                                  result, item[1], lean_version=self.config.lean_version,
-                                  relative_to_body=self.config.reply_lines_relative_to_body))
+                self._resolve(
+                    item,
+                    LeanResponse(
+                        ResponseStatus.INFRA_ERROR,
+                        lean_version=self.config.lean_version,
+                        detail="the server's reply had no result for this program",
+                    )
+                    if result is None
+                    else response_from_kimina_result(
+                        result,
+                        item[1],
+                        lean_version=self.config.lean_version,
+                        relative_to_body=self.config.reply_lines_relative_to_body,
+                    ),
+                )
         finally:  # nothing is lost: whatever happened, every caller gets an answer
             for item in batch:
-                self._resolve(item, LeanResponse(ResponseStatus.INFRA_ERROR, lean_version=self.config.lean_version,
-                                                 detail="the batch request was abandoned"))
+                self._resolve(
+                    item,
+                    LeanResponse(
+                        ResponseStatus.INFRA_ERROR,
+                        lean_version=self.config.lean_version,
+                        detail="the batch request was abandoned",
+                    ),
+                )
 
     @staticmethod
     def _resolve(item: tuple[str, str, asyncio.Future], response: LeanResponse) -> None:
@@ -148,17 +164,24 @@ class KiminaBackend(LeanBackend):
 
     def _failure_response(self, failure: _Failed, timeout: float) -> LeanResponse:
         status = ResponseStatus.TIMEOUT if failure.timed_out else ResponseStatus.INFRA_ERROR
-        return LeanResponse(status, detail=failure.detail, lean_version=self.config.lean_version,
-                            time_s=self._deadline(1, timeout) if failure.timed_out else 0.0)
+        return LeanResponse(
+            status,
+            detail=failure.detail,
+            lean_version=self.config.lean_version,
+            time_s=self._deadline(1, timeout) if failure.timed_out else 0.0,
+        )
 
     # -- HTTP -------------------------------------------------------------------------------------
     def _deadline(self, programs: int, timeout: float) -> float:
         return timeout * programs + self.config.http_slack_s
 
     async def _post_with_retries(self, batch: list[tuple[str, str, asyncio.Future]], timeout: float) -> dict[str, dict]:
-        payload = {"codes": [{"custom_id": cid, "proof": program} for cid, program, _ in batch],
-                   "timeout": max(1, math.ceil(timeout)), "infotree_type": self.config.infotree_type,
-                   "disable_cache": self.config.disable_cache}
+        payload = {
+            "codes": [{"custom_id": cid, "proof": program} for cid, program, _ in batch],
+            "timeout": max(1, math.ceil(timeout)),
+            "infotree_type": self.config.infotree_type,
+            "disable_cache": self.config.disable_cache,
+        }
         attempt = 0
         while True:
             try:
@@ -178,15 +201,19 @@ class KiminaBackend(LeanBackend):
         url = self.config.url.rstrip("/") + "/" + self.config.endpoint.lstrip("/")
         self.requests_sent += 1
         try:
-            async with self._session.post(url, json=payload, headers=self._headers(),
-                                          timeout=aiohttp.ClientTimeout(total=deadline)) as reply:
+            async with self._session.post(
+                url, json=payload, headers=self._headers(), timeout=aiohttp.ClientTimeout(total=deadline)
+            ) as reply:
                 text = await reply.text()
                 if reply.status in (401, 403):
-                    raise _Failed(f"HTTP {reply.status} from {url}: {text[:200]} (check api_key / "
-                                  "LEAN_SERVER_API_KEY)", retryable=False)
+                    raise _Failed(
+                        f"HTTP {reply.status} from {url}: {text[:200]} (check api_key / LEAN_SERVER_API_KEY)",
+                        retryable=False,
+                    )
                 if reply.status >= 400:
-                    raise _Failed(f"HTTP {reply.status} from {url}: {text[:200]}",
-                                  retryable=reply.status in RETRYABLE_STATUS)
+                    raise _Failed(
+                        f"HTTP {reply.status} from {url}: {text[:200]}", retryable=reply.status in RETRYABLE_STATUS
+                    )
         except asyncio.TimeoutError as error:
             raise _Failed(f"no reply from {url} within {deadline:g}s", retryable=False, timed_out=True) from error
         except aiohttp.ClientError as error:
@@ -196,8 +223,9 @@ class KiminaBackend(LeanBackend):
             results = data["results"]
             return {str(result["custom_id"]): result for result in results}
         except (ValueError, KeyError, TypeError) as error:
-            raise _Failed(f"malformed reply from {url} ({type(error).__name__}): {text[:200]}",
-                          retryable=True) from error
+            raise _Failed(
+                f"malformed reply from {url} ({type(error).__name__}): {text[:200]}", retryable=True
+            ) from error
 
     async def aclose(self) -> None:
         for task in list(self._tasks):

@@ -39,6 +39,7 @@ def _named_token(data: str) -> str | None:
 
 def _inside_word(line: str, column: int) -> bool:
     """Whether ``column`` splits an identifier or number (Lean spans start and end between tokens)."""
+
     def word(ch: str) -> bool:
         return ch.isalnum() or ch in "_'"
 
@@ -48,7 +49,7 @@ def _inside_word(line: str, column: int) -> bool:
 def _starts_code(line: str, column: int) -> bool:
     """A span may start here: on a non-blank character, at a token boundary, not in (or at) a ``--``
     comment."""
-    return bool(line[column:column + 1].strip()) and not _inside_word(line, column) and "--" not in line[:column + 2]
+    return bool(line[column : column + 1].strip()) and not _inside_word(line, column) and "--" not in line[: column + 2]
 
 
 def _span_fits(lines: list[str], start: Position, end: Position | None, shift: int) -> bool:
@@ -62,12 +63,12 @@ def _span_fits(lines: list[str], start: Position, end: Position | None, shift: i
     end_row = end.line - 1 + shift
     if not row <= end_row < len(lines) or end.column > len(lines[end_row]):
         return False
-    return not (lines[end_row][end.column - 1:end.column].isspace() or _inside_word(lines[end_row], end.column))
+    return not (lines[end_row][end.column - 1 : end.column].isspace() or _inside_word(lines[end_row], end.column))
 
 
 def _text_at(lines: list[str], start: Position, shift: int) -> str:
     row = start.line - 1 + shift
-    return lines[row][start.column:] if 0 <= row < len(lines) else ""
+    return lines[row][start.column :] if 0 <= row < len(lines) else ""
 
 
 def _names_span(data: str, text: str) -> bool:
@@ -95,8 +96,9 @@ def _tactic_score(lines: list[str], tactic: TacticRecord, shift: int) -> int:
     return 2 if first and _text_at(lines, tactic.pos, shift).startswith(first) else 0
 
 
-def detect_line_offset(program: str, messages: Iterable[LeanMessage], tactics: Iterable[TacticRecord],
-                       preferred: str = HEADER) -> int:
+def detect_line_offset(
+    program: str, messages: Iterable[LeanMessage], tactics: Iterable[TacticRecord], preferred: str = HEADER
+) -> int:
     """Lines to add to a body-relative position to land in ``program``: among 0, the import lines
     and the import-plus-blank lines, the one under which the spans fit best (message spans on code,
     at what the message names; tactic texts at their positions); ties go to ``preferred``
@@ -110,8 +112,9 @@ def detect_line_offset(program: str, messages: Iterable[LeanMessage], tactics: I
     messages, tactics = list(messages), list(tactics)
 
     def score(shift: int) -> int:
-        return (sum(_message_score(lines, m, shift) for m in messages)
-                + sum(_tactic_score(lines, t, shift) for t in tactics if t.pos is not None))
+        return sum(_message_score(lines, m, shift) for m in messages) + sum(
+            _tactic_score(lines, t, shift) for t in tactics if t.pos is not None
+        )
 
     scores = [score(shift) for shift in candidates]
     return candidates[scores.index(max(scores))]
@@ -126,23 +129,28 @@ def shift_messages(messages: Iterable[LeanMessage], lines: int) -> list[LeanMess
 
 
 def shift_tactics(tactics: Iterable[TacticRecord], lines: int) -> list[TacticRecord]:
-    return [TacticRecord(t.tactic, t.goals, _moved(t.pos, lines), _moved(t.end_pos, lines))  # type: ignore[arg-type]
-            for t in tactics]
+    return [
+        TacticRecord(t.tactic, t.goals, _moved(t.pos, lines), _moved(t.end_pos, lines))  # type: ignore[arg-type]
+        for t in tactics
+    ]
 
 
 def shift_response(response: LeanResponse, lines: int) -> LeanResponse:
     """``response`` with every position moved down ``lines`` lines."""
     if not lines:
         return response
-    return replace(response, messages=shift_messages(response.messages, lines),
-                   tactics=shift_tactics(response.tactics, lines))
+    return replace(
+        response, messages=shift_messages(response.messages, lines), tactics=shift_tactics(response.tactics, lines)
+    )
 
 
-def with_detected_offset(response: LeanResponse, program: str | None, preferred: str,
-                         line_offset: int | None = None) -> LeanResponse:
+def with_detected_offset(
+    response: LeanResponse, program: str | None, preferred: str, line_offset: int | None = None
+) -> LeanResponse:
     """A body-relative ``response`` moved into ``program`` coordinates: by ``line_offset`` when
     given, else by the detected shift. Without the program nothing can be detected: unchanged."""
     if line_offset is None:
-        line_offset = 0 if program is None else detect_line_offset(program, response.messages, response.tactics,
-                                                                   preferred)
+        line_offset = (
+            0 if program is None else detect_line_offset(program, response.messages, response.tactics, preferred)
+        )
     return shift_response(response, line_offset)

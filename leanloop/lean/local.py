@@ -20,8 +20,16 @@ from leanloop.lean.replies import NO_RECORDED_ANSWER, response_from_repl_reply
 from leanloop.lean.reply_rows import messages_from_json
 from leanloop.lean.sandbox import SandboxConfig, budget_error, checked_pickle, choose_sandbox
 from leanloop.lean.session import (
-    LeanSession, Reply, ReplSetup, SessionConfig, kill_process_tree, launch_repl, load_header_pickle, refusal_status,
-    split_header, standin_session_config,
+    LeanSession,
+    Reply,
+    ReplSetup,
+    SessionConfig,
+    kill_process_tree,
+    launch_repl,
+    load_header_pickle,
+    refusal_status,
+    split_header,
+    standin_session_config,
 )
 from leanloop.lean.types import LeanBackend, LeanResponse, ResponseStatus
 
@@ -33,8 +41,9 @@ PROBE_PREFIX = "leanloop-channel-probe-"
 STANDIN_REFUSAL = "stand-in REPL: "  # how the stand-in REPL's own refusals start (standins/repl.py)
 # prints the header environment's token table (Lean.Parser.getTokenTable) as one JSON array; run
 # by the harness in a trusted REPL before any candidate code (acceptance.tokens)
-TOKEN_TABLE_COMMAND = ("run_cmd do\n  let env ← Lean.getEnv\n"
-                       "  Lean.logInfo (Lean.toJson (Lean.Parser.getTokenTable env).values).compress")
+TOKEN_TABLE_COMMAND = (
+    "run_cmd do\n  let env ← Lean.getEnv\n  Lean.logInfo (Lean.toJson (Lean.Parser.getTokenTable env).values).compress"
+)
 
 
 @dataclass
@@ -65,8 +74,9 @@ def split_pickled_header(program: str) -> tuple[str, str, int]:
     count = 0
     for number, line in enumerate(lines):
         stripped = line.strip()
-        if stripped.startswith("import ") or (stripped.startswith("open ") and not stripped.endswith(" in")
-                                             and " in " not in stripped):
+        if stripped.startswith("import ") or (
+            stripped.startswith("open ") and not stripped.endswith(" in") and " in " not in stripped
+        ):
             count = number + 1
         elif stripped:
             break
@@ -110,8 +120,9 @@ class _Worker:
     """One pool slot, used by one thread at a time: a :class:`LeanSession` (one long-lived REPL), or
     with ``fresh_process`` a new REPL per program."""
 
-    def __init__(self, repl_config: Callable[[], Any], config: LocalBackendConfig,
-                 pickles: HeaderPickles | None = None):
+    def __init__(
+        self, repl_config: Callable[[], Any], config: LocalBackendConfig, pickles: HeaderPickles | None = None
+    ):
         self._repl_config = repl_config
         self.config = config
         self.pickles = pickles
@@ -171,25 +182,41 @@ class _Worker:
                 if ran and response.status is ResponseStatus.INFRA_ERROR:
                     # the retry failed before its program ran, after the program had killed an
                     # earlier try: charged to the program, never to the infrastructure
-                    response = dataclasses.replace(response, status=ResponseStatus.CANDIDATE_FAILURE,
-                                                   detail=f"{response.detail} (after the program had killed an "
-                                                          "earlier try)")
+                    response = dataclasses.replace(
+                        response,
+                        status=ResponseStatus.CANDIDATE_FAILURE,
+                        detail=f"{response.detail} (after the program had killed an earlier try)",
+                    )
                 return response
             except TimeoutError as error:
                 # before the program was sent (unpickling the header) the program never ran: the
                 # infrastructure's, retryable, unless an earlier try ran it (its doing, charged to it)
-                status = (ResponseStatus.TIMEOUT if self.sent_program else
-                          ResponseStatus.CANDIDATE_FAILURE if ran else ResponseStatus.INFRA_ERROR)
-                return LeanResponse(status, time_s=time.perf_counter() - started,
-                                    detail=f"no reply within {timeout:g}s; the REPL was killed ({error})"
-                                    + ("" if self.sent_program else " (before the program was sent)")
-                                    + (" after the program had killed an earlier try" if ran else ""),
-                                    lean_version=version)
+                status = (
+                    ResponseStatus.TIMEOUT
+                    if self.sent_program
+                    else ResponseStatus.CANDIDATE_FAILURE
+                    if ran
+                    else ResponseStatus.INFRA_ERROR
+                )
+                return LeanResponse(
+                    status,
+                    time_s=time.perf_counter() - started,
+                    detail=f"no reply within {timeout:g}s; the REPL was killed ({error})"
+                    + ("" if self.sent_program else " (before the program was sent)")
+                    + (" after the program had killed an earlier try" if ran else ""),
+                    lean_version=version,
+                )
             except _HeaderFailure as error:
-                status = ResponseStatus.CANDIDATE_FAILURE if ran and error.status is ResponseStatus.INFRA_ERROR \
+                status = (
+                    ResponseStatus.CANDIDATE_FAILURE
+                    if ran and error.status is ResponseStatus.INFRA_ERROR
                     else error.status
-                return LeanResponse(status, detail=str(error) + (" (after the program had killed an earlier try)"
-                                                                 if ran else ""), lean_version=version)
+                )
+                return LeanResponse(
+                    status,
+                    detail=str(error) + (" (after the program had killed an earlier try)" if ran else ""),
+                    lean_version=version,
+                )
             except Exception as error:  # crash, broken pipe, unparsable reply: a new process and retry
                 failures.append(f"{type(error).__name__}: {str(error)[:300]}")
                 ran = ran or self.sent_program
@@ -200,8 +227,11 @@ class _Worker:
                     # elaboration time can do that, so it is the program's failure; before it was sent
                     # (start-up, header) it is the infrastructure's and stays retryable.
                     status = ResponseStatus.CANDIDATE_FAILURE if ran else ResponseStatus.INFRA_ERROR
-                    return LeanResponse(status, lean_version=version,
-                                        detail=f"Lean REPL failed {len(failures)} times: " + " | ".join(failures))
+                    return LeanResponse(
+                        status,
+                        lean_version=version,
+                        detail=f"Lean REPL failed {len(failures)} times: " + " | ".join(failures),
+                    )
                 log.warning("Lean REPL failed (%s); restarting and retrying", failures[-1])
             finally:  # nothing the program did survives it
                 self.kill()
@@ -226,13 +256,15 @@ class _Worker:
                 raise _HeaderFailure(f"the header does not elaborate: {errors[0].data[:300]}")
             saved = builder.run(PickleEnvironment(env=reply.env, pickle_to=path), timeout=self.config.header_timeout)
             if isinstance(saved, LeanError):
-                raise _HeaderFailure(f"pickling the header environment failed: {saved.message}",
-                                     refusal_status(saved.message))
+                raise _HeaderFailure(
+                    f"pickling the header environment failed: {saved.message}", refusal_status(saved.message)
+                )
         except _HeaderFailure:
             raise
         except Exception as error:
-            raise _HeaderFailure(f"building the header pickle failed: {type(error).__name__}: {str(error)[:300]}") \
-                from error
+            raise _HeaderFailure(
+                f"building the header pickle failed: {type(error).__name__}: {str(error)[:300]}"
+            ) from error
         finally:
             builder.kill()
 
@@ -276,8 +308,7 @@ class _Worker:
             return None
         return f"the REPL's channel held more than one reply: the probe got {str(answer)[:300]!r}"
 
-    def _compile_fresh(self, header: str, body: str, offset: int, timeout: float,
-                       version: str | None) -> LeanResponse:
+    def _compile_fresh(self, header: str, body: str, offset: int, timeout: float, version: str | None) -> LeanResponse:
         """One try in a new REPL process (``check`` kills it afterwards, whatever happened)."""
         from lean_interact.interface import Command, LeanError
 
@@ -291,29 +322,43 @@ class _Worker:
         if path is not None:
             restored = load_header_pickle(self.server, path, self.config.header_timeout)
             if isinstance(restored, LeanError):  # before the program: never the candidate's
-                return LeanResponse(refusal_status(restored.message), lean_version=version,
-                                    detail=f"unpickling the header environment failed: {restored.message}")
+                return LeanResponse(
+                    refusal_status(restored.message),
+                    lean_version=version,
+                    detail=f"unpickling the header environment failed: {restored.message}",
+                )
             env = restored.env
         self.sent_program = True
         started = time.perf_counter()
-        reply = self.server.run(Command(cmd=body, env=env, all_tactics=self.config.all_tactics or None), timeout=timeout)
+        reply = self.server.run(
+            Command(cmd=body, env=env, all_tactics=self.config.all_tactics or None), timeout=timeout
+        )
         elapsed = time.perf_counter() - started
         forged = self._probe_channel(env)
         if forged is not None:
             return LeanResponse(ResponseStatus.CANDIDATE_FAILURE, time_s=elapsed, lean_version=version, detail=forged)
         leftover = self._rest_of_channel()
         if leftover is not None:
-            return LeanResponse(ResponseStatus.CANDIDATE_FAILURE, time_s=elapsed, lean_version=version,
-                                detail=f"the REPL's channel held more than one reply: {leftover}")
+            return LeanResponse(
+                ResponseStatus.CANDIDATE_FAILURE,
+                time_s=elapsed,
+                lean_version=version,
+                detail=f"the REPL's channel held more than one reply: {leftover}",
+            )
         if isinstance(reply, LeanError):
             if reply.message.startswith(STANDIN_REFUSAL) and NO_RECORDED_ANSWER in reply.message:
                 return response_from_repl_reply({"message": reply.message}, lean_version=version, time_s=elapsed)
             # a refusal after the program was sent (an exception its code threw out of the REPL's
             # command loop) is the program's doing: scored 0, never retried or judged verbatim
-            return LeanResponse(ResponseStatus.CANDIDATE_FAILURE, time_s=elapsed, lean_version=version,
-                                detail=f"the REPL refused the program: {reply.message[:300]}")
-        return response_from_repl_reply(reply.model_dump(by_alias=True, exclude_none=True), line_offset=offset,
-                                        lean_version=version, time_s=elapsed)
+            return LeanResponse(
+                ResponseStatus.CANDIDATE_FAILURE,
+                time_s=elapsed,
+                lean_version=version,
+                detail=f"the REPL refused the program: {reply.message[:300]}",
+            )
+        return response_from_repl_reply(
+            reply.model_dump(by_alias=True, exclude_none=True), line_offset=offset, lean_version=version, time_s=elapsed
+        )
 
 
 def program_response(reply: Reply, offset: int, version: str | None) -> LeanResponse:
@@ -324,13 +369,24 @@ def program_response(reply: Reply, offset: int, version: str | None) -> LeanResp
     if not reply.ok:
         return LeanResponse(reply.status, detail=reply.detail, time_s=reply.time_s, lean_version=version)
     if reply.lean_error is not None:
-        return LeanResponse(ResponseStatus.CANDIDATE_FAILURE, time_s=reply.time_s, lean_version=version,
-                            detail=f"the REPL refused the program: {reply.lean_error[:300]}")
+        return LeanResponse(
+            ResponseStatus.CANDIDATE_FAILURE,
+            time_s=reply.time_s,
+            lean_version=version,
+            detail=f"the REPL refused the program: {reply.lean_error[:300]}",
+        )
     if reply.header_failed:  # the header's own messages, at the header's own lines
-        return LeanResponse(ResponseStatus.OK, lean_version=version,
-                            messages=messages_from_json([m.model_dump(by_alias=True) for m in reply.answer.messages]))
-    return response_from_repl_reply(reply.answer.model_dump(by_alias=True, exclude_none=True), line_offset=offset,
-                                    lean_version=version, time_s=reply.time_s)
+        return LeanResponse(
+            ResponseStatus.OK,
+            lean_version=version,
+            messages=messages_from_json([m.model_dump(by_alias=True) for m in reply.answer.messages]),
+        )
+    return response_from_repl_reply(
+        reply.answer.model_dump(by_alias=True, exclude_none=True),
+        line_offset=offset,
+        lean_version=version,
+        time_s=reply.time_s,
+    )
 
 
 class _HeaderFailure(Exception):
@@ -354,7 +410,9 @@ class LocalBackend(LeanBackend):
         if self.config.workers < 1:
             raise ValueError(f"workers must be >= 1, got {self.config.workers}")
         self._setup = ReplSetup(self.config)
-        pickles = HeaderPickles(self.config.pickle_dir, self.config.header_pickles) if self.config.fresh_process else None
+        pickles = (
+            HeaderPickles(self.config.pickle_dir, self.config.header_pickles) if self.config.fresh_process else None
+        )
         self._workers = [_Worker(self.repl_config, self.config, pickles) for _ in range(self.config.workers)]
         self._sandbox: Any = None
         self._sandbox_lock = threading.Lock()
@@ -381,10 +439,21 @@ class LocalBackend(LeanBackend):
                 if why is not None:  # the rl stage refuses to start on it (GRPOModule._check_sandbox)
                     log.warning("backend.local: %s", why)
                 repl_config = repl_config if repl_config is not None else self.repl_config()
-                read_only = [p for p in (getattr(repl_config, "working_dir", None), self.config.project_dir,
-                                         self.config.repl_path, self.config.pickle_dir, self.config.cache_dir,
-                                         getattr(repl_config, "_cache_repl_dir", None),
-                                         os.path.expanduser("~/.elan"), sys.prefix, sys.base_prefix) if p]
+                read_only = [
+                    p
+                    for p in (
+                        getattr(repl_config, "working_dir", None),
+                        self.config.project_dir,
+                        self.config.repl_path,
+                        self.config.pickle_dir,
+                        self.config.cache_dir,
+                        getattr(repl_config, "_cache_repl_dir", None),
+                        os.path.expanduser("~/.elan"),
+                        sys.prefix,
+                        sys.base_prefix,
+                    )
+                    if p
+                ]
                 # CPU over all of a candidate's threads: its own proof's timeout on its own cores
                 cpu = int(self.config.timeout * self.config.sandbox.cores) + 1
                 self._sandbox = choose_sandbox(self.config.sandbox, read_only, cpu)
@@ -413,8 +482,9 @@ class LocalBackend(LeanBackend):
             log.warning("token table: the Lean REPL did not start (%s)", error)
             return None
         try:
-            reply = reader.run(Command(cmd=header.rstrip() + "\n\n" + TOKEN_TABLE_COMMAND),
-                               timeout=self.config.header_timeout)
+            reply = reader.run(
+                Command(cmd=header.rstrip() + "\n\n" + TOKEN_TABLE_COMMAND), timeout=self.config.header_timeout
+            )
         except Exception as error:
             log.warning("token table: no answer (%s: %s)", type(error).__name__, str(error)[:200])
             return None
@@ -487,8 +557,11 @@ class LocalBackend(LeanBackend):
             return await asyncio.wait_for(asyncio.shield(future), self._watchdog(timeout))
         except TimeoutError:
             worker.abort()
-            return LeanResponse(ResponseStatus.TIMEOUT, time_s=self._watchdog(timeout),
-                                detail="the REPL gave no reply and ignored its own timeout; killed by the watchdog")
+            return LeanResponse(
+                ResponseStatus.TIMEOUT,
+                time_s=self._watchdog(timeout),
+                detail="the REPL gave no reply and ignored its own timeout; killed by the watchdog",
+            )
         except asyncio.CancelledError:
             worker.abort()  # unblocks the worker thread (its read hits end of file); it then frees the worker
             raise
@@ -509,5 +582,13 @@ def standin_config(directory: str | Path, **options: Any) -> LocalBackendConfig:
     return standin_session_config(directory, LocalBackendConfig, **options)
 
 
-__all__ = ["HeaderPickles", "LocalBackend", "LocalBackendConfig", "SessionConfig", "program_response", "split_header",
-           "split_pickled_header", "standin_config"]
+__all__ = [
+    "HeaderPickles",
+    "LocalBackend",
+    "LocalBackendConfig",
+    "SessionConfig",
+    "program_response",
+    "split_header",
+    "split_pickled_header",
+    "standin_config",
+]

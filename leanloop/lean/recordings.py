@@ -60,8 +60,10 @@ def resolve_source(source: str) -> Path:
     path = resolve_shared(SOURCE_ALIASES.get(source, source))
     if not path.is_file():
         known = ", ".join(SOURCE_ALIASES)
-        raise FileNotFoundError(f"recording source {source!r} not found at {path}; give one of {known} "
-                                "or a path (shared://... allowed) to a JSONL / JSONL.gz recording file")
+        raise FileNotFoundError(
+            f"recording source {source!r} not found at {path}; give one of {known} "
+            "or a path (shared://... allowed) to a JSONL / JSONL.gz recording file"
+        )
     return path
 
 
@@ -72,8 +74,11 @@ def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 def _rl_lean(rows: Iterable[tuple[int, dict]], source: str) -> Iterator[Recording]:
     for number, row in rows:
         # custom_id repeats across the nine rounds; the line number makes the id unique
-        response = response_from_rl_lean(row.get("compilation_result"), row["code"],
-                                         lean_version=lean_version_from_toolchain(row.get("lean_version")))
+        response = response_from_rl_lean(
+            row.get("compilation_result"),
+            row["code"],
+            lean_version=lean_version_from_toolchain(row.get("lean_version")),
+        )
         yield Recording(row["code"], response, source, f"{row.get('custom_id')} (line {number})")
 
 
@@ -81,15 +86,36 @@ def _kimina_pairs(rows: Iterable[tuple[int, dict]], source: str) -> Iterator[Rec
     for number, row in rows:
         version = row.get("lean_version") or KIMINA_MATCH_LEAN_VERSION
         for result in row["server_response"].get("results") or []:
-            yield Recording(row["code"], response_from_kimina_result(result, row["code"], lean_version=version),
-                            source, f"{row.get('id')} (line {number})")
+            yield Recording(
+                row["code"],
+                response_from_kimina_result(result, row["code"], lean_version=version),
+                source,
+                f"{row.get('id')} (line {number})",
+            )
 
 
 # Request fields that only add detail to a reply. Anything else (env, incr, replace, setOptions,
 # pickles) ties the reply to earlier REPL state or changes how Lean elaborates: not a program.
-_OUTPUT_ONLY_FIELDS = {"cmd", "path", "allTactics", "infotree", "rootGoals", "incrementality", "declarations",
-                       "sorries", "conclusions", "namespaces", "declTypes", "record", "discard", "gc", "timeout",
-                       "tactics", "premises", "ast"}
+_OUTPUT_ONLY_FIELDS = {
+    "cmd",
+    "path",
+    "allTactics",
+    "infotree",
+    "rootGoals",
+    "incrementality",
+    "declarations",
+    "sorries",
+    "conclusions",
+    "namespaces",
+    "declTypes",
+    "record",
+    "discard",
+    "gc",
+    "timeout",
+    "tactics",
+    "premises",
+    "ast",
+}
 
 
 def _standalone_program(request: Any, files: dict[str, str]) -> str | None:
@@ -108,8 +134,12 @@ def _repl_sessions(rows: Iterable[tuple[int, dict]], source: str) -> Iterator[Re
         for index, (request, reply) in enumerate(zip(row.get("inputs") or [], row.get("outputs") or [])):
             program = _standalone_program(request, row.get("referenced_files") or {})
             if program is not None and isinstance(reply, dict):
-                yield Recording(program, response_from_repl_reply(reply, lean_version=version), source,
-                                f"{row.get('repl_tag')}:{row.get('test')}#{index}")
+                yield Recording(
+                    program,
+                    response_from_repl_reply(reply, lean_version=version),
+                    source,
+                    f"{row.get('repl_tag')}:{row.get('test')}#{index}",
+                )
 
 
 def _repl_pairs(rows: Iterable[tuple[int, dict]], source: str) -> Iterator[Recording]:
@@ -120,8 +150,12 @@ def _repl_pairs(rows: Iterable[tuple[int, dict]], source: str) -> Iterator[Recor
         if program is None or not row.get("aligned", True) or not isinstance(row.get("response"), dict):
             continue
         version = lean_version_from_toolchain(row.get("lean_toolchain"))
-        yield Recording(program, response_from_repl_reply(row["response"], lean_version=version), source,
-                        f"{row.get('commit', '')[:12]}:{row.get('test')}#{row.get('index')}")
+        yield Recording(
+            program,
+            response_from_repl_reply(row["response"], lean_version=version),
+            source,
+            f"{row.get('commit', '')[:12]}:{row.get('test')}#{row.get('index')}",
+        )
 
 
 def _format_of(row: dict[str, Any]) -> Any:
@@ -145,9 +179,11 @@ def load_recordings(source: str) -> list[Recording]:
         return []
     parse = _format_of(rows[0][1])
     if parse is None:
-        raise ValueError(f"{path}: unknown recording format (keys {sorted(rows[0][1])[:8]}); expected RL-Lean "
-                         "rows (code, compilation_result), Kimina pairs (code, server_response), REPL sessions "
-                         "(inputs, outputs) or REPL pairs (request, response)")
+        raise ValueError(
+            f"{path}: unknown recording format (keys {sorted(rows[0][1])[:8]}); expected RL-Lean "
+            "rows (code, compilation_result), Kimina pairs (code, server_response), REPL sessions "
+            "(inputs, outputs) or REPL pairs (request, response)"
+        )
     return list(parse(rows, source))
 
 
@@ -175,12 +211,19 @@ class RecordingIndex:
 
     def conflicting(self) -> int:
         """Programs whose recordings disagree (status, or the messages Lean gave)."""
+
         def signature(r: Recording) -> tuple:
             return (r.response.status, tuple(r.response.messages))
+
         return sum(1 for recs in self._by_program.values() if len({signature(r) for r in recs}) > 1)
 
 
 __all__ = [
-    "DEFAULT_SOURCES", "Recording", "RecordingIndex", "SOURCE_ALIASES", "load_recordings", "normalize_program",
+    "DEFAULT_SOURCES",
+    "Recording",
+    "RecordingIndex",
+    "SOURCE_ALIASES",
+    "load_recordings",
+    "normalize_program",
     "resolve_source",
 ]

@@ -71,10 +71,18 @@ class ReplayBackend(LeanBackend):
         if not recordings:
             return LeanResponse(ResponseStatus.UNAVAILABLE, detail=NO_RECORDED_ANSWER)
         response = recordings[0].fresh_response()
-        if (self.honor_timeout and timeout is not None and response.status is ResponseStatus.OK
-                and response.time_s > timeout):
-            return LeanResponse(ResponseStatus.TIMEOUT, time_s=float(timeout), lean_version=response.lean_version,
-                                detail=f"recorded Lean time {response.time_s:.1f}s exceeds the {timeout:g}s timeout")
+        if (
+            self.honor_timeout
+            and timeout is not None
+            and response.status is ResponseStatus.OK
+            and response.time_s > timeout
+        ):
+            return LeanResponse(
+                ResponseStatus.TIMEOUT,
+                time_s=float(timeout),
+                lean_version=response.lean_version,
+                detail=f"recorded Lean time {response.time_s:.1f}s exceeds the {timeout:g}s timeout",
+            )
         return response
 
     async def run(self, program: str, timeout: float | None = None) -> LeanResponse:

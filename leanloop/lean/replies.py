@@ -78,13 +78,18 @@ def _repl_parts(reply: Mapping[str, Any]) -> tuple[list[LeanMessage], list[Tacti
     return messages, tactics
 
 
-def response_from_repl_reply(reply: Any, *, line_offset: int = 0, lean_version: str | None = None,
-                             time_s: float = 0.0) -> LeanResponse:
+def response_from_repl_reply(
+    reply: Any, *, line_offset: int = 0, lean_version: str | None = None, time_s: float = 0.0
+) -> LeanResponse:
     """A REPL ``cmd`` reply; ``line_offset``: lines before the text the command compiled (the local
     backend's own header split, so known exactly)."""
     if not isinstance(reply, Mapping):
-        return LeanResponse(ResponseStatus.INFRA_ERROR, detail=f"malformed REPL reply: {reply!r:.200}",
-                            lean_version=lean_version, time_s=time_s)
+        return LeanResponse(
+            ResponseStatus.INFRA_ERROR,
+            detail=f"malformed REPL reply: {reply!r:.200}",
+            lean_version=lean_version,
+            time_s=time_s,
+        )
     if "message" in reply and not _ANSWER_KEYS & reply.keys():
         text = str(reply["message"])
         return LeanResponse(no_answer_status(text), detail=text, lean_version=lean_version, time_s=time_s)
@@ -93,13 +98,20 @@ def response_from_repl_reply(reply: Any, *, line_offset: int = 0, lean_version: 
         if isinstance(result, Mapping):
             more_messages, more_tactics = _repl_parts(result)
             messages, tactics = messages + more_messages, tactics + more_tactics
-    response = LeanResponse(ResponseStatus.OK, messages=messages, tactics=tactics, time_s=float(time_s or 0.0),
-                            lean_version=lean_version)
+    response = LeanResponse(
+        ResponseStatus.OK, messages=messages, tactics=tactics, time_s=float(time_s or 0.0), lean_version=lean_version
+    )
     return shift_response(response, line_offset)
 
 
-def response_from_kimina_result(result: Mapping[str, Any], code: str | None, *, lean_version: str | None = None,
-                                relative_to_body: bool = True, line_offset: int | None = None) -> LeanResponse:
+def response_from_kimina_result(
+    result: Mapping[str, Any],
+    code: str | None,
+    *,
+    lean_version: str | None = None,
+    relative_to_body: bool = True,
+    line_offset: int | None = None,
+) -> LeanResponse:
     """One entry of a Kimina ``/verify`` reply (``{"custom_id", "error", "response"}``; a bare
     ``response`` body is accepted too) for the program ``code``. Positions are body-relative when
     ``relative_to_body``: shifted by ``line_offset`` when given, else by the detected shift, ties
@@ -113,35 +125,50 @@ def response_from_kimina_result(result: Mapping[str, Any], code: str | None, *, 
         text = str(result["error"])
         return LeanResponse(no_answer_status(text), detail=text, lean_version=lean_version, time_s=time_s)
     if not isinstance(body, Mapping):
-        return LeanResponse(ResponseStatus.INFRA_ERROR, detail="Kimina result has neither error nor response",
-                            lean_version=lean_version)
+        return LeanResponse(
+            ResponseStatus.INFRA_ERROR, detail="Kimina result has neither error nor response", lean_version=lean_version
+        )
     response = response_from_repl_reply(body, lean_version=lean_version, time_s=time_s)
     if not relative_to_body:
         return shift_response(response, line_offset or 0)
     return with_detected_offset(response, code, HEADER, line_offset)
 
 
-def response_from_rl_lean(result: Any, code: str | None, *, lean_version: str | None = None,
-                          line_offset: int | None = None) -> LeanResponse:
+def response_from_rl_lean(
+    result: Any, code: str | None, *, lean_version: str | None = None, line_offset: int | None = None
+) -> LeanResponse:
     """An RL-Lean ``compilation_result`` for the program ``code``. Messages are stored split by
     severity, each list in Lean's order; they are joined errors first, so the first error stays
     Lean's first error (the interleaving across severities is not recoverable). Positions are
     body-relative: shifted as for Kimina, ties going to that server's split (imports only)."""
     if not isinstance(result, Mapping):
-        return LeanResponse(ResponseStatus.INFRA_ERROR, lean_version=lean_version,
-                            detail=f"RL-Lean row has no compilation_result: {result!r:.200}")
+        return LeanResponse(
+            ResponseStatus.INFRA_ERROR,
+            lean_version=lean_version,
+            detail=f"RL-Lean row has no compilation_result: {result!r:.200}",
+        )
     failure = result.get("system_messages") or result.get("system_errors")
     if failure:
         return LeanResponse(no_answer_status(str(failure)), detail=str(failure), lean_version=lean_version)
     rows = [*(result.get("errors") or []), *(result.get("warnings") or []), *(result.get("infos") or [])]
-    response = LeanResponse(ResponseStatus.OK, messages=messages_from_json(rows),
-                            tactics=tactics_from_json(result.get("tactics")),
-                            time_s=float(result.get("verify_time") or 0.0), lean_version=lean_version)
+    response = LeanResponse(
+        ResponseStatus.OK,
+        messages=messages_from_json(rows),
+        tactics=tactics_from_json(result.get("tactics")),
+        time_s=float(result.get("verify_time") or 0.0),
+        lean_version=lean_version,
+    )
     return with_detected_offset(response, code, IMPORTS, line_offset)
 
 
-def parse_response(reply: Mapping[str, Any], program: str | None = None, *, result_index: int = 0,
-                   line_offset: int | None = None, lean_version: str | None = None) -> LeanResponse:
+def parse_response(
+    reply: Mapping[str, Any],
+    program: str | None = None,
+    *,
+    result_index: int = 0,
+    line_offset: int | None = None,
+    lean_version: str | None = None,
+) -> LeanResponse:
     """Any raw reply (format recognised by :func:`reply_format`) as a response whose positions
     refer to ``program``.
 
@@ -163,15 +190,26 @@ def parse_response(reply: Mapping[str, Any], program: str | None = None, *, resu
             if not results:
                 raise ValueError("Kimina reply has an empty 'results' list: nothing to read")
             if not 0 <= result_index < len(results):
-                raise ValueError(f"Kimina reply has {len(results)} results; "
-                                 f"result_index={result_index} is out of range")
+                raise ValueError(
+                    f"Kimina reply has {len(results)} results; result_index={result_index} is out of range"
+                )
             reply = results[result_index]
         return response_from_kimina_result(reply, program, lean_version=lean_version, line_offset=line_offset)
     return response_from_repl_reply(reply, line_offset=line_offset or 0, lean_version=lean_version)
 
 
 __all__ = [
-    "KIMINA", "NO_RECORDED_ANSWER", "REPL", "RL_LEAN", "is_timeout_text", "lean_version_from_toolchain",
-    "no_answer_status", "parse_response", "reply_format", "response_from_kimina_result", "response_from_repl_reply",
-    "response_from_rl_lean", "results_program",
+    "KIMINA",
+    "NO_RECORDED_ANSWER",
+    "REPL",
+    "RL_LEAN",
+    "is_timeout_text",
+    "lean_version_from_toolchain",
+    "no_answer_status",
+    "parse_response",
+    "reply_format",
+    "response_from_kimina_result",
+    "response_from_repl_reply",
+    "response_from_rl_lean",
+    "results_program",
 ]

@@ -9,9 +9,15 @@ from leanloop.lean.types import LeanMessage, Position, TacticRecord
 # Syntax that wraps tactics rather than being one (the REPL's own ``tactics`` list leaves them out
 # too): keeping ``by`` would put the declaration's first state before the declaration line.
 STRUCTURAL_TACTIC_KINDS = {
-    "null", "by", "Lean.Parser.Term.byTactic", "Lean.Parser.Tactic.tacticSeq",
-    "Lean.Parser.Tactic.tacticSeq1Indented", "Lean.Parser.Tactic.tacticSeqBracketed",
-    "Lean.cdot", "Lean.cdotTk", "Lean.Parser.Tactic.paren",
+    "null",
+    "by",
+    "Lean.Parser.Term.byTactic",
+    "Lean.Parser.Tactic.tacticSeq",
+    "Lean.Parser.Tactic.tacticSeq1Indented",
+    "Lean.Parser.Tactic.tacticSeqBracketed",
+    "Lean.cdot",
+    "Lean.cdotTk",
+    "Lean.Parser.Tactic.paren",
 }
 
 
@@ -50,9 +56,14 @@ def tactics_from_json(rows: Iterable[Mapping[str, Any]] | None) -> list[TacticRe
     for row in rows or []:
         pos = json_position(row.get("pos", row.get("start_pos")))
         if pos is not None:
-            out.append(TacticRecord(tactic=str(row.get("tactic", "")),
-                                    goals=goals_text(row.get("goals", row.get("goalsBefore"))), pos=pos,
-                                    end_pos=json_position(row.get("endPos", row.get("end_pos")))))
+            out.append(
+                TacticRecord(
+                    tactic=str(row.get("tactic", "")),
+                    goals=goals_text(row.get("goals", row.get("goalsBefore"))),
+                    pos=pos,
+                    end_pos=json_position(row.get("endPos", row.get("end_pos"))),
+                )
+            )
     return out
 
 
@@ -69,10 +80,20 @@ def infotree_tactics(nodes: Iterable[Any] | None) -> list[TacticRecord]:
         span = stx.get("range") or {}
         kind = str(stx.get("kind") or node.get("name") or "")
         start = json_position(span.get("start"))
-        if (item.get("kind") == "TacticInfo" and not span.get("synthetic") and start is not None
-                and kind not in STRUCTURAL_TACTIC_KINDS):
+        if (
+            item.get("kind") == "TacticInfo"
+            and not span.get("synthetic")
+            and start is not None
+            and kind not in STRUCTURAL_TACTIC_KINDS
+        ):
             goals = node.get("goalsBefore", node.get("goals_before"))
-            out.append(TacticRecord(tactic=str(stx.get("pp", "")), goals=goals_text(goals), pos=start,
-                                    end_pos=json_position(span.get("finish"))))
+            out.append(
+                TacticRecord(
+                    tactic=str(stx.get("pp", "")),
+                    goals=goals_text(goals),
+                    pos=start,
+                    end_pos=json_position(span.get("finish")),
+                )
+            )
         stack.extend(reversed(list(item.get("children") or [])))
     return out

@@ -26,8 +26,18 @@ SANDBOX_KINDS = ("bwrap", "landrun", "unshare")
 
 # what a candidate's REPL sees of the trainer's environment (everything else is dropped: tokens,
 # credentials and paths in the trainer's environment are no business of a candidate)
-ENV_ALLOW = ("PATH", "HOME", "LANG", "LC_ALL", "LEAN_PATH", "LEAN_SYSROOT", "LEAN_SRC_PATH", "ELAN_HOME",
-             "ELAN_TOOLCHAIN", "LAKE_HOME")
+ENV_ALLOW = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "LEAN_PATH",
+    "LEAN_SYSROOT",
+    "LEAN_SRC_PATH",
+    "ELAN_HOME",
+    "ELAN_TOOLCHAIN",
+    "LAKE_HOME",
+)
 # private writable directories per candidate, each a size-limited tmpfs; the first holds the
 # candidate's TMPDIR and gets ``tmp_limit_mb``, the others a small fixed size
 PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
@@ -62,11 +72,14 @@ class SandboxConfig:
             if value is not None and value <= 0:
                 raise ValueError(f"sandbox.{name} must be positive or null, got {value}")
         if self.tmp_limit_mb <= 0 or self.cores < 1:
-            raise ValueError(f"sandbox.tmp_limit_mb and sandbox.cores must be positive, got {self.tmp_limit_mb}, "
-                             f"{self.cores}")
+            raise ValueError(
+                f"sandbox.tmp_limit_mb and sandbox.cores must be positive, got {self.tmp_limit_mb}, {self.cores}"
+            )
         if self.memory_limit_mb is not None and self.address_space_mb() <= 0:
-            raise ValueError(f"sandbox.memory_limit_mb={self.memory_limit_mb} leaves no address space beside the "
-                             f"private directories ({self.private_mb()} MiB)")
+            raise ValueError(
+                f"sandbox.memory_limit_mb={self.memory_limit_mb} leaves no address space beside the "
+                f"private directories ({self.private_mb()} MiB)"
+            )
 
     def private_mb(self) -> int:
         """MiB of the candidate's memory budget taken by its private (tmpfs) directories."""
@@ -91,21 +104,26 @@ def node_memory_mb() -> int | None:
     return None
 
 
-def budget_error(config: SandboxConfig, workers: int, node_mb: int | None = None,
-                 node_cores: int | None = None) -> str | None:
+def budget_error(
+    config: SandboxConfig, workers: int, node_mb: int | None = None, node_cores: int | None = None
+) -> str | None:
     """Why ``workers`` candidate REPLs under ``config`` could exceed the machine (None: they fit):
     a candidate that takes its whole budget must never starve a neighbour."""
     node_mb = node_memory_mb() if node_mb is None else node_mb
     if config.memory_limit_mb is None:
         return "sandbox.memory_limit_mb is null: one candidate could take the whole machine's memory"
     if node_mb is not None and config.memory_limit_mb * workers > node_mb:
-        return (f"{workers} workers x sandbox.memory_limit_mb {config.memory_limit_mb:,} MiB = "
-                f"{config.memory_limit_mb * workers:,} MiB > this machine's {node_mb:,} MiB: lower workers or "
-                f"memory_limit_mb")
+        return (
+            f"{workers} workers x sandbox.memory_limit_mb {config.memory_limit_mb:,} MiB = "
+            f"{config.memory_limit_mb * workers:,} MiB > this machine's {node_mb:,} MiB: lower workers or "
+            f"memory_limit_mb"
+        )
     cores = node_cores or os.cpu_count() or 1
     if config.cores * workers > cores:
-        return (f"{workers} workers x sandbox.cores {config.cores} > this machine's {cores} cores: a candidate's "
-                f"threads would share its neighbours' cores")
+        return (
+            f"{workers} workers x sandbox.cores {config.cores} > this machine's {cores} cores: a candidate's "
+            f"threads would share its neighbours' cores"
+        )
     return None
 
 
@@ -135,8 +153,14 @@ def _under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def _command(kind: str, program: str, read_only: list[str], private: str = "", config: SandboxConfig | None = None,
-             cpus: str = "") -> str:
+def _command(
+    kind: str,
+    program: str,
+    read_only: list[str],
+    private: str = "",
+    config: SandboxConfig | None = None,
+    cpus: str = "",
+) -> str:
     """The shell text that runs ``program "$@"`` confined by ``kind`` (``private``: a scratch mount
     point of the sandbox's own; ``cpus``: the cores the REPL may run on)."""
     config = config or SandboxConfig()
@@ -149,18 +173,25 @@ def _command(kind: str, program: str, read_only: list[str], private: str = "", c
         # everything read-only; a private size-limited tmpfs over /tmp, /var/tmp, /dev/shm and HOME,
         # with the paths the REPL reads under them bound back read-only; no network, own PIDs
         mounts = "".join(f"--size {sizes[d] * 1024 * 1024} --tmpfs {shlex.quote(d)} " for d in dirs)
-        back = "".join(f"--ro-bind {shlex.quote(p)} {shlex.quote(p)} " for p in read_only
-                       if any(_under(p, d) for d in dirs))
-        return (f'exec bwrap --ro-bind / / --dev /dev --proc /proc {mounts}{back}--unshare-net --unshare-ipc '
-                f'--unshare-pid --die-with-parent --new-session -- {run}')
+        back = "".join(
+            f"--ro-bind {shlex.quote(p)} {shlex.quote(p)} " for p in read_only if any(_under(p, d) for d in dirs)
+        )
+        return (
+            f"exec bwrap --ro-bind / / --dev /dev --proc /proc {mounts}{back}--unshare-net --unshare-ipc "
+            f"--unshare-pid --die-with-parent --new-session -- {run}"
+        )
     if kind == "landrun":
-        return ('private=$(mktemp -d "${TMPDIR:-/tmp}/leanloop-candidate-XXXXXX") || exit 125\n'
-                'landrun --rox / --rw "$private" --rw /dev/null --env PATH --env HOME --env LEAN_PATH '
-                f'--env ELAN_HOME --env TMPDIR="$private" -- {pin}{shlex.quote(program)} "$@"\nstatus=$?\n'
-                'rm -rf "$private"\nexit $status')
+        return (
+            'private=$(mktemp -d "${TMPDIR:-/tmp}/leanloop-candidate-XXXXXX") || exit 125\n'
+            'landrun --rox / --rw "$private" --rw /dev/null --env PATH --env HOME --env LEAN_PATH '
+            f'--env ELAN_HOME --env TMPDIR="$private" -- {pin}{shlex.quote(program)} "$@"\nstatus=$?\n'
+            'rm -rf "$private"\nexit $status'
+        )
     if kind == "unshare":
-        binds = "".join(f"mount --bind {shlex.quote(p)} {shlex.quote(p)} && "
-                        f"mount -o remount,bind,ro {shlex.quote(p)} && " for p in read_only)
+        binds = "".join(
+            f"mount --bind {shlex.quote(p)} {shlex.quote(p)} && mount -o remount,bind,ro {shlex.quote(p)} && "
+            for p in read_only
+        )
         # each private dir: a size-limited tmpfs built at the scratch point, the paths the REPL
         # reads under it bound back read-only, then moved over the dir (so /tmp goes last)
         privates = ""
@@ -169,13 +200,17 @@ def _command(kind: str, program: str, read_only: list[str], private: str = "", c
             privates += f"mount -t tmpfs -o size={sizes[d]}m,mode=1777 tmpfs {scratch} && "
             for p in read_only:
                 if _under(p, d):
-                    inside = shlex.quote(private + p[len(d.rstrip("/")):])
-                    privates += (f"mkdir -p {inside} && mount --bind {shlex.quote(p)} {inside} && "
-                                 f"mount -o remount,bind,ro {inside} && ")
+                    inside = shlex.quote(private + p[len(d.rstrip("/")) :])
+                    privates += (
+                        f"mkdir -p {inside} && mount --bind {shlex.quote(p)} {inside} && "
+                        f"mount -o remount,bind,ro {inside} && "
+                    )
             privates += f"mount --move {scratch} {shlex.quote(d)} && "
         inner = binds + privates + f"exec {run}"
-        return ('exec unshare --user --map-root-user --mount --net --ipc --pid --fork --kill-child --mount-proc '
-                f'-- sh -c {shlex.quote(inner)} sh "$@"')
+        return (
+            "exec unshare --user --map-root-user --mount --net --ipc --pid --fork --kill-child --mount-proc "
+            f'-- sh -c {shlex.quote(inner)} sh "$@"'
+        )
     return f"exec {run}"
 
 
@@ -183,8 +218,9 @@ class Sandbox:
     """One chosen confinement: wraps a ``lake`` (lean-interact runs ``lake env <repl>``) in a
     launcher that sets the resource limits and starts it inside the sandbox."""
 
-    def __init__(self, kind: str, config: SandboxConfig, read_only: list[str] | None = None,
-                 cpu_limit_s: int | None = None):
+    def __init__(
+        self, kind: str, config: SandboxConfig, read_only: list[str] | None = None, cpu_limit_s: int | None = None
+    ):
         self.kind = kind  # bwrap / landrun / unshare / off
         self.config = config
         self.cpu_limit_s = config.cpu_limit_s or cpu_limit_s
@@ -199,13 +235,21 @@ class Sandbox:
         return self.kind in STRONG_KINDS
 
     def __repr__(self) -> str:
-        limits = (f"memory_limit_mb={self.config.memory_limit_mb}, tmp_limit_mb={self.config.tmp_limit_mb}, "
-                  f"cpu_limit_s={self.cpu_limit_s}, cores={self.config.cores}")
+        limits = (
+            f"memory_limit_mb={self.config.memory_limit_mb}, tmp_limit_mb={self.config.tmp_limit_mb}, "
+            f"cpu_limit_s={self.cpu_limit_s}, cores={self.config.cores}"
+        )
         return f"Sandbox({self.kind}, {limits})"
 
     def manifest(self) -> dict[str, Any]:
-        return {"kind": self.kind, "strong": self.strong, "memory_limit_mb": self.config.memory_limit_mb,
-                "tmp_limit_mb": self.config.tmp_limit_mb, "cpu_limit_s": self.cpu_limit_s, "cores": self.config.cores}
+        return {
+            "kind": self.kind,
+            "strong": self.strong,
+            "memory_limit_mb": self.config.memory_limit_mb,
+            "tmp_limit_mb": self.config.tmp_limit_mb,
+            "cpu_limit_s": self.cpu_limit_s,
+            "cores": self.config.cores,
+        }
 
     def _cpus(self, slot: int | None) -> str:
         if slot is None:
@@ -223,9 +267,15 @@ class Sandbox:
                 visible = [*self.read_only, str(Path(program).resolve().parent), os.getcwd()]
                 private = Path(self._dir.name) / "private"  # an empty mount point; each REPL's tmpfs is its own
                 private.mkdir(exist_ok=True)
-                path.write_text("#!/bin/sh\n" + _limits(self.config, self.cpu_limit_s) + "\n"
-                                + _command(self.kind, program, list(dict.fromkeys(visible)), str(private), self.config,
-                                           self._cpus(slot)) + "\n")
+                path.write_text(
+                    "#!/bin/sh\n"
+                    + _limits(self.config, self.cpu_limit_s)
+                    + "\n"
+                    + _command(
+                        self.kind, program, list(dict.fromkeys(visible)), str(private), self.config, self._cpus(slot)
+                    )
+                    + "\n"
+                )
                 path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
                 self._wrapped[(program, slot)] = str(path)
             return self._wrapped[(program, slot)]
@@ -240,8 +290,9 @@ class Sandbox:
         return clone
 
     def run(self, argv: list[str], timeout: float = 30.0, slot: int | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run([self.launcher(argv[0], slot), *argv[1:]], capture_output=True, text=True,
-                              timeout=timeout)
+        return subprocess.run(
+            [self.launcher(argv[0], slot), *argv[1:]], capture_output=True, text=True, timeout=timeout
+        )
 
 
 def _resolve(program: str) -> str:
@@ -249,19 +300,23 @@ def _resolve(program: str) -> str:
     return str(Path(found).resolve()) if found else program
 
 
-_PROBE = ('touch "$1/escaped" 2>/dev/null && echo WROTE_READ_ONLY; '
-          'echo ok > "${TMPDIR:-/tmp}/leanloop-probe" && echo PRIVATE_TMP_OK; '
-          'n=$(grep -c : /proc/net/dev); grep -q "^ *lo:" /proc/net/dev && n=$((n-1)); echo "NET_IFACES=$n"')
+_PROBE = (
+    'touch "$1/escaped" 2>/dev/null && echo WROTE_READ_ONLY; '
+    'echo ok > "${TMPDIR:-/tmp}/leanloop-probe" && echo PRIVATE_TMP_OK; '
+    'n=$(grep -c : /proc/net/dev); grep -q "^ *lo:" /proc/net/dev && n=$((n-1)); echo "NET_IFACES=$n"'
+)
 
 
 # what a strong sandbox must show a candidate: a channel file left by an earlier candidate in any
 # private dir is gone, the trainer's environment beyond the allow-list is not there, and few
 # processes are visible: its PID namespace is not the trainer's (the count of visible processes
 # depends on the mechanism: bwrap keeps an init of its own)
-_STRONG_PROBE = ('for d in /tmp /var/tmp /dev/shm "$HOME"; do [ -e "$d/leanloop-channel" ] && echo "CHANNEL=$d"; '
-                 'echo x > "$d/leanloop-channel" 2>/dev/null; done; '
-                 '[ -n "$LEANLOOP_PROBE_SECRET" ] && echo ENV_LEAKED; '
-                 'echo "PIDS=$(ls /proc | grep -c "^[0-9]") PIDNS=$(readlink /proc/self/ns/pid)"')
+_STRONG_PROBE = (
+    'for d in /tmp /var/tmp /dev/shm "$HOME"; do [ -e "$d/leanloop-channel" ] && echo "CHANNEL=$d"; '
+    'echo x > "$d/leanloop-channel" 2>/dev/null; done; '
+    '[ -n "$LEANLOOP_PROBE_SECRET" ] && echo ENV_LEAKED; '
+    'echo "PIDS=$(ls /proc | grep -c "^[0-9]") PIDNS=$(readlink /proc/self/ns/pid)"'
+)
 
 
 def strength(sandbox: "Sandbox") -> str | None:
@@ -270,8 +325,9 @@ def strength(sandbox: "Sandbox") -> str | None:
     env = {**os.environ, "LEANLOOP_PROBE_SECRET": "1"}
     outputs = []
     for _ in range(2):
-        done = subprocess.run([sandbox.launcher("sh"), "-c", _STRONG_PROBE], capture_output=True, text=True,
-                              timeout=30, env=env)
+        done = subprocess.run(
+            [sandbox.launcher("sh"), "-c", _STRONG_PROBE], capture_output=True, text=True, timeout=30, env=env
+        )
         outputs.append(done.stdout + done.stderr)
     text = outputs[1]
     if "CHANNEL=" in text:
@@ -311,13 +367,16 @@ def probe(kind: str, config: SandboxConfig) -> str | None:
     return None
 
 
-def choose_sandbox(config: SandboxConfig, read_only: list[str] | None = None,
-                   cpu_limit_s: int | None = None) -> Sandbox:
+def choose_sandbox(
+    config: SandboxConfig, read_only: list[str] | None = None, cpu_limit_s: int | None = None
+) -> Sandbox:
     """The sandbox ``config`` asks for, probed now; raises SandboxUnavailable with what was tried.
     ``auto`` takes the first strong one (bwrap, unshare), else landrun."""
     if config.kind == "off":
-        log.warning("sandbox.kind=off: candidate REPLs run unconfined (only resource limits apply); a candidate's "
-                    "elaboration-time code can write the project, the toolchain and the header pickle")
+        log.warning(
+            "sandbox.kind=off: candidate REPLs run unconfined (only resource limits apply); a candidate's "
+            "elaboration-time code can write the project, the toolchain and the header pickle"
+        )
         return Sandbox("off", config, read_only, cpu_limit_s)
     kinds = ("bwrap", "unshare", "landrun") if config.kind == "auto" else (config.kind,)
     failures = []
@@ -329,7 +388,8 @@ def choose_sandbox(config: SandboxConfig, read_only: list[str] | None = None,
     raise SandboxUnavailable(
         "no sandbox for the candidate REPLs works on this machine (" + "; ".join(failures) + "). Install "
         "bubblewrap (`apt-get install bubblewrap`) or landrun, or allow unprivileged user namespaces; or set "
-        "backend.local.sandbox.kind: off to run unconfined (not for RL rewards)")
+        "backend.local.sandbox.kind: off to run unconfined (not for RL rewards)"
+    )
 
 
 # -- the header pickle's hash ---------------------------------------------------------------------
@@ -369,5 +429,16 @@ def checked_pickle(pickles: Any, header: str, build: Callable[[str, str], None],
     return path
 
 
-__all__ = ["SANDBOX_KINDS", "STRONG_KINDS", "Sandbox", "SandboxConfig", "SandboxUnavailable", "budget_error",
-           "checked_pickle", "choose_sandbox", "file_hash", "probe", "strength"]
+__all__ = [
+    "SANDBOX_KINDS",
+    "STRONG_KINDS",
+    "Sandbox",
+    "SandboxConfig",
+    "SandboxUnavailable",
+    "budget_error",
+    "checked_pickle",
+    "choose_sandbox",
+    "file_hash",
+    "probe",
+    "strength",
+]

@@ -88,16 +88,25 @@ def build_repl_config(config: SessionConfig) -> Any:
     if cfg.project_dir:
         project = LocalProject(directory=cfg.project_dir, lake_path=cfg.lake_path, auto_build=cfg.build_repl)
     elif cfg.require_mathlib:
-        require: Any = "mathlib" if cfg.mathlib_rev is None else LeanRequire(
-            "mathlib", "https://github.com/leanprover-community/mathlib4.git", cfg.mathlib_rev)
+        require: Any = (
+            "mathlib"
+            if cfg.mathlib_rev is None
+            else LeanRequire("mathlib", "https://github.com/leanprover-community/mathlib4.git", cfg.mathlib_rev)
+        )
         project = TempRequireProject(lean_version=cfg.lean_version, require=require, lake_path=cfg.lake_path)
     version = cfg.lean_version if project is None else None
     parallel = cfg.parallel_elaboration
     if parallel is None:  # Elab.async only exists from Lean v4.19; older REPLs must not be sent the option
         parallel = _version_tuple(cfg.lean_version) >= (4, 19)
     options: dict[str, Any] = dict(
-        project=project, lean_version=version, lake_path=cfg.lake_path, build_repl=cfg.build_repl,
-        memory_hard_limit_mb=cfg.memory_limit_mb, verbose=cfg.verbose, enable_parallel_elaboration=parallel)
+        project=project,
+        lean_version=version,
+        lake_path=cfg.lake_path,
+        build_repl=cfg.build_repl,
+        memory_hard_limit_mb=cfg.memory_limit_mb,
+        verbose=cfg.verbose,
+        enable_parallel_elaboration=parallel,
+    )
     if cfg.repl_path:
         options["local_repl_path"] = cfg.repl_path
     if cfg.cache_dir:
@@ -108,7 +117,8 @@ def build_repl_config(config: SessionConfig) -> Any:
         raise RuntimeError(
             f"could not set up lean-interact for Lean {cfg.lean_version} ({type(error).__name__}: {error}). "
             "The local backend needs a Lean toolchain (elan + lake on PATH or lake_path) and, for Mathlib, "
-            "a project: see README 'Lean backends' (project_dir, repl_path, lean_version)") from error
+            "a project: see README 'Lean backends' (project_dir, repl_path, lean_version)"
+        ) from error
     if project is not None and cfg.lean_version and repl_config.lean_version != cfg.lean_version:
         log.warning("Lean project uses %s, not the configured %s", repl_config.lean_version, cfg.lean_version)
     return repl_config
@@ -136,8 +146,9 @@ def launch_repl(repl_config: Any, config: SessionConfig, *, restarts: bool = Tru
     if restarts:
         from lean_interact import AutoLeanServer
 
-        return AutoLeanServer(repl_config, max_total_memory=config.max_total_memory,
-                              max_process_memory=config.max_process_memory)
+        return AutoLeanServer(
+            repl_config, max_total_memory=config.max_total_memory, max_process_memory=config.max_process_memory
+        )
     from lean_interact import LeanServer
 
     return LeanServer(repl_config)
@@ -222,8 +233,12 @@ class LeanSession:
     shared by a pool's sessions; default: built from ``config``). ``launcher``: how the process is
     started (default :func:`launch_repl`)."""
 
-    def __init__(self, config: SessionConfig, repl_config: Callable[[], Any] | None = None,
-                 launcher: Callable[..., Any] = launch_repl):
+    def __init__(
+        self,
+        config: SessionConfig,
+        repl_config: Callable[[], Any] | None = None,
+        launcher: Callable[..., Any] = launch_repl,
+    ):
         self.config = config
         self.repl_config = repl_config or ReplSetup(config)
         self.launcher = launcher
@@ -251,8 +266,11 @@ class LeanSession:
         try:
             self.server = self.launcher(repl_config, self.config)
         except Exception as error:
-            return Reply(ResponseStatus.INFRA_ERROR, generation=self.generation,
-                         detail=f"the Lean REPL did not start: {type(error).__name__}: {str(error)[:500]}")
+            return Reply(
+                ResponseStatus.INFRA_ERROR,
+                generation=self.generation,
+                detail=f"the Lean REPL did not start: {type(error).__name__}: {str(error)[:500]}",
+            )
         self._process = getattr(self.server, "_proc", None)
         return None
 
@@ -305,8 +323,10 @@ class LeanSession:
         replaced = before is not None and after is not before
         if before is None or replaced:
             if replaced:
-                log.warning("the Lean REPL was restarted during a request (lean-interact's memory guard or a "
-                            "dead process); ids from before name nothing")
+                log.warning(
+                    "the Lean REPL was restarted during a request (lean-interact's memory guard or a "
+                    "dead process); ids from before name nothing"
+                )
                 self._new_generation()
             self._process = after
             if replaced and bound:
@@ -338,8 +358,9 @@ class LeanSession:
         try:
             raw = self._call(Command(cmd=header), self.config.header_timeout, cache=True)
         except TimeoutError as error:
-            raise _HeaderTimeout(f"import header did not load within header_timeout="
-                                 f"{self.config.header_timeout:g}s: {error}") from error
+            raise _HeaderTimeout(
+                f"import header did not load within header_timeout={self.config.header_timeout:g}s: {error}"
+            ) from error
         reply = self.classify(raw)
         if reply.lean_error is not None:  # not the candidate's text: the header is the trusted part
             return None, Reply(refusal_status(reply.lean_error), detail=reply.lean_error, generation=self.generation)
@@ -352,8 +373,9 @@ class LeanSession:
         self.headers[header] = raw.env
         return raw.env, None
 
-    def command(self, body: str, *, header: str = "", timeout: float | None = None,
-                all_tactics: bool | None = None) -> Reply:
+    def command(
+        self, body: str, *, header: str = "", timeout: float | None = None, all_tactics: bool | None = None
+    ) -> Reply:
         """Elaborate ``body`` in ``header``'s environment (a new one when no header). A crash,
         broken pipe or unparsable reply restarts the REPL and runs the command again, up to
         ``crash_retries`` times; after that it is ``CANDIDATE_FAILURE`` when the body itself was
@@ -385,13 +407,17 @@ class LeanSession:
                 except _HeaderTimeout as error:
                     return Reply(ResponseStatus.INFRA_ERROR, detail=str(error), generation=self.generation)
                 except TimeoutError as error:
-                    return Reply(ResponseStatus.TIMEOUT, time_s=time.perf_counter() - started,
-                                 generation=self.generation,
-                                 detail=f"no reply within {timeout:g}s; the REPL was killed ({error})")
+                    return Reply(
+                        ResponseStatus.TIMEOUT,
+                        time_s=time.perf_counter() - started,
+                        generation=self.generation,
+                        detail=f"no reply within {timeout:g}s; the REPL was killed ({error})",
+                    )
                 except MemoryError as error:  # AutoLeanServer gave up restarting under memory pressure
                     self.kill()
-                    return Reply(ResponseStatus.INFRA_ERROR, detail=f"out of memory: {error}",
-                                 generation=self.generation)
+                    return Reply(
+                        ResponseStatus.INFRA_ERROR, detail=f"out of memory: {error}", generation=self.generation
+                    )
                 except Exception as error:  # crash, broken pipe, unparsable reply: restart and retry
                     failures.append(f"{type(error).__name__}: {str(error)[:300]}")
                     self.kill()  # a desynchronised REPL must not answer the next request
@@ -399,8 +425,11 @@ class LeanSession:
                         return Reply(ResponseStatus.INFRA_ERROR, detail="cancelled", generation=self.generation)
                     if len(failures) > self.config.crash_retries:
                         status = ResponseStatus.CANDIDATE_FAILURE if self.sent_program else ResponseStatus.INFRA_ERROR
-                        return Reply(status, generation=self.generation,
-                                     detail=f"Lean REPL failed {len(failures)} times: " + " | ".join(failures))
+                        return Reply(
+                            status,
+                            generation=self.generation,
+                            detail=f"Lean REPL failed {len(failures)} times: " + " | ".join(failures),
+                        )
                     log.warning("Lean REPL failed (%s); restarting and retrying", failures[-1])
 
     def step(self, proof_state: int, generation: int, tactic: str, timeout: float | None = None) -> Reply:
@@ -413,21 +442,31 @@ class LeanSession:
         timeout = self.config.timeout if timeout is None else float(timeout)
         with self.lock:
             if generation != self.generation or self.server is None:
-                return Reply(ResponseStatus.INFRA_ERROR, generation=self.generation,
-                             detail=f"the REPL restarted since this proof state was made (generation "
-                                    f"{generation}, now {self.generation}): its proof state is gone")
+                return Reply(
+                    ResponseStatus.INFRA_ERROR,
+                    generation=self.generation,
+                    detail=f"the REPL restarted since this proof state was made (generation "
+                    f"{generation}, now {self.generation}): its proof state is gone",
+                )
             started = time.perf_counter()
             try:
                 raw = self._call(ProofStep(proof_state=proof_state, tactic=tactic), timeout, bound=True)
             except _Restarted as error:
                 return Reply(ResponseStatus.INFRA_ERROR, detail=str(error), generation=self.generation)
             except TimeoutError as error:
-                return Reply(ResponseStatus.TIMEOUT, detail=str(error), generation=self.generation,
-                             time_s=time.perf_counter() - started)
+                return Reply(
+                    ResponseStatus.TIMEOUT,
+                    detail=str(error),
+                    generation=self.generation,
+                    time_s=time.perf_counter() - started,
+                )
             except Exception as error:  # crash, broken pipe, out of memory: the next call restarts it
                 self.kill()
-                return Reply(ResponseStatus.INFRA_ERROR, detail=f"{type(error).__name__}: {str(error)[:300]}",
-                             generation=self.generation)
+                return Reply(
+                    ResponseStatus.INFRA_ERROR,
+                    detail=f"{type(error).__name__}: {str(error)[:300]}",
+                    generation=self.generation,
+                )
             return self.classify(raw, time.perf_counter() - started)
 
 
@@ -437,11 +476,23 @@ def standin_session_config(directory: Any, config_class: type = SessionConfig, *
     from pathlib import Path
 
     root = Path(directory)
-    return config_class(repl_path=str(root), lake_path=str(root / "lake"), build_repl=False,
-                        require_mathlib=False, **options)
+    return config_class(
+        repl_path=str(root), lake_path=str(root / "lake"), build_repl=False, require_mathlib=False, **options
+    )
 
 
 __all__ = [
-    "LEAN_ERROR_PREFIX", "LeanSession", "Reply", "ReplSetup", "SessionConfig", "build_repl_config", "by_sorry",
-    "kill_process_tree", "launch_repl", "load_header_pickle", "refusal_status", "split_header", "standin_session_config",
+    "LEAN_ERROR_PREFIX",
+    "LeanSession",
+    "Reply",
+    "ReplSetup",
+    "SessionConfig",
+    "build_repl_config",
+    "by_sorry",
+    "kill_process_tree",
+    "launch_repl",
+    "load_header_pickle",
+    "refusal_status",
+    "split_header",
+    "standin_session_config",
 ]

@@ -69,6 +69,7 @@ class LeanMessage:
     @classmethod
     def from_dict(cls, row: dict[str, Any]) -> "LeanMessage":
         """Accept both this type's dict and Lean REPL / Kimina JSON (``endPos``, ``pos: {line,column}``)."""
+
         def position(value: Any) -> Position | None:
             if not value:
                 return None
@@ -97,8 +98,7 @@ class TacticRecord:
     @classmethod
     def from_dict(cls, row: dict[str, Any]) -> "TacticRecord":
         message = LeanMessage.from_dict({"pos": row["pos"], "endPos": row.get("end_pos", row.get("endPos"))})
-        return cls(tactic=str(row["tactic"]), goals=str(row.get("goals", "")),
-                   pos=message.pos, end_pos=message.end_pos)  # type: ignore[arg-type]
+        return cls(tactic=str(row["tactic"]), goals=str(row.get("goals", "")), pos=message.pos, end_pos=message.end_pos)  # type: ignore[arg-type]
 
 
 @dataclass
@@ -155,10 +155,14 @@ class Outcome:
             "reasons": list(self.reasons),
             # by hand, not dataclasses.asdict (~10x slower on message lists; a corpus build
             # serializes every outcome twice); the same keys and shapes as the types' own to_dict
-            "messages": [{"severity": m.severity, "data": m.data, "pos": _position(m.pos),
-                          "end_pos": _position(m.end_pos)} for m in self.messages],
-            "tactics": [{"tactic": t.tactic, "goals": t.goals, "pos": _position(t.pos),
-                         "end_pos": _position(t.end_pos)} for t in self.tactics],
+            "messages": [
+                {"severity": m.severity, "data": m.data, "pos": _position(m.pos), "end_pos": _position(m.end_pos)}
+                for m in self.messages
+            ],
+            "tactics": [
+                {"tactic": t.tactic, "goals": t.goals, "pos": _position(t.pos), "end_pos": _position(t.end_pos)}
+                for t in self.tactics
+            ],
             "time_s": self.time_s,
             "backend": self.backend,
         }
@@ -175,8 +179,9 @@ class LeanBackend(abc.ABC):
         """Compile one full program (header included). Never raises for Lean-side failures:
         they come back as a status."""
 
-    async def run_many(self, programs: Sequence[str], timeout: float | None = None,
-                       concurrency: int = 8) -> list[LeanResponse]:
+    async def run_many(
+        self, programs: Sequence[str], timeout: float | None = None, concurrency: int = 8
+    ) -> list[LeanResponse]:
         """Batch in, one response per program out, at most ``concurrency`` in flight."""
         gate = asyncio.Semaphore(concurrency)
 

@@ -23,8 +23,13 @@ TIMEOUT_GRACE_S = 30.0
 
 
 class Verifier:
-    def __init__(self, backend: LeanBackend, policy: AcceptancePolicy | str = "collection",
-                 concurrency: int = 8, timeout: float | None = 60.0):
+    def __init__(
+        self,
+        backend: LeanBackend,
+        policy: AcceptancePolicy | str = "collection",
+        concurrency: int = 8,
+        timeout: float | None = 60.0,
+    ):
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         self.backend = backend
@@ -34,8 +39,10 @@ class Verifier:
         self._gates: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
 
     def __repr__(self) -> str:
-        return (f"Verifier(backend={self.backend.name!r}, policy={self.policy.name!r}, "
-                f"concurrency={self.concurrency}, timeout={self.timeout})")
+        return (
+            f"Verifier(backend={self.backend.name!r}, policy={self.policy.name!r}, "
+            f"concurrency={self.concurrency}, timeout={self.timeout})"
+        )
 
     def _gate(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
@@ -55,14 +62,19 @@ class Verifier:
                 return await call
             return await asyncio.wait_for(call, self.timeout + TIMEOUT_GRACE_S)
         except asyncio.TimeoutError:
-            return LeanResponse(ResponseStatus.TIMEOUT, time_s=time.perf_counter() - started,
-                                detail=f"backend {self.backend.name} gave no answer within "
-                                       f"{self.timeout}s + {TIMEOUT_GRACE_S}s grace")
+            return LeanResponse(
+                ResponseStatus.TIMEOUT,
+                time_s=time.perf_counter() - started,
+                detail=f"backend {self.backend.name} gave no answer within {self.timeout}s + {TIMEOUT_GRACE_S}s grace",
+            )
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a backend bug must not lose the item: it becomes infra_error
-            return LeanResponse(ResponseStatus.INFRA_ERROR, time_s=time.perf_counter() - started,
-                                detail=f"backend {self.backend.name} raised {type(exc).__name__}: {exc}")
+            return LeanResponse(
+                ResponseStatus.INFRA_ERROR,
+                time_s=time.perf_counter() - started,
+                detail=f"backend {self.backend.name} raised {type(exc).__name__}: {exc}",
+            )
 
     async def check_one(self, request: VerifyRequest) -> Outcome:
         """Check one program. Cancel the awaiting task to abandon it (the RL hybrid cut-off)."""
@@ -87,8 +99,9 @@ class Verifier:
                 outcome = self.policy.judge_probe(outcome, probe, await self._ask(probe.program))
         return outcome
 
-    async def check(self, requests: Sequence[VerifyRequest],
-                    on_result: Callable[[int, Outcome], None] | None = None) -> list[Outcome]:
+    async def check(
+        self, requests: Sequence[VerifyRequest], on_result: Callable[[int, Outcome], None] | None = None
+    ) -> list[Outcome]:
         """One outcome per request, in order. ``on_result(index, outcome)`` is called as each one
         finishes (the corpus build journals it there)."""
 

@@ -12,10 +12,33 @@
 from leanloop.metrics.bootstrap import Interval, grouped_bootstrap, paired_bootstrap
 from leanloop.metrics.budget import Pool, budget_curve, build_pools, coverage_at_budget
 from leanloop.metrics.feedback import FeedbackScores, feedback_metrics, feedback_scores, multiset_f1
-from leanloop.metrics.verdicts import (ThresholdChoice, auroc, classification_metrics, ppv_at_prior,
-                                       select_threshold, threshold_grid, verdict_metrics)
+from leanloop.metrics.verdicts import (
+    ThresholdChoice,
+    auroc,
+    classification_metrics,
+    ppv_at_prior,
+    select_threshold,
+    threshold_grid,
+    verdict_metrics,
+)
 
-__all__ = ["Interval", "grouped_bootstrap", "paired_bootstrap", "Pool", "budget_curve", "build_pools",
-           "coverage_at_budget", "FeedbackScores", "feedback_metrics", "feedback_scores", "multiset_f1",
-           "ThresholdChoice", "auroc", "classification_metrics", "ppv_at_prior", "select_threshold",
-           "threshold_grid", "verdict_metrics"]
+__all__ = [
+    "Interval",
+    "grouped_bootstrap",
+    "paired_bootstrap",
+    "Pool",
+    "budget_curve",
+    "build_pools",
+    "coverage_at_budget",
+    "FeedbackScores",
+    "feedback_metrics",
+    "feedback_scores",
+    "multiset_f1",
+    "ThresholdChoice",
+    "auroc",
+    "classification_metrics",
+    "ppv_at_prior",
+    "select_threshold",
+    "threshold_grid",
+    "verdict_metrics",
+]

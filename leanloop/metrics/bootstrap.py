@@ -44,8 +44,9 @@ def group_index(groups: Sequence[Hashable]) -> tuple[np.ndarray, int]:
     return inverse.astype(np.int64), int(inverse.max()) + 1
 
 
-def resample_weights(n_groups: int, n_resamples: int = N_RESAMPLES, seed: int = SEED,
-                     chunk: int = 500) -> Iterator[np.ndarray]:
+def resample_weights(
+    n_groups: int, n_resamples: int = N_RESAMPLES, seed: int = SEED, chunk: int = 500
+) -> Iterator[np.ndarray]:
     """Group multiplicities of each resample, ``chunk`` resamples at a time (int arrays B x G).
     The draws depend only on ``seed``, ``n_groups`` and ``chunk``."""
     rng = np.random.default_rng(seed)
@@ -56,11 +57,13 @@ def resample_weights(n_groups: int, n_resamples: int = N_RESAMPLES, seed: int = 
         yield np.bincount(flat, minlength=size * n_groups).reshape(size, n_groups)
 
 
-def _count_metrics(weights: np.ndarray, labels: np.ndarray, predictions: np.ndarray, group: np.ndarray,
-                   n_groups: int) -> dict[str, np.ndarray]:
+def _count_metrics(
+    weights: np.ndarray, labels: np.ndarray, predictions: np.ndarray, group: np.ndarray, n_groups: int
+) -> dict[str, np.ndarray]:
     per_group = np.zeros((n_groups, 4))
-    for column, mask in enumerate((labels & predictions, ~labels & predictions, ~labels & ~predictions,
-                                   labels & ~predictions)):
+    for column, mask in enumerate(
+        (labels & predictions, ~labels & predictions, ~labels & ~predictions, labels & ~predictions)
+    ):
         per_group[:, column] = np.bincount(group, weights=mask.astype(float), minlength=n_groups)
     tp, fp, tn, fn = (weights @ per_group).T
     return rates_from_counts(tp, fp, tn, fn)  # type: ignore[return-value]
@@ -87,9 +90,15 @@ class _AurocResampler:
             return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1), np.nan)
 
 
-def _evaluator(labels: np.ndarray, group: np.ndarray, n_groups: int, scores: np.ndarray | None,
-               predictions: np.ndarray | None, threshold: float, metrics: Sequence[str]
-               ) -> tuple[dict[str, float], Callable[[np.ndarray], dict[str, np.ndarray]]]:
+def _evaluator(
+    labels: np.ndarray,
+    group: np.ndarray,
+    n_groups: int,
+    scores: np.ndarray | None,
+    predictions: np.ndarray | None,
+    threshold: float,
+    metrics: Sequence[str],
+) -> tuple[dict[str, float], Callable[[np.ndarray], dict[str, np.ndarray]]]:
     """Point estimates and a function from resample weights to metric arrays."""
     if predictions is None:
         if scores is None:
@@ -123,9 +132,16 @@ def _prepare(labels, groups, scores):
     return labels, group, n_groups, scores
 
 
-def bootstrap_samples(labels, groups, scores=None, predictions=None, threshold: float = 0.5,
-                      metrics: Sequence[str] = DEFAULT_METRICS, n_resamples: int = N_RESAMPLES,
-                      seed: int = SEED) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+def bootstrap_samples(
+    labels,
+    groups,
+    scores=None,
+    predictions=None,
+    threshold: float = 0.5,
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = SEED,
+) -> tuple[dict[str, float], dict[str, np.ndarray]]:
     """(point estimates, metric value of every resample) for one evaluator."""
     labels, group, n_groups, scores = _prepare(labels, groups, scores)
     point, compute = _evaluator(labels, group, n_groups, scores, predictions, threshold, metrics)
@@ -142,9 +158,17 @@ def _interval(point: float, samples: np.ndarray, confidence: float) -> Interval:
     return Interval(point, float(low), float(high))
 
 
-def grouped_bootstrap(labels, groups, scores=None, predictions=None, threshold: float = 0.5,
-                      metrics: Sequence[str] = DEFAULT_METRICS, n_resamples: int = N_RESAMPLES,
-                      seed: int = SEED, confidence: float = 0.95) -> dict[str, Interval]:
+def grouped_bootstrap(
+    labels,
+    groups,
+    scores=None,
+    predictions=None,
+    threshold: float = 0.5,
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = SEED,
+    confidence: float = 0.95,
+) -> dict[str, Interval]:
     """Percentile intervals of each metric under the grouped bootstrap. Verdicts are
     ``predictions`` when given, else ``score >= threshold``; AUROC needs scores."""
     point, samples = bootstrap_samples(labels, groups, scores, predictions, threshold, metrics, n_resamples, seed)
@@ -156,10 +180,19 @@ class PairedInterval(Interval):
     share_positive: float  # share of resamples in which A - B > 0
 
 
-def paired_bootstrap(labels, groups, scores_a=None, scores_b=None, predictions_a=None, predictions_b=None,
-                     threshold: float = 0.5, metrics: Sequence[str] = DEFAULT_METRICS,
-                     n_resamples: int = N_RESAMPLES, seed: int = SEED, confidence: float = 0.95
-                     ) -> dict[str, PairedInterval]:
+def paired_bootstrap(
+    labels,
+    groups,
+    scores_a=None,
+    scores_b=None,
+    predictions_a=None,
+    predictions_b=None,
+    threshold: float = 0.5,
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = SEED,
+    confidence: float = 0.95,
+) -> dict[str, PairedInterval]:
     """Intervals of the difference A - B between two evaluators on the same rows, both evaluated
     on each resample's rows."""
     labels, group, n_groups, scores_a = _prepare(labels, groups, scores_a)
@@ -182,9 +215,16 @@ def paired_bootstrap(labels, groups, scores_a=None, scores_b=None, predictions_a
     return out
 
 
-def bootstrap_samples_loop(labels, groups, scores=None, predictions=None, threshold: float = 0.5,
-                           metrics: Sequence[str] = DEFAULT_METRICS, n_resamples: int = N_RESAMPLES,
-                           seed: int = SEED) -> dict[str, np.ndarray]:
+def bootstrap_samples_loop(
+    labels,
+    groups,
+    scores=None,
+    predictions=None,
+    threshold: float = 0.5,
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = SEED,
+) -> dict[str, np.ndarray]:
     """The same resamples as :func:`bootstrap_samples`, evaluated one at a time on explicitly
     gathered rows with the plain metric functions: the reference the vectorized path is tested and
     benchmarked against."""

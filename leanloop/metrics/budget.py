@@ -38,23 +38,34 @@ class Pool:
         return int(self.labels.sum())
 
 
-def build_pools(labels, scores, problems: Sequence[Hashable], verdicts=None, benchmarks: Sequence[Hashable] | None = None,
-                runs: Sequence[Hashable] | None = None, threshold: float = 0.5) -> list[Pool]:
+def build_pools(
+    labels,
+    scores,
+    problems: Sequence[Hashable],
+    verdicts=None,
+    benchmarks: Sequence[Hashable] | None = None,
+    runs: Sequence[Hashable] | None = None,
+    threshold: float = 0.5,
+) -> list[Pool]:
     """Pools by (benchmark, run, problem), in first-seen order. ``verdicts`` default to
     ``score >= threshold``."""
     labels = as_labels(labels)
     scores = np.asarray(scores, dtype=np.float64)
     n = labels.size
     if scores.size != n or len(problems) != n:
-        raise ValueError(f"labels ({n}), scores ({scores.size}) and problems ({len(problems)}) must have one entry per candidate")
+        raise ValueError(
+            f"labels ({n}), scores ({scores.size}) and problems ({len(problems)}) must have one entry per candidate"
+        )
     verdicts = (scores >= threshold).astype(np.int64) if verdicts is None else as_labels(verdicts)
     benchmarks = benchmarks if benchmarks is not None else [""] * n
     runs = runs if runs is not None else [""] * n
     members: dict[tuple[Hashable, ...], list[int]] = {}
     for i in range(n):
         members.setdefault((benchmarks[i], runs[i], problems[i]), []).append(i)
-    return [Pool(key, labels[idx], verdicts[idx], scores[idx]) for key, idx in
-            ((key, np.asarray(index)) for key, index in members.items())]
+    return [
+        Pool(key, labels[idx], verdicts[idx], scores[idx])
+        for key, idx in ((key, np.asarray(index)) for key, index in members.items())
+    ]
 
 
 def miss_probability(n: int, n_valid: int, k: int) -> float:

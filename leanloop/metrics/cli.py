@@ -95,8 +95,13 @@ def feedback(argv: list[str] | None = None, prog: str = "leanloop metrics feedba
     from leanloop.traces.parse import strip_feedback, trace_verdict
     from leanloop.traces.source import source_preservation
 
-    args, _ = parse_config(FeedbackConfig, argv, prog=prog, description="feedback metrics of PREDICTION against "
-                           "REFERENCE", positional=("reference", "prediction"))
+    args, _ = parse_config(
+        FeedbackConfig,
+        argv,
+        prog=prog,
+        description="feedback metrics of PREDICTION against REFERENCE",
+        positional=("reference", "prediction"),
+    )
     reference, prediction = _read(args.reference, "reference"), _read(args.prediction, "prediction")
     if not reference.strip():
         print(f"error: reference {args.reference} is blank; feedback metrics need a reference trace", file=sys.stderr)
@@ -113,8 +118,13 @@ def verdicts(argv: list[str] | None = None, prog: str = "leanloop metrics verdic
     from leanloop.metrics.report import read_predictions, split_by_evaluator
     from leanloop.metrics.verdicts import verdict_metrics
 
-    args, _ = parse_config(VerdictsConfig, argv, prog=prog, description="verdict metrics with grouped bootstrap "
-                           "intervals", positional=("predictions",))
+    args, _ = parse_config(
+        VerdictsConfig,
+        argv,
+        prog=prog,
+        description="verdict metrics with grouped bootstrap intervals",
+        positional=("predictions",),
+    )
     try:
         rows, unlabelled = read_predictions(args.predictions)
         evaluators = split_by_evaluator(rows)
@@ -124,12 +134,16 @@ def verdicts(argv: list[str] | None = None, prog: str = "leanloop metrics verdic
     results = {}
     for ev in evaluators:
         metrics = verdict_metrics(ev.labels, ev.scores, ev.predictions, args.threshold, args.valid_fraction)
-        intervals = grouped_bootstrap(ev.labels, ev.groups, ev.scores, ev.predictions, args.threshold,
-                                      n_resamples=args.resamples, seed=args.seed)
-        results[ev.name] = {**metrics, "n_groups": len(set(ev.groups)), "n_unlabelled": unlabelled,
-                            "intervals": {name: [iv.low, iv.high] for name, iv in intervals.items()},
-                            "bootstrap": {"resamples": args.resamples, "seed": args.seed, "confidence": 0.95,
-                                          "unit": "group"}}
+        intervals = grouped_bootstrap(
+            ev.labels, ev.groups, ev.scores, ev.predictions, args.threshold, n_resamples=args.resamples, seed=args.seed
+        )
+        results[ev.name] = {
+            **metrics,
+            "n_groups": len(set(ev.groups)),
+            "n_unlabelled": unlabelled,
+            "intervals": {name: [iv.low, iv.high] for name, iv in intervals.items()},
+            "bootstrap": {"resamples": args.resamples, "seed": args.seed, "confidence": 0.95, "unit": "group"},
+        }
     out = next(iter(results.values())) if len(results) == 1 else {"evaluators": results}
     print(json.dumps(_clean(out)))
     return 0
@@ -138,12 +152,24 @@ def verdicts(argv: list[str] | None = None, prog: str = "leanloop metrics verdic
 def report(argv: list[str] | None = None, prog: str = "leanloop report") -> int:
     from leanloop.metrics.report import build_report
 
-    args, _ = parse_config(PredictionReportConfig, argv, prog=prog, description="Markdown report with plots from a "
-                           "predictions file", positional=("predictions",))
+    args, _ = parse_config(
+        PredictionReportConfig,
+        argv,
+        prog=prog,
+        description="Markdown report with plots from a predictions file",
+        positional=("predictions",),
+    )
     try:
-        path = build_report(args.predictions, args.out, threshold=args.threshold, n_resamples=args.resamples,
-                            seed=args.seed, target_fpr=args.target_fpr, target_recall=args.target_recall,
-                            match_to=args.match_to)
+        path = build_report(
+            args.predictions,
+            args.out,
+            threshold=args.threshold,
+            n_resamples=args.resamples,
+            seed=args.seed,
+            target_fpr=args.target_fpr,
+            target_recall=args.target_recall,
+            match_to=args.match_to,
+        )
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -36,7 +36,7 @@ def anchored_block_keys(trace: str, blocks: Sequence[FeedbackBlock] | None = Non
     for block in extract_blocks(trace) if blocks is None else blocks:
         # The source before this block with earlier blocks removed: count its complete lines once,
         # carry the unfinished last line (it may continue after the block).
-        source = pending + trace[cursor:block.start]
+        source = pending + trace[cursor : block.start]
         *complete, pending = source.split("\n")
         anchor += sum(1 for line in complete if line.strip())
         out.append((anchor + (1 if pending.strip() else 0), block.key))
@@ -45,8 +45,11 @@ def anchored_block_keys(trace: str, blocks: Sequence[FeedbackBlock] | None = Non
 
 
 def trace_tokens(trace: str, blocks: Sequence[FeedbackBlock] | None = None) -> list[str]:
-    return [token for block in (extract_blocks(trace) if blocks is None else blocks)
-            for token in TOKEN_RE.findall(block.body)]
+    return [
+        token
+        for block in (extract_blocks(trace) if blocks is None else blocks)
+        for token in TOKEN_RE.findall(block.body)
+    ]
 
 
 def has_error(trace: str) -> bool:
@@ -69,8 +72,9 @@ def feedback_scores(reference: str, prediction: str) -> FeedbackScores:
     ref_blocks, pred_blocks = extract_blocks(reference), extract_blocks(prediction)
     return FeedbackScores(
         block_f1=multiset_f1(block_keys(reference, ref_blocks), block_keys(prediction, pred_blocks)),
-        anchored_block_f1=multiset_f1(anchored_block_keys(reference, ref_blocks),
-                                      anchored_block_keys(prediction, pred_blocks)),
+        anchored_block_f1=multiset_f1(
+            anchored_block_keys(reference, ref_blocks), anchored_block_keys(prediction, pred_blocks)
+        ),
         token_f1=multiset_f1(trace_tokens(reference, ref_blocks), trace_tokens(prediction, pred_blocks)),
         error_agreement=float(has_error(reference) == has_error(prediction)),
     )
@@ -97,6 +101,7 @@ def feedback_metrics(references: Sequence[str | None], predictions: Sequence[str
         predicted = "" if prediction is None or (isinstance(prediction, float) and np.isnan(prediction)) else prediction
         per_program.append(feedback_scores(str(reference), str(predicted)).to_dict())
     scored = [row for row in per_program if row is not None]
-    means = {name: (float(np.mean([row[name] for row in scored])) if scored else float("nan"))
-             for name in FEEDBACK_METRICS}
+    means = {
+        name: (float(np.mean([row[name] for row in scored])) if scored else float("nan")) for name in FEEDBACK_METRICS
+    }
     return {**means, "n": len(scored), "n_excluded": len(per_program) - len(scored), "per_program": per_program}

@@ -16,7 +16,7 @@ from leanloop.jsonl import numbered_jsonl
 from leanloop.metrics.bootstrap import N_RESAMPLES, SEED, grouped_bootstrap, paired_bootstrap
 from leanloop.metrics.budget import budget_curve, build_pools
 from leanloop.metrics.feedback import FEEDBACK_METRICS, feedback_metrics
-from leanloop.metrics.verdicts import (as_labels, pr_points, roc_points, select_threshold, verdict_metrics)
+from leanloop.metrics.verdicts import as_labels, pr_points, roc_points, select_threshold, verdict_metrics
 
 VALID_FRACTIONS = (0.05, 0.1, 0.25, 0.5)
 REPORTED = ("accuracy", "f1", "macro_f1", "mcc", "auroc")
@@ -35,9 +35,14 @@ class Predictions:
 
     def subset(self, mask: np.ndarray) -> "Predictions":
         index = np.flatnonzero(mask)
-        return Predictions(self.name, self.labels[index], self.scores[index], [self.groups[i] for i in index],
-                           None if self.predictions is None else self.predictions[index],
-                           [self.rows[i] for i in index])
+        return Predictions(
+            self.name,
+            self.labels[index],
+            self.scores[index],
+            [self.groups[i] for i in index],
+            None if self.predictions is None else self.predictions[index],
+            [self.rows[i] for i in index],
+        )
 
 
 def read_predictions(path: str | Path) -> tuple[list[dict[str, Any]], int]:
@@ -64,10 +69,16 @@ def split_by_evaluator(rows: list[dict[str, Any]]) -> list[Predictions]:
     for name in names:
         mine = [row for row in rows if str(row.get("evaluator", "evaluator")) == name]
         has_predictions = all("prediction" in row and row["prediction"] is not None for row in mine)
-        out.append(Predictions(
-            name, as_labels([row["label"] for row in mine]),
-            np.asarray([float(row["score"]) for row in mine]), [str(row["group"]) for row in mine],
-            as_labels([row["prediction"] for row in mine]) if has_predictions else None, mine))
+        out.append(
+            Predictions(
+                name,
+                as_labels([row["label"] for row in mine]),
+                np.asarray([float(row["score"]) for row in mine]),
+                [str(row["group"]) for row in mine],
+                as_labels([row["prediction"] for row in mine]) if has_predictions else None,
+                mine,
+            )
+        )
     return out
 
 
@@ -85,7 +96,9 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     return lines + [""]
 
 
-def _calibration(labels: np.ndarray, scores: np.ndarray, bins: int = 10) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+def _calibration(
+    labels: np.ndarray, scores: np.ndarray, bins: int = 10
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """(mean score, share valid, count) per equal-width bin on [0, 1], and the expected
     calibration error."""
     edges = np.linspace(0.0, 1.0, bins + 1)
@@ -98,8 +111,12 @@ def _calibration(labels: np.ndarray, scores: np.ndarray, bins: int = 10) -> tupl
     return mean_score, share_valid, counts, ece
 
 
-def _plots(out_dir: Path, evaluators: list[Predictions], feedback: dict[str, dict[str, Any]],
-           curves: dict[str, dict[str, list[float]]]) -> list[str]:
+def _plots(
+    out_dir: Path,
+    evaluators: list[Predictions],
+    feedback: dict[str, dict[str, Any]],
+    curves: dict[str, dict[str, list[float]]],
+) -> list[str]:
     from leanloop.plots import pyplot, save
 
     plt = pyplot()
@@ -148,7 +165,9 @@ def _plots(out_dir: Path, evaluators: list[Predictions], feedback: dict[str, dic
     write(fig, "score_hist.png")
 
     if feedback:
-        fig, axes = plt.subplots(1, len(FEEDBACK_METRICS), figsize=(3.2 * len(FEEDBACK_METRICS), 3.2), layout="constrained")
+        fig, axes = plt.subplots(
+            1, len(FEEDBACK_METRICS), figsize=(3.2 * len(FEEDBACK_METRICS), 3.2), layout="constrained"
+        )
         for ax, metric in zip(axes, FEEDBACK_METRICS):
             for name, result in feedback.items():
                 values = [row[metric] for row in result["per_program"] if row is not None]
@@ -164,8 +183,12 @@ def _plots(out_dir: Path, evaluators: list[Predictions], feedback: dict[str, dic
         ax.plot(first["k"], first["random"], ls=":", color="grey", label="random order (exact)")
         for name, curve in curves.items():
             ax.plot(curve["k"], curve["ranked"], marker=".", label=name)
-        ax.set(xlabel="compilations per problem (k)", ylabel="problems covered", title="Budgeted compilation replay",
-               ylim=(0, 1.02))
+        ax.set(
+            xlabel="compilations per problem (k)",
+            ylabel="problems covered",
+            title="Budgeted compilation replay",
+            ylim=(0, 1.02),
+        )
         ax.legend(loc="lower right")
         write(fig, "budget_coverage.png")
     return written
@@ -177,8 +200,9 @@ def _validation_rows(ev: Predictions) -> np.ndarray:
     return np.asarray([canonical_split(str(r.get("split", "")).lower()) == VALID for r in ev.rows])
 
 
-def matched_targets(evaluators: Sequence[Predictions], match_to: str | None, threshold: float
-                    ) -> tuple[float | None, float | None]:
+def matched_targets(
+    evaluators: Sequence[Predictions], match_to: str | None, threshold: float
+) -> tuple[float | None, float | None]:
     """(FPR, recall) of evaluator ``match_to`` on its validation rows, at its own verdicts (LLF
     matches every evaluator's threshold to the cascade's validation rates); (None, None) when that
     evaluator is absent or has no validation rows."""
@@ -190,8 +214,9 @@ def matched_targets(evaluators: Sequence[Predictions], match_to: str | None, thr
     return m["fpr"], m["tpr"]
 
 
-def _thresholds(ev: Predictions, validation: np.ndarray, target_fpr: float | None,
-                target_recall: float | None) -> list[list[Any]]:
+def _thresholds(
+    ev: Predictions, validation: np.ndarray, target_fpr: float | None, target_recall: float | None
+) -> list[list[Any]]:
     """Thresholds chosen on validation rows, applied to the other rows (a matched criterion without a
     target is left out)."""
     val, test = ev.subset(validation), ev.subset(~validation)
@@ -209,9 +234,16 @@ def _thresholds(ev: Predictions, validation: np.ndarray, target_fpr: float | Non
     return out
 
 
-def build_report(predictions_path: str | Path, out_dir: str | Path, threshold: float = 0.5,
-                 n_resamples: int = N_RESAMPLES, seed: int = SEED, target_fpr: float | None = None,
-                 target_recall: float | None = None, match_to: str | None = "cascade") -> Path:
+def build_report(
+    predictions_path: str | Path,
+    out_dir: str | Path,
+    threshold: float = 0.5,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = SEED,
+    target_fpr: float | None = None,
+    target_recall: float | None = None,
+    match_to: str | None = "cascade",
+) -> Path:
     """Write ``report.md`` and its PNG plots to ``out_dir``; returns the report's path. The matched-FPR
     and matched-recall targets default to evaluator ``match_to``'s validation rates (LLF)."""
     out = Path(out_dir)
@@ -219,10 +251,13 @@ def build_report(predictions_path: str | Path, out_dir: str | Path, threshold: f
     rows, unlabelled = read_predictions(predictions_path)
     evaluators = split_by_evaluator(rows)
     lines = [f"# Evaluator report: `{Path(predictions_path).name}`", ""]
-    lines += [f"{len(rows)} labelled rows ({unlabelled} without a Lean label left out), "
-              f"{len(evaluators)} evaluator(s), {len(set(evaluators[0].groups))} problem groups, "
-              f"{evaluators[0].labels.mean():.1%} valid. Intervals: grouped bootstrap over problems, "
-              f"{n_resamples} resamples, seed {seed}, 95% percentile.", ""]
+    lines += [
+        f"{len(rows)} labelled rows ({unlabelled} without a Lean label left out), "
+        f"{len(evaluators)} evaluator(s), {len(set(evaluators[0].groups))} problem groups, "
+        f"{evaluators[0].labels.mean():.1%} valid. Intervals: grouped bootstrap over problems, "
+        f"{n_resamples} resamples, seed {seed}, 95% percentile.",
+        "",
+    ]
 
     matched_fpr, matched_recall = matched_targets(evaluators, match_to, threshold)
     target_fpr = matched_fpr if target_fpr is None else target_fpr
@@ -241,37 +276,88 @@ def build_report(predictions_path: str | Path, out_dir: str | Path, threshold: f
     summaries: dict[str, dict[str, Any]] = {}
     for ev in reported:
         metrics = verdict_metrics(ev.labels, ev.scores, ev.predictions, threshold, VALID_FRACTIONS)
-        intervals = grouped_bootstrap(ev.labels, ev.groups, ev.scores, ev.predictions, threshold,
-                                      n_resamples=n_resamples, seed=seed)
+        intervals = grouped_bootstrap(
+            ev.labels, ev.groups, ev.scores, ev.predictions, threshold, n_resamples=n_resamples, seed=seed
+        )
         summaries[ev.name] = {"metrics": metrics, "intervals": intervals}
-        table.append([ev.name, len(ev.labels)] + [
-            f"{_fmt(metrics[name])} [{_fmt(intervals[name].low)}, {_fmt(intervals[name].high)}]" for name in REPORTED])
-    lines += ["Verdicts: " + "; ".join(
-        f"{ev.name}: {'its own' if ev.predictions is not None else f'score ≥ {threshold}'}" for ev in reported) + ".", ""]
+        table.append(
+            [ev.name, len(ev.labels)]
+            + [
+                f"{_fmt(metrics[name])} [{_fmt(intervals[name].low)}, {_fmt(intervals[name].high)}]"
+                for name in REPORTED
+            ]
+        )
+    lines += [
+        "Verdicts: "
+        + "; ".join(
+            f"{ev.name}: {'its own' if ev.predictions is not None else f'score ≥ {threshold}'}" for ev in reported
+        )
+        + ".",
+        "",
+    ]
     lines += _table(["evaluator", "n", *REPORTED], table)
 
     detail = []
     for name, summary in summaries.items():
         m = summary["metrics"]
-        detail.append([name, m["precision_valid"], m["recall_valid"], m["f1_valid"], m["precision_invalid"],
-                       m["recall_invalid"], m["f1_invalid"], m["fpr"], m["tp"], m["fp"], m["tn"], m["fn"]])
+        detail.append(
+            [
+                name,
+                m["precision_valid"],
+                m["recall_valid"],
+                m["f1_valid"],
+                m["precision_invalid"],
+                m["recall_invalid"],
+                m["f1_invalid"],
+                m["fpr"],
+                m["tp"],
+                m["fp"],
+                m["tn"],
+                m["fn"],
+            ]
+        )
     lines += ["### Per class", ""]
-    lines += _table(["evaluator", "P valid", "R valid", "F1 valid", "P invalid", "R invalid", "F1 invalid", "FPR",
-                     "TP", "FP", "TN", "FN"], detail)
+    lines += _table(
+        [
+            "evaluator",
+            "P valid",
+            "R valid",
+            "F1 valid",
+            "P invalid",
+            "R invalid",
+            "F1 invalid",
+            "FPR",
+            "TP",
+            "FP",
+            "TN",
+            "FN",
+        ],
+        detail,
+    )
     lines += ["### Precision of accepted programs at valid fraction π (Eq. 12)", ""]
-    lines += _table(["evaluator", *[f"π = {pi}" for pi in VALID_FRACTIONS]],
-                    [[name, *[s["metrics"]["ppv_at"][str(pi)] for pi in VALID_FRACTIONS]] for name, s in summaries.items()])
+    lines += _table(
+        ["evaluator", *[f"π = {pi}" for pi in VALID_FRACTIONS]],
+        [[name, *[s["metrics"]["ppv_at"][str(pi)] for pi in VALID_FRACTIONS]] for name, s in summaries.items()],
+    )
     calibration = [[ev.name, _calibration(ev.labels, ev.scores)[3]] for ev in reported]
     lines += ["### Calibration", ""] + _table(["evaluator", "expected calibration error (10 bins)"], calibration)
 
     if threshold_rows:
-        lines += ["## Thresholds chosen on validation rows (0.01 grid; midpoints of the observed scores where "
-                  "they all lie in one grid cell), applied to the rest", "",
-                  f"Matched targets: FPR {_fmt(target_fpr)}, recall {_fmt(target_recall)} "
-                  + (f"(`{match_to}`'s validation rates)" if (target_fpr, target_recall) == (matched_fpr, matched_recall)
-                     and matched_fpr is not None else "(given)"), ""]
-        lines += _table(["evaluator", "criterion", "target", "threshold", "accuracy", "MCC", "recall", "FPR"],
-                        threshold_rows)
+        lines += [
+            "## Thresholds chosen on validation rows (0.01 grid; midpoints of the observed scores where "
+            "they all lie in one grid cell), applied to the rest",
+            "",
+            f"Matched targets: FPR {_fmt(target_fpr)}, recall {_fmt(target_recall)} "
+            + (
+                f"(`{match_to}`'s validation rates)"
+                if (target_fpr, target_recall) == (matched_fpr, matched_recall) and matched_fpr is not None
+                else "(given)"
+            ),
+            "",
+        ]
+        lines += _table(
+            ["evaluator", "criterion", "target", "threshold", "accuracy", "MCC", "recall", "FPR"], threshold_rows
+        )
 
     if len(reported) > 1:
         lines += ["## Paired differences between every two evaluators (same resamples)", ""]
@@ -279,8 +365,17 @@ def build_report(predictions_path: str | Path, out_dir: str | Path, threshold: f
         for i, j in itertools.combinations(range(len(reported)), 2):
             base, other = reported[i], reported[j]
             a, b = _align(base, other)
-            diff = paired_bootstrap(a.labels, a.groups, b.scores, a.scores, b.predictions, a.predictions, threshold,
-                                    n_resamples=n_resamples, seed=seed)
+            diff = paired_bootstrap(
+                a.labels,
+                a.groups,
+                b.scores,
+                a.scores,
+                b.predictions,
+                a.predictions,
+                threshold,
+                n_resamples=n_resamples,
+                seed=seed,
+            )
             for name in REPORTED:
                 d = diff[name]
                 paired_rows.append([f"{other.name} − {base.name}", name, d.point, d.low, d.high, d.share_positive])
@@ -289,36 +384,67 @@ def build_report(predictions_path: str | Path, out_dir: str | Path, threshold: f
     feedback: dict[str, dict[str, Any]] = {}
     for ev in reported:
         if any("reference_trace" in r for r in ev.rows) and any("trace" in r for r in ev.rows):
-            feedback[ev.name] = feedback_metrics([r.get("reference_trace") for r in ev.rows],
-                                                 [r.get("trace") for r in ev.rows])
+            feedback[ev.name] = feedback_metrics(
+                [r.get("reference_trace") for r in ev.rows], [r.get("trace") for r in ev.rows]
+            )
     if feedback:
         lines += ["## Feedback metrics (per-program means; rows without a reference left out)", ""]
-        lines += _table(["evaluator", "programs", "excluded", *FEEDBACK_METRICS],
-                        [[name, f["n"], f["n_excluded"], *[f[m] for m in FEEDBACK_METRICS]] for name, f in feedback.items()])
+        lines += _table(
+            ["evaluator", "programs", "excluded", *FEEDBACK_METRICS],
+            [[name, f["n"], f["n_excluded"], *[f[m] for m in FEEDBACK_METRICS]] for name, f in feedback.items()],
+        )
 
     curves: dict[str, dict[str, list[float]]] = {}
     for ev in reported:
-        pools = build_pools(ev.labels, ev.scores, ev.groups, ev.predictions,
-                            [r.get("benchmark", "") for r in ev.rows], [r.get("run", "") for r in ev.rows], threshold)
+        pools = build_pools(
+            ev.labels,
+            ev.scores,
+            ev.groups,
+            ev.predictions,
+            [r.get("benchmark", "") for r in ev.rows],
+            [r.get("run", "") for r in ev.rows],
+            threshold,
+        )
         curves[ev.name] = budget_curve(pools)
     first = next(iter(curves.values()))
     budgets = [k for k in (1, 2, 4, 8, 16, 32) if k <= first["k"][-1]] or [first["k"][-1]]
-    lines += ["## Budgeted compilation replay", "",
-              "Pools by (benchmark, run, problem); candidates ranked by verdict, then score; ties and the random "
-              "baseline are exact expectations.", ""]
-    budget_rows = [[name, k, curve["ranked"][k - 1], curve["random"][k - 1], curve["oracle"][k - 1]]
-                   for name, curve in curves.items() for k in budgets]
+    lines += [
+        "## Budgeted compilation replay",
+        "",
+        "Pools by (benchmark, run, problem); candidates ranked by verdict, then score; ties and the random "
+        "baseline are exact expectations.",
+        "",
+    ]
+    budget_rows = [
+        [name, k, curve["ranked"][k - 1], curve["random"][k - 1], curve["oracle"][k - 1]]
+        for name, curve in curves.items()
+        for k in budgets
+    ]
     lines += _table(["evaluator", "k", "coverage (ranked)", "coverage (random)", "oracle"], budget_rows)
 
     plots = _plots(out, reported, feedback, curves)
     lines += ["## Plots", ""] + [f"![{name[:-4]}]({name})" for name in plots] + [""]
     report = out / "report.md"
     report.write_text("\n".join(lines), encoding="utf-8")
-    summary = {name: {"metrics": {k: v for k, v in s["metrics"].items()},
-                      "intervals": {k: v.to_dict() for k, v in s["intervals"].items()}} for name, s in summaries.items()}
-    (out / "summary.json").write_text(json.dumps({"evaluators": summary, "feedback": {
-        name: {k: v for k, v in f.items() if k != "per_program"} for name, f in feedback.items()},
-        "budget": curves}, indent=2, default=_json_default), encoding="utf-8")
+    summary = {
+        name: {
+            "metrics": {k: v for k, v in s["metrics"].items()},
+            "intervals": {k: v.to_dict() for k, v in s["intervals"].items()},
+        }
+        for name, s in summaries.items()
+    }
+    (out / "summary.json").write_text(
+        json.dumps(
+            {
+                "evaluators": summary,
+                "feedback": {name: {k: v for k, v in f.items() if k != "per_program"} for name, f in feedback.items()},
+                "budget": curves,
+            },
+            indent=2,
+            default=_json_default,
+        ),
+        encoding="utf-8",
+    )
     return report
 
 
@@ -336,16 +462,25 @@ def _align(a: Predictions, b: Predictions) -> tuple[Predictions, Predictions]:
         if missing or len(position) != len(a.rows):
             raise ValueError(f"evaluators {a.name} and {b.name} do not judge the same ids (e.g. {missing[:3]})")
         order = np.asarray([position[str(r["id"])] for r in a.rows])
-        b = Predictions(b.name, b.labels[order], b.scores[order], [b.groups[i] for i in order],
-                        None if b.predictions is None else b.predictions[order], [b.rows[i] for i in order])
+        b = Predictions(
+            b.name,
+            b.labels[order],
+            b.scores[order],
+            [b.groups[i] for i in order],
+            None if b.predictions is None else b.predictions[order],
+            [b.rows[i] for i in order],
+        )
     if len(a.rows) != len(b.rows) or not np.array_equal(a.labels, b.labels) or a.groups != b.groups:
-        raise ValueError(f"evaluators {a.name} and {b.name} must judge the same rows (same labels and groups, "
-                         "paired by 'id' or by order) for paired differences")
+        raise ValueError(
+            f"evaluators {a.name} and {b.name} must judge the same rows (same labels and groups, "
+            "paired by 'id' or by order) for paired differences"
+        )
     return a, b
 
 
-def baseline_verdict(summary: dict[str, Any], learned: Sequence[str], baselines: Sequence[str],
-                     split: str = "test") -> list[str]:
+def baseline_verdict(
+    summary: dict[str, Any], learned: Sequence[str], baselines: Sequence[str], split: str = "test"
+) -> list[str]:
     """The first line of every evaluator report: which trivial baseline beats or matches which learned
     evaluator (on AUROC where the evaluator's score is graded, on accuracy where it gives a hard verdict:
     ``summary[name]["auroc_defined"]`` false or no AUROC), or that none does; then a line of the
@@ -374,13 +509,23 @@ def baseline_verdict(summary: dict[str, Any], learned: Sequence[str], baselines:
             best = max(better, key=lambda b: value(b, metric))
             verb = "beats" if value(best, metric) > value(name, metric) else "matches"  # a tie is no gain either
             beaten.append(f"`{best}` ({shown(best, metric)}) {verb} `{name}` ({shown(name, metric)})")
-    on = f"on {split} AUROC" + (" (accuracy for hard verdicts)" if any(metric_of(n) == "accuracy" for n in learned)
-                                else "")
+    on = f"on {split} AUROC" + (
+        " (accuracy for hard verdicts)" if any(metric_of(n) == "accuracy" for n in learned) else ""
+    )
     if beaten:
         first = f"**A BASELINE BEATS THE LEARNED MODEL** {on}: " + "; ".join(beaten) + "."
     else:
-        first = (f"No baseline beats the learned model {on} (" + ", ".join(
-            f"`{n}` {shown(n, metric_of(n))}" for n in learned) + f"; best baseline AUROC "
-            f"{max(value(b, 'auroc') for b in baselines):.3f}, accuracy {max(value(b, 'accuracy') for b in baselines):.3f}).")
-    return [first, "", f"Baselines ({split} split): " + "; ".join(
-        f"`{b}` AUROC {value(b, 'auroc'):.3f}, accuracy {value(b, 'accuracy'):.3f}" for b in baselines) + ".", ""]
+        first = (
+            f"No baseline beats the learned model {on} ("
+            + ", ".join(f"`{n}` {shown(n, metric_of(n))}" for n in learned)
+            + f"; best baseline AUROC "
+            f"{max(value(b, 'auroc') for b in baselines):.3f}, accuracy {max(value(b, 'accuracy') for b in baselines):.3f})."
+        )
+    return [
+        first,
+        "",
+        f"Baselines ({split} split): "
+        + "; ".join(f"`{b}` AUROC {value(b, 'auroc'):.3f}, accuracy {value(b, 'accuracy'):.3f}" for b in baselines)
+        + ".",
+        "",
+    ]

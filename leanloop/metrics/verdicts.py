@@ -69,8 +69,12 @@ class Confusion:
         labels, predictions = np.asarray(labels).astype(bool), np.asarray(predictions).astype(bool)
         if labels.shape != predictions.shape:
             raise ValueError(f"labels {labels.shape} and predictions {predictions.shape} differ in length")
-        return cls(int(np.sum(labels & predictions)), int(np.sum(~labels & predictions)),
-                   int(np.sum(~labels & ~predictions)), int(np.sum(labels & ~predictions)))
+        return cls(
+            int(np.sum(labels & predictions)),
+            int(np.sum(~labels & predictions)),
+            int(np.sum(~labels & ~predictions)),
+            int(np.sum(labels & ~predictions)),
+        )
 
 
 def rates_from_counts(tp, fp, tn, fn) -> dict[str, np.ndarray | float]:
@@ -91,10 +95,17 @@ def rates_from_counts(tp, fp, tn, fn) -> dict[str, np.ndarray | float]:
     mcc = ratio(tp * tn - fp * fn, mcc_den)
     out = {
         "accuracy": ratio(tp + tn, n),
-        "precision_valid": precision_valid, "recall_valid": recall_valid, "f1_valid": f1_valid,
-        "precision_invalid": precision_invalid, "recall_invalid": recall_invalid, "f1_invalid": f1_invalid,
-        "f1": f1_valid, "macro_f1": (f1_valid + f1_invalid) / 2, "mcc": mcc,
-        "fpr": ratio(fp, fp + tn), "tpr": recall_valid,
+        "precision_valid": precision_valid,
+        "recall_valid": recall_valid,
+        "f1_valid": f1_valid,
+        "precision_invalid": precision_invalid,
+        "recall_invalid": recall_invalid,
+        "f1_invalid": f1_invalid,
+        "f1": f1_valid,
+        "macro_f1": (f1_valid + f1_invalid) / 2,
+        "mcc": mcc,
+        "fpr": ratio(fp, fp + tn),
+        "tpr": recall_valid,
     }
     return {k: (float(v) if np.ndim(v) == 0 else v) for k, v in out.items()}
 
@@ -104,8 +115,11 @@ def classification_metrics(labels, predictions) -> dict[str, float]:
     ``tpr``/``fpr`` and the confusion counts."""
     labels, predictions = as_labels(labels), as_labels(predictions)
     confusion = Confusion.from_predictions(labels, predictions)
-    return {**rates_from_counts(confusion.tp, confusion.fp, confusion.tn, confusion.fn), **asdict(confusion),
-            "n": int(labels.size)}
+    return {
+        **rates_from_counts(confusion.tp, confusion.fp, confusion.tn, confusion.fn),
+        **asdict(confusion),
+        "n": int(labels.size),
+    }
 
 
 def auroc(labels, scores) -> float:
@@ -197,12 +211,14 @@ def threshold_grid(scores) -> tuple[np.ndarray, str]:
     if cells.size > 1 or distinct.size < 2:
         return THRESHOLD_GRID, GRID_CANDIDATES
     midpoints = (distinct[:-1] + distinct[1:]) / 2.0
-    return np.concatenate([[distinct[0]], midpoints, [np.nextafter(distinct[-1], np.inf)]]), \
-        f"midpoints of the observed scores (all in [{distinct[0]:.4f}, {distinct[-1]:.4f}], one 0.01 grid cell)"
+    return np.concatenate(
+        [[distinct[0]], midpoints, [np.nextafter(distinct[-1], np.inf)]]
+    ), f"midpoints of the observed scores (all in [{distinct[0]:.4f}, {distinct[-1]:.4f}], one 0.01 grid cell)"
 
 
-def select_threshold(labels, scores, criterion: str = "mcc", target: float | None = None,
-                     grid: np.ndarray | None = None) -> ThresholdChoice:
+def select_threshold(
+    labels, scores, criterion: str = "mcc", target: float | None = None, grid: np.ndarray | None = None
+) -> ThresholdChoice:
     """Pick a threshold on validation data from ``grid`` (default: :func:`threshold_grid` of the
     scores, i.e. the 0.01 grid unless every score lies in one of its cells).
 
@@ -230,17 +246,21 @@ def select_threshold(labels, scores, criterion: str = "mcc", target: float | Non
             feasible = np.flatnonzero(tpr >= target - 1e-12)
             key = -fpr
         if feasible.size == 0:
-            raise ValueError(f"no threshold on the grid reaches {criterion} {'<=' if criterion == 'fpr' else '>='} {target}")
+            raise ValueError(
+                f"no threshold on the grid reaches {criterion} {'<=' if criterion == 'fpr' else '>='} {target}"
+            )
         best = key[feasible].max()
         index = int(feasible[key[feasible] == best][-1])
     else:
         raise ValueError(f"unknown criterion {criterion!r}: use 'mcc', 'fpr' or 'recall'")
-    return ThresholdChoice(criterion, float(grid[index]), target, float(mcc[index]), float(tpr[index]),
-                           float(fpr[index]), candidates)
+    return ThresholdChoice(
+        criterion, float(grid[index]), target, float(mcc[index]), float(tpr[index]), float(fpr[index]), candidates
+    )
 
 
-def verdict_metrics(labels, scores, predictions=None, threshold: float = 0.5,
-                    valid_fractions: Sequence[float] = ()) -> dict[str, object]:
+def verdict_metrics(
+    labels, scores, predictions=None, threshold: float = 0.5, valid_fractions: Sequence[float] = ()
+) -> dict[str, object]:
     """Everything for one evaluator: classification metrics at its verdicts (or at
     ``score >= threshold`` when no verdicts are given), AUROC, and PPV at each valid fraction π."""
     labels, scores = as_labels(labels), _scores(scores)

@@ -33,8 +33,10 @@ class Extraction:
 
 def declares(program: str, theorem: str) -> bool:
     """Whether ``program`` contains a top-level declaration of ``theorem``."""
-    pattern = (r"^(?:@\[[^\]]*\]\s*)?(?:(?:private|protected|noncomputable)\s+)*"
-               r"(?:theorem|lemma|def|abbrev|instance)\s+" + re.escape(theorem) + r"(?=[\s(:{\[⦃])")
+    pattern = (
+        r"^(?:@\[[^\]]*\]\s*)?(?:(?:private|protected|noncomputable)\s+)*"
+        r"(?:theorem|lemma|def|abbrev|instance)\s+" + re.escape(theorem) + r"(?=[\s(:{\[⦃])"
+    )
     return re.search(pattern, program, re.M) is not None
 
 
@@ -43,8 +45,9 @@ def last_lean_block(text: str) -> str | None:
     return blocks[-1] if blocks else None
 
 
-def extract_program(completion: str, prompt: str, header: str, theorem: str,
-                    allow_continuation: bool = True) -> Extraction:
+def extract_program(
+    completion: str, prompt: str, header: str, theorem: str, allow_continuation: bool = True
+) -> Extraction:
     """The program a completion proposes for the statement whose program prefix is ``prompt``.
 
     ``prompt`` is header + context + statement (ending in ``by``); ``header`` is prepended to a code
@@ -61,13 +64,17 @@ def extract_program(completion: str, prompt: str, header: str, theorem: str,
             program = header + program  # the harness fixes the header; blocks may omit it
         return Extraction(program, "code_block")
     if _OPEN_LEAN.search(completion):
-        return Extraction(None, None, "lean code block opened but never closed (output cut at the "
-                                      "token limit?)")
+        return Extraction(None, None, "lean code block opened but never closed (output cut at the token limit?)")
     if not allow_continuation:
         return Extraction(None, None, "no complete lean code block in the answer")
     fence = _FENCE.search(completion)
     continuation = completion[: fence.start()] if fence else completion
     if not continuation.strip():
-        return Extraction(None, None, "empty completion" if not completion.strip()
-                          else "no lean code block and no proof text before the first fence")
+        return Extraction(
+            None,
+            None,
+            "empty completion"
+            if not completion.strip()
+            else "no lean code block and no proof text before the first fence",
+        )
     return Extraction(prompt + continuation.rstrip(), "continuation")

@@ -31,8 +31,10 @@ def pass_rates(attempts: str) -> dict[str, float]:
     """name -> valid attempts / attempts, from a finished sft_eval run's ``results.json``."""
     path = resolve_run(attempts, "sft_eval") / "results.json"
     if not path.is_file():
-        raise FileNotFoundError(f"{attempts}: no results.json (the pass-rate filter needs a finished sft_eval run: "
-                                "make sft-sample then make sft-eval on the training statements)")
+        raise FileNotFoundError(
+            f"{attempts}: no results.json (the pass-rate filter needs a finished sft_eval run: "
+            "make sft-sample then make sft-eval on the training statements)"
+        )
     statements = json.loads(path.read_text())["statements"]
     return {s["name"]: s["correct"] / s["attempts"] for s in statements if s["attempts"]}
 

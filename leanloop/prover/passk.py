@@ -62,8 +62,7 @@ def per_statement(records: list[dict]) -> list[StatementResult]:
     for name, categories in grouped.items():
         correct = sum(categories[c] for c in SUCCESS)
         verified = correct + sum(categories[c] for c in FAILURE)
-        results.append(StatementResult(name, sum(categories.values()), verified, correct,
-                                       dict(categories)))
+        results.append(StatementResult(name, sum(categories.values()), verified, correct, dict(categories)))
     return results
 
 
@@ -84,8 +83,10 @@ def pass_at_k_report(results: list[StatementResult], ks: list[int], fewer_than_k
     for k in ks:
         short = [r.name for r in results if r.attempts < k]
         if short and fewer_than_k == "refuse":
-            raise ValueError(f"pass@{k}: {len(short)} statement(s) have fewer than {k} attempts "
-                             f"(e.g. {short[0]}); sample more or count them as failed (fewer_than_k: fail)")
+            raise ValueError(
+                f"pass@{k}: {len(short)} statement(s) have fewer than {k} attempts "
+                f"(e.g. {short[0]}); sample more or count them as failed (fewer_than_k: fail)"
+            )
         estimable = [(r.verified, r.correct) for r in results if r.verified >= k]
         padded = [(max(r.attempts, k), r.correct) for r in results]
         table[str(k)] = {

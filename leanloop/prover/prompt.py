@@ -38,11 +38,9 @@ def render_prompt(statement_prompt: str, config: PromptConfig, tokenizer: Any) -
     if config.style == "raw":
         return statement_prompt
     messages = [{"role": "system", "content": config.system}] if config.system else []
-    messages.append({"role": "user",
-                     "content": f"{config.instruction}\n\n```lean4\n{statement_prompt}\n```"})
+    messages.append({"role": "user", "content": f"{config.instruction}\n\n```lean4\n{statement_prompt}\n```"})
     template = None if getattr(tokenizer, "chat_template", None) else CHATML_TEMPLATE
-    return tokenizer.apply_chat_template(messages, chat_template=template, tokenize=False,
-                                         add_generation_prompt=True)
+    return tokenizer.apply_chat_template(messages, chat_template=template, tokenize=False, add_generation_prompt=True)
 
 
 def render_target(program: str, statement_prompt: str, config: PromptConfig) -> str:
@@ -51,7 +49,7 @@ def render_target(program: str, statement_prompt: str, config: PromptConfig) -> 
     if config.style == "raw":
         if not program.startswith(statement_prompt):
             raise ValueError("raw style needs the program to start with its statement prompt")
-        return program[len(statement_prompt):]
+        return program[len(statement_prompt) :]
     return f"```lean4\n{program.rstrip()}\n```"
 
 
@@ -75,6 +73,8 @@ def trained_prompt(spec: Any, configured: PromptConfig | None) -> PromptConfig:
     if configured is None:
         return trained or PromptConfig()
     if trained is not None and asdict(trained) != asdict(configured):
-        raise ValueError(f"prompt {asdict(configured)} differs from the one {run} was trained "
-                         f"with ({asdict(trained)}); leave `prompt` unset to use the trained one")
+        raise ValueError(
+            f"prompt {asdict(configured)} differs from the one {run} was trained "
+            f"with ({asdict(trained)}); leave `prompt` unset to use the trained one"
+        )
     return configured

@@ -45,8 +45,9 @@ def _read_rows(path: Path) -> tuple[list[dict], bool]:
     try:
         return read_appended(path)
     except JsonlError as error:
-        raise ShardError(f"{error}: a corrupt row inside a journal; delete the journal to sample that "
-                         "shard again") from None
+        raise ShardError(
+            f"{error}: a corrupt row inside a journal; delete the journal to sample that shard again"
+        ) from None
 
 
 def complete_groups(rows: Iterable[dict], k: int) -> dict[str, list[dict]]:
@@ -54,8 +55,9 @@ def complete_groups(rows: Iterable[dict], k: int) -> dict[str, list[dict]]:
     groups: dict[str, dict[int, dict]] = defaultdict(dict)
     for row in rows:
         groups[row["name"]][int(row["attempt"])] = row
-    return {name: [attempts[i] for i in range(k)] for name, attempts in groups.items()
-            if set(attempts) == set(range(k))}
+    return {
+        name: [attempts[i] for i in range(k)] for name, attempts in groups.items() if set(attempts) == set(range(k))
+    }
 
 
 class SampleJournal:
@@ -96,12 +98,19 @@ def merge_journals(parent: str | Path, count: int, names: Sequence[str], k: int)
             groups.update(complete_groups(_read_rows(folder / JOURNAL)[0], k))
     missing = [name for name in names if name not in groups]
     if missing:
-        where = (f"unfinished shards: {sorted({shard_of(name, count) for name in missing})[:10]} of {count}"
-                 if count else "the run is unfinished")
-        raise MergeRefused(f"not merging samples {parent.name}: {len(missing)} of {len(names)} statements are not "
-                           f"sampled yet (e.g. {missing[:3]}); {where}. Run (or resume) them before merging")
+        where = (
+            f"unfinished shards: {sorted({shard_of(name, count) for name in missing})[:10]} of {count}"
+            if count
+            else "the run is unfinished"
+        )
+        raise MergeRefused(
+            f"not merging samples {parent.name}: {len(missing)} of {len(names)} statements are not "
+            f"sampled yet (e.g. {missing[:3]}); {where}. Run (or resume) them before merging"
+        )
     unknown = set(groups) - set(names)
     if unknown:
-        raise MergeRefused(f"not merging samples {parent.name}: it holds samples for {len(unknown)} statements "
-                           f"outside this statement set (e.g. {sorted(unknown)[:3]}); it belongs to another config")
+        raise MergeRefused(
+            f"not merging samples {parent.name}: it holds samples for {len(unknown)} statements "
+            f"outside this statement set (e.g. {sorted(unknown)[:3]}); it belongs to another config"
+        )
     return [row for name in names for row in groups[name]]

@@ -25,7 +25,9 @@ _HEADER_LINE = re.compile(r"^(import\s|set_option\s|open\s|$)")
 # The target is the last top-level declaration that must be proved or constructed.
 _DECLARATION = re.compile(
     r"^(?:@\[[^\]]*\]\s*)?(?:(?:private|protected|noncomputable)\s+)*"
-    r"(theorem|lemma|def|abbrev|instance|example)\s+([^\s(:{\[⦃]+)", re.M)
+    r"(theorem|lemma|def|abbrev|instance|example)\s+([^\s(:{\[⦃]+)",
+    re.M,
+)
 _TRAILING_SORRY = re.compile(r"\s*\bsorry\s*$")
 _ENDS_BY = re.compile(r":=\s*by$")
 _ENDS_ASSIGN = re.compile(r":=$")
@@ -85,13 +87,15 @@ def split_statement(text: str) -> tuple[str, str, str, str]:
     if not matches:
         raise StatementError("no theorem/lemma/def declaration found after the header")
     target = matches[-1]
-    context, declaration = rest[: target.start()], rest[target.start():]
+    context, declaration = rest[: target.start()], rest[target.start() :]
     declaration = _TRAILING_SORRY.sub("", declaration.rstrip()).rstrip()
     if _ENDS_ASSIGN.search(declaration):
         declaration += " by"  # a term-mode ``:=`` statement takes a tactic proof just as well
     elif not _ENDS_BY.search(declaration):
-        raise StatementError(f"declaration of '{target.group(2)}' does not end in ':=', ':= by' or "
-                             "':= by sorry'; cannot tell where the proof goes")
+        raise StatementError(
+            f"declaration of '{target.group(2)}' does not end in ':=', ':= by' or "
+            "':= by sorry'; cannot tell where the proof goes"
+        )
     return header, context, declaration, target.group(2)
 
 
@@ -108,9 +112,16 @@ def statement_from_row(row: dict, source: str = "") -> Statement:
         raise StatementError("row has no name / problem_id / id / uuid")
     header, context, declaration, theorem = split_statement(_full_text(row))
     split = row.get("split")
-    return Statement(name=name, theorem=theorem, header=header, context=context,
-                     statement=declaration, split=str(split) if split is not None else None,
-                     informal=_informal(row), source=source)
+    return Statement(
+        name=name,
+        theorem=theorem,
+        header=header,
+        context=context,
+        statement=declaration,
+        split=str(split) if split is not None else None,
+        informal=_informal(row),
+        source=source,
+    )
 
 
 def _rows(path: Path) -> Iterator[tuple[int, dict]]:
@@ -151,13 +162,20 @@ class StatementSet:
     def __len__(self) -> int:
         return len(self.statements)
 
-    def select(self, names: Iterable[str] | None = None, splits: Iterable[str] | None = None,
-               exclude: Iterable[str] | None = None, limit: int | None = None) -> "StatementSet":
+    def select(
+        self,
+        names: Iterable[str] | None = None,
+        splits: Iterable[str] | None = None,
+        exclude: Iterable[str] | None = None,
+        limit: int | None = None,
+    ) -> "StatementSet":
         keep, drop = set(names or ()), set(exclude or ())
         wanted_splits = set(splits or ())
-        chosen = [s for s in self.statements
-                  if (not keep or s.name in keep) and (not wanted_splits or s.split in wanted_splits)
-                  and s.name not in drop]
+        chosen = [
+            s
+            for s in self.statements
+            if (not keep or s.name in keep) and (not wanted_splits or s.split in wanted_splits) and s.name not in drop
+        ]
         return StatementSet(chosen[:limit] if limit else chosen, self.skipped)
 
 
@@ -167,8 +185,7 @@ def read_statements(path: str | Path) -> StatementSet:
     copy reuses ``exercise_3_3`` for two different books' exercises)."""
     path = resolve_shared(path)
     if not path.exists():
-        raise FileNotFoundError(f"statement set {path} not found (shared://statements/<file> names "
-                                "the shipped sets)")
+        raise FileNotFoundError(f"statement set {path} not found (shared://statements/<file> names the shipped sets)")
     statements: list[Statement] = []
     skipped: list[dict] = []
     seen: dict[str, int] = {}
@@ -184,8 +201,7 @@ def read_statements(path: str | Path) -> StatementSet:
             statement = Statement(**{**statement.to_dict(), "name": f"{statement.name}#{count}"})
         statements.append(statement)
     if not statements:
-        raise StatementError(f"{path}: no readable statements ({len(skipped)} rows skipped: "
-                             f"{skipped[:1]})")
+        raise StatementError(f"{path}: no readable statements ({len(skipped)} rows skipped: {skipped[:1]})")
     return StatementSet(statements, skipped)
 
 
@@ -224,13 +240,17 @@ def load_statement_set(config: StatementsConfig) -> list[Statement]:
     if config.pass_rate is not None:
         kept = within_pass_rate(config.pass_rate)
         names = kept if names is None else names & kept
-    chosen = [s for s in statements.statements
-              if (names is None or s.name in names)
-              and (not config.splits or s.split in set(config.splits))]
+    chosen = [
+        s
+        for s in statements.statements
+        if (names is None or s.name in names) and (not config.splits or s.split in set(config.splits))
+    ]
     if config.limit:
         chosen = chosen[: config.limit]
     if not chosen:
-        raise ValueError(f"no statement of {config.path} passes the filters (splits={config.splits}, "
-                         f"names={config.names}, corpus={config.corpus} {config.corpus_splits}, "
-                         f"pass_rate={config.pass_rate})")
+        raise ValueError(
+            f"no statement of {config.path} passes the filters (splits={config.splits}, "
+            f"names={config.names}, corpus={config.corpus} {config.corpus_splits}, "
+            f"pass_rate={config.pass_rate})"
+        )
     return chosen

@@ -15,5 +15,15 @@ from leanloop.traces.annotate import annotate, annotate_reply, annotate_response
 from leanloop.traces.parse import FeedbackBlock, Verdict, extract_blocks, strip_feedback, trace_verdict
 from leanloop.traces.source import source_preservation
 
-__all__ = ["annotate", "annotate_reply", "annotate_response", "parse_response", "FeedbackBlock", "Verdict",
-           "extract_blocks", "source_preservation", "strip_feedback", "trace_verdict"]
+__all__ = [
+    "annotate",
+    "annotate_reply",
+    "annotate_response",
+    "parse_response",
+    "FeedbackBlock",
+    "Verdict",
+    "extract_blocks",
+    "source_preservation",
+    "strip_feedback",
+    "trace_verdict",
+]

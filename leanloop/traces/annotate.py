@@ -45,8 +45,13 @@ class _Block:
 SAME_LINE = ("first_returned", "leftmost")
 
 
-def annotate(program: str, messages: Sequence[LeanMessage], tactics: Sequence[TacticRecord],
-             include_warnings: bool = False, same_line: str = "first_returned") -> str:
+def annotate(
+    program: str,
+    messages: Sequence[LeanMessage],
+    tactics: Sequence[TacticRecord],
+    include_warnings: bool = False,
+    same_line: str = "first_returned",
+) -> str:
     """The annotated program. ``messages`` and ``tactics`` carry Lean positions in ``program``
     (1-based lines, 0-based codepoint columns); dicts in REPL / Verifier form are accepted too.
     Of several tactic records starting on one source line, ``first_returned`` keeps the first in

@@ -57,8 +57,13 @@ def annotate(argv: list[str] | None = None, prog: str = "leanloop trace annotate
     from leanloop.traces.annotate import annotate_response
     from leanloop.lean.replies import parse_response
 
-    args, _ = parse_config(AnnotateConfig, argv, prog=prog, description="print PROGRAM annotated with Lean's "
-                           "feedback from RESPONSE", positional=("program", "response"))
+    args, _ = parse_config(
+        AnnotateConfig,
+        argv,
+        prog=prog,
+        description="print PROGRAM annotated with Lean's feedback from RESPONSE",
+        positional=("program", "response"),
+    )
     program = _read_text(args.program, "program")
     try:
         reply = json.loads(_read_text(args.response, "response"))
@@ -77,8 +82,13 @@ def annotate(argv: list[str] | None = None, prog: str = "leanloop trace annotate
 def verdict(argv: list[str] | None = None, prog: str = "leanloop trace verdict") -> int:
     from leanloop.traces.parse import trace_verdict
 
-    args, _ = parse_config(VerdictConfig, argv, prog=prog, description="print the verdict of a predicted trace "
-                           "as JSON", positional=("trace",))
+    args, _ = parse_config(
+        VerdictConfig,
+        argv,
+        prog=prog,
+        description="print the verdict of a predicted trace as JSON",
+        positional=("trace",),
+    )
     result = trace_verdict(_read_text(args.trace, "trace"), truncated=args.truncated)
     print(json.dumps(result.to_dict()))
     return 0

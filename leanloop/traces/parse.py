@@ -85,7 +85,7 @@ def extract_blocks(text: str) -> list[FeedbackBlock]:
         if tag.group("open") is not None:
             opener = tag
         elif opener is not None:
-            blocks.append(FeedbackBlock(opener.start(), tag.end(), text[opener.end():tag.start()]))
+            blocks.append(FeedbackBlock(opener.start(), tag.end(), text[opener.end() : tag.start()]))
             opener = None
     return blocks
 
@@ -200,7 +200,7 @@ def ends_in_proof_state(text: str) -> bool:
     if not blocks:
         return False
     last = blocks[-1]
-    return last.has_state and not body[last.end:].strip()
+    return last.has_state and not body[last.end :].strip()
 
 
 def trace_verdict(trace: str, truncated: bool = False) -> Verdict:

@@ -67,8 +67,11 @@ def carries_feedback(reply: Any) -> bool:
         return True
     if reply.get("errors") or reply.get("warnings") or reply.get("infos"):
         return True
-    return any(carries_feedback(item) or carries_feedback(item.get("response"))
-               for item in reply.get("results") or [] if isinstance(item, dict))
+    return any(
+        carries_feedback(item) or carries_feedback(item.get("response"))
+        for item in reply.get("results") or []
+        if isinstance(item, dict)
+    )
 
 
 def iter_repl_folder(folder: Path, lean_version: str) -> Iterator[RecordedReply]:
@@ -112,11 +115,14 @@ def iter_repl_bundles(all_versions: Path) -> Iterator[RecordedReply]:
         except ValueError:
             pairs = [(row["request"], row["response"], row.get("file_text")) for row in derived.get(key, [])]
         for index, (request, reply, file_text) in enumerate(pairs):
-            files = {request["path"]: file_text} if isinstance(request, dict) and file_text and "path" in request else {}
+            files = (
+                {request["path"]: file_text} if isinstance(request, dict) and file_text and "path" in request else {}
+            )
             program = command_program(request, files, reply)
             if program is not None and carries_feedback(reply):
-                yield RecordedReply("all_versions", version, f"{bundle['test']}@{bundle['commit'][:8]}",
-                                    index, program, reply)
+                yield RecordedReply(
+                    "all_versions", version, f"{bundle['test']}@{bundle['commit'][:8]}", index, program, reply
+                )
 
 
 def iter_kimina_pairs(path: Path) -> Iterator[RecordedReply]:
@@ -133,21 +139,27 @@ def iter_kimina_demo(folder: Path) -> Iterator[RecordedReply]:
         if "messages = response" in "".join(cell.get("source", "")):
             for output in cell.get("outputs", []):
                 messages = ast.literal_eval("".join(output.get("text", "")).strip())
-                reply = {"results": [{"custom_id": "demo_search_2", "error": None,
-                                      "response": {"messages": messages}}]}
+                reply = {"results": [{"custom_id": "demo_search_2", "error": None, "response": {"messages": messages}}]}
                 yield RecordedReply("kimina_demo", "v4.15.0", "demo_search_2", 0, program, reply)
 
 
 def iter_rl_lean(path: Path) -> Iterator[RecordedReply]:
     """Every RL-Lean row (also the system errors: they test that nothing is annotated for them)."""
     for index, row in enumerate(read_jsonl(path)):
-        yield RecordedReply("rl_lean", str(row.get("lean_version", "v4.9.0-rc1")), row["custom_id"], index,
-                            row["code"], row["compilation_result"],
-                            {"name": row["name"], "verdict_pass": row["verdict_pass"], "source": row["source"]})
+        yield RecordedReply(
+            "rl_lean",
+            str(row.get("lean_version", "v4.9.0-rc1")),
+            row["custom_id"],
+            index,
+            row["code"],
+            row["compilation_result"],
+            {"name": row["name"], "verdict_pass": row["verdict_pass"], "source": row["source"]},
+        )
 
 
-def iter_recorded(shared: Path, sources: tuple[str, ...] = ("repl", "all_versions", "kimina_match", "kimina_demo",
-                                                            "rl_lean")) -> Iterator[RecordedReply]:
+def iter_recorded(
+    shared: Path, sources: tuple[str, ...] = ("repl", "all_versions", "kimina_match", "kimina_demo", "rl_lean")
+) -> Iterator[RecordedReply]:
     """Every recorded reply that carries feedback (RL-Lean: every row), source by source."""
     lean_repl = shared / "lean_repl"
     if "repl" in sources:

@@ -90,7 +90,7 @@ class _EditMap:
         self._shift_after: list[int] = []
         shift = 0
         for edit in edits:
-            pieces.append(original[cursor:edit.start])
+            pieces.append(original[cursor : edit.start])
             self._starts.append(edit.start)
             self._ends.append(edit.end)
             self._new_starts.append(edit.start + shift)
@@ -179,8 +179,9 @@ class NormalizedProgram:
         if line > len(self._original_line_starts):
             return len(self.original)
         start = self._original_line_starts[line - 1]
-        next_start = (self._original_line_starts[line] - 1 if line < len(self._original_line_starts)
-                      else len(self.original))
+        next_start = (
+            self._original_line_starts[line] - 1 if line < len(self._original_line_starts) else len(self.original)
+        )
         return start + min(max(column, 0), next_start - start)
 
     def locate(self, line: int, column: int) -> tuple[int, int]:

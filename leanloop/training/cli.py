@@ -22,14 +22,37 @@ from lightning.pytorch.cli import LightningCLI  # noqa: E402
 from lightning.pytorch.utilities.model_helpers import is_overridden  # noqa: E402
 
 from leanloop import runnables  # noqa: E402
-from leanloop.artifacts import (FINAL, MANIFEST, Manifest, RunNameError, checkpoint_step,  # noqa: E402
-                                default_run_name, is_checkpoint, last_checkpoint, run_dir, run_lock)
-from leanloop.tool import (CONFIG_FILE, ConfigFileError, DiskFullError, ShortErrors, add_verify_argument,  # noqa: E402
-                           changed_keys, check_config_files, check_renamed_keys, cli_entry, comparable_config,
-                           finished_with_same_config, is_disk_full, renamed_keys, set_verify_mode, start_run)
+from leanloop.artifacts import (
+    FINAL,
+    MANIFEST,
+    Manifest,
+    RunNameError,
+    checkpoint_step,  # noqa: E402
+    default_run_name,
+    is_checkpoint,
+    last_checkpoint,
+    run_dir,
+    run_lock,
+)
+from leanloop.tool import (
+    CONFIG_FILE,
+    ConfigFileError,
+    DiskFullError,
+    ShortErrors,
+    add_verify_argument,  # noqa: E402
+    changed_keys,
+    check_config_files,
+    check_renamed_keys,
+    cli_entry,
+    comparable_config,
+    finished_with_same_config,
+    is_disk_full,
+    renamed_keys,
+    set_verify_mode,
+    start_run,
+)
 from leanloop.training.optim import check_master_weights  # noqa: E402
 from leanloop.training.resume import ResumeState, resumable, trim_metrics  # noqa: E402
-
 
 
 def _restore_int_first_batch_limits() -> None:
@@ -102,8 +125,14 @@ class StageResult:
 
 
 class StageCLI(LightningCLI):
-    def __init__(self, stage: str, *args: Any, links: Iterable[tuple[str, str]] = (),
-                 hold: ExitStack | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        stage: str,
+        *args: Any,
+        links: Iterable[tuple[str, str]] = (),
+        hold: ExitStack | None = None,
+        **kwargs: Any,
+    ):
         self.stage = stage
         self.resume_from: str | None = None
         self.hold = hold if hold is not None else ExitStack()
@@ -123,28 +152,60 @@ class StageCLI(LightningCLI):
         return super().init_parser(**kwargs)
 
     def add_arguments_to_parser(self, parser) -> None:
-        parser.add_argument("--run", type=str | None, default=None,
-                            help="run name: artifacts/<stage>/<run>/ (default: config file stems)")
-        parser.add_argument("--overwrite", type=bool, default=False,
-                            help="retrain over a finished run that had a different config")
-        parser.add_argument("--test_after_fit", type=bool, default=False,
-                            help="run trainer.test after fit when the datamodule has a test split")
-        parser.add_argument("--checkpoint_every_n_steps", type=int | None, default=None,
-                            help="save <run>/step-NNNNNN/lightning.ckpt every N optimizer steps (all kept)")
-        parser.add_argument("--checkpoint_every_n_minutes", type=float | None, default=CHECKPOINT_MINUTES,
-                            help="without --checkpoint_every_n_steps: save <run>/step-NNNNNN/lightning.ckpt after "
-                                 "every N minutes of training, keeping the newest only (a killed run loses at most "
-                                 "that much); null: none")
-        parser.add_argument("--ckpt_path", type=str | None, default=None,
-                            help="resume fit from a Lightning checkpoint (e.g. <run>/step-000100/lightning.ckpt)")
-        parser.add_argument("--restart", type=bool, default=False,
-                            help="start an unfinished run over (its checkpoints and metrics.csv are removed) "
-                                 "instead of resuming it from its last checkpoint")
-        parser.add_argument("--dry_run", type=bool, default=False,
-                            help="parse and validate the configs, print the resolved config and its memory plan, "
-                                 "train nothing")
-        parser.add_argument("--plan", type=bool, default=True,
-                            help="with --dry_run: print the memory plan per GPU (leanloop.plan) after the config")
+        parser.add_argument(
+            "--run",
+            type=str | None,
+            default=None,
+            help="run name: artifacts/<stage>/<run>/ (default: config file stems)",
+        )
+        parser.add_argument(
+            "--overwrite", type=bool, default=False, help="retrain over a finished run that had a different config"
+        )
+        parser.add_argument(
+            "--test_after_fit",
+            type=bool,
+            default=False,
+            help="run trainer.test after fit when the datamodule has a test split",
+        )
+        parser.add_argument(
+            "--checkpoint_every_n_steps",
+            type=int | None,
+            default=None,
+            help="save <run>/step-NNNNNN/lightning.ckpt every N optimizer steps (all kept)",
+        )
+        parser.add_argument(
+            "--checkpoint_every_n_minutes",
+            type=float | None,
+            default=CHECKPOINT_MINUTES,
+            help="without --checkpoint_every_n_steps: save <run>/step-NNNNNN/lightning.ckpt after "
+            "every N minutes of training, keeping the newest only (a killed run loses at most "
+            "that much); null: none",
+        )
+        parser.add_argument(
+            "--ckpt_path",
+            type=str | None,
+            default=None,
+            help="resume fit from a Lightning checkpoint (e.g. <run>/step-000100/lightning.ckpt)",
+        )
+        parser.add_argument(
+            "--restart",
+            type=bool,
+            default=False,
+            help="start an unfinished run over (its checkpoints and metrics.csv are removed) "
+            "instead of resuming it from its last checkpoint",
+        )
+        parser.add_argument(
+            "--dry_run",
+            type=bool,
+            default=False,
+            help="parse and validate the configs, print the resolved config and its memory plan, train nothing",
+        )
+        parser.add_argument(
+            "--plan",
+            type=bool,
+            default=True,
+            help="with --dry_run: print the memory plan per GPU (leanloop.plan) after the config",
+        )
         add_verify_argument(parser)
         parser.add_dataclass_arguments(LogConfig, "log")
         for source, target in self.links:
@@ -188,9 +249,11 @@ class StageCLI(LightningCLI):
         given = config.ckpt_path
         if given:
             if given not in ("last", "best", "hpc", "registry") and not is_checkpoint(given):
-                raise SystemExit(f"[{self.stage}] --ckpt_path {given}: no such checkpoint file "
-                                 f"(checkpoints are {self.run_dir}/step-NNNNNN/lightning.ckpt: a file, or the "
-                                 "folder DeepSpeed writes, complete once it holds 'latest')")
+                raise SystemExit(
+                    f"[{self.stage}] --ckpt_path {given}: no such checkpoint file "
+                    f"(checkpoints are {self.run_dir}/step-NNNNNN/lightning.ckpt: a file, or the "
+                    "folder DeepSpeed writes, complete once it holds 'latest')"
+                )
             return given
         last = last_checkpoint(self.run_dir)
         if last is None:
@@ -198,8 +261,11 @@ class StageCLI(LightningCLI):
         previous = (self.run_dir / CONFIG_FILE).read_text() if (self.run_dir / CONFIG_FILE).is_file() else None
         same = comparable_config(previous) == comparable_config(resolved)
         if same and not config.restart and not config.overwrite:
-            print(f"[{self.stage}] resuming the unfinished run {self.run_dir} from {last.parent.name} "
-                  "(pass --restart true to start it over)", file=sys.stderr)
+            print(
+                f"[{self.stage}] resuming the unfinished run {self.run_dir} from {last.parent.name} "
+                "(pass --restart true to start it over)",
+                file=sys.stderr,
+            )
             return str(last)
         if _is_global_zero():
             why = "--restart true" if same else f"its config changed: {', '.join(changed_keys(previous, resolved)[:8])}"
@@ -224,23 +290,36 @@ class StageCLI(LightningCLI):
         self.resume_state = ResumeState(seed if isinstance(seed, int) and not isinstance(seed, bool) else None)
         callbacks.append(self.resume_state)
         configured = self._get(self.config_init, "trainer", default={})
-        if configured.get("enable_model_summary", True) is not False and \
-                not any(isinstance(c, ModelSummary) for c in callbacks):
+        if configured.get("enable_model_summary", True) is not False and not any(
+            isinstance(c, ModelSummary) for c in callbacks
+        ):
             callbacks.append(OneLineSummary())
         # "step-{step:06d}/lightning" -> <run>/step-000100/lightning.ckpt (one folder per step is the
         # artifact layout; Lightning creates it)
-        layout = {"dirpath": str(self.run_dir), "filename": "step-{step:06d}/lightning",
-                  "auto_insert_metric_name": False, "save_on_train_epoch_end": False}
+        layout = {
+            "dirpath": str(self.run_dir),
+            "filename": "step-{step:06d}/lightning",
+            "auto_insert_metric_name": False,
+            "save_on_train_epoch_end": False,
+        }
         if config.checkpoint_every_n_steps:
             kwargs["enable_checkpointing"] = True
-            callbacks.append(StepCheckpoint(every_n_train_steps=config.checkpoint_every_n_steps, save_top_k=-1,
-                                            **layout))
+            callbacks.append(
+                StepCheckpoint(every_n_train_steps=config.checkpoint_every_n_steps, save_top_k=-1, **layout)
+            )
         elif config.checkpoint_every_n_minutes and not self.fast_dev_run:
             from datetime import timedelta
 
             kwargs["enable_checkpointing"] = True
-            callbacks.append(StepCheckpoint(train_time_interval=timedelta(minutes=config.checkpoint_every_n_minutes),
-                                            save_top_k=1, monitor="step", mode="max", **layout))
+            callbacks.append(
+                StepCheckpoint(
+                    train_time_interval=timedelta(minutes=config.checkpoint_every_n_minutes),
+                    save_top_k=1,
+                    monitor="step",
+                    mode="max",
+                    **layout,
+                )
+            )
         trainer_config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
         return self._instantiate_trainer(trainer_config, callbacks)
 
@@ -252,8 +331,12 @@ class StepCheckpoint(ModelCheckpoint):
     def _remove_checkpoint(self, trainer: Any, filepath: str) -> None:
         super()._remove_checkpoint(trainer, filepath)
         folder = Path(filepath).parent
-        if trainer.is_global_zero and folder.parent == Path(self.dirpath or "") and folder.is_dir() \
-                and not any(folder.iterdir()):
+        if (
+            trainer.is_global_zero
+            and folder.parent == Path(self.dirpath or "")
+            and folder.is_dir()
+            and not any(folder.iterdir())
+        ):
             folder.rmdir()
 
 
@@ -262,18 +345,30 @@ class OneLineSummary(ModelSummary):
     measured)."""
 
     @staticmethod
-    def summarize(summary_data: list, total_parameters: int, trainable_parameters: int, model_size: float,
-                  total_training_modes: dict, total_flops: int = 0, **kwargs: Any) -> None:
+    def summarize(
+        summary_data: list,
+        total_parameters: int,
+        trainable_parameters: int,
+        model_size: float,
+        total_training_modes: dict,
+        total_flops: int = 0,
+        **kwargs: Any,
+    ) -> None:
         from lightning.pytorch.utilities.model_summary import get_human_readable_count
 
         types = [t for name, column in summary_data if name == "Type" for t in column]
-        print(f"model: {', '.join(types) or '?'}, {get_human_readable_count(total_parameters)} parameters "
-              f"({get_human_readable_count(trainable_parameters)} trainable), {model_size:.1f} MB", file=sys.stderr)
+        print(
+            f"model: {', '.join(types) or '?'}, {get_human_readable_count(total_parameters)} parameters "
+            f"({get_human_readable_count(trainable_parameters)} trainable), {model_size:.1f} MB",
+            file=sys.stderr,
+        )
 
 
 def _is_global_zero() -> bool:
-    return int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0") or 0)) == 0 and \
-        int(os.environ.get("LOCAL_RANK", "0") or 0) == 0
+    return (
+        int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0") or 0)) == 0
+        and int(os.environ.get("LOCAL_RANK", "0") or 0) == 0
+    )
 
 
 def _run_name(config_files: Any) -> str:
@@ -299,11 +394,17 @@ def _loggers(stage: str, run: str, run_dir: Path, log: Any) -> list:
             mode = os.environ.get("WANDB_MODE", log.wandb_mode)
             import wandb
 
-            loggers.append(WandbLogger(
-                project=log.wandb_project, entity=log.wandb_entity, name=f"{stage}/{run}",
-                save_dir=str(run_dir), offline=mode != "online", group=stage,
-                settings=wandb.Settings(x_disable_stats=not log.wandb_system_metrics),
-            ))
+            loggers.append(
+                WandbLogger(
+                    project=log.wandb_project,
+                    entity=log.wandb_entity,
+                    name=f"{stage}/{run}",
+                    save_dir=str(run_dir),
+                    offline=mode != "online",
+                    group=stage,
+                    settings=wandb.Settings(x_disable_stats=not log.wandb_system_metrics),
+                )
+            )
         except ImportError:
             print("wandb is not installed; logging to CSV only", file=sys.stderr)
     return loggers
@@ -354,8 +455,11 @@ def _quiet_startup() -> None:
     the run writes, and warnings still show)."""
     import logging
 
-    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero",
-                 "lightning.pytorch.accelerators.cuda"):
+    for name in (
+        "lightning.pytorch.utilities.rank_zero",
+        "lightning.fabric.utilities.rank_zero",
+        "lightning.pytorch.accelerators.cuda",
+    ):
         logging.getLogger(name).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=r".*is deprecated.*", category=DeprecationWarning)
     warnings.filterwarnings("ignore", message=r".*srun. command is available on your system but is not used.*")
@@ -402,7 +506,10 @@ def _progress_bar(trainer: Any, configured_callbacks: list) -> None:
 
 
 def run_stage(
-    stage: str, module_class: type, datamodule_class: type, args: list[str] | None = None,
+    stage: str,
+    module_class: type,
+    datamodule_class: type,
+    args: list[str] | None = None,
     links: Iterable[tuple[str, str]] = (),
 ) -> StageResult:
     """Parse configs, train, export, write the manifest. ``args=None`` reads ``sys.argv``.
@@ -422,15 +529,30 @@ def run_stage(
         return _run_stage(stage, module_class, datamodule_class, args, links, hold)
 
 
-def _run_stage(stage: str, module_class: type, datamodule_class: type, args: list[str] | None,
-               links: Iterable[tuple[str, str]], hold: ExitStack) -> StageResult:
+def _run_stage(
+    stage: str,
+    module_class: type,
+    datamodule_class: type,
+    args: list[str] | None,
+    links: Iterable[tuple[str, str]],
+    hold: ExitStack,
+) -> StageResult:
     with warnings.catch_warnings():
         # args given in-process (tests, sweeps) while sys.argv holds the caller's own flags is intended
         warnings.filterwarnings("ignore", message=".*args parameter is intended to run from within Python.*")
         cli = StageCLI(
-            stage, module_class, datamodule_class, args=args, links=links, hold=hold, run=False,
-            save_config_callback=None, auto_configure_optimizers=False, seed_everything_default=42,
-            trainer_defaults=TRAINER_DEFAULTS, parser_kwargs={"description": f"train the {stage} stage"},
+            stage,
+            module_class,
+            datamodule_class,
+            args=args,
+            links=links,
+            hold=hold,
+            run=False,
+            save_config_callback=None,
+            auto_configure_optimizers=False,
+            seed_everything_default=42,
+            trainer_defaults=TRAINER_DEFAULTS,
+            parser_kwargs={"description": f"train the {stage} stage"},
         )
     if cli.config.dry_run:
         print(cli.resolved_config)
@@ -440,8 +562,7 @@ def _run_stage(stage: str, module_class: type, datamodule_class: type, args: lis
     if cli.skipped:
         from leanloop.artifacts import read_manifest
 
-        return StageResult(cli.run_dir, skipped=True, manifest=read_manifest(cli.run_dir),
-                           config=cli.resolved_config)
+        return StageResult(cli.run_dir, skipped=True, manifest=read_manifest(cli.run_dir), config=cli.resolved_config)
     trainer, model, datamodule = cli.trainer, cli.model, cli.datamodule
     config = cli.config
     # the run folder holds config.yaml (written before training), so Lightning's CSV logger warns that
@@ -449,30 +570,49 @@ def _run_stage(stage: str, module_class: type, datamodule_class: type, args: lis
     warnings.filterwarnings("ignore", message=r"Experiment logs directory .* exists and is not empty")
     _progress_bar(trainer, getattr(config.trainer, "callbacks", None) or [])
     if trainer.is_global_zero:
-        until = f"max_steps={trainer.max_steps}" if trainer.max_steps and trainer.max_steps > 0 else \
-            f"max_epochs={trainer.max_epochs}"
+        until = (
+            f"max_steps={trainer.max_steps}"
+            if trainer.max_steps and trainer.max_steps > 0
+            else f"max_epochs={trainer.max_epochs}"
+        )
         start = f", resuming from {cli.resume_from}" if cli.resume_from else ""
-        print(f"[{stage}] training {cli.run_dir.name} to {until} on {trainer.num_devices}x "
-              f"{type(trainer.accelerator).__name__.removesuffix('Accelerator')}{start}; writing {cli.run_dir}",
-              file=sys.stderr)
+        print(
+            f"[{stage}] training {cli.run_dir.name} to {until} on {trainer.num_devices}x "
+            f"{type(trainer.accelerator).__name__.removesuffix('Accelerator')}{start}; writing {cli.run_dir}",
+            file=sys.stderr,
+        )
     resume_state: ResumeState = cli.resume_state
     if datamodule is not None and is_overridden("train_dataloader", datamodule):
-        seed = config.seed_everything if isinstance(config.seed_everything, int) and \
-            not isinstance(config.seed_everything, bool) else 0
+        seed = (
+            config.seed_everything
+            if isinstance(config.seed_everything, int) and not isinstance(config.seed_everything, bool)
+            else 0
+        )
         _resumable_train_data(datamodule, resume_state, seed, trainer)
     if cli.resume_from:
         step = checkpoint_step(cli.resume_from)
         if step is not None and trainer.is_global_zero:
             _keep_metrics_before(trainer, cli.run_dir, step)
     _interruptible(trainer, trainer.fit, model, datamodule=datamodule, ckpt_path=cli.resume_from)
-    if 0 < trainer.max_steps and trainer.global_step < trainer.max_steps and trainer.max_epochs is not None \
-            and 0 < trainer.max_epochs <= trainer.current_epoch:
+    if (
+        0 < trainer.max_steps
+        and trainer.global_step < trainer.max_steps
+        and trainer.max_epochs is not None
+        and 0 < trainer.max_epochs <= trainer.current_epoch
+    ):
         # the stage default is one epoch (the papers' recipes): a longer max_steps needs max_epochs too
-        print(f"[{stage}] stopped at step {trainer.global_step} by max_epochs={trainer.max_epochs}, before "
-              f"max_steps={trainer.max_steps}; pass --trainer.max_epochs -1 to train for max_steps", file=sys.stderr)
+        print(
+            f"[{stage}] stopped at step {trainer.global_step} by max_epochs={trainer.max_epochs}, before "
+            f"max_steps={trainer.max_steps}; pass --trainer.max_epochs -1 to train for max_steps",
+            file=sys.stderr,
+        )
     metrics = _metrics(trainer)
-    if resume_state.tokens_at_resume and isinstance(metrics.get("train/tokens"), float) and \
-            resume_state.resumed_epoch == 0 and int(trainer.current_epoch) <= 1:
+    if (
+        resume_state.tokens_at_resume
+        and isinstance(metrics.get("train/tokens"), float)
+        and resume_state.resumed_epoch == 0
+        and int(trainer.current_epoch) <= 1
+    ):
         # a one-epoch run restored mid-epoch: its epoch sum began before the restore
         metrics["train/tokens"] += resume_state.tokens_at_resume
     if _needs_final_validation(trainer, model, datamodule):
@@ -496,17 +636,31 @@ def _run_stage(stage: str, module_class: type, datamodule_class: type, args: lis
                 raise DiskFullError(final, error) from error
             raise
     if trainer.is_global_zero:
-        counts = {"global_step": int(trainer.global_step), "current_epoch": int(trainer.current_epoch),
-                  "trained_tokens": resume_state.tokens, **_hook([datamodule, model], "manifest_counts")}
+        counts = {
+            "global_step": int(trainer.global_step),
+            "current_epoch": int(trainer.current_epoch),
+            "trained_tokens": resume_state.tokens,
+            **_hook([datamodule, model], "manifest_counts"),
+        }
         if cli.resume_from:
             counts["resumed_from"] = str(cli.resume_from)
         seed = config.seed_everything if not isinstance(config.seed_everything, bool) else None
-        record = Manifest(stage=stage, run=cli.run_name, seed=seed, counts=counts, metrics=metrics, extra={
-            "fast_dev_run": cli.fast_dev_run,
-            "trainer": {"precision": str(trainer.precision), "world_size": int(trainer.world_size),
-                        "accumulate_grad_batches": int(trainer.accumulate_grad_batches)},
-            "config_file": CONFIG_FILE,
-        })
+        record = Manifest(
+            stage=stage,
+            run=cli.run_name,
+            seed=seed,
+            counts=counts,
+            metrics=metrics,
+            extra={
+                "fast_dev_run": cli.fast_dev_run,
+                "trainer": {
+                    "precision": str(trainer.precision),
+                    "world_size": int(trainer.world_size),
+                    "accumulate_grad_batches": int(trainer.accumulate_grad_batches),
+                },
+                "config_file": CONFIG_FILE,
+            },
+        )
         write_run_report = getattr(model, "write_run_report", None)
         if callable(write_run_report):  # report.md beside the manifest (e.g. pretrain's loss curves)
             write_run_report(cli.run_dir, metrics, counts)
@@ -519,8 +673,15 @@ def _run_stage(stage: str, module_class: type, datamodule_class: type, args: lis
         from leanloop.artifacts import read_manifest
 
         manifest = read_manifest(cli.run_dir)
-    return StageResult(cli.run_dir, skipped=False, manifest=manifest, config=cli.resolved_config,
-                       trainer=trainer, model=model, datamodule=datamodule)
+    return StageResult(
+        cli.run_dir,
+        skipped=False,
+        manifest=manifest,
+        config=cli.resolved_config,
+        trainer=trainer,
+        model=model,
+        datamodule=datamodule,
+    )
 
 
 def _print_plan(stage: str, resolved: str) -> None:
@@ -580,8 +741,9 @@ def _resumable_train_data(datamodule: Any, state: ResumeState, seed: int, traine
     def train_dataloader() -> Any:
         loader = original()
         ranks = trainer.distributed_sampler_kwargs or {}
-        wrapped, order, per_batch = resumable(loader, seed, int(ranks.get("rank", 0)),
-                                              int(ranks.get("num_replicas", 1)))
+        wrapped, order, per_batch = resumable(
+            loader, seed, int(ranks.get("rank", 0)), int(ranks.get("num_replicas", 1))
+        )
         if order is not None:
             state.skip_for(order, per_batch)
             # the loader resumes mid-epoch (the sampler skips what was trained): Lightning's warning
@@ -597,9 +759,9 @@ def _hook_value(obj: Any, name: str) -> Any:
     return method() if callable(method) else None
 
 
-def main(stage: str, module_class: type, datamodule_class: type,
-         links: Iterable[tuple[str, str]] = ()) -> None:
+def main(stage: str, module_class: type, datamodule_class: type, links: Iterable[tuple[str, str]] = ()) -> None:
     """``python -m <stage>.train``: ``if __name__ == "__main__": main("pretrain", ...)``."""
+
     def stage_main() -> int:
         result = run_stage(stage, module_class, datamodule_class, links=links)
         if result.config is not None and result.manifest is None and result.skipped:

@@ -47,8 +47,12 @@ def check_input(path: str | Path, stage: str | None = None) -> dict[str, Any]:
 
 
 def check_model_run(
-    run: str | Path, *, tokenizer: Any = None, expect_base: str | None = None,
-    expect_vocab_size: int | None = None, stage: str | None = None,
+    run: str | Path,
+    *,
+    tokenizer: Any = None,
+    expect_base: str | None = None,
+    expect_vocab_size: int | None = None,
+    stage: str | None = None,
 ) -> dict[str, Any]:
     """Check a previous model run before loading it; returns its manifest."""
     run = Path(run)

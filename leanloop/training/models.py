@@ -39,9 +39,18 @@ def _qwen3_tiny(**overrides: Any):
     from leanloop.tokenizer import QWEN3_VOCAB_SIZE
 
     args = dict(
-        vocab_size=QWEN3_VOCAB_SIZE, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=32_768,
-        tie_word_embeddings=True, bos_token_id=151_643, eos_token_id=151_643, pad_token_id=151_643,
+        vocab_size=QWEN3_VOCAB_SIZE,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=32_768,
+        tie_word_embeddings=True,
+        bos_token_id=151_643,
+        eos_token_id=151_643,
+        pad_token_id=151_643,
     )
     return Qwen3Config(**{**args, **overrides})
 
@@ -66,9 +75,18 @@ def _modernbert_tiny(**overrides: Any):
     # MiniLM's uncased WordPiece ([PAD]=0, [CLS]=101, [SEP]=102, [MASK]=103): ModernBERT's own
     # tokenizer is not on this machine, and the encoder side shares one vocabulary this way.
     args = dict(
-        vocab_size=30_522, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, max_position_embeddings=8_192, local_attention=64,
-        pad_token_id=0, bos_token_id=101, cls_token_id=101, eos_token_id=102, sep_token_id=102,
+        vocab_size=30_522,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=8_192,
+        local_attention=64,
+        pad_token_id=0,
+        bos_token_id=101,
+        cls_token_id=101,
+        eos_token_id=102,
+        sep_token_id=102,
     )
     return ModernBertConfig(**{**args, **overrides})
 
@@ -90,8 +108,10 @@ def flash_attention_available() -> bool:
 
     if is_flash_attn_2_available():
         return True
-    log.warning("attn_implementation flash_attention_2: flash-attn or a CUDA GPU is missing here, using sdpa "
-                "(flash-attn installs with `make gpu-setup`)")
+    log.warning(
+        "attn_implementation flash_attention_2: flash-attn or a CUDA GPU is missing here, using sdpa "
+        "(flash-attn installs with `make gpu-setup`)"
+    )
     return False
 
 
@@ -118,8 +138,10 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         if not self.name or not str(self.name).strip():
-            raise ValueError(f"a model spec needs a `name` (a preset: {sorted(PRESETS)}, a path, "
-                             "a hub id, or artifacts://<stage>/<run>)")
+            raise ValueError(
+                f"a model spec needs a `name` (a preset: {sorted(PRESETS)}, a path, "
+                "a hub id, or artifacts://<stage>/<run>)"
+            )
         if self.attn_implementation == "flash_attention_2" and not flash_attention_available():
             # here, not at load: the packing collators read it too (flattened rows need flash-attn)
             self.attn_implementation = "sdpa"
@@ -228,9 +250,7 @@ def load_model(spec: ModelSpec, auto_class: Any = None, tokenizer: Any = None, *
         model = auto_class.from_config(build_config(spec), dtype=dtype, **attn, **kwargs)
     else:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never download from here
-        model = auto_class.from_pretrained(
-            spec.weights_location(), dtype=dtype, **attn, **spec.overrides, **kwargs
-        )
+        model = auto_class.from_pretrained(spec.weights_location(), dtype=dtype, **attn, **spec.overrides, **kwargs)
     if tokenizer is not None:
         check_tokenizer_fits(tokenizer, model, where=spec.name)
     return model

@@ -47,8 +47,13 @@ class HFModule(L.LightningModule):
         zero writes.
         """
         trainer = self._trainer
-        save_hf(self.model, self.tokenizer, final_dir, writer=self.writes_files,
-                zero3=trainer is not None and bool(getattr(trainer.strategy, "zero_stage_3", False)))
+        save_hf(
+            self.model,
+            self.tokenizer,
+            final_dir,
+            writer=self.writes_files,
+            zero3=trainer is not None and bool(getattr(trainer.strategy, "zero_stage_3", False)),
+        )
 
     @property
     def writes_files(self) -> bool:

@@ -26,20 +26,23 @@ class UnfusedQwen3MoeExperts(nn.ModuleList):
     as transformers' eager ``Qwen3MoeExperts.forward``. Built uninitialised: fill it with
     :func:`unfuse_block_` or a checkpoint."""
 
-    def __init__(self, config: Qwen3MoeConfig, device: torch.device | str | None = None,
-                 dtype: torch.dtype | None = None):
+    def __init__(
+        self, config: Qwen3MoeConfig, device: torch.device | str | None = None, dtype: torch.dtype | None = None
+    ):
         # no random init: the weights are copied from the fused tensors (or loaded) right after,
         # and initialising 18k Linear modules would dominate building the 30B module tree
         with no_init_weights(), torch.device(device or "cpu"):
-            experts = [Qwen3MoeMLP(config, intermediate_size=config.moe_intermediate_size)
-                       for _ in range(config.num_experts)]
+            experts = [
+                Qwen3MoeMLP(config, intermediate_size=config.moe_intermediate_size) for _ in range(config.num_experts)
+            ]
         super().__init__(experts)
         if dtype is not None:
             self.to(dtype)
         self.num_experts = config.num_experts
 
-    def forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor,
-                top_k_weights: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor
+    ) -> torch.Tensor:
         final_hidden_states = torch.zeros_like(hidden_states)
         with torch.no_grad():
             # [E, top_k, tokens]: which (slot, token) pairs each expert serves
@@ -69,12 +72,14 @@ def unfuse_block_(block: Qwen3MoeSparseMoeBlock, config: Qwen3MoeConfig) -> Unfu
     gate_up, down = fused.gate_up_proj, fused.down_proj
     n_exp, two_i, hidden = gate_up.shape
     inter = two_i // 2
-    if (n_exp, hidden, inter) != (config.num_experts, config.hidden_size, config.moe_intermediate_size) \
-            or tuple(down.shape) != (n_exp, hidden, inter):
+    if (n_exp, hidden, inter) != (config.num_experts, config.hidden_size, config.moe_intermediate_size) or tuple(
+        down.shape
+    ) != (n_exp, hidden, inter):
         raise ValueError(
             f"fused expert shapes gate_up_proj {tuple(gate_up.shape)} / down_proj {tuple(down.shape)} do not "
             f"match the config (E={config.num_experts}, H={config.hidden_size}, "
-            f"I={config.moe_intermediate_size}); pass the model's own config")
+            f"I={config.moe_intermediate_size}); pass the model's own config"
+        )
     unfused = UnfusedQwen3MoeExperts(config, device=gate_up.device, dtype=gate_up.dtype)
     if gate_up.device.type != "meta":
         for e, expert in enumerate(unfused):
@@ -106,8 +111,13 @@ def unfuse_experts_(model: Qwen3MoeForCausalLM) -> Qwen3MoeForCausalLM:
 def fuse_experts(model: nn.Module) -> Qwen3MoeForCausalLM:
     """The inverse: a stock ``Qwen3MoeForCausalLM`` (e.g. to export merged adapters for serving).
     Needs plain ``nn.Linear`` experts (merge and dequantize adapters first)."""
-    config = Qwen3MoeConfig(**{k: v for k, v in model.config.to_dict().items()
-                               if k not in ("model_type", "architectures", "transformers_version")})
+    config = Qwen3MoeConfig(
+        **{
+            k: v
+            for k, v in model.config.to_dict().items()
+            if k not in ("model_type", "architectures", "transformers_version")
+        }
+    )
     device = next(model.parameters()).device
     with no_init_weights(), torch.device(device):  # every tensor is overwritten below
         fused_model = Qwen3MoeForCausalLM(config).to(next(model.parameters()).dtype)
@@ -115,12 +125,15 @@ def fuse_experts(model: nn.Module) -> Qwen3MoeForCausalLM:
     for name, block in _sparse_blocks(model):
         experts = block.experts
         if not all(type(lin) is nn.Linear for ex in experts for lin in (ex.gate_proj, ex.up_proj, ex.down_proj)):
-            raise TypeError(f"{name}: experts are not plain nn.Linear (quantized or adapted); "
-                            "merge_and_unload() and dequantize before fusing")
+            raise TypeError(
+                f"{name}: experts are not plain nn.Linear (quantized or adapted); "
+                "merge_and_unload() and dequantize before fusing"
+            )
         for key in [k for k in state if k.startswith(f"{name}.experts.")]:
             del state[key]
         state[f"{name}.experts.gate_up_proj"] = torch.stack(
-            [torch.cat([ex.gate_proj.weight, ex.up_proj.weight], dim=0) for ex in experts])
+            [torch.cat([ex.gate_proj.weight, ex.up_proj.weight], dim=0) for ex in experts]
+        )
         state[f"{name}.experts.down_proj"] = torch.stack([ex.down_proj.weight for ex in experts])
     fused_model.load_state_dict(state, strict=True)
     return fused_model.eval()
@@ -142,8 +155,9 @@ class UnfusedQwen3MoeConfig(Qwen3MoeConfig):
 def to_unfused_config(config: Qwen3MoeConfig) -> UnfusedQwen3MoeConfig:
     if isinstance(config, UnfusedQwen3MoeConfig):
         return config
-    values = {k: v for k, v in config.to_dict().items()
-              if k not in ("model_type", "architectures", "transformers_version")}
+    values = {
+        k: v for k, v in config.to_dict().items() if k not in ("model_type", "architectures", "transformers_version")
+    }
     unfused = UnfusedQwen3MoeConfig(**values)
     unfused._attn_implementation = config._attn_implementation
     return unfused
@@ -209,16 +223,29 @@ class MoEArchConfig:
 # Qwen/Qwen3-Coder-30B-A3B-Instruct's config.json (48 layers, 128 experts, 8 active, 3.3B active
 # parameters). Used for meta-device size reports; a real load reads config.json from the checkpoint.
 PAPER_ARCH = MoEArchConfig(
-    vocab_size=151_936, hidden_size=2048, num_hidden_layers=48, num_attention_heads=32,
-    num_key_value_heads=4, head_dim=128, intermediate_size=6144, moe_intermediate_size=768,
-    num_experts=128, num_experts_per_tok=8, norm_topk_prob=True, max_position_embeddings=262_144,
-    rope_theta=10_000_000.0, tie_word_embeddings=False, bos_token_id=151_643, eos_token_id=151_645,
+    vocab_size=151_936,
+    hidden_size=2048,
+    num_hidden_layers=48,
+    num_attention_heads=32,
+    num_key_value_heads=4,
+    head_dim=128,
+    intermediate_size=6144,
+    moe_intermediate_size=768,
+    num_experts=128,
+    num_experts_per_tok=8,
+    norm_topk_prob=True,
+    max_position_embeddings=262_144,
+    rope_theta=10_000_000.0,
+    tie_word_embeddings=False,
+    bos_token_id=151_643,
+    eos_token_id=151_645,
     pad_token_id=None,
 )
 
 
-def tiny_qwen3_moe(arch: MoEArchConfig | None = None, seed: int = 0, unfused: bool = True,
-                   dtype: torch.dtype = torch.float32) -> Qwen3MoeForCausalLM:
+def tiny_qwen3_moe(
+    arch: MoEArchConfig | None = None, seed: int = 0, unfused: bool = True, dtype: torch.dtype = torch.float32
+) -> Qwen3MoeForCausalLM:
     """A randomly initialised Qwen3-MoE with the real Qwen3 vocabulary (tests, embedded default,
     benchmarks). ``unfused=False`` gives the stock fused transformers model for comparisons."""
     arch = arch or MoEArchConfig()

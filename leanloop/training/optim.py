@@ -31,10 +31,12 @@ class OptimConfig:
 
 
 LOW_PRECISION = ("bf16-true", "16-true")  # the precisions that cast the weights themselves ("bf16" is bf16-mixed)
-NO_MASTER_WEIGHTS = ("trains {what} with torch AdamW, which keeps no fp32 copy: updates below bf16's "
-                     "resolution are lost (at lr 1e-5 most weights never move). Use precision bf16-mixed with "
-                     "the model in float32 (dtype: float32), or a DeepSpeed strategy "
-                     "(configs/strategy/zero2.yaml: fp32 master weights in its optimizer)")
+NO_MASTER_WEIGHTS = (
+    "trains {what} with torch AdamW, which keeps no fp32 copy: updates below bf16's "
+    "resolution are lost (at lr 1e-5 most weights never move). Use precision bf16-mixed with "
+    "the model in float32 (dtype: float32), or a DeepSpeed strategy "
+    "(configs/strategy/zero2.yaml: fp32 master weights in its optimizer)"
+)
 
 
 def keeps_master_weights(strategy: Any) -> bool:
@@ -42,9 +44,15 @@ def keeps_master_weights(strategy: Any) -> bool:
     DeepSpeed, whose optimizer keeps fp32 master copies of low-precision weights."""
     if strategy is None:
         return False
-    name = strategy if isinstance(strategy, str) else (
-        getattr(strategy, "class_path", None) or (strategy.get("class_path") if isinstance(strategy, dict) else None)
-        or type(strategy).__name__)
+    name = (
+        strategy
+        if isinstance(strategy, str)
+        else (
+            getattr(strategy, "class_path", None)
+            or (strategy.get("class_path") if isinstance(strategy, dict) else None)
+            or type(strategy).__name__
+        )
+    )
     return "deepspeed" in str(name).lower()
 
 
@@ -64,8 +72,12 @@ def configure_optimizers(module: Any, config: OptimConfig) -> dict[str, Any]:
         raise ValueError(f"{type(module).__name__} has no trainable parameters")
     low = sum(p.numel() for p in params if p.dtype in (torch.bfloat16, torch.float16))
     if low and not keeps_master_weights(module.trainer.strategy):
-        raise ValueError(f"{type(module).__name__} " + NO_MASTER_WEIGHTS.format(
-            what=f"{low:,} of its {sum(p.numel() for p in params):,} trainable weights in 16 bits"))
+        raise ValueError(
+            f"{type(module).__name__} "
+            + NO_MASTER_WEIGHTS.format(
+                what=f"{low:,} of its {sum(p.numel() for p in params):,} trainable weights in 16 bits"
+            )
+        )
     groups = [
         {"params": [p for p in params if p.ndim >= 2], "weight_decay": config.weight_decay},
         {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},

@@ -60,7 +60,9 @@ def allow_packed_cpu_kernel(model: torch.nn.Module, allowed: bool) -> dict[str, 
         if allowed and not on:
             refused[name] = why
         if not on and is_packed(layer):
-            raise ValueError(f"{name} already took the packed CPU kernel (its weights were rewritten in "
-                             "bf16-rounded form); rebuild the model and decide before its first forward")
+            raise ValueError(
+                f"{name} already took the packed CPU kernel (its weights were rewritten in "
+                "bf16-rounded form); rebuild the model and decide before its first forward"
+            )
         layer.support_avx512bf16_for_cpu = on
     return refused

@@ -24,12 +24,19 @@ def lm_examples(tokenizer: Any, text: str, max_length: int, add_eos: bool = True
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     if add_eos and tokenizer.eos_token_id is not None:
         ids = ids + [tokenizer.eos_token_id]
-    return [{"input_ids": ids[i:i + max_length], "labels": ids[i:i + max_length]}
-            for i in range(0, len(ids), max_length) if ids[i:i + max_length]]
+    return [
+        {"input_ids": ids[i : i + max_length], "labels": ids[i : i + max_length]}
+        for i in range(0, len(ids), max_length)
+        if ids[i : i + max_length]
+    ]
 
 
 def completion_example(
-    tokenizer: Any, prompt: str, completion: str, max_length: int | None = None, add_eos: bool = True,
+    tokenizer: Any,
+    prompt: str,
+    completion: str,
+    max_length: int | None = None,
+    add_eos: bool = True,
 ) -> Example:
     """Prompt + completion with the loss on the completion only (prompt labels -100).
 
@@ -47,8 +54,7 @@ def completion_example(
             f"example has {total} tokens ({len(prompt_ids)} prompt + {len(completion_ids)} completion), "
             f"more than max_length={max_length}"
         )
-    return {"input_ids": prompt_ids + completion_ids,
-            "labels": [IGNORE] * len(prompt_ids) + completion_ids}
+    return {"input_ids": prompt_ids + completion_ids, "labels": [IGNORE] * len(prompt_ids) + completion_ids}
 
 
 def pack_lengths(lengths: Sequence[int], capacity: int) -> list[list[int]]:
@@ -130,8 +136,7 @@ class PackedCollator:
             position_ids[r, :n] = pos
             position_ids[r, n:] = torch.arange(width - n)  # padding: a segment of its own
         # use_cache=False is part of the batch because packing is only honoured without a cache
-        return {"input_ids": input_ids, "labels": labels, "position_ids": position_ids,
-                "use_cache": False}
+        return {"input_ids": input_ids, "labels": labels, "position_ids": position_ids, "use_cache": False}
 
 
 def pad_token_id(tokenizer: Any) -> int:

@@ -56,8 +56,10 @@ def write_loss_report(run_dir: Path, title: str, metrics: dict[str, Any], counts
     else:
         lines += ["No loss was logged (metrics.csv is missing or has no loss column).", ""]
     lines += ["| metric | value |", "|---|---|"]
-    lines += [f"| {key} | {value:.4g} |" if isinstance(value, float) else f"| {key} | {value} |"
-              for key, value in sorted(metrics.items())]
+    lines += [
+        f"| {key} | {value:.4g} |" if isinstance(value, float) else f"| {key} | {value} |"
+        for key, value in sorted(metrics.items())
+    ]
     lines += ["", "| count | value |", "|---|---|"]
     lines += [f"| {key} | {value} |" for key, value in counts.items() if not isinstance(value, (dict, list))]
     path = run_dir / REPORT

@@ -11,8 +11,16 @@ from typing import Any
 
 import torch
 from lightning.pytorch.callbacks import Callback
-from torch.utils.data import (BatchSampler, DataLoader, Dataset, DistributedSampler, IterableDataset, RandomSampler,
-                              Sampler, SequentialSampler)
+from torch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    Dataset,
+    DistributedSampler,
+    IterableDataset,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+)
 
 
 class EpochOrder(Sampler):
@@ -63,8 +71,7 @@ class RankShard(EpochOrder, DistributedSampler):
     DistributedSampler by type only: Lightning then leaves it in place instead of wrapping the order
     in its own, which would restart the epoch on a resume."""
 
-    def __init__(self, order: EpochOrder, batch_size: int | None, drop_last: bool, rank: int,
-                 world_size: int) -> None:
+    def __init__(self, order: EpochOrder, batch_size: int | None, drop_last: bool, rank: int, world_size: int) -> None:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} outside a world of {world_size}")
         EpochOrder.__init__(self, order.seed)
@@ -90,7 +97,7 @@ class RankShard(EpochOrder, DistributedSampler):
         items = self.inner.order()
         if self.batch_size is None:
             return [list(batch) for batch in items]
-        batches = [items[i:i + self.batch_size] for i in range(0, len(items), self.batch_size)]
+        batches = [items[i : i + self.batch_size] for i in range(0, len(items), self.batch_size)]
         if self.drop_last and batches and len(batches[-1]) < self.batch_size:
             batches.pop()
         return batches
@@ -101,7 +108,7 @@ class RankShard(EpochOrder, DistributedSampler):
             return []
         rounds = -(-len(batches) // self.num_replicas)
         padded = [batches[i % len(batches)] for i in range(rounds * self.num_replicas)]
-        return padded[self.rank::self.num_replicas]
+        return padded[self.rank :: self.num_replicas]
 
 
 class BatchRows(Dataset):
@@ -135,8 +142,9 @@ class StepStream(IterableDataset):
         return itertools.islice(self.items(), self.rank + skip * self.world_size, None, self.world_size)
 
 
-def resumable(loader: Any, seed: int, rank: int = 0,
-              world_size: int = 1) -> tuple[Any, EpochOrder | StepStream | None, int]:
+def resumable(
+    loader: Any, seed: int, rank: int = 0, world_size: int = 1
+) -> tuple[Any, EpochOrder | StepStream | None, int]:
     """``(loader, its order, items per batch)``: a loader whose order already is an
     :class:`EpochOrder` as it is (a ``batch_sampler`` one counts batches: 1 item per batch); a
     Random/SequentialSampler replaced by a :class:`ResumableSampler` (same batches, same collation);
@@ -169,17 +177,26 @@ def resumable(loader: Any, seed: int, rank: int = 0,
         return _rebuilt(loader, BatchRows(loader.dataset), sampler=shard, batch_size=None), shard, 1
     if order is loader.batch_sampler or order is loader.sampler:
         return loader, order, batch_size or 1
-    return _rebuilt(loader, loader.dataset, sampler=order, batch_size=batch_size,
-                    drop_last=loader.drop_last), order, batch_size or 1
+    return (
+        _rebuilt(loader, loader.dataset, sampler=order, batch_size=batch_size, drop_last=loader.drop_last),
+        order,
+        batch_size or 1,
+    )
 
 
 def _rebuilt(loader: DataLoader, dataset: Any, **kwargs: Any) -> DataLoader:
     """``loader`` with another dataset and sampler: the same collation and workers."""
     if loader.num_workers > 0:
         kwargs.update(prefetch_factor=loader.prefetch_factor, persistent_workers=loader.persistent_workers)
-    return DataLoader(dataset, collate_fn=loader.collate_fn, num_workers=loader.num_workers,
-                      pin_memory=loader.pin_memory, timeout=loader.timeout, worker_init_fn=loader.worker_init_fn,
-                      **kwargs)
+    return DataLoader(
+        dataset,
+        collate_fn=loader.collate_fn,
+        num_workers=loader.num_workers,
+        pin_memory=loader.pin_memory,
+        timeout=loader.timeout,
+        worker_init_fn=loader.worker_init_fn,
+        **kwargs,
+    )
 
 
 def _trained_tokens(batch: Any) -> int:
@@ -255,9 +272,11 @@ class ResumeState(Callback):
         if self.resumed_epoch is not None and self._batches:
             world = getattr(order, "num_replicas", None) or getattr(order, "world_size", 1)
             if self._world_at_save is not None and world != self._world_at_save:
-                raise ValueError(f"the checkpoint was trained on {self._world_at_save} data-parallel rank(s) and "
-                                 f"this run has {world}: resume it on as many devices (or start over with "
-                                 "--restart true)")
+                raise ValueError(
+                    f"the checkpoint was trained on {self._world_at_save} data-parallel rank(s) and "
+                    f"this run has {world}: resume it on as many devices (or start over with "
+                    "--restart true)"
+                )
             order.skip = self._batches * per_batch
 
 
@@ -278,7 +297,6 @@ def trim_metrics(run_dir: Path, step: int) -> list[str]:
     return list(fields)
 
 
-
 def keep_rows_before(path: Path, step: int) -> list[dict]:
     """A stage's own step log (JSON lines with a ``step``) as a resumed run continues it: the rows of
     steps before ``step`` are kept (``step`` 0, a fresh start: none), the file rewritten to them and
@@ -295,5 +313,16 @@ def keep_rows_before(path: Path, step: int) -> list[dict]:
         path.unlink()
     return rows
 
-__all__ = ["EpochOrder", "ResumableSampler", "RankShard", "BatchRows", "StepStream", "seed_batch", "ResumeState",
-           "keep_rows_before", "resumable", "trim_metrics"]
+
+__all__ = [
+    "EpochOrder",
+    "ResumableSampler",
+    "RankShard",
+    "BatchRows",
+    "StepStream",
+    "seed_batch",
+    "ResumeState",
+    "keep_rows_before",
+    "resumable",
+    "trim_metrics",
+]

@@ -15,8 +15,9 @@ from leanloop.paths import REPO_ROOT
 from leanloop.tokenizer import QWEN3_VOCAB_SIZE
 
 
-def _adapter_params(config: AdapterConfig, layers: int, experts: int, hidden: int, inter: int, heads_dim: int,
-                    kv_dim: int) -> int:
+def _adapter_params(
+    config: AdapterConfig, layers: int, experts: int, hidden: int, inter: int, heads_dim: int, kv_dim: int
+) -> int:
     """LoRA A+B parameter count from the architecture (r * (in + out) per wrapped Linear)."""
     ra, re_ = config.attention_rank, config.expert_rank
     attention = ra * (hidden + heads_dim) * 2 + ra * (hidden + kv_dim) * 2  # q, o and k, v
@@ -32,17 +33,25 @@ def test_qdora_wraps_every_unfused_nf4_expert_and_only_adapters_get_gradients():
     cfg = peft_model.base_model.model.config
     report = trainable_report(peft_model)
     assert report.method == "QDoRA"
-    assert report.wrapped_modules == {"attention": 4 * cfg.num_hidden_layers,
-                                      "expert": 3 * cfg.num_experts * cfg.num_hidden_layers}
+    assert report.wrapped_modules == {
+        "attention": 4 * cfg.num_hidden_layers,
+        "expert": 3 * cfg.num_experts * cfg.num_hidden_layers,
+    }
     expert = peft_model.base_model.model.model.layers[1].mlp.experts[7].up_proj
     assert isinstance(expert.base_layer, bnb.nn.Linear4bit)
     assert expert.r["default"] == 8 and expert.scaling["default"] == 16 / 8
     assert "default" in expert.lora_magnitude_vector  # DoRA on a 4-bit expert
     q_proj = peft_model.base_model.model.model.layers[0].self_attn.q_proj
     assert q_proj.r["default"] == 64 and q_proj.scaling["default"] == 128 / 64
-    lora = _adapter_params(AdapterConfig(), cfg.num_hidden_layers, cfg.num_experts, cfg.hidden_size,
-                           cfg.moe_intermediate_size, cfg.num_attention_heads * cfg.head_dim,
-                           cfg.num_key_value_heads * cfg.head_dim)
+    lora = _adapter_params(
+        AdapterConfig(),
+        cfg.num_hidden_layers,
+        cfg.num_experts,
+        cfg.hidden_size,
+        cfg.moe_intermediate_size,
+        cfg.num_attention_heads * cfg.head_dim,
+        cfg.num_key_value_heads * cfg.head_dim,
+    )
     assert report.by_group["attention_lora"] + report.by_group["expert_lora"] == lora
 
     peft_model.train()
@@ -94,9 +103,11 @@ def test_configs_parse_and_build_the_embedded_policy():
     from autoformalizer.policy import build_policy
 
     default = load_config(str(REPO_ROOT / "configs/autoformalizer/eval/default.yaml"))
-    paper = load_config(str(REPO_ROOT / "configs/autoformalizer/eval/default.yaml"),
-                        str(REPO_ROOT / "configs/autoformalizer/eval/paper.yaml"),
-                        overrides=["--policy.adapters.use_dora=true"])
+    paper = load_config(
+        str(REPO_ROOT / "configs/autoformalizer/eval/default.yaml"),
+        str(REPO_ROOT / "configs/autoformalizer/eval/paper.yaml"),
+        overrides=["--policy.adapters.use_dora=true"],
+    )
     assert paper.policy.name == "artifacts://autoformalizer_grpo/paper" and paper.policy.adapters.use_dora
     assert paper.retrieval.index.max_declarations is None and paper.retrieval.index.modules == []
     assert paper.evaluation.limit is None and paper.lean.backend.kind == "local"

@@ -36,7 +36,8 @@ def test_splits_are_theorem_disjoint_and_every_row_is_accounted_for(default_pair
     # every row read is kept or dropped for a counted reason
     read = sum(v for k, v in counts.items() if k.endswith(":read"))
     dropped = sum(v for k, v in counts.items() if ":" in k and not k.endswith(":read")) + sum(
-        v for k, v in counts.items() if k.endswith("_same_statement_as_test"))
+        v for k, v in counts.items() if k.endswith("_same_statement_as_test")
+    )
     assert read == dropped + sum(len(items) for items in pairs.values())
     assert 0.05 < len(pairs["val"]) / (len(pairs["train"]) + len(pairs["val"])) < 0.2  # val_fraction 0.1
 
@@ -52,7 +53,9 @@ def test_targets_are_the_sources_statements_ending_in_by_sorry(default_pairs, sh
     # the repaired Goedel-V2 copy of a miniF2F-test statement wins over DeepSeek's
     goedel = {r["name"]: r for r in _rows(shared_data / "statements/minif2f_goedel_prover_v2_repaired.jsonl")}
     dsp = {r["name"]: r for r in _rows(shared_data / "statements/minif2f_deepseek_prover_v1.5.jsonl")}
-    repaired = [n for n in goedel if canonicalize(goedel[n]["formal_statement"]) != canonicalize(dsp[n]["formal_statement"])]
+    repaired = [
+        n for n in goedel if canonicalize(goedel[n]["formal_statement"]) != canonicalize(dsp[n]["formal_statement"])
+    ]
     assert repaired
     by_name = {p.name: p for p in pairs["test"]}
     for name in repaired:
@@ -91,16 +94,32 @@ def test_paper_style_sources_and_statement_level_dedup(shared_data, tmp_path):
     rows.append({"id": "workbook_copy_of_a_test_problem", "nl": "a restated test problem", "fl": renamed})
     path = tmp_path / "workbook.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    config = PairsConfig(sources=[
-        PairSource(str(path), informal_field="nl", formal_field="fl", name_field="id", split_field=None,
-                   header_field=None, goal_field=None),
-        PairSource("shared://statements/minif2f_goedel_prover_v2_repaired.jsonl", header_field=None)],
-        train_splits=["train"], val_fraction=0.0, max_train_pairs=100)
+    config = PairsConfig(
+        sources=[
+            PairSource(
+                str(path),
+                informal_field="nl",
+                formal_field="fl",
+                name_field="id",
+                split_field=None,
+                header_field=None,
+                goal_field=None,
+            ),
+            PairSource("shared://statements/minif2f_goedel_prover_v2_repaired.jsonl", header_field=None),
+        ],
+        train_splits=["train"],
+        val_fraction=0.0,
+        max_train_pairs=100,
+    )
     pairs, counts = load_pairs(config)
     assert counts["train_same_statement_as_test"] == 1
     assert "workbook_copy_of_a_test_problem" not in {p.name for p in pairs["train"]}
-    usable = len(mobench) + 1 - 1 - sum(v for k, v in counts.items() if k.startswith("workbook.jsonl:") and
-                                        not k.endswith(":read"))
+    usable = (
+        len(mobench)
+        + 1
+        - 1
+        - sum(v for k, v in counts.items() if k.startswith("workbook.jsonl:") and not k.endswith(":read"))
+    )
     assert len(pairs["train"]) == min(100, usable) and counts["train_over_max_train_pairs"] == usable - 100
     goedel = _rows(shared_data / "statements/minif2f_goedel_prover_v2_repaired.jsonl")
     assert len(pairs["test"]) == len({r["name"] for r in goedel}) and not pairs["val"]

@@ -38,8 +38,11 @@ PROBLEM = Pair("t", "If x is a natural number equal to 2, then x equals 2.", REF
 def recorded_lean() -> LeanConfig:
     """The replay backend over the REPL recordings; programs compiled verbatim (no heartbeat line)
     so that the recorded programs are exactly what Lean saw."""
-    return LeanConfig(profile="statement", heartbeats=None, backend=BackendConfig(
-        kind="replay", replay=ReplayBackendConfig(sources=["repl_io", "repl_all_versions"])))
+    return LeanConfig(
+        profile="statement",
+        heartbeats=None,
+        backend=BackendConfig(kind="replay", replay=ReplayBackendConfig(sources=["repl_io", "repl_all_versions"])),
+    )
 
 
 VERBATIM = TypecheckConfig(header="", problem_header=False)
@@ -52,11 +55,19 @@ def test_unavailable_treatment_on_recorded_replies():
     assert [r.gate for r in results] == ["typechecks", "fails_typecheck", "unavailable", "malformed"]
     assert [r.value for r in results] == [pytest.approx(1.0), 0.1, None, 0.0]  # faithfulness 1: same statement
     exclude, credit = RewardConfig(unavailable="exclude"), RewardConfig(unavailable="well_formed_only")
-    assert [training_value(r, exclude) for r in results] == [(results[0].value, False), (0.1, False), (None, False),
-                                                            (0.0, False)]
+    assert [training_value(r, exclude) for r in results] == [
+        (results[0].value, False),
+        (0.1, False),
+        (None, False),
+        (0.0, False),
+    ]
     # only the statement with no verdict changes: it gets the well-formedness part, flagged as such
-    assert [training_value(r, credit) for r in results] == [(results[0].value, False), (0.1, False), (0.1, True),
-                                                           (0.0, False)]
+    assert [training_value(r, credit) for r in results] == [
+        (results[0].value, False),
+        (0.1, False),
+        (0.1, True),
+        (0.0, False),
+    ]
 
 
 def _rollouts(module: AutoformalizerGRPOModule, prompt: str, texts: list[str]) -> Rollouts:
@@ -67,9 +78,11 @@ def _rollouts(module: AutoformalizerGRPOModule, prompt: str, texts: list[str]) -
     width = max(map(len, encoded))
     ids = torch.full((len(texts), width), rollout.pad_id, dtype=torch.long)
     for row, tokens in enumerate(encoded):
-        ids[row, :len(tokens)] = torch.tensor(tokens)
+        ids[row, : len(tokens)] = torch.tensor(tokens)
     mask, truncated = completion_mask(ids, rollout.stop_ids)
-    return Rollouts(prompt_ids, prompt_mask, ids, mask, rollout.decode(ids, mask), truncated, len(texts), rollout.pad_id)
+    return Rollouts(
+        prompt_ids, prompt_mask, ids, mask, rollout.decode(ids, mask), truncated, len(texts), rollout.pad_id
+    )
 
 
 class RecordedCompletions(AutoformalizerGRPOModule):
@@ -80,23 +93,36 @@ class RecordedCompletions(AutoformalizerGRPOModule):
         problems = list(batch)
         self.rollouts = _rollouts(self, problems[0].prompt, COMPLETIONS)
         self.scored = self.score(problems, self.rollouts.texts)
-        self.stats = {**self.update.step(self, self.model, self.reference, self.rollouts, self.scored),
-                      **self._reward_stats(self.scored)}
+        self.stats = {
+            **self.update.step(self, self.model, self.reference, self.rollouts, self.scored),
+            **self._reward_stats(self.scored),
+        }
 
 
 def test_grpo_step_moves_only_the_adapters_towards_the_typechecking_statement(tmp_path):
     policy = PolicyConfig()
     policy.arch.num_hidden_layers = 1  # small; still NF4 + QLoRA on attention and experts
-    module = RecordedCompletions(policy=policy, grpo=GRPOConfig(num_generations=4, beta=0.04, loss_type="grpo"),
-                                 generation=RolloutGenerationConfig(max_new_tokens=8),
-                                 reward=RewardConfig(unavailable="well_formed_only"), lean=recorded_lean(),
-                                 typecheck=VERBATIM)
+    module = RecordedCompletions(
+        policy=policy,
+        grpo=GRPOConfig(num_generations=4, beta=0.04, loss_type="grpo"),
+        generation=RolloutGenerationConfig(max_new_tokens=8),
+        reward=RewardConfig(unavailable="well_formed_only"),
+        lean=recorded_lean(),
+        typecheck=VERBATIM,
+    )
     from leanloop.training.optim import OptimConfig
 
     module.optim = OptimConfig(lr=1e-2, warmup_ratio=0.0, schedule="constant")
     before = {n: p.detach().clone() for n, p in module.model.named_parameters()}
-    trainer = L.Trainer(max_steps=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, accelerator="cpu", default_root_dir=str(tmp_path))
+    trainer = L.Trainer(
+        max_steps=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        default_root_dir=str(tmp_path),
+    )
     trainer.fit(module, train_dataloaders=DataLoader([[PROBLEM]], batch_size=None, collate_fn=lambda x: x))
     assert [s.reward for s in module.scored] == [pytest.approx(1.0), 0.1, 0.1, 0.0]
     assert [s.well_formed_only for s in module.scored] == [False, False, True, False]
@@ -112,8 +138,9 @@ def test_grpo_step_moves_only_the_adapters_towards_the_typechecking_statement(tm
     with torch.no_grad():
         after = (completion_logps(module.model, ids, attention, r.completion_ids.size(1))[0] * r.completion_mask).sum(1)
         with module.model.disable_adapter():  # the starting policy (the adapters are zero-initialised)
-            start = (completion_logps(module.model, ids, attention, r.completion_ids.size(1))[0]
-                     * r.completion_mask).sum(1)
+            start = (
+                completion_logps(module.model, ids, attention, r.completion_ids.size(1))[0] * r.completion_mask
+            ).sum(1)
     assert after[0] - start[0] > after[3] - start[3]
     assert module.stats["reward/no_verdict"] == 1 and module.stats["reward/well_formed_only"] == 1
     assert module.stats["train/reward"] == pytest.approx((module.scored[0].reward + 0.1 + 0.1 + 0.0) / 4)
@@ -132,8 +159,10 @@ def test_evaluation_refuses_theorems_the_policy_trained_on(artifacts):
     pairs, _ = load_pairs(AutoformalizerConfig().pairs)
     run = artifacts / "autoformalizer" / "trained"
     Manifest("autoformalizer", "trained", counts={"train_theorems": [p.name for p in pairs["train"]]}).write(run)
-    config = AutoformalizerConfig(policy=PolicyConfig(name="artifacts://autoformalizer/trained"),
-                                  evaluation=EvaluationConfig(split="train", limit=None))
+    config = AutoformalizerConfig(
+        policy=PolicyConfig(name="artifacts://autoformalizer/trained"),
+        evaluation=EvaluationConfig(split="train", limit=None),
+    )
     with pytest.raises(ValueError, match="trained on"):
         select_problems(config)
     config.evaluation.split = "test"
@@ -152,7 +181,8 @@ def test_grpo_configs_parse_against_the_stage(name, artifacts):
     resolved = yaml.safe_load(run(["--config", str(path), "--dry_run", "true"]).config)
     written = yaml.safe_load(path.read_text())
     assert resolved["model"]["grpo"]["beta"] == 0.04 and resolved["model"]["policy"]["name"].startswith(
-        "artifacts://autoformalizer/")
+        "artifacts://autoformalizer/"
+    )
     assert resolved["model"]["reward"]["unavailable"] == written["model"]["reward"]["unavailable"]
     assert resolved["data"]["problems_per_step"] == written["data"]["problems_per_step"]
     assert not artifacts.exists()

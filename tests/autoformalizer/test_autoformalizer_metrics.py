@@ -30,10 +30,14 @@ def test_error_breakdown_of_real_lean_messages(rl_lean_errors, shared_data):
     counts = error_breakdown(rl_lean_errors)
     assert set(counts) == set(ERROR_CATEGORIES) and sum(counts.values()) == len(rl_lean_errors)
     first_lines = [e["data"].split("\n", 1)[0] for e in rl_lean_errors]
-    assert counts["unknown_ident"] == sum(l.startswith(("unknown identifier", "unknown constant")) or
-                                          "the environment does not contain" in l for l in first_lines)
+    assert counts["unknown_ident"] == sum(
+        l.startswith(("unknown identifier", "unknown constant")) or "the environment does not contain" in l
+        for l in first_lines
+    )
     assert counts["typeclass"] == sum(l.startswith("failed to synthesize") for l in first_lines)
-    assert counts["type_mismatch"] >= sum(l.startswith(("type mismatch", "application type mismatch")) for l in first_lines)
+    assert counts["type_mismatch"] >= sum(
+        l.startswith(("type mismatch", "application type mismatch")) for l in first_lines
+    )
     assert counts["other"] > counts["unknown_ident"]  # tactic failures (linarith, unsolved goals) dominate proofs
     assert classify_error("linarith failed to find a contradiction") == "other"
     # HEAD wording and parser errors from the REPL recordings
@@ -75,8 +79,13 @@ def test_compile_at_k_and_pass_at_n_are_shares_of_all_statements():
 
 
 def test_compile_at_k_iterations_and_goals():
-    statuses = [["failed", "passed"], ["passed"], ["malformed", "failed", "failed", "failed", "failed"],
-                ["failed", "unavailable"], ["failed", "failed", "failed", "passed"]]
+    statuses = [
+        ["failed", "passed"],
+        ["passed"],
+        ["malformed", "failed", "failed", "failed", "failed"],
+        ["failed", "unavailable"],
+        ["failed", "failed", "failed", "passed"],
+    ]
     result = compile_at_k(statuses)
     assert result.values[1] == pytest.approx(1 / 5)
     assert result.values[2] == pytest.approx(2 / 5) and result.undetermined[2] == 1  # the unavailable turn
@@ -99,13 +108,21 @@ def test_resource_monitor_and_report(tmp_path, rl_lean_errors):
         block.sum()
     assert monitor.result["peak_memory_bytes"] >= block.nbytes and monitor.result["device"].startswith("cpu")
     report = AutoformalizerReport(
-        well_formed=0.5, compile_at_k=compile_at_k([["failed", "passed"], ["passed"]]).values,
-        pass_at_n={1: None}, error_breakdown=error_breakdown(rl_lean_errors), resources=monitor.result,
-        missing={"pass@1": "no statement had a Lean verdict (replay has no recording)"})
+        well_formed=0.5,
+        compile_at_k=compile_at_k([["failed", "passed"], ["passed"]]).values,
+        pass_at_n={1: None},
+        error_breakdown=error_breakdown(rl_lean_errors),
+        resources=monitor.result,
+        missing={"pass@1": "no statement had a Lean verdict (replay has no recording)"},
+    )
     path = write_report(report, tmp_path)
     text = path.read_text()
     assert (tmp_path / "compile_at_k.png").stat().st_size > 1000 and (tmp_path / "error_breakdown.png").is_file()
-    assert "| compile@2 | 1.000 |" in text and "| pass@1 (unbiased, first turn) | n/a |" in text and "no statement had a Lean verdict" in text
+    assert (
+        "| compile@2 | 1.000 |" in text
+        and "| pass@1 (unbiased, first turn) | n/a |" in text
+        and "no statement had a Lean verdict" in text
+    )
     assert json.loads((tmp_path / "metrics.json").read_text())["well_formed"] == 0.5
 
 
@@ -120,12 +137,20 @@ def test_error_breakdown_is_one_failure_mode_per_unsolved_problem(rl_lean_errors
         return message["data"] if isinstance(message, dict) else str(message)
 
     def failed(messages) -> StatementCheck:
-        return StatementCheck(CheckStatus.FAILED, "theorem t : True := by sorry",
-                              messages=[LeanMessage("error", text(m)) for m in messages])
+        return StatementCheck(
+            CheckStatus.FAILED,
+            "theorem t : True := by sorry",
+            messages=[LeanMessage("error", text(m)) for m in messages],
+        )
 
     errors = list(rl_lean_errors)[:12]
-    last = [failed(errors[:10]), failed(errors[10:12]), None, StatementCheck(CheckStatus.REJECTED, "theorem t : True := by native_decide"),
-            StatementCheck(CheckStatus.TIMEOUT, "theorem t : True := by sorry")]
+    last = [
+        failed(errors[:10]),
+        failed(errors[10:12]),
+        None,
+        StatementCheck(CheckStatus.REJECTED, "theorem t : True := by native_decide"),
+        StatementCheck(CheckStatus.TIMEOUT, "theorem t : True := by sorry"),
+    ]
     modes = failure_modes(last)
     assert sum(modes.values()) == 5 and modes["malformed"] == 1 and modes["rejected"] == 1
     assert modes["no_verdict"] == 1  # a timed-out last attempt is no verdict, not a rejection

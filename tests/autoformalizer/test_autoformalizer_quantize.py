@@ -68,7 +68,9 @@ def test_measured_bytes_match_the_module_tree_estimate_and_the_paper_report(mode
     assert measured["experts"] < parameter_bytes(bf16_model)["experts"] / 1.8  # tiny blocks carry overhead
     report = paper_memory_report()
     assert 30.4e9 < report.parameters < 30.7e9  # Qwen3-Coder-30B-A3B
-    assert 60e9 < report.bf16_bytes["total"] < 62e9 and 16.4e9 < report.nf4_bytes["total"] < 17.0e9  # seed: ~60 -> ~16.7 GB
+    assert (
+        60e9 < report.bf16_bytes["total"] < 62e9 and 16.4e9 < report.nf4_bytes["total"] < 17.0e9
+    )  # seed: ~60 -> ~16.7 GB
     assert report.bf16_bytes["experts"] / report.bf16_bytes["total"] > 0.9
 
 

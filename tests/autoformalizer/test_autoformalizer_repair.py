@@ -22,8 +22,11 @@ def recorded_errors(shared_data, rl_lean_errors) -> list[tuple[str, str]]:
         for row in map(json.loads, handle):
             response = row.get("response") or {}
             if isinstance(response, dict):
-                out += [(row.get("lean_toolchain", "?"), m["data"]) for m in response.get("messages", [])
-                        if m.get("severity") == "error"]
+                out += [
+                    (row.get("lean_toolchain", "?"), m["data"])
+                    for m in response.get("messages", [])
+                    if m.get("severity") == "error"
+                ]
     with open(shared / "lean_text/reference_manual_lean_outputs.jsonl", encoding="utf-8") as handle:
         out += [("v4.34", row["output"]) for row in map(json.loads, handle) if row.get("expects_error")]
     for path in sorted((shared / "lean_text/batteries_tests").rglob("*.lean")):
@@ -33,9 +36,15 @@ def recorded_errors(shared_data, rl_lean_errors) -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def small_index():
-    return MathlibIndex.load(IndexConfig(modules=["Mathlib.NumberTheory.Real.Irrational",
-                                                  "Mathlib.Analysis.SpecialFunctions.Trigonometric.Basic",
-                                                  "Mathlib.Analysis.Real.Sqrt"]))
+    return MathlibIndex.load(
+        IndexConfig(
+            modules=[
+                "Mathlib.NumberTheory.Real.Irrational",
+                "Mathlib.Analysis.SpecialFunctions.Trigonometric.Basic",
+                "Mathlib.Analysis.Real.Sqrt",
+            ]
+        )
+    )
 
 
 def test_unknown_identifiers_in_every_lean_wording(recorded_errors):
@@ -55,8 +64,12 @@ def test_unknown_identifiers_in_every_lean_wording(recorded_errors):
 
 
 def test_did_you_mean_finds_the_real_mathlib_names(small_index):
-    suggestions = {s.unknown: s for s in did_you_mean(["Irrational.sqrt_two", "Real.cos_pi_div_seven", "h₁", "IH",
-                                                         "Real.sqrt_nonneg'"], small_index)}
+    suggestions = {
+        s.unknown: s
+        for s in did_you_mean(
+            ["Irrational.sqrt_two", "Real.cos_pi_div_seven", "h₁", "IH", "Real.sqrt_nonneg'"], small_index
+        )
+    }
     assert suggestions["Irrational.sqrt_two"].candidates[0] == "irrational_sqrt_two"
     cos = suggestions["Real.cos_pi_div_seven"].candidates
     assert cos and all(c.startswith("Real.cos_pi_div_") for c in cos) and all(c in small_index for c in cos)
@@ -65,11 +78,13 @@ def test_did_you_mean_finds_the_real_mathlib_names(small_index):
 
 
 def test_repair_stops_at_the_first_statement_that_type_checks(recorded_checker, small_index):
-    attempts = iter([
-        "```lean\ntheorem foo : 1 = 1 := by\nsorry\n```",  # recorded: Unknown identifier `bysorry`
-        "theorem aa (x : Nat) (h1 : x  = 2) : x = 2 := by sorry",  # recorded: only the sorry warning
-        "theorem never_reached : False := by sorry",
-    ])
+    attempts = iter(
+        [
+            "```lean\ntheorem foo : 1 = 1 := by\nsorry\n```",  # recorded: Unknown identifier `bysorry`
+            "theorem aa (x : Nat) (h1 : x  = 2) : x = 2 := by sorry",  # recorded: only the sorry warning
+            "theorem never_reached : False := by sorry",
+        ]
+    )
     prompts = []
 
     def generate(prompt: str) -> str:
@@ -84,8 +99,12 @@ def test_repair_stops_at_the_first_statement_that_type_checks(recorded_checker, 
 
 
 def test_repair_stops_without_a_verdict_and_caps_feedback(recorded_checker, recorded_errors):
-    result = repair_loop("n is at least one.", lambda p: "theorem t (n : ℕ) (h : 0 < n) : 1 ≤ n := by sorry",
-                         recorded_checker.check, max_turns=5)
+    result = repair_loop(
+        "n is at least one.",
+        lambda p: "theorem t (n : ℕ) (h : 0 < n) : 1 ≤ n := by sorry",
+        recorded_checker.check,
+        max_turns=5,
+    )
     assert result.solved is None and result.iterations == 1 and "unavailable" in result.stop_reason
     longest = max((t for _, t in recorded_errors), key=len)
     assert len(longest) > ERROR_CHARS

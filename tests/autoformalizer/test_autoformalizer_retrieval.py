@@ -33,14 +33,19 @@ def problems(full_names):
 
 
 def test_used_names_reads_terms_not_tactics(shared_data, full_names):
-    rows = [json.loads(line) for line in open(shared_data / "candidates/kimina_prover_preview_minif2f_test_solved.jsonl",
-                                             encoding="utf-8")]
+    rows = [
+        json.loads(line)
+        for line in open(shared_data / "candidates/kimina_prover_preview_minif2f_test_solved.jsonl", encoding="utf-8")
+    ]
     proof = next(r["correct_proof"] for r in rows if "nlinarith [sq_nonneg" in r["correct_proof"])
     names = used_names(proof, full_names)
     assert "sq_nonneg" in names and all(n in full_names for n in names)
     assert "by_contra" in full_names and not any(
-        "by_contra" in used_names(r["correct_proof"], full_names) for r in rows
-        if re.search(r"^\s*by_contra\b", r["correct_proof"], re.M) and not re.search(r"[(\[ ]by_contra\b", r["correct_proof"]))
+        "by_contra" in used_names(r["correct_proof"], full_names)
+        for r in rows
+        if re.search(r"^\s*by_contra\b", r["correct_proof"], re.M)
+        and not re.search(r"[(\[ ]by_contra\b", r["correct_proof"])
+    )
     # `open Real` resolves `sqrt_nonneg` to Real.sqrt_nonneg
     assert used_names("open Real\ntheorem t (x : ℝ) : 0 ≤ √x := sqrt_nonneg x", full_names) == {"Real.sqrt_nonneg"}
 
@@ -81,7 +86,9 @@ def test_extractor_reads_namespaces_aliases_and_docstrings_of_real_lean(shared_d
 
 
 def test_mathlib_index_command_builds_a_loadable_index(shared_data, tmp_path):
-    rows = [json.loads(line) for line in open(shared_data / "statements/minif2f_yangky11_lean4.jsonl", encoding="utf-8")][:25]
+    rows = [
+        json.loads(line) for line in open(shared_data / "statements/minif2f_yangky11_lean4.jsonl", encoding="utf-8")
+    ][:25]
     for row in rows:
         target = tmp_path / "mathlib" / row["path"].replace("MiniF2F", "Mathlib")
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -104,8 +111,18 @@ def test_rerank_keeps_the_bm25_order_of_the_dense_candidates():
     dense top 100; reciprocal-rank fusion with the dense order is the named option ``rrf``."""
     from autoformalizer.mathlib_index import Declaration
 
-    names = ["Real.add_pow_le_pow_mul_pow_of_sq_le_sq", "Nat.succ_le_iff", "Real.sqrt_nonneg", "Finset.sum_range_succ",
-             "sq_nonneg", "abs_sub_comm", "Nat.Prime.two_le", "mul_self_nonneg", "Int.emod_emod_of_dvd", "pow_two"]
+    names = [
+        "Real.add_pow_le_pow_mul_pow_of_sq_le_sq",
+        "Nat.succ_le_iff",
+        "Real.sqrt_nonneg",
+        "Finset.sum_range_succ",
+        "sq_nonneg",
+        "abs_sub_comm",
+        "Nat.Prime.two_le",
+        "mul_self_nonneg",
+        "Int.emod_emod_of_dvd",
+        "pow_two",
+    ]
     index = MathlibIndex([Declaration(n, "theorem", "Mathlib.X", ": True") for n in names])
     retriever = MathlibRetriever.__new__(MathlibRetriever)  # rerank needs no embedder
     retriever.index, retriever.config = index, RetrievalConfig(rerank_k=3)

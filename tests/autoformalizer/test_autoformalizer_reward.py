@@ -23,17 +23,26 @@ def _rows(path):
 def formal_statements(shared_data):
     """Every shipped ProofNet / miniF2F formal statement."""
     out = []
-    for name in ("proofnet_lean4_rahul3613.jsonl", "proofnet_deepseek_prover_v1.5.jsonl",
-                 "minif2f_deepseek_prover_v1.5.jsonl", "minif2f_goedel_prover_v2_repaired.jsonl"):
+    for name in (
+        "proofnet_lean4_rahul3613.jsonl",
+        "proofnet_deepseek_prover_v1.5.jsonl",
+        "minif2f_deepseek_prover_v1.5.jsonl",
+        "minif2f_goedel_prover_v2_repaired.jsonl",
+    ):
         out += [(name, r["name"], r["formal_statement"]) for r in _rows(shared_data / "statements" / name)]
-    out += [("yangky11", r["name"], r["lean_file"])
-            for r in _rows(shared_data / "statements" / "minif2f_yangky11_lean4.jsonl")]
+    out += [
+        ("yangky11", r["name"], r["lean_file"])
+        for r in _rows(shared_data / "statements" / "minif2f_yangky11_lean4.jsonl")
+    ]
     return out
 
 
 def test_real_formal_statements_are_well_formed_and_broken_ones_are_not(formal_statements):
-    theorems = [(src, name, s) for src, name, s in formal_statements
-                if any(line.lstrip().startswith(("theorem ", "lemma ")) for line in s.splitlines())]
+    theorems = [
+        (src, name, s)
+        for src, name, s in formal_statements
+        if any(line.lstrip().startswith(("theorem ", "lemma ")) for line in s.splitlines())
+    ]
     bad = {(src, name) for src, name, s in theorems if not well_formed(s).ok}
     # exactly the statements whose parentheses do not even balance by count: two rahul3613 ProofNet
     # rows are cut off upstream (`(ha : a ≠ 0)\n  (f_a := sorry`)
@@ -52,7 +61,7 @@ def test_real_formal_statements_are_well_formed_and_broken_ones_are_not(formal_s
         masked = mask(statement).text
         if ")" in masked:
             cut = masked.rindex(")")  # drop the last closing parenthesis of the code
-            assert not well_formed(statement[:cut] + statement[cut + 1:]).ok
+            assert not well_formed(statement[:cut] + statement[cut + 1 :]).ok
 
 
 def test_faithfulness_ignores_names_proofs_comments_and_whitespace(shared_data):
@@ -64,7 +73,9 @@ def test_faithfulness_ignores_names_proofs_comments_and_whitespace(shared_data):
     for name in same:
         assert faithfulness(dsp[name]["formal_statement"], yang[name]["lean_file"]) == 1.0
     statement = dsp[same[0]]["formal_statement"]
-    renamed = statement.replace(same[0], "my_attempt", 1).replace(":= by", ":= by -- a proof follows\n  norm_num\n  simp", 1)
+    renamed = statement.replace(same[0], "my_attempt", 1).replace(
+        ":= by", ":= by -- a proof follows\n  norm_num\n  simp", 1
+    )
     assert faithfulness(renamed, statement) == 1.0
     other = dsp[same[1]]["formal_statement"]
     assert faithfulness(statement, other) < 0.9
@@ -76,7 +87,10 @@ def test_gates_on_recorded_lean_answers(recorded_checker):
     reward = GatedReward(recorded_checker)
     candidates = [
         # recorded (Lean v4.33): only the sorry warning -> type-checks; identical canonical form
-        ("theorem aa (x : Nat) (h1 : x  = 2) : x = 2 := by sorry", "theorem t (x : Nat) (h1 : x = 2) :\n  x = 2 := by omega"),
+        (
+            "theorem aa (x : Nat) (h1 : x  = 2) : x = 2 := by sorry",
+            "theorem t (x : Nat) (h1 : x = 2) :\n  x = 2 := by omega",
+        ),
         # recorded (v4.8, the 'sorry' wording) -> type-checks; a different reference lowers faithfulness
         ("theorem self_application : 1 = 0 := by sorry", "theorem t : 1 = 1 := by rfl"),
         # recorded errors -> well-formed but fails to type-check
@@ -86,14 +100,25 @@ def test_gates_on_recorded_lean_answers(recorded_checker):
         ("theorem aa (x : Nat) (h1 : x = 2 : x = 2 := by sorry", "theorem foo : 1 = 1 := rfl"),
         ("example : 1 = 1 := rfl", "theorem foo : 1 = 1 := rfl"),
         # well-formed, never recorded -> no verdict, no guess
-        ("theorem never_recorded (n : ℕ) (h : 0 < n) : 1 ≤ n := by omega", "theorem t (n : ℕ) (h : 0 < n) : 1 ≤ n := by omega"),
+        (
+            "theorem never_recorded (n : ℕ) (h : 0 < n) : 1 ≤ n := by omega",
+            "theorem t (n : ℕ) (h : 0 < n) : 1 ≤ n := by omega",
+        ),
         # rejected by the acceptance policy's deterministic prechecks -> 0
         ("theorem t (h : (2 : ℕ) + 2 = 4 := by native_decide) : True := by sorry", "theorem t : True := trivial"),
     ]
     results = reward.score([c for c, _ in candidates], [r for _, r in candidates])
     gates = [r.gate for r in results]
-    assert gates == ["typechecks", "typechecks", "fails_typecheck", "fails_typecheck", "malformed", "malformed",
-                     "unavailable", "rejected"]
+    assert gates == [
+        "typechecks",
+        "typechecks",
+        "fails_typecheck",
+        "fails_typecheck",
+        "malformed",
+        "malformed",
+        "unavailable",
+        "rejected",
+    ]
     assert results[0].value == pytest.approx(1.0) and results[0].faithfulness == 1.0
     assert results[1].value == pytest.approx(0.3 + 0.7 * faithfulness(candidates[1][0], candidates[1][1]))
     assert 0.3 < results[1].value < 1.0
@@ -122,9 +147,13 @@ def test_typecheck_tier_is_no_error_and_the_strict_warning_rule_is_an_option(rep
     from leanloop.lean.types import ResponseStatus, VerifyRequest
 
     program, response = next(
-        (p, rs[0].response) for p, rs in replay_backend.index
-        if rs[0].response.status is ResponseStatus.OK and "theorem" in p and rs[0].response.messages
-        and all(m.severity == "warning" and "sorry" not in m.data for m in rs[0].response.messages))
+        (p, rs[0].response)
+        for p, rs in replay_backend.index
+        if rs[0].response.status is ResponseStatus.OK
+        and "theorem" in p
+        and rs[0].response.messages
+        and all(m.severity == "warning" and "sorry" not in m.data for m in rs[0].response.messages)
+    )
     request = VerifyRequest(program=program)
     design = StatementChecker(replay_backend, header="", heartbeats=None).verifier.policy
     strict = StatementChecker(replay_backend, header="", heartbeats=None, warnings="only_sorry").verifier.policy

@@ -59,8 +59,13 @@ def test_completion_loss_equals_the_hf_loss_on_packed_real_pairs(tiny_policy, tr
         ours = completion_loss(model, batch)
         reference = model(**batch).loss
         # and one pair alone: the packed loss is the token-weighted mean of the pairs' own losses
-        alone = [(completion_loss(model, PackedCollator(tokenizer.pad_token_id)([[e]])),
-                  sum(label != -100 for label in e["labels"][1:])) for e in examples]
+        alone = [
+            (
+                completion_loss(model, PackedCollator(tokenizer.pad_token_id)([[e]])),
+                sum(label != -100 for label in e["labels"][1:]),
+            )
+            for e in examples
+        ]
     model.train()
     assert float(ours) == pytest.approx(float(reference), rel=1e-5)
     mean = sum(float(loss) * n for loss, n in alone) / sum(n for _, n in alone)

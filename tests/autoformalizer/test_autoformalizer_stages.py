@@ -48,13 +48,16 @@ def test_sft_grpo_evaluation_on_the_debug_configs(artifacts):
     from autoformalizer.train import run as sft
     from autoformalizer.train_grpo import run as grpo
 
-    _check_sft_export(sft(["--config", str(REPO_ROOT / "configs/autoformalizer/debug.yaml"),
-                           "--trainer.fast_dev_run", "true"]))
-    result = grpo(["--config", str(REPO_ROOT / "configs/autoformalizer/grpo/debug.yaml"),
-                   "--trainer.fast_dev_run", "true"])
+    _check_sft_export(
+        sft(["--config", str(REPO_ROOT / "configs/autoformalizer/debug.yaml"), "--trainer.fast_dev_run", "true"])
+    )
+    result = grpo(
+        ["--config", str(REPO_ROOT / "configs/autoformalizer/grpo/debug.yaml"), "--trainer.fast_dev_run", "true"]
+    )
     manifest = json.loads((result.run_dir / "manifest.json").read_text())
     assert manifest["stage"] == "autoformalizer_grpo" and manifest["inputs"]["base_model"]["path"].endswith(
-        "autoformalizer/debug")
+        "autoformalizer/debug"
+    )
     G = manifest["counts"]["grpo"]["num_generations"]
     assert manifest["counts"]["grpo"]["beta"] == 0.04 and manifest["counts"]["rollouts"]["rollouts"] == G
     assert "well-formedness part" in manifest["counts"]["reward_provenance"]
@@ -66,10 +69,20 @@ def test_sft_grpo_evaluation_on_the_debug_configs(artifacts):
     assert "well-formedness part" in (result.run_dir / "report.md").read_text()
     assert (result.run_dir / "final" / "config.json").is_file() and (result.run_dir / "final" / "adapter").is_dir()
 
-    config = load_config(str(REPO_ROOT / "configs/autoformalizer/eval/default.yaml"), overrides=[
-        "--run=debug", "--policy.name=artifacts://autoformalizer_grpo/debug", "--evaluation.limit=2",
-        "--evaluation.samples=2", "--repair.max_turns=2", "--repair.max_new_tokens=12", "--repair.retrieval=false",
-        "--repair.did_you_mean=false", "--lean.backend.replay.sources=[repl_io]"])
+    config = load_config(
+        str(REPO_ROOT / "configs/autoformalizer/eval/default.yaml"),
+        overrides=[
+            "--run=debug",
+            "--policy.name=artifacts://autoformalizer_grpo/debug",
+            "--evaluation.limit=2",
+            "--evaluation.samples=2",
+            "--repair.max_turns=2",
+            "--repair.max_new_tokens=12",
+            "--repair.retrieval=false",
+            "--repair.did_you_mean=false",
+            "--lean.backend.replay.sources=[repl_io]",
+        ],
+    )
     run_dir, report = evaluate(config)
     metrics = json.loads((run_dir / "metrics.json").read_text())
     text = (run_dir / "report.md").read_text()

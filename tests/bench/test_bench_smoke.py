@@ -37,7 +37,8 @@ def test_bench_autoformalizer_smoke(capsys):
     for impl in ("eager", "grouped_mm"):
         f = r["forward"][impl]
         assert positive(f["fused_s"], f["unfused_s"]) and f["unfused_over_fused"] == pytest.approx(
-            f["unfused_s"] / f["fused_s"])
+            f["unfused_s"] / f["fused_s"]
+        )
     a = r["adapters"]
     assert positive(a["qlora"]["tokens_per_s"], a["qdora"]["tokens_per_s"], a["qdora_slowdown"])
     assert a["qdora"]["trainable"] > a["qlora"]["trainable"]  # DoRA's magnitude vectors
@@ -162,8 +163,11 @@ def test_bench_prm_rules_smoke(tmp_path):
     assert argmax_rule([0.7, 0.3], [[0.2, 0.5, 0.1], [0.9, 0.1]], 0.5) == [[True, False, False], [True, True]]
     assert cumulative([0.5, 0.5]) == pytest.approx([0.5, 0.75])
     r = main(["--smoke", "true", "--json", str(tmp_path / "rules.json")])
-    assert {row["rule"] for row in r["rows"]} >= {"verifier first-cross (cumulative)", "tfidf first-cross",
-                                                 "stacker (verifier + tfidf)"}
+    assert {row["rule"] for row in r["rows"]} >= {
+        "verifier first-cross (cumulative)",
+        "tfidf first-cross",
+        "stacker (verifier + tfidf)",
+    }
     assert all(0 <= row[s]["exact"] <= 1 for row in r["rows"] for s in ("valid", "test"))
     # the best on test at any threshold bounds what a threshold chosen on valid reaches there
     assert all(row["test_ceiling"] >= row["test"][row["objective"]] - 1e-12 for row in r["rows"])

@@ -21,8 +21,19 @@ def cpu_only(monkeypatch, tmp_path):
 
 def test_cpu_form_runs_the_cpu_equivalents_and_says_why_it_skipped_the_rest(cpu_only, tmp_path):
     out = tmp_path / "report.json"
-    checks = ["step:pretrain", "flash_attn", "zero2", "zero3", "nf4_moe_policy", "qlora_rl", "vllm_ngram_fp8",
-              "vllm_grpo_on_policy", "vllm_sleep_mode", "vllm_grpo_steps", "vllm_sample"]
+    checks = [
+        "step:pretrain",
+        "flash_attn",
+        "zero2",
+        "zero3",
+        "nf4_moe_policy",
+        "qlora_rl",
+        "vllm_ngram_fp8",
+        "vllm_grpo_on_policy",
+        "vllm_sleep_mode",
+        "vllm_grpo_steps",
+        "vllm_sample",
+    ]
     returned = cpu_only.main(["--out", str(out), "--only", "[" + ",".join(checks) + "]"])
     report = json.loads(out.read_text())
     assert report == returned and report["cuda"] is False and report["device"].startswith("cpu")
@@ -51,7 +62,6 @@ def test_every_stage_debug_config_is_a_check_and_unknown_names_are_refused(cpu_o
 
     names = {name for name, _, _ in cpu_only.debug_steps()}
     assert {"pretrain", "classifiers", "sft", "feedback_model", "rl", "autoformalizer", "autoformalizer_grpo"} <= names
-    assert all((REPO_ROOT / "configs" / stage / "debug.yaml").is_file()
-               for stage in names - {"autoformalizer_grpo"})
+    assert all((REPO_ROOT / "configs" / stage / "debug.yaml").is_file() for stage in names - {"autoformalizer_grpo"})
     with pytest.raises(ValueError, match=r"unknown checks \['step:nonexistent'\]"):
         cpu_only.main(["--only", "[step:nonexistent]"])

@@ -9,8 +9,11 @@ from bench.gpu_extra import compare, makefile_pin, platforms, requirements
 
 
 def _report(**versions: str) -> dict:
-    trl = {"name": "trl", "version": versions.pop("trl"),
-           "requires_dist": ["accelerate>=1.4.0", 'vllm<=0.31.0,>=0.22.0; extra == "vllm"']}
+    trl = {
+        "name": "trl",
+        "version": versions.pop("trl"),
+        "requires_dist": ["accelerate>=1.4.0", 'vllm<=0.31.0,>=0.22.0; extra == "vllm"'],
+    }
     return {"install": [{"metadata": trl}, *[{"metadata": {"name": n, "version": v}} for n, v in versions.items()]]}
 
 

@@ -29,8 +29,13 @@ def rl_sample(shared_data):
         rows = [json.loads(line) for line in fh]
     valid = [r for r in rows if r["verdict_pass"]][:9]
     valid.insert(0, next(r for r in rows if r["verdict_pass"] and r["name"] == "mathd_algebra_478"))
-    failed = [r for r in rows if not r["verdict_pass"] and not r["compilation_result"].get("system_errors")
-              and r["compilation_result"]["errors"]][:10]
+    failed = [
+        r
+        for r in rows
+        if not r["verdict_pass"]
+        and not r["compilation_result"].get("system_errors")
+        and r["compilation_result"]["errors"]
+    ][:10]
     return valid + failed
 
 
@@ -40,8 +45,25 @@ def _write(path, rows):
 
 
 def _run(tmp_path, candidates, run, only, *extra):
-    return main(["--config", CONFIG, "--run", run, "--only", json.dumps(only), "--candidates", json.dumps([str(candidates)]),
-                 "--sample_size", "20", "--lean.concurrency", "2", "--timing_programs", "3", *extra])
+    return main(
+        [
+            "--config",
+            CONFIG,
+            "--run",
+            run,
+            "--only",
+            json.dumps(only),
+            "--candidates",
+            json.dumps([str(candidates)]),
+            "--sample_size",
+            "20",
+            "--lean.concurrency",
+            "2",
+            "--timing_programs",
+            "3",
+            *extra,
+        ]
+    )
 
 
 def _report(artifacts, run):
@@ -50,19 +72,34 @@ def _report(artifacts, run):
 
 def test_a_clean_run_against_the_standins_exits_0_and_says_nothing_was_checked(tmp_path, artifacts, rl_sample, capsys):
     candidates = _write(tmp_path / "candidates.jsonl", rl_sample)
-    code = _run(tmp_path, candidates, "clean", ["discovery", "lean_tests", "reverify", "fixtures", "timing", "sessions",
-                                                 "judge", "tokens"])
+    code = _run(
+        tmp_path,
+        candidates,
+        "clean",
+        ["discovery", "lean_tests", "reverify", "fixtures", "timing", "sessions", "judge", "tokens"],
+    )
     screen = capsys.readouterr().out
     assert code == 0, screen
     report = _report(artifacts, "clean")
     assert report["real_lean"] is False and "NOTHING was checked against real Lean" in report["verdict"]
     assert "NOTHING was checked against real Lean" in screen.splitlines()[0]
     status = {i["name"]: i["status"] for i in report["items"]}
-    assert status == {"discovery": "standin", "lean_tests": "skipped", "reverify": "standin", "fixtures": "standin",
-                      "timing": "standin", "sessions": "standin", "judge": "standin", "tokens": "standin"}
+    assert status == {
+        "discovery": "standin",
+        "lean_tests": "skipped",
+        "reverify": "standin",
+        "fixtures": "standin",
+        "timing": "standin",
+        "sessions": "standin",
+        "judge": "standin",
+        "tokens": "standin",
+    }
     assert "no live table here" in {i["name"]: i for i in report["items"]}["tokens"]["summary"]
     items = {i["name"]: i for i in report["items"]}
-    assert "v4.15.0" in items["discovery"]["summary"] and "kimina_match" in items["discovery"]["detail"]["matching_recordings"]
+    assert (
+        "v4.15.0" in items["discovery"]["summary"]
+        and "kimina_match" in items["discovery"]["detail"]["matching_recordings"]
+    )
     assert "skip" in items["lean_tests"]["summary"]
     reverify = items["reverify"]["detail"]
     assert reverify["sampled"] == 20 and reverify["disagreements"] == []
@@ -90,7 +127,9 @@ def test_a_clean_run_against_the_standins_exits_0_and_says_nothing_was_checked(t
 
 def test_a_seeded_disagreement_is_listed_with_its_first_error_and_exits_1(tmp_path, artifacts, rl_sample, capsys):
     rows = [dict(r) for r in rl_sample]
-    flipped = next(r for r in rows if not r["verdict_pass"] and "linarith failed" in r["compilation_result"]["errors"][0]["data"])
+    flipped = next(
+        r for r in rows if not r["verdict_pass"] and "linarith failed" in r["compilation_result"]["errors"][0]["data"]
+    )
     flipped["verdict_pass"] = True  # the recording now claims a pass its own messages contradict
     candidates = _write(tmp_path / "seeded.jsonl", rows)
     code = _run(tmp_path, candidates, "seeded", ["reverify"])

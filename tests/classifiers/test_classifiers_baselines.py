@@ -51,8 +51,7 @@ def test_baseline_rows_threshold_on_validation():
     # a 300-program prefix of each split keeps the second TF-IDF fit cheap
     corpus = load_jsonl_corpus(JsonlCorpus(RL_LEAN, no_label_if="compilation_result.system_errors"), 300)
     config = EvaluationConfig()
-    rows = baseline_rows(corpus, config, rows={"valid": range(len(corpus.splits["valid"])),
-                                               "test": range(40)})
+    rows = baseline_rows(corpus, config, rows={"valid": range(len(corpus.splits["valid"])), "test": range(40)})
     tfidf = [r for r in rows if r["evaluator"] == TFIDF]
     assert {r["split"] for r in tfidf} == {"valid", "test"}
     assert sum(r["split"] == "test" for r in tfidf) == 40

@@ -45,16 +45,25 @@ def test_classify_rejects_rows_without_a_program(trained_runs, tmp_path):
         main(["classify", "--model", str(trained_runs["encoder"].run_dir / "final"), str(bad)])
 
 
-def test_classify_checks_its_model_first_and_reads_corpus_parquet(trained_runs, real_programs, artifacts, tmp_path,
-                                                                  capsys):
+def test_classify_checks_its_model_first_and_reads_corpus_parquet(
+    trained_runs, real_programs, artifacts, tmp_path, capsys
+):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from leanloop.tool import cli_entry
 
     corpus = tmp_path / "corpus.parquet"  # the columns make classifiers-score reads from a data run's final/
-    pq.write_table(pa.table({"id": [f"i{k}" for k in range(3)], "name": [n for n, _, _ in real_programs[:3]],
-                             "program": [p for _, p, _ in real_programs[:3]]}), corpus)
+    pq.write_table(
+        pa.table(
+            {
+                "id": [f"i{k}" for k in range(3)],
+                "name": [n for n, _, _ in real_programs[:3]],
+                "program": [p for _, p, _ in real_programs[:3]],
+            }
+        ),
+        corpus,
+    )
     assert cli_entry(main, ["classify", "--model", "artifacts://classifiers/nope", str(corpus)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "artifacts://classifiers/nope" in err[0] and "`make classifiers`" in err[0], err
@@ -95,8 +104,10 @@ def test_classify_with_history_and_known_siblings(trained_runs, real_programs, t
     assert [r["evidence"]["siblings"] for r in out] == [[1, 1]] * 3 + [[0, 0]]  # never its own sibling
     learned = ClassifierEvaluator.load(final).score([r["program"] for r in rows])
     assert [r["learned_score"] for r in out] == pytest.approx([p.score for p in learned], abs=1e-6)
-    evidence = [Evidence(tuple(r["evidence"]["history"]), tuple(r["evidence"]["siblings"]), r["evidence"]["neighbour"])
-                for r in out]
+    evidence = [
+        Evidence(tuple(r["evidence"]["history"]), tuple(r["evidence"]["siblings"]), r["evidence"]["neighbour"])
+        for r in out
+    ]
     expected = stacker.predict([p.score for p in learned], evidence)
     assert [r["score"] for r in out] == pytest.approx(expected.tolist(), abs=1e-6)
     assert all(r["verdict"] == (r["score"] >= 0.5) for r in out)
@@ -109,8 +120,9 @@ def test_classify_with_history_and_known_siblings(trained_runs, real_programs, t
         main(args)
 
 
-def test_classify_takes_the_model_as_a_run_reference_and_refuses_an_unfinished_run(trained_runs, real_programs,
-                                                                                    tmp_path, monkeypatch, capsys):
+def test_classify_takes_the_model_as_a_run_reference_and_refuses_an_unfinished_run(
+    trained_runs, real_programs, tmp_path, monkeypatch, capsys
+):
     """``--model`` as its help says: ``artifacts://classifiers/<run>``, the bare run name, or the run's
     final/ folder; all score alike. A run whose manifest is gone (unfinished) is one line, exit 2."""
     import shutil
@@ -134,5 +146,15 @@ def test_classify_takes_the_model_as_a_run_reference_and_refuses_an_unfinished_r
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unfinished" in err[0]
     with pytest.raises(SystemExit, match="no history stacker"):
-        main(["classify", "--model", str(run / "final"), str(lean), "--history", "artifacts://data/x",
-              "--feedback", "{}"])
+        main(
+            [
+                "classify",
+                "--model",
+                str(run / "final"),
+                str(lean),
+                "--history",
+                "artifacts://data/x",
+                "--feedback",
+                "{}",
+            ]
+        )

@@ -61,8 +61,10 @@ def test_fold_errors_are_clear(artifacts, corpus):
     # debug.yaml reads a JSONL file, not a data run: nothing to fold unless --corpus names one
     with pytest.raises(CrossValError, match="no data.corpus"):
         config_corpus([str(REPO_ROOT / "configs/classifiers/debug.yaml")], {})
-    layered = [str(REPO_ROOT / "configs/classifiers/encoder_default.yaml"),
-               str(REPO_ROOT / "configs/classifiers/debug.yaml")]
+    layered = [
+        str(REPO_ROOT / "configs/classifiers/encoder_default.yaml"),
+        str(REPO_ROOT / "configs/classifiers/debug.yaml"),
+    ]
     assert config_corpus(layered[:1], {}) == "artifacts://data/default"
     assert config_corpus(layered, {"data.corpus": "artifacts://data/x"}) == "artifacts://data/x"
 
@@ -73,8 +75,16 @@ def test_crossval_runs_every_fold_and_compares_with_tfidf(artifacts, corpus, cap
     from classifiers.crossval import main
     from leanloop.metrics import auroc
 
-    argv = ["--config", str(REPO_ROOT / "configs/classifiers/debug.yaml"), "--corpus", corpus, "--folds", "2",
-            "--overrides", '{"trainer.max_steps": 2, "log.csv": false}']
+    argv = [
+        "--config",
+        str(REPO_ROOT / "configs/classifiers/debug.yaml"),
+        "--corpus",
+        corpus,
+        "--folds",
+        "2",
+        "--overrides",
+        '{"trainer.max_steps": 2, "log.csv": false}',
+    ]
     assert main(argv) == 0
     folder = artifacts / "sweeps/cv2_debug"
     summary = json.loads((folder / "crossval.json").read_text())
@@ -88,8 +98,7 @@ def test_crossval_runs_every_fold_and_compares_with_tfidf(artifacts, corpus, cap
         assert not [k for k in manifest["metrics"] if k.startswith("test/")]  # test untouched
         splits = load_labelled(f"artifacts://data/debug_cv2_fold{fold['fold']}").splits
         baseline = TfidfBaseline().fit(splits["train"].programs, splits["train"].labels)
-        assert fold["tfidf"] == pytest.approx(auroc(splits["valid"].labels,
-                                                    baseline.scores(splits["valid"].programs)))
+        assert fold["tfidf"] == pytest.approx(auroc(splits["valid"].labels, baseline.scores(splits["valid"].programs)))
         pooled_labels += list(splits["valid"].labels)
         pooled_tfidf += baseline.scores(splits["valid"].programs).tolist()
     table = (folder / "crossval.md").read_text()
@@ -105,8 +114,9 @@ def test_crossval_runs_every_fold_and_compares_with_tfidf(artifacts, corpus, cap
     assert "Pooled over the finished folds" in table
 
     # rerunning trains nothing: the finished folds are reused
-    stamps = {f["run"]: (artifacts / "classifiers" / f["run"] / "manifest.json").stat().st_mtime_ns
-              for f in summary["folds"]}
+    stamps = {
+        f["run"]: (artifacts / "classifiers" / f["run"] / "manifest.json").stat().st_mtime_ns for f in summary["folds"]
+    }
     capsys.readouterr()
     assert main(argv) == 0
     assert "2 already finished, 0 to run" in capsys.readouterr().out

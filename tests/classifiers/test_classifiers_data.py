@@ -24,7 +24,7 @@ def test_batches_group_lengths_and_come_in_random_order(real_programs):
     def spread(groups):  # mean (longest - shortest) inside a batch
         return statistics.mean(max(lengths[i] for i in g) - min(lengths[i] for i in g) for g in groups)
 
-    unsorted = [list(range(len(lengths)))[k:k + 8] for k in range(0, len(lengths), 8)]
+    unsorted = [list(range(len(lengths)))[k : k + 8] for k in range(0, len(lengths), 8)]
     assert spread(batches) < spread(unsorted) / 3  # far less padding than batches in file order
 
     # random batch order: the longest program of consecutive batches goes up about as often as down
@@ -47,10 +47,25 @@ def test_unlabelled_categories_never_train_as_false(tmp_path):
     the classifiers still leave them (and any other unlabelled category) out."""
     from classifiers.examples import _split_rows
 
-    rows = [{"program": f"theorem t{i} : True := trivial", "name": f"t{i}", "split": "train", "category": category,
-             "label": label}
-            for i, (category, label) in enumerate([("valid", True), ("invalid", False), ("precheck_rejected", False),
-                                                   ("timeout", None), ("infra_error", None), ("precheck_rejected", None)])]
+    rows = [
+        {
+            "program": f"theorem t{i} : True := trivial",
+            "name": f"t{i}",
+            "split": "train",
+            "category": category,
+            "label": label,
+        }
+        for i, (category, label) in enumerate(
+            [
+                ("valid", True),
+                ("invalid", False),
+                ("precheck_rejected", False),
+                ("timeout", None),
+                ("infra_error", None),
+                ("precheck_rejected", None),
+            ]
+        )
+    ]
     corpus = _split_rows(tmp_path, rows, None)
     assert corpus.splits["train"].labels == [True, False]
     assert corpus.counts["train/precheck_rejected"] == 2 and corpus.counts["train/labelled"] == 2
@@ -64,8 +79,9 @@ def test_train_rows_subsample_is_seeded_and_keeps_corpus_order():
     a, b, c = subsample(split, 20, 0), subsample(split, 20, 0), subsample(split, 20, 1)
     assert a.programs == b.programs and a.programs != c.programs and len(a) == 20
     assert a.programs == sorted(a.programs, key=lambda p: int(p[1:]))  # corpus order
-    assert all(split.labels[int(p[1:])] == y and split.names[int(p[1:])] == n
-               for p, y, n in zip(a.programs, a.labels, a.names))
+    assert all(
+        split.labels[int(p[1:])] == y and split.names[int(p[1:])] == n for p, y, n in zip(a.programs, a.labels, a.names)
+    )
     assert len(subsample(split, 500, 0)) == 50
 
 
@@ -76,8 +92,14 @@ APOLLO = "shared://candidates/apollo_deepseek_v2_split_prover_minif2f_test.jsonl
 def apollo_source():
     from classifiers.examples import JsonlCorpus
 
-    return JsonlCorpus(APOLLO, program_field="program", label_field="verdict", name_field="name",
-                       no_label_if="messages", no_label_pattern="timed out|No .theorem. found")
+    return JsonlCorpus(
+        APOLLO,
+        program_field="program",
+        label_field="verdict",
+        name_field="name",
+        no_label_if="messages",
+        no_label_pattern="timed out|No .theorem. found",
+    )
 
 
 def test_extra_training_programs_join_the_training_split_only():
@@ -108,7 +130,8 @@ def test_extra_training_programs_join_the_training_split_only():
     assert (train.programs[:n], train.labels[:n]) == before["train"]
     assert dict(zip(train.programs[n:], train.labels[n:])) == expected and len(train) == n + len(expected)
     assert {split: (data.programs, data.labels) for split, data in corpus.splits.items() if split != "train"} == {
-        split: value for split, value in before.items() if split != "train"}
+        split: value for split, value in before.items() if split != "train"
+    }
     assert not set(train.names[n:]) & held_out
     tag = "extra_train/apollo_deepseek_v2_split_prover_minif2f_test.jsonl.gz"
     assert corpus.counts[f"{tag}/unlabelled"] == len(no_verdict) > 0
@@ -127,10 +150,24 @@ def test_balanced_class_weights_and_extra_programs_in_a_real_run(tmp_path, monke
 
     monkeypatch.setenv("LEANLOOP_ARTIFACTS", str(tmp_path))
     source = apollo_source()
-    extra = (f'[{{path: "{source.path}", program_field: program, label_field: verdict, name_field: name, '
-             f'no_label_if: messages, no_label_pattern: "{source.no_label_pattern}"}}]')
-    result = run(["--config", str(REPO_ROOT / "configs/classifiers/debug.yaml"), "--trainer.fast_dev_run", "true",
-                  "--log.csv", "false", "--model.init_args.class_weight", "balanced", "--data.extra_train", extra])
+    extra = (
+        f'[{{path: "{source.path}", program_field: program, label_field: verdict, name_field: name, '
+        f'no_label_if: messages, no_label_pattern: "{source.no_label_pattern}"}}]'
+    )
+    result = run(
+        [
+            "--config",
+            str(REPO_ROOT / "configs/classifiers/debug.yaml"),
+            "--trainer.fast_dev_run",
+            "true",
+            "--log.csv",
+            "false",
+            "--model.init_args.class_weight",
+            "balanced",
+            "--data.extra_train",
+            extra,
+        ]
+    )
     module, corpus = result.model, result.datamodule.corpus
     labels = torch.tensor(corpus.splits["train"].labels, dtype=torch.long)
     counts = torch.bincount(labels, minlength=2).float()
@@ -143,6 +180,7 @@ def test_balanced_class_weights_and_extra_programs_in_a_real_run(tmp_path, monke
     logits = torch.tensor([[0.3, -0.2], [1.0, 0.5], [-0.4, 0.9]])
     batch_labels = torch.tensor([1, 0, 0])
     assert module.loss(logits, batch_labels).item() == pytest.approx(
-        F.cross_entropy(logits, batch_labels, weight=module._class_weights).item())
+        F.cross_entropy(logits, batch_labels, weight=module._class_weights).item()
+    )
     module.eval()  # validation and test losses stay unweighted
     assert module.loss(logits, batch_labels).item() == pytest.approx(F.cross_entropy(logits, batch_labels).item())

@@ -53,7 +53,8 @@ def test_threshold_decides_verdicts(encoder_parts, real_programs):
 def test_deadline_already_passed_scores_nothing(encoder_parts, real_programs):
     spec, model, tokenizer = encoder_parts
     predictions = ClassifierEvaluator(spec, model, tokenizer).score(
-        [p for _, p, _ in real_programs[:6]], deadline=deadline_in(-1.0))
+        [p for _, p, _ in real_programs[:6]], deadline=deadline_in(-1.0)
+    )
     assert all(p.verdict is None and p.score is None for p in predictions)
 
 

@@ -10,7 +10,13 @@ import pytest
 
 from classifiers.baselines import TfidfBaseline
 from classifiers.evidence import (
-    KEPT_PROGRAMS, Evidence, History, gather_evidence, neighbour_margin, proof_view, sibling_counts,
+    KEPT_PROGRAMS,
+    Evidence,
+    History,
+    gather_evidence,
+    neighbour_margin,
+    proof_view,
+    sibling_counts,
 )
 from classifiers.history import HistoryEvaluator, reveal_siblings
 from classifiers.stacker import FEATURES, STACKER_FILE, Stacker
@@ -24,8 +30,9 @@ class TfidfEvaluator:
         self.model = TfidfBaseline().fit(programs, labels)
 
     def score(self, programs, deadline=None):
-        return [Prediction(verdict=s >= 0.5, score=float(s), trace=None, time_s=0.0)
-                for s in self.model.scores(programs)]
+        return [
+            Prediction(verdict=s >= 0.5, score=float(s), trace=None, time_s=0.0) for s in self.model.scores(programs)
+        ]
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +44,14 @@ def rounds(shared_data):
 
 
 def test_history_and_sibling_counts():
-    history = History.from_rows([{"name": "a", "label": True}, {"name": "a", "label": False},
-                                 {"name": "b", "label": None}, {"name": "b", "label": True}])
+    history = History.from_rows(
+        [
+            {"name": "a", "label": True},
+            {"name": "a", "label": False},
+            {"name": "b", "label": None},
+            {"name": "b", "label": True},
+        ]
+    )
     assert history.get("a") == (1, 2) and history.get("b") == (1, 1) and history.get("c") == (0, 0)
     assert len(history) == 3 and history.pass_rate() == pytest.approx(2 / 3)
     # an item is never its own sibling; unknown labels do not count
@@ -48,8 +61,9 @@ def test_history_and_sibling_counts():
 
 def test_reveal_by_recorded_times_keeps_the_fastest_share(rounds):
     rows = [r for r in rounds if r["round"] == 8]
-    known = reveal_siblings([r["name"] for r in rows], [r["label"] for r in rows], 0.43,
-                            times=[r["time_s"] for r in rows])
+    known = reveal_siblings(
+        [r["name"] for r in rows], [r["label"] for r in rows], 0.43, times=[r["time_s"] for r in rows]
+    )
     revealed = [r["time_s"] for r, k in zip(rows, known) if k is not None]
     hidden = [r["time_s"] for r, k in zip(rows, known) if k is None]
     assert 0.40 <= len(revealed) / len(rows) <= 0.46 and max(revealed) <= min(hidden)
@@ -71,8 +85,9 @@ def test_stacker_fits_saves_and_reproduces(rounds, tmp_path):
 
     after = [r for r in rounds if r["round"] == 5]
     later = learned.scores([r["program"] for r in after])
-    stacked = stacker.predict(later, gather_evidence(history, [r["program"] for r in after],
-                                                     [r["name"] for r in after], None))
+    stacked = stacker.predict(
+        later, gather_evidence(history, [r["program"] for r in after], [r["name"] for r in after], None)
+    )
     labels = [r["label"] for r in after]
     assert roc_auc_score(labels, stacked) > roc_auc_score(labels, later)
     again = Stacker.load(stacker.save(tmp_path))
@@ -86,9 +101,11 @@ def test_stacker_fits_saves_and_reproduces(rounds, tmp_path):
 def test_history_evaluator_contract_and_hybrid_split(rounds):
     train = [r for r in rounds if r["round"] < 5]
     weights = {"score_logit": 1.0, "history_logit": 1.0, "sibling_logit": 1.0, "neighbour_margin": 2.0}
-    evaluator = HistoryEvaluator(TfidfEvaluator([r["program"] for r in train], [r["label"] for r in train]),
-                                 Stacker(coef=[weights.get(f, 0.0) for f in FEATURES], intercept=0.0, prior_mean=0.4),
-                                 History.from_rows(train))
+    evaluator = HistoryEvaluator(
+        TfidfEvaluator([r["program"] for r in train], [r["label"] for r in train]),
+        Stacker(coef=[weights.get(f, 0.0) for f in FEATURES], intercept=0.0, prior_mean=0.4),
+        History.from_rows(train),
+    )
     assert isinstance(evaluator, Evaluator)
     step = [r for r in rounds if r["round"] >= 5][:24]
     programs, groups = [r["program"] for r in step], [r["name"] for r in step]
@@ -139,8 +156,10 @@ def test_proof_view_and_neighbour_margin(rounds):
 
 
 def test_gather_evidence_keeps_history_and_siblings_apart():
-    rows = [{"name": "p", "label": True, "program": "theorem p : 1 = 1 := by\n  norm_num"},
-            {"name": "p", "label": False, "program": "theorem p : 1 = 1 := by\n  linarith"}]
+    rows = [
+        {"name": "p", "label": True, "program": "theorem p : 1 = 1 := by\n  norm_num"},
+        {"name": "p", "label": False, "program": "theorem p : 1 = 1 := by\n  linarith"},
+    ]
     history = History.from_rows(rows)
     programs = ["theorem p : 1 = 1 := by\n  norm_num", "theorem p : 1 = 1 := by\n  simp", "theorem q : 2 = 2 := by rfl"]
     evidence = gather_evidence(history, programs, ["p", "p", "q"], [None, False, None])
@@ -148,8 +167,11 @@ def test_gather_evidence_keeps_history_and_siblings_apart():
     assert evidence[0].neighbour > 0.5  # the very proof Lean accepted, against a rejected linarith and simp
     assert evidence[1].siblings == (0, 0)  # its own known label is not its own evidence
     assert evidence[2] == Evidence()  # a problem Lean never saw: no evidence at all
-    assert evidence[0].to_json() == {"history": [1, 2], "siblings": [0, 1],
-                                     "neighbour": round(evidence[0].neighbour, 6)}
+    assert evidence[0].to_json() == {
+        "history": [1, 2],
+        "siblings": [0, 1],
+        "neighbour": round(evidence[0].neighbour, 6),
+    }
     # the history keeps a bounded number of programs per problem and verdict
     for i in range(KEPT_PROGRAMS + 5):
         history.observe("p", True, f"theorem p : 1 = 1 := by\n  exact rfl -- {i}")
@@ -171,8 +193,8 @@ def test_a_split_stacker_learns_what_history_is_worth_on_a_split_the_history_nev
     train = History.from_rows(others)
     pairs = simulated_evidence(programs, names, labels, train)
     first = split_evidence(programs, names, labels, train)
-    assert [e for _, e in pairs[:len(rows)]] == first  # draw 0: the split's own evidence, every row
-    later = pairs[len(rows):]
+    assert [e for _, e in pairs[: len(rows)]] == first  # draw 0: the split's own evidence, every row
+    later = pairs[len(rows) :]
     per_theorem = {n: names.count(n) for n in names}
     assert later and all(e.history[1] + e.siblings[1] <= per_theorem[names[i]] - 1 for i, e in later)
     assert any(e.history[1] for _, e in later) and any(e.siblings[1] for _, e in later)

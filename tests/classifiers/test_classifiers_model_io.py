@@ -15,7 +15,7 @@ HEADER_LINE = re.compile(r"(import|set_option|open)\b")
 
 
 def _contains(ids: list[int], part: list[int]) -> bool:
-    return any(ids[i:i + len(part)] == part for i in range(len(ids) - len(part) + 1))
+    return any(ids[i : i + len(part)] == part for i in range(len(ids) - len(part) + 1))
 
 
 def test_views_drop_the_header_then_the_docstring(real_programs):
@@ -27,9 +27,9 @@ def test_views_drop_the_header_then_the_docstring(real_programs):
         assert statement.startswith(f"theorem {name}") and header_gone.endswith(statement)
         assert program.endswith(header_gone)
         # the header view drops only header lines; the rest between it and the theorem is the docstring
-        dropped = program[:len(program) - len(header_gone)]
+        dropped = program[: len(program) - len(header_gone)]
         assert all(HEADER_LINE.match(line) for line in dropped.splitlines() if line.strip())
-        docstring = header_gone[:len(header_gone) - len(statement)].strip()
+        docstring = header_gone[: len(header_gone) - len(statement)].strip()
         with_docstring += docstring.startswith("/--") and docstring.endswith("-/")
         assert docstring == "" or (docstring.startswith("/-") and docstring.endswith("-/"))
     assert with_docstring > 300  # of the 400: the informal statement RL-Lean's prompts carry
@@ -38,7 +38,7 @@ def test_views_drop_the_header_then_the_docstring(real_programs):
 def test_scoped_options_and_bare_headers_are_kept():
     # `set_option ... in` belongs to the declaration below it; a file of imports alone stays whole
     scoped = "import Mathlib\nset_option maxHeartbeats 400000 in\ntheorem t : True := trivial"
-    assert strip_preamble(scoped, docstring=True) == scoped[len("import Mathlib\n"):]
+    assert strip_preamble(scoped, docstring=True) == scoped[len("import Mathlib\n") :]
     assert strip_preamble("import Mathlib\n") == "import Mathlib\n"
     assert strip_preamble("import Mathlib.Data.Fin\ntheorem t") == "theorem t"  # `Fin` is not `in`
     with pytest.raises(ValueError, match="inputs.preamble must be one of"):
@@ -58,14 +58,15 @@ def test_encoder_view_then_starts_at_the_statement(real_programs):
         name_ids = tokenizer(f"theorem {name}", add_special_tokens=False)["input_ids"]
         view = stripped.encode(program)
         assert view == raw.encode(strip_preamble(program, docstring=True))
-        assert view[1:1 + len(name_ids)] == name_ids  # right after [CLS]
+        assert view[1 : 1 + len(name_ids)] == name_ids  # right after [CLS]
         lost += not _contains(raw.encode(program), name_ids)
     assert lost > 10  # the raw view of >10% of these programs has no `theorem <name>`
     # the one-token classifier takes the same option
     qwen = load_tokenizer("qwen3")
     program = real_programs[0][1]
-    assert (OneTokenInputs(qwen, 128, preamble="drop_header").encode(program)
-            == OneTokenInputs(qwen, 128).encode(strip_preamble(program)))
+    assert OneTokenInputs(qwen, 128, preamble="drop_header").encode(program) == OneTokenInputs(qwen, 128).encode(
+        strip_preamble(program)
+    )
 
 
 def test_trained_format_is_the_loaded_format(real_programs, tmp_path):
@@ -80,8 +81,11 @@ def test_trained_format_is_the_loaded_format(real_programs, tmp_path):
     from classifiers.module import EncoderClassifier
     from leanloop.training.models import ModelSpec
 
-    module = EncoderClassifier(ModelSpec("minilm", overrides={"num_hidden_layers": 1}), pooling="mean",
-                               inputs=InputConfig(max_length=128, preamble="drop_header_and_docstring")).eval()
+    module = EncoderClassifier(
+        ModelSpec("minilm", overrides={"num_hidden_layers": 1}),
+        pooling="mean",
+        inputs=InputConfig(max_length=128, preamble="drop_header_and_docstring"),
+    ).eval()
     spec = module.spec()
     assert spec.preamble == "drop_header_and_docstring"
     module.model.save_pretrained(tmp_path)

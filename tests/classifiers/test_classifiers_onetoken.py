@@ -24,8 +24,9 @@ def tiny_qwen():
 
 
 def onetoken_spec(max_length: int = 192) -> ClassifierSpec:
-    return ClassifierSpec("onetoken", max_length, 0.25, suffix=ONETOKEN_SUFFIX, true_token=TRUE_TOKEN,
-                          false_token=FALSE_TOKEN)
+    return ClassifierSpec(
+        "onetoken", max_length, 0.25, suffix=ONETOKEN_SUFFIX, true_token=TRUE_TOKEN, false_token=FALSE_TOKEN
+    )
 
 
 def test_score_equals_manual_softmax_ratio(tiny_qwen, real_programs):
@@ -52,7 +53,9 @@ def test_scoring_is_one_forward_without_generation(tiny_qwen, real_programs, mon
     calls = []
     original = type(model).forward
     monkeypatch.setattr(type(model), "forward", lambda self, *a, **k: calls.append(k) or original(self, *a, **k))
-    monkeypatch.setattr(type(model), "generate", lambda *a, **k: pytest.fail("the one-token classifier must not generate"))
+    monkeypatch.setattr(
+        type(model), "generate", lambda *a, **k: pytest.fail("the one-token classifier must not generate")
+    )
     evaluator.score([p for _, p, _ in real_programs[:8]])
     assert len(calls) == 2  # 8 programs, batches of 4: one forward per batch
     assert all(call["logits_to_keep"] == 1 for call in calls)

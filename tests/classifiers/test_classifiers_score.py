@@ -17,12 +17,10 @@ VOLATILE = ("time_s",)
 
 
 def rows(path):
-    return [{k: v for k, v in json.loads(line).items() if k not in VOLATILE}
-            for line in path.read_text().splitlines()]
+    return [{k: v for k, v in json.loads(line).items() if k not in VOLATILE} for line in path.read_text().splitlines()]
 
 
-def test_sharded_scores_merge_into_the_one_process_scores(trained_runs, real_programs, artifacts, tmp_path,
-                                                          capsys):
+def test_sharded_scores_merge_into_the_one_process_scores(trained_runs, real_programs, artifacts, tmp_path, capsys):
     final = trained_runs["encoder"].run_dir / "final"
     jsonl = tmp_path / "programs.jsonl"
     with open(jsonl, "w", encoding="utf-8") as handle:
@@ -35,14 +33,28 @@ def test_sharded_scores_merge_into_the_one_process_scores(trained_runs, real_pro
 
     for index in range(4):
         assert cli_main([*common, "--run", "four", "--shard", f"{index}/4"]) == 0
-    sizes = [len(rows(artifacts / "classifiers_score" / "four" / "shards" / f"{i}-of-4" / "final" / "scores.jsonl"))
-             for i in range(4)]
+    sizes = [
+        len(rows(artifacts / "classifiers_score" / "four" / "shards" / f"{i}-of-4" / "final" / "scores.jsonl"))
+        for i in range(4)
+    ]
     assert sum(sizes) == 43 and all(sizes)
-    merge = ["--model", str(final), "--inputs", json.dumps([str(jsonl)]), "--run", "four", "--batch_size", "1",
-             "--merge_shards", "4"]
+    merge = [
+        "--model",
+        str(final),
+        "--inputs",
+        json.dumps([str(jsonl)]),
+        "--run",
+        "four",
+        "--batch_size",
+        "1",
+        "--merge_shards",
+        "4",
+    ]
     assert score_main(merge) == 0
     assert rows(artifacts / "classifiers_score" / "four" / "final" / "scores.jsonl") == rows(one)
-    merged, single = (json.loads((artifacts / "classifiers_score" / run / "manifest.json").read_text()) for run in ("four", "one"))
+    merged, single = (
+        json.loads((artifacts / "classifiers_score" / run / "manifest.json").read_text()) for run in ("four", "one")
+    )
     assert merged["counts"] == single["counts"] and merged["inputs"] == single["inputs"]
 
     # refused in one line: a shard missing, a shard scored with another threshold
@@ -66,10 +78,27 @@ def test_classify_array_with_the_local_profile(trained_runs, real_programs, arti
     config.write_text(json.dumps({"model": str(final), "inputs": [str(jsonl)], "batch_size": 1}))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     assert score_main(["--config", str(config), "--run", "one"]) == 0
-    assert array_main(["--stage", "classifiers_score", "--config", str(config), "--run", "arr", "--array", "2",
-                       "--profile", str(PROFILES_DIR / "local.yaml")]) == 0
+    assert (
+        array_main(
+            [
+                "--stage",
+                "classifiers_score",
+                "--config",
+                str(config),
+                "--run",
+                "arr",
+                "--array",
+                "2",
+                "--profile",
+                str(PROFILES_DIR / "local.yaml"),
+            ]
+        )
+        == 0
+    )
     folder = artifacts / "classifiers_score" / "arr"
-    assert rows(folder / "final" / "scores.jsonl") == rows(artifacts / "classifiers_score" / "one" / "final" / "scores.jsonl")
+    assert rows(folder / "final" / "scores.jsonl") == rows(
+        artifacts / "classifiers_score" / "one" / "final" / "scores.jsonl"
+    )
     status = shard_states("classifiers_score", folder)
     assert status["summary"] == {"done": 2} and status["programs"] == 12
 

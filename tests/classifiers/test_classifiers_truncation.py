@@ -33,7 +33,7 @@ def test_truncation_is_a_head_and_a_tail(n, budget):
         return
     head, tail = head_tail_sizes(budget)
     assert len(kept) == budget and head + tail == budget
-    assert kept == ids[:head] + ids[n - tail:]
+    assert kept == ids[:head] + ids[n - tail :]
     assert tail >= 3 * head - 3  # 1:3 up to rounding
 
 

@@ -109,8 +109,7 @@ class SlurmCluster:
         return {"SLURM_CONF": str(self.conf), "PATH": f"{self.bin}{os.pathsep}{os.environ['PATH']}"}
 
     def run(self, *args: str, check: bool = True) -> str:
-        done = subprocess.run(args, env={**os.environ, **self.env}, capture_output=True, text=True,
-                              timeout=30)
+        done = subprocess.run(args, env={**os.environ, **self.env}, capture_output=True, text=True, timeout=30)
         if check and done.returncode:
             raise RuntimeError(f"{' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}")
         return done.stdout
@@ -120,26 +119,46 @@ class SlurmCluster:
         for sub in ("munge", "etc", "state", "spool", "log", "bin"):
             (root / sub).mkdir(parents=True, exist_ok=True)
         (root / "munge").chmod(0o700)  # munged refuses a socket folder others can write to
-        self.conf.write_text(SLURM_CONF.format(node=socket.gethostname().split(".")[0], root=root,
-                                               ctld_port=_free_port(), slurmd_port=_free_port()))
+        self.conf.write_text(
+            SLURM_CONF.format(
+                node=socket.gethostname().split(".")[0], root=root, ctld_port=_free_port(), slurmd_port=_free_port()
+            )
+        )
         shim = self.bin / "sacct"
         shim.write_text(SACCT_SHIM)
         shim.chmod(0o755)
-        subprocess.run([_find("mungekey"), "--create", f"--keyfile={root}/munge/munge.key", "--bits=1024"],
-                       check=True, capture_output=True)
-        self._spawn("munged", ["munged", "-F", "--force", f"--socket={root}/munge/sock",
-                               f"--key-file={root}/munge/munge.key", f"--pid-file={root}/munge/pid",
-                               f"--seed-file={root}/munge/seed", f"--log-file={root}/munge/log"])
+        subprocess.run(
+            [_find("mungekey"), "--create", f"--keyfile={root}/munge/munge.key", "--bits=1024"],
+            check=True,
+            capture_output=True,
+        )
+        self._spawn(
+            "munged",
+            [
+                "munged",
+                "-F",
+                "--force",
+                f"--socket={root}/munge/sock",
+                f"--key-file={root}/munge/munge.key",
+                f"--pid-file={root}/munge/pid",
+                f"--seed-file={root}/munge/seed",
+                f"--log-file={root}/munge/log",
+            ],
+        )
         self._wait_for(lambda: (root / "munge" / "sock").exists(), "munged's socket", 10)
         self._spawn("slurmctld", ["slurmctld", "-D", "-i"])
         self._spawn("slurmd", ["slurmd", "-D"])
-        self._wait_for(lambda: self.run("sinfo", "-h", "-o", "%T", check=False).strip() == "idle",
-                       "an idle node", 30)
+        self._wait_for(lambda: self.run("sinfo", "-h", "-o", "%T", check=False).strip() == "idle", "an idle node", 30)
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = open(self.root / "log" / f"{name}.out", "w")  # noqa: SIM115 (lives as long as the daemon)
-        process = subprocess.Popen([_find(argv[0]), *argv[1:]], env={**os.environ, **self.env}, stdout=log, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            [_find(argv[0]), *argv[1:]],
+            env={**os.environ, **self.env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         log.close()
         self.started.append((name, process))
 
@@ -148,8 +167,10 @@ class SlurmCluster:
         while not ready():
             dead = [name for name, process in self.started if process.poll() is not None]
             if dead or time.monotonic() > deadline:
-                raise RuntimeError(f"SLURM test cluster: no {what} after {timeout_s} s"
-                                   f"{' (' + ', '.join(dead) + ' exited)' if dead else ''}\n{self.logs()}")
+                raise RuntimeError(
+                    f"SLURM test cluster: no {what} after {timeout_s} s"
+                    f"{' (' + ', '.join(dead) + ' exited)' if dead else ''}\n{self.logs()}"
+                )
             time.sleep(0.2)
 
     def logs(self, lines: int = 15) -> str:
@@ -180,8 +201,9 @@ class SlurmCluster:
     def _wait_for_no_jobs(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            active = self.run("squeue", "-h", "-o", "%i", "--states=PENDING,RUNNING,COMPLETING,CONFIGURING",
-                              check=False).strip()
+            active = self.run(
+                "squeue", "-h", "-o", "%i", "--states=PENDING,RUNNING,COMPLETING,CONFIGURING", check=False
+            ).strip()
             if not active:
                 return
             time.sleep(0.5)

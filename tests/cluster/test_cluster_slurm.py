@@ -45,17 +45,30 @@ def jobs_env(slurm, artifacts, monkeypatch):
 def slow_probe(tmp_path: Path, seconds: float, max_steps: int, record: Path | None = None) -> str:
     """A probe config whose steps take ``seconds`` each."""
     config = tmp_path / f"slow_{seconds}_{max_steps}.yaml"
-    config.write_text(yaml.safe_dump({"trainer": {
-        "max_steps": max_steps, "max_epochs": -1, "enable_progress_bar": False,
-        "callbacks": [{"class_path": "slow_steps.SlowSteps",
-                       "init_args": {"seconds": seconds, "record": str(record) if record else None}}],
-    }}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "trainer": {
+                    "max_steps": max_steps,
+                    "max_epochs": -1,
+                    "enable_progress_bar": False,
+                    "callbacks": [
+                        {
+                            "class_path": "slow_steps.SlowSteps",
+                            "init_args": {"seconds": seconds, "record": str(record) if record else None},
+                        }
+                    ],
+                }
+            }
+        )
+    )
     return str(config)
 
 
 def probe_run(config: str, run: str, **overrides) -> StageRun:
-    return StageRun(stage="probe", entry="cluster.probe", configs=[config], run=run,
-                    overrides={"log.wandb": "false", **overrides})
+    return StageRun(
+        stage="probe", entry="cluster.probe", configs=[config], run=run, overrides={"log.wandb": "false", **overrides}
+    )
 
 
 def wait_until(condition, what: str, timeout_s: float = 60) -> None:
@@ -85,14 +98,24 @@ def wait_within(submission, timeout_s: float):
 def make(*args: str) -> subprocess.CompletedProcess:
     """make with this interpreter's venv, never reinstalling it (its stamp counts as up to date)."""
     venv = sys.prefix
-    return subprocess.run(["make", "--no-print-directory", f"VENV={venv}", "-o", f"{venv}/.installed", *args],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=240)
+    return subprocess.run(
+        ["make", "--no-print-directory", f"VENV={venv}", "-o", f"{venv}/.installed", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
 
 
 def test_make_submit_runs_a_stage_on_slurm(jobs_env, artifacts):
-    done = make("submit", "STAGE=pretrain", "CONFIG=configs/pretrain/debug.yaml", "RUN=on_slurm",
-                f"PROFILE={PROFILE.relative_to(REPO_ROOT)}",
-                "ARGS=--wait yes --trainer.fast_dev_run true --log.wandb false")
+    done = make(
+        "submit",
+        "STAGE=pretrain",
+        "CONFIG=configs/pretrain/debug.yaml",
+        "RUN=on_slurm",
+        f"PROFILE={PROFILE.relative_to(REPO_ROOT)}",
+        "ARGS=--wait yes --trainer.fast_dev_run true --log.wandb false",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "submitted pretrain/on_slurm to slurm: job " in done.stdout
     job_id = done.stdout.split("to slurm: job ")[1].split()[0]
@@ -106,11 +129,21 @@ def test_make_submit_runs_a_stage_on_slurm(jobs_env, artifacts):
 
 def test_sweep_is_one_job_array_and_skips_finished_runs(jobs_env, artifacts, tmp_path):
     sweep_file = tmp_path / "lr.yaml"
-    sweep_file.write_text(yaml.safe_dump({
-        "name": "slurm_lr", "stage": "probe", "entry": "cluster.probe",
-        "config": [slow_probe(tmp_path, 0.0, 4)], "grid": {"model.lr": [0.01, 0.02, 0.03]},
-        "overrides": {"log.wandb": False}, "executor": "submit", "profile": str(PROFILE), "metric": "train/loss",
-    }))
+    sweep_file.write_text(
+        yaml.safe_dump(
+            {
+                "name": "slurm_lr",
+                "stage": "probe",
+                "entry": "cluster.probe",
+                "config": [slow_probe(tmp_path, 0.0, 4)],
+                "grid": {"model.lr": [0.01, 0.02, 0.03]},
+                "overrides": {"log.wandb": False},
+                "executor": "submit",
+                "profile": str(PROFILE),
+                "metric": "train/loss",
+            }
+        )
+    )
     sweep = load_sweep(sweep_file)
     done_before, *todo = expand(sweep)
     Manifest(stage="probe", run=done_before.name, metrics={"train/loss": 9.0}).write(done_before.stage_run.run_dir)
@@ -178,5 +211,7 @@ def test_make_probe_trains_two_cpu_ranks_as_two_slurm_tasks(jobs_env, artifacts)
     assert report["max_param_spread"] == 0.0 and report["param_change"] > 0
     assert report["samples_seen_by_several_ranks"] == 0
     job_id = json.loads((run_dir / "slurm" / "command.json").read_text())["job_ids"][0]
-    assert sorted(p.name for p in (run_dir / "slurm").glob(f"{job_id}_*_log.out")) == \
-        [f"{job_id}_0_log.out", f"{job_id}_1_log.out"]  # two SLURM tasks, one per rank
+    assert sorted(p.name for p in (run_dir / "slurm").glob(f"{job_id}_*_log.out")) == [
+        f"{job_id}_0_log.out",
+        f"{job_id}_1_log.out",
+    ]  # two SLURM tasks, one per rank

@@ -69,10 +69,18 @@ def test_strategy_file_layers_onto_a_stage_config_with_the_stage_parser(artifact
 
     monkeypatch.setattr(sys, "argv", ["pretrain.train"])  # LightningCLI reads args, not pytest's argv
     debug = yaml.safe_load((REPO_ROOT / "configs/pretrain/debug.yaml").read_text())
-    cli = ParseOnly(STAGE, PretrainModule, PretrainData, links=LINKS, run=False,
-                    args=["--config", "configs/pretrain/debug.yaml", "--config", "configs/strategy/zero3.yaml"],
-                    save_config_callback=None, auto_configure_optimizers=False,
-                    seed_everything_default=42, trainer_defaults=TRAINER_DEFAULTS)
+    cli = ParseOnly(
+        STAGE,
+        PretrainModule,
+        PretrainData,
+        links=LINKS,
+        run=False,
+        args=["--config", "configs/pretrain/debug.yaml", "--config", "configs/strategy/zero3.yaml"],
+        save_config_callback=None,
+        auto_configure_optimizers=False,
+        seed_everything_default=42,
+        trainer_defaults=TRAINER_DEFAULTS,
+    )
     trainer = cli.config.trainer
     assert trainer.strategy.class_path == "lightning.pytorch.strategies.DeepSpeedStrategy"
     assert trainer.strategy.init_args.stage == 3
@@ -84,12 +92,19 @@ def test_local_sweep_runs_a_two_process_gloo_ddp_probe(tmp_path, artifacts):
     """Lightning DDP over gloo, two CPU ranks, launched by the sweep's local executor; a run that
     fails first does not stop the sweep and is reported."""
     sweep_file = tmp_path / "gloo.yaml"
-    sweep_file.write_text(yaml.safe_dump({
-        "name": "gloo", "stage": "probe", "entry": "cluster.probe",
-        "config": ["configs/strategy/ddp_cpu.yaml"], "overrides": {"log.wandb": False},
-        "runs": [{"name": "broken", "overrides": {"model.lr": "fast"}}, {"name": "ddp"}],
-        "metric": "train/loss",
-    }))
+    sweep_file.write_text(
+        yaml.safe_dump(
+            {
+                "name": "gloo",
+                "stage": "probe",
+                "entry": "cluster.probe",
+                "config": ["configs/strategy/ddp_cpu.yaml"],
+                "overrides": {"log.wandb": False},
+                "runs": [{"name": "broken", "overrides": {"model.lr": "fast"}}, {"name": "ddp"}],
+                "metric": "train/loss",
+            }
+        )
+    )
     sweep = load_sweep(sweep_file)
     statuses = run_sweep(sweep)
     assert [s.status for s in statuses] == ["failed", "finished"], [s.detail for s in statuses]
@@ -137,11 +152,25 @@ def test_deepspeed_zero_shards_and_matches_plain_sgd_on_cpu_over_gloo(tmp_path):
     port = _free_port()
     procs = []
     for rank in range(2):
-        env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
-               "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-               "OMP_NUM_THREADS": "1"}
-        procs.append(subprocess.Popen([sys.executable, str(WORKER), str(tmp_path / "configs.json"), str(tmp_path)],
-                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        env = {
+            **os.environ,
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": "2",
+            "LOCAL_WORLD_SIZE": "2",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "OMP_NUM_THREADS": "1",
+        }
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(WORKER), str(tmp_path / "configs.json"), str(tmp_path)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     outputs = [p.communicate(timeout=300)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
 

@@ -60,12 +60,13 @@ def test_shipped_profiles_use_the_current_nccl_variable_names():
 def test_multinode_profile_gives_one_task_per_gpu_and_matching_trainer_options():
     profile = load_profile(PROFILES_DIR / "gpu8x2.yaml")
     assert profile.tasks_per_node() == profile.gpus_per_node == 8
-    assert profile.trainer_overrides() == {"trainer.accelerator": "gpu", "trainer.devices": 8,
-                                           "trainer.num_nodes": 2}
+    assert profile.trainer_overrides() == {"trainer.accelerator": "gpu", "trainer.devices": 8, "trainer.num_nodes": 2}
     local = load_profile(PROFILES_DIR / "local.yaml")
     assert local.tasks_per_node() == 1 and local.trainer_overrides() == {}
     sharded = load_profile(PROFILES_DIR / "array8.yaml")
-    assert sharded.tasks_per_node(cpu_processes=2) == 1 and sharded.trainer_overrides() == {}  # shards use GPUs themselves
+    assert (
+        sharded.tasks_per_node(cpu_processes=2) == 1 and sharded.trainer_overrides() == {}
+    )  # shards use GPUs themselves
 
 
 def test_an_array_task_names_its_shard_on_the_command_line():
@@ -74,12 +75,15 @@ def test_an_array_task_names_its_shard_on_the_command_line():
     assert command.command(6)[-2:] == ["--shard", "6/8"]  # the one shard option of every sharded stage
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"nodes": 0}, "nodes must be at least 1"),
-    ({"array": 4, "nodes": 2}, "use nodes: 1 with array"),
-    ({"nodes": 2, "gpus_per_node": 4, "distributed": False}, "need distributed: true"),
-    ({"executor": "kubernetes"}, "executor"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"nodes": 0}, "nodes must be at least 1"),
+        ({"array": 4, "nodes": 2}, "use nodes: 1 with array"),
+        ({"nodes": 2, "gpus_per_node": 4, "distributed": False}, "need distributed: true"),
+        ({"executor": "kubernetes"}, "executor"),
+    ],
+)
 def test_bad_profiles_fail_clearly(changes, message):
     with pytest.raises(ProfileError, match=message):
         load_profile(PROFILES_DIR / "local.yaml", **changes)
@@ -94,9 +98,17 @@ def test_sbatch_script_for_two_nodes_matches_lightnings_slurm_environment(srun_o
     profile = load_profile(PROFILES_DIR / "gpu8x2.yaml", partition="gpu", account="proj")
     run = StageRun(stage="pretrain", configs=[DEBUG, "configs/strategy/zero3.yaml"], run="big")
     script = sbatch_preview(run, profile)
-    for line in ("--nodes=2", "--ntasks-per-node=8", "--gpus-per-node=8", "--partition=gpu",
-                 "--account=proj", "--exclusive", "--mem=0GB", f"--time={profile.time_min}",
-                 "--job-name=pretrain-big"):
+    for line in (
+        "--nodes=2",
+        "--ntasks-per-node=8",
+        "--gpus-per-node=8",
+        "--partition=gpu",
+        "--account=proj",
+        "--exclusive",
+        "--mem=0GB",
+        f"--time={profile.time_min}",
+        "--job-name=pretrain-big",
+    ):
         assert f"#SBATCH {line}\n" in script, line
     assert "source .venv/bin/activate" in script  # profile setup lines run before srun
     srun_line = next(line for line in script.splitlines() if line.startswith("srun "))
@@ -117,13 +129,27 @@ def test_overrides_that_contradict_the_allocation_are_refused():
 
 def test_cli_overrides_and_dry_run(artifacts, capsys):
     assert parse_cli_overrides(["--model.optim.lr", "1e-4", "--trainer.max_steps=10"]) == {
-        "model.optim.lr": "1e-4", "trainer.max_steps": "10"}
+        "model.optim.lr": "1e-4",
+        "trainer.max_steps": "10",
+    }
     with pytest.raises(CommandError, match="has no value"):
         parse_cli_overrides(["--model.optim.lr"])
     with pytest.raises(CommandError, match="expected an option"):
         parse_cli_overrides(["lr", "1"])
-    code = submit_main(["--stage", "pretrain", "--config", DEBUG, "--dry_run", "true", "--model.optim.lr", "1e-4",
-                        "--profile.time_min", "5"])
+    code = submit_main(
+        [
+            "--stage",
+            "pretrain",
+            "--config",
+            DEBUG,
+            "--dry_run",
+            "true",
+            "--model.optim.lr",
+            "1e-4",
+            "--profile.time_min",
+            "5",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     # the run name defaults to the config stem, exactly as the stage CLI would name it
@@ -143,7 +169,9 @@ def test_submit_and_the_stage_name_a_layered_run_by_one_rule(artifacts, capsys):
     named = yaml.safe_load(stage.config)["run"]
     assert named == default_run_name(configs) == "debug+ddp_cpu"
     capsys.readouterr()
-    assert submit_main(["--stage", "pretrain", *[a for c in configs for a in ("--config", c)], "--dry_run", "true"]) == 0
+    assert (
+        submit_main(["--stage", "pretrain", *[a for c in configs for a in ("--config", c)], "--dry_run", "true"]) == 0
+    )
     assert f" --run {named}" in capsys.readouterr().out
     with pytest.raises(CommandError, match="name the run"):
         from cluster.command import default_run_name as cluster_run_name
@@ -153,12 +181,20 @@ def test_submit_and_the_stage_name_a_layered_run_by_one_rule(artifacts, capsys):
 
 def test_sweep_submits_the_real_stage_through_submitit_and_skips_finished_runs(tmp_path, artifacts):
     sweep_file = tmp_path / "e2e.yaml"
-    sweep_file.write_text(yaml.safe_dump({
-        "name": "e2e", "stage": "pretrain", "config": [DEBUG],
-        "overrides": {"trainer.fast_dev_run": True},
-        "runs": [{"name": "earlier"}, {"name": "fresh"}],
-        "executor": "submit", "profile": str(PROFILES_DIR / "local.yaml"), "metric": "val/loss",
-    }))
+    sweep_file.write_text(
+        yaml.safe_dump(
+            {
+                "name": "e2e",
+                "stage": "pretrain",
+                "config": [DEBUG],
+                "overrides": {"trainer.fast_dev_run": True},
+                "runs": [{"name": "earlier"}, {"name": "fresh"}],
+                "executor": "submit",
+                "profile": str(PROFILES_DIR / "local.yaml"),
+                "metric": "val/loss",
+            }
+        )
+    )
     sweep = load_sweep(sweep_file)
     earlier, fresh = expand(sweep)
     Manifest(stage="pretrain", run=earlier.name, metrics={"val/loss": 99.0}).write(earlier.stage_run.run_dir)
@@ -195,8 +231,13 @@ def test_a_distributed_cpu_run_gets_one_slurm_task_per_trainer_device(srun_on_pa
     ddp = StageRun(stage="probe", entry="cluster.probe", configs=["configs/strategy/ddp_cpu.yaml"], run="ddp")
     assert ddp.cpu_processes() == 2
     assert "--ntasks-per-node=2" in sbatch_preview(ddp, profile)
-    three = StageRun(stage="probe", entry="cluster.probe", configs=["configs/strategy/ddp_cpu.yaml"], run="x",
-                     overrides={"trainer.devices": "3"})
+    three = StageRun(
+        stage="probe",
+        entry="cluster.probe",
+        configs=["configs/strategy/ddp_cpu.yaml"],
+        run="x",
+        overrides={"trainer.devices": "3"},
+    )
     assert profile.submitit_parameters("x", three.cpu_processes())["tasks_per_node"] == 3
     single = StageRun(stage="pretrain", configs=[DEBUG], run="one")
     assert single.cpu_processes() == 1 and "--ntasks-per-node=1" in sbatch_preview(single, profile)
@@ -207,9 +248,26 @@ def test_a_distributed_cpu_run_gets_one_slurm_task_per_trainer_device(srun_on_pa
 def test_a_failed_job_reports_the_exception_and_where_the_full_log_is(artifacts, capsys):
     """Not the last line of submitit's message (a log path): the stage's own exception, read from
     the job's error log, then the log's path."""
-    code = submit_main(["--stage", "probe", "--entry", "cluster.probe", "--config", "configs/strategy/ddp_cpu.yaml",
-                        "--run", "broken", "--trainer.devices", "1", "--log.wandb", "false",
-                        "--ckpt_path", "/nonexistent/lightning.ckpt", "--wait", "yes"])
+    code = submit_main(
+        [
+            "--stage",
+            "probe",
+            "--entry",
+            "cluster.probe",
+            "--config",
+            "configs/strategy/ddp_cpu.yaml",
+            "--run",
+            "broken",
+            "--trainer.devices",
+            "1",
+            "--log.wandb",
+            "false",
+            "--ckpt_path",
+            "/nonexistent/lightning.ckpt",
+            "--wait",
+            "yes",
+        ]
+    )
     assert code == 1
     error = capsys.readouterr().err
     job_line = next(line for line in error.splitlines() if line.strip().startswith("job "))
@@ -246,8 +304,9 @@ def test_a_requeued_job_resumes_from_the_newest_complete_step_checkpoint(tmp_pat
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     seen = []
     real_run = subprocess.run
-    monkeypatch.setattr("cluster.command.subprocess.run",
-                        lambda argv, **kw: seen.append(list(argv)) or real_run(argv, **kw))
+    monkeypatch.setattr(
+        "cluster.command.subprocess.run", lambda argv, **kw: seen.append(list(argv)) or real_run(argv, **kw)
+    )
     monkeypatch.setenv("SLURM_RESTART_COUNT", "0")
     command()
     monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
@@ -277,8 +336,16 @@ def test_submit_refuses_a_run_its_memory_plan_does_not_fit(artifacts, capsys):
     """On a GPU profile submit plans the run first: the shipped sft paper config (ZeRO-3) fits 80 GB;
     the same config on plain DDP, or on 40 GB GPUs, is refused in one line with the number unless
     --force true."""
-    paper = ["--stage", "sft", "--config", "configs/sft/paper.yaml", "--profile", "configs/cluster/gpu8.yaml",
-             "--dry_run", "true"]
+    paper = [
+        "--stage",
+        "sft",
+        "--config",
+        "configs/sft/paper.yaml",
+        "--profile",
+        "configs/cluster/gpu8.yaml",
+        "--dry_run",
+        "true",
+    ]
     assert submit_main(paper) == 0
     assert "sft: peak" in capsys.readouterr().out
     assert submit_main([*paper, "--trainer.strategy", "ddp"]) == 2

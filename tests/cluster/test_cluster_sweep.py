@@ -10,8 +10,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cluster.sweep import (SweepConfig, SweepError, check_finished, expand, format_value, load_sweep,
-                           run_name, run_sweep, short_keys)
+from cluster.sweep import (
+    SweepConfig,
+    SweepError,
+    check_finished,
+    expand,
+    format_value,
+    load_sweep,
+    run_name,
+    run_sweep,
+    short_keys,
+)
 from cluster.sweep import main as sweep_main
 from cluster.sweep_report import SUMMARY_CSV, summarize
 from leanloop.artifacts import Manifest, read_manifest
@@ -59,10 +68,15 @@ def test_shipped_ablation_list_keeps_names_and_order():
 
 
 def test_grid_of_two_options_and_names_are_deterministic(tmp_path):
-    path = write_sweep(tmp_path, {
-        "name": "lrwd", "stage": "pretrain", "config": [DEBUG],
-        "grid": {"model.optim.lr": [1e-4, 3e-4], "model.optim.weight_decay": [0.0, 0.1, 0.01]},
-    })
+    path = write_sweep(
+        tmp_path,
+        {
+            "name": "lrwd",
+            "stage": "pretrain",
+            "config": [DEBUG],
+            "grid": {"model.optim.lr": [1e-4, 3e-4], "model.optim.weight_decay": [0.0, 0.1, 0.01]},
+        },
+    )
     first = [r.name for r in expand(load_sweep(path))]
     second = [r.name for r in expand(load_sweep(path))]
     assert first == second and len(first) == 6 == len(set(first))
@@ -72,10 +86,16 @@ def test_grid_of_two_options_and_names_are_deterministic(tmp_path):
 
 
 def test_commands_are_the_stage_entry_point_with_typed_values(tmp_path):
-    path = write_sweep(tmp_path, {
-        "name": "cmd", "stage": "pretrain", "config": [DEBUG, "configs/strategy/ddp_cpu.yaml"],
-        "overrides": {"log.wandb": False}, "grid": {"data.corpus.text_dirs": [["a", "b"]]},
-    })
+    path = write_sweep(
+        tmp_path,
+        {
+            "name": "cmd",
+            "stage": "pretrain",
+            "config": [DEBUG, "configs/strategy/ddp_cpu.yaml"],
+            "overrides": {"log.wandb": False},
+            "grid": {"data.corpus.text_dirs": [["a", "b"]]},
+        },
+    )
     (run,) = expand(load_sweep(path))
     argv = run.stage_run.argv()
     assert argv[1:3] == ["-m", "pretrain.train"]
@@ -87,7 +107,10 @@ def test_commands_are_the_stage_entry_point_with_typed_values(tmp_path):
 
 def test_short_keys_grow_until_unique_and_long_names_are_hashed():
     assert short_keys(["model.optim.lr", "data.lr", "trainer.max_steps"]) == {
-        "model.optim.lr": "optim.lr", "data.lr": "data.lr", "trainer.max_steps": "max_steps"}
+        "model.optim.lr": "optim.lr",
+        "data.lr": "data.lr",
+        "trainer.max_steps": "max_steps",
+    }
     assert format_value("configs/x y.yaml") == "configs-x-y.yaml"
     assert [format_value(v) for v in (1, -1, -0.5, "-x/")] == ["1", "-1", "-0.5", "-x"]  # signs kept
     assert run_name("s", {"model.seed": -1}) == "s__seed=-1" != run_name("s", {"model.seed": 1})
@@ -96,20 +119,23 @@ def test_short_keys_grow_until_unique_and_long_names_are_hashed():
     assert len(long_a) <= 120 and len(long_b) <= 120 and long_a != long_b
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"runs": [{"name": "a"}]}, "exactly one of 'grid'"),
-    ({"grid": {}}, "'grid' is empty"),
-    ({"grid": {"model.optim.lr": []}}, "non-empty list"),
-    ({"grid": {"model.optim.lr": [1.0, 1.0]}}, "repeats a value"),
-    ({"grid": {"model optim": [1]}}, "dotted option name"),
-    ({"grid": {"run": ["x"]}}, "set by the cluster tools"),
-    ({"stage": "nosuchstage"}, "no module 'nosuchstage.train'"),
-    ({"config": ["configs/pretrain/missing.yaml"]}, "not found"),
-    ({"overrides": {"model.optim.lr": 1.0}}, "both in 'grid' and in 'overrides'"),
-    ({"mode": "avg"}, "mode"),
-    ({"name": "bad/name"}, "letters, digits"),
-    ({"profile": "configs/cluster/gpu1.yaml"}, "only applies to executor: submit"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"runs": [{"name": "a"}]}, "exactly one of 'grid'"),
+        ({"grid": {}}, "'grid' is empty"),
+        ({"grid": {"model.optim.lr": []}}, "non-empty list"),
+        ({"grid": {"model.optim.lr": [1.0, 1.0]}}, "repeats a value"),
+        ({"grid": {"model optim": [1]}}, "dotted option name"),
+        ({"grid": {"run": ["x"]}}, "set by the cluster tools"),
+        ({"stage": "nosuchstage"}, "no module 'nosuchstage.train'"),
+        ({"config": ["configs/pretrain/missing.yaml"]}, "not found"),
+        ({"overrides": {"model.optim.lr": 1.0}}, "both in 'grid' and in 'overrides'"),
+        ({"mode": "avg"}, "mode"),
+        ({"name": "bad/name"}, "letters, digits"),
+        ({"profile": "configs/cluster/gpu1.yaml"}, "only applies to executor: submit"),
+    ],
+)
 def test_bad_sweep_files_fail_with_a_message_naming_the_problem(tmp_path, change, message):
     body = {"name": "bad", "stage": "pretrain", "config": [DEBUG], "grid": {"model.optim.lr": [1e-3]}}
     body.update(change)
@@ -119,16 +145,27 @@ def test_bad_sweep_files_fail_with_a_message_naming_the_problem(tmp_path, change
 
 
 def test_list_entries_that_would_share_a_name_are_refused(tmp_path):
-    path = write_sweep(tmp_path, {"name": "dup", "stage": "pretrain", "config": [DEBUG],
-                                  "runs": [{"name": "same", "overrides": {"model.optim.lr": 1.0}},
-                                           {"name": "same", "overrides": {"model.optim.lr": 2.0}}]})
+    path = write_sweep(
+        tmp_path,
+        {
+            "name": "dup",
+            "stage": "pretrain",
+            "config": [DEBUG],
+            "runs": [
+                {"name": "same", "overrides": {"model.optim.lr": 1.0}},
+                {"name": "same", "overrides": {"model.optim.lr": 2.0}},
+            ],
+        },
+    )
     with pytest.raises(SweepError, match="share a name"):
         expand(load_sweep(path))
 
 
 def test_finished_runs_are_skipped_and_only_the_rest_are_run(tmp_path, artifacts, capsys):
-    path = write_sweep(tmp_path, {"name": "resume", "stage": "pretrain", "config": [DEBUG],
-                                  "grid": {"model.optim.lr": [1e-4, 3e-4, 1e-3]}})
+    path = write_sweep(
+        tmp_path,
+        {"name": "resume", "stage": "pretrain", "config": [DEBUG], "grid": {"model.optim.lr": [1e-4, 3e-4, 1e-3]}},
+    )
     sweep = load_sweep(path)
     runs = expand(sweep)
     finish(runs[1].stage_run, {"val/loss": 2.0}, {"model": {"optim": {"lr": 3e-4}}})
@@ -142,8 +179,9 @@ def test_finished_runs_are_skipped_and_only_the_rest_are_run(tmp_path, artifacts
 
 
 def test_a_fast_dev_run_leftover_is_replaced_not_reported(tmp_path, artifacts, capsys):
-    path = write_sweep(tmp_path, {"name": "smoke", "stage": "pretrain", "config": [DEBUG],
-                                  "runs": [{"name": "a"}, {"name": "b"}]})
+    path = write_sweep(
+        tmp_path, {"name": "smoke", "stage": "pretrain", "config": [DEBUG], "runs": [{"name": "a"}, {"name": "b"}]}
+    )
     sweep = load_sweep(path)
     a, b = expand(sweep)
     Manifest(stage="pretrain", run=a.name, extra={"fast_dev_run": True}).write(a.stage_run.run_dir)
@@ -154,9 +192,16 @@ def test_a_fast_dev_run_leftover_is_replaced_not_reported(tmp_path, artifacts, c
 
 
 def test_a_finished_run_with_other_values_is_not_silently_reused(tmp_path, artifacts):
-    path = write_sweep(tmp_path, {"name": "stale", "stage": "pretrain", "config": [DEBUG],
-                                  "overrides": {"trainer.max_steps": 8},
-                                  "runs": [{"name": "base"}]})
+    path = write_sweep(
+        tmp_path,
+        {
+            "name": "stale",
+            "stage": "pretrain",
+            "config": [DEBUG],
+            "overrides": {"trainer.max_steps": 8},
+            "runs": [{"name": "base"}],
+        },
+    )
     (run,) = expand(load_sweep(path))
     finish(run.stage_run, {"val/loss": 1.0}, {"trainer": {"max_steps": 4}})
     with pytest.raises(SweepError, match="max_steps=4 but the sweep asks for 8"):
@@ -166,9 +211,17 @@ def test_a_finished_run_with_other_values_is_not_silently_reused(tmp_path, artif
 
 
 def test_summary_reads_metrics_from_manifests_and_marks_the_best(tmp_path, artifacts):
-    path = write_sweep(tmp_path, {"name": "summ", "stage": "pretrain", "config": [DEBUG],
-                                  "grid": {"model.optim.lr": [1e-4, 3e-4, 1e-3]},
-                                  "metric": "val/loss", "mode": "min"})
+    path = write_sweep(
+        tmp_path,
+        {
+            "name": "summ",
+            "stage": "pretrain",
+            "config": [DEBUG],
+            "grid": {"model.optim.lr": [1e-4, 3e-4, 1e-3]},
+            "metric": "val/loss",
+            "mode": "min",
+        },
+    )
     sweep: SweepConfig = load_sweep(path)
     runs = expand(sweep)
     losses = {runs[0].name: 3.5, runs[1].name: 2.25, runs[2].name: 2.75}
@@ -202,8 +255,9 @@ def test_summary_reads_metrics_from_manifests_and_marks_the_best(tmp_path, artif
 
 
 def test_summary_only_command_prints_the_table_of_what_finished(tmp_path, artifacts, capsys):
-    path = write_sweep(tmp_path, {"name": "cli", "stage": "pretrain", "config": [DEBUG],
-                                  "grid": {"model.optim.lr": [1e-4, 3e-4]}})
+    path = write_sweep(
+        tmp_path, {"name": "cli", "stage": "pretrain", "config": [DEBUG], "grid": {"model.optim.lr": [1e-4, 3e-4]}}
+    )
     first, second = expand(load_sweep(path))
     finish(first.stage_run, {"val/loss": 1.5})
     assert sweep_main(["--sweep", str(path), "--summary_only", "true"]) == 0
@@ -219,8 +273,15 @@ def test_submitting_a_sweep_refuses_the_runs_their_memory_plan_does_not_fit(tmp_
     gpu_memory_gb are not submitted, each says why with its number; nothing is started."""
     import re
 
-    path = write_sweep(tmp_path, {"name": "toolong", "stage": "sft", "config": ["configs/sft/paper.yaml"],
-                                  "grid": {"data.max_length": [131072, 262144]}})
+    path = write_sweep(
+        tmp_path,
+        {
+            "name": "toolong",
+            "stage": "sft",
+            "config": ["configs/sft/paper.yaml"],
+            "grid": {"data.max_length": [131072, 262144]},
+        },
+    )
     statuses = run_sweep(load_sweep(path), executor="submit", profile="configs/cluster/gpu8.yaml", wait=False)
     assert [s.status for s in statuses] == ["failed", "failed"]
     # one by one (a local executor) each run names its own need; as a SLURM array the refusal names both

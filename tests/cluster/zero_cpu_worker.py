@@ -58,14 +58,23 @@ def hf_export_under_zero3(config: dict, final_dir: str) -> dict:
 
     # below this many elements ZeRO-3 keeps a weight whole on every rank ("persistent"); a tiny
     # model's weights all are, a real model's matrices are not: make every weight a shard here
-    config = {**config, "zero_optimization": {**config["zero_optimization"],
-                                              "stage3_param_persistence_threshold": 0}}
+    config = {**config, "zero_optimization": {**config["zero_optimization"], "stage3_param_persistence_threshold": 0}}
     torch.manual_seed(0)
-    model = Qwen3ForCausalLM(Qwen3Config(
-        vocab_size=96, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=1, head_dim=8, tie_word_embeddings=True))
-    engine, _, _, _ = deepspeed.initialize(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=LR),
-                                           config=config)
+    model = Qwen3ForCausalLM(
+        Qwen3Config(
+            vocab_size=96,
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=8,
+            tie_word_embeddings=True,
+        )
+    )
+    engine, _, _, _ = deepspeed.initialize(
+        model=model, optimizer=torch.optim.SGD(model.parameters(), lr=LR), config=config
+    )
     ids = torch.randint(0, 96, (BATCH, 12), generator=torch.Generator().manual_seed(dist.get_rank()))
     engine.backward(engine(input_ids=ids, labels=ids, use_cache=False).loss)
     engine.step()
@@ -86,8 +95,7 @@ def main() -> None:
     for name, config in configs.items():
         model = tiny_model()
         params = list(model.parameters())
-        engine, _, _, _ = deepspeed.initialize(
-            model=model, optimizer=torch.optim.SGD(params, lr=LR), config=config)
+        engine, _, _, _ = deepspeed.initialize(model=model, optimizer=torch.optim.SGD(params, lr=LR), config=config)
         x, y = rank_batch(rank)
         loss = torch.nn.functional.mse_loss(engine(x), y)
         engine.backward(loss)
@@ -102,8 +110,13 @@ def main() -> None:
             # stage 1/2 keep weights whole; the fp32 master copy the optimizer steps is sharded
             local = sum(t.numel() for t in engine.optimizer.single_partition_of_fp32_groups)
             flat = torch.cat([p.detach().reshape(-1) for p in params])
-        results[name] = {"stage": stage, "world_size": dist.get_world_size(), "local_elements": local,
-                         "full_elements": full, "params": flat.tolist()}
+        results[name] = {
+            "stage": stage,
+            "world_size": dist.get_world_size(),
+            "local_elements": local,
+            "full_elements": full,
+            "params": flat.tolist(),
+        }
         del engine
         if stage == 3:
             results[name]["hf_export"] = hf_export_under_zero3(config, os.path.join(out_dir, f"{name}_hf"))

@@ -71,8 +71,7 @@ lemma f : True := trivial
 end E
 theorem LeanloopHarness.check_x : True := trivial
 """
-    assert declared_theorems(program) == ["Foo.Bar.a", "Foo.Bar.b", "c", "d", "E.e", "E.f",
-                                          "LeanloopHarness.check_x"]
+    assert declared_theorems(program) == ["Foo.Bar.a", "Foo.Bar.b", "c", "d", "E.e", "E.f", "LeanloopHarness.check_x"]
     assert name_mismatch("Foo.Bar.a", program) is None and name_mismatch("_root_.c", program) is None
     assert "declares `Foo.Bar.a`, `Foo.Bar.b`, `c`, `d`, `E.e` (+1 more)" in name_mismatch("a", program)
     # the harness's names are never a candidate's theorem, in a row name or in a program
@@ -81,14 +80,15 @@ theorem LeanloopHarness.check_x : True := trivial
 
 
 @pytest.mark.parametrize("profile", ["collection", "rl"])
-def test_a_mislabeled_row_is_an_input_error_and_cannot_cross_splits(tmp_path, monkeypatch, backend, rl_rows,
-                                                                     profile):
+def test_a_mislabeled_row_is_an_input_error_and_cannot_cross_splits(tmp_path, monkeypatch, backend, rl_rows, profile):
     """The issue's case: the same program in train under its real name and in test under another."""
     real = next(r for r in rl_rows if r["verdict_pass"])
     other = next(r for r in rl_rows if r["name"] != real["name"])
-    rows = [{"name": real["name"], "code": real["code"]},
-            {"name": other["name"], "code": real["code"]},  # the real program under another theorem's name
-            {"name": other["name"], "code": other["code"]}]
+    rows = [
+        {"name": real["name"], "code": real["code"]},
+        {"name": other["name"], "code": real["code"]},  # the real program under another theorem's name
+        {"name": other["name"], "code": other["code"]},
+    ]
     source = SourceConfig(path=str(_write_jsonl(tmp_path / "c.jsonl", rows)), name="mixed", program_field="code")
     config = _config(tmp_path, monkeypatch, f"names-{profile}", [source], "--lean.profile", profile)
     result = build(config, backend=backend, progress=False, quiet=True)
@@ -106,8 +106,7 @@ def test_a_mislabeled_row_is_an_input_error_and_cannot_cross_splits(tmp_path, mo
     assert result.counts["input_errors"] == 1 and result.counts["input_rows"] == 3
 
 
-def test_a_corrupt_parquet_source_gives_input_error_rows_and_the_rest_builds(tmp_path, monkeypatch, backend,
-                                                                           rl_rows):
+def test_a_corrupt_parquet_source_gives_input_error_rows_and_the_rest_builds(tmp_path, monkeypatch, backend, rl_rows):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -124,9 +123,11 @@ def test_a_corrupt_parquet_source_gives_input_error_rows_and_the_rest_builds(tmp
     truncated = tmp_path / "truncated.parquet"
     truncated.write_bytes(data[: len(data) // 2])
     good = _write_jsonl(tmp_path / "good.jsonl", rows[:5])
-    sources = [SourceConfig(path=str(damaged), name="damaged", program_field="code"),
-               SourceConfig(path=str(truncated), name="truncated", program_field="code"),
-               SourceConfig(path=str(good), name="good", program_field="code")]
+    sources = [
+        SourceConfig(path=str(damaged), name="damaged", program_field="code"),
+        SourceConfig(path=str(truncated), name="truncated", program_field="code"),
+        SourceConfig(path=str(good), name="good", program_field="code"),
+    ]
     config = _config(tmp_path, monkeypatch, "parquet", sources)
     result = build(config, backend=backend, progress=False, quiet=True)
     corpus = list(load_corpus(result.run_dir))
@@ -154,11 +155,17 @@ def test_a_nul_character_is_an_input_error_before_lean(tmp_path, monkeypatch, ba
     with_nul = tail[:-5] + "\0" + tail[-5:] + "\n"
     line = with_nul[: with_nul.index("\0")].count("\n") + 1
     jsonl = tmp_path / "c.jsonl"  # JSON carries NUL only escaped (\u0000); a raw NUL byte is malformed JSON
-    jsonl.write_bytes(json.dumps({"name": real["name"], "code": with_nul}).encode() + b"\n"
-                      + b'{"name": "x", "code": "theorem x : True := \x00trivial"}\n'
-                      + json.dumps({"name": real["name"] + "\0", "code": real["code"]}).encode() + b"\n")
-    pq.write_table(pa.Table.from_pylist([{"name": real["name"], "code": with_nul},
-                                         {"name": real["name"], "code": real["code"]}]), tmp_path / "c.parquet")
+    jsonl.write_bytes(
+        json.dumps({"name": real["name"], "code": with_nul}).encode()
+        + b"\n"
+        + b'{"name": "x", "code": "theorem x : True := \x00trivial"}\n'
+        + json.dumps({"name": real["name"] + "\0", "code": real["code"]}).encode()
+        + b"\n"
+    )
+    pq.write_table(
+        pa.Table.from_pylist([{"name": real["name"], "code": with_nul}, {"name": real["name"], "code": real["code"]}]),
+        tmp_path / "c.parquet",
+    )
     asked: list[str] = []
 
     class Spy(LeanBackend):  # real replay answers; remembers what reached "Lean"
@@ -168,8 +175,10 @@ def test_a_nul_character_is_an_input_error_before_lean(tmp_path, monkeypatch, ba
             asked.append(program)
             return await backend.run(program, timeout)
 
-    sources = [SourceConfig(path=str(jsonl), name="jsonl", program_field="code"),
-               SourceConfig(path=str(tmp_path / "c.parquet"), name="parquet", program_field="code")]
+    sources = [
+        SourceConfig(path=str(jsonl), name="jsonl", program_field="code"),
+        SourceConfig(path=str(tmp_path / "c.parquet"), name="parquet", program_field="code"),
+    ]
     config = _config(tmp_path, monkeypatch, "nul", sources)
     result = build(config, backend=Spy(), progress=False, quiet=True)
     corpus = {(r["source"], r["source_row"]): r for r in load_corpus(result.run_dir)}
@@ -200,4 +209,6 @@ def test_resuming_with_a_changed_config_is_one_line_and_exit_2(tmp_path, monkeyp
     journal.write_text(json.dumps({"journal": 1, "fingerprint": "x"}) + "\n{not json\n" + '{"id": "a"}\n')
     code = main(["--config", DEBUG, "--config", str(layer), "--run", "changed"])
     err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and "is damaged (" in err and ":2: not JSON" in err and "--fresh true" in err
+    assert (
+        code == 2 and err.count("\n") == 1 and "is damaged (" in err and ":2: not JSON" in err and "--fresh true" in err
+    )

@@ -70,8 +70,11 @@ def test_default_corpus_reconciles_with_shipped_records(default_config, backend,
     system = sum(bool(r["compilation_result"].get("system_errors")) for r in rl_rows)
     distinct = len({(r["name"], normalize_program(r["code"])) for r in rl_rows})
     assert rl["rows"] == len(rl_rows) == 2196
-    assert (rl["recorded"]["pass"], rl["recorded"]["fail"], rl["recorded"]["fail_system_error"]) == \
-        (passes, len(rl_rows) - passes, system) == (900, 1296, 68)
+    assert (
+        (rl["recorded"]["pass"], rl["recorded"]["fail"], rl["recorded"]["fail_system_error"])
+        == (passes, len(rl_rows) - passes, system)
+        == (900, 1296, 68)
+    )
     assert (rl["unique"], rl["duplicates"], rl["input_errors"]) == (distinct, len(rl_rows) - distinct, 0)
     assert sum(sum(cells.values()) for cells in rl["matrix"].values()) == rl["rows"]
     assert rl["unexplained"] == 0 and rl["conflicting_duplicates"] == 0
@@ -112,8 +115,20 @@ def test_debug_build_writes_a_loadable_corpus(debug_build, rl_rows):
     config, result, corpus = debug_build
     manifest = json.loads((result.run_dir / "manifest.json").read_text())
     assert manifest["stage"] == "data" and (result.run_dir / "config.yaml").is_file()
-    assert set(corpus.column_names) >= {"program", "name", "split", "category", "label", "first_error", "messages",
-                                        "tactics", "reference_trace", "source", "prover", "verify_time"}
+    assert set(corpus.column_names) >= {
+        "program",
+        "name",
+        "split",
+        "category",
+        "label",
+        "first_error",
+        "messages",
+        "tactics",
+        "reference_trace",
+        "source",
+        "prover",
+        "verify_time",
+    }
     categories = Counter(corpus["category"])
     assert dict(categories) == manifest["counts"]["category"]
     assert manifest["counts"]["input_rows"] == len(corpus) + manifest["counts"]["duplicates"]
@@ -151,8 +166,9 @@ def test_splits_are_theorem_disjoint(debug_build):
 
 def test_killed_build_resumes_without_loss_or_rework(tmp_path, monkeypatch, backend):
     monkeypatch.setenv("LEANLOOP_ARTIFACTS", str(tmp_path))
-    config = parse_config(["--config", str(REPO_ROOT / "configs/data/debug.yaml"), "--run", "crash",
-                           "--lean.concurrency", "4"])
+    config = parse_config(
+        ["--config", str(REPO_ROOT / "configs/data/debug.yaml"), "--run", "crash", "--lean.concurrency", "4"]
+    )
     config.sources = [replace(s, limit=60 if s.name == "rl_lean" else 4) for s in config.sources]
     items = load_candidates(config, BENCHMARK_HEADER)
     ids = {c.program: c.id for c in items.candidates}
@@ -191,26 +207,28 @@ def test_killed_build_resumes_without_loss_or_rework(tmp_path, monkeypatch, back
 
 def test_bad_input_rows(tmp_path, monkeypatch, backend, rl_rows, shared_data, capsys):
     monkeypatch.setenv("LEANLOOP_ARTIFACTS", str(tmp_path / "artifacts"))
-    statements = {r["name"]: r for r in map(json.loads, open(shared_data / "statements/minif2f_deepseek_prover_v1.5.jsonl"))}
+    statements = {
+        r["name"]: r for r in map(json.loads, open(shared_data / "statements/minif2f_deepseek_prover_v1.5.jsonl"))
+    }
     good = next(r for r in rl_rows if r["verdict_pass"])
     failing = next(r for r in rl_rows if not r["verdict_pass"] and not r["compilation_result"].get("system_errors"))
     s = statements[failing["name"]]
     statement = s["informal_prefix"] + s["formal_statement"]
     assert failing["code"].startswith(s["header"] + statement.rstrip("\n"))
-    body = failing["code"][len(s["header"] + statement.rstrip("\n")):]
+    body = failing["code"][len(s["header"] + statement.rstrip("\n")) :]
     lines = [
-        json.dumps({"name": good["name"], "code": good["code"]}).encode(),                     # 1 ok
-        b'{"name": "x", "code": ',                                                               # 2 malformed
-        b'{"name": "x", "code": "theorem x : True := trivial \xff"}',                           # 3 not UTF-8
-        b"[1, 2, 3]",                                                                           # 4 not an object
-        json.dumps({"name": "", "code": good["code"]}).encode(),                               # 5 empty name
-        json.dumps({"name": "mathd_algebra_478"}).encode(),                                    # 6 no program
-        json.dumps({"name": "not_a_minif2f_name", "proof": "  simp"}).encode(),                # 7 no statement
+        json.dumps({"name": good["name"], "code": good["code"]}).encode(),  # 1 ok
+        b'{"name": "x", "code": ',  # 2 malformed
+        b'{"name": "x", "code": "theorem x : True := trivial \xff"}',  # 3 not UTF-8
+        b"[1, 2, 3]",  # 4 not an object
+        json.dumps({"name": "", "code": good["code"]}).encode(),  # 5 empty name
+        json.dumps({"name": "mathd_algebra_478"}).encode(),  # 6 no program
+        json.dumps({"name": "not_a_minif2f_name", "proof": "  simp"}).encode(),  # 7 no statement
         json.dumps({"name": failing["name"], "statement": statement, "proof": body}).encode(),  # 8 rebuilt
         json.dumps({"name": "huge", "code": good["code"] + "\n-- " + "x" * 1_100_000}).encode(),  # 9 input limit
         json.dumps({"name": good["name"], "code": good["code"] + "\n-- " + "x" * 300_000}).encode(),  # 10 policy limit
-        json.dumps({"name": good["name"], "code": good["code"] + "\n\n"}).encode(),            # 11 duplicate
-        json.dumps({"name": "x", "code": 5}).encode(),                                         # 12 not text
+        json.dumps({"name": good["name"], "code": good["code"] + "\n\n"}).encode(),  # 11 duplicate
+        json.dumps({"name": "x", "code": 5}).encode(),  # 12 not text
     ]
     path = tmp_path / "candidates.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
@@ -222,8 +240,16 @@ def test_bad_input_rows(tmp_path, monkeypatch, backend, rl_rows, shared_data, ca
     assert set(rows) == set(range(1, 13)) - {11}
     errors = {n: rows[n]["reasons"][0] for n in rows if rows[n]["category"] == "input_error"}
     assert set(errors) == {2, 3, 4, 5, 6, 7, 9, 12}
-    for n, words in {2: "malformed JSON", 3: "UTF-8", 4: "expected an object", 5: "name", 6: "no program",
-                     7: "no statement", 9: "input limit", 12: "expected text"}.items():
+    for n, words in {
+        2: "malformed JSON",
+        3: "UTF-8",
+        4: "expected an object",
+        5: "name",
+        6: "no program",
+        7: "no statement",
+        9: "input limit",
+        12: "expected text",
+    }.items():
         assert words in errors[n], errors[n]
     assert rows[1]["category"] == "valid" and rows[1]["duplicates"] == 1
     assert rows[8]["category"] == "invalid" and rows[8]["program"] == normalize_program(failing["code"])
@@ -240,15 +266,21 @@ def test_parquet_source_reads_like_jsonl(tmp_path, rl_rows):
     import pyarrow.parquet as pq
 
     rows = rl_rows[:20]
-    pq.write_table(pa.Table.from_pylist([{"name": r["name"], "code": r["code"], "verdict_pass": r["verdict_pass"]}
-                                         for r in rows]), tmp_path / "c.parquet")
-    (tmp_path / "c.jsonl").write_text("\n".join(json.dumps({"name": r["name"], "code": r["code"],
-                                                            "verdict_pass": r["verdict_pass"]}) for r in rows))
+    pq.write_table(
+        pa.Table.from_pylist([{"name": r["name"], "code": r["code"], "verdict_pass": r["verdict_pass"]} for r in rows]),
+        tmp_path / "c.parquet",
+    )
+    (tmp_path / "c.jsonl").write_text(
+        "\n".join(json.dumps({"name": r["name"], "code": r["code"], "verdict_pass": r["verdict_pass"]}) for r in rows)
+    )
     config = parse_config(["--config", str(REPO_ROOT / "configs/data/debug.yaml")])
     sets = []
     for file in ("c.parquet", "c.jsonl"):
-        config.sources = [SourceConfig(path=str(tmp_path / file), name="s", program_field="code",
-                                       recorded_verdict_field="verdict_pass")]
+        config.sources = [
+            SourceConfig(
+                path=str(tmp_path / file), name="s", program_field="code", recorded_verdict_field="verdict_pass"
+            )
+        ]
         sets.append(load_candidates(config, BENCHMARK_HEADER))
     assert [(c.id, c.recorded) for c in sets[0].candidates] == [(c.id, c.recorded) for c in sets[1].candidates]
     assert len(sets[0].candidates) + len(sets[0].duplicates) == 20
@@ -258,8 +290,11 @@ def test_parquet_source_reads_like_jsonl(tmp_path, rl_rows):
 def test_full_reference_trace_where_lean_gave_tactic_records(tmp_path, monkeypatch, backend):
     """A real REPL recording with tactic records (and no imports, so the benchmark header is empty)."""
     monkeypatch.setenv("LEANLOOP_ARTIFACTS", str(tmp_path / "artifacts"))
-    recorded = [(program, recs[0].response) for program, recs in backend.index
-                if recs[0].response.tactics and "theorem h " in program and "import" not in program]
+    recorded = [
+        (program, recs[0].response)
+        for program, recs in backend.index
+        if recs[0].response.tactics and "theorem h " in program and "import" not in program
+    ]
     program, response = recorded[0]
     (tmp_path / "c.jsonl").write_text(json.dumps({"name": "h", "program": program}) + "\n")
     config = parse_config(["--config", str(REPO_ROOT / "configs/data/debug.yaml"), "--run", "traces"])
@@ -291,16 +326,30 @@ def test_timeout_retry_gives_a_timed_out_candidate_another_attempt(tmp_path, mon
     monkeypatch.setenv("LEANLOOP_ARTIFACTS", str(tmp_path / "artifacts"))
     outcomes = {}
     for retries in (0, 1):
-        config = parse_config(["--config", str(REPO_ROOT / "configs/data/debug.yaml"), "--run", f"retry{retries}",
-                               "--timeout_retries", str(retries)])
+        config = parse_config(
+            [
+                "--config",
+                str(REPO_ROOT / "configs/data/debug.yaml"),
+                "--run",
+                f"retry{retries}",
+                "--timeout_retries",
+                str(retries),
+            ]
+        )
         slow = SlowFirstTime(backend)
         corpus = load_corpus(build(config, backend=slow, progress=False, quiet=True).run_dir)
         outcomes[retries] = Counter(r["category"] for r in corpus)
         asked = Counter(slow.asked)
         assert set(asked.values()) == ({1} if retries == 0 else {2})
     config = parse_config(["--config", str(REPO_ROOT / "configs/data/debug.yaml"), "--run", "plain"])
-    plain = Counter(r["category"] for r in load_corpus(build(config, backend=backend, progress=False, quiet=True).run_dir))
-    assert set(outcomes[0]) <= {"timeout", "input_error", "precheck_rejected"} and outcomes[0]["timeout"] > plain["timeout"]
+    plain = Counter(
+        r["category"] for r in load_corpus(build(config, backend=backend, progress=False, quiet=True).run_dir)
+    )
+    assert (
+        set(outcomes[0]) <= {"timeout", "input_error", "precheck_rejected"}
+        and outcomes[0]["timeout"] > plain["timeout"]
+    )
     assert outcomes[1] == plain and plain["valid"] + plain["invalid"] > 0  # the second attempt got the answers
     assert fingerprint(parse_config(["--config", str(REPO_ROOT / "configs/data/debug.yaml")]), "h") != fingerprint(
-        parse_config(["--config", str(REPO_ROOT / "configs/data/debug.yaml"), "--timeout_retries", "1"]), "h")
+        parse_config(["--config", str(REPO_ROOT / "configs/data/debug.yaml"), "--timeout_retries", "1"]), "h"
+    )

@@ -1,7 +1,7 @@
 """The command-line contract, through the installed console script:
 
-    leanloop precheck PROGRAM.lean [--header HEADER.lean] [--profile rl|collection]  -> {ok, reasons}, exit 0
-    leanloop verify PROGRAM.lean --backend replay                                    -> {category, messages}
+leanloop precheck PROGRAM.lean [--header HEADER.lean] [--profile rl|collection]  -> {ok, reasons}, exit 0
+leanloop verify PROGRAM.lean --backend replay                                    -> {category, messages}
 """
 
 from __future__ import annotations
@@ -74,8 +74,9 @@ def test_verify_contract(programs):
     # the recording server numbered lines after the import lines; Lean's numbering counts them
     imports = len(re.match(r"(?:import [^\n]*\n)*", valid["code"]).group().splitlines())
     assert imports == 2
-    assert [(m["data"], m["pos"]["line"]) for m in body["messages"]] == \
-        [(m["data"], m["pos"]["line"] + imports) for m in recorded]
+    assert [(m["data"], m["pos"]["line"]) for m in body["messages"]] == [
+        (m["data"], m["pos"]["line"] + imports) for m in recorded
+    ]
     code, body = leanloop("verify", str(paths["invalid"]), "--backend", "replay")
     assert body["category"] == "invalid" and body["first_error"] == invalid["compilation_result"]["errors"][0]["data"]
     assert any(m["severity"] == "error" for m in body["messages"])
@@ -83,8 +84,11 @@ def test_verify_contract(programs):
     code, body = leanloop("verify", str(paths["unrecorded"]), "--backend", "replay")
     assert code == 0 and body["category"] == "unavailable" and body["label"] is None and body["messages"] == []
     code, body = leanloop("verify", str(paths["nul"]), "--backend", "replay")  # never sent to Lean
-    assert code == 0 and body["category"] == "input_error" and "NUL character (U+0000) in the program" in \
-        body["reasons"][0]
+    assert (
+        code == 0
+        and body["category"] == "input_error"
+        and "NUL character (U+0000) in the program" in body["reasons"][0]
+    )
 
 
 def test_missing_file_is_a_usage_error(tmp_path):

@@ -23,6 +23,8 @@ from leanloop.paths import REPO_ROOT
 from leanloop.sharding import Shard, ShardSpecError, shard_of
 
 DEFAULT = str(REPO_ROOT / "configs/data/default.yaml")
+
+
 def with_duplicates(tmp: Path) -> str:
     """The default config plus the first 300 RL-Lean rows read again as a second source: 300
     duplicates, each of which must be counted in its original's shard."""
@@ -90,8 +92,12 @@ def _build_and_die(config: str, root: str, after: int) -> None:
         if len(seen) == after:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    build(parse_config(["--config", config, "--run", "killed", "--shard", "2/4"]), progress=False, quiet=True,
-          on_item=on_item)
+    build(
+        parse_config(["--config", config, "--run", "killed", "--shard", "2/4"]),
+        progress=False,
+        quiet=True,
+        on_item=on_item,
+    )
 
 
 def test_a_shard_killed_mid_build_resumes_and_merges_to_the_same_corpus(tree, capsys, assert_same_data_run):
@@ -141,8 +147,12 @@ def test_merge_refuses_a_missing_or_mismatched_shard_in_one_line(tree, capsys):
     assert "shard 0/5 is missing" in capsys.readouterr().err
 
     # shard 1 rebuilt with another timeout: another config
-    assert build_main(["--config", config, "--run", "four", "--shard", "1/4", "--lean.timeout", "30",
-                       "--overwrite", "true"]) == 0
+    assert (
+        build_main(
+            ["--config", config, "--run", "four", "--shard", "1/4", "--lean.timeout", "30", "--overwrite", "true"]
+        )
+        == 0
+    )
     assert "built with another config" in refused()
     assert build_main(["--config", config, "--run", "four", "--shard", "1/4", "--overwrite", "true"]) == 0
 
@@ -161,8 +171,10 @@ def test_shard_of_a_key_is_stable_and_shards_partition_the_items():
         assert all(sum(row) == 1 for row in owners)
     # a fixed hash: the same key is in the same shard on every machine, whatever ran before
     assert [shard_of(key, 4) for key in keys[:6]] == [shard_of(key, 4) for key in list(keys[:6])]
-    assert shard_of("abc", 4) == int.from_bytes(__import__("hashlib").sha256(b"leanloop-shard-v1\0abc").digest()[:8],
-                                                "big") % 4
+    assert (
+        shard_of("abc", 4)
+        == int.from_bytes(__import__("hashlib").sha256(b"leanloop-shard-v1\0abc").digest()[:8], "big") % 4
+    )
     assert Shard.parse("2/8") == Shard(2, 8) and Shard.parse(None) is None
     with pytest.raises(ShardSpecError):
         Shard.parse("4/4")

@@ -113,9 +113,16 @@ def save_onetoken(folder, model, tokenizer, threshold: float = 0.5):
 
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    ClassifierSpec(kind="onetoken", max_length=256, head_fraction=0.25, threshold=threshold,
-                   threshold_source="test", suffix=ONETOKEN_SUFFIX, true_token=TRUE_TOKEN,
-                   false_token=FALSE_TOKEN).write(folder)
+    ClassifierSpec(
+        kind="onetoken",
+        max_length=256,
+        head_fraction=0.25,
+        threshold=threshold,
+        threshold_source="test",
+        suffix=ONETOKEN_SUFFIX,
+        true_token=TRUE_TOKEN,
+        false_token=FALSE_TOKEN,
+    ).write(folder)
     return folder
 
 

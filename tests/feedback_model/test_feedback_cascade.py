@@ -44,8 +44,15 @@ def two_classifiers(saved_gate, make_tiny, qwen_tokenizer, programs):
     gate_model, second_model = make_tiny(1), make_tiny(2)
     gate_scores = [p.score for p in ClassifierEvaluator(spec, gate_model, qwen_tokenizer).score(programs)]
     second_scores = [p.score for p in ClassifierEvaluator(spec, second_model, qwen_tokenizer).score(programs)]
-    return spec, gate_model, second_model, gate_scores, midpoint_threshold(gate_scores), second_scores, \
-        midpoint_threshold(second_scores)
+    return (
+        spec,
+        gate_model,
+        second_model,
+        gate_scores,
+        midpoint_threshold(gate_scores),
+        second_scores,
+        midpoint_threshold(second_scores),
+    )
 
 
 def test_only_gate_positives_reach_stage_two_and_both_must_accept(two_classifiers, qwen_tokenizer, programs):
@@ -53,7 +60,8 @@ def test_only_gate_positives_reach_stage_two_and_both_must_accept(two_classifier
     seen: list[str] = []
     cascade = CascadeEvaluator(
         lambda: ClassifierEvaluator(spec, gate_model, qwen_tokenizer, threshold=gate_t),
-        lambda: Recording(ClassifierEvaluator(spec, second_model, qwen_tokenizer, threshold=second_t), seen))
+        lambda: Recording(ClassifierEvaluator(spec, second_model, qwen_tokenizer, threshold=second_t), seen),
+    )
     predictions = cascade.score(programs)
     positives = [i for i, s in enumerate(gate_scores) if s >= gate_t]
     assert 0 < len(positives) < len(programs)
@@ -78,7 +86,9 @@ def test_time_accounting_and_residency(two_classifiers, qwen_tokenizer, programs
     def cascade(residency: str) -> CascadeEvaluator:
         return CascadeEvaluator(
             lambda: ClassifierEvaluator(spec, gate_model, qwen_tokenizer, threshold=gate_t),
-            lambda: ClassifierEvaluator(spec, second_model, qwen_tokenizer, threshold=second_t), residency)
+            lambda: ClassifierEvaluator(spec, second_model, qwen_tokenizer, threshold=second_t),
+            residency,
+        )
 
     sequential = cascade("sequential")
     calls = []
@@ -96,8 +106,9 @@ def test_time_accounting_and_residency(two_classifiers, qwen_tokenizer, programs
     # one call over many batches: one load of each model and one transition, not one per batch
     whole = cascade("sequential")
     loads = Counter()
-    whole.loaders = {role: (lambda role=role, load=load: (loads.update([role]), load())[1])
-                     for role, load in whole.loaders.items()}
+    whole.loaders = {
+        role: (lambda role=role, load=load: (loads.update([role]), load())[1]) for role, load in whole.loaders.items()
+    }
     batched = whole.score(programs, batch_size=2)
     assert len(programs) > 2 and loads == {"gate": 1, "feedback": 1}
     assert [p.verdict for p in batched] == [p.verdict for p in predictions]
@@ -133,10 +144,16 @@ def test_rl_builds_the_cascade_from_saved_runs_through_the_factory(saved_gate, s
 
     labelled = sorted((r for r in corpus_rows if r["label"] is not None), key=lambda r: len(r["program"]))
     programs = [labelled[0]["program"], labelled[-1]["program"]]
-    options = FeedbackEvaluatorOptions("cascade", TraceGenerationConfig(max_input_tokens=400, max_new_tokens=4),
-                                       cascade=CascadeConfig(str(saved_gate), threshold=0.0))  # 0: all pass the gate
-    cascade, info = build_evaluator(EvaluatorConfig(kind="factory", factory="feedback_model.factory:evaluator",
-                                                    path=str(saved_feedback_model), options=options))
+    options = FeedbackEvaluatorOptions(
+        "cascade",
+        TraceGenerationConfig(max_input_tokens=400, max_new_tokens=4),
+        cascade=CascadeConfig(str(saved_gate), threshold=0.0),
+    )  # 0: all pass the gate
+    cascade, info = build_evaluator(
+        EvaluatorConfig(
+            kind="factory", factory="feedback_model.factory:evaluator", path=str(saved_feedback_model), options=options
+        )
+    )
     assert isinstance(cascade, Evaluator) and isinstance(cascade, CascadeEvaluator)
     assert info["gate_path"] == str(saved_gate) and info["path"] == str(saved_feedback_model)
     assert cascade.residency == "together"  # two tiny models fit in memory
@@ -155,8 +172,12 @@ def test_rl_builds_the_cascade_from_saved_runs_through_the_factory(saved_gate, s
         factory(str(saved_feedback_model), generation={"max_tokens": 4})
     with pytest.raises(ValueError, match="mode"):
         factory(str(saved_feedback_model), mode="gate")
-    voting = factory(str(saved_feedback_model), mode="feedback", self_consistency=True,
-                     generation={"max_input_tokens": 400, "max_new_tokens": 4})
+    voting = factory(
+        str(saved_feedback_model),
+        mode="feedback",
+        self_consistency=True,
+        generation={"max_input_tokens": 400, "max_new_tokens": 4},
+    )
     assert isinstance(voting, SelfConsistencyEvaluator) and voting.consistency == SelfConsistencyConfig()
     assert (voting.samples, voting.temperature, voting.consistency.min_valid) == (5, 0.8, 4)  # the seed's defaults
 
@@ -170,16 +191,24 @@ def test_rl_manifest_names_the_feedback_run_and_the_gate_run(saved_gate, saved_f
     from rl.module import GRPOModule
 
     runs = {}
-    for role, final, stage in (("feedback", saved_feedback_model, "feedback_model"),
-                               ("gate", saved_gate, "classifiers")):
+    for role, final, stage in (
+        ("feedback", saved_feedback_model, "feedback_model"),
+        ("gate", saved_gate, "classifiers"),
+    ):
         run = tmp_path / role
         run.mkdir()
         (run / "final").symlink_to(final, target_is_directory=True)
         (run / "manifest.json").write_text(json.dumps({"stage": stage}))
         runs[role] = run
     options = FeedbackEvaluatorOptions(cascade=CascadeConfig(str(runs["gate"] / "final")))
-    _, info = build_evaluator(EvaluatorConfig(kind="factory", factory="feedback_model.factory:evaluator",
-                                              path=str(runs["feedback"] / "final"), options=options))
+    _, info = build_evaluator(
+        EvaluatorConfig(
+            kind="factory",
+            factory="feedback_model.factory:evaluator",
+            path=str(runs["feedback"] / "final"),
+            options=options,
+        )
+    )
     assert (info["run"], info["gate_run"]) == (str(runs["feedback"]), str(runs["gate"]))
     module = SimpleNamespace(base=SimpleNamespace(run_dir=lambda: None), evaluator_info=info)
     assert GRPOModule.manifest_inputs(module) == {"evaluator": runs["feedback"], "evaluator_gate": runs["gate"]}

@@ -15,16 +15,41 @@ from leanloop.metrics import auroc
 from leanloop.metrics.report import baseline_verdict
 
 
-def test_cascade_eval_report_is_consistent_across_the_six_evaluators(artifacts, feedback_corpus, saved_gate,
-                                                                      saved_feedback_model, qwen_tokenizer):
+def test_cascade_eval_report_is_consistent_across_the_six_evaluators(
+    artifacts, feedback_corpus, saved_gate, saved_feedback_model, qwen_tokenizer
+):
     (artifacts / "data").mkdir(parents=True)
     (artifacts / "data" / "debug").symlink_to(feedback_corpus / "data" / "debug")
-    args = ["--run", "t", "--corpus", "artifacts://data/debug", "--split", "test",
-            "--feedback", str(saved_feedback_model), "--cascade.gate", str(saved_gate),
-            "--cascade.residency", "sequential", "--generation.max_input_tokens", "400",
-            "--generation.max_new_tokens", "4", "--self_consistency.samples", "2",
-            "--self_consistency.min_valid", "1", "--sample_programs", "4", "--feedback_per_prover_label", "2",
-            "--n_resamples", "20", "--batch_programs", "null"]
+    args = [
+        "--run",
+        "t",
+        "--corpus",
+        "artifacts://data/debug",
+        "--split",
+        "test",
+        "--feedback",
+        str(saved_feedback_model),
+        "--cascade.gate",
+        str(saved_gate),
+        "--cascade.residency",
+        "sequential",
+        "--generation.max_input_tokens",
+        "400",
+        "--generation.max_new_tokens",
+        "4",
+        "--self_consistency.samples",
+        "2",
+        "--self_consistency.min_valid",
+        "1",
+        "--sample_programs",
+        "4",
+        "--feedback_per_prover_label",
+        "2",
+        "--n_resamples",
+        "20",
+        "--batch_programs",
+        "null",
+    ]
     report = evaluate(parse_config(args))
     out = report.parent
     records = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
@@ -75,13 +100,18 @@ def test_cascade_eval_report_is_consistent_across_the_six_evaluators(artifacts, 
         if too_long:
             assert f"| {name} | input_too_long | {too_long} |" in text
     assert sum(bool(r["unscored"]) for r in by_evaluator["cascade"].values()) == sum(
-        bool(by_evaluator["feedback greedy"][i]["unscored"]) for i in ids if by_evaluator["one-token"][i]["prediction"])
+        bool(by_evaluator["feedback greedy"][i]["unscored"]) for i in ids if by_evaluator["one-token"][i]["prediction"]
+    )
     assert text.count("– (hard verdict)") == 3  # greedy feedback and the two greedy cascades
     # LLF's separate row: the cascade behind the gate's calibrated threshold accepts only what the
     # feedback model accepts, and the gate at 0.5 is the main row's
     calibrated = by_evaluator["cascade (calibrated gate)"]
-    assert all(greedy_accepts for i in ids for greedy_accepts in [by_evaluator["feedback greedy"][i]["prediction"]]
-               if calibrated[i]["prediction"])
+    assert all(
+        greedy_accepts
+        for i in ids
+        for greedy_accepts in [by_evaluator["feedback greedy"][i]["prediction"]]
+        if calibrated[i]["prediction"]
+    )
     assert "(threshold 0.5: set in the config)" in text
     judged = [r for r in by_evaluator["feedback greedy"].values() if r["unscored"] is None]
     cut = sum(r["truncated"] for r in judged)
@@ -94,9 +124,11 @@ def test_cascade_eval_report_is_consistent_across_the_six_evaluators(artifacts, 
     test_labels = [by_evaluator["one-token"][i]["label"] for i in ids]
     tfidf = TfidfBaseline().fit([r["program"] for r in train], [r["label"] for r in train])
     assert [by_evaluator[TFIDF][i]["score"] for i in ids] == pytest.approx(
-        tfidf.scores([program_of[i] for i in ids]).tolist())
+        tfidf.scores([program_of[i] for i in ids]).tolist()
+    )
     assert summary["evaluators"][TFIDF]["metrics"]["auroc"] == pytest.approx(
-        auroc(test_labels, [by_evaluator[TFIDF][i]["score"] for i in ids]))
+        auroc(test_labels, [by_evaluator[TFIDF][i]["score"] for i in ids])
+    )
     majority = float(sum(r["label"] for r in train) > len(train) / 2)
     assert {by_evaluator[MAJORITY][i]["score"] for i in ids} == {majority}
     # a theorem-disjoint split: no test theorem has training labels, so its prior is the training rate
@@ -106,8 +138,8 @@ def test_cascade_eval_report_is_consistent_across_the_six_evaluators(artifacts, 
     assert set(summary["baselines"]) == set(BASELINES)
     assert all(summary["baselines"][b]["threshold_split"].startswith("the `valid` split") for b in BASELINES)
     lines = text.splitlines()
-    table = [line.split(" | ")[0][2:] for line in lines[lines.index("## Verdicts"):] if line.startswith("| ")][1:]
-    assert table[:len(BASELINES) + len(EVALUATORS)] == [*BASELINES, *EVALUATORS]
+    table = [line.split(" | ")[0][2:] for line in lines[lines.index("## Verdicts") :] if line.startswith("| ")][1:]
+    assert table[: len(BASELINES) + len(EVALUATORS)] == [*BASELINES, *EVALUATORS]
     # line one: the classifier reports' rule (one function), AUROC for graded scores, accuracy for
     # hard verdicts
     first = lines[0]
@@ -117,8 +149,11 @@ def test_cascade_eval_report_is_consistent_across_the_six_evaluators(artifacts, 
     greedy_beaten = max(metric[b]["accuracy"] for b in BASELINES) >= metric["feedback greedy"]["accuracy"]
     assert any(f"{verb} `one-token` (" in first for verb in ("beats", "matches")) == gate_beaten
     assert any(f"{verb} `feedback greedy` (accuracy " in first for verb in ("beats", "matches")) == greedy_beaten
-    assert first.startswith("**A BASELINE BEATS THE LEARNED MODEL** on test AUROC (accuracy for hard verdicts): "
-                            if gate_beaten or greedy_beaten else "No baseline beats the learned model")
+    assert first.startswith(
+        "**A BASELINE BEATS THE LEARNED MODEL** on test AUROC (accuracy for hard verdicts): "
+        if gate_beaten or greedy_beaten
+        else "No baseline beats the learned model"
+    )
     assert lines[3].startswith("Baselines (test split): `majority_class` AUROC 0.500")
     assert summary["evaluators"]["cascade"]["timing"]["load_s"] > 0  # sequential: swaps are paid and counted
     manifest = json.loads((out / "manifest.json").read_text())

@@ -21,8 +21,11 @@ def test_vote_over_real_traces(corpus_rows):
     assert judge == [True, False]
 
     def verdicts(n_valid: int, n_invalid: int, truncated_valid: int = 0) -> list[bool]:
-        return ([trace_verdict(valid_trace).valid] * n_valid + [trace_verdict(error_trace).valid] * n_invalid
-                + [trace_verdict(valid_trace, truncated=True).valid] * truncated_valid)
+        return (
+            [trace_verdict(valid_trace).valid] * n_valid
+            + [trace_verdict(error_trace).valid] * n_invalid
+            + [trace_verdict(valid_trace, truncated=True).valid] * truncated_valid
+        )
 
     assert vote(verdicts(4, 1), min_valid=4) == (True, 0.8)
     assert vote(verdicts(3, 2), min_valid=4) == (False, 0.6)
@@ -36,12 +39,15 @@ def test_vote_over_real_traces(corpus_rows):
 
 
 def test_self_consistency_scores_are_vote_shares_and_samples_are_reproducible(tiny_model, qwen_tokenizer, corpus_rows):
-    programs = [r["program"] for r in sorted((r for r in corpus_rows if r["label"] is not None),
-                                             key=lambda r: len(r["program"]))[:2]]
+    programs = [
+        r["program"]
+        for r in sorted((r for r in corpus_rows if r["label"] is not None), key=lambda r: len(r["program"]))[:2]
+    ]
     config = TraceGenerationConfig(max_new_tokens=5, draft_tokens=8)
     consistency = SelfConsistencyConfig(samples=3, temperature=1.0, min_valid=2)
-    evaluator = SelfConsistencyEvaluator(HFTraceGenerator(tiny_model, qwen_tokenizer, config), qwen_tokenizer,
-                                         TraceFormat(), config, consistency)
+    evaluator = SelfConsistencyEvaluator(
+        HFTraceGenerator(tiny_model, qwen_tokenizer, config), qwen_tokenizer, TraceFormat(), config, consistency
+    )
     both = evaluator.score(programs)
     for prediction in both:
         assert len(prediction.votes) == 3
@@ -52,6 +58,7 @@ def test_self_consistency_scores_are_vote_shares_and_samples_are_reproducible(ti
     alone = evaluator.score(programs[1:])[0]
     assert (alone.trace, alone.votes, alone.new_tokens) == (both[1].trace, both[1].votes, both[1].new_tokens)
     # sampling at T = 1 really draws different traces
-    traces = evaluator.generator.generate([evaluator.encode(programs[0])], samples=3, temperature=1.0,
-                                          seeds=[evaluator.seeds(programs[0])])[0]
+    traces = evaluator.generator.generate(
+        [evaluator.encode(programs[0])], samples=3, temperature=1.0, seeds=[evaluator.seeds(programs[0])]
+    )[0]
     assert len({t.text for t in traces}) > 1

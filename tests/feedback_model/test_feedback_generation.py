@@ -31,8 +31,10 @@ def test_greedy_is_identical_with_and_without_prompt_lookup(tiny_model, qwen_tok
         runs = {}
         for drafts in (0, 8):
             forwards[0] = 0
-            runs[drafts] = (evaluator(tiny_model, qwen_tokenizer, max_new_tokens=48, draft_tokens=drafts).score(programs),
-                            forwards[0])
+            runs[drafts] = (
+                evaluator(tiny_model, qwen_tokenizer, max_new_tokens=48, draft_tokens=drafts).score(programs),
+                forwards[0],
+            )
     finally:
         hook.remove()
     (plain, plain_forwards), (drafted, drafted_forwards) = runs[0], runs[8]
@@ -77,7 +79,8 @@ def test_over_length_programs_are_rejected_with_a_reason_not_truncated(tiny_mode
 
 def test_a_passed_deadline_leaves_programs_unscored(tiny_model, qwen_tokenizer, corpus_rows):
     predictions = evaluator(tiny_model, qwen_tokenizer, max_new_tokens=8).score(
-        short_programs(corpus_rows, 2), deadline=time.monotonic() - 1.0)
+        short_programs(corpus_rows, 2), deadline=time.monotonic() - 1.0
+    )
     assert all(p.verdict is None and p.reason.startswith("deadline") for p in predictions)
 
 

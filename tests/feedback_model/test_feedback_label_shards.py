@@ -13,18 +13,24 @@ VOLATILE = ("time_s",)
 
 
 def rows(path):
-    return [{k: v for k, v in json.loads(line).items() if k not in VOLATILE}
-            for line in path.read_text().splitlines()]
+    return [{k: v for k, v in json.loads(line).items() if k not in VOLATILE} for line in path.read_text().splitlines()]
 
 
-def test_feedback_traces_in_shards_merge_into_the_one_process_traces(saved_feedback_model, real_programs, artifacts,
-                                                                    tmp_path):
+def test_feedback_traces_in_shards_merge_into_the_one_process_traces(
+    saved_feedback_model, real_programs, artifacts, tmp_path
+):
     programs = tmp_path / "programs.jsonl"
     programs.write_text("".join(json.dumps({"name": n, "program": p}) + "\n" for n, p, _ in real_programs[:6]))
     config = tmp_path / "label.yaml"
-    config.write_text(json.dumps({
-        "model": str(saved_feedback_model), "inputs": [str(programs)],
-        "feedback": {"generation": {"max_new_tokens": 8, "max_input_tokens": 1024}}}))
+    config.write_text(
+        json.dumps(
+            {
+                "model": str(saved_feedback_model),
+                "inputs": [str(programs)],
+                "feedback": {"generation": {"max_new_tokens": 8, "max_input_tokens": 1024}},
+            }
+        )
+    )
     assert score_main(["--config", str(config), "--run", "one"]) == 0
     one = rows(artifacts / "classifiers_score" / "one" / "final" / "scores.jsonl")
     assert [r["line"] for r in one] == list(range(1, 7))
@@ -34,12 +40,16 @@ def test_feedback_traces_in_shards_merge_into_the_one_process_traces(saved_feedb
 
     for index in range(3):
         assert score_main(["--config", str(config), "--run", "three", "--shard", f"{index}/3"]) == 0
-    sizes = [len(rows(artifacts / "classifiers_score" / "three" / "shards" / f"{i}-of-3" / "final" / "scores.jsonl"))
-             for i in range(3)]
+    sizes = [
+        len(rows(artifacts / "classifiers_score" / "three" / "shards" / f"{i}-of-3" / "final" / "scores.jsonl"))
+        for i in range(3)
+    ]
     assert sum(sizes) == 6
     assert score_main(["--config", str(config), "--run", "three", "--merge_shards", "3"]) == 0
     assert rows(artifacts / "classifiers_score" / "three" / "final" / "scores.jsonl") == one
-    merged, single = (json.loads((artifacts / "classifiers_score" / run / "manifest.json").read_text()) for run in ("three", "one"))
+    merged, single = (
+        json.loads((artifacts / "classifiers_score" / run / "manifest.json").read_text()) for run in ("three", "one")
+    )
     assert merged["counts"] == single["counts"] and merged["inputs"] == single["inputs"]
 
     # without --run, `leanloop classify --feedback` prints the same rows (it once loaded a classifier instead)
@@ -47,8 +57,9 @@ def test_feedback_traces_in_shards_merge_into_the_one_process_traces(saved_feedb
 
     out = tmp_path / "printed.jsonl"
     assert leanloop_main(["classify", "--config", str(config), "--out", str(out)]) == 0
-    assert [{k: r[k] for k in ("line", "trace", "reason", "verdict")} for r in rows(out)] == \
-        [{k: r[k] for k in ("line", "trace", "reason", "verdict")} for r in one]
+    assert [{k: r[k] for k in ("line", "trace", "reason", "verdict")} for r in rows(out)] == [
+        {k: r[k] for k in ("line", "trace", "reason", "verdict")} for r in one
+    ]
 
 
 def test_the_shipped_feedback_labelling_config_parses():

@@ -60,12 +60,14 @@ def test_loss_mask_is_exactly_the_annotated_program(corpus_rows, qwen_tokenizer)
 
 def test_over_length_pairs_are_dropped_counted_and_listed_never_truncated(corpus_rows, qwen_tokenizer):
     fmt = TraceFormat()
-    pairs = sorted(trace_pairs(corpus_rows, ["train", "valid", "test"], Counter()),
-                   key=lambda p: len(p.program) + len(p.trace))
+    pairs = sorted(
+        trace_pairs(corpus_rows, ["train", "valid", "test"], Counter()), key=lambda p: len(p.program) + len(p.trace)
+    )
     sample = pairs[:4] + pairs[-3:]  # the shortest and the longest real pairs
     chars = {p.id: len(fmt.prompt(p.program)) + len(p.trace) for p in sample}
-    tokens = {p.id: len(completion_example(qwen_tokenizer, fmt.prompt(p.program), p.trace)["input_ids"])
-              for p in sample}
+    tokens = {
+        p.id: len(completion_example(qwen_tokenizer, fmt.prompt(p.program), p.trace)["input_ids"]) for p in sample
+    }
     per_token = longest_token_chars(qwen_tokenizer)
     # a limit under which the longest pair cannot fit even at the longest token per character run
     max_length = chars[sample[-1].id] // per_token - 1

@@ -12,15 +12,23 @@ from feedback_model.cascade_report import EVALUATORS, bootstrap_group, budget_ta
 
 
 def _row(i: int, prover: str, label: bool) -> dict:
-    return {"id": f"{prover}-{i}", "prover": prover, "label": label, "reference_trace": f"trace {i}",
-            "category": "valid" if label else "invalid"}
+    return {
+        "id": f"{prover}-{i}",
+        "prover": prover,
+        "label": label,
+        "reference_trace": f"trace {i}",
+        "category": "valid" if label else "invalid",
+    }
 
 
 def test_feedback_sample_is_drawn_per_prover_and_label():
     """LLF: 334 per prover x label (2,004 over 3 provers); a per-label count would let the largest
     prover fill the sample."""
-    rows = ([_row(i, "big", i % 2 == 0) for i in range(40)] + [_row(i, "small", i % 2 == 0) for i in range(6)]
-            + [_row(i, "odd", True) for i in range(2)])
+    rows = (
+        [_row(i, "big", i % 2 == 0) for i in range(40)]
+        + [_row(i, "small", i % 2 == 0) for i in range(6)]
+        + [_row(i, "odd", True) for i in range(2)]
+    )
     sample = balanced_sample(rows, 4, seed=42)
     by_id = {r["id"]: r for r in rows}
     cells = Counter((by_id[i]["prover"], by_id[i]["label"]) for i in sample)
@@ -46,8 +54,18 @@ def test_cascade_ties_are_broken_by_the_one_token_score():
     for name in EVALUATORS:
         for cid, label, gate in (("x", True, 0.9), ("y", False, 0.6)):
             score = gate if name == "one-token" else 1.0
-            records.append({"evaluator": name, "id": cid, "label": label, "score": score, "prediction": True,
-                            "group": "p", "benchmark": "b", "run": ""})
+            records.append(
+                {
+                    "evaluator": name,
+                    "id": cid,
+                    "label": label,
+                    "score": score,
+                    "prediction": True,
+                    "group": "p",
+                    "benchmark": "b",
+                    "run": "",
+                }
+            )
     _, curves = budget_table(records)
     assert curves["cascade"]["ranked"][0] == 1.0
     assert curves["cascade + self-consistency"]["ranked"][0] == 1.0

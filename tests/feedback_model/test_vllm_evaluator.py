@@ -34,8 +34,12 @@ def test_greedy_traces_are_identical_with_and_without_ngram_drafting(feedback_fi
     options = dict(max_input_tokens=768, max_new_tokens=48)
     runs = {}
     for name, drafts, backend in (("hf", 0, "transformers"), ("plain", 0, "vllm"), ("drafted", 8, "vllm")):
-        config = TraceGenerationConfig(draft_tokens=drafts, backend=backend, **options,
-                                  **({"vllm_extra": {"enforce_eager": True}} if backend == "vllm" else {}))
+        config = TraceGenerationConfig(
+            draft_tokens=drafts,
+            backend=backend,
+            **options,
+            **({"vllm_extra": {"enforce_eager": True}} if backend == "vllm" else {}),
+        )
         evaluator = FeedbackEvaluator.load(feedback_final, config)
         if backend == "vllm":
             assert isinstance(evaluator.generator, VLLMTraceGenerator)

@@ -41,7 +41,12 @@ class RecordBatches(Callback):
     to its killed run's lines)."""
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        row = {"rank": trainer.global_rank, "epoch": trainer.current_epoch, "step": trainer.global_step,
-               "index": batch["index"].tolist(), "tokens": int(batch["attention_mask"].sum())}
+        row = {
+            "rank": trainer.global_rank,
+            "epoch": trainer.current_epoch,
+            "step": trainer.global_step,
+            "index": batch["index"].tolist(),
+            "tokens": int(batch["attention_mask"].sum()),
+        }
         with open(Path(trainer.default_root_dir) / f"batches-rank{trainer.global_rank}.jsonl", "a") as handle:
             handle.write(json.dumps(row) + "\n")

@@ -14,8 +14,16 @@ from dataclasses import dataclass, field
 import pytest
 
 from cluster.command import CommandError, StageRun
-from leanloop.artifacts import (Manifest, RunLockedError, RunNameError, check_run_name, default_run_name,
-                                resolve_path, run_dir, run_lock)
+from leanloop.artifacts import (
+    Manifest,
+    RunLockedError,
+    RunNameError,
+    check_run_name,
+    default_run_name,
+    resolve_path,
+    run_dir,
+    run_lock,
+)
 from leanloop.lean.types import LeanBackend, LeanResponse, ResponseStatus
 from leanloop.paths import REPO_ROOT
 from leanloop.tool import run_tool
@@ -75,16 +83,22 @@ def test_a_training_stage_refuses_a_bad_run_name_before_building_anything(artifa
 
 
 # -- one writer per run folder ---------------------------------------------------------------------
-HOLD = ("import sys, time\n"
-        "from leanloop.artifacts import run_lock\n"
-        "with run_lock(sys.argv[1]):\n"
-        "    print('held', flush=True)\n"
-        "    time.sleep(60)\n")
+HOLD = (
+    "import sys, time\n"
+    "from leanloop.artifacts import run_lock\n"
+    "with run_lock(sys.argv[1]):\n"
+    "    print('held', flush=True)\n"
+    "    time.sleep(60)\n"
+)
 
 
 def _holder(folder):
-    process = subprocess.Popen([sys.executable, "-c", HOLD, str(folder)], stdout=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(folder)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
     assert process.stdout.readline().strip() == "held"
     return process
 
@@ -178,8 +192,14 @@ def test_a_build_with_no_lean_fails_and_a_resume_retries_only_the_failures(artif
 
 
 def _data(args, **env):
-    return subprocess.run([sys.executable, "-m", "data.build", *args], capture_output=True, text=True, cwd=REPO_ROOT,
-                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **env}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "data.build", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **env},
+        timeout=300,
+    )
 
 
 def test_an_empty_input_fails_with_no_manifest(artifacts, tmp_path):
@@ -195,8 +215,20 @@ def test_an_empty_input_fails_with_no_manifest(artifacts, tmp_path):
 def test_split_fractions_that_do_not_sum_to_one_are_refused(artifacts):
     done = _data(["--config", DATA_DEBUG, "--run", "splits", "--splits.train", "0.5"])
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "sum to 1" in done.stderr
-    done = _data(["--config", DATA_DEBUG, "--run", "splits", "--splits.train", "1.0", "--splits.valid", "-0.05",
-                  "--splits.test", "0.05"])
+    done = _data(
+        [
+            "--config",
+            DATA_DEBUG,
+            "--run",
+            "splits",
+            "--splits.train",
+            "1.0",
+            "--splits.valid",
+            "-0.05",
+            "--splits.test",
+            "0.05",
+        ]
+    )
     assert done.returncode == 2 and "splits.valid=-0.05" in done.stderr
     assert not (artifacts / "data" / "splits").exists()
 
@@ -219,13 +251,22 @@ def test_command_line_mistakes_are_one_line_and_exit_2(artifacts, tmp_path):
     _one_line(_data(["--config", str(tmp_path / "missing.yaml")]), "missing.yaml not found")
     _one_line(_data(["--config", DATA_DEBUG, "--lean.profile", "nope", "--run", "p"]), "unknown policy profile 'nope'")
     # an option under its old name: one line naming the new one (on the command line and in a file)
-    _one_line(_data(["--config", DATA_DEBUG, "--profile", "rl", "--run", "p"]), "sets profile, which is now lean.profile")
+    _one_line(
+        _data(["--config", DATA_DEBUG, "--profile", "rl", "--run", "p"]), "sets profile, which is now lean.profile"
+    )
     old = tmp_path / "old_keys.yaml"
     old.write_text("backend:\n  kind: replay\nconcurrency: 4\n")
-    _one_line(_data(["--config", DATA_DEBUG, "--config", str(old)]), str(old), "sets backend.kind, which is now lean.backend.kind")
+    _one_line(
+        _data(["--config", DATA_DEBUG, "--config", str(old)]),
+        str(old),
+        "sets backend.kind, which is now lean.backend.kind",
+    )
     _one_line(_data(["--config", DATA_DEBUG, "--run", "../../x"]), "run name '../../x' is not allowed")
-    _one_line(_data(["--config", DATA_DEBUG, "--run", "s"], LEANLOOP_SHARED_DATA=str(tmp_path / "none")),
-              "shared data folder not found", "LEANLOOP_SHARED_DATA")
+    _one_line(
+        _data(["--config", DATA_DEBUG, "--run", "s"], LEANLOOP_SHARED_DATA=str(tmp_path / "none")),
+        "shared data folder not found",
+        "LEANLOOP_SHARED_DATA",
+    )
     missing = tmp_path / "missing_source.yaml"
     missing.write_text(json.dumps({"sources": [{"path": str(tmp_path / "nope.jsonl"), "name": "n"}]}))
     _one_line(_data(["--config", DATA_DEBUG, "--config", str(missing), "--run", "m"]), "nope.jsonl not found")
@@ -242,10 +283,25 @@ def test_an_unwritable_artifacts_folder_is_one_line(tmp_path):
 
 
 def test_ctrl_c_is_one_line_and_the_journal_is_kept(artifacts):
-    process = subprocess.Popen([sys.executable, "-m", "data.build", "--config", str(REPO_ROOT / "configs/data/default.yaml"),
-                                "--run", "int", "--lean.concurrency", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "data.build",
+            "--config",
+            str(REPO_ROOT / "configs/data/default.yaml"),
+            "--run",
+            "int",
+            "--lean.concurrency",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     journal = artifacts / "data" / "int" / "journal.jsonl"
     deadline = time.monotonic() + 120
     while not (journal.is_file() and journal.stat().st_size) and time.monotonic() < deadline:
@@ -364,7 +420,8 @@ def test_an_upstream_run_rebuilt_after_the_fact_is_caught_on_load_and_on_skip(ar
 
 
 def test_inputs_are_followed_by_reference_so_a_moved_root_stays_valid_and_a_missing_input_refuses(
-        artifacts, tmp_path, monkeypatch):
+    artifacts, tmp_path, monkeypatch
+):
     import shutil
 
     from leanloop.artifacts import ManifestError, resolve_run
@@ -390,17 +447,46 @@ def test_inputs_are_followed_by_reference_so_a_moved_root_stays_valid_and_a_miss
 
 # -- a killed training run resumes exactly ---------------------------------------------------------
 def _pretrain(run, once, *extra):
-    args = ["-m", "pretrain.train", "--config", str(REPO_ROOT / "configs/pretrain/debug.yaml"), "--run", run,
-            "--trainer.max_steps", "8", "--trainer.max_epochs", "-1", "--checkpoint_every_n_steps", "2",
-            "--trainer.deterministic", "true", "--trainer.enable_progress_bar", "false",
-            "--trainer.callbacks+=kill_at_step.KillAt", "--trainer.callbacks.step", "5",
-            "--trainer.callbacks.once", str(once), *extra]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "tests/leanloop")]),
-           "OMP_NUM_THREADS": "1"}
+    args = [
+        "-m",
+        "pretrain.train",
+        "--config",
+        str(REPO_ROOT / "configs/pretrain/debug.yaml"),
+        "--run",
+        run,
+        "--trainer.max_steps",
+        "8",
+        "--trainer.max_epochs",
+        "-1",
+        "--checkpoint_every_n_steps",
+        "2",
+        "--trainer.deterministic",
+        "true",
+        "--trainer.enable_progress_bar",
+        "false",
+        "--trainer.callbacks+=kill_at_step.KillAt",
+        "--trainer.callbacks.step",
+        "5",
+        "--trainer.callbacks.once",
+        str(once),
+        *extra,
+    ]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "tests/leanloop")]),
+        "OMP_NUM_THREADS": "1",
+    }
     # Ctrl-C's default restored: a signal the test process ignores (a tool run before it may have set
     # that) would be ignored by the child too
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=600,
-                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env=env,
+        timeout=600,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 def _losses(run_dir):
@@ -483,11 +569,14 @@ def test_a_full_disk_while_exporting_is_one_line_naming_the_path_and_the_free_sp
     from pretrain.train import run
 
     def full(*args, **kwargs):  # what safetensors raises when the write hits ENOSPC
-        raise SafetensorError('Error while serializing: I/O error: No space left on device (os error 28)')
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
 
     monkeypatch.setattr("transformers.modeling_utils.safe_save_file", full)
-    code = cli_entry(run, ["--config", str(REPO_ROOT / "configs/pretrain/debug.yaml"), "--run", "full",
-                           "--trainer.fast_dev_run", "true"], prog="python -m pretrain.train")
+    code = cli_entry(
+        run,
+        ["--config", str(REPO_ROOT / "configs/pretrain/debug.yaml"), "--run", "full", "--trainer.fast_dev_run", "true"],
+        prog="python -m pretrain.train",
+    )
     err = capsys.readouterr().err
     line = err.strip().splitlines()[-1]
     # not the write's own traceback (a logging handler an earlier test bound to its captured stderr may
@@ -501,8 +590,11 @@ def test_a_missing_model_input_names_the_make_target_that_makes_it(artifacts, ca
     from classifiers.train import run
     from leanloop.tool import cli_entry
 
-    code = cli_entry(run, ["--config", str(REPO_ROOT / "configs/classifiers/onetoken_default.yaml"), "--run", "x"],
-                     prog="python -m classifiers.train")
+    code = cli_entry(
+        run,
+        ["--config", str(REPO_ROOT / "configs/classifiers/onetoken_default.yaml"), "--run", "x"],
+        prog="python -m classifiers.train",
+    )
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert code == 2 and line.startswith("python -m classifiers.train: artifacts://pretrain/default -> "), line
     assert "run the stage that makes it first (`make pretrain`)" in line and "Union" not in line
@@ -512,8 +604,21 @@ def test_a_missing_model_input_names_the_make_target_that_makes_it(artifacts, ca
 def test_a_run_with_no_step_cadence_checkpoints_on_the_clock_keeping_the_newest(artifacts):
     from pretrain.train import run
 
-    result = run(["--config", str(REPO_ROOT / "configs/pretrain/debug.yaml"), "--run", "clock",
-                  "--trainer.max_steps", "3", "--checkpoint_every_n_minutes", "0.00001",
-                  "--trainer.enable_progress_bar", "false"])
+    result = run(
+        [
+            "--config",
+            str(REPO_ROOT / "configs/pretrain/debug.yaml"),
+            "--run",
+            "clock",
+            "--trainer.max_steps",
+            "3",
+            "--checkpoint_every_n_minutes",
+            "0.00001",
+            "--trainer.enable_progress_bar",
+            "false",
+        ]
+    )
     assert sorted(p.name for p in result.run_dir.glob("step-*")) == ["step-000003"]
-    assert (result.run_dir / "step-000003" / "lightning.ckpt").is_file() and result.manifest["counts"]["global_step"] == 3
+    assert (result.run_dir / "step-000003" / "lightning.ckpt").is_file() and result.manifest["counts"][
+        "global_step"
+    ] == 3

@@ -28,8 +28,20 @@ from pathlib import Path
 
 from leanloop.paths import REPO_ROOT
 
-PACKAGES = ("data", "pretrain", "sft", "classifiers", "feedback_model", "autoformalizer", "rl", "search", "prm",
-          "leanloop", "cluster", "bench")
+PACKAGES = (
+    "data",
+    "pretrain",
+    "sft",
+    "classifiers",
+    "feedback_model",
+    "autoformalizer",
+    "rl",
+    "search",
+    "prm",
+    "leanloop",
+    "cluster",
+    "bench",
+)
 # calls whose class argument is parsed from YAML files and command-line options
 PARSERS = ("parse_config", "parse_tool_config", "run_tool", "add_class_arguments", "add_dataclass_arguments")
 TRAINING = "run_stage"  # run_stage(stage, ModuleClass, DataModuleClass, ...): LightningCLI
@@ -59,14 +71,21 @@ def _called(call: ast.Call) -> str:
 
 
 def _is_dataclass(node: ast.ClassDef) -> bool:
-    return any(ast.unparse(d.func if isinstance(d, ast.Call) else d) in ("dataclass", "dataclasses.dataclass")
-               for d in node.decorator_list)
+    return any(
+        ast.unparse(d.func if isinstance(d, ast.Call) else d) in ("dataclass", "dataclasses.dataclass")
+        for d in node.decorator_list
+    )
 
 
 def _fields(node: ast.ClassDef) -> list[tuple[str, ast.expr]]:
     """(name, annotation) of each dataclass field."""
-    return [(s.target.id, s.annotation) for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
-            and not ast.unparse(s.annotation).startswith(("ClassVar", "typing.ClassVar", "InitVar"))]
+    return [
+        (s.target.id, s.annotation)
+        for s in node.body
+        if isinstance(s, ast.AnnAssign)
+        and isinstance(s.target, ast.Name)
+        and not ast.unparse(s.annotation).startswith(("ClassVar", "typing.ClassVar", "InitVar"))
+    ]
 
 
 def _names_looped_into_getattr(node: ast.AST) -> list[str]:
@@ -82,9 +101,13 @@ def _names_looped_into_getattr(node: ast.AST) -> list[str]:
     for target, iterable, body in loops:
         if not isinstance(target, ast.Name) or not isinstance(iterable, (ast.Tuple, ast.List, ast.Set)):
             continue
-        if any(isinstance(n, ast.Call) and _called(n) in ATTRIBUTE_READERS
-               and any(isinstance(a, ast.Name) and a.id == target.id for a in n.args)
-               for part in body for n in ast.walk(part)):
+        if any(
+            isinstance(n, ast.Call)
+            and _called(n) in ATTRIBUTE_READERS
+            and any(isinstance(a, ast.Name) and a.id == target.id for a in n.args)
+            for part in body
+            for n in ast.walk(part)
+        ):
             names += [e.value for e in iterable.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
     return names
 
@@ -109,8 +132,11 @@ class Project:
             self.classes[module] = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
             self.imports[module], self.module_names[module] = {}, set()
             self._visit(tree, module, package, None, None)
-        self.bases = {(module, name): self.names_in(module, *node.bases)
-                      for module, classes in self.classes.items() for name, node in classes.items()}
+        self.bases = {
+            (module, name): self.names_in(module, *node.bases)
+            for module, classes in self.classes.items()
+            for name, node in classes.items()
+        }
 
     def _visit(self, node: ast.AST, module: str, package: str, owner: str | None, function: str | None) -> None:
         for child in ast.iter_child_nodes(node):
@@ -170,8 +196,12 @@ class Project:
     def roots(self, packages: tuple[str, ...]) -> set[tuple[str, str]]:
         """The classes of the packages' ``config`` modules, the classes parsed from options and the
         classes a training stage's modules take."""
-        found = {(module, name) for module, classes in self.classes.items()
-                 if module.split(".")[0] in packages and module.split(".")[-1] == "config" for name in classes}
+        found = {
+            (module, name)
+            for module, classes in self.classes.items()
+            if module.split(".")[0] in packages and module.split(".")[-1] == "config"
+            for name in classes
+        }
         found.update(target for module, arg in self.parsed for target in self.names_in(module, arg))
         for module, arg in self.trained:
             for target in self.names_in(module, arg):
@@ -200,8 +230,10 @@ class Project:
                 continue
             found[target] = {name: self.names_in(target[0], annotation) for name, annotation in _fields(node)}
             todo += self.bases[target] + [t for types in found[target].values() for t in types]
-        return {target: {name: [t for t in types if t in found] for name, types in fields.items()}
-                for target, fields in found.items()}
+        return {
+            target: {name: [t for t in types if t in found] for name, types in fields.items()}
+            for target, fields in found.items()
+        }
 
     def named_in(self) -> dict[tuple[str, str], set[str]]:
         """Project class -> the modules that define or import it."""
@@ -235,8 +267,9 @@ def project(root: Path) -> Project:
     return Project(root)
 
 
-def unread_fields(root: Path = REPO_ROOT, packages: tuple[str, ...] = PACKAGES,
-                  allowed: dict[str, str] | None = None) -> list[str]:
+def unread_fields(
+    root: Path = REPO_ROOT, packages: tuple[str, ...] = PACKAGES, allowed: dict[str, str] | None = None
+) -> list[str]:
     """``module.Class.field`` of every config field that nothing reads and no allowlist entry covers.
 
     A section (a field whose type is another config dataclass, ``lean: SessionConfig``) is held to a
@@ -260,8 +293,10 @@ def unread_fields(root: Path = REPO_ROOT, packages: tuple[str, ...] = PACKAGES,
     unread = []
     for target, fields in configs.items():
         owners = source.derived(target)
-        aware = set().union(*(named_in.get(c, set()) for o in owners if o in holders for c in holders[o]),
-                            *(named_in.get(o, set()) for o in owners))
+        aware = set().union(
+            *(named_in.get(c, set()) for o in owners if o in holders for c in holders[o]),
+            *(named_in.get(o, set()) for o in owners),
+        )
         key = ".".join(target)
         for name, types in fields.items():
             if f"{key}.{name}" in allowed or f"{key}.*" in allowed:
@@ -276,8 +311,10 @@ def unread_fields(root: Path = REPO_ROOT, packages: tuple[str, ...] = PACKAGES,
 
 def test_every_config_field_is_read():
     unread = unread_fields()
-    assert unread == [], ("config fields that nothing reads: wire each to what it claims to control, or remove "
-                          "it from its dataclass, the YAML files under configs/ and the docs\n  " + "\n  ".join(unread))
+    assert unread == [], (
+        "config fields that nothing reads: wire each to what it claims to control, or remove "
+        "it from its dataclass, the YAML files under configs/ and the docs\n  " + "\n  ".join(unread)
+    )
 
 
 def test_the_allowlist_holds_only_fields_read_generically():
@@ -288,18 +325,21 @@ def test_the_allowlist_holds_only_fields_read_generically():
         owner, _, name = key.rpartition(".")
         assert owner in configs and (name == "*" or name in configs[owner]), f"{key}: no such config field"
         assert key in unread or (name == "*" and any(u.startswith(f"{owner}.") for u in unread)), (
-            f"{key}: the code reads it plainly now; remove the allowlist entry")
+            f"{key}: the code reads it plainly now; remove the allowlist entry"
+        )
 
 
 def test_the_discovery_finds_configs_of_every_kind():
     configs = {f"{module}.{name}" for module, name in project(REPO_ROOT).configs()}
-    for key in ("data.config.SourceConfig",  # a stage's config.py, nested in a list
-                "search.evaluate.SearchEvalConfig",  # a tool's config, given to run_tool
-                "leanloop.lean.session.SessionConfig",  # a field's type and a base class
-                "leanloop.lean.kimina.KiminaBackendConfig",  # nested two levels down
-                "leanloop.training.optim.OptimConfig",  # a LightningModule's __init__ argument
-                "leanloop.training.cli.LogConfig",  # add_dataclass_arguments
-                "cluster.profile.ClusterProfile"):  # add_class_arguments
+    for key in (
+        "data.config.SourceConfig",  # a stage's config.py, nested in a list
+        "search.evaluate.SearchEvalConfig",  # a tool's config, given to run_tool
+        "leanloop.lean.session.SessionConfig",  # a field's type and a base class
+        "leanloop.lean.kimina.KiminaBackendConfig",  # nested two levels down
+        "leanloop.training.optim.OptimConfig",  # a LightningModule's __init__ argument
+        "leanloop.training.cli.LogConfig",  # add_dataclass_arguments
+        "cluster.profile.ClusterProfile",
+    ):  # add_class_arguments
         assert key in configs, key
 
 
@@ -315,26 +355,37 @@ def test_the_check_reports_unread_fields(tmp_path):
             "    by_name: int = 5\n    looped: int = 6\n    module_attr: int = 7\n"
             "    inner: Inner = field(default_factory=Inner)\n    section: Inner | None = None\n"
             "    def __post_init__(self):\n        assert self.validated > 0\n"
-            "    def helper(self):\n        return self.used\n"),
+            "    def helper(self):\n        return self.used\n"
+        ),
         "demo/inner.py": "from dataclasses import dataclass\n@dataclass\nclass Inner:\n    deep: int = 0\n    kept: int = 0\n",
         "demo/tool.py": (
             "import os\n"
             "from demo.config import DemoConfig\n"
             "class Other:\n    def f(self):\n        return self.other_self, os.module_attr\n"
             "def main(config: DemoConfig):\n"
-            "    return getattr(config, 'by_name'), config.inner.kept, [getattr(config, k) for k in ('looped',)]\n"),
+            "    return getattr(config, 'by_name'), config.inner.kept, [getattr(config, k) for k in ('looped',)]\n"
+        ),
         "demo/other.py": "def g(x):\n    return x.section\n",  # no module that knows DemoConfig reads it
         "demo/report.py": (  # a tool's config, found through run_tool
             "from dataclasses import dataclass\nfrom leanloop.tool import run_tool\n"
             "@dataclass\nclass ReportConfig:\n    run: str = 'default'\n    title: str = ''\n"
-            "def main(argv=None):\n    return run_tool('report', ReportConfig, lambda config, folder: config.run, argv)\n"),
+            "def main(argv=None):\n    return run_tool('report', ReportConfig, lambda config, folder: config.run, argv)\n"
+        ),
         "tests/test_demo.py": "def test(config):\n    return config.unused, config.inner.deep\n",
     }.items():
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(text)
-    unread = ["demo.config.DemoConfig.module_attr", "demo.config.DemoConfig.other_self", "demo.config.DemoConfig.section",
-              "demo.config.DemoConfig.unused", "demo.config.DemoConfig.validated"]
-    assert unread_fields(tmp_path, packages=("demo",), allowed={}) == [*unread, "demo.inner.Inner.deep",
-                                                                       "demo.report.ReportConfig.title"]
+    unread = [
+        "demo.config.DemoConfig.module_attr",
+        "demo.config.DemoConfig.other_self",
+        "demo.config.DemoConfig.section",
+        "demo.config.DemoConfig.unused",
+        "demo.config.DemoConfig.validated",
+    ]
+    assert unread_fields(tmp_path, packages=("demo",), allowed={}) == [
+        *unread,
+        "demo.inner.Inner.deep",
+        "demo.report.ReportConfig.title",
+    ]
     allowed = {"demo.inner.Inner.*": "why", "demo.report.ReportConfig.title": "why"}
     assert unread_fields(tmp_path, packages=("demo",), allowed=allowed) == unread

@@ -41,9 +41,15 @@ class FakeLLM:
         self.loaded: list[str] = []
         self.resets = 0
         self.calls: list[str] = []  # sleep / wake_up, in order
-        self.llm_engine = SimpleNamespace(model_executor=SimpleNamespace(driver_worker=SimpleNamespace(
-            model_runner=SimpleNamespace(model=SimpleNamespace(load_weights=self.load_weights,
-                                                               parameters=self.model.parameters)))))
+        self.llm_engine = SimpleNamespace(
+            model_executor=SimpleNamespace(
+                driver_worker=SimpleNamespace(
+                    model_runner=SimpleNamespace(
+                        model=SimpleNamespace(load_weights=self.load_weights, parameters=self.model.parameters)
+                    )
+                )
+            )
+        )
         FakeLLM.instances.append(self)
 
     def load_weights(self, weights):
@@ -81,8 +87,9 @@ class FakeLLM:
                 logprobs.append({token: SimpleNamespace(logprob=float(logp[token]), rank=1)})
                 if token in p.stop_token_ids:
                     break
-            results.append(SimpleNamespace(prompt_token_ids=ids, outputs=[
-                SimpleNamespace(token_ids=tokens, logprobs=logprobs)]))
+            results.append(
+                SimpleNamespace(prompt_token_ids=ids, outputs=[SimpleNamespace(token_ids=tokens, logprobs=logprobs)])
+            )
         return results
 
 
@@ -113,8 +120,9 @@ def lora_policy(tmp_path):
     load_model(ModelSpec("qwen3-tiny"), tokenizer=tokenizer).save_pretrained(tmp_path / "base")
     base = AutoModelForCausalLM.from_pretrained(tmp_path / "base")
     # non-zero B matrices: the merged policy differs from the base the engine starts from
-    policy = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
-                                             init_lora_weights=False))
+    policy = get_peft_model(
+        base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    )
     return policy, tokenizer
 
 
@@ -122,8 +130,9 @@ def trainer_logps(policy, rollouts, temperature):
     ids = torch.cat([rollouts.prompt_ids, rollouts.completion_ids], 1)
     mask = torch.cat([rollouts.prompt_mask, rollouts.completion_mask], 1)
     with torch.no_grad():
-        return completion_logps(policy, ids, mask, rollouts.completion_ids.size(1), temperature,
-                                compute_entropy=False)[0]
+        return completion_logps(policy, ids, mask, rollouts.completion_ids.size(1), temperature, compute_entropy=False)[
+            0
+        ]
 
 
 def test_engine_args_follow_trl_colocate_rules_inside_a_training_process(monkeypatch):
@@ -147,8 +156,9 @@ def test_engine_args_follow_trl_colocate_rules_inside_a_training_process(monkeyp
 def test_sleep_mode_rollouts_are_on_policy_after_every_weight_sync(fake_vllm, lora_policy):
     policy, tokenizer = lora_policy
     engine = VLLMEngineConfig(gpu_memory_utilization=0.3, enable_sleep_mode=True)
-    config = RolloutGenerationConfig(backend="vllm", max_new_tokens=6, temperature=0.8,
-                              vllm=VLLMRolloutConfig(mode="colocate", engine=engine))
+    config = RolloutGenerationConfig(
+        backend="vllm", max_new_tokens=6, temperature=0.8, vllm=VLLMRolloutConfig(mode="colocate", engine=engine)
+    )
     rollout = VLLMRollout(tokenizer, config, [tokenizer.eos_token])
     rollout.bind(SimpleNamespace(global_rank=0, local_rank=0, world_size=1, strategy=SimpleNamespace()))
     prompts = ["theorem t : 1 + 1 = 2 := by", "theorem u (a : Nat) : a = a := by"]
@@ -193,11 +203,23 @@ def test_truncated_importance_sampling_weights():
     assert torch.allclose(c.weights, expected, atol=1e-6)
     assert c.stats["sampling/sampling_logp_difference/max"] == pytest.approx(1.0)
     assert c.stats["sampling/sampling_logp_difference/mean"] == pytest.approx((0 + 1 + 0.8 + 0) / 4)
-    masked = sampling_correction(trainer, sampler, mask, GRPOConfig(
-        num_generations=2, vllm_importance_sampling_mode="token_mask", vllm_importance_sampling_clip_max=2.0))
+    masked = sampling_correction(
+        trainer,
+        sampler,
+        mask,
+        GRPOConfig(
+            num_generations=2, vllm_importance_sampling_mode="token_mask", vllm_importance_sampling_clip_max=2.0
+        ),
+    )
     assert masked.weights[0, 1] == 0.0 and masked.weights[0, 0] == 1.0
-    sequence = sampling_correction(trainer, sampler, mask, GRPOConfig(
-        num_generations=2, vllm_importance_sampling_mode="sequence_truncate", vllm_importance_sampling_clip_max=5.0))
+    sequence = sampling_correction(
+        trainer,
+        sampler,
+        mask,
+        GRPOConfig(
+            num_generations=2, vllm_importance_sampling_mode="sequence_truncate", vllm_importance_sampling_clip_max=5.0
+        ),
+    )
     assert sequence.weights.shape == (2, 1)
     assert torch.allclose(sequence.weights[:, 0], torch.tensor([math.e, math.exp(-0.8)]), atol=1e-6)
     with pytest.raises(ValueError, match="vllm_importance_sampling_mode"):

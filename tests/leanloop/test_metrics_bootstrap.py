@@ -7,8 +7,14 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from leanloop.metrics.bootstrap import (bootstrap_samples, bootstrap_samples_loop, group_index, grouped_bootstrap,
-                                        paired_bootstrap, resample_weights)
+from leanloop.metrics.bootstrap import (
+    bootstrap_samples,
+    bootstrap_samples_loop,
+    group_index,
+    grouped_bootstrap,
+    paired_bootstrap,
+    resample_weights,
+)
 from leanloop.metrics.verdicts import verdict_metrics
 
 
@@ -17,8 +23,11 @@ def rl(shared_data):
     from bench.traces import rl_lean_predictions
 
     rows = [row for row in rl_lean_predictions(shared_data, with_traces=False) if row["label"] is not None]
-    return (np.asarray([int(r["label"]) for r in rows]), np.asarray([r["score"] for r in rows]),
-            [r["group"] for r in rows])
+    return (
+        np.asarray([int(r["label"]) for r in rows]),
+        np.asarray([r["score"] for r in rows]),
+        [r["group"] for r in rows],
+    )
 
 
 def test_vectorized_equals_per_resample_loop(rl):
@@ -72,8 +81,9 @@ def test_paired_differences(rl):
     same = paired_bootstrap(labels, groups, scores, scores, n_resamples=500)
     assert all(iv.point == 0 and iv.low == 0 and iv.high == 0 for iv in same.values())
     # Against its own reversal: the difference of accuracies is acc - (1 - acc) on every resample.
-    flipped = paired_bootstrap(labels, groups, scores, 1 - scores, predictions_b=(scores < 0.5).astype(int),
-                               n_resamples=500)
+    flipped = paired_bootstrap(
+        labels, groups, scores, 1 - scores, predictions_b=(scores < 0.5).astype(int), n_resamples=500
+    )
     acc = grouped_bootstrap(labels, groups, scores, n_resamples=500)["accuracy"]
     assert flipped["accuracy"].point == pytest.approx(2 * acc.point - 1)
     assert flipped["accuracy"].low == pytest.approx(2 * acc.low - 1)

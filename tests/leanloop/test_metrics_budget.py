@@ -8,14 +8,22 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from leanloop.metrics.budget import (Pool, budget_curve, build_pools, coverage_at_budget, random_pool_coverage,
-                                     ranked_pool_coverage)
+from leanloop.metrics.budget import (
+    Pool,
+    budget_curve,
+    build_pools,
+    coverage_at_budget,
+    random_pool_coverage,
+    ranked_pool_coverage,
+)
 
-small_pools = st.integers(1, 6).flatmap(lambda n: st.tuples(
-    st.lists(st.integers(0, 1), min_size=n, max_size=n),  # Lean labels
-    st.lists(st.integers(0, 1), min_size=n, max_size=n),  # evaluator verdicts
-    st.lists(st.sampled_from([0.1, 0.5, 0.9]), min_size=n, max_size=n),  # few scores: many ties
-))
+small_pools = st.integers(1, 6).flatmap(
+    lambda n: st.tuples(
+        st.lists(st.integers(0, 1), min_size=n, max_size=n),  # Lean labels
+        st.lists(st.integers(0, 1), min_size=n, max_size=n),  # evaluator verdicts
+        st.lists(st.sampled_from([0.1, 0.5, 0.9]), min_size=n, max_size=n),  # few scores: many ties
+    )
+)
 
 
 def _pool(labels, verdicts, scores) -> Pool:
@@ -30,8 +38,11 @@ def _brute_random(labels, k) -> float:
 def _brute_ranked(labels, verdicts, scores, k) -> float:
     """Every order consistent with the ranking (accepted first, then higher score), equally likely."""
     key = lambda i: (-verdicts[i], -scores[i])  # noqa: E731
-    orders = [order for order in itertools.permutations(range(len(labels)))
-              if all(key(a) <= key(b) for a, b in zip(order, order[1:]))]
+    orders = [
+        order
+        for order in itertools.permutations(range(len(labels)))
+        if all(key(a) <= key(b) for a, b in zip(order, order[1:]))
+    ]
     return sum(any(labels[i] for i in order[:k]) for order in orders) / len(orders)
 
 
@@ -81,11 +92,20 @@ def test_pools_by_benchmark_run_problem(shared_data):
     from bench.traces import rl_lean_predictions
 
     rows = [row for row in rl_lean_predictions(shared_data, with_traces=False) if row["label"] is not None]
-    pools = build_pools([r["label"] for r in rows], [r["score"] for r in rows], [r["group"] for r in rows],
-                        benchmarks=[r["benchmark"] for r in rows], runs=[r["run"] for r in rows])
+    pools = build_pools(
+        [r["label"] for r in rows],
+        [r["score"] for r in rows],
+        [r["group"] for r in rows],
+        benchmarks=[r["benchmark"] for r in rows],
+        runs=[r["run"] for r in rows],
+    )
     assert len(pools) == len({r["group"] for r in rows}) and max(p.size for p in pools) == 9
-    per_round = build_pools([r["label"] for r in rows], [r["score"] for r in rows], [r["group"] for r in rows],
-                            runs=[r["round"] for r in rows])
+    per_round = build_pools(
+        [r["label"] for r in rows],
+        [r["score"] for r in rows],
+        [r["group"] for r in rows],
+        runs=[r["round"] for r in rows],
+    )
     assert max(p.size for p in per_round) == 1 and len(per_round) == len(rows)
     curve = budget_curve(pools, [1, 9])
     assert curve["solvable_pools"] == sum(p.n_valid > 0 for p in pools) < len(pools)

@@ -8,8 +8,15 @@ from collections import Counter
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from leanloop.metrics.feedback import (FEEDBACK_METRICS, anchored_block_keys, block_keys, feedback_metrics,
-                                       feedback_scores, multiset_f1, trace_tokens)
+from leanloop.metrics.feedback import (
+    FEEDBACK_METRICS,
+    anchored_block_keys,
+    block_keys,
+    feedback_metrics,
+    feedback_scores,
+    multiset_f1,
+    trace_tokens,
+)
 from leanloop.traces.annotate import annotate
 from leanloop.traces.reference_pairs import iter_recorded
 from leanloop.lean.replies import parse_response
@@ -25,8 +32,9 @@ PAYLOAD = st.one_of(
 @st.composite
 def traces(draw):
     lines: list[str] = []
-    for item in draw(st.lists(st.one_of(SOURCE_LINE.map(lambda s: ("src", s)), PAYLOAD.map(lambda p: ("blk", p))),
-                              max_size=10)):
+    for item in draw(
+        st.lists(st.one_of(SOURCE_LINE.map(lambda s: ("src", s)), PAYLOAD.map(lambda p: ("blk", p))), max_size=10)
+    ):
         kind, value = item
         if kind == "src":
             lines.append(value)
@@ -79,8 +87,11 @@ def test_anchor_counts_source_lines_only():
     left = "theorem t : p := by\n\n" + block + "\n  exact h\n" + block
     right = "theorem t : p := by\n" + block + "\n\n  exact h\n\n" + block
     # Blank lines and earlier blocks do not move the anchor; only non-empty source lines do.
-    assert anchored_block_keys(left) == anchored_block_keys(right) == [(1, "-- proof state: ⊢ p"),
-                                                                       (2, "-- proof state: ⊢ p")]
+    assert (
+        anchored_block_keys(left)
+        == anchored_block_keys(right)
+        == [(1, "-- proof state: ⊢ p"), (2, "-- proof state: ⊢ p")]
+    )
     moved = "theorem t : p := by\n  exact h\n" + block + "\n" + block
     assert feedback_scores(left, moved).block_f1 == 1.0
     assert feedback_scores(left, moved).anchored_block_f1 == 0.5

@@ -30,8 +30,16 @@ def predictions(shared_data, tmp_path_factory):
         split = "valid" if row["round"] <= 2 else "test"
         base = {k: row[k] for k in ("id", "group", "benchmark", "run", "label", "reference_trace")}
         out.append({**base, "split": split, "evaluator": "pass_rate", "score": row["score"]})
-        out.append({**base, "split": split, "evaluator": "copy_baseline", "score": 1.0, "prediction": True,
-                    "trace": row["trace"]})
+        out.append(
+            {
+                **base,
+                "split": split,
+                "evaluator": "copy_baseline",
+                "score": 1.0,
+                "prediction": True,
+                "trace": row["trace"],
+            }
+        )
     path = tmp_path_factory.mktemp("report") / "predictions.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in out))
     return path, rows
@@ -41,11 +49,25 @@ def test_report_tables_and_plots(predictions, tmp_path):
     path, rows = predictions
     report = build_report(path, tmp_path / "out", n_resamples=300)
     text = report.read_text()
-    for heading in ("## Verdict metrics", "### Per class", "### Precision of accepted programs at valid fraction π",
-                    "## Thresholds chosen on validation rows", "## Paired differences between every two evaluators",
-                    "## Feedback metrics", "## Budgeted compilation replay", "## Plots"):
+    for heading in (
+        "## Verdict metrics",
+        "### Per class",
+        "### Precision of accepted programs at valid fraction π",
+        "## Thresholds chosen on validation rows",
+        "## Paired differences between every two evaluators",
+        "## Feedback metrics",
+        "## Budgeted compilation replay",
+        "## Plots",
+    ):
         assert heading in text
-    for name in ("roc.png", "pr.png", "reliability.png", "score_hist.png", "feedback_metrics.png", "budget_coverage.png"):
+    for name in (
+        "roc.png",
+        "pr.png",
+        "reliability.png",
+        "score_hist.png",
+        "feedback_metrics.png",
+        "budget_coverage.png",
+    ):
         data = (tmp_path / "out" / name).read_bytes()
         assert data.startswith(PNG_MAGIC) and len(data) > 5000, name
         assert f"({name})" in text
@@ -97,8 +119,9 @@ def test_matched_targets_are_the_cascades_validation_rates_and_every_pair_is_com
 
     path, rows = predictions
     records = [json.loads(line) for line in path.read_text().splitlines()]
-    cascade = [{**r, "evaluator": "cascade", "prediction": r["score"] >= 0.5} for r in records
-               if r["evaluator"] == "pass_rate"]
+    cascade = [
+        {**r, "evaluator": "cascade", "prediction": r["score"] >= 0.5} for r in records if r["evaluator"] == "pass_rate"
+    ]
     extended = tmp_path / "with_cascade.jsonl"
     extended.write_text("".join(json.dumps(r) + "\n" for r in records + cascade))
     labelled, _ = read_predictions(extended)
@@ -121,14 +144,25 @@ def test_baseline_verdict_compares_auroc_for_graded_scores_and_accuracy_for_hard
     def entry(auroc, accuracy, graded=True):
         return {"metrics": {"auroc": auroc, "accuracy": accuracy}, "auroc_defined": graded}
 
-    summary = {"majority": entry(0.5, 0.70), "tfidf": entry(0.80, 0.60), "encoder": entry(0.72, 0.75),
-               "gate": entry(0.80, 0.50), "greedy": entry(float("nan"), 0.65, graded=False)}
+    summary = {
+        "majority": entry(0.5, 0.70),
+        "tfidf": entry(0.80, 0.60),
+        "encoder": entry(0.72, 0.75),
+        "gate": entry(0.80, 0.50),
+        "greedy": entry(float("nan"), 0.65, graded=False),
+    }
     first, _, numbers, _ = baseline_verdict(summary, ["encoder", "gate", "greedy"], ["majority", "tfidf"], "test")
-    assert first == ("**A BASELINE BEATS THE LEARNED MODEL** on test AUROC (accuracy for hard verdicts): "
-                     "`tfidf` (0.800) beats `encoder` (0.720); `tfidf` (0.800) matches `gate` (0.800); "
-                     "`majority` (accuracy 0.700) beats `greedy` (accuracy 0.650).")
-    assert numbers == "Baselines (test split): `majority` AUROC 0.500, accuracy 0.700; `tfidf` AUROC 0.800, accuracy 0.600."
+    assert first == (
+        "**A BASELINE BEATS THE LEARNED MODEL** on test AUROC (accuracy for hard verdicts): "
+        "`tfidf` (0.800) beats `encoder` (0.720); `tfidf` (0.800) matches `gate` (0.800); "
+        "`majority` (accuracy 0.700) beats `greedy` (accuracy 0.650)."
+    )
+    assert (
+        numbers
+        == "Baselines (test split): `majority` AUROC 0.500, accuracy 0.700; `tfidf` AUROC 0.800, accuracy 0.600."
+    )
     summary["encoder"] = entry(0.85, 0.75)
     assert baseline_verdict(summary, ["encoder"], ["majority", "tfidf"])[0] == (
-        "No baseline beats the learned model on test AUROC (`encoder` 0.850; best baseline AUROC 0.800, accuracy 0.700).")
+        "No baseline beats the learned model on test AUROC (`encoder` 0.850; best baseline AUROC 0.800, accuracy 0.700)."
+    )
     assert baseline_verdict(summary, ["encoder"], ["absent"]) == []

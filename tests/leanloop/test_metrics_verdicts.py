@@ -7,16 +7,35 @@ import math
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
-from sklearn.metrics import (accuracy_score, f1_score, matthews_corrcoef, precision_recall_fscore_support,
-                             roc_auc_score, roc_curve)
+from sklearn.metrics import (
+    accuracy_score,
+    f1_score,
+    matthews_corrcoef,
+    precision_recall_fscore_support,
+    roc_auc_score,
+    roc_curve,
+)
 
-from leanloop.metrics.verdicts import (THRESHOLD_GRID, as_labels, auroc, classification_metrics, grid_rates,
-                                       ppv_at_prior, pr_points, roc_points, select_threshold, verdict_metrics)
+from leanloop.metrics.verdicts import (
+    THRESHOLD_GRID,
+    as_labels,
+    auroc,
+    classification_metrics,
+    grid_rates,
+    ppv_at_prior,
+    pr_points,
+    roc_points,
+    select_threshold,
+    verdict_metrics,
+)
 
 # Scores on a coarse grid so that ties are common (they count half in AUROC).
-labelled = st.integers(2, 60).flatmap(lambda n: st.tuples(
-    st.lists(st.integers(0, 1), min_size=n, max_size=n),
-    st.lists(st.integers(0, 20).map(lambda k: k / 20), min_size=n, max_size=n)))
+labelled = st.integers(2, 60).flatmap(
+    lambda n: st.tuples(
+        st.lists(st.integers(0, 1), min_size=n, max_size=n),
+        st.lists(st.integers(0, 20).map(lambda k: k / 20), min_size=n, max_size=n),
+    )
+)
 
 
 @settings(max_examples=40, deadline=None)
@@ -41,8 +60,9 @@ def test_classification_metrics_match_sklearn(data):
     assert ours["accuracy"] == pytest.approx(accuracy_score(labels, predictions))
     assert ours["mcc"] == pytest.approx(matthews_corrcoef(labels, predictions), abs=1e-12)
     assert ours["f1"] == pytest.approx(f1_score(labels, predictions, zero_division=0))
-    assert ours["macro_f1"] == pytest.approx(f1_score(labels, predictions, average="macro", labels=[0, 1],
-                                                      zero_division=0))
+    assert ours["macro_f1"] == pytest.approx(
+        f1_score(labels, predictions, average="macro", labels=[0, 1], zero_division=0)
+    )
     p, r, f, _ = precision_recall_fscore_support(labels, predictions, labels=[0, 1], zero_division=0)
     assert (ours["precision_invalid"], ours["precision_valid"]) == pytest.approx(tuple(p))
     assert (ours["recall_invalid"], ours["recall_valid"]) == pytest.approx(tuple(r))

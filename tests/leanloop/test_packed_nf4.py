@@ -19,22 +19,36 @@ HAS_KERNEL = cpu_has_packed_kernel()
 @pytest.fixture
 def capability(monkeypatch):
     """``capability(True/False)``: what every Linear4bit built afterwards, and our decision, read."""
+
     def force(value: bool) -> None:
         monkeypatch.setattr(bnb.nn.modules, "has_avx512bf16", lambda: value)
+
     return force
 
 
 def _nf4(k: int, n: int, compute: torch.dtype = torch.bfloat16) -> nn.Module:
     torch.manual_seed(k * 1000 + n)
     layer = bnb.nn.Linear4bit(k, n, bias=False, compute_dtype=compute, quant_type="nf4", quant_storage=torch.uint8)
-    layer.weight = bnb.nn.Params4bit(torch.randn(n, k) / k ** 0.5, requires_grad=False, quant_type="nf4",
-                                     blocksize=64, compress_statistics=True, module=layer)
+    layer.weight = bnb.nn.Params4bit(
+        torch.randn(n, k) / k**0.5,
+        requires_grad=False,
+        quant_type="nf4",
+        blocksize=64,
+        compress_statistics=True,
+        module=layer,
+    )
     return layer.to("cpu")
 
 
 def _layers() -> nn.ModuleDict:
-    return nn.ModuleDict({"fits": _nf4(64, 64), "narrow_input": _nf4(32, 64), "odd_output": _nf4(64, 48),
-                          "fp32_compute": _nf4(64, 64, torch.float32)}).eval()
+    return nn.ModuleDict(
+        {
+            "fits": _nf4(64, 64),
+            "narrow_input": _nf4(32, 64),
+            "odd_output": _nf4(64, 48),
+            "fp32_compute": _nf4(64, 64, torch.float32),
+        }
+    ).eval()
 
 
 def _forward(layers: nn.ModuleDict, grad: bool) -> dict[str, torch.Tensor]:
@@ -92,7 +106,8 @@ def test_stages_decide_per_call_site_training_policies_never_take_the_kernel(cap
     fp32 = build_base(AutoformalizerPolicy(), packed_cpu_kernel=True)
     assert not any(_flags(fp32))
     assert set(allow_packed_cpu_kernel(fp32, True).values()) == {
-        "the kernel computes in bfloat16, the layer is configured for torch.float32"}
+        "the kernel computes in bfloat16, the layer is configured for torch.float32"
+    }
     with pytest.raises(ValueError, match="trainable adapters"):
         build_policy(AutoformalizerPolicy(), packed_cpu_kernel=True)
 
@@ -114,13 +129,20 @@ def test_the_rl_qlora_policy_never_takes_the_kernel(capability):
 
     capability(True)
     spec = ModelSpec("qwen3-tiny")
-    policy = build_policy(spec, load_tokenizer(spec), PolicyConfig(adapter=AdapterConfig(
-        kind="qlora", r=2, alpha=4, compute_dtype="bfloat16")), beta=0.04)
+    policy = build_policy(
+        spec,
+        load_tokenizer(spec),
+        PolicyConfig(adapter=AdapterConfig(kind="qlora", r=2, alpha=4, compute_dtype="bfloat16")),
+        beta=0.04,
+    )
     assert _flags(policy.model) and not any(_flags(policy.model))
 
 
-@pytest.mark.skipif(not HAS_KERNEL, reason="running the packed kernel needs a CPU with AVX512-BF16 "
-                                           "(bitsandbytes registers it only there); its decisions are tested above")
+@pytest.mark.skipif(
+    not HAS_KERNEL,
+    reason="running the packed kernel needs a CPU with AVX512-BF16 "
+    "(bitsandbytes registers it only there); its decisions are tested above",
+)
 def test_the_packed_kernel_stays_close_to_the_grad_mode_forward_and_cannot_be_undone():
     from leanloop.training.moe import tiny_qwen3_moe
     from autoformalizer.quantize import QuantConfig, quantize_nf4_

@@ -10,8 +10,19 @@ import pytest
 import torch
 
 from leanloop.paths import REPO_ROOT
-from leanloop.plan import (HEADROOM, SavedBytes, activations, architecture, head_bytes, main, paper_configs, paper_table,
-                           plan_args, resolve, workload)
+from leanloop.plan import (
+    HEADROOM,
+    SavedBytes,
+    activations,
+    architecture,
+    head_bytes,
+    main,
+    paper_configs,
+    paper_table,
+    plan_args,
+    resolve,
+    workload,
+)
 from leanloop.training.models import ModelSpec, load_model
 
 PAPER_CONFIGS = paper_configs()
@@ -43,13 +54,22 @@ def test_paper_config_fits_80gb_with_headroom(config):
         assert any(t.name == "gradients" and "DDP buckets" in t.note for t in plan.terms) or plan.stage == "rl"
 
 
-@pytest.mark.parametrize("layers", [
-    ["configs/sft/paper.yaml", "configs/strategy/zero3.yaml"],  # make plan's example
-    ["configs/rl/paper.yaml", "configs/rl/paper_hardened.yaml"],  # the RL environments guide's additions
-    # rl/paper.yaml's full fine-tuning: the layer and the micro-batch its comment names
-    ["configs/rl/paper.yaml", "configs/strategy/zero2.yaml", "--model.policy.adapter.kind", "none",
-     "--model.grpo.micro_batch_size", "4"],
-])
+@pytest.mark.parametrize(
+    "layers",
+    [
+        ["configs/sft/paper.yaml", "configs/strategy/zero3.yaml"],  # make plan's example
+        ["configs/rl/paper.yaml", "configs/rl/paper_hardened.yaml"],  # the RL environments guide's additions
+        # rl/paper.yaml's full fine-tuning: the layer and the micro-batch its comment names
+        [
+            "configs/rl/paper.yaml",
+            "configs/strategy/zero2.yaml",
+            "--model.policy.adapter.kind",
+            "none",
+            "--model.grpo.micro_batch_size",
+            "4",
+        ],
+    ],
+)
 def test_paper_configs_with_the_layers_they_name_fit(layers):
     args = [a for item in layers for a in (["--config", item] if item.endswith(".yaml") else [item])]
     plan = plan_args(args)

@@ -18,8 +18,7 @@ def brute_force(n: int, c: int, k: int) -> float:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.integers(1, 12).flatmap(lambda n: st.tuples(
-    st.just(n), st.integers(0, n), st.integers(1, n))))
+@given(st.integers(1, 12).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n), st.integers(1, n))))
 def test_estimator_equals_brute_force(case):
     n, c, k = case
     assert pass_at_k(n, c, k) == pytest.approx(brute_force(n, c, k), abs=1e-12)
@@ -47,9 +46,11 @@ def test_a_statement_with_fewer_than_k_attempts_stays_in_the_denominator():
     (short statements left out) would have given 1.0 over one statement."""
     from leanloop.prover.passk import StatementResult, pass_at_k_report
 
-    results = [StatementResult("full", 4, 4, 1, {"valid": 1, "invalid": 3}),
-               StatementResult("short_solved", 2, 2, 1, {"valid": 1, "invalid": 1}),
-               StatementResult("short_failed", 1, 1, 0, {"invalid": 1})]
+    results = [
+        StatementResult("full", 4, 4, 1, {"valid": 1, "invalid": 3}),
+        StatementResult("short_solved", 2, 2, 1, {"valid": 1, "invalid": 1}),
+        StatementResult("short_failed", 1, 1, 0, {"invalid": 1}),
+    ]
     row = pass_at_k_report(results, [4])["4"]
     assert row["statements"] == 3 and row["statements_fewer_than_k"] == 2
     assert row["pass_at_k"] == pytest.approx(2 / 3)
@@ -66,8 +67,10 @@ def test_repeated_evaluations_report_the_standard_deviation_across_runs():
     summary = repeat_summary([0.70, 0.72, 0.74])
     assert summary["mean"] == pytest.approx(0.72) and summary["std"] == pytest.approx(0.02)
     assert repeat_summary([0.7])["std"] is None and repeat_summary([None, 0.5])["runs_without_value"] == 1
-    tables = [{"32": {"pass_at_k": v, "verified_only_pass_at_k": v, "upper_bound": v, "statements": 2}}
-              for v in (0.70, 0.72, 0.74)]
+    tables = [
+        {"32": {"pass_at_k": v, "verified_only_pass_at_k": v, "upper_bound": v, "statements": 2}}
+        for v in (0.70, 0.72, 0.74)
+    ]
     row = mean_over_runs(tables)["32"]
     assert row["pass_at_k"] == pytest.approx(0.72) and row["std_over_runs"] == pytest.approx(0.02)
     assert row["per_run"] == [0.70, 0.72, 0.74] and row["runs"] == 3

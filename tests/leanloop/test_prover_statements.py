@@ -11,17 +11,36 @@ from leanloop.tool import parse_config
 from search.expert_iteration import ExpertIterationConfig, rl_statements
 
 ROWS = [  # the dataset card's columns; statements in its miniF2F-like layout
-    {"uuid": "0a1b", "problem": "Show that 2 + 2 = 4.", "question_type": "proof", "answer": "proof", "author": "human",
-     "formal_statement": "import Mathlib\n\ntheorem algebra_1 : (2 : ℕ) + 2 = 4 := by sorry",
-     "formal_ground_truth": "import Mathlib\n\ntheorem algebra_1 : (2 : ℕ) + 2 = 4 := by norm_num",
-     "ground_truth_type": "complete", "formal_proof": None,
-     "rl_data": {"n_correct_proofs": 3, "n_proofs": 4, "win_rate": 0.75}, "source": "olympiads",
-     "problem_type": "Algebra", "exam": None},
-    {"uuid": "0a1c", "problem": "Find x with x + 1 = 3.", "question_type": "math-word-problem", "answer": "2",
-     "author": "autoformalizer", "formal_statement": "import Mathlib\n\ntheorem algebra_1 (x : ℝ) (h : x + 1 = 3) :\n"
-     "    x = 2 := by sorry", "formal_ground_truth": None, "ground_truth_type": "statement", "formal_proof": None,
-     "rl_data": {"n_correct_proofs": 0, "n_proofs": 0, "win_rate": 0.0}, "source": "cn_k12",
-     "problem_type": "Algebra", "exam": None},
+    {
+        "uuid": "0a1b",
+        "problem": "Show that 2 + 2 = 4.",
+        "question_type": "proof",
+        "answer": "proof",
+        "author": "human",
+        "formal_statement": "import Mathlib\n\ntheorem algebra_1 : (2 : ℕ) + 2 = 4 := by sorry",
+        "formal_ground_truth": "import Mathlib\n\ntheorem algebra_1 : (2 : ℕ) + 2 = 4 := by norm_num",
+        "ground_truth_type": "complete",
+        "formal_proof": None,
+        "rl_data": {"n_correct_proofs": 3, "n_proofs": 4, "win_rate": 0.75},
+        "source": "olympiads",
+        "problem_type": "Algebra",
+        "exam": None,
+    },
+    {
+        "uuid": "0a1c",
+        "problem": "Find x with x + 1 = 3.",
+        "question_type": "math-word-problem",
+        "answer": "2",
+        "author": "autoformalizer",
+        "formal_statement": "import Mathlib\n\ntheorem algebra_1 (x : ℝ) (h : x + 1 = 3) :\n    x = 2 := by sorry",
+        "formal_ground_truth": None,
+        "ground_truth_type": "statement",
+        "formal_proof": None,
+        "rl_data": {"n_correct_proofs": 0, "n_proofs": 0, "win_rate": 0.0},
+        "source": "cn_k12",
+        "problem_type": "Algebra",
+        "exam": None,
+    },
     {"uuid": "0a1d", "problem": "broken", "formal_statement": "import Mathlib\n-- no declaration"},
 ]
 

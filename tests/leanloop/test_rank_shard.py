@@ -47,7 +47,7 @@ def test_each_rank_takes_its_own_share_of_the_single_process_batches(name, world
     # round-robin over the single-process batches, padded with the epoch's first ones
     assert dealt == [single[i % len(single)] for i in range(len(dealt))]
     assert len(dealt) - len(single) < world
-    seen = [i for batch in dealt[:len(single)] for i in batch]
+    seen = [i for batch in dealt[: len(single)] for i in batch]
     assert sorted(seen) == list(range(len(LENGTHS)))  # disjoint, and the whole epoch
     assert _epoch(name, 1, world, epoch=1) != shares[1]  # a new order every epoch, on every rank
 

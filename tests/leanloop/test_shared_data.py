@@ -26,12 +26,24 @@ def test_the_pinned_files_are_fetched_from_mirrors_byte_for_byte(tmp_path, monke
     repo = tmp_path / "mirrors" / "owner" / "tests"
     repo.mkdir(parents=True)
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    pinned = _commit(repo, {"test/a.in": b'{"cmd": "#eval 1"}\n', "test/a.expected.out": b'{"env": 0}\n',
-                            "test/notes.txt": b"not a recording", "data/x.jsonl": b'{"name": "\xc3\xa9"}\n'})
+    pinned = _commit(
+        repo,
+        {
+            "test/a.in": b'{"cmd": "#eval 1"}\n',
+            "test/a.expected.out": b'{"env": 0}\n',
+            "test/notes.txt": b"not a recording",
+            "data/x.jsonl": b'{"name": "\xc3\xa9"}\n',
+        },
+    )
     _commit(repo, {"test/a.in": b"changed later\n"})  # a later commit: the pin is what is fetched
-    monkeypatch.setattr(tool, "SOURCES", (
-        Source("lean_repl/tests", "owner/tests", pinned[:12], "test", ("*.in", "*.expected.out")),
-        Source("statements/x.jsonl", "owner/tests", pinned[:12], "data/x.jsonl")))
+    monkeypatch.setattr(
+        tool,
+        "SOURCES",
+        (
+            Source("lean_repl/tests", "owner/tests", pinned[:12], "test", ("*.in", "*.expected.out")),
+            Source("statements/x.jsonl", "owner/tests", pinned[:12], "data/x.jsonl"),
+        ),
+    )
     monkeypatch.setattr(tool, "DERIVED", ("lean_repl/pairs.jsonl",))
     out = tmp_path / "data"
     config = SharedDataConfig(out=str(out), git_base=str(tmp_path / "mirrors"), cache=str(tmp_path / "git"))

@@ -8,8 +8,15 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from leanloop.artifacts import (ManifestError, Manifest, locate_run, resolve_artifact, resolve_model, resolve_path,
-                                resolve_run)
+from leanloop.artifacts import (
+    ManifestError,
+    Manifest,
+    locate_run,
+    resolve_artifact,
+    resolve_model,
+    resolve_path,
+    resolve_run,
+)
 from leanloop.jsonl import JsonlError, numbered_jsonl, read_jsonl, write_jsonl
 from leanloop.tool import RunExistsError, parse_config, run_tool
 
@@ -75,8 +82,16 @@ def test_corpus_reader_checks_the_run_and_names_splits_one_way(artifacts):
     from leanloop.corpus import corpus_splits, held_out_names, read_corpus
 
     folder = _finished(artifacts, "data", "mini")
-    pq.write_table(pa.table({"name": ["a", "b", "c", "c"], "split": ["train", "validation", "test", "test"],
-                             "label": [True, False, None, True]}), folder / "final" / "corpus.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "name": ["a", "b", "c", "c"],
+                "split": ["train", "validation", "test", "test"],
+                "label": [True, False, None, True],
+            }
+        ),
+        folder / "final" / "corpus.parquet",
+    )
     rows = read_corpus("artifacts://data/mini", ["name", "split"], splits=["valid", "test"])
     assert [r["split"] for r in rows] == ["valid", "test", "test"]  # "validation" read as "valid"
     assert corpus_splits(folder) == {"a": "train", "b": "valid", "c": "test"}
@@ -98,8 +113,10 @@ def test_the_corpus_schema_is_written_once(artifacts):
 
     assert tuple(arrow_schema().names) == COLUMNS == tuple(features())
     assert features()["messages"].feature["pos"]["line"].dtype == "int32"
-    rows = [{name: None for name in COLUMNS} | {"id": "1", "name": "a", "split": "validation", "label": True,
-                                                 "reasons": [], "messages": [], "tactics": []}]
+    rows = [
+        {name: None for name in COLUMNS}
+        | {"id": "1", "name": "a", "split": "validation", "label": True, "reasons": [], "messages": [], "tactics": []}
+    ]
     folder = _finished(artifacts, "data", "schema")
     pq.write_table(pa.Table.from_pylist(rows, schema=arrow_schema()), folder / "final" / "corpus.parquet")
     dataset = load_corpus("artifacts://data/schema", split="valid")

@@ -79,7 +79,7 @@ def test_annotation_stops_after_the_first_error_block(cases):
         assert bool(errors) == has_lean_error, case.record.name
         if errors:
             assert errors == [len(blocks) - 1], case.record.name  # exactly one, and it is the last block
-            assert not case.trace[blocks[-1].end:].strip(), case.record.name
+            assert not case.trace[blocks[-1].end :].strip(), case.record.name
             kept, source = strip_feedback(case.trace), case.source
             expected = "full" if _lines(kept) == _lines(source.rstrip("\n")) else "prefix"
             assert source_preservation(case.trace, case.record.program) == expected
@@ -91,15 +91,17 @@ def test_no_adjacent_wrappers(cases):
     for case in cases:
         blocks = case.blocks
         for before, after in zip(blocks, blocks[1:]):
-            assert case.trace[before.end:after.start].strip(), case.record.name
+            assert case.trace[before.end : after.start].strip(), case.record.name
 
 
 def test_messages_appear_verbatim_and_only_lean_s(cases):
     for case in cases:
-        written = Counter((m.severity, m.text) for block in case.blocks
-                          for m in parse_payload(block.body).messages)
-        lean = Counter((m.severity, message_text(m.data)) for m in case.response.messages
-                       if m.severity != "warning" and message_text(m.data).strip())
+        written = Counter((m.severity, m.text) for block in case.blocks for m in parse_payload(block.body).messages)
+        lean = Counter(
+            (m.severity, message_text(m.data))
+            for m in case.response.messages
+            if m.severity != "warning" and message_text(m.data).strip()
+        )
         assert not written - lean, case.record.name  # every written message is one of Lean's, verbatim
         assert not any(severity == "warning" for severity, _ in written)
         assert "note: this linter can be disabled with" not in case.trace.lower()
@@ -119,8 +121,11 @@ def test_warnings_when_asked(cases):
         assert all(m.severity in {"error", "warning", "info"} for m in written)
         assert "note: this linter can be disabled with" not in trace.lower()
         if not any(m.severity == "error" for m in case.response.messages):
-            expected = [message_text(m.data) for m in case.response.messages
-                        if m.severity == "warning" and message_text(m.data).strip()]
+            expected = [
+                message_text(m.data)
+                for m in case.response.messages
+                if m.severity == "warning" and message_text(m.data).strip()
+            ]
             assert Counter(m.text for m in written if m.severity == "warning") == Counter(expected)
 
 
@@ -180,17 +185,21 @@ def test_body_relative_positions_are_shifted_to_the_program(cases):
             continue
         imports, header = header_line_counts(case.record.program)
         raw = parse_response(case.record.reply, case.record.program, line_offset=0)
-        detected = detect_line_offset(case.record.program, raw.messages, raw.tactics,
-                                      "imports" if source == "rl_lean" else "header")
+        detected = detect_line_offset(
+            case.record.program, raw.messages, raw.tactics, "imports" if source == "rl_lean" else "header"
+        )
         # The match-set server took the blank lines after the imports into the header; the 2024
         # server (RL-Lean) and the one the demo notebook ran did not.
         assert detected == (header if source == "kimina_match" else imports), case.record.name
         lines = case.record.program.split("\n")
         for message in case.response.messages:
-            for prefix, tactics in (("linarith failed", ("linarith", "nlinarith")), ("omega could not", ("omega",)),
-                                    ("The rfl tactic", ("rfl",))):
+            for prefix, tactics in (
+                ("linarith failed", ("linarith", "nlinarith")),
+                ("omega could not", ("omega",)),
+                ("The rfl tactic", ("rfl",)),
+            ):
                 if message.data.startswith(prefix):
-                    assert lines[message.pos.line - 1][message.pos.column:].startswith(tactics)
+                    assert lines[message.pos.line - 1][message.pos.column :].startswith(tactics)
                     seen[prefix] += 1
     assert seen["linarith failed"] > 1000 and seen["omega could not"] > 500
 
@@ -203,7 +212,7 @@ def test_schema_drift_between_versions(cases):
         for block in case.blocks:
             for message in parse_payload(block.body).messages:
                 if message.text.lower().startswith("unknown identifier"):
-                    texts[(case.record.lean_version, message.text[len("unknown identifier "):][:1])] += 1
+                    texts[(case.record.lean_version, message.text[len("unknown identifier ") :][:1])] += 1
     assert texts[("v4.9.0", "'")] and texts[("v4.15.0", "'")] and texts[("v4.33.0-rc2", "`")]
 
 
@@ -286,7 +295,7 @@ def test_state_after_a_message_block_joins_it(cases):
         trace = annotate(case.record.program, case.response.messages, case.response.tactics, include_warnings=True)
         blocks = extract_blocks(trace)
         for before, after in zip(blocks, blocks[1:]):
-            assert trace[before.end:after.start].strip(), case.record.name
+            assert trace[before.end : after.start].strip(), case.record.name
         for block in blocks:
             payload = parse_payload(block.body)
             if payload.messages and payload.state is not None:

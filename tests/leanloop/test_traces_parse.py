@@ -9,8 +9,15 @@ import pytest
 
 from leanloop.traces.annotate import annotate_reply
 from leanloop.traces.source import source_preservation
-from leanloop.traces.parse import (BLOCK_RE, extract_blocks, parse_payload, strip_eos,
-                                   strip_feedback, trace_verdict, validity_tag)
+from leanloop.traces.parse import (
+    BLOCK_RE,
+    extract_blocks,
+    parse_payload,
+    strip_eos,
+    strip_feedback,
+    trace_verdict,
+    validity_tag,
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +48,10 @@ def state_trace(shared_data):
 def test_blocks_tags_are_case_insensitive_and_allow_whitespace(state_trace):
     program, trace = state_trace
     block = extract_blocks(trace)[0]
-    variants = [trace.replace("/- <feedback>", "/-<FEEDBACK>").replace("</feedback> -/", "</Feedback>   -/"),
-                trace.replace("/- <feedback>", "/-\n  <feedback>").replace("</feedback> -/", "</feedback>\n-/")]
+    variants = [
+        trace.replace("/- <feedback>", "/-<FEEDBACK>").replace("</feedback> -/", "</Feedback>   -/"),
+        trace.replace("/- <feedback>", "/-\n  <feedback>").replace("</feedback> -/", "</feedback>\n-/"),
+    ]
     for text in variants:
         blocks = extract_blocks(text)
         assert len(blocks) == 1 and blocks[0].key == block.key
@@ -57,7 +66,7 @@ def test_unclosed_blocks_are_not_blocks(state_trace):
     assert extract_blocks(cut) == []
     assert strip_feedback(cut) == cut
     # An opener with no closer before another complete block: only the complete one counts.
-    doubled = trace[: block.start] + "/- <feedback>\n-- proof state:\n" + trace[block.start:]
+    doubled = trace[: block.start] + "/- <feedback>\n-- proof state:\n" + trace[block.start :]
     blocks = extract_blocks(doubled)
     assert len(blocks) == 1 and blocks[0].key == block.key
     assert [m.span() for m in BLOCK_RE.finditer(doubled)] == [(b.start, b.end) for b in blocks]
@@ -115,4 +124,7 @@ def test_source_preservation(failing, state_trace):
     assert source_preservation(program, program) == "full"  # a copy is full (and predicts valid)
     assert source_preservation(good.replace("exact rfl", "exact (rfl)"), program) == "changed"
     # The inline form and the split form are the same program.
-    assert source_preservation("theorem h : f + g = 39 := by\n  exact rfl", "theorem h : f + g = 39 := by exact rfl") == "full"
+    assert (
+        source_preservation("theorem h : f + g = 39 := by\n  exact rfl", "theorem h : f + g = 39 := by exact rfl")
+        == "full"
+    )

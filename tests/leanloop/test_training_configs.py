@@ -28,8 +28,11 @@ EXPECTED_STAGES = {"pretrain", "classifiers", "sft", "feedback_model", "rl", "se
 
 
 def _stages() -> list[str]:
-    return sorted(p.name for p in (REPO_ROOT / "configs").iterdir()
-                  if p.is_dir() and p.name not in NOT_LIGHTNING and (REPO_ROOT / p.name / "train.py").is_file())
+    return sorted(
+        p.name
+        for p in (REPO_ROOT / "configs").iterdir()
+        if p.is_dir() and p.name not in NOT_LIGHTNING and (REPO_ROOT / p.name / "train.py").is_file()
+    )
 
 
 def _stage_run(stage: str):
@@ -39,8 +42,9 @@ def _stage_run(stage: str):
     return module.run
 
 
-STAGE_CONFIGS = [(stage, path) for stage in _stages()
-                 for path in sorted((REPO_ROOT / "configs" / stage).glob("*.yaml"))]
+STAGE_CONFIGS = [
+    (stage, path) for stage in _stages() for path in sorted((REPO_ROOT / "configs" / stage).glob("*.yaml"))
+]
 DEBUG_CONFIGS = [stage for stage in _stages() if (REPO_ROOT / "configs" / stage / "debug.yaml").is_file()]
 
 
@@ -123,8 +127,11 @@ def _stage_classes(stage: str, resolved: dict) -> dict[str, type]:
             module_name, _, name = picked["class_path"].rpartition(".")
             found[section] = getattr(importlib.import_module(module_name), name)
             continue
-        candidates = {v for v in vars(module).values() if inspect.isclass(v) and issubclass(v, base)
-                      and v not in (L.LightningModule, L.LightningDataModule)}
+        candidates = {
+            v
+            for v in vars(module).values()
+            if inspect.isclass(v) and issubclass(v, base) and v not in (L.LightningModule, L.LightningDataModule)
+        }
         if len(candidates) == 1:
             found[section] = candidates.pop()
     return found
@@ -149,8 +156,7 @@ def _check_section(written: dict, resolved: dict, cls: type | None, where: str) 
             _assert_written_survives(value, resolved[key], f"{where}.{key}")
 
 
-@pytest.mark.parametrize("stage,path", STAGE_CONFIGS,
-                         ids=[f"{s}/{p.name}" for s, p in STAGE_CONFIGS])
+@pytest.mark.parametrize("stage,path", STAGE_CONFIGS, ids=[f"{s}/{p.name}" for s, p in STAGE_CONFIGS])
 def test_config_parses_against_stage_signature(stage, path, artifacts, capsys):
     result = _stage_run(stage)(["--config", str(path), "--dry_run", "true"])
     resolved = yaml.safe_load(result.config)
@@ -183,9 +189,11 @@ def test_typed_sections_are_compared_exactly_with_their_defaults(artifacts):
     _check_section(written["data"], resolved["data"], data_class, "data")
     assert "name_field" not in written["data"]["corpus"]["jsonl"][0]
     assert resolved["data"]["corpus"]["jsonl"][0]["name_field"] == "name"  # JsonlSource's default
-    for tamper in (lambda c: c["jsonl"][0].update(name_field=None),
-                   lambda c: c["jsonl"].append(copy.deepcopy(c["jsonl"][0])),
-                   lambda c: c.update(validation_fraction=0.5)):
+    for tamper in (
+        lambda c: c["jsonl"][0].update(name_field=None),
+        lambda c: c["jsonl"].append(copy.deepcopy(c["jsonl"][0])),
+        lambda c: c.update(validation_fraction=0.5),
+    ):
         changed = copy.deepcopy(resolved)
         tamper(changed["data"]["corpus"])
         with pytest.raises(AssertionError, match="data.corpus"):
@@ -207,9 +215,18 @@ def test_one_batch_means_one_batch_whatever_was_imported_first(artifacts, monkey
     for name in ("limit_val_batches", "limit_train_batches"):
         monkeypatch.setitem(Trainer.__init__.__annotations__, name, float_first)
     cli._restore_int_first_batch_limits()
-    result = _stage_run("pretrain")(["--config", str(REPO_ROOT / "configs/pretrain/debug.yaml"),
-                                     "--trainer.limit_val_batches", "1", "--trainer.limit_train_batches", "0.5",
-                                     "--dry_run", "true"])
+    result = _stage_run("pretrain")(
+        [
+            "--config",
+            str(REPO_ROOT / "configs/pretrain/debug.yaml"),
+            "--trainer.limit_val_batches",
+            "1",
+            "--trainer.limit_train_batches",
+            "0.5",
+            "--dry_run",
+            "true",
+        ]
+    )
     trainer = yaml.safe_load(result.config)["trainer"]
     assert type(trainer["limit_val_batches"]) is int and trainer["limit_val_batches"] == 1  # one batch
     assert trainer["limit_train_batches"] == 0.5  # and a fraction stays a fraction
@@ -219,16 +236,26 @@ def test_unknown_key_is_rejected(artifacts, tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("model:\n  learning_rate: 0.1\n")
     with pytest.raises(SystemExit):
-        _stage_run("pretrain")(["--config", str(REPO_ROOT / "configs/pretrain/debug.yaml"),
-                                "--config", str(bad), "--dry_run", "true"])
+        _stage_run("pretrain")(
+            ["--config", str(REPO_ROOT / "configs/pretrain/debug.yaml"), "--config", str(bad), "--dry_run", "true"]
+        )
 
 
 def test_layered_configs_and_overrides(artifacts, tmp_path):
     layer = tmp_path / "layer.yaml"
     layer.write_text("data:\n  max_length: 64\ntrainer:\n  max_steps: 2\n")
-    result = _stage_run("pretrain")([
-        "--config", str(REPO_ROOT / "configs/pretrain/debug.yaml"), "--config", str(layer),
-        "--model.optim.lr", "0.5", "--dry_run", "true"])
+    result = _stage_run("pretrain")(
+        [
+            "--config",
+            str(REPO_ROOT / "configs/pretrain/debug.yaml"),
+            "--config",
+            str(layer),
+            "--model.optim.lr",
+            "0.5",
+            "--dry_run",
+            "true",
+        ]
+    )
     resolved = yaml.safe_load(result.config)
     assert resolved["data"]["max_length"] == 64  # later file wins
     assert resolved["data"]["batch_size"] == 2  # earlier file kept where not overridden
@@ -257,8 +284,9 @@ def _build_upstream(config_path) -> None:
 @pytest.mark.parametrize("stage", DEBUG_CONFIGS)
 def test_debug_config_fast_dev_run(stage, artifacts):
     _build_upstream(REPO_ROOT / "configs" / stage / "debug.yaml")
-    result = _stage_run(stage)(["--config", str(REPO_ROOT / "configs" / stage / "debug.yaml"),
-                                "--trainer.fast_dev_run", "true"])
+    result = _stage_run(stage)(
+        ["--config", str(REPO_ROOT / "configs" / stage / "debug.yaml"), "--trainer.fast_dev_run", "true"]
+    )
     assert result.run_dir == artifacts / stage / "debug"
     manifest = json.loads((result.run_dir / "manifest.json").read_text())
     assert manifest["stage"] == stage and manifest["fast_dev_run"] is True

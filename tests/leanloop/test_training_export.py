@@ -18,10 +18,13 @@ def _attach(module, *, global_zero: bool) -> None:
     module._trainer = SimpleNamespace(is_global_zero=global_zero, strategy=SimpleNamespace(), datamodule=None)
 
 
-@pytest.mark.parametrize("build, side_file", [
-    (lambda: EncoderClassifier(base=ModelSpec("modernbert-tiny")), "classifier.json"),
-    (lambda: FeedbackSFTModule(base=ModelSpec("qwen3-tiny")), "feedback.json"),
-])
+@pytest.mark.parametrize(
+    "build, side_file",
+    [
+        (lambda: EncoderClassifier(base=ModelSpec("modernbert-tiny")), "classifier.json"),
+        (lambda: FeedbackSFTModule(base=ModelSpec("qwen3-tiny")), "feedback.json"),
+    ],
+)
 def test_only_global_rank_zero_writes(build, side_file, tmp_path):
     module = build()
     other, zero = tmp_path / "rank1", tmp_path / "rank0"

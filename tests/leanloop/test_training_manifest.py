@@ -30,11 +30,26 @@ def finished_run(tmp_path_factory):
     old = os.environ.get("LEANLOOP_ARTIFACTS")
     os.environ["LEANLOOP_ARTIFACTS"] = str(root)
     try:
-        args = ["--config", DEBUG, "--run", "seven_steps", "--trainer.max_steps", "7",
-                "--trainer.val_check_interval", "3", "--trainer.limit_val_batches", "1",
-                "--checkpoint_every_n_steps", "3", "--model.optim.lr", "0.02",
-                "--model.base.overrides", "{hidden_size: 32, head_dim: 8, intermediate_size: 64}",
-                "--seed_everything", "7"]
+        args = [
+            "--config",
+            DEBUG,
+            "--run",
+            "seven_steps",
+            "--trainer.max_steps",
+            "7",
+            "--trainer.val_check_interval",
+            "3",
+            "--trainer.limit_val_batches",
+            "1",
+            "--checkpoint_every_n_steps",
+            "3",
+            "--model.optim.lr",
+            "0.02",
+            "--model.base.overrides",
+            "{hidden_size: 32, head_dim: 8, intermediate_size: 64}",
+            "--seed_everything",
+            "7",
+        ]
         result = run(args)
         yield root, result, args
     finally:
@@ -52,8 +67,12 @@ def test_manifest_records_inputs_seed_counts_metrics_model(finished_run, shared_
     assert manifest["seed"] == 7 and manifest["fast_dev_run"] is False
     proofs = shared_data / "candidates/kimina_prover_preview_minif2f_test_solved.jsonl"
     entry = manifest["inputs"]["jsonl:shared://candidates/kimina_prover_preview_minif2f_test_solved.jsonl"]
-    assert entry == {"path": str(proofs), "ref": "shared://candidates/kimina_prover_preview_minif2f_test_solved.jsonl",
-                     "hash": content_hash(proofs), "bytes": proofs.stat().st_size}
+    assert entry == {
+        "path": str(proofs),
+        "ref": "shared://candidates/kimina_prover_preview_minif2f_test_solved.jsonl",
+        "hash": content_hash(proofs),
+        "bytes": proofs.stat().st_size,
+    }
     counts = manifest["counts"]
     assert counts["global_step"] == 7
     assert counts["corpus"]["documents"] == 16  # debug.yaml: max_documents 16
@@ -62,8 +81,12 @@ def test_manifest_records_inputs_seed_counts_metrics_model(finished_run, shared_
     assert manifest["metrics"]["train/loss"] > 0 and "val/loss" in manifest["metrics"]
     tokenizer = load_tokenizer("qwen3")
     assert manifest["model"] == {
-        "base": "preset:qwen3-tiny", "architecture": "Qwen3ForCausalLM", "model_type": "qwen3",
-        "vocab_size": 151_936, "tokenizer": tokenizer_fingerprint(tokenizer), "tokenizer_size": len(tokenizer),
+        "base": "preset:qwen3-tiny",
+        "architecture": "Qwen3ForCausalLM",
+        "model_type": "qwen3",
+        "vocab_size": 151_936,
+        "tokenizer": tokenizer_fingerprint(tokenizer),
+        "tokenizer_size": len(tokenizer),
     }
     assert manifest["git"]["rev"] and "torch" in manifest["versions"]
 
@@ -183,9 +206,22 @@ def test_max_steps_beyond_one_epoch_says_max_epochs_stopped_it(tmp_path, monkeyp
     from pretrain.train import run
 
     monkeypatch.setenv("LEANLOOP_ARTIFACTS", str(tmp_path))
-    result = run(["--config", DEBUG, "--run", "long", "--trainer.max_steps", "10000",
-                  "--trainer.limit_val_batches", "1", "--data.corpus.max_documents", "4",
-                  "--model.base.overrides", "{hidden_size: 32, head_dim: 8, intermediate_size: 64}"])
+    result = run(
+        [
+            "--config",
+            DEBUG,
+            "--run",
+            "long",
+            "--trainer.max_steps",
+            "10000",
+            "--trainer.limit_val_batches",
+            "1",
+            "--data.corpus.max_documents",
+            "4",
+            "--model.base.overrides",
+            "{hidden_size: 32, head_dim: 8, intermediate_size: 64}",
+        ]
+    )
     steps = json.loads((result.run_dir / "manifest.json").read_text())["counts"]["global_step"]
     assert 0 < steps < 10000
     out = capsys.readouterr()

@@ -32,7 +32,9 @@ def start():
     torch.manual_seed(0)
     model = load_model(ModelSpec("qwen3-tiny"), tokenizer=load_tokenizer("qwen3"))
     batch = torch.randint(0, 2000, (2, 32), generator=torch.Generator().manual_seed(1))
-    return {k: v.to(torch.bfloat16).float() if v.is_floating_point() else v for k, v in model.state_dict().items()}, batch
+    return {
+        k: v.to(torch.bfloat16).float() if v.is_floating_point() else v for k, v in model.state_dict().items()
+    }, batch
 
 
 def _train(start, lr: float, precision: str, dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
@@ -40,8 +42,16 @@ def _train(start, lr: float, precision: str, dtype: torch.dtype = torch.float32)
     model = load_model(ModelSpec("qwen3-tiny"), tokenizer=load_tokenizer("qwen3"))
     model.load_state_dict(state)
     module = Tiny(model.to(dtype), lr)
-    trainer = L.Trainer(accelerator="cpu", devices=1, precision=precision, max_steps=STEPS, logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        precision=precision,
+        max_steps=STEPS,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     trainer.fit(module, torch.utils.data.DataLoader([batch] * STEPS, batch_size=None))
     return {k: v.float() for k, v in module.model.state_dict().items()}
 
@@ -79,14 +89,19 @@ def test_bf16_mixed_moves_the_weights_as_fp32_does_where_pure_bf16_did_not(start
     assert cosine > 0.9
     # the refused recipe: most weights never move, the applied update falls far short of fp32's
     bf16_ratio = float(bf16.norm() / fp32.norm())
-    print(f"lr {lr}: changed fp32 {fp32_changed:.3f} bf16-mixed {mixed_changed:.3f} pure bf16 {bf16_changed:.3f}; "
-          f"update norm vs fp32: bf16-mixed {ratio:.3f} pure bf16 {bf16_ratio:.3f}")
+    print(
+        f"lr {lr}: changed fp32 {fp32_changed:.3f} bf16-mixed {mixed_changed:.3f} pure bf16 {bf16_changed:.3f}; "
+        f"update norm vs fp32: bf16-mixed {ratio:.3f} pure bf16 {bf16_ratio:.3f}"
+    )
     assert bf16_changed < 0.5 * fp32_changed and bf16_ratio < 0.7, (bf16_changed, fp32_changed, bf16_ratio)
 
 
 def test_16_bit_trainable_weights_without_deepspeed_are_refused_on_the_built_model(start):
-    with pytest.raises(ValueError, match=r"Tiny trains [\d,]+ of its [\d,]+ trainable weights in 16 bits with torch "
-                                         r"AdamW, which keeps no fp32 copy"):
+    with pytest.raises(
+        ValueError,
+        match=r"Tiny trains [\d,]+ of its [\d,]+ trainable weights in 16 bits with torch "
+        r"AdamW, which keeps no fp32 copy",
+    ):
         _train(start, 1e-5, "bf16-mixed", torch.bfloat16)
 
 

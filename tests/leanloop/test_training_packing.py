@@ -9,8 +9,16 @@ import torch
 
 from leanloop.training.models import ModelSpec, load_model, load_tokenizer
 from leanloop.training.packing import (
-    IGNORE, PackedCollator, PaddedCollator, TooLongError, collator_for, completion_example, lm_examples,
-    pack_examples, pack_lengths, pad_token_id,
+    IGNORE,
+    PackedCollator,
+    PaddedCollator,
+    TooLongError,
+    collator_for,
+    completion_example,
+    lm_examples,
+    pack_examples,
+    pack_lengths,
+    pad_token_id,
 )
 
 
@@ -30,13 +38,17 @@ def model(tokenizer):
 def examples(tokenizer, shared_data):
     """Real Lean text: the starts of accepted proofs cut into chunks, plus prompt/completion pairs
     (kept small: every position carries 151,936 logits)."""
-    rows = [json.loads(line) for line in
-            (shared_data / "candidates/kimina_prover_preview_minif2f_test_solved.jsonl").open()][:3]
+    rows = [
+        json.loads(line) for line in (shared_data / "candidates/kimina_prover_preview_minif2f_test_solved.jsonl").open()
+    ][:3]
     out = [e for row in rows for e in lm_examples(tokenizer, row["correct_proof"][:180], max_length=24)]
-    statements = [json.loads(line) for line in
-                  (shared_data / "statements/minif2f_deepseek_prover_v1.5.jsonl").open()][:2]
-    out += [completion_example(tokenizer, s["informal_prefix"][-60:], s["formal_statement"][:90], max_length=128)
-            for s in statements]
+    statements = [json.loads(line) for line in (shared_data / "statements/minif2f_deepseek_prover_v1.5.jsonl").open()][
+        :2
+    ]
+    out += [
+        completion_example(tokenizer, s["informal_prefix"][-60:], s["formal_statement"][:90], max_length=128)
+        for s in statements
+    ]
     return out
 
 
@@ -44,7 +56,8 @@ def _token_losses(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Per-position next-token loss, HF's shift convention, 0 where the label is ignored."""
     shifted = torch.nn.functional.pad(labels, (0, 1), value=IGNORE)[..., 1:]
     return torch.nn.functional.cross_entropy(
-        logits.float().transpose(1, 2), shifted, ignore_index=IGNORE, reduction="none")
+        logits.float().transpose(1, 2), shifted, ignore_index=IGNORE, reduction="none"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -84,8 +97,9 @@ def test_packed_logits_and_loss_equal_unpacked(model, tokenizer, examples, rows,
         for example in row:
             n = len(example["input_ids"])
             # the example's logits inside the pack are those it has alone
-            torch.testing.assert_close(packed.logits[r, offset:offset + n], alone_logits[index[id(example)]],
-                                       atol=1e-4, rtol=1e-4)
+            torch.testing.assert_close(
+                packed.logits[r, offset : offset + n], alone_logits[index[id(example)]], atol=1e-4, rtol=1e-4
+            )
             offset += n
     # the batch loss is the mean over exactly the tokens trained when each example runs alone
     assert packed.loss.item() == pytest.approx(alone_loss, rel=1e-5)
@@ -124,8 +138,7 @@ def test_collator_layout(tokenizer):
     assert batch["input_ids"].tolist() == [[5, 6, 7, 8, 9, 0, 0, 0], [8, 9, 0, 0, 0, 0, 0, 0]]
     assert batch["position_ids"].tolist() == [[0, 1, 2, 0, 1, 0, 1, 2], [0, 1, 0, 1, 2, 3, 4, 5]]
     # first token of every example and all padding carry no loss
-    assert batch["labels"].tolist() == [[IGNORE, 6, 7, IGNORE, 9] + [IGNORE] * 3,
-                                        [IGNORE, 9] + [IGNORE] * 6]
+    assert batch["labels"].tolist() == [[IGNORE, 6, 7, IGNORE, 9] + [IGNORE] * 3, [IGNORE, 9] + [IGNORE] * 6]
 
 
 def test_completion_only_labels(tokenizer):
@@ -160,7 +173,10 @@ def test_the_stages_collate_keeps_a_pad_id_of_0():
     """MiniLM's [PAD] is id 0: padding stays 0 (``pad_token_id or eos_token_id`` made it eos)."""
     minilm = load_tokenizer("minilm")
     assert minilm.pad_token_id == 0 and pad_token_id(minilm) == 0
-    rows = [[{"input_ids": [101, 7592, 102], "labels": [101, 7592, 102]}], [{"input_ids": [101, 102], "labels": [101, 102]}]]
+    rows = [
+        [{"input_ids": [101, 7592, 102], "labels": [101, 7592, 102]}],
+        [{"input_ids": [101, 102], "labels": [101, 102]}],
+    ]
     batch = collator_for(minilm)(rows)
     assert batch["input_ids"][1].tolist() == [101, 102, 0]
     qwen = load_tokenizer("qwen3")

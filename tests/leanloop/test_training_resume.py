@@ -22,8 +22,9 @@ STAGES = [("classifiers", 0.0), ("sft", 1e-6), ("prm", 1e-6), ("autoformalizer",
 def test_a_killed_run_resumes_to_the_uninterrupted_model(stage, tolerance, kill_and_resume, request):
     # feedback_model's debug config reads the debug corpus (built once per session)
     inputs = ["--data.corpus", str(request.getfixturevalue("debug_corpus"))] if stage == "feedback_model" else []
-    runs = kill_and_resume(stage, f"configs/{stage}/debug.yaml", "--trainer.limit_val_batches", "1", *inputs,
-                           kill=3, every=2, steps=4)
+    runs = kill_and_resume(
+        stage, f"configs/{stage}/debug.yaml", "--trainer.limit_val_batches", "1", *inputs, kill=3, every=2, steps=4
+    )
     assert "step-000002" in runs.stderr and "not resumable" not in runs.stderr
     resumed, straight = runs.logged()
     assert sorted(resumed) == sorted(straight) == list(range(4))  # every step logged once
@@ -48,10 +49,22 @@ def _batches(run: Path) -> tuple[dict[tuple[int, int], tuple[int, list[int]]], i
 def test_a_killed_two_rank_ddp_run_resumes_each_ranks_share_to_the_uninterrupted_model(kill_and_resume):
     # 32 training programs in batches of 4 over 2 ranks: 4 steps an epoch; killed (every rank) at
     # step 3, after the step-2 checkpoint, and run on into the second epoch
-    runs = kill_and_resume("classifiers", "configs/classifiers/debug.yaml", "--trainer.callbacks.group", "true",
-                           "--trainer.callbacks+=kill_at_step.RecordBatches", "--config",
-                           "configs/strategy/ddp_cpu.yaml", "--data.max_rows_per_split", "32",
-                           "--trainer.limit_val_batches", "1", kill=3, every=2, steps=6)
+    runs = kill_and_resume(
+        "classifiers",
+        "configs/classifiers/debug.yaml",
+        "--trainer.callbacks.group",
+        "true",
+        "--trainer.callbacks+=kill_at_step.RecordBatches",
+        "--config",
+        "configs/strategy/ddp_cpu.yaml",
+        "--data.max_rows_per_split",
+        "32",
+        "--trainer.limit_val_batches",
+        "1",
+        kill=3,
+        every=2,
+        steps=6,
+    )
     assert "step-000002" in runs.stderr and "not resumable" not in runs.stderr
     (straight, tokens), (resumed, resumed_tokens) = _batches(runs.straight), _batches(runs.resumed)
     assert sorted(straight) == [(rank, step) for rank in (0, 1) for step in range(1, 7)]

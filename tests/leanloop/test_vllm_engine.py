@@ -18,8 +18,9 @@ pytestmark = pytest.mark.vllm
 def engine(vllm_model):
     from leanloop.vllm_engine import VLLMEngineConfig, start_engine
 
-    llm = start_engine(str(vllm_model), VLLMEngineConfig(max_model_len=256, extra={"enforce_eager": True}),
-                       dtype="float32")
+    llm = start_engine(
+        str(vllm_model), VLLMEngineConfig(max_model_len=256, extra={"enforce_eager": True}), dtype="float32"
+    )
     yield llm
     del llm  # its engine process ends with it: the next module starts its own
     gc.collect()
@@ -29,8 +30,9 @@ def engine(vllm_model):
 def reference(vllm_model):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    return AutoModelForCausalLM.from_pretrained(vllm_model, dtype=torch.float32).eval(), \
-        AutoTokenizer.from_pretrained(vllm_model)
+    return AutoModelForCausalLM.from_pretrained(vllm_model, dtype=torch.float32).eval(), AutoTokenizer.from_pretrained(
+        vllm_model
+    )
 
 
 PROMPTS = ["theorem t (a b : Nat) : a + b = b + a := by", "theorem u : (2 : Nat) + 2 = 4 := by\n  norm_num"]
@@ -47,20 +49,26 @@ def test_greedy_tokens_equal_transformers_and_logprobs_are_after_temperature(eng
 
     model, tokenizer = reference
     prompts = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in PROMPTS]
-    greedy = engine.generate([{"prompt_token_ids": p} for p in prompts],
-                             SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True), use_tqdm=False)
+    greedy = engine.generate(
+        [{"prompt_token_ids": p} for p in prompts],
+        SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True),
+        use_tqdm=False,
+    )
     for ids, out in zip(prompts, greedy):
         with torch.no_grad():
-            expected = model.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False,
-                                      min_new_tokens=12)[0, len(ids):].tolist()
+            expected = model.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False, min_new_tokens=12)[
+                0, len(ids) :
+            ].tolist()
         assert list(out.outputs[0].token_ids) == expected
-    sampled = engine.generate([{"prompt_token_ids": p} for p in prompts],
-                              SamplingParams(max_tokens=12, temperature=0.7, logprobs=0, seed=3, ignore_eos=True),
-                              use_tqdm=False)
+    sampled = engine.generate(
+        [{"prompt_token_ids": p} for p in prompts],
+        SamplingParams(max_tokens=12, temperature=0.7, logprobs=0, seed=3, ignore_eos=True),
+        use_tqdm=False,
+    )
     for ids, out in zip(prompts, sampled):
         tokens = list(out.outputs[0].token_ids)
         with torch.no_grad():
-            logits = model(torch.tensor([ids + tokens])).logits[0, len(ids) - 1:-1].float()
+            logits = model(torch.tensor([ids + tokens])).logits[0, len(ids) - 1 : -1].float()
         ours = torch.log_softmax(logits / 0.7, -1).gather(1, torch.tensor(tokens)[:, None])[:, 0]
         theirs = torch.tensor([lp[t].logprob for lp, t in zip(out.outputs[0].logprobs, tokens)])
         assert float((ours - theirs).abs().max()) < 1e-4  # fp32 both sides

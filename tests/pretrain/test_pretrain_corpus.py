@@ -18,15 +18,17 @@ MOBENCH = "shared://statements/matholympiadbench_goedel_prover_v2.jsonl"
 
 
 def _rows(shared_data, ref):
-    path = shared_data / ref[len("shared://"):]
+    path = shared_data / ref[len("shared://") :]
     return [json.loads(line) for line in path.open() if line.strip()]
 
 
 def test_every_row_and_file_is_accounted_for(shared_data):
     config = CorpusConfig(
         text_dirs=["shared://lean_text/batteries_tests"],
-        jsonl=[JsonlSource(PROOFS, ["correct_proof"]),
-               JsonlSource(MOBENCH, ["header?", "informal_prefix?", "formal_statement"])],
+        jsonl=[
+            JsonlSource(PROOFS, ["correct_proof"]),
+            JsonlSource(MOBENCH, ["header?", "informal_prefix?", "formal_statement"]),
+        ],
     )
     documents, counts = collect_documents(config)
     lean_files = list((shared_data / "lean_text/batteries_tests").rglob("*.lean"))
@@ -47,7 +49,8 @@ def test_optional_fields(shared_data):
     _, strict = collect_documents(CorpusConfig(jsonl=[JsonlSource(manual, ["code", "output"], None)]))
     lenient, lenient_counts = collect_documents(CorpusConfig(jsonl=[JsonlSource(manual, ["code?", "output"], None)]))
     assert strict["rows"]["missing_field"] == lacking_code + sum(
-        1 for r in rows if (r.get("code") or "").strip() and not (r.get("output") or "").strip())
+        1 for r in rows if (r.get("code") or "").strip() and not (r.get("output") or "").strip()
+    )
     assert lenient_counts["rows"].get("missing_field", 0) < strict["rows"]["missing_field"]
     unpaired = next(r for r in rows if not (r.get("code") or "").strip() and (r.get("output") or "").strip())
     assert any(d["text"] == unpaired["output"].strip("\n") + "\n" for d in lenient)
@@ -58,11 +61,13 @@ def test_holdout_leaves_out_evaluated_theorems(shared_data, artifacts):
     held = set(names[:10])
     corpus_dir = artifacts / "data" / "toy"
     (corpus_dir / "final").mkdir(parents=True)
-    pq.write_table(pa.table({"name": names[:20], "split": ["test"] * 10 + ["train"] * 10}),
-                   corpus_dir / "final" / "part-0.parquet")
+    pq.write_table(
+        pa.table({"name": names[:20], "split": ["test"] * 10 + ["train"] * 10}), corpus_dir / "final" / "part-0.parquet"
+    )
     Manifest(stage="data", run="toy").write(corpus_dir)
-    documents, counts = collect_documents(CorpusConfig(jsonl=[JsonlSource(PROOFS, ["correct_proof"])],
-                                                       holdout="artifacts://data/toy"))
+    documents, counts = collect_documents(
+        CorpusConfig(jsonl=[JsonlSource(PROOFS, ["correct_proof"])], holdout="artifacts://data/toy")
+    )
     assert counts["rows"]["held_out"] == sum(1 for n in names if n in held)
     assert not any(d["name"] in held for d in documents)
     assert any(d["name"] == names[15] for d in documents)  # train-split theorems stay

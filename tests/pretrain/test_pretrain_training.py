@@ -17,8 +17,9 @@ PROOFS = JsonlSource("shared://candidates/kimina_prover_preview_minif2f_test_sol
 
 
 def test_packed_rows_hold_every_token_once():
-    data = PretrainData(CorpusConfig(jsonl=[PROOFS], max_documents=12, validation_fraction=0.0),
-                        max_length=128, batch_size=4)
+    data = PretrainData(
+        CorpusConfig(jsonl=[PROOFS], max_documents=12, validation_fraction=0.0), max_length=128, batch_size=4
+    )
     data.setup("fit")
     tokens = sum(len(e["input_ids"]) for row in data.train_set + data.val_set for e in row)
     assert tokens == data.counts["train_tokens"] + data.counts["val_tokens"]
@@ -52,8 +53,14 @@ def test_prebuilt_corpus_is_tokenized_once(artifacts, monkeypatch):
 
 
 def test_masked_lm_batches_mask_thirty_percent():
-    data = PretrainData(CorpusConfig(jsonl=[PROOFS], max_documents=40), max_length=128, batch_size=16,
-                        objective="mlm", base=ModelSpec("minilm"), mlm_probability=0.3)
+    data = PretrainData(
+        CorpusConfig(jsonl=[PROOFS], max_documents=40),
+        max_length=128,
+        batch_size=16,
+        objective="mlm",
+        base=ModelSpec("minilm"),
+        mlm_probability=0.3,
+    )
     data.setup("fit")
     torch.manual_seed(0)
     selected = real = 0
@@ -71,8 +78,7 @@ class ModeRecordingModule(PretrainModule):
     """The stage's module, noting whether the model was in train mode at each training step."""
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        self.modes = getattr(self, "modes", []) + [
-            (self.model.training, all(m.training for m in self.model.modules()))]
+        self.modes = getattr(self, "modes", []) + [(self.model.training, all(m.training for m in self.model.modules()))]
         return super().training_step(batch, batch_idx)
 
 
@@ -86,10 +92,24 @@ def test_mlm_default_runs_minilm_end_to_end_in_train_mode(artifacts):
 
     loaded = AutoModelForMaskedLM.from_pretrained(ModelSpec("minilm").weights_location())
     assert not loaded.training and loaded.config.hidden_dropout_prob > 0  # what HFModule must undo
-    result = run_stage(STAGE, ModeRecordingModule, PretrainData, [
-        "--config", str(REPO_ROOT / "configs/pretrain/mlm_default.yaml"),
-        "--trainer.fast_dev_run", "true", "--data.corpus.max_documents", "8",
-        "--data.corpus.text_dirs", "[]", "--data.max_length", "64"], links=LINKS)
+    result = run_stage(
+        STAGE,
+        ModeRecordingModule,
+        PretrainData,
+        [
+            "--config",
+            str(REPO_ROOT / "configs/pretrain/mlm_default.yaml"),
+            "--trainer.fast_dev_run",
+            "true",
+            "--data.corpus.max_documents",
+            "8",
+            "--data.corpus.text_dirs",
+            "[]",
+            "--data.max_length",
+            "64",
+        ],
+        links=LINKS,
+    )
     assert result.model.modes == [(True, True)]  # every submodule, dropout included
     assert result.model.model.training  # and back in train mode after validation
     manifest = json.loads((result.run_dir / "manifest.json").read_text())
@@ -117,11 +137,21 @@ def test_default_holds_out_the_data_corpus_eval_theorems(artifacts, shared_data)
     corpus = pq.read_table(next((artifacts / "data/debug").rglob("*.parquet")), columns=["name", "split"]).to_pydict()
     evaluated = {n for n, s in zip(corpus["name"], corpus["split"]) if s != "train"}
     assert evaluated and {n for n, s in zip(corpus["name"], corpus["split"]) if s == "train"}
-    proofs = [json.loads(line) for line in (shared_data / PROOFS.path[len("shared://"):]).open() if line.strip()]
+    proofs = [json.loads(line) for line in (shared_data / PROOFS.path[len("shared://") :]).open() if line.strip()]
     assert 0 < sum(r["name"] in evaluated for r in proofs) < len(proofs)  # the split really bites
 
-    result = run(["--config", str(REPO_ROOT / "configs/pretrain/debug.yaml"), "--trainer.fast_dev_run", "true",
-                  "--data.corpus.holdout", "artifacts://data/debug", "--data.max_length", "64"])
+    result = run(
+        [
+            "--config",
+            str(REPO_ROOT / "configs/pretrain/debug.yaml"),
+            "--trainer.fast_dev_run",
+            "true",
+            "--data.corpus.holdout",
+            "artifacts://data/debug",
+            "--data.max_length",
+            "64",
+        ]
+    )
     manifest = json.loads((result.run_dir / "manifest.json").read_text())
     assert manifest["inputs"]["holdout"] == describe_input(artifacts / "data/debug")
     counts = manifest["counts"]["corpus"]

@@ -42,7 +42,9 @@ def test_threshold_on_p_wrong_is_chosen_for_exact():
     assert threshold > 0.95 and metrics["exact"] == 0.5 and metrics["f1_incorrect"] == 0.0
     ranked = ranking(wrong, truth)
     threshold, metrics = choose_threshold([[0.9, 0.9], [0.95, 0.95]], [[True, False], [True, True]], "f1_incorrect")
-    assert threshold == 0.9 and metrics["f1_incorrect"] == 0.4 and metrics["exact"] == 0.0  # flag all: exact traded away
+    assert (
+        threshold == 0.9 and metrics["f1_incorrect"] == 0.4 and metrics["exact"] == 0.0
+    )  # flag all: exact traded away
     assert ranked["average_precision"] == 1.0 and ranked["auroc"] == 1.0
     assert ranking([[0.5], [0.5]], [[True], [True]]) == {}  # one class: no curve
 
@@ -52,11 +54,31 @@ def test_tfidf_scores_each_step_and_reads_them_first_error_shaped():
     from prm.labelled_proofs import ProofRecord
 
     def proof(i, steps):
-        return ProofRecord(f"p{i}", f"t{i}", "", "", "", [{"prose": p, "tactic": p, "label": ok} for p, ok in steps],
-                           all(ok for _, ok in steps), None, "", None, "", "", "")
+        return ProofRecord(
+            f"p{i}",
+            f"t{i}",
+            "",
+            "",
+            "",
+            [{"prose": p, "tactic": p, "label": ok} for p, ok in steps],
+            all(ok for _, ok in steps),
+            None,
+            "",
+            None,
+            "",
+            "",
+            "",
+        )
 
-    train = [proof(i, [("norm_num [h]", True), ("nlinarith [sq_nonneg x]", False)] if i % 2 else
-                   [("norm_num [h]", True), ("simp [h]", True)]) for i in range(40)]
+    train = [
+        proof(
+            i,
+            [("norm_num [h]", True), ("nlinarith [sq_nonneg x]", False)]
+            if i % 2
+            else [("norm_num [h]", True), ("simp [h]", True)],
+        )
+        for i in range(40)
+    ]
     tfidf = TfidfStepClassifier(0).fit(train, 8)
     held = [proof(99, [("nlinarith [sq_nonneg y]", False), ("simp [h]", False)])]
     truth = [[False, False]]
@@ -71,16 +93,37 @@ def test_prm_eval_report(artifacts, tmp_path):
     from classifiers.train import run as train_classifier
 
     train(["--config", str(REPO_ROOT / "configs/prm/debug.yaml"), "--trainer.fast_dev_run", "true"])
-    train_classifier(["--config", str(REPO_ROOT / "configs/classifiers/debug_onetoken.yaml"),
-                      "--trainer.fast_dev_run", "true"])
+    train_classifier(
+        ["--config", str(REPO_ROOT / "configs/classifiers/debug_onetoken.yaml"), "--trainer.fast_dev_run", "true"]
+    )
     label.run(LabelConfig(run="small", recorded=RecordedConfig(limit=150)), progress=False)
     bench = tmp_path / "gsm8k.json"
-    bench.write_text(json.dumps([{"id": f"gsm8k-{i}", "generator": "g", "problem": "p", "steps": ["a", "b"],
-                                  "final_answer_correct": i % 2 == 0, "label": -1 if i % 2 == 0 else 1}
-                                 for i in range(4)]))
-    config = EvalConfig(model=ModelSpec(name="artifacts://prm/debug"), run="t", dataset="artifacts://prm_label/small",
-                        external=[ExternalSet("processbench", str(bench))], max_steps=4, limit=10,
-                        batch_size=8, threads=1, classifier="artifacts://classifiers/debug_onetoken")
+    bench.write_text(
+        json.dumps(
+            [
+                {
+                    "id": f"gsm8k-{i}",
+                    "generator": "g",
+                    "problem": "p",
+                    "steps": ["a", "b"],
+                    "final_answer_correct": i % 2 == 0,
+                    "label": -1 if i % 2 == 0 else 1,
+                }
+                for i in range(4)
+            ]
+        )
+    )
+    config = EvalConfig(
+        model=ModelSpec(name="artifacts://prm/debug"),
+        run="t",
+        dataset="artifacts://prm_label/small",
+        external=[ExternalSet("processbench", str(bench))],
+        max_steps=4,
+        limit=10,
+        batch_size=8,
+        threads=1,
+        classifier="artifacts://classifiers/debug_onetoken",
+    )
     folder = evaluate.run(config)
     metrics = json.loads((folder / "metrics.json").read_text())
     (lean_set, bench_set) = metrics
@@ -92,20 +135,35 @@ def test_prm_eval_report(artifacts, tmp_path):
     truth = [t[:4] for t in prefixes[:10]]
     # the ten proofs are spread over the held-out theorems: as many distinct theorems as there can be
     names = [r.name for r in spread_over_theorems(labelled)][:10]
-    assert metrics[lean_set]["theorems"] == len(set(names)) == min(10, len({r.name for r in held_out
-                                                                            if training_prefix(r.labels)}))
+    assert (
+        metrics[lean_set]["theorems"]
+        == len(set(names))
+        == min(10, len({r.name for r in held_out if training_prefix(r.labels)}))
+    )
     rate = metrics[lean_set]["base_rate"]
     assert rate["correct_proofs"] == metrics[lean_set]["methods"]["always_correct"]["exact"]
     assert rate["correct_steps"] == sum(map(sum, truth)) / sum(map(len, truth))
     assert metrics[lean_set]["cut"] == sum(len(p) > 4 for p in prefixes[:10]) and metrics[bench_set]["cut"] == 0
     assert metrics[lean_set]["methods"]["always_correct"]["exact"] == sum(all(t) for t in truth) / len(truth)
     assert metrics[bench_set]["methods"]["always_correct"]["exact"] == 0.5
-    assert list(metrics[lean_set]["methods"]) == ["always_correct", "first_error_at_random", "tfidf_steps",
-                                                  "classifier_prefixes", "verifier_greedy", "tfidf_steps@exact",
-                                                  "tfidf_steps@f1", "verifier@f1", "verifier"]  # baselines first
+    assert list(metrics[lean_set]["methods"]) == [
+        "always_correct",
+        "first_error_at_random",
+        "tfidf_steps",
+        "classifier_prefixes",
+        "verifier_greedy",
+        "tfidf_steps@exact",
+        "tfidf_steps@f1",
+        "verifier@f1",
+        "verifier",
+    ]  # baselines first
     rule = metrics[lean_set]["decision_rule"]
-    assert rule["split"] == "valid" and set(rule["thresholds"]) == {"verifier", "verifier@f1", "tfidf_steps@exact",
-                                                                    "tfidf_steps@f1"}
+    assert rule["split"] == "valid" and set(rule["thresholds"]) == {
+        "verifier",
+        "verifier@f1",
+        "tfidf_steps@exact",
+        "tfidf_steps@f1",
+    }
     assert rule["metrics"]["verifier"]["exact"] >= rule["metrics"]["verifier@f1"]["exact"]
     assert rule["metrics"]["verifier@f1"]["f1_incorrect"] >= rule["metrics"]["verifier"]["f1_incorrect"]
     rows = [json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines()]
@@ -118,7 +176,11 @@ def test_prm_eval_report(artifacts, tmp_path):
     report = (folder / "report.md").read_text()
     assert "| tfidf_steps |" in report and "Base rate:" in report and "first error" in report
     assert "| verifier |" in report and "processbench: gsm8k.json" in report and "reviewer: rules" in report
-    assert "Decision rules, chosen on the `valid` split" in report and "| verifier@f1 |" in report and "| random |" in report
+    assert (
+        "Decision rules, chosen on the `valid` split" in report
+        and "| verifier@f1 |" in report
+        and "| random |" in report
+    )
     assert report.index("| always_correct |") < report.index("| verifier |")
     for plot in ("report.png", "pr_curve.png", "manifest.json"):
         assert (folder / plot).is_file()

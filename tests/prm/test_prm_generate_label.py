@@ -22,8 +22,13 @@ from leanloop.lean.replay import ReplayBackendConfig
 
 
 def _config(**overrides):
-    options = dict(model=ModelSpec(name="qwen3-tiny"), run="t", statements=StatementSet(limit=3),
-                   sampling=SamplingConfig(k=2, max_new_tokens=4, attempts_per_batch=2), threads=1)
+    options = dict(
+        model=ModelSpec(name="qwen3-tiny"),
+        run="t",
+        statements=StatementSet(limit=3),
+        sampling=SamplingConfig(k=2, max_new_tokens=4, attempts_per_batch=2),
+        threads=1,
+    )
     return GenerateConfig(**{**options, **overrides})
 
 
@@ -55,8 +60,12 @@ def test_a_real_generator_feeds_the_parser_labeller_and_reviewer(artifacts):
     labeller and default reviewer; a random tiny model writes no paired proof, so every completion
     is a counted rejection and nothing is labelled from it."""
     generate.run(_config(statements=StatementSet(limit=1), run="tinygen"), progress=False)
-    config = LabelConfig(run="tinygen", recorded=None, generated="artifacts://prm_generate/tinygen",
-                         lean=LeanConfig(backend=BackendConfig(kind="replay", replay=ReplayBackendConfig(sources=["repl_io"]))))
+    config = LabelConfig(
+        run="tinygen",
+        recorded=None,
+        generated="artifacts://prm_generate/tinygen",
+        lean=LeanConfig(backend=BackendConfig(kind="replay", replay=ReplayBackendConfig(sources=["repl_io"]))),
+    )
     folder = label.run(config, progress=False)
     manifest = json.loads((folder / "manifest.json").read_text())
     rejected = sum(v for k, v in manifest["counts"].items() if k.startswith("rejected:"))
@@ -71,7 +80,9 @@ def test_generate_is_sharded_and_resumable(artifacts, monkeypatch):
     whole = generate.run(_config(run="whole"), progress=False)
     assert len(Scripted.calls) == 3
     first = generate.run(_config(shard="0/2"), progress=False)
-    assert first == artifacts / "prm_generate" / "t" / "shards" / "0-of-2" and not (first.parent.parent / "final").exists()
+    assert (
+        first == artifacts / "prm_generate" / "t" / "shards" / "0-of-2" and not (first.parent.parent / "final").exists()
+    )
     with pytest.raises(MergeRefused, match="shard 1/2 is missing"):
         generate.run(_config(merge_shards=2), progress=False)
     generate.run(_config(shard="1/2"), progress=False)
@@ -99,10 +110,24 @@ def _samples_run(artifacts, rows):
 def test_label_generated_paired_proofs_by_prefix_compilation(artifacts):
     # tactics whose prefix programs were recorded by the Lean REPL's own tests (repl_io)
     good = "Step 1: Suppose h is a set of naturals.\n```lean4\nhave h : set Nat := by sorry\n```\nStep 2: Done.\n```lean4\ntrivial\n```"
-    rows = [dict(name=f"true_{i}", theorem=None, attempt=0, header="", statement="example : True := by",
-                 completion=text, generator="hand") for i, text in enumerate([good, "Step 1: no tactic"])]
-    config = LabelConfig(run="gen", recorded=None, generated=_samples_run(artifacts, rows),
-                         lean=LeanConfig(backend=BackendConfig(kind="replay", replay=ReplayBackendConfig(sources=["repl_io"]))))
+    rows = [
+        dict(
+            name=f"true_{i}",
+            theorem=None,
+            attempt=0,
+            header="",
+            statement="example : True := by",
+            completion=text,
+            generator="hand",
+        )
+        for i, text in enumerate([good, "Step 1: no tactic"])
+    ]
+    config = LabelConfig(
+        run="gen",
+        recorded=None,
+        generated=_samples_run(artifacts, rows),
+        lean=LeanConfig(backend=BackendConfig(kind="replay", replay=ReplayBackendConfig(sources=["repl_io"]))),
+    )
     folder = label.run(config, progress=False)
     records = [r for split in ("train", "valid", "test") for r in read_split(folder, split)]
     assert len(records) == 1 and records[0].labeller == "prefix" and records[0].lean_version  # from the recording
@@ -136,4 +161,4 @@ def test_embedded_default_labels_split_by_theorem(artifacts):
     assert sum(reviewed.values()) == sum(r.first_error is not None for r in records) > 0
     for r in records:
         if r.reviewer and r.reviewer[0]["verdict"] != "mathematical":
-            assert r.labels[r.first_error:] == [None] * (len(r.labels) - r.first_error)
+            assert r.labels[r.first_error :] == [None] * (len(r.labels) - r.first_error)

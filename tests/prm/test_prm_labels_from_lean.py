@@ -20,8 +20,16 @@ from leanloop.lean.standins.repl import prepare_repl_dir
 from leanloop.lean.types import Category, Outcome
 from leanloop.lean.verifier import Verifier
 from prm.labels_from_lean import (
-    INFRA_ERROR, OK, UNAVAILABLE, IncrementalChecker, PrefixChecker, label_paired_proof, labels_from_outcome,
-    propagate, split_prefix_errors, training_prefix,
+    INFRA_ERROR,
+    OK,
+    UNAVAILABLE,
+    IncrementalChecker,
+    PrefixChecker,
+    label_paired_proof,
+    labels_from_outcome,
+    propagate,
+    split_prefix_errors,
+    training_prefix,
 )
 from prm.review import ReviewRule, RuleReviewer, parse_review
 from prm.paired import PairedStep
@@ -30,8 +38,9 @@ from prm.steps import split_steps
 
 @pytest.fixture(scope="module")
 def incremental(tmp_path_factory, shared_data):
-    root = prepare_repl_dir(tmp_path_factory.mktemp("repl"), [shared_data / "lean_repl" / "repl_io_pairs.jsonl"],
-                            lean_version="v4.33.0-rc2")  # lean-interact reads proofStatus (HEAD)
+    root = prepare_repl_dir(
+        tmp_path_factory.mktemp("repl"), [shared_data / "lean_repl" / "repl_io_pairs.jsonl"], lean_version="v4.33.0-rc2"
+    )  # lean-interact reads proofStatus (HEAD)
     checker = IncrementalChecker(LeanSession(standin_session_config(root, timeout=20)))
     yield checker
     checker.close()
@@ -105,11 +114,21 @@ def test_prefix_blames_no_step_for_errors_in_the_trusted_statement():
 def test_a_candidate_that_crashes_the_repl_gives_no_labels(tmp_path, shared_data, verifier):
     # the stand-in REPL dies on this tactic every time it is sent: the local backend answers
     # candidate_failure (the program's doing), which is no verdict on any step
-    root = prepare_repl_dir(tmp_path, [shared_data / "lean_repl" / "repl_io_pairs.jsonl"], lean_version="v4.33.0-rc2",
-                            faults=[{"when": "crash_probe", "action": "crash"}])
+    root = prepare_repl_dir(
+        tmp_path,
+        [shared_data / "lean_repl" / "repl_io_pairs.jsonl"],
+        lean_version="v4.33.0-rc2",
+        faults=[{"when": "crash_probe", "action": "crash"}],
+    )
     backend = LocalBackend(standin_config(root, timeout=20, workers=1, all_tactics=False, crash_retries=0))
-    labels = label_paired_proof(steps("exact crash_probe"), header="", name=None, statement="theorem t : True := by",
-                                checker=PrefixChecker(backend, timeout=20), whole_program=whole(verifier))
+    labels = label_paired_proof(
+        steps("exact crash_probe"),
+        header="",
+        name=None,
+        statement="theorem t : True := by",
+        checker=PrefixChecker(backend, timeout=20),
+        whole_program=whole(verifier),
+    )
     assert labels.status == "candidate_failure" and [s.label for s in labels.steps] == [None]
     assert labels.proof_label is None
 
@@ -117,8 +136,12 @@ def test_a_candidate_that_crashes_the_repl_gives_no_labels(tmp_path, shared_data
 def test_incremental_checker_forgets_header_environments_with_the_killed_repl(tmp_path, shared_data):
     # a statement that hangs times out and the REPL is killed; the next proof under the same header
     # (recorded: repl test "Mathlib/test/H20231115") must elaborate the header again in the new REPL
-    root = prepare_repl_dir(tmp_path, [shared_data / "lean_repl" / "repl_io_pairs.jsonl"], lean_version="v4.33.0-rc2",
-                            faults=[{"when": "hang_probe", "action": "hang"}])
+    root = prepare_repl_dir(
+        tmp_path,
+        [shared_data / "lean_repl" / "repl_io_pairs.jsonl"],
+        lean_version="v4.33.0-rc2",
+        faults=[{"when": "hang_probe", "action": "hang"}],
+    )
     checker = IncrementalChecker(LeanSession(standin_session_config(root, timeout=20)), timeout=2)
     try:
         header = "import Mathlib.Tactic.Cases"
@@ -130,22 +153,41 @@ def test_incremental_checker_forgets_header_environments_with_the_killed_repl(tm
 
 
 def test_reviewer_off_every_failure_counts(incremental, verifier):
-    labels = label_paired_proof(steps("exact my_fake_premise", "rfl"), header="", name="my_theorem",
-                                statement="theorem my_theorem (x : Nat) : x = x := by", checker=incremental,
-                                whole_program=whole(verifier))
+    labels = label_paired_proof(
+        steps("exact my_fake_premise", "rfl"),
+        header="",
+        name="my_theorem",
+        statement="theorem my_theorem (x : Nat) : x = x := by",
+        checker=incremental,
+        whole_program=whole(verifier),
+    )
     assert [s.label for s in labels.steps] == [False, False] and labels.proof_label is False
     assert labels.reviewer == [] and labels.first_error == 0
 
 
 def test_reviewer_keeps_mathematical_failures_and_drops_the_rest(incremental, verifier):
     statement = "theorem my_theorem (x : Nat) : x = x := by"
-    kept = label_paired_proof(steps("exact my_fake_premise", "rfl"), header="", statement=statement, name=None,
-                              checker=incremental, whole_program=whole(verifier), reviewer=RuleReviewer([]))
+    kept = label_paired_proof(
+        steps("exact my_fake_premise", "rfl"),
+        header="",
+        statement=statement,
+        name=None,
+        checker=incremental,
+        whole_program=whole(verifier),
+        reviewer=RuleReviewer([]),
+    )
     assert [s.label for s in kept.steps] == [False, False]
     assert kept.reviewer == [{"step": 0, "verdict": "mathematical", "reason": "no rule matched", "repair": None}]
     rules = RuleReviewer([ReviewRule("(?i)unknown identifier", "syntax", "misspelt name")])
-    dropped = label_paired_proof(steps("exact my_fake_premise", "rfl"), header="", statement=statement, name=None,
-                                 checker=incremental, whole_program=whole(verifier), reviewer=rules)
+    dropped = label_paired_proof(
+        steps("exact my_fake_premise", "rfl"),
+        header="",
+        statement=statement,
+        name=None,
+        checker=incremental,
+        whole_program=whole(verifier),
+        reviewer=rules,
+    )
     assert [s.label for s in dropped.steps] == [None, None]
     assert dropped.steps[0].reason.startswith("dropped: reviewer judged the failure syntax")
     assert training_prefix([s.label for s in dropped.steps]) == []
@@ -155,8 +197,15 @@ def test_reviewer_repairs_a_syntax_failure_once_and_the_proof_is_checked_again(i
     # repl test "unknown_tactic": `exat 42` -> "Lean error: unknown tactic"; repaired to the recorded
     # `have t : Nat := 42` (repl test "proof_step"), after which `exact t` closes the goal
     rules = RuleReviewer([ReviewRule("unknown tactic", "syntax", "typo", replace=["exat 42", "have t : Nat := 42"])])
-    labels = label_paired_proof(steps("exat 42", "exact t"), header="", statement="def f : Nat := by", name=None,
-                                checker=incremental, whole_program=whole(verifier), reviewer=rules)
+    labels = label_paired_proof(
+        steps("exat 42", "exact t"),
+        header="",
+        statement="def f : Nat := by",
+        name=None,
+        checker=incremental,
+        whole_program=whole(verifier),
+        reviewer=rules,
+    )
     assert labels.repaired and labels.first_error is None
     assert labels.steps[0].tactic == "have t : Nat := 42"
     assert labels.reviewer[0]["verdict"] == "syntax" and labels.reviewer[0]["recheck"] == "fixed"
@@ -169,8 +218,15 @@ def test_reviewer_repairs_a_syntax_failure_once_and_the_proof_is_checked_again(i
 
 def test_a_repair_that_cannot_be_checked_drops_the_failure(incremental, verifier):
     rules = RuleReviewer([ReviewRule("unknown tactic", "syntax", replace=["exat", "exact"])])
-    labels = label_paired_proof(steps("exat 42"), header="", statement="def f : Nat := by", name=None,
-                                checker=incremental, whole_program=whole(verifier), reviewer=rules)
+    labels = label_paired_proof(
+        steps("exat 42"),
+        header="",
+        statement="def f : Nat := by",
+        name=None,
+        checker=incremental,
+        whole_program=whole(verifier),
+        reviewer=rules,
+    )
     assert labels.reviewer[0]["recheck"] == UNAVAILABLE and [s.label for s in labels.steps] == [None]
 
 
@@ -181,9 +237,15 @@ def test_correspondence_judge_drops_rejected_steps(incremental, verifier):
         def judge(self, prose, tactic):
             return ("rfl" not in tactic, "scripted")
 
-    labels = label_paired_proof(steps("exact my_fake_premise", "rfl"), header="", name=None,
-                                statement="theorem my_theorem (x : Nat) : x = x := by", checker=incremental,
-                                whole_program=whole(verifier), judge=Judge())
+    labels = label_paired_proof(
+        steps("exact my_fake_premise", "rfl"),
+        header="",
+        name=None,
+        statement="theorem my_theorem (x : Nat) : x = x := by",
+        checker=incremental,
+        whole_program=whole(verifier),
+        judge=Judge(),
+    )
     assert [s.label for s in labels.steps] == [False, None] and labels.correspondence_rejected == 1
     assert labels.steps[1].reason.startswith("dropped: correspondence judge rejected")
 
@@ -198,8 +260,11 @@ def test_model_reviewer_answers_are_parsed_strictly():
 def test_recorded_first_error_labels(shared_data):
     path = shared_data / "candidates" / "rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz"
     rows = [json.loads(line) for line in gzip.open(path, "rt")]
-    row = next(r for r in rows if r["name"] == "numbertheory_4x3m7y3neq2003" and not r["verdict_pass"]
-               and r["compilation_result"]["errors"])
+    row = next(
+        r
+        for r in rows
+        if r["name"] == "numbertheory_4x3m7y3neq2003" and not r["verdict_pass"] and r["compilation_result"]["errors"]
+    )
     response = response_from_rl_lean(row["compilation_result"], row["code"])
     cut = split_steps(row["code"], row["name"])
     labels, proof, first, _ = labels_from_outcome(cut, Outcome(Category.INVALID, messages=response.messages))
@@ -213,8 +278,11 @@ def test_recorded_first_error_labels(shared_data):
 
 def test_only_errors_on_the_proofs_by_fall_to_the_last_step(shared_data):
     path = shared_data / "candidates" / "rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz"
-    row = next(r for r in map(json.loads, gzip.open(path, "rt"))
-               if r["name"] == "amc12a_2021_p14" and not r["verdict_pass"] and r["compilation_result"]["errors"])
+    row = next(
+        r
+        for r in map(json.loads, gzip.open(path, "rt"))
+        if r["name"] == "amc12a_2021_p14" and not r["verdict_pass"] and r["compilation_result"]["errors"]
+    )
     response = response_from_rl_lean(row["compilation_result"], row["code"])
     cut = split_steps(row["code"], row["name"])
     # recorded: "unsolved goals" on the line of `:= by`, no error inside a step: the last step claimed to finish
@@ -235,8 +303,14 @@ def test_model_reviewer_whose_answer_has_no_verdict_drops_the_failure(incrementa
     from prm.review import ModelReviewer
 
     reviewer = ModelReviewer(ModelSpec(name="qwen3-tiny"), max_new_tokens=4)  # random weights: no VERDICT line
-    labels = label_paired_proof(steps("exact my_fake_premise"), header="", name=None, reviewer=reviewer,
-                                statement="theorem my_theorem (x : Nat) : x = x := by", checker=incremental,
-                                whole_program=whole(verifier))
+    labels = label_paired_proof(
+        steps("exact my_fake_premise"),
+        header="",
+        name=None,
+        reviewer=reviewer,
+        statement="theorem my_theorem (x : Nat) : x = x := by",
+        checker=incremental,
+        whole_program=whole(verifier),
+    )
     assert labels.reviewer[0]["verdict"] == "unclear" and "no VERDICT" in labels.reviewer[0]["reason"]
     assert [s.label for s in labels.steps] == [None]

@@ -43,14 +43,21 @@ class _Batches(L.LightningDataModule):
 
 def test_grpo_update_moves_towards_the_answer_that_agrees_with_lean(tmp_path):
     torch.manual_seed(0)
-    module = PRMModule(ModelSpec(name="qwen3-tiny"), OptimConfig(lr=5e-3, warmup_ratio=0.0, schedule="constant"),
-                       mode="grpo", grpo=GRPOConfig(num_generations=2, loss_type="grpo", micro_batch_size=2),
-                       generation=RolloutGenerationConfig(max_new_tokens=12), threads=1)
+    module = PRMModule(
+        ModelSpec(name="qwen3-tiny"),
+        OptimConfig(lr=5e-3, warmup_ratio=0.0, schedule="constant"),
+        mode="grpo",
+        grpo=GRPOConfig(num_generations=2, loss_type="grpo", micro_batch_size=2),
+        generation=RolloutGenerationConfig(max_new_tokens=12),
+        threads=1,
+    )
     tok = module.tokenizer
     example = VerifierExample("p", "t", "Check:\n1. a\n2. b\n", [True, False], False)
     right, wrong = " + -" + END_OF_TURN, " + +" + END_OF_TURN
 
-    def rollouts(model, prompts, g, **generate_args):  # the two answers stand in for sampled ones (the reward is under test)
+    def rollouts(
+        model, prompts, g, **generate_args
+    ):  # the two answers stand in for sampled ones (the reward is under test)
         prompt = tok(prompts, add_special_tokens=False, return_tensors="pt")["input_ids"].repeat_interleave(g, 0)
         ids = [tok(t, add_special_tokens=False)["input_ids"] for t in (right, wrong)]
         width = max(map(len, ids))
@@ -65,12 +72,21 @@ def test_grpo_update_moves_towards_the_answer_that_agrees_with_lean(tmp_path):
         ids = torch.cat([batch.prompt_ids, batch.completion_ids], 1)
         attention = torch.cat([batch.prompt_mask, batch.completion_mask], 1)
         with torch.no_grad():
-            logps, _ = completion_logps(module.model, ids, attention, batch.completion_ids.size(1), compute_entropy=False)
+            logps, _ = completion_logps(
+                module.model, ids, attention, batch.completion_ids.size(1), compute_entropy=False
+            )
         return float((logps[0] * batch.completion_mask[0]).sum())
 
     before = logp_right()
-    trainer = L.Trainer(max_steps=3, accelerator="cpu", logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
+    trainer = L.Trainer(
+        max_steps=3,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
     trainer.fit(module, datamodule=_Batches(example))
     assert trainer.callback_metrics["reward/exact"] == 0.5  # one of the two answers agrees with Lean
     assert logp_right() > before + 0.1
@@ -124,11 +140,14 @@ def test_wrong_weight_scales_the_loss_of_wrong_labels():
     prompt = tok("Proof:\n1. a\n2. b", add_special_tokens=False)["input_ids"]
     answer = tok(" + -" + END_OF_TURN, add_special_tokens=False)["input_ids"]
     ids = torch.tensor([prompt + answer])
-    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids),
-             "labels": torch.tensor([[-100] * len(prompt) + answer])}
+    batch = {
+        "input_ids": ids,
+        "attention_mask": torch.ones_like(ids),
+        "labels": torch.tensor([[-100] * len(prompt) + answer]),
+    }
     with torch.no_grad():
         plain, trained = module.answer_loss(batch)
-        logits = module.model(input_ids=ids).logits[0, len(prompt) - 1:-1]
+        logits = module.model(input_ids=ids).logits[0, len(prompt) - 1 : -1]
         per_token = torch.nn.functional.cross_entropy(logits, torch.tensor(answer), reduction="none")
         module.wrong_weight = 3.0
         weighted, _ = module.answer_loss(batch)

@@ -18,9 +18,29 @@ def test_prm_generator_on_vllm_writes_the_transformers_rows(vllm_model, artifact
 
     runs = {}
     for backend in ("transformers", "vllm"):
-        assert main(["--config", str(REPO_ROOT / "configs/prm/generate/default.yaml"), "--run", backend, "--backend", backend,
-                     "--model.name", str(vllm_model), "--statements.limit", "2", "--sampling.max_new_tokens", "16",
-                     "--vllm.max_model_len", "1024", "--vllm.extra", '{"enforce_eager": true}']) == 0
+        assert (
+            main(
+                [
+                    "--config",
+                    str(REPO_ROOT / "configs/prm/generate/default.yaml"),
+                    "--run",
+                    backend,
+                    "--backend",
+                    backend,
+                    "--model.name",
+                    str(vllm_model),
+                    "--statements.limit",
+                    "2",
+                    "--sampling.max_new_tokens",
+                    "16",
+                    "--vllm.max_model_len",
+                    "1024",
+                    "--vllm.extra",
+                    '{"enforce_eager": true}',
+                ]
+            )
+            == 0
+        )
         folder = artifacts / "prm_generate" / backend
         runs[backend] = [json.loads(line) for line in (folder / "final" / SAMPLES_FILE).open(encoding="utf-8")]
     hf, vllm = runs["transformers"], runs["vllm"]

@@ -39,7 +39,7 @@ def continuations(rl_rows, dsp_statements):
     for row in rl_rows:
         statement = dsp_statements.get(row["name"])
         if statement is not None and row["code"].startswith(statement.prompt):
-            out.append((statement, row["code"][len(statement.prompt):], row))
+            out.append((statement, row["code"][len(statement.prompt) :], row))
     return out
 
 
@@ -66,8 +66,15 @@ def classifier(tiny_onetoken):
     model, tokenizer = tiny_onetoken
 
     def make(threshold: float = 0.5) -> ClassifierEvaluator:
-        spec = ClassifierSpec(kind="onetoken", max_length=128, head_fraction=0.25, threshold=threshold,
-                              suffix=ONETOKEN_SUFFIX, true_token=TRUE_TOKEN, false_token=FALSE_TOKEN)
+        spec = ClassifierSpec(
+            kind="onetoken",
+            max_length=128,
+            head_fraction=0.25,
+            threshold=threshold,
+            suffix=ONETOKEN_SUFFIX,
+            true_token=TRUE_TOKEN,
+            false_token=FALSE_TOKEN,
+        )
         return ClassifierEvaluator(spec, model, tokenizer, batch_size=16)
 
     return make

@@ -18,8 +18,12 @@ def test_checkpointed_lora_update_from_a_checkpoint_saves_fewer_bytes(tmp_path):
     ids = torch.randint(0, 1000, (2, 128))
     saved = {}
     for checkpointing in (False, True):
-        policy = build_policy(spec, tokenizer, PolicyConfig(base=spec, adapter=AdapterConfig(kind="lora", r=4),
-                                                            gradient_checkpointing=checkpointing), beta=0.0)
+        policy = build_policy(
+            spec,
+            tokenizer,
+            PolicyConfig(base=spec, adapter=AdapterConfig(kind="lora", r=4), gradient_checkpointing=checkpointing),
+            beta=0.0,
+        )
         assert policy.model.get_base_model().training  # what the update runs in; no rollout toggles it
         with SavedBytes(policy.model) as measured:
             hidden = policy.model.get_base_model().model(input_ids=ids, use_cache=False).last_hidden_state

@@ -9,14 +9,23 @@ from collections import Counter
 import pytest
 
 from rl.curriculum import (
-    ACTIVE, ALWAYS_SOLVED, DROPPED, NEVER_SOLVED, TRIVIAL, Curriculum, CurriculumConfig, ReplayBuffer, ReplayConfig,
+    ACTIVE,
+    ALWAYS_SOLVED,
+    DROPPED,
+    NEVER_SOLVED,
+    TRIVIAL,
+    Curriculum,
+    CurriculumConfig,
+    ReplayBuffer,
+    ReplayConfig,
     StoredProof,
 )
 
 
 def test_retire_keep_and_readmit():
-    c = Curriculum(["easy", "hard", "mid", "gone"], CurriculumConfig(retire_after=8, readmit_after_steps=3,
-                                                                     readmission_budget=1))
+    c = Curriculum(
+        ["easy", "hard", "mid", "gone"], CurriculumConfig(retire_after=8, readmit_after_steps=3, readmission_budget=1)
+    )
     c.set_status("gone", DROPPED, 0, "negation_proved")
     for step in (1, 2):
         c.record("easy", 4, 4, step)
@@ -41,8 +50,13 @@ def test_retire_keep_and_readmit():
     assert c.readmit(20) == []  # budget spent: retired for good
     transitions = [(t.name, t.before, t.after) for t in c.transitions]
     assert ("hard", NEVER_SOLVED, ACTIVE) in transitions and transitions.count(("hard", ACTIVE, NEVER_SOLVED)) == 2
-    assert c.counts() == {"curriculum/active": 2.0, "curriculum/always_solved": 0.0, "curriculum/never_solved": 1.0,
-                          "curriculum/trivial": 0.0, "curriculum/dropped": 1.0}
+    assert c.counts() == {
+        "curriculum/active": 2.0,
+        "curriculum/always_solved": 0.0,
+        "curriculum/never_solved": 1.0,
+        "curriculum/trivial": 0.0,
+        "curriculum/dropped": 1.0,
+    }
 
 
 def test_trivial_statements_are_never_readmitted():
@@ -166,8 +180,12 @@ def test_rl_data_streams_each_ranks_slice_and_checkpoints_its_draws():
     from rl.data import RLData
 
     def data(rank):
-        module = RLData(StatementsConfig(path="shared://statements/minif2f_deepseek_prover_v1.5.jsonl"),
-                        problems_per_step=16, filters=FilterConfig(enabled=False), seed=5)
+        module = RLData(
+            StatementsConfig(path="shared://statements/minif2f_deepseek_prover_v1.5.jsonl"),
+            problems_per_step=16,
+            filters=FilterConfig(enabled=False),
+            seed=5,
+        )
         module.trainer = SimpleNamespace(global_rank=rank, world_size=8, is_global_zero=rank == 0)
         module.setup("fit")
         return module
@@ -185,8 +203,12 @@ def test_rl_data_streams_each_ranks_slice_and_checkpoints_its_draws():
     saved = ranks[3].state_dict()
     assert saved["step"] == 2 and saved["pending"] == [[s.name for s in drawn[1]]]
     expected = [[s.name for s in drawn[1]], [s.name for s in next(streams[3])]]
-    restored = RLData(StatementsConfig(path="shared://statements/minif2f_deepseek_prover_v1.5.jsonl"),
-                      problems_per_step=16, filters=FilterConfig(enabled=False), seed=0)
+    restored = RLData(
+        StatementsConfig(path="shared://statements/minif2f_deepseek_prover_v1.5.jsonl"),
+        problems_per_step=16,
+        filters=FilterConfig(enabled=False),
+        seed=0,
+    )
     restored.trainer = SimpleNamespace(global_rank=3, world_size=8, is_global_zero=False)
     restored.load_state_dict(saved)  # Lightning may restore before setup: applied there
     restored.setup("fit")

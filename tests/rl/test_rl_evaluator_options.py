@@ -13,8 +13,18 @@ def test_layers_merge_options_and_cli_numbers_stay_numbers(artifacts, tmp_path):
 
     layer = tmp_path / "shorter_traces.yaml"
     layer.write_text("model:\n  evaluator:\n    options:\n      generation: {max_new_tokens: 100}\n")
-    result = run(["--config", "configs/rl/paper.yaml", "--config", str(layer), "--dry_run", "true",
-                  "--model.evaluator.options.cascade.threshold", "0.7"])
+    result = run(
+        [
+            "--config",
+            "configs/rl/paper.yaml",
+            "--config",
+            str(layer),
+            "--dry_run",
+            "true",
+            "--model.evaluator.options.cascade.threshold",
+            "0.7",
+        ]
+    )
     options = yaml.safe_load(result.config)["model"]["evaluator"]["options"]
     assert options["generation"]["max_new_tokens"] == 100  # the layer's key
     assert options["generation"]["backend"] == "vllm" and options["generation"]["max_input_tokens"] == 16384
@@ -29,8 +39,14 @@ def test_a_cascade_without_a_resolvable_gate_is_an_error_naming_it(tmp_path):
     from rl.reward_evaluator import build_evaluator
 
     def build(options):
-        return build_evaluator(EvaluatorConfig(kind="factory", factory="feedback_model.factory:evaluator",
-                                               path=str(tmp_path / "feedback"), options=options))
+        return build_evaluator(
+            EvaluatorConfig(
+                kind="factory",
+                factory="feedback_model.factory:evaluator",
+                path=str(tmp_path / "feedback"),
+                options=options,
+            )
+        )
 
     with pytest.raises(ValueError, match="gate is not set: name its classifier run in cascade.gate"):
         build(FeedbackEvaluatorOptions())

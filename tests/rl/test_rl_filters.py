@@ -10,7 +10,14 @@ from leanloop.lean.acceptance import parse_statement
 from leanloop.lean.types import Category, VerifyRequest
 from leanloop.lean.verifier import Verifier
 from rl.filters import (
-    FilterConfig, StatementFilters, decide, filter_programs, load_judge, risk_flags, split_binders, summarize,
+    FilterConfig,
+    StatementFilters,
+    decide,
+    filter_programs,
+    load_judge,
+    risk_flags,
+    split_binders,
+    summarize,
 )
 from leanloop.prover.statements import read_statements
 
@@ -46,7 +53,11 @@ def test_filter_programs_state_what_they_check(goedel):
     statement = next(s for s in goedel if s.name == "mathd_algebra_478")
     programs = {p.check: p for p in filter_programs(statement, FilterConfig())}
     compile_ = programs["compile"].request.program
-    assert compile_.startswith(statement.header) and compile_.rstrip().endswith("sorry") and programs["compile"].profile == "statement"
+    assert (
+        compile_.startswith(statement.header)
+        and compile_.rstrip().endswith("sorry")
+        and programs["compile"].profile == "statement"
+    )
     hyps = programs["hypotheses"].request
     assert hyps.name == "mathd_algebra_478_hypotheses_false" and ": False := by" in hyps.statement
     assert "(h₂ : b = 30)" in hyps.statement and hyps.statement in hyps.program
@@ -75,11 +86,17 @@ def test_risk_flags_read_the_statement(goedel):
     assert not flagged["mathd_algebra_478"]["nat_subtraction"]  # reals
     groups = split_binders("(a b : ℝ) {n : ℕ} [Fintype α] (h₀ : f (x - 1) = 2)")
     assert [(g.names, g.type, g.kind) for g in groups] == [
-        (["a", "b"], "ℝ", "("), (["n"], "ℕ", "{"), ([], "Fintype α", "["), (["h₀"], "f (x - 1) = 2", "(")]
+        (["a", "b"], "ℝ", "("),
+        (["n"], "ℕ", "{"),
+        ([], "Fintype α", "["),
+        (["h₀"], "f (x - 1) = 2", "("),
+    ]
     # answer in a hypothesis: the goal is assumed
     from dataclasses import replace
 
-    leaky = replace(by_name["mathd_algebra_478"], statement="theorem mathd_algebra_478 (v : ℝ) (h : 65 = v) : v = 65 := by")
+    leaky = replace(
+        by_name["mathd_algebra_478"], statement="theorem mathd_algebra_478 (v : ℝ) (h : 65 = v) : v = 65 := by"
+    )
     assert risk_flags(leaky)["answer_in_hypothesis"]
 
 

@@ -56,11 +56,24 @@ def test_micro_batches_sum_to_the_full_batch_loss(loss_type):
     adv = torch.randn(n, generator=g)
     mask = (torch.rand(n, width, generator=g) > 0.2).long()
     total_tokens = mask.sum()
-    full = aggregate(per_token_loss(logps, old, ref, adv, mask, config).per_token_loss, mask, config,
-                     batch_tokens=total_tokens, max_completion_length=width)
-    parts = sum(aggregate(per_token_loss(logps[s], old[s], ref[s], adv[s], mask[s], config).per_token_loss, mask[s],
-                          config, micro_batches=2, batch_tokens=total_tokens, max_completion_length=width)
-                for s in (slice(0, 4), slice(4, 8)))
+    full = aggregate(
+        per_token_loss(logps, old, ref, adv, mask, config).per_token_loss,
+        mask,
+        config,
+        batch_tokens=total_tokens,
+        max_completion_length=width,
+    )
+    parts = sum(
+        aggregate(
+            per_token_loss(logps[s], old[s], ref[s], adv[s], mask[s], config).per_token_loss,
+            mask[s],
+            config,
+            micro_batches=2,
+            batch_tokens=total_tokens,
+            max_completion_length=width,
+        )
+        for s in (slice(0, 4), slice(4, 8))
+    )
     if loss_type == "bnpo":
         per_half = [mask[s].sum() for s in (slice(0, 4), slice(4, 8))]
         assert per_half[0] != per_half[1]  # so the two normalisations really differ

@@ -39,8 +39,12 @@ def block(statement, before: str, proof: str, name: str = NAME) -> str:
 def test_helpers_go_before_the_docstring_so_it_stays_on_its_statement(accepted):
     statement, proof, row = accepted
     assert split_docstring(statement.context)[1].startswith("/--")
-    for before in ("open Real in\n", "set_option maxRecDepth 1000 in\n", "section\nvariable (k : ℕ)\n",
-                   "lemma helper : (1 : ℝ) = 1 := rfl\n\n"):
+    for before in (
+        "open Real in\n",
+        "set_option maxRecDepth 1000 in\n",
+        "section\nvariable (k : ℕ)\n",
+        "lemma helper : (1 : ℝ) = 1 := rfl\n\n",
+    ):
         candidate = RewardHarness("rl").build(statement, block(statement, before, proof))
         assert candidate.stage is Stage.READY, (before, candidate.precheck_reasons)
         docstring = split_docstring(statement.context)[1]
@@ -54,8 +58,10 @@ def test_the_completions_own_docstring_of_the_target_gives_way_to_the_trusted_on
     candidate = RewardHarness("rl").build(statement, block(statement, "open Real\n\n/-- my restatement -/\n", proof))
     assert candidate.stage is Stage.READY, candidate.precheck_reasons
     assert "my restatement" not in candidate.program and "open Real\n" in candidate.program
-    assert split_docstring(statement.context)[1] + statement.statement.rstrip().removesuffix(" by").rstrip() \
+    assert (
+        split_docstring(statement.context)[1] + statement.statement.rstrip().removesuffix(" by").rstrip()
         in candidate.program
+    )
 
 
 def test_a_leading_open_line_of_the_completion_is_kept(accepted):
@@ -92,18 +98,30 @@ def test_the_recorded_accepted_program_is_valid_through_the_new_layout(accepted,
     assert lines[sub.header_lines].startswith("set_option maxHeartbeats")
     assert lines[sub.header_lines + 1].startswith(f"theorem {HARNESS_NAMESPACE}.expected_")
     recorded = replay.answer(row["code"])
-    moved = [LeanMessage(m.severity, m.data, None if m.pos is None else Position(
-        m.pos.line + (sub.block_lines if m.pos.line > sub.header_lines else 0), m.pos.column)) for m in recorded.messages]
-    clean = next(json.loads(line)["output"] for line in open(shared_data / "lean_text/reference_manual_lean_outputs.jsonl")
-                 if "does not depend on any axioms" in json.loads(line)["output"]
-                 or "depends on axioms" in json.loads(line)["output"])
+    moved = [
+        LeanMessage(
+            m.severity,
+            m.data,
+            None
+            if m.pos is None
+            else Position(m.pos.line + (sub.block_lines if m.pos.line > sub.header_lines else 0), m.pos.column),
+        )
+        for m in recorded.messages
+    ]
+    clean = next(
+        json.loads(line)["output"]
+        for line in open(shared_data / "lean_text/reference_manual_lean_outputs.jsonl")
+        if "does not depend on any axioms" in json.loads(line)["output"]
+        or "depends on axioms" in json.loads(line)["output"]
+    )
     reply = parse_axioms_reply(clean)
     # ASSUMED REPLY: the reference manual's axioms reply (renamed to the check theorem) on the
     # axioms line, and Lean's usual sorry warning for the harness's own `expected := sorry` line
     text = clean.replace(f"'{reply.name}'", f"'{sub.check_name}'")
     harness_sorry = LeanMessage("warning", "declaration uses 'sorry'", Position(sub.header_lines + 2, 8))
-    response = LeanResponse(ResponseStatus.OK, messages=[*moved, harness_sorry,
-                                                         LeanMessage("info", text, Position(sub.axioms_line, 0))])
+    response = LeanResponse(
+        ResponseStatus.OK, messages=[*moved, harness_sorry, LeanMessage("info", text, Position(sub.axioms_line, 0))]
+    )
     outcome = harness.policy.judge(candidate.request, sub, response, "recorded")
     expected = Category.VALID if not reply.disallowed else Category.INVALID
     assert outcome.category is expected
@@ -117,8 +135,14 @@ def test_trusted_statements_are_elaborated_in_their_own_context():
 
     harness = RewardHarness("rl", "continuation")
     ready, context_used = Counter(), Counter()
-    for name in ("matholympiadbench_goedel_prover_v2", "minif2f_deepseek_prover_v1.5", "minif2f_goedel_prover_v2_repaired",
-                 "minif2f_yangky11_lean4", "proofnet_deepseek_prover_v1.5", "proofnet_lean4_rahul3613"):
+    for name in (
+        "matholympiadbench_goedel_prover_v2",
+        "minif2f_deepseek_prover_v1.5",
+        "minif2f_goedel_prover_v2_repaired",
+        "minif2f_yangky11_lean4",
+        "proofnet_deepseek_prover_v1.5",
+        "proofnet_lean4_rahul3613",
+    ):
         for statement in read_statements(f"shared://statements/{name}.jsonl").statements:
             candidate = harness.build(statement, "\n  simp\n")
             ready[name] += candidate.stage is Stage.READY
@@ -127,13 +151,23 @@ def test_trusted_statements_are_elaborated_in_their_own_context():
                 # the harness block comes after the statement's own context, so its opens, variables
                 # and definitions are in scope when the trusted statement is elaborated
                 harness_at = candidate.submission.program.index(f"theorem {HARNESS_NAMESPACE}.expected_")
-                assert candidate.submission.program[:harness_at].endswith(
-                    "set_option maxHeartbeats 800000\n") and before.rstrip() in candidate.submission.program[:harness_at]
+                assert (
+                    candidate.submission.program[:harness_at].endswith("set_option maxHeartbeats 800000\n")
+                    and before.rstrip() in candidate.submission.program[:harness_at]
+                )
                 context_used[name] += bool(re.search(r"\b(?:open|variable|def|abbrev)\b", mask(before).text))
     # the earlier harness: 347 / 357 / 358 (instances and notation of trusted contexts were refused as
     # if the candidate wrote them); the rest are targets declared as `instance`/`def` and one
     # context with an `axiom`
-    assert ready == {"matholympiadbench_goedel_prover_v2": 359, "minif2f_deepseek_prover_v1.5": 488,
-                     "minif2f_goedel_prover_v2_repaired": 244, "minif2f_yangky11_lean4": 488,
-                     "proofnet_deepseek_prover_v1.5": 357, "proofnet_lean4_rahul3613": 358}
-    assert context_used["matholympiadbench_goedel_prover_v2"] >= 200 and context_used["proofnet_deepseek_prover_v1.5"] >= 19
+    assert ready == {
+        "matholympiadbench_goedel_prover_v2": 359,
+        "minif2f_deepseek_prover_v1.5": 488,
+        "minif2f_goedel_prover_v2_repaired": 244,
+        "minif2f_yangky11_lean4": 488,
+        "proofnet_deepseek_prover_v1.5": 357,
+        "proofnet_lean4_rahul3613": 358,
+    }
+    assert (
+        context_used["matholympiadbench_goedel_prover_v2"] >= 200
+        and context_used["proofnet_deepseek_prover_v1.5"] >= 19
+    )

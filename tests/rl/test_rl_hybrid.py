@@ -41,7 +41,9 @@ class Slow:
 def batch(continuations):
     """4 fast and 4 slow real failing programs, 1 real passing one, 1 precheck exploit, 1 empty completion."""
     harness = RewardHarness("rl")
-    failing = [c for c in continuations if not c[2]["verdict_pass"] and not c[2]["compilation_result"].get("system_errors")]
+    failing = [
+        c for c in continuations if not c[2]["verdict_pass"] and not c[2]["compilation_result"].get("system_errors")
+    ]
     seen, chosen = set(), []
     for statement, completion, row in failing:
         if statement.name not in seen and harness.build(statement, completion).stage is Stage.READY:
@@ -135,10 +137,15 @@ def test_lean_protocols_wait_and_count_timeouts_as_failures(replay, classifier, 
     assert report.categories == {"invalid": 4}
     assert (report.evaluator_accepted, report.evaluator_accepted_invalid, report.evaluator_accepted_valid) == (4, 4, 0)
     assert [r.index for r in rechecks] == [4, 5, 6, 7]
-    assert (report.resolved, report.valid_share, report.evaluator_recall) == (4, 0.0, None)  # no valid: recall undefined
+    assert (report.resolved, report.valid_share, report.evaluator_recall) == (
+        4,
+        0.0,
+        None,
+    )  # no valid: recall undefined
     # LLF App. E rechecks every timeout: a cap (the old default took the first 64 / 128) is opt-in
     capped, _ = TimeoutAudit(Verifier(timed(replay, batch, 0.4), "rl", 16, 5.0), AuditConfig(max_items=2)).run(
-        1, batch, matched)
+        1, batch, matched
+    )
     assert (capped.unfinished, capped.rechecked) == (4, 2)
     assert AuditConfig(max_items=None).max_items is None
 
@@ -187,6 +194,7 @@ def test_history_evaluator_uses_the_siblings_lean_returned_before_the_cutoff(rep
     assert (first.source, first.lean) == (Source.LEAN, "invalid")
     assert sibling.source is Source.EVALUATOR and other.source is Source.EVALUATOR
     learned = [p.score for p in inner.score([c.program for c in candidates])]
+
     def stacked(score, siblings):
         return float(stacker.predict([score], [Evidence(siblings=siblings)])[0])
 

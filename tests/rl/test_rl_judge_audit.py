@@ -35,8 +35,11 @@ def audit(tmp_path, shared_data):
 
 
 def test_a_disagreement_is_revoked_and_the_agreement_rate_reported(audit, shared_data):
-    items = [_item(shared_data, "simple_match", "honest"), _item(shared_data, "simple_axiom_issue", "gamed"),
-             _item(shared_data, "simple_match", "unrecorded", edit="\n-- not recorded\n")]
+    items = [
+        _item(shared_data, "simple_match", "honest"),
+        _item(shared_data, "simple_axiom_issue", "gamed"),
+        _item(shared_data, "simple_match", "unrecorded", edit="\n-- not recorded\n"),
+    ]
     replay = ReplayBuffer()
     curriculum = Curriculum(["honest", "gamed", "unrecorded"], CurriculumConfig(retire_after=2))
     for item in items:
@@ -59,8 +62,18 @@ def test_a_disagreement_is_revoked_and_the_agreement_rate_reported(audit, shared
     gamed = curriculum.states["gamed"]
     assert gamed.status != ALWAYS_SOLVED and gamed.successes == 1  # its judged-wrong success taken back
     summary = audit.summary()
-    assert summary == {"mode": "async", "submitted": 4, "agreed": 2, "disagreed": 1, "undecided": 1, "timeouts": 0,
-                       "pending": 0, "agreement_rate": 2 / 3, "gate_withheld": 0, "gate_s": 0.0}
+    assert summary == {
+        "mode": "async",
+        "submitted": 4,
+        "agreed": 2,
+        "disagreed": 1,
+        "undecided": 1,
+        "timeouts": 0,
+        "pending": 0,
+        "agreement_rate": 2 / 3,
+        "gate_withheld": 0,
+        "gate_s": 0.0,
+    }
     assert audit.metrics()["judge/agreement_rate"] == 2 / 3
     text = "\n".join(judge_section(summary, 1.0))
     assert "agreement rate **0.667**" in text and "ALARM" in text and "undecided" in text
@@ -100,8 +113,9 @@ def test_quoted_pass_at_k_counts_the_judges_verdict(audit, shared_data):
     from leanloop.prover.statements import Statement
 
     challenge = (shared_data / "comparator/projects/simple_match/Challenge.lean").read_text(encoding="utf-8")
-    statement = Statement(name="comm", theorem="comm", header="", context="",
-                          statement=challenge.replace("sorry", "").rstrip())
+    statement = Statement(
+        name="comm", theorem="comm", header="", context="", statement=challenge.replace("sorry", "").rstrip()
+    )
     texts = ["\n  grind\n", "\n  omega\n"]  # the recorded Solution's proof, and one nobody recorded
 
     class Rollout:
@@ -114,9 +128,17 @@ def test_quoted_pass_at_k_counts_the_judges_verdict(audit, shared_data):
         async def check(self, requests):
             return [Outcome(Category.VALID, backend="fast path (assumed)") for _ in requests]
 
-    result = evaluate_policy(None, Rollout(), lambda p: p.prompt, [statement], RewardHarness("rl", "continuation"),
-                             FastPathAcceptsAll(), None, EvaluationConfig(protocols=[SamplingProtocol(attempts=2, ks=[1, 2])]),
-                             judge=audit.judge)
+    result = evaluate_policy(
+        None,
+        Rollout(),
+        lambda p: p.prompt,
+        [statement],
+        RewardHarness("rl", "continuation"),
+        FastPathAcceptsAll(),
+        None,
+        EvaluationConfig(protocols=[SamplingProtocol(attempts=2, ks=[1, 2])]),
+        judge=audit.judge,
+    )
     assert result["judge"] == {"agreed": 1, "undecided": 1}
     assert result["categories"] == {"valid": 1, "unavailable": 1} and result["verified"] == 1
 
@@ -132,8 +154,10 @@ def test_shared_repls_are_refused_unless_explicitly_allowed():
 
     config, shared = isolated_backend(BackendConfig(kind="local"))
     assert config.local.fresh_process is True and not shared
-    for risky in (BackendConfig(kind="kimina"), replace(BackendConfig(kind="local"),
-                                                        local=replace(BackendConfig().local, fresh_process=False))):
+    for risky in (
+        BackendConfig(kind="kimina"),
+        replace(BackendConfig(kind="local"), local=replace(BackendConfig().local, fresh_process=False)),
+    ):
         with pytest.raises(ValueError, match="allow_shared_repl"):
             isolated_backend(risky)
         assert isolated_backend(risky, allow_shared_repl=True)[1] is True
@@ -156,8 +180,10 @@ def test_undecided_earns_no_credit_and_agreement_hands_it_over(audit, shared_dat
     never gets them, an agreed one gets them when the verdict arrives."""
     from rl.audit import credit_agreed
 
-    honest, unrecorded = _item(shared_data, "simple_match", "honest"), _item(
-        shared_data, "simple_match", "unrecorded", edit="\n-- not recorded\n")
+    honest, unrecorded = (
+        _item(shared_data, "simple_match", "honest"),
+        _item(shared_data, "simple_match", "unrecorded", edit="\n-- not recorded\n"),
+    )
     replay = ReplayBuffer()
     curriculum = Curriculum(["honest", "unrecorded"], CurriculumConfig(retire_after=2))
     for item in (honest, unrecorded):
@@ -200,8 +226,11 @@ def test_gate_pays_only_what_the_judge_confirms(tmp_path, shared_data):
     tools = prepare_comparator_dir(tmp_path / "tools", shared_data / "comparator")
     judge = ComparatorJudge(JudgeConfig(comparator=str(tools / "comparator"), lake_path=str(tools / "lake")))
     gate = JudgeAudit(judge, JudgeAuditConfig(enabled=True, mode="gate", gate_deadline_s=60))
-    items = [_item(shared_data, "simple_match", "honest"), _item(shared_data, "simple_axiom_issue", "gamed"),
-             _item(shared_data, "simple_match", "unrecorded", edit="\n-- not recorded\n")]
+    items = [
+        _item(shared_data, "simple_match", "honest"),
+        _item(shared_data, "simple_axiom_issue", "gamed"),
+        _item(shared_data, "simple_match", "unrecorded", edit="\n-- not recorded\n"),
+    ]
     try:
         verdicts = [r.agreed for r in gate.gate(items)]
     finally:
@@ -225,12 +254,26 @@ def test_the_step_hook_withholds_gated_rewards_and_holds_back_async_credit(tmp_p
 
     tools = prepare_comparator_dir(tmp_path / "tools", shared_data / "comparator")
     judge = ComparatorJudge(JudgeConfig(comparator=str(tools / "comparator"), lake_path=str(tools / "lake")))
-    items = [_item(shared_data, "simple_match", "honest"), _item(shared_data, "simple_axiom_issue", "gamed"),
-             _item(shared_data, "simple_match", "unrecorded", edit="\n-- not recorded\n")]
-    candidates = [Candidate(Statement(name=i.name, theorem="comm", header="", context="", statement=""),
-                            i.completion, Stage.READY, i.request.program, request=i.request) for i in items]
-    paid = [RolloutReward(1.0, Source.LEAN, "valid"), RolloutReward(1.0, Source.EVALUATOR, "cancelled"),
-            RolloutReward(1.0, Source.LEAN, "valid")]
+    items = [
+        _item(shared_data, "simple_match", "honest"),
+        _item(shared_data, "simple_axiom_issue", "gamed"),
+        _item(shared_data, "simple_match", "unrecorded", edit="\n-- not recorded\n"),
+    ]
+    candidates = [
+        Candidate(
+            Statement(name=i.name, theorem="comm", header="", context="", statement=""),
+            i.completion,
+            Stage.READY,
+            i.request.program,
+            request=i.request,
+        )
+        for i in items
+    ]
+    paid = [
+        RolloutReward(1.0, Source.LEAN, "valid"),
+        RolloutReward(1.0, Source.EVALUATOR, "cancelled"),
+        RolloutReward(1.0, Source.LEAN, "valid"),
+    ]
     for mode in ("gate", "async"):
         audit = JudgeAudit(judge, JudgeAuditConfig(enabled=True, mode=mode, gate_deadline_s=60))
         fake = SimpleNamespace(judge_audit=audit, _append=lambda *a: None)

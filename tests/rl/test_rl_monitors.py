@@ -9,8 +9,13 @@ from rl.refresh import EvaluatorRefresher, LabelBuffer, RefreshConfig
 
 
 def test_agreement_statistics():
-    pairs = [Pair(True, True, "x"), Pair(True, False, "x"), Pair(False, False, "x"), Pair(False, False, "x"),
-             Pair(False, True, "x")]
+    pairs = [
+        Pair(True, True, "x"),
+        Pair(True, False, "x"),
+        Pair(False, False, "x"),
+        Pair(False, False, "x"),
+        Pair(False, True, "x"),
+    ]
     accuracy, fpr, fnr, n_valid, n_invalid = agreement(pairs)
     assert (accuracy, fpr, fnr, n_valid, n_invalid) == (pytest.approx(3 / 5), pytest.approx(1 / 3), 0.5, 2, 3)
     assert agreement([]) == (None, None, None, 0, 0)
@@ -38,8 +43,14 @@ def test_refresh_fits_lean_labels_and_remeasures_on_held_out_theorems(tiny_oneto
     from classifiers.model_io import FALSE_TOKEN, ONETOKEN_SUFFIX, TRUE_TOKEN
 
     model, tokenizer = tiny_onetoken
-    spec = ClassifierSpec(kind="onetoken", max_length=128, head_fraction=0.25, suffix=ONETOKEN_SUFFIX,
-                          true_token=TRUE_TOKEN, false_token=FALSE_TOKEN)
+    spec = ClassifierSpec(
+        kind="onetoken",
+        max_length=128,
+        head_fraction=0.25,
+        suffix=ONETOKEN_SUFFIX,
+        true_token=TRUE_TOKEN,
+        false_token=FALSE_TOKEN,
+    )
     evaluator = ClassifierEvaluator(spec, copy.deepcopy(model), tokenizer, batch_size=16)  # refresh trains it
     buffer = LabelBuffer()
     clean = [r for r in rl_rows if not r["compilation_result"].get("system_errors")]
@@ -52,8 +63,12 @@ def test_refresh_fits_lean_labels_and_remeasures_on_held_out_theorems(tiny_oneto
     train, holdout = buffer.split(0.3)
     assert train and holdout and not {x.name for x in train} & {x.name for x in holdout}
     before = next(evaluator.model.parameters()).detach().clone()
-    refresher = EvaluatorRefresher(evaluator, RefreshConfig(enabled=True, every_n_steps=2, steps=6, lr=3e-3,
-                                                            batch_size=len(train), min_labels=8, holdout_fraction=0.3))
+    refresher = EvaluatorRefresher(
+        evaluator,
+        RefreshConfig(
+            enabled=True, every_n_steps=2, steps=6, lr=3e-3, batch_size=len(train), min_labels=8, holdout_fraction=0.3
+        ),
+    )
     assert refresher.due(2) and not refresher.due(3)
     report = refresher.refresh(2, buffer)
     assert report.skipped is None and report.train == len(train) and report.holdout == len(holdout)
@@ -63,8 +78,9 @@ def test_refresh_fits_lean_labels_and_remeasures_on_held_out_theorems(tiny_oneto
     assert not next(evaluator.model.parameters()).detach().equal(before)
     # a resumed run's refresher (restored from the checkpoint's state, on the evaluator as first loaded)
     # refreshes next exactly as the uninterrupted one does
-    resumed = EvaluatorRefresher(ClassifierEvaluator(spec, copy.deepcopy(model), tokenizer, batch_size=16),
-                                 refresher.config)
+    resumed = EvaluatorRefresher(
+        ClassifierEvaluator(spec, copy.deepcopy(model), tokenizer, batch_size=16), refresher.config
+    )
     resumed.load_state_dict(copy.deepcopy(refresher.state_dict()))  # as saved, not the live tensors
     labels = LabelBuffer()
     labels.load_state_dict(buffer.state_dict())

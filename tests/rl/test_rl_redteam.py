@@ -53,7 +53,7 @@ def test_text_exploits_get_zero_before_lean_or_the_evaluator(accepted, replay, c
         assert candidate.stage is Stage.PRECHECK, name
         assert code in {R.code_of(r) for r in candidate.precheck_reasons}, (name, candidate.precheck_reasons)
         assert (reward.reward, reward.source, reward.prediction) == (0.0, Source.PRECHECK, None), name
-    for name, candidate, reward in zip(NO_CODE, candidates[len(cases):], scores.rewards[len(cases):]):
+    for name, candidate, reward in zip(NO_CODE, candidates[len(cases) :], scores.rewards[len(cases) :]):
         assert candidate.stage is Stage.NO_CODE and candidate.reason, name
         assert (reward.reward, reward.source, reward.prediction) == (0.0, Source.EXTRACTION, None), name
     honest = scores.rewards[-1]
@@ -74,9 +74,17 @@ def axiom_replies(shared_data):
         reply = parse_axioms_reply(row["output"]) if target and "axioms" in row["output"] else None
         if reply is None:
             continue
-        kind = ("clean" if not reply.disallowed else "sorry" if "sorryAx" in reply.axioms else
-                "native" if any("._native." in a for a in reply.axioms) else
-                "compiler" if any(a.startswith("Lean.") for a in reply.axioms) else "other")
+        kind = (
+            "clean"
+            if not reply.disallowed
+            else "sorry"
+            if "sorryAx" in reply.axioms
+            else "native"
+            if any("._native." in a for a in reply.axioms)
+            else "compiler"
+            if any(a.startswith("Lean.") for a in reply.axioms)
+            else "other"
+        )
         replies.setdefault(kind, (target[-1], row["output"]))
     return replies
 
@@ -92,7 +100,11 @@ def lean_judged(accepted, replay, message_line_kind):
     shift = submission.block_lines
 
     def at(pos):
-        return None if pos is None else Position(pos.line + (shift if pos.line > submission.header_lines else 0), pos.column)
+        return (
+            None
+            if pos is None
+            else Position(pos.line + (shift if pos.line > submission.header_lines else 0), pos.column)
+        )
 
     moved = [LeanMessage(m.severity, m.data, at(m.pos), at(m.end_pos)) for m in recorded.messages]
 
@@ -137,8 +149,9 @@ def test_axiom_and_trailer_exploits_get_zero_through_lean(accepted, replay, axio
     assert {R.code_of(r) for r in printed.reasons} == {R.TRAILER_REPLY_MISSING}
     assert reward(printed).reward == 0.0
     # the check theorem failed (a real Lean error, placed on the trailer's check line)
-    real_error = next(m for r in rl_rows if not r["verdict_pass"] for m in replay.answer(r["code"]).messages
-                      if m.severity == "error")
+    real_error = next(
+        m for r in rl_rows if not r["verdict_pass"] for m in replay.answer(r["code"]).messages if m.severity == "error"
+    )
     line = submission.trailer_line
     mismatch = judge(None, None, [replace(real_error, pos=Position(line, 0), end_pos=Position(line, 5))])
     assert {R.code_of(r) for r in mismatch.reasons} == {R.STATEMENT_MISMATCH}

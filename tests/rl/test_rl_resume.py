@@ -15,14 +15,25 @@ TIMINGS = ("time/", "reward/scoring_s", "reward/evaluator_s", "reward/cutoff_s")
 
 
 def _rows(run, name):
-    return [{k: v for k, v in json.loads(line).items() if not k.startswith(TIMINGS)}
-            for line in (run / name).read_text().splitlines()]
+    return [
+        {k: v for k, v in json.loads(line).items() if not k.startswith(TIMINGS)}
+        for line in (run / name).read_text().splitlines()
+    ]
 
 
 @pytest.mark.slow
 def test_a_killed_rl_run_resumes_to_the_uninterrupted_run(kill_and_resume):
-    runs = kill_and_resume("rl", "configs/rl/debug.yaml", "--model.evaluation", "null",
-                           "--model.reward.protocol", "evaluator", kill=2, every=1, steps=4)
+    runs = kill_and_resume(
+        "rl",
+        "configs/rl/debug.yaml",
+        "--model.evaluation",
+        "null",
+        "--model.reward.protocol",
+        "evaluator",
+        kill=2,
+        every=1,
+        steps=4,
+    )
     assert "step-000001" in runs.stderr  # killed after step 2 (index 1), before its checkpoint
     steps = _rows(runs.resumed, "steps.jsonl")
     assert [row["step"] for row in steps] == [0, 1, 2, 3]  # none lost to the restart, none twice

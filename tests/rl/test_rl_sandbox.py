@@ -16,8 +16,9 @@ from rl.module import GRPOModule
 
 @pytest.fixture(scope="module")
 def repl_root(tmp_path_factory, shared_data):
-    return prepare_repl_dir(tmp_path_factory.mktemp("repl"), [shared_data / "lean_repl" / "repl_io_pairs.jsonl"],
-                            lean_version="v4.15.0")
+    return prepare_repl_dir(
+        tmp_path_factory.mktemp("repl"), [shared_data / "lean_repl" / "repl_io_pairs.jsonl"], lean_version="v4.15.0"
+    )
 
 
 def _check(backend, sandbox="strong"):

@@ -29,8 +29,12 @@ def test_every_config_parses(config, artifacts):
 def test_reward_protocol_layers_override_the_protocol(artifacts):
     from rl.train import run
 
-    for name, protocol in (("reward_lean", "lean"), ("reward_lean_matched", "lean_matched"),
-                           ("reward_hybrid", "hybrid"), ("reward_evaluator", "evaluator")):
+    for name, protocol in (
+        ("reward_lean", "lean"),
+        ("reward_lean_matched", "lean_matched"),
+        ("reward_hybrid", "hybrid"),
+        ("reward_evaluator", "evaluator"),
+    ):
         result = run(["--config", "configs/rl/debug.yaml", "--config", f"configs/rl/{name}.yaml", "--dry_run", "true"])
         assert f"protocol: {protocol}" in result.config
         assert result.run_dir.name == f"debug+{name}"
@@ -93,9 +97,11 @@ def test_reference_policy_only_when_needed():
     from leanloop.grpo.rollout import RolloutGenerationConfig
 
     def module(beta: float, adapter: str) -> GRPOModule:
-        return GRPOModule(policy=PolicyConfig(adapter=AdapterConfig(kind=adapter, r=2, alpha=4)),
-                          grpo=GRPOConfig(num_generations=2, beta=beta),
-                          generation=RolloutGenerationConfig(max_new_tokens=4))
+        return GRPOModule(
+            policy=PolicyConfig(adapter=AdapterConfig(kind=adapter, r=2, alpha=4)),
+            grpo=GRPOConfig(num_generations=2, beta=beta),
+            generation=RolloutGenerationConfig(max_new_tokens=4),
+        )
 
     assert module(0.0, "none").reference is None  # beta 0: no reference model loaded
     full = module(0.04, "none")
@@ -115,8 +121,10 @@ def test_missing_start_checkpoint_uses_the_named_fallback(artifacts, tmp_path):
     from rl.config import PolicyConfig
     from rl.policy import resolve_base
 
-    policy = PolicyConfig(base=ModelSpec("artifacts://sft/default"), fallbacks=[ModelSpec("artifacts://pretrain/default"),
-                                                                                ModelSpec("qwen3-tiny")])
+    policy = PolicyConfig(
+        base=ModelSpec("artifacts://sft/default"),
+        fallbacks=[ModelSpec("artifacts://pretrain/default"), ModelSpec("qwen3-tiny")],
+    )
     spec, fallback = resolve_base(policy)
     assert (spec.name, fallback) == ("qwen3-tiny", True)  # the isolated artifacts root holds neither run
     with pytest.raises(FileNotFoundError, match="none of the configured starting checkpoints"):
@@ -138,8 +146,12 @@ def test_qlora_policy_trains_adapters_over_nf4_and_exports_a_merged_model(tmp_pa
 
     spec = ModelSpec("qwen3-tiny")
     tokenizer = load_tokenizer(spec)
-    policy = build_policy(spec, tokenizer, PolicyConfig(adapter=AdapterConfig(kind="qlora", r=2, alpha=4,
-                                                                              compute_dtype="float32")), beta=0.04)
+    policy = build_policy(
+        spec,
+        tokenizer,
+        PolicyConfig(adapter=AdapterConfig(kind="qlora", r=2, alpha=4, compute_dtype="float32")),
+        beta=0.04,
+    )
     assert policy.reference is None
     quantized = [m for m in policy.model.modules() if isinstance(m, bnb.nn.Linear4bit)]
     assert quantized and all(m.weight.quant_type == "nf4" for m in quantized)
@@ -164,13 +176,27 @@ def test_evaluation_protocols_budget_and_configured_replay(artifacts):
     the module uses (it used to build ReplayBuffer() with defaults, ignoring the config)."""
     from rl.train import run
 
-    result = run(["--config", "configs/rl/debug.yaml", "--config", "configs/rl/reward_lean_matched.yaml",
-                  "--run", "protocols", "--trainer.fast_dev_run", "true",
-                  "--data.curriculum.replay.enabled", "false", "--data.curriculum.replay.capacity_per_statement", "7",
-                  "--model.evaluation.timeout", "180",
-                  "--model.evaluation.protocols",
-                  '[{"name": "pass@1", "attempts": 1, "ks": [1], "temperature": 0.3, "runs": 3},'
-                  ' {"name": "pass@2", "attempts": 2, "ks": [1, 2], "temperature": 0.7, "runs": 1}]'])
+    result = run(
+        [
+            "--config",
+            "configs/rl/debug.yaml",
+            "--config",
+            "configs/rl/reward_lean_matched.yaml",
+            "--run",
+            "protocols",
+            "--trainer.fast_dev_run",
+            "true",
+            "--data.curriculum.replay.enabled",
+            "false",
+            "--data.curriculum.replay.capacity_per_statement",
+            "7",
+            "--model.evaluation.timeout",
+            "180",
+            "--model.evaluation.protocols",
+            '[{"name": "pass@1", "attempts": 1, "ks": [1], "temperature": 0.3, "runs": 3},'
+            ' {"name": "pass@2", "attempts": 2, "ks": [1, 2], "temperature": 0.7, "runs": 1}]',
+        ]
+    )
     module = result.model
     assert module.replay.config.enabled is False and module.replay.config.capacity_per_statement == 7
     assert module.verifier.timeout == 13.0 and module.evaluation_verifier().timeout == 180.0

@@ -41,12 +41,27 @@ def trl_trainer(tiny_onetoken, tmp_path_factory):
     model, tokenizer = tiny_onetoken
     policy = copy.deepcopy(model).train()
     pristine = copy.deepcopy(model).train()  # same weights, never patched by TRL
-    args = TRLConfig(output_dir=str(tmp_path_factory.mktemp("trl")), per_device_train_batch_size=B, num_generations=2,
-                     max_completion_length=MAX_COMPLETION, report_to=[], use_cpu=True, bf16=False, logging_steps=1, save_strategy="no",
-                     beta=0.0, temperature=0.9)  # beta per case below; ref log-probs come in the batch
+    args = TRLConfig(
+        output_dir=str(tmp_path_factory.mktemp("trl")),
+        per_device_train_batch_size=B,
+        num_generations=2,
+        max_completion_length=MAX_COMPLETION,
+        report_to=[],
+        use_cpu=True,
+        bf16=False,
+        logging_steps=1,
+        save_strategy="no",
+        beta=0.0,
+        temperature=0.9,
+    )  # beta per case below; ref log-probs come in the batch
     dataset = Dataset.from_list([{"prompt": "theorem t : 1 = 1 := by"}] * B)
-    trainer = GRPOTrainer(model=policy, reward_funcs=[lambda completions, **_: [0.0] * len(completions)], args=args,
-                          train_dataset=dataset, processing_class=tokenizer)
+    trainer = GRPOTrainer(
+        model=policy,
+        reward_funcs=[lambda completions, **_: [0.0] * len(completions)],
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+    )
     trainer.current_gradient_accumulation_steps = 1  # set by the HF training loop; one micro-batch here
     return trainer, pristine
 
@@ -91,10 +106,22 @@ def with_logps(inputs: dict, logps: torch.Tensor, seed: int) -> dict:
 
 def ours_loss(config: GRPOConfig, logps, inputs) -> torch.Tensor:
     mask = inputs["completion_mask"]
-    token = per_token_loss(logps, inputs["old_per_token_logps"], inputs["ref_per_token_logps"] if config.beta else None,
-                           inputs["advantages"], mask, config)
-    return aggregate(token.per_token_loss, mask, config, micro_batches=1, batch_tokens=inputs["num_items_in_batch"],
-                     max_completion_length=MAX_COMPLETION)
+    token = per_token_loss(
+        logps,
+        inputs["old_per_token_logps"],
+        inputs["ref_per_token_logps"] if config.beta else None,
+        inputs["advantages"],
+        mask,
+        config,
+    )
+    return aggregate(
+        token.per_token_loss,
+        mask,
+        config,
+        micro_batches=1,
+        batch_tokens=inputs["num_items_in_batch"],
+        max_completion_length=MAX_COMPLETION,
+    )
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c['loss_type']}-beta{c['beta']}-{i}" for i, c in enumerate(CASES)])
@@ -152,4 +179,3 @@ def test_loss_and_parameter_gradients_match_trl_through_the_model(trl_trainer, c
     assert set(mine_grads) == set(theirs_grads) and len(mine_grads) > 10
     for name, grad in mine_grads.items():
         assert torch.allclose(grad, theirs_grads[name], atol=1e-7, rtol=1e-4), name
-

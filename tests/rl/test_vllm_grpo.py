@@ -27,8 +27,14 @@ def test_colocated_grpo_stays_on_policy_across_syncs_and_steps(tied, tmp_path):
     checks = [f"vllm_grpo_on_policy{suffix}", f"vllm_grpo_steps{suffix}"]
     out = tmp_path / "report.json"
     env = {**os.environ, "LEANLOOP_ARTIFACTS": str(tmp_path / "artifacts")}
-    done = subprocess.run([sys.executable, "-m", "bench.gpu_check", "--only", f"[{','.join(checks)}]", "--out",
-                           str(out)], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.gpu_check", "--only", f"[{','.join(checks)}]", "--out", str(out)],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert out.is_file(), done.stderr[-3000:]
     report = {c["name"]: c for c in json.loads(out.read_text())["checks"]}
     print(json.dumps({name: c["detail"] for name, c in report.items()}, indent=1))  # the gaps, for the record

@@ -37,8 +37,9 @@ def standin_env(tmp_path_factory, shared_data):
     from leanloop.lean.standins.repl import prepare_repl_dir
     from search.repl_env import ReplEnv
 
-    root = prepare_repl_dir(tmp_path_factory.mktemp("repl"), [shared_data / "lean_repl" / "repl_io_pairs.jsonl"],
-                            lean_version=HEAD)
+    root = prepare_repl_dir(
+        tmp_path_factory.mktemp("repl"), [shared_data / "lean_repl" / "repl_io_pairs.jsonl"], lean_version=HEAD
+    )
     env = ReplEnv(standin_session_config(root, lean_version=HEAD, timeout=30, parallel_elaboration=False))
     yield env
     env.close()

@@ -35,8 +35,12 @@ def test_bench_search_noisy_policy_smoke(search_data, capsys, monkeypatch):
     _as_default_run(search_data, monkeypatch)
     assert main(["--smoke", "true", "--policy", "noisy"]) == 0
     out = capsys.readouterr().out
-    rows = re.findall(r"^\s*([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)"
-                      r"\s+([\d.]+)\s+([-+\d.]+)\s+(met|MISSED)$", out, flags=re.M)
+    rows = re.findall(
+        r"^\s*([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)"
+        r"\s+([\d.]+)\s+([-+\d.]+)\s+(met|MISSED)$",
+        out,
+        flags=re.M,
+    )
     assert len(rows) == 4 and "held-out theorems" in out  # 2 settings, without and with repeats
     for p, q, rate, repeats, budget, search, fixed, equal, calls, margin, target in rows:
         assert 0 <= float(search) <= 12 and 0 <= float(fixed) <= 12 and 0 <= float(equal) <= 12
@@ -100,7 +104,11 @@ def test_sampling_does_not_depend_on_the_search_s_settings(search_data):
 
     replay = ReplayEnv.from_run(search_data)
     names = sorted(replay.roots)[:6]
-    rows = [noisy_table(replay, names, [(0.6, 1.0, 0.3)], [16], 1, config=SearchConfig(candidate_order=order),
-                        repeats=[0.5])[0] for order in ("rank", "frequency")]
+    rows = [
+        noisy_table(
+            replay, names, [(0.6, 1.0, 0.3)], [16], 1, config=SearchConfig(candidate_order=order), repeats=[0.5]
+        )[0]
+        for order in ("rank", "frequency")
+    ]
     assert rows[0]["search_calls"] != rows[1]["search_calls"]  # the searches differ
     assert rows[0]["sampling_fixed"] == rows[1]["sampling_fixed"]

@@ -20,7 +20,8 @@ def test_replay_answers_recorded_steps_and_nothing_else(search_data, replay):
     goal = replay.start(row["state"]).goals[0]
     answer = replay.apply(goal, row["tactic"])
     assert answer.ok and [g.text for g in answer.goals] == [
-        "\n\n".join(g.text for g in parse_state(t)) for t in row["result"]]
+        "\n\n".join(g.text for g in parse_state(t)) for t in row["result"]
+    ]
     # whitespace in the tactic does not matter; a different tactic is unavailable, not an error
     assert replay.apply(goal, "  " + row["tactic"].replace(" ", "  ") + " ").ok
     other = replay.apply(goal, "exact foo_bar_baz")
@@ -92,8 +93,12 @@ def test_repl_goals_from_before_a_restart_are_refused_and_caches_are_rebuilt(tmp
     from leanloop.lean.standins.repl import prepare_repl_dir
     from search.repl_env import ReplEnv
 
-    root = prepare_repl_dir(tmp_path, [shared_data / "lean_repl" / "repl_io_pairs.jsonl"], lean_version="v4.33.0-rc2",
-                            faults=[{"when": "hang_probe", "action": "hang"}])
+    root = prepare_repl_dir(
+        tmp_path,
+        [shared_data / "lean_repl" / "repl_io_pairs.jsonl"],
+        lean_version="v4.33.0-rc2",
+        faults=[{"when": "hang_probe", "action": "hang"}],
+    )
     env = ReplEnv(standin_session_config(root, lean_version="v4.33.0-rc2", timeout=2, parallel_elaboration=False))
     try:
         theorem = "import Mathlib.Tactic.Cases\nexample {x : Nat} : x + 1 > x"

@@ -96,8 +96,13 @@ class _TranspositionEnv(ProofEnv):
     the selection finds R solved only when it walks into A's solved edge."""
 
     name = "transposition"
-    MOVES = {("R", "split"): ["A", "E"], ("R", "other"): ["C", "F"], ("E", "close"): [],
-             ("C", "close"): [], ("A", "reduce"): ["C"]}
+    MOVES = {
+        ("R", "split"): ["A", "E"],
+        ("R", "other"): ["C", "F"],
+        ("E", "close"): [],
+        ("C", "close"): [],
+        ("A", "reduce"): ["C"],
+    }
 
     def _start(self, theorem):
         return EnvResult(EnvStatus.OK, [EnvGoal(tuple(parse_state("⊢ R")))])
@@ -110,8 +115,13 @@ class _TranspositionEnv(ProofEnv):
 
 
 class _ScriptPolicy:
-    SCRIPT = {"R": [("split", 0.0), ("other", 0.0)], "A": [("reduce", 0.0)], "E": [("close", 0.0)],
-              "C": [("close", 0.0)], "F": [("stuck", 0.0)]}
+    SCRIPT = {
+        "R": [("split", 0.0), ("other", 0.0)],
+        "A": [("reduce", 0.0)],
+        "E": [("close", 0.0)],
+        "C": [("close", 0.0)],
+        "F": [("stuck", 0.0)],
+    }
 
     def propose(self, states, samples):
         return [Proposal(list(self.SCRIPT[parse_state(s)[0].target]), 1.0) for s in states]
@@ -134,8 +144,9 @@ def test_a_root_solved_through_a_stale_transposition_records_its_iteration():
     metrics = summarize([row], SearchEvalConfig(budgets=[1, 30], baseline=False), SimplifyStats())
     assert metrics["solved_vs_budget"]["30"] == 1
     # a row written before the iteration was always recorded still summarizes (its iterations bound it)
-    metrics = summarize([{**row, "solved_at_iteration": None}], SearchEvalConfig(budgets=[1, 30], baseline=False),
-                        SimplifyStats())
+    metrics = summarize(
+        [{**row, "solved_at_iteration": None}], SearchEvalConfig(budgets=[1, 30], baseline=False), SimplifyStats()
+    )
     assert metrics["solved"] == 1
 
 
@@ -205,8 +216,15 @@ class _TwoWayEnv(ProofEnv):
 
 
 def test_frequency_priors_follow_how_often_each_edge_was_proposed():
-    config = SearchConfig(simulations=3, samples_per_expansion=2, first_expansion_samples=1, widening_c=1.5,
-                          candidate_order="frequency", edge_prior="frequency", widening="fixed")
+    config = SearchConfig(
+        simulations=3,
+        samples_per_expansion=2,
+        first_expansion_samples=1,
+        widening_c=1.5,
+        candidate_order="frequency",
+        edge_prior="frequency",
+        widening="fixed",
+    )
     searches, _ = start_searches(["t"], _TwoWayEnv(), config)
     SearchBatch(searches, _ScriptedPolicy(["a", "b"], ["x"], ["b", "c"]), config).run()
     root = searches[0].root
@@ -222,7 +240,7 @@ def test_evidence_order_follows_whichever_reading_of_the_samples_has_applied():
 
     def first_run(count_hits: int, first_hits: int):
         config = SearchConfig()
-        search, = start_searches(["t"], _TwoWayEnv(), config)[0]
+        (search,) = start_searches(["t"], _TwoWayEnv(), config)[0]
         for rule, hits in (("count", count_hits), ("first", first_hits)):
             for index in range(4):
                 search.evidence.record(rule, index < hits)
@@ -239,7 +257,7 @@ def test_evidence_order_follows_whichever_reading_of_the_samples_has_applied():
 
 def test_evidence_widening_resamples_less_where_first_choices_apply():
     config = SearchConfig()
-    search, = start_searches(["t"], _TwoWayEnv(), config)[0]
+    (search,) = start_searches(["t"], _TwoWayEnv(), config)[0]
     node = search.root
     node.expansions, node.visits = 1, 4  # fixed widening (c 1.5): 1 <= 1.5 * 2 - 1, re-sample
     assert search._widen(node)

@@ -36,7 +36,7 @@ def test_value_is_a_token_of_the_shared_vocabulary(tiny):
     position = example["value_pos"] + 1
     assert ids[position] == value_token_ids(tokenizer)[6] == labels[position]  # bucket of distance 7
     assert all(label == -100 for label in labels[:position])  # the prompt carries no loss
-    assert tokenizer.decode(ids[position + 1:-1]).strip() == "trivial"
+    assert tokenizer.decode(ids[position + 1 : -1]).strip() == "trivial"
     assert encode_step(tokenizer, "⊢ True", "trivial", 1, max_length=5) is None
 
 
@@ -67,7 +67,10 @@ def test_tactic_log_probabilities_are_those_the_model_sampled_from(tiny):
         captured["out"], captured["input_ids"] = generate(**kwargs), kwargs["input_ids"]
         return captured["out"]
 
-    rows = [policy._prompt("⊢ True") + [policy.values[0], 785], policy._prompt("x : ℕ\n⊢ x = x") + [policy.values[1], 4340]]
+    rows = [
+        policy._prompt("⊢ True") + [policy.values[0], 785],
+        policy._prompt("x : ℕ\n⊢ x = x") + [policy.values[1], 4340],
+    ]
     model.generate = recording
     try:
         _, scores = policy._continue(rows)
@@ -112,8 +115,14 @@ def test_simplified_found_proofs_feed_the_training_data(search_data, tmp_path, a
     buffer = write_jsonl(tmp_path / "buffer.jsonl", steps)
     from search.data import SearchData
 
-    data = SearchData(trees=str(search_data), replay_buffers=[str(buffer)], replay_repeats=3,
-                      max_train_examples=5, max_val_examples=2, max_length=256)
+    data = SearchData(
+        trees=str(search_data),
+        replay_buffers=[str(buffer)],
+        replay_repeats=3,
+        max_train_examples=5,
+        max_val_examples=2,
+        max_length=256,
+    )
     data.setup()
     assert data.counts["replay_steps"] == len(steps)
     assert data.counts["train_examples"] + data.counts["train_too_long"] == 5 + 3 * len(steps)
@@ -133,8 +142,22 @@ def test_expert_iteration_round_chains_manifests_and_eval_writes_a_report(search
     assert round_manifest["inputs"]["base_model"]["path"].endswith("search/debug")
     assert "replay_buffer_0" in round_manifest["inputs"]
     assert result.manifest["metrics"]["final_model"] == "artifacts://search/debug-round1"
-    report = evaluate.main(["--config", "configs/search/eval/demo.yaml", "--model", "artifacts://search/debug",
-                            "--limit", "2", "--budgets", "[1, 2]", "--max_new_tokens", "4", "--run", "t"])
+    report = evaluate.main(
+        [
+            "--config",
+            "configs/search/eval/demo.yaml",
+            "--model",
+            "artifacts://search/debug",
+            "--limit",
+            "2",
+            "--budgets",
+            "[1, 2]",
+            "--max_new_tokens",
+            "4",
+            "--run",
+            "t",
+        ]
+    )
     metrics = report.manifest["metrics"]
     assert metrics["theorems"] == 2 and set(metrics["solved_vs_budget"]) == {"1", "2"}
     # the baseline's fixed budget: the most the search could spend (budget 2 x demo's 4 tactics per expansion)
@@ -150,16 +173,30 @@ def test_with_lean_only_a_valid_whole_program_counts_as_solved():
     from search.simplify import SimplifyStats
 
     def row(theorem, attempt, solved_at, verdict):
-        return {"theorem": theorem, "attempt": attempt, "started": True, "solved": True, "solved_at_iteration": solved_at,
-                "env_calls_to_solve": 3, "env_calls": 5, "cycles": 0, "unavailable": 0, "duplicates": 0,
-                "model_s": 1.0, "env_s": 1.0, "verdict": verdict}
+        return {
+            "theorem": theorem,
+            "attempt": attempt,
+            "started": True,
+            "solved": True,
+            "solved_at_iteration": solved_at,
+            "env_calls_to_solve": 3,
+            "env_calls": 5,
+            "cycles": 0,
+            "unavailable": 0,
+            "duplicates": 0,
+            "model_s": 1.0,
+            "env_s": 1.0,
+            "verdict": verdict,
+        }
 
     # a: closed at 1 and 4 but only the later proof is valid; b: closed, the kernel rejects it
     rows = [row("a", 0, 1, "invalid"), row("a", 1, 4, "valid"), row("b", 0, 2, "invalid")]
-    lean = summarize(rows, SearchEvalConfig(environment="repl", attempts=2, budgets=[2, 4], baseline=False),
-                     SimplifyStats())
+    lean = summarize(
+        rows, SearchEvalConfig(environment="repl", attempts=2, budgets=[2, 4], baseline=False), SimplifyStats()
+    )
     assert (lean["solved"], lean["search_closed"], lean["pass@2"]) == (1, 2, 0.5)
     assert lean["solved_vs_budget"] == {"2": 0, "4": 1} and lean["verdicts"] == {"invalid": 2, "valid": 1}
-    replay = summarize(rows, SearchEvalConfig(environment="replay", attempts=2, budgets=[2, 4], baseline=False),
-                       SimplifyStats())
+    replay = summarize(
+        rows, SearchEvalConfig(environment="replay", attempts=2, budgets=[2, 4], baseline=False), SimplifyStats()
+    )
     assert (replay["solved"], replay["search_closed"]) == (2, 2) and replay["solved_vs_budget"] == {"2": 2, "4": 2}

@@ -19,8 +19,9 @@ from leanloop.paths import REPO_ROOT
 
 @pytest.mark.slow
 def test_a_killed_search_training_run_resumes_to_the_uninterrupted_model(kill_and_resume, search_data):
-    runs = kill_and_resume("search", "configs/search/debug.yaml", "--data.trees", str(search_data),
-                           kill=3, every=2, steps=6)
+    runs = kill_and_resume(
+        "search", "configs/search/debug.yaml", "--data.trees", str(search_data), kill=3, every=2, steps=6
+    )
     assert "step-000002" in runs.stderr and "not resumable" not in runs.stderr
     resumed, straight = runs.logged()
     assert sorted(resumed) == list(range(6)) and resumed == straight  # every step logged once, the same losses
@@ -30,23 +31,59 @@ def test_a_killed_search_training_run_resumes_to_the_uninterrupted_model(kill_an
 def _expert_iteration(run, once):
     """``python -m search.expert_iteration`` on the debug loop made 2 rounds of 4 steps, checkpointing every 2,
     killed (once) at step 3 of round 2."""
-    train_args = ["--trainer.max_steps", "4", "--trainer.max_epochs", "-1", "--data.max_train_examples", "16",
-                  "--data.max_val_examples", "2", "--trainer.limit_val_batches", "1",
-                  "--trainer.val_check_interval", "4",
-                  "--trainer.log_every_n_steps", "1", "--checkpoint_every_n_steps", "2",
-                  "--trainer.enable_progress_bar", "false", "--trainer.callbacks+", "kill_at_step.KillAt",
-                  "--trainer.callbacks.step", "3", "--trainer.callbacks.once", str(once),
-                  "--trainer.callbacks.run", "round2"]
-    argv = [sys.executable, "-m", "search.expert_iteration", "--config", "configs/search/expert_iteration/debug.yaml", "--rounds", "2",
-            "--run", run, "--train_args", json.dumps(train_args)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "tests/leanloop")]),
-           "OMP_NUM_THREADS": "1"}
+    train_args = [
+        "--trainer.max_steps",
+        "4",
+        "--trainer.max_epochs",
+        "-1",
+        "--data.max_train_examples",
+        "16",
+        "--data.max_val_examples",
+        "2",
+        "--trainer.limit_val_batches",
+        "1",
+        "--trainer.val_check_interval",
+        "4",
+        "--trainer.log_every_n_steps",
+        "1",
+        "--checkpoint_every_n_steps",
+        "2",
+        "--trainer.enable_progress_bar",
+        "false",
+        "--trainer.callbacks+",
+        "kill_at_step.KillAt",
+        "--trainer.callbacks.step",
+        "3",
+        "--trainer.callbacks.once",
+        str(once),
+        "--trainer.callbacks.run",
+        "round2",
+    ]
+    argv = [
+        sys.executable,
+        "-m",
+        "search.expert_iteration",
+        "--config",
+        "configs/search/expert_iteration/debug.yaml",
+        "--rounds",
+        "2",
+        "--run",
+        run,
+        "--train_args",
+        json.dumps(train_args),
+    ]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "tests/leanloop")]),
+        "OMP_NUM_THREADS": "1",
+    }
     return subprocess.run(argv, capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=900)
 
 
 @pytest.mark.slow
-def test_a_killed_self_improvement_loop_resumes_to_the_uninterrupted_one(search_data, artifacts, tmp_path,
-                                                                          kill_and_resume):
+def test_a_killed_self_improvement_loop_resumes_to_the_uninterrupted_one(
+    search_data, artifacts, tmp_path, kill_and_resume
+):
     shutil.copytree(search_data, artifacts / "search_data" / "default")
     from search.train import run as train
 
@@ -62,7 +99,10 @@ def test_a_killed_self_improvement_loop_resumes_to_the_uninterrupted_one(search_
     assert "resuming the unfinished run" in resumed.stderr and "resume-round2 from step-000002" in resumed.stderr
     straight = _expert_iteration("straight", once)
     assert straight.returncode == 0, straight.stderr[-3000:]
-    ours, theirs = (artifacts / "search_expert_iteration" / "resume", artifacts / "search_expert_iteration" / "straight")
+    ours, theirs = (
+        artifacts / "search_expert_iteration" / "resume",
+        artifacts / "search_expert_iteration" / "straight",
+    )
     for name in ("replay_round1.jsonl", "replay_round2.jsonl"):
         assert (ours / name).read_bytes() == (theirs / name).read_bytes()
 

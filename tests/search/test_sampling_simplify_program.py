@@ -50,11 +50,14 @@ def test_first_token_cap_and_dedupe():
 def test_simplification_contracts_an_unneeded_edge_checked_in_the_env():
     root = parse_goal("x : ℕ\nh : 0 < x\n⊢ x ≠ 0")
     mid = parse_goal("x : ℕ\nh : 0 < x\n⊢ ¬x = 0")
-    env = ReplayEnv([
-        {"state": root.text, "tactic": "show ¬x = 0", "result": [mid.text]},
-        {"state": mid.text, "tactic": "omega", "result": []},
-        {"state": root.text, "tactic": "omega", "result": []},
-    ], roots={})
+    env = ReplayEnv(
+        [
+            {"state": root.text, "tactic": "show ¬x = 0", "result": [mid.text]},
+            {"state": mid.text, "tactic": "omega", "result": []},
+            {"state": root.text, "tactic": "omega", "result": []},
+        ],
+        roots={},
+    )
     tree = TreeNode((root,), "show ¬x = 0", [TreeNode((mid,), "omega", [])]).measure()
     stats = SimplifyStats()
     simple = simplify(tree, env, stats)
@@ -74,7 +77,7 @@ def test_augmentation_renames_consistently_and_keeps_dependencies():
         assert tactic == f"exact Or.inl {hx.names[0]}"
         # a hypothesis comes after every hypothesis its type mentions
         for i, h in enumerate(new.hypotheses):
-            for later in new.hypotheses[i + 1:]:
+            for later in new.hypotheses[i + 1 :]:
                 for n in later.names:
                     assert not re.search(rf"(?<![\w']){re.escape(n)}(?![\w'])", h.type)
         assert sorted(names) != ["hx", "s", "x"] or seed > 100  # renamed (α is a type: kept)
@@ -86,8 +89,9 @@ def _name_of(goal, type_):
 
 def test_proof_script_bullets_several_goals():
     a, b, c = (parse_goal(f"⊢ {t}") for t in ("P ∧ Q", "P", "Q"))
-    tree = TreeNode((a,), "constructor", [TreeNode((b,), "exact hp", []),
-                                          TreeNode((c,), "simp at hq\nexact hq", [])]).measure()
+    tree = TreeNode(
+        (a,), "constructor", [TreeNode((b,), "exact hp", []), TreeNode((c,), "simp at hq\nexact hq", [])]
+    ).measure()
     assert proof_script(tree) == "  constructor\n  · exact hp\n  · simp at hq\n      exact hq"
 
 
@@ -121,18 +125,25 @@ class _ScriptPolicy:
 
 @pytest.fixture(scope="module")
 def linear_proof_rows(shared_data):
-    statements = {json.loads(l)["name"]: json.loads(l) for l in
-                  (shared_data / "statements" / "minif2f_deepseek_prover_v1.5.jsonl").open()}
-    rows = [json.loads(l) for l in gzip.open(shared_data / "candidates" / "rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz")]
+    statements = {
+        json.loads(l)["name"]: json.loads(l)
+        for l in (shared_data / "statements" / "minif2f_deepseek_prover_v1.5.jsonl").open()
+    }
+    rows = [
+        json.loads(l)
+        for l in gzip.open(shared_data / "candidates" / "rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz")
+    ]
     out = {}
     for row in rows:
         s = statements.get(row["name"])
         if not s or not row["code"].startswith(s["header"] + s["informal_prefix"] + s["formal_statement"]):
             continue
-        proof = row["code"][len(s["header"] + s["informal_prefix"] + s["formal_statement"]):]
+        proof = row["code"][len(s["header"] + s["informal_prefix"] + s["formal_statement"]) :]
         lines = proof.rstrip("\n").split("\n")
         # a linear proof: every line one tactic at the block's indentation
-        if all(re.fullmatch(r"  [^ \n][^\n]*", l) for l in lines) and not row["compilation_result"].get("system_errors"):
+        if all(re.fullmatch(r"  [^ \n][^\n]*", l) for l in lines) and not row["compilation_result"].get(
+            "system_errors"
+        ):
             out.setdefault(bool(row["verdict_pass"]), (row, s, [l.strip() for l in lines]))
     return out
 
@@ -147,10 +158,17 @@ def test_found_proof_is_verified_as_one_program(linear_proof_rows):
         SearchBatch(searches, _ScriptPolicy(lines), config).run()
         assert searches[0].solved  # the interactive session said so
         tree = searches[0].proof()
-        assert render_program(tree, statement["formal_statement"], statement["header"],
-                              statement["informal_prefix"]).strip() == row["code"].strip()
-        found.append(FoundProof(row["name"], tree, statement["formal_statement"], statement["header"],
-                                statement["informal_prefix"]))
+        assert (
+            render_program(
+                tree, statement["formal_statement"], statement["header"], statement["informal_prefix"]
+            ).strip()
+            == row["code"].strip()
+        )
+        found.append(
+            FoundProof(
+                row["name"], tree, statement["formal_statement"], statement["header"], statement["informal_prefix"]
+            )
+        )
     found.append(FoundProof("traced_only", found[0].tree))  # no statement text: cannot be a program
     rejected, accepted_by_session, no_text = verify_found(verifier, found)
     # Lean's recorded errors for the whole program reject what the session accepted

@@ -28,8 +28,11 @@ from search.trees import TreeNode
 
 FILE2 = "h@HEAD:file2#0"  # repl test/file2.lean: `rw [Nat.add_assoc, Nat.add_comm y, h1]` after two defs
 # the programs whose proof sits on its own line, as `render_program` writes it
-ROUND_TRIP = {FILE2, "foo@e72b3256e81d:test/Mathlib/test/incrementality#0",
-              "foo2@e72b3256e81d:test/Mathlib/test/incrementality#1"}
+ROUND_TRIP = {
+    FILE2,
+    "foo@e72b3256e81d:test/Mathlib/test/incrementality#0",
+    "foo2@e72b3256e81d:test/Mathlib/test/incrementality#1",
+}
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +68,10 @@ def test_accepted_programs_become_replay_problems_with_their_recorded_goals(reco
     assert ROUND_TRIP <= set(problems)
     file2 = problems[FILE2]
     assert file2.statement.theorem == "h" and file2.statement.header == ""
-    assert file2.statement.context.startswith("def a : Nat := 37\n") and "theorem h1 : a = b := rfl" in file2.statement.context
+    assert (
+        file2.statement.context.startswith("def a : Nat := 37\n")
+        and "theorem h1 : a = b := rfl" in file2.statement.context
+    )
     assert file2.statement.statement == "theorem h (x y z : Nat) : x + y + (z + a) = x + (z + b + y) := by"
     # the root is the goal Lean printed before the tactic; the tactic closed it (Lean accepted the program)
     assert file2.tree.state == "x y z : Nat\n⊢ x + y + (z + a) = x + (z + b + y)"
@@ -110,7 +116,7 @@ def test_a_composition_the_recordings_do_not_cover_is_unavailable(recorded, foun
     assert env.apply(root, reordered).status is EnvStatus.UNAVAILABLE
     for tactic in (respaced, reordered):
         perturbed = TreeNode(tree.goals, tactic).measure()
-        outcome, = verify_found(verifier, [_found_proof(problems[FILE2], perturbed)])
+        (outcome,) = verify_found(verifier, [_found_proof(problems[FILE2], perturbed)])
         assert outcome.category is Category.UNAVAILABLE and R.code_of(outcome.reasons[0]) == R.NO_RECORDING
 
 
@@ -122,7 +128,7 @@ def test_under_rl_the_recorded_program_is_reached_but_the_harness_cannot_be_answ
     _, searches = found
     proof = _found_proof(problems[FILE2], searches[FILE2].proof())
     verifier = Verifier(backend, "rl")
-    outcome, = verify_found(verifier, [proof])
+    (outcome,) = verify_found(verifier, [proof])
     assert outcome.category is Category.UNAVAILABLE and R.code_of(outcome.reasons[0]) == R.NO_TRAILER_REPLY
     # the harness elaborates the trusted statement after the statement's own context (the defs it names)
     submission = verifier.prepare(found_request(proof))

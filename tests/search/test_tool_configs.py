@@ -13,7 +13,11 @@ from search.evaluate import SearchEvalConfig
 from search.expert_iteration import ExpertIterationConfig
 
 TOOLS = {"eval": SearchEvalConfig, "expert_iteration": ExpertIterationConfig}
-CONFIGS = [(TOOLS[p.parent.name], p) for folder in TOOLS for p in sorted((REPO_ROOT / "configs/search" / folder).glob("*.yaml"))]
+CONFIGS = [
+    (TOOLS[p.parent.name], p)
+    for folder in TOOLS
+    for p in sorted((REPO_ROOT / "configs/search" / folder).glob("*.yaml"))
+]
 CONFIGS += [(SearchDataConfig, p) for p in sorted((REPO_ROOT / "configs/search/data").glob("*.yaml"))]
 
 

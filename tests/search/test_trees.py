@@ -26,10 +26,12 @@ def test_cycle_key_ignores_hypothesis_order_names_and_whitespace():
 def test_cycle_key_is_the_same_for_renamed_and_reordered_hypotheses_of_one_type():
     # two variables of one type, told apart only by how the other hypotheses use them: printed in
     # either order, under any names, the goal is the same
-    printed = ["x y : ℕ\nhx : 0 < x\nhy : 1 < y\n⊢ x * y = y * x",
-               "y x : ℕ\nhy : 1 < y\nhx : 0 < x\n⊢ x * y = y * x",
-               "a b : ℕ\nh1 : 0 < a\nh2 : 1 < b\n⊢ a * b = b * a",
-               "b a : ℕ\nh2 : 1 < b\nh1 : 0 < a\n⊢ a * b = b * a"]
+    printed = [
+        "x y : ℕ\nhx : 0 < x\nhy : 1 < y\n⊢ x * y = y * x",
+        "y x : ℕ\nhy : 1 < y\nhx : 0 < x\n⊢ x * y = y * x",
+        "a b : ℕ\nh1 : 0 < a\nh2 : 1 < b\n⊢ a * b = b * a",
+        "b a : ℕ\nh2 : 1 < b\nh1 : 0 < a\n⊢ a * b = b * a",
+    ]
     assert len({parse_goal(text).cycle_key for text in printed}) == 1
     # swapping which variable is bounded by what is a different goal when the target is not symmetric
     left = parse_goal("x y : ℕ\nhx : 0 < x\nhy : 1 < y\n⊢ x - y = 0")
@@ -47,10 +49,18 @@ def test_states_split_into_goals_and_metavariables_group_them():
 
 def test_tree_from_steps_matches_tactics_to_the_goal_they_changed():
     steps = [
-        {"tactic_idx": 0, "tactic": "constructor", "state_before": "⊢ P ∧ Q",
-         "state_after": "case left\n⊢ P\n\ncase right\n⊢ Q"},
-        {"tactic_idx": 1, "tactic": "exact hp", "state_before": "case left\n⊢ P\n\ncase right\n⊢ Q",
-         "state_after": "case right\n⊢ Q"},
+        {
+            "tactic_idx": 0,
+            "tactic": "constructor",
+            "state_before": "⊢ P ∧ Q",
+            "state_after": "case left\n⊢ P\n\ncase right\n⊢ Q",
+        },
+        {
+            "tactic_idx": 1,
+            "tactic": "exact hp",
+            "state_before": "case left\n⊢ P\n\ncase right\n⊢ Q",
+            "state_after": "case right\n⊢ Q",
+        },
         {"tactic_idx": 2, "tactic": "exact hq", "state_before": "case right\n⊢ Q", "state_after": "no goals"},
     ]
     result = build_tree(steps)

@@ -17,8 +17,7 @@ def _option(command: list[str], flag: str) -> str | None:
 def test_rounds_chain_through_named_runs(artifacts):
     config = FlywheelConfig(rounds=3, sft_args=["--trainer.max_steps", "2"])
     steps = plan(config).steps
-    assert [(s.stage, s.round) for s in steps] == [
-        (stage, r) for r in (1, 2, 3) for stage in ("sft", "sample", "data")]
+    assert [(s.stage, s.round) for s in steps] == [(stage, r) for r in (1, 2, 3) for stage in ("sft", "sample", "data")]
     base = yaml.safe_load((REPO_ROOT / config.sft_config).read_text())["data"]["corpus"]
     base_data = yaml.safe_load((REPO_ROOT / config.data_config).read_text())
     for r in (1, 2, 3):
@@ -32,9 +31,10 @@ def test_rounds_chain_through_named_runs(artifacts):
         assert data.data_config["run"] == f"round-{r}"
         sources = data.data_config["sources"]
         assert sources[: len(base_data["sources"])] == base_data["sources"]
-        samples = [s["path"] for s in sources[len(base_data["sources"]):]]
-        assert samples == [str(artifacts / "sft_sample" / f"round-{s}" / "final" / "candidates.jsonl")
-                           for s in range(1, r + 1)]
+        samples = [s["path"] for s in sources[len(base_data["sources"]) :]]
+        assert samples == [
+            str(artifacts / "sft_sample" / f"round-{s}" / "final" / "candidates.jsonl") for s in range(1, r + 1)
+        ]
         assert _option(data.command, "--config") == str(data.config_path)
 
 

@@ -27,11 +27,13 @@ STATEMENTS = "shared://statements/minif2f_goedel_prover_v2_repaired.jsonl"
 
 
 def _config(prover, name, style="raw"):
-    return SampleConfig(model=ModelSpec(name=str(prover)), run=name,
-                        statements=StatementsConfig(path=STATEMENTS, limit=2),
-                        prompt=PromptConfig(style=style),
-                        sampling=SamplingConfig(k=2, max_new_tokens=3, seed=7))
-
+    return SampleConfig(
+        model=ModelSpec(name=str(prover)),
+        run=name,
+        statements=StatementsConfig(path=STATEMENTS, limit=2),
+        prompt=PromptConfig(style=style),
+        sampling=SamplingConfig(k=2, max_new_tokens=3, seed=7),
+    )
 
 
 def test_samples_are_candidates_make_data_labels(tiny_prover, tiny_generator, artifacts):
@@ -43,8 +45,7 @@ def test_samples_are_candidates_make_data_labels(tiny_prover, tiny_generator, ar
     prover = f"{tiny_prover}@{content_hash(tiny_prover / 'config.json')}"
     for row, statement in zip(rows, [s for s in statements for _ in (0, 1)]):
         assert row["prover"] == prover
-        assert row["sampling"] == {"k": 2, "temperature": 1.0, "top_p": 0.95, "max_new_tokens": 3,
-                                   "seed": 7}
+        assert row["sampling"] == {"k": 2, "temperature": 1.0, "top_p": 0.95, "max_new_tokens": 3, "seed": 7}
         assert (row["header"], row["statement"]) == (statement.header, statement.statement)
         assert (row["program"] is None) == bool(row["extraction_reason"])
         if row["extraction"] == "continuation":  # raw prompt: the program continues the statement
@@ -62,8 +63,7 @@ def test_samples_are_candidates_make_data_labels(tiny_prover, tiny_generator, ar
     assert all(any(f"(sampler: {why})" in e.reason for why in reasons) for e in read.errors)
 
     # the shipped data config labels them with the configured backend (replay: nothing recorded)
-    data = parse_config(["--config", str(REPO_ROOT / "configs/data/sft_samples.yaml"),
-                         "--run", "labelled"])
+    data = parse_config(["--config", str(REPO_ROOT / "configs/data/sft_samples.yaml"), "--run", "labelled"])
     data.sources[0].path = str(target)
     data.backend = BackendConfig(kind="replay", replay=ReplayBackendConfig(sources=["rl_lean"]))
     result = build(data, progress=False, quiet=True)

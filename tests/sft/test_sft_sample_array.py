@@ -21,18 +21,42 @@ from sft.sample import main as sample_main, run, sample_dir
 STATEMENTS = "shared://statements/minif2f_goedel_prover_v2_repaired.jsonl"
 
 
-def test_sample_array_merges_to_the_one_process_file(tiny_prover, tiny_generator, artifacts, tmp_path, capsys,
-                                                     monkeypatch):
-    whole = run(SampleConfig(model=ModelSpec(name=str(tiny_prover)), run="whole",
-                             statements=StatementsConfig(path=STATEMENTS, limit=4),
-                             sampling=SamplingConfig(k=2, max_new_tokens=4)), tiny_generator).read_bytes()
+def test_sample_array_merges_to_the_one_process_file(
+    tiny_prover, tiny_generator, artifacts, tmp_path, capsys, monkeypatch
+):
+    whole = run(
+        SampleConfig(
+            model=ModelSpec(name=str(tiny_prover)),
+            run="whole",
+            statements=StatementsConfig(path=STATEMENTS, limit=4),
+            sampling=SamplingConfig(k=2, max_new_tokens=4),
+        ),
+        tiny_generator,
+    ).read_bytes()
     config = tmp_path / "sample.yaml"
-    config.write_text(yaml.safe_dump({
-        "model": {"name": str(tiny_prover)}, "statements": {"path": STATEMENTS, "limit": 4},
-        "sampling": {"k": 2, "max_new_tokens": 4}, "generation": {"threads": 1}}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "model": {"name": str(tiny_prover)},
+                "statements": {"path": STATEMENTS, "limit": 4},
+                "sampling": {"k": 2, "max_new_tokens": 4},
+                "generation": {"threads": 1},
+            }
+        )
+    )
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    args = ["--stage", "sft_sample", "--config", str(config), "--run", "arr", "--array", "2",
-            "--profile", str(PROFILES_DIR / "local.yaml")]
+    args = [
+        "--stage",
+        "sft_sample",
+        "--config",
+        str(config),
+        "--run",
+        "arr",
+        "--array",
+        "2",
+        "--profile",
+        str(PROFILES_DIR / "local.yaml"),
+    ]
     assert array_main(args) == 0, capsys.readouterr().err
     folder = sample_dir("arr")
     assert (folder / "final" / "candidates.jsonl").read_bytes() == whole

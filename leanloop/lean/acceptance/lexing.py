@@ -8,12 +8,14 @@ from dataclasses import dataclass
 _ASCII_FIRST = "A-Za-z_"
 _ASCII_REST = "A-Za-z0-9_'!?"
 
-_LETTER_LIKE_CLASSIC = ("\u03b1-\u03ba\u03bc-\u03c9"  # lower Greek but λ
-                        "\u0391-\u039f\u03a1\u03a2\u03a4-\u03a9"  # upper Greek but Π and Σ
-                        "\u03ca-\u03fb"  # Coptic
-                        "\u1f00-\u1ffe"  # polytonic Greek
-                        "\u2100-\u214f"  # letterlike block
-                        "\U0001d49c-\U0001d59f")  # script, double-struck, Fraktur
+_LETTER_LIKE_CLASSIC = (
+    "\u03b1-\u03ba\u03bc-\u03c9"  # lower Greek but λ
+    "\u0391-\u039f\u03a1\u03a2\u03a4-\u03a9"  # upper Greek but Π and Σ
+    "\u03ca-\u03fb"  # Coptic
+    "\u1f00-\u1ffe"  # polytonic Greek
+    "\u2100-\u214f"  # letterlike block
+    "\U0001d49c-\U0001d59f"
+)  # script, double-struck, Fraktur
 _LETTER_LIKE_LATIN = "\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u00ff\u0100-\u017f"  # Latin-1 letters, Latin Extended-A
 _SUBSCRIPT_CLASSIC = "\u2080-\u2089\u2090-\u209c\u1d62-\u1d6a"
 _SUBSCRIPT_LATIN = "\u2c7c"
@@ -47,10 +49,14 @@ class IdentTable:
         return self._rest  # type: ignore[attr-defined]
 
 
-CLASSIC = IdentTable("classic", _ASCII_FIRST + _LETTER_LIKE_CLASSIC,
-                     _ASCII_REST + _LETTER_LIKE_CLASSIC + _SUBSCRIPT_CLASSIC)
-LATIN = IdentTable("latin", _ASCII_FIRST + _LETTER_LIKE_CLASSIC + _LETTER_LIKE_LATIN,
-                   _ASCII_REST + _LETTER_LIKE_CLASSIC + _LETTER_LIKE_LATIN + _SUBSCRIPT_CLASSIC + _SUBSCRIPT_LATIN)
+CLASSIC = IdentTable(
+    "classic", _ASCII_FIRST + _LETTER_LIKE_CLASSIC, _ASCII_REST + _LETTER_LIKE_CLASSIC + _SUBSCRIPT_CLASSIC
+)
+LATIN = IdentTable(
+    "latin",
+    _ASCII_FIRST + _LETTER_LIKE_CLASSIC + _LETTER_LIKE_LATIN,
+    _ASCII_REST + _LETTER_LIKE_CLASSIC + _LETTER_LIKE_LATIN + _SUBSCRIPT_CLASSIC + _SUBSCRIPT_LATIN,
+)
 # only what both tables agree on counts as identifier; the rest of LATIN's additions are disputed
 TRANSITION = IdentTable("transition", CLASSIC.first, CLASSIC.rest, _LETTER_LIKE_LATIN + _SUBSCRIPT_LATIN)
 TABLES = {t.name: t for t in (CLASSIC, LATIN, TRANSITION)}
@@ -74,4 +80,3 @@ def table_for(lean_version: str | None) -> IdentTable:
     if minor >= 23:
         return LATIN
     return TRANSITION
-

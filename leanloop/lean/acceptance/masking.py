@@ -20,8 +20,12 @@ _CHAR_LIT = re.compile(r"'(?:\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)|[^\\'])'", 
 # blanked as the string
 _BAD_ESCAPE = re.compile(r"\\(?![\\\"'nt]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4})")
 _NOT_NEWLINE = re.compile(r"[^\n]")
-_INTERPOLATED_BEFORE = re.compile(r"(?:!|\]|" f"(?<![{CLASSIC.rest}.])" r"(?:dbg_trace|throwError|throwErrorAt|"
-                                  r"throwNamedError))[ \t]*\Z")
+_INTERPOLATED_BEFORE = re.compile(
+    r"(?:!|\]|"
+    f"(?<![{CLASSIC.rest}.])"
+    r"(?:dbg_trace|throwError|throwErrorAt|"
+    r"throwNamedError))[ \t]*\Z"
+)
 
 IDENT, LITERAL, AMBIGUOUS = "ident", "literal", "ambiguous"
 
@@ -46,8 +50,9 @@ def _hash_word(program: str, floor: int, pos: int) -> bool:
     return False
 
 
-def reading_at(program: str, pos: int, table: IdentTable = TRANSITION, tokens: TokenTable | None = None,
-               lo: int = 0) -> str:
+def reading_at(
+    program: str, pos: int, table: IdentTable = TRANSITION, tokens: TokenTable | None = None, lo: int = 0
+) -> str:
     """How Lean reads the ``'``, ``"`` or the ``r`` of ``r"`` at ``pos``: ``IDENT`` (it is inside the
     identifier or table token before it), ``LITERAL`` (a token starts there: it opens a literal) or
     ``AMBIGUOUS`` (the token table or the version cannot settle it). Lexes the whitespace-free run
@@ -60,16 +65,23 @@ def reading_at(program: str, pos: int, table: IdentTable = TRANSITION, tokens: T
     return AMBIGUOUS if start is None else LITERAL if start else IDENT
 
 
-def continues_identifier(program: str, pos: int, table: IdentTable = TRANSITION, tokens: TokenTable | None = None,
-                         lo: int = 0) -> bool | None:
+def continues_identifier(
+    program: str, pos: int, table: IdentTable = TRANSITION, tokens: TokenTable | None = None, lo: int = 0
+) -> bool | None:
     """Is the ``'`` or ``r`` at ``pos`` part of the token before it? None: the masker cannot know
     (see ``reading_at``)."""
     reading = reading_at(program, pos, table, tokens, lo)
     return None if reading == AMBIGUOUS else reading == IDENT
 
 
-def _string_end(program: str, i: int, keep: bool, spans: list[tuple[int, int]],
-                table: IdentTable = TRANSITION, tokens: TokenTable | None = None) -> int | None:
+def _string_end(
+    program: str,
+    i: int,
+    keep: bool,
+    spans: list[tuple[int, int]],
+    table: IdentTable = TRANSITION,
+    tokens: TokenTable | None = None,
+) -> int | None:
     """Offset just after the string literal whose body starts at ``i`` (None: unterminated).
     ``keep``: the string is interpolated; the offsets of its ``{...}`` code go to ``spans``."""
     n = len(program)
@@ -84,8 +96,9 @@ def _string_end(program: str, i: int, keep: bool, spans: list[tuple[int, int]],
             while k < n and depth:
                 ch = program[k]
                 if ch == '"':
-                    end = _string_end(program, k + 1, bool(_INTERPOLATED_BEFORE.search(program, 0, k)), [], table,
-                                      tokens)
+                    end = _string_end(
+                        program, k + 1, bool(_INTERPOLATED_BEFORE.search(program, 0, k)), [], table, tokens
+                    )
                     if end is None:
                         return None
                     k = end
@@ -116,8 +129,9 @@ def _line_of(program: str, offset: int) -> int:
     return program.count("\n", 0, offset) + 1
 
 
-def mask(program: str, keep_interpolations: bool = False, lean_version: str | None = None,
-         tokens: TokenTable | None = None) -> Masked:
+def mask(
+    program: str, keep_interpolations: bool = False, lean_version: str | None = None, tokens: TokenTable | None = None
+) -> Masked:
     """Mask comments, string and char literals of a Lean program (see the module docstring).
     ``keep_interpolations``: leave the code inside interpolated strings' ``{...}`` unmasked.
     ``lean_version`` selects Lean's identifier table (``lexing.table_for``); ``tokens`` Lean's token
@@ -134,8 +148,11 @@ def mask(program: str, keep_interpolations: bool = False, lean_version: str | No
     if masked.ambiguous or masked.unterminated:
         return masked
     present = sorted(t for t in tokens.scope_sensitive if t in program)
-    absent_sets = ([set(c) for k in range(1, len(present) + 1) for c in combinations(present, k)]
-                   if len(present) <= 3 else [{t} for t in present] + [set(present)])
+    absent_sets = (
+        [set(c) for k in range(1, len(present) + 1) for c in combinations(present, k)]
+        if len(present) <= 3
+        else [{t} for t in present] + [set(present)]
+    )
     for absent in absent_sets:
         other = _mask(program, keep_interpolations, table, tokens.without(absent))
         if other.unterminated:
@@ -145,8 +162,12 @@ def mask(program: str, keep_interpolations: bool = False, lean_version: str | No
             return Masked(masked.text, None, f"{other.ambiguous} where {where} is not open (a scoped notation token)")
         for at, (seen, there) in enumerate(zip(masked.text, other.text)):
             if seen != there and not program[at].isspace():
-                return Masked(masked.text, None, f"text Lean reads otherwise where {where} is not open (a scoped "
-                                                 f"notation token) at line {_line_of(program, at)}")
+                return Masked(
+                    masked.text,
+                    None,
+                    f"text Lean reads otherwise where {where} is not open (a scoped "
+                    f"notation token) at line {_line_of(program, at)}",
+                )
     return masked
 
 
@@ -172,7 +193,7 @@ def _mask(program: str, keep_interpolations: bool, table: IdentTable, tokens: To
         spans: list[tuple[int, int]] = []
         if token == "/-":
             depth, scan = 1, m.end()
-            if program[scan:scan + 1] in ("-", "!"):  # `/--` and `/-!`: the body starts after them
+            if program[scan : scan + 1] in ("-", "!"):  # `/--` and `/-!`: the body starts after them
                 scan += 1
             while depth:
                 d = _BLOCK_DELIMS.search(program, scan)
@@ -207,7 +228,7 @@ def _mask(program: str, keep_interpolations: bool, table: IdentTable, tokens: To
                 continue
             # raw strings exist only in newer Lean (older ones read `r`, a string, `#`s) and no
             # honest proof needs one
-            unsure("a raw string literal (`r\"` / `r#\"`)", start)
+            unsure('a raw string literal (`r"` / `r#"`)', start)
             closing = '"' + "#" * (len(token) - 2)
             close = program.find(closing, m.end())
             if close < 0:
@@ -224,15 +245,18 @@ def _mask(program: str, keep_interpolations: bool, table: IdentTable, tokens: To
                 pos = start + 1
                 continue
             if reading == AMBIGUOUS:
-                before = program[chunk_start(program, start, keep_from):start]
-                unsure(f"a char literal after `{before}`: Lean's token table or version decides where the token "
-                       "before it ends", start)
+                before = program[chunk_start(program, start, keep_from) : start]
+                unsure(
+                    f"a char literal after `{before}`: Lean's token table or version decides where the token "
+                    "before it ends",
+                    start,
+                )
             end = c.end()
             if "\\" in program[start:end] and _BAD_ESCAPE.search(program, start, end):
                 unsure("a char escape some Lean versions reject (Lean then lexes on inside the literal)", start)
         else:  # «quoted identifier»: skip it whole so `--` or `"` inside is not misread
             close = program.find("»", m.end())
-            if close < 0 or any(x in program[m.end():close] for x in ('"', "'", "--", "/-", "-/", "\n", "«")):
+            if close < 0 or any(x in program[m.end() : close] for x in ('"', "'", "--", "/-", "-/", "\n", "«")):
                 unsure("a «quoted» name holding a quote, a comment opener or a line break", start)
             pos = n if close < 0 else close + 1
             continue

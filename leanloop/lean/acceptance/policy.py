@@ -30,8 +30,9 @@ MAX_CHARS = 262_144
 HARNESS_HEARTBEATS = 800_000
 # The header of the seed's benchmark (miniF2F as shipped by DeepSeek-Prover-V1.5 and used by the
 # RL-Lean and Kimina-Prover candidates in ../shared/data).
-BENCHMARK_HEADER = ("import Mathlib\nimport Aesop\n\nset_option maxHeartbeats 0\n\n"
-                    "open BigOperators Real Nat Topology Rat\n\n")
+BENCHMARK_HEADER = (
+    "import Mathlib\nimport Aesop\n\nset_option maxHeartbeats 0\n\nopen BigOperators Real Nat Topology Rat\n\n"
+)
 
 # native_decide's axioms (and newer Lean's per-use X._native.native_decide.ax_N): the seed's collection
 # list allows native_decide, so LLF's collection does too
@@ -40,6 +41,8 @@ NATIVE_AXIOMS = frozenset({"Lean.ofReduceBool", "Lean.trustCompiler"})
 
 def is_native_axiom(axiom: str) -> bool:
     return axiom in NATIVE_AXIOMS or "._native." in axiom
+
+
 _SORRY_WARNING = re.compile(r"declaration uses ['`]sorry['`]")
 
 
@@ -75,13 +78,20 @@ RL = Profile("rl", hardened=True, heartbeats=HARNESS_HEARTBEATS, statement_check
 # LLF App. B: "The collection compares pretty-printed signatures and rejects mismatches even if the
 # program otherwise compiles" (so a binder renaming is rejected); no axiom trailer. The check theorem
 # (definitional equality, binder renamings accepted) stays rl's, the stronger defence under RL.
-COLLECTION_LLF = Profile("collection_llf", hardened=False, heartbeats=HARNESS_HEARTBEATS, statement_check=False,
-                         signature_check=True)
+COLLECTION_LLF = Profile(
+    "collection_llf", hardened=False, heartbeats=HARNESS_HEARTBEATS, statement_check=False, signature_check=True
+)
 # Does a formal statement type-check (the autoformalizer's compile reward)? `:= by sorry` is the
 # expected proof: sorry and its warning are allowed, errors are not; the rl text rules still apply
 # (an autoformalization policy is optimised against this check too).
-STATEMENT = Profile("statement", hardened=True, heartbeats=HARNESS_HEARTBEATS, statement_check=False,
-                    allow_sorry=True, only_sorry_warning=True)
+STATEMENT = Profile(
+    "statement",
+    hardened=True,
+    heartbeats=HARNESS_HEARTBEATS,
+    statement_check=False,
+    allow_sorry=True,
+    only_sorry_warning=True,
+)
 PROFILES: dict[str, Profile] = {p.name: p for p in (COLLECTION, COLLECTION_LLF, RL, STATEMENT)}
 
 
@@ -112,9 +122,16 @@ def _first_error(messages: list[LeanMessage]) -> LeanMessage | None:
 class AcceptancePolicy:
     """Prechecks, the program Lean compiles, and the verdict from Lean's answer."""
 
-    def __init__(self, profile: str | Profile = "collection", *, header: str | None = BENCHMARK_HEADER,
-                 heartbeats: int | None | str = "profile", max_chars: int | None = None,
-                 lean_version: str | None = None, tokens: TokenTable | None = None):
+    def __init__(
+        self,
+        profile: str | Profile = "collection",
+        *,
+        header: str | None = BENCHMARK_HEADER,
+        heartbeats: int | None | str = "profile",
+        max_chars: int | None = None,
+        lean_version: str | None = None,
+        tokens: TokenTable | None = None,
+    ):
         if isinstance(profile, str):
             if profile not in PROFILES:
                 raise ValueError(f"unknown policy profile {profile!r}; choose one of {sorted(PROFILES)}")
@@ -142,10 +159,17 @@ class AcceptancePolicy:
     # -- before Lean -------------------------------------------------------------------------
     def precheck(self, program: str, *, header: str | None = None, name: str | None = None) -> Precheck:
         """Deterministic text checks; ``header`` defaults to the policy's benchmark header."""
-        reasons = run_prechecks(program, hardened=self.profile.hardened, max_chars=self.profile.max_chars,
-                                header=header if header is not None else self.header, name=name,
-                                allow_sorry=self.profile.allow_sorry, lean_version=self.lean_version,
-                                heartbeat_budget=self.profile.heartbeats, tokens=self.tokens)
+        reasons = run_prechecks(
+            program,
+            hardened=self.profile.hardened,
+            max_chars=self.profile.max_chars,
+            header=header if header is not None else self.header,
+            name=name,
+            allow_sorry=self.profile.allow_sorry,
+            lean_version=self.lean_version,
+            heartbeat_budget=self.profile.heartbeats,
+            tokens=self.tokens,
+        )
         return Precheck(not reasons, reasons)
 
     def prepare(self, request: VerifyRequest) -> Submission | Outcome:
@@ -154,9 +178,16 @@ class AcceptancePolicy:
         if not isinstance(program, str) or not program.strip():
             return Outcome(Category.INPUT_ERROR, reasons=[R.reason(R.BAD_REQUEST, "empty program")])
         if (self.profile.statement_check or self.profile.signature_check) and not (request.name and request.statement):
-            return Outcome(Category.INPUT_ERROR, reasons=[R.reason(
-                R.BAD_REQUEST, f"the {self.profile.name} profile needs the target name and the trusted "
-                "statement (VerifyRequest.name / .statement)")])
+            return Outcome(
+                Category.INPUT_ERROR,
+                reasons=[
+                    R.reason(
+                        R.BAD_REQUEST,
+                        f"the {self.profile.name} profile needs the target name and the trusted "
+                        "statement (VerifyRequest.name / .statement)",
+                    )
+                ],
+            )
         header = request.header if request.header is not None else self.header
         if self.profile.hardened:
             # Lean reads CRLF as a line break; the text rules, the verbatim-header check and the
@@ -179,8 +210,9 @@ class AcceptancePolicy:
         return compose(program, header=header, heartbeats=self.profile.heartbeats, signature=signature)
 
     # -- after Lean --------------------------------------------------------------------------
-    def judge(self, request: VerifyRequest, submission: Submission, response: LeanResponse,
-              backend: str = "") -> Outcome:
+    def judge(
+        self, request: VerifyRequest, submission: Submission, response: LeanResponse, backend: str = ""
+    ) -> Outcome:
         """The outcome for Lean's answer to ``submission``."""
         base = Outcome(Category.UNAVAILABLE, time_s=response.time_s, backend=backend)
         no_answer = self._no_answer(response, base, self.profile)
@@ -203,8 +235,14 @@ class AcceptancePolicy:
             # asks for that answer (`statement_probe`) and turns a reproduced error into INPUT_ERROR.
             base.category = Category.INVALID
             base.first_error = harness_errors[0].data
-            base.reasons = [R.reason(R.HARNESS_LINE_ERROR, f"error on harness line {harness_errors[0].pos.line}"
-                                     if harness_errors[0].pos else "error on a harness line")]
+            base.reasons = [
+                R.reason(
+                    R.HARNESS_LINE_ERROR,
+                    f"error on harness line {harness_errors[0].pos.line}"
+                    if harness_errors[0].pos
+                    else "error on a harness line",
+                )
+            ]
             return base
         verdict = self._verdict_from_messages(messages, base, self.profile)
         if verdict is not None:
@@ -213,35 +251,46 @@ class AcceptancePolicy:
             verdict, detail = signature_verdict(request, submission.candidate or request.program)
             if verdict != SAME:
                 base.category = Category.INVALID if verdict == DIFFERENT else Category.UNAVAILABLE
-                base.reasons = [R.reason(R.STATEMENT_MISMATCH if verdict == DIFFERENT else R.SIGNATURE_UNDECIDED,
-                                         detail)]
+                base.reasons = [
+                    R.reason(R.STATEMENT_MISMATCH if verdict == DIFFERENT else R.SIGNATURE_UNDECIDED, detail)
+                ]
                 return base
         if not submission.trailer_line:
             base.category = Category.VALID
             return base
         return self._judge_trailer(submission, trailer, base)
 
-    def judge_verbatim_fallback(self, request: VerifyRequest, response: LeanResponse,
-                                backend: str = "") -> Outcome:
+    def judge_verbatim_fallback(self, request: VerifyRequest, response: LeanResponse, backend: str = "") -> Outcome:
         """For profiles that compose (rl, statement): the backend had no answer for the composed
         program (replay recordings never contain the harness lines); this is its answer for the
         verbatim program. Errors (or a sorry warning) decide INVALID; nothing else can be decided."""
         base = Outcome(Category.UNAVAILABLE, time_s=response.time_s, backend=backend)
         no_answer = self._no_answer(response, base, self.profile)
         if no_answer is not None:
-            no_answer.reasons = [r if not r.startswith(R.NO_RECORDING) else R.reason(
-                R.NO_RECORDING, f"no recorded answer from {backend or 'the backend'}, with or without the "
-                "harness trailer") for r in no_answer.reasons]
+            no_answer.reasons = [
+                r
+                if not r.startswith(R.NO_RECORDING)
+                else R.reason(
+                    R.NO_RECORDING,
+                    f"no recorded answer from {backend or 'the backend'}, with or without the harness trailer",
+                )
+                for r in no_answer.reasons
+            ]
             return no_answer
         base.messages, base.tactics = list(response.messages), list(response.tactics)
         verdict = self._verdict_from_messages(base.messages, base, self.profile)
         if verdict is not None:
             return verdict
         base.category = Category.UNAVAILABLE
-        base.reasons = [R.reason(R.NO_TRAILER_REPLY, f"{backend or 'the backend'} has a clean answer for the "
-                                 "program as written but none for it as the harness composes it (heartbeat line, "
-                                 "trusted statement, #print axioms trailer): the profile's checks cannot be "
-                                 "performed, so it is neither accepted nor rejected")]
+        base.reasons = [
+            R.reason(
+                R.NO_TRAILER_REPLY,
+                f"{backend or 'the backend'} has a clean answer for the "
+                "program as written but none for it as the harness composes it (heartbeat line, "
+                "trusted statement, #print axioms trailer): the profile's checks cannot be "
+                "performed, so it is neither accepted nor rejected",
+            )
+        ]
         return base
 
     def statement_probe(self, submission: Submission) -> Submission:
@@ -249,8 +298,13 @@ class AcceptancePolicy:
         says whether an error on a harness line comes from the trusted statement itself."""
         lines = submission.program.split("\n")
         keep = submission.header_lines + submission.block_lines
-        return Submission(program="\n".join(lines[:keep]) + "\n", candidate="", header_lines=submission.header_lines,
-                          block_lines=submission.block_lines, trailer_line=0)
+        return Submission(
+            program="\n".join(lines[:keep]) + "\n",
+            candidate="",
+            header_lines=submission.header_lines,
+            block_lines=submission.block_lines,
+            trailer_line=0,
+        )
 
     def judge_probe(self, outcome: Outcome, probe: Submission, response: LeanResponse) -> Outcome:
         """``outcome`` (a harness-line error) given Lean's answer for ``statement_probe``: an error
@@ -261,10 +315,15 @@ class AcceptancePolicy:
         errors = [m for m in response.messages if m.severity == "error"]
         if not errors:
             return outcome
-        return Outcome(Category.INPUT_ERROR, messages=outcome.messages, tactics=outcome.tactics,
-                       first_error=errors[0].data, time_s=outcome.time_s, backend=outcome.backend,
-                       reasons=[R.reason(R.TRUSTED_STATEMENT_ERROR,
-                                         "the trusted statement did not elaborate under the header")])
+        return Outcome(
+            Category.INPUT_ERROR,
+            messages=outcome.messages,
+            tactics=outcome.tactics,
+            first_error=errors[0].data,
+            time_s=outcome.time_s,
+            backend=outcome.backend,
+            reasons=[R.reason(R.TRUSTED_STATEMENT_ERROR, "the trusted statement did not elaborate under the header")],
+        )
 
     @staticmethod
     def _unmatched(submission: Submission, response: LeanResponse) -> str | None:
@@ -289,8 +348,10 @@ class AcceptancePolicy:
             ResponseStatus.UNAVAILABLE: (Category.UNAVAILABLE, R.NO_RECORDING),
             # the process died or garbled its reply after the program was sent: under a policy
             # that is optimised against (hardened), a failure the candidate caused scores 0
-            ResponseStatus.CANDIDATE_FAILURE: (Category.INVALID if profile.hardened else Category.INFRA_ERROR,
-                                               R.CANDIDATE_FAILURE),
+            ResponseStatus.CANDIDATE_FAILURE: (
+                Category.INVALID if profile.hardened else Category.INFRA_ERROR,
+                R.CANDIDATE_FAILURE,
+            ),
         }[ResponseStatus(status)]
         base.category = category
         base.messages = list(response.messages)
@@ -301,6 +362,7 @@ class AcceptancePolicy:
     def _verdict_from_messages(messages: list[LeanMessage], base: Outcome, profile: Profile) -> Outcome | None:
         """INVALID at the first message the profile does not allow (an error; the sorry warning unless
         ``allow_sorry``; any other warning under ``only_sorry_warning``), else None."""
+
         def invalid(message: LeanMessage, code: str, what: str) -> Outcome:
             base.category = Category.INVALID
             base.first_error = message.data
@@ -339,10 +401,12 @@ class AcceptancePolicy:
                 if message.severity == "error":
                     harness_errors.append(message)
             else:
-                messages.append(LeanMessage(message.severity, message.data, move(message.pos),
-                                            move(message.end_pos)))
-        tactics = [TacticRecord(t.tactic, t.goals, move(t.pos), move(t.end_pos))  # type: ignore[arg-type]
-                   for t in response.tactics if submission.region(t.pos.line) == "candidate"]
+                messages.append(LeanMessage(message.severity, message.data, move(message.pos), move(message.end_pos)))
+        tactics = [
+            TacticRecord(t.tactic, t.goals, move(t.pos), move(t.end_pos))  # type: ignore[arg-type]
+            for t in response.tactics
+            if submission.region(t.pos.line) == "candidate"
+        ]
         return messages, tactics, harness_errors, trailer
 
     def _judge_trailer(self, submission: Submission, trailer: list[LeanMessage], base: Outcome) -> Outcome:
@@ -350,20 +414,39 @@ class AcceptancePolicy:
         if errors:
             base.category = Category.INVALID
             base.first_error = errors[0].data
-            base.reasons = [R.reason(R.STATEMENT_MISMATCH, f"`{submission.check_name}` did not compile: the "
-                                     "candidate's declaration does not prove the trusted statement")]
+            base.reasons = [
+                R.reason(
+                    R.STATEMENT_MISMATCH,
+                    f"`{submission.check_name}` did not compile: the "
+                    "candidate's declaration does not prove the trusted statement",
+                )
+            ]
             return base
-        replies = [parse_axioms_reply(m.data) for m in trailer
-                   if m.pos is not None and m.pos.line == submission.axioms_line and m.severity == "info"]
-        replies = [r for r in replies if r is not None and (
-            r.name == submission.check_name or r.name.endswith("." + str(submission.check_name)))]
+        replies = [
+            parse_axioms_reply(m.data)
+            for m in trailer
+            if m.pos is not None and m.pos.line == submission.axioms_line and m.severity == "info"
+        ]
+        replies = [
+            r
+            for r in replies
+            if r is not None and (r.name == submission.check_name or r.name.endswith("." + str(submission.check_name)))
+        ]
         if len(replies) != 1:
             base.category = Category.INVALID
-            base.reasons = [R.reason(R.TRAILER_REPLY_MISSING, f"{len(replies)} `#print axioms` replies on trailer "
-                                     f"line {submission.axioms_line}; acceptance requires exactly one")]
+            base.reasons = [
+                R.reason(
+                    R.TRAILER_REPLY_MISSING,
+                    f"{len(replies)} `#print axioms` replies on trailer "
+                    f"line {submission.axioms_line}; acceptance requires exactly one",
+                )
+            ]
             return base
-        bad = [a for a in replies[0].axioms if a not in self.profile.allowed_axioms
-               and not (self.profile.allow_native_decide and is_native_axiom(a))]
+        bad = [
+            a
+            for a in replies[0].axioms
+            if a not in self.profile.allowed_axioms and not (self.profile.allow_native_decide and is_native_axiom(a))
+        ]
         if bad:
             base.category = Category.INVALID
             base.first_error = None
@@ -386,8 +469,13 @@ def signature_verdict(request: VerifyRequest, program: str) -> tuple[str, str]:
     verdict = compare((expected.binders, expected.type), (declared.binders, declared.type))
     got = " ".join(f"{declared.binders} : {declared.type}".split())
     if verdict == DIFFERENT:
-        return verdict, f"the declared signature of `{request.name}` binds other names than the trusted one ({SIGNATURE_RULE}): {got!r}"
+        return (
+            verdict,
+            f"the declared signature of `{request.name}` binds other names than the trusted one ({SIGNATURE_RULE}): {got!r}",
+        )
     if verdict == UNDECIDED:
-        return verdict, (f"the declared signature of `{request.name}` is spelled differently from the trusted one and only "
-                         f"Lean's printed signature can say whether it is the same: {got!r}")
+        return verdict, (
+            f"the declared signature of `{request.name}` is spelled differently from the trusted one and only "
+            f"Lean's printed signature can say whether it is the same: {got!r}"
+        )
     return verdict, ""

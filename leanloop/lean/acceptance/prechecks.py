@@ -39,26 +39,95 @@ _HEADER_ITEM = re.compile(r"\s*(?:(prelude)" + _E + r"|(?:(?:public|private|meta
 # `macro_rules` wins over `macro`); `set_option`, `attribute`/`@[` and `native` need a closer look.
 _RL_KEYWORDS: dict[str, str] = {
     **dict.fromkeys(["native_decide"], R.NATIVE_DECIDE),
-    **dict.fromkeys(["ofReduceBool", "ofReduceNat", "reduceBool", "reduceNat", "trustCompiler", "bv_decide"],
-                    R.TRUSTS_COMPILER),
+    **dict.fromkeys(
+        ["ofReduceBool", "ofReduceNat", "reduceBool", "reduceNat", "trustCompiler", "bv_decide"], R.TRUSTS_COMPILER
+    ),
     # `stop` is `repeat sorry`; `apply?` admits the goal when no lemma closes it
     **dict.fromkeys(["sorryAx", "stop", "apply?"], R.SORRY_DISGUISE),
     **dict.fromkeys(["implemented_by", "extern", "csimp"], R.COMPILER_OVERRIDE),
-    **dict.fromkeys(["macro_rules", "macro", "syntax", "declare_syntax_cat", "notation3", "notation", "infixl",
-                     "infixr", "infix", "prefix", "postfix", "binder_predicate"], R.SYNTAX_EXTENSION),
-    **dict.fromkeys(["elab_rules", "elab", "run_cmd", "run_elab", "run_meta", "run_tac", "#eval", "#eval!",
-                     "builtin_initialize", "initialize", "simproc_decl", "simproc", "dsimproc"], R.METAPROGRAM),
+    **dict.fromkeys(
+        [
+            "macro_rules",
+            "macro",
+            "syntax",
+            "declare_syntax_cat",
+            "notation3",
+            "notation",
+            "infixl",
+            "infixr",
+            "infix",
+            "prefix",
+            "postfix",
+            "binder_predicate",
+        ],
+        R.SYNTAX_EXTENSION,
+    ),
+    **dict.fromkeys(
+        [
+            "elab_rules",
+            "elab",
+            "run_cmd",
+            "run_elab",
+            "run_meta",
+            "run_tac",
+            "#eval",
+            "#eval!",
+            "builtin_initialize",
+            "initialize",
+            "simproc_decl",
+            "simproc",
+            "dsimproc",
+        ],
+        R.METAPROGRAM,
+    ),
     # elaboration-time code without a command keyword: term/tactic-level metaprograms,
     # the monads and APIs any payload needs (unchecked declarations, environment and attribute
     # edits, IO refs that outlive the command), code carried by tactic configuration
-    **dict.fromkeys(["by_elab", "run_conv", "dbg_trace", "dbgTrace", "dbgTraceIfShared", "discharger",
-                     "TacticM", "MetaM", "TermElabM", "CommandElabM", "CoreM", "MacroM", "Elab", "Meta", "Syntax",
-                     "Expr", "Environment", "Attribute", "IO", "EIO", "BaseIO", "mkRef", "unsafeIO", "unsafeBaseIO",
-                     "unsafeEIO", "evalExpr", "evalTactic", "addDecl", "addDeclWithoutChecking", "addAndCompile",
-                     "skipKernelTC", "modifyEnv", "setEnv",
-                     # threads a tactic configuration can start (busy work outside the heartbeat budget),
-                     # and code a linarith configuration runs
-                     "Task", "asTask", "mapTask", "bindTask", "preprocessors"], R.METAPROGRAM),
+    **dict.fromkeys(
+        [
+            "by_elab",
+            "run_conv",
+            "dbg_trace",
+            "dbgTrace",
+            "dbgTraceIfShared",
+            "discharger",
+            "TacticM",
+            "MetaM",
+            "TermElabM",
+            "CommandElabM",
+            "CoreM",
+            "MacroM",
+            "Elab",
+            "Meta",
+            "Syntax",
+            "Expr",
+            "Environment",
+            "Attribute",
+            "IO",
+            "EIO",
+            "BaseIO",
+            "mkRef",
+            "unsafeIO",
+            "unsafeBaseIO",
+            "unsafeEIO",
+            "evalExpr",
+            "evalTactic",
+            "addDecl",
+            "addDeclWithoutChecking",
+            "addAndCompile",
+            "skipKernelTC",
+            "modifyEnv",
+            "setEnv",
+            # threads a tactic configuration can start (busy work outside the heartbeat budget),
+            # and code a linarith configuration runs
+            "Task",
+            "asTask",
+            "mapTask",
+            "bindTask",
+            "preprocessors",
+        ],
+        R.METAPROGRAM,
+    ),
     "#exit": R.EXIT_COMMAND,
     "#guard_msgs": R.MESSAGE_SUPPRESSION,
     "count_heartbeats": R.CANDIDATE_HEARTBEATS,
@@ -69,19 +138,57 @@ _RL_KEYWORDS: dict[str, str] = {
     **dict.fromkeys(["include", "omit", "variable?"], R.SCOPE_CAPTURE),
 }
 _SPECIAL = ("native", "set_option", "attribute")
-_RL_WORD = re.compile("(?:" + "|".join(re.escape(w) for w in sorted([*_RL_KEYWORDS, *_SPECIAL], key=len,
-                                                                      reverse=True)) + ")" + _E)
+_RL_WORD = re.compile(
+    "(?:" + "|".join(re.escape(w) for w in sorted([*_RL_KEYWORDS, *_SPECIAL], key=len, reverse=True)) + ")" + _E
+)
 # substrings of which one must occur for any _RL_WORD match (keywords that contain another one,
 # e.g. macro_rules / macro, are covered by the shorter)
-_RL_LITERALS = tuple(w for w in [*_RL_KEYWORDS, *_SPECIAL]
-                     if not any(o != w and o in w for o in [*_RL_KEYWORDS, *_SPECIAL]))
+_RL_LITERALS = tuple(
+    w for w in [*_RL_KEYWORDS, *_SPECIAL] if not any(o != w and o in w for o in [*_RL_KEYWORDS, *_SPECIAL])
+)
 # qualified uses count for these (Lean.ofReduceBool, _root_.sorryAx)
-_DOT_OK = frozenset({"ofReduceBool", "ofReduceNat", "reduceBool", "reduceNat", "trustCompiler", "sorryAx",
-                     "native_decide", "TacticM", "MetaM", "TermElabM", "CommandElabM", "CoreM", "MacroM", "Elab",
-                     "Meta", "Syntax", "Expr", "Environment", "Attribute", "IO", "EIO", "BaseIO", "mkRef",
-                     "evalExpr", "evalTactic", "addDecl", "addDeclWithoutChecking", "addAndCompile", "skipKernelTC",
-                     "modifyEnv", "setEnv", "unsafeIO", "unsafeBaseIO", "unsafeEIO", "Task", "asTask", "mapTask",
-                     "bindTask"})
+_DOT_OK = frozenset(
+    {
+        "ofReduceBool",
+        "ofReduceNat",
+        "reduceBool",
+        "reduceNat",
+        "trustCompiler",
+        "sorryAx",
+        "native_decide",
+        "TacticM",
+        "MetaM",
+        "TermElabM",
+        "CommandElabM",
+        "CoreM",
+        "MacroM",
+        "Elab",
+        "Meta",
+        "Syntax",
+        "Expr",
+        "Environment",
+        "Attribute",
+        "IO",
+        "EIO",
+        "BaseIO",
+        "mkRef",
+        "evalExpr",
+        "evalTactic",
+        "addDecl",
+        "addDeclWithoutChecking",
+        "addAndCompile",
+        "skipKernelTC",
+        "modifyEnv",
+        "setEnv",
+        "unsafeIO",
+        "unsafeBaseIO",
+        "unsafeEIO",
+        "Task",
+        "asTask",
+        "mapTask",
+        "bindTask",
+    }
+)
 # `register_option`, `register_simp_attr`, `register_linter_set`...: commands that create options,
 # attributes or linters (a linter runs after every later command, the harness's included)
 _REGISTER = re.compile(f"register_[{_REST}]*")
@@ -102,21 +209,40 @@ RL_ALLOWED_OPTION_PREFIXES = ("linter.",)
 
 # attribute names (first word of an attribute item) that rl refuses, with why
 _ATTRIBUTE_CODES = {
-    "implemented_by": R.COMPILER_OVERRIDE, "extern": R.COMPILER_OVERRIDE, "csimp": R.COMPILER_OVERRIDE,
-    "export": R.COMPILER_OVERRIDE, "never_extract": R.COMPILER_OVERRIDE,
-    "instance": R.INSTANCE_DECLARATION, "default_instance": R.INSTANCE_DECLARATION,
-    "tactic": R.METAPROGRAM, "command_elab": R.METAPROGRAM, "term_elab": R.METAPROGRAM,
-    "macro": R.METAPROGRAM, "delab": R.METAPROGRAM, "app_unexpander": R.METAPROGRAM,
-    "init": R.METAPROGRAM, "builtin_init": R.METAPROGRAM, "env_linter": R.METAPROGRAM,
-    "command_parser": R.METAPROGRAM, "term_parser": R.METAPROGRAM, "tactic_parser": R.METAPROGRAM,
+    "implemented_by": R.COMPILER_OVERRIDE,
+    "extern": R.COMPILER_OVERRIDE,
+    "csimp": R.COMPILER_OVERRIDE,
+    "export": R.COMPILER_OVERRIDE,
+    "never_extract": R.COMPILER_OVERRIDE,
+    "instance": R.INSTANCE_DECLARATION,
+    "default_instance": R.INSTANCE_DECLARATION,
+    "tactic": R.METAPROGRAM,
+    "command_elab": R.METAPROGRAM,
+    "term_elab": R.METAPROGRAM,
+    "macro": R.METAPROGRAM,
+    "delab": R.METAPROGRAM,
+    "app_unexpander": R.METAPROGRAM,
+    "init": R.METAPROGRAM,
+    "builtin_init": R.METAPROGRAM,
+    "env_linter": R.METAPROGRAM,
+    "command_parser": R.METAPROGRAM,
+    "term_parser": R.METAPROGRAM,
+    "tactic_parser": R.METAPROGRAM,
     "simproc": R.METAPROGRAM,
     # attributes that register the declaration as code some tactic runs (an extension on a plain
     # `def`): aesop rules (a rule may be a tactic), positivity / norm_num extensions, linters
-    "aesop": R.METAPROGRAM, "positivity": R.METAPROGRAM, "norm_num": R.METAPROGRAM,
-    "linter": R.METAPROGRAM, "env_linter": R.METAPROGRAM, "tactic_alt": R.METAPROGRAM,
+    "aesop": R.METAPROGRAM,
+    "positivity": R.METAPROGRAM,
+    "norm_num": R.METAPROGRAM,
+    "linter": R.METAPROGRAM,
+    "env_linter": R.METAPROGRAM,
+    "tactic_alt": R.METAPROGRAM,
 }
-_DECL_BEFORE = re.compile(f"(?<![{_REST}.])" r"(theorem|lemma|def|abbrev|instance|opaque|axiom|constant|structure"
-                          r"|inductive|class|alias)\s+(?:_root_\.)?\Z")
+_DECL_BEFORE = re.compile(
+    f"(?<![{_REST}.])"
+    r"(theorem|lemma|def|abbrev|instance|opaque|axiom|constant|structure"
+    r"|inductive|class|alias)\s+(?:_root_\.)?\Z"
+)
 
 
 @dataclass(frozen=True)
@@ -157,8 +283,9 @@ def continues_name(text: str, at: int, tokens: TokenTable | None = None) -> bool
     return floor < at and token_start(text, at, floor, CLASSIC, tokens or shipped()) is False
 
 
-def _words(pattern: re.Pattern, text: str, start: int = 0, literals: tuple[str, ...] = (),
-           tokens: TokenTable | None = None):
+def _words(
+    pattern: re.Pattern, text: str, start: int = 0, literals: tuple[str, ...] = (), tokens: TokenTable | None = None
+):
     """Matches of ``pattern`` not preceded by an identifier or a namespace dot.
     ``literals``: words of which one must occur for a match (a C-speed substring test skips the
     regex scan for the common program that has none of them)."""
@@ -174,8 +301,13 @@ def _line(text: str, offset: int) -> int:
     return text.count("\n", 0, offset) + 1
 
 
-def collection_reasons(program: str, masked_text: str, header: HeaderBlock | None,
-                       allow_sorry: bool = False, tokens: TokenTable | None = None) -> list[str]:
+def collection_reasons(
+    program: str,
+    masked_text: str,
+    header: HeaderBlock | None,
+    allow_sorry: bool = False,
+    tokens: TokenTable | None = None,
+) -> list[str]:
     """The seed's prechecks (Learning Lean Feedback, App. B), in its order. ``allow_sorry``: a
     statement check (``statement`` profile), where ``:= by sorry`` is the expected proof."""
     out: list[str] = []
@@ -191,9 +323,12 @@ def collection_reasons(program: str, masked_text: str, header: HeaderBlock | Non
             out.append(R.reason(R.FORBIDDEN, f"`{word}` at line {_line(masked_text, m.start())}"))
     block = header_block(masked_text)
     if header is not None and not block.same_imports(header):
-        out.append(R.reason(R.HEADER_MISMATCH,
-                            f"imports {sorted(block.modules)} but the benchmark header imports "
-                            f"{sorted(header.modules)}"))
+        out.append(
+            R.reason(
+                R.HEADER_MISMATCH,
+                f"imports {sorted(block.modules)} but the benchmark header imports {sorted(header.modules)}",
+            )
+        )
     late = next(_words(_IMPORT_WORD, masked_text, block.end, ("import",), tokens), None)
     if late:
         out.append(R.reason(R.LATE_IMPORT, f"`import` at line {_line(masked_text, late.start())}"))
@@ -207,17 +342,23 @@ def _option_reason(option: str, value: str | None = None, budget: int | None = N
         if 0 < int(value.replace("_", "")) <= budget:
             return None
     if "maxHeartbeats" in option:
-        return R.reason(R.CANDIDATE_HEARTBEATS, f"set_option {option}{' ' + value if value else ''}: the harness "
-                        f"sets the budget ({budget:,} at most)" if budget else
-                        f"set_option {option}: the harness sets the budget")
+        return R.reason(
+            R.CANDIDATE_HEARTBEATS,
+            f"set_option {option}{' ' + value if value else ''}: the harness sets the budget ({budget:,} at most)"
+            if budget
+            else f"set_option {option}: the harness sets the budget",
+        )
     if option.startswith("debug."):
         return R.reason(R.KERNEL_CHECK_OPTION, f"set_option {option}")
     if option in RL_BOUNDED_OPTIONS:
         bound = RL_BOUNDED_OPTIONS[option]
         if value is not None and int(value.replace("_", "")) <= bound:
             return None
-        return R.reason(R.OPTION_NOT_ALLOWED, f"set_option {option}{' ' + value if value else ''}: lifts a resource "
-                        f"bound (at most Lean's default {bound})")
+        return R.reason(
+            R.OPTION_NOT_ALLOWED,
+            f"set_option {option}{' ' + value if value else ''}: lifts a resource "
+            f"bound (at most Lean's default {bound})",
+        )
     if option in RL_ALLOWED_OPTIONS or option.startswith(RL_ALLOWED_OPTION_PREFIXES):
         return None
     return R.reason(R.OPTION_NOT_ALLOWED, f"set_option {option}")
@@ -252,9 +393,16 @@ def _declared_kinds(masked_text: str, name: str) -> list[str]:
     return kinds
 
 
-def rl_reasons(program: str, masked_text: str, unterminated: str | None, name: str | None,
-               header_text: str | None, ambiguous: str | None = None, heartbeat_budget: int | None = None,
-               tokens: TokenTable | None = None) -> list[str]:
+def rl_reasons(
+    program: str,
+    masked_text: str,
+    unterminated: str | None,
+    name: str | None,
+    header_text: str | None,
+    ambiguous: str | None = None,
+    heartbeat_budget: int | None = None,
+    tokens: TokenTable | None = None,
+) -> list[str]:
     """The rl profile's extra rules (everything the collection profile checks, plus these).
 
     They apply to the candidate's part of the program: after the trusted header when the program
@@ -265,7 +413,7 @@ def rl_reasons(program: str, masked_text: str, unterminated: str | None, name: s
     verbatim_header = True
     if header_text is not None:
         head = header_text.rstrip()
-        verbatim_header = not head or (program.startswith(head) and program[len(head):len(head) + 1] in ("", "\n"))
+        verbatim_header = not head or (program.startswith(head) and program[len(head) : len(head) + 1] in ("", "\n"))
         start = len(head) if verbatim_header else 0
     seen: set[str] = set()
 
@@ -296,14 +444,14 @@ def rl_reasons(program: str, masked_text: str, unterminated: str | None, name: s
             for code, detail in _attribute_reasons(items.group(1) if items else ""):
                 add(code, detail, at)
         elif word == "native":  # `decide +native`, `decide (config := { native := true })`
-            if masked_text[at - 1:at] == "+" or _NATIVE_AS_OPTION.match(masked_text, m.end()):
+            if masked_text[at - 1 : at] == "+" or _NATIVE_AS_OPTION.match(masked_text, m.end()):
                 add(R.NATIVE_DECIDE, "`native` decide option", at)
         else:
             add(_RL_KEYWORDS[word], f"`{word}`", at)
     at = masked_text.find("@[", start)
     while at >= 0:
         close = masked_text.find("]", at)
-        for code, detail in _attribute_reasons(masked_text[at + 2:close if close >= 0 else len(masked_text)]):
+        for code, detail in _attribute_reasons(masked_text[at + 2 : close if close >= 0 else len(masked_text)]):
             add(code, detail, at)
         at = masked_text.find("@[", at + 2)
     if "register_" in candidate:
@@ -331,9 +479,18 @@ def _header_info(header: str) -> HeaderBlock:
     return header_block(mask(header).text)
 
 
-def run_prechecks(program: str, *, hardened: bool, max_chars: int, header: str | None,
-                  name: str | None, allow_sorry: bool = False, lean_version: str | None = None,
-                  heartbeat_budget: int | None = None, tokens: TokenTable | None = None) -> list[str]:
+def run_prechecks(
+    program: str,
+    *,
+    hardened: bool,
+    max_chars: int,
+    header: str | None,
+    name: str | None,
+    allow_sorry: bool = False,
+    lean_version: str | None = None,
+    heartbeat_budget: int | None = None,
+    tokens: TokenTable | None = None,
+) -> list[str]:
     """All precheck reasons for ``program`` (empty list: passes). ``tokens``: Lean's token table
     (default: the shipped one)."""
     if len(program) > max_chars:
@@ -345,6 +502,7 @@ def run_prechecks(program: str, *, hardened: bool, max_chars: int, header: str |
     header_info = _header_info(header) if header is not None else None
     out = collection_reasons(program, masked.text, header_info, allow_sorry, tokens)
     if hardened:
-        out += rl_reasons(program, masked.text, masked.unterminated, name, header, masked.ambiguous,
-                          heartbeat_budget, tokens)
+        out += rl_reasons(
+            program, masked.text, masked.unterminated, name, header, masked.ambiguous, heartbeat_budget, tokens
+        )
     return out

@@ -63,11 +63,11 @@ DESCRIPTIONS: dict[str, str] = {
     COMPILER_OVERRIDE: "@[implemented_by] / @[extern] / @[csimp]: replaces code that native evaluation trusts",
     KERNEL_CHECK_OPTION: "set_option debug.* (e.g. debug.skipKernelTC skips the kernel check)",
     CANDIDATE_HEARTBEATS: "the candidate raises or lifts the heartbeat budget the harness sets (maxHeartbeats N is "
-                          "allowed for 0 < N <= the harness's budget)",
+    "allowed for 0 < N <= the harness's budget)",
     OPTION_NOT_ALLOWED: "set_option outside the rl allow-list (options can change elaboration or printing)",
     SYNTAX_EXTENSION: "notation / macro / syntax / infix declarations can reinterpret the trusted statement",
     METAPROGRAM: "elab / #eval / run_cmd / initialize / elaborator attributes run arbitrary meta code "
-                 "(they can log fake messages at any position or rewrite commands)",
+    "(they can log fake messages at any position or rewrite commands)",
     EXIT_COMMAND: "#exit stops elaboration before the harness's checks",
     MESSAGE_SUPPRESSION: "#guard_msgs swallows Lean's errors for the enclosed command",
     INSTANCE_DECLARATION: "declares or (de)activates an instance: changes how later terms elaborate",
@@ -77,19 +77,19 @@ DESCRIPTIONS: dict[str, str] = {
     HARNESS_NAME: "mentions the harness's reserved namespace",
     UNTERMINATED: "an unterminated comment or string would swallow the harness's trailer",
     AMBIGUOUS_LEXING: "the masker cannot be sure what Lean's lexer reads (a literal glued to a `#word`, a backslash "
-                      "or a non-ASCII symbol; a raw string; an escape or numeral not every version reads alike; a "
-                      "letter whose class the Lean version does not pin): the text rules cannot know which text "
-                      "is code",
+    "or a non-ASCII symbol; a raw string; an escape or numeral not every version reads alike; a "
+    "letter whose class the Lean version does not pin): the text rules cannot know which text "
+    "is code",
     HEADER_NOT_VERBATIM: "the program does not start with the trusted header verbatim",
     SCOPE_CAPTURE: "include / omit / variable?: a variable every later declaration takes could stand in for the "
-                   "target in the harness's check line",
+    "target in the harness's check line",
     LEAN_ERROR: "Lean reported an error",
     SORRY_WARNING: "Lean warned that a declaration uses sorry",
     WARNING_NOT_ALLOWED: "a warning other than the sorry warning (statement profile: only that one is allowed)",
     AXIOM_NOT_ALLOWED: "#print axioms lists an axiom outside propext / Classical.choice / Quot.sound",
     STATEMENT_MISMATCH: "the compiled declaration does not prove the trusted statement",
     SIGNATURE_UNDECIDED: "the declared signature is spelled differently from the trusted one in a way only Lean's "
-                         "printed signature can settle (none recorded): neither accepted nor rejected",
+    "printed signature can settle (none recorded): neither accepted nor rejected",
     TRAILER_REPLY_MISSING: "Lean answered but printed no #print axioms reply for the harness check",
     NO_TRAILER_REPLY: "the backend has no answer for the harness trailer (e.g. replay recordings)",
     NO_RECORDING: "the replay backend has no recorded Lean answer for this program",
@@ -97,12 +97,12 @@ DESCRIPTIONS: dict[str, str] = {
     INFRA_FAILURE: "the Lean process or server failed",
     TRUSTED_STATEMENT_ERROR: "the trusted statement itself does not parse or elaborate",
     CANDIDATE_FAILURE: "the Lean process died or garbled its reply after the candidate's program was sent "
-                       "(hardened profiles: the candidate's doing, scored 0)",
+    "(hardened profiles: the candidate's doing, scored 0)",
     HARNESS_LINE_ERROR: "an error on the harness's own lines while the trusted statement elaborates cleanly "
-                        "without the candidate: placed there by the candidate",
+    "without the candidate: placed there by the candidate",
     UNMATCHED_REPLY: "a message positioned outside the program Lean was sent: not Lean's reply to this request",
     JUDGE_REJECTED: "comparator (the judge) rejected the solution: a different statement, an axiom outside "
-                    "permitted_axioms, or the kernel's replay of the solution failed",
+    "permitted_axioms, or the kernel's replay of the solution failed",
     BAD_REQUEST: "the request is malformed (empty program, missing name or statement)",
 }
 

@@ -23,18 +23,37 @@ _CLOSING = {"(": ")", "{": "}", "[": "]", "⦃": "⦄", "⟨": "⟩"}
 # Lean 4 / Mathlib infix operators: (precedence, associativity); a parenthesis next to one of these is
 # redundant when the operators inside bind tighter (Lean's `infixl:65 " + "` and friends)
 INFIX = {
-    "↔": (20, "n"), "→": (25, "r"), "∨": (30, "r"), "∧": (35, "r"),
-    "=": (50, "n"), "≠": (50, "n"), "<": (50, "n"), ">": (50, "n"), "≤": (50, "n"), "≥": (50, "n"),
-    "∣": (50, "n"), "∈": (50, "n"), "∉": (50, "n"), "⊆": (50, "n"), "==": (50, "n"),
-    "+": (65, "l"), "-": (65, "l"), "*": (70, "l"), "/": (70, "l"), "%": (70, "l"), "^": (75, "r"),
+    "↔": (20, "n"),
+    "→": (25, "r"),
+    "∨": (30, "r"),
+    "∧": (35, "r"),
+    "=": (50, "n"),
+    "≠": (50, "n"),
+    "<": (50, "n"),
+    ">": (50, "n"),
+    "≤": (50, "n"),
+    "≥": (50, "n"),
+    "∣": (50, "n"),
+    "∈": (50, "n"),
+    "∉": (50, "n"),
+    "⊆": (50, "n"),
+    "==": (50, "n"),
+    "+": (65, "l"),
+    "-": (65, "l"),
+    "*": (70, "l"),
+    "/": (70, "l"),
+    "%": (70, "l"),
+    "^": (75, "r"),
 }
 APPLICATION = 1024  # `f x`: binds tighter than every infix operator
 # Tokens that open a construct extending as far right as it can (binders, lambdas, big operators):
 # a parenthesis around one is never dropped here.
 _BINDING = {"∀", "∃", "∃!", "fun", "λ", "∑", "∏", "⋃", "⋂", "Π", "Σ", "if", "let", "have", "show"}
 _SPELLINGS = {"λ": "fun", "=>": "↦", "<=": "≤", ">=": "≥", "!=": "≠", "->": "→", "<->": "↔", "\\and": "∧"}
-_TOKEN = re.compile(r"\s+|(?P<tok>[A-Za-z_\u00c0-\u024f\u0370-\u03ba\u03bc-\u03ff\u1f00-\u1fff𝒜-𝔷ℕℤℚℝℂ][\w'!?.\u2080-\u209c\u1d62-\u1d6a]*"
-                    r"|\d+(?:\.\d+)?|<->|->|<=|>=|!=|=>|:=|==|∃!|.)")
+_TOKEN = re.compile(
+    r"\s+|(?P<tok>[A-Za-z_\u00c0-\u024f\u0370-\u03ba\u03bc-\u03ff\u1f00-\u1fff𝒜-𝔷ℕℤℚℝℂ][\w'!?.\u2080-\u209c\u1d62-\u1d6a]*"
+    r"|\d+(?:\.\d+)?|<->|->|<=|>=|!=|=>|:=|==|∃!|.)"
+)
 
 
 def tokens(text: str) -> list[str]:
@@ -119,7 +138,7 @@ def _prefix(toks: list[str], at: int) -> bool:
 
 
 def _redundant(toks: list[str], start: int, end: int) -> bool:
-    inner = toks[start + 1:end]
+    inner = toks[start + 1 : end]
     weakest = _weakest(inner)
     if weakest is None:
         return False
@@ -150,7 +169,7 @@ def strip_parentheses(toks: list[str]) -> list[str]:
         changed = False
         for start, end in sorted(_groups(toks), key=lambda p: p[1] - p[0]):
             if toks[start] == "(" and _redundant(toks, start, end):
-                toks = toks[:start] + toks[start + 1:end] + toks[end + 1:]
+                toks = toks[:start] + toks[start + 1 : end] + toks[end + 1 :]
                 changed = True
                 break
     return toks
@@ -183,10 +202,10 @@ def split_binders(binders: str) -> list[Binder]:
     for start, end in sorted(_groups(toks)):
         if any(s < start and end < e for s, e in _groups(toks)):
             continue
-        inner = toks[start + 1:end]
+        inner = toks[start + 1 : end]
         colon = next((i for i in _top_level(inner) if inner[i] == ":"), None)
         names = tuple(inner[:colon]) if colon is not None else ()
-        type_ = inner[colon + 1:] if colon is not None else inner
+        type_ = inner[colon + 1 :] if colon is not None else inner
         out.append(Binder(names, toks[start], tuple(strip_parentheses(_big_operator_in(type_)))))
     return out
 

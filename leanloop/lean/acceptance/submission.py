@@ -65,7 +65,7 @@ def parse_statement(statement: str, name: str | None = None) -> Signature:
     if colon < 0:
         raise StatementError(f"no top-level `:` after `{found_name}`: cannot find the statement's type")
     binders = statement[name_end:colon].strip()
-    type_ = statement[colon + 1:assign].strip()
+    type_ = statement[colon + 1 : assign].strip()
     if not type_:
         raise StatementError(f"empty type in the statement of `{found_name}`")
     return Signature(found_name, binders, type_, assign)
@@ -164,7 +164,7 @@ def _header_cut(program: str, header: str | None) -> int:
         head = header.rstrip()
         if not head:
             return 0
-        if program.startswith(head) and program[len(head):len(head) + 1] in ("", "\n"):
+        if program.startswith(head) and program[len(head) : len(head) + 1] in ("", "\n"):
             return min(len(program), len(head) + 1)
     from leanloop.lean.acceptance.prechecks import header_block  # local: prechecks imports masking only
 
@@ -176,8 +176,7 @@ def _header_cut(program: str, header: str | None) -> int:
     return len(program) if newline < 0 else newline + 1
 
 
-def compose(program: str, *, header: str | None, heartbeats: int | None,
-            signature: Signature | None) -> Submission:
+def compose(program: str, *, header: str | None, heartbeats: int | None, signature: Signature | None) -> Submission:
     """Insert the harness block after the header and, given a signature, append the trailer."""
     if heartbeats is None and signature is None:
         return verbatim(program)
@@ -195,10 +194,15 @@ def compose(program: str, *, header: str | None, heartbeats: int | None,
         # cannot hide them
         binders = f" {signature.binders}" if signature.binders else ""
         block.append(f"theorem {expected}{binders}\n  :\n  {signature.type}\n  := sorry")
-        ends = "".join(f"end {scope}\n" if scope else "end\n"
-                       for scope in reversed(open_scopes(mask(program[cut:]).text)) if scope != "\0mutual")
-        trailer = (f"{ends}theorem _root_.{check_name} : type_of% @_root_.{expected} := @_root_.{signature.name}\n"
-                   f"#print axioms _root_.{check_name}\n")
+        ends = "".join(
+            f"end {scope}\n" if scope else "end\n"
+            for scope in reversed(open_scopes(mask(program[cut:]).text))
+            if scope != "\0mutual"
+        )
+        trailer = (
+            f"{ends}theorem _root_.{check_name} : type_of% @_root_.{expected} := @_root_.{signature.name}\n"
+            f"#print axioms _root_.{check_name}\n"
+        )
     block_text = "\n".join(block) + "\n"
     head = program[:cut]
     if head and not head.endswith("\n"):

@@ -29,8 +29,9 @@ class TokenTable:
         for token in self.tokens:
             if token and not any(c in _WS for c in token):
                 by_first.setdefault(token[0], []).append(token)
-        object.__setattr__(self, "_by_first", {c: tuple(sorted(ts, key=len, reverse=True))
-                                               for c, ts in by_first.items()})
+        object.__setattr__(
+            self, "_by_first", {c: tuple(sorted(ts, key=len, reverse=True)) for c, ts in by_first.items()}
+        )
 
     def longest(self, text: str, i: int) -> str:
         """The longest token of the table that ``text`` has at ``i`` ("" when none)."""
@@ -45,8 +46,11 @@ class TokenTable:
         quote, ``!``, ``?`` or ``_`` (``[MOD``, ``∑'``). Lean adds a ``scoped`` notation's tokens only
         where its namespace is open, and the table cannot say where that is, so the masker reads a
         program that holds one both with and without it (``masking.mask``)."""
-        return frozenset(t for t in self.tokens if len(t) > 1 and not (t[0].isalpha() or t[0] in "_«")
-                         and any(c.isalnum() or c in "'\"!?_" for c in t[1:]))
+        return frozenset(
+            t
+            for t in self.tokens
+            if len(t) > 1 and not (t[0].isalpha() or t[0] in "_«") and any(c.isalnum() or c in "'\"!?_" for c in t[1:])
+        )
 
     def without(self, tokens) -> "TokenTable":
         """This table less ``tokens`` (Lean's table where their scopes are not open)."""
@@ -58,8 +62,12 @@ class TokenTable:
 
     def manifest(self) -> dict:
         """What a run manifest records: where the table came from, its size and hash."""
-        return {"origin": self.origin, "tokens": len(self.tokens), "sha256": self.sha256,
-                "sources": [{k: v for k, v in p.items() if k != "tokens"} for p in self.parts]}
+        return {
+            "origin": self.origin,
+            "tokens": len(self.tokens),
+            "sha256": self.sha256,
+            "sources": [{k: v for k, v in p.items() if k != "tokens"} for p in self.parts],
+        }
 
     @classmethod
     def live(cls, tokens) -> "TokenTable":
@@ -75,9 +83,12 @@ def shipped() -> TokenTable:
 
 
 # -- extraction from Lean sources ----------------------------------------------------------------
-_DECLARING = re.compile(r"^[ \t]*(?:@\[[^\]]*\][ \t]*)?(?:(?:local|scoped|private)[ \t]+)*"
-                        r"(?:notation3?|infixl?|infixr|prefix|postfix|syntax|macro|elab|binder_predicate)\b"
-                        r"(.*(?:\n[ \t]+.*)*)", re.M)
+_DECLARING = re.compile(
+    r"^[ \t]*(?:@\[[^\]]*\][ \t]*)?(?:(?:local|scoped|private)[ \t]+)*"
+    r"(?:notation3?|infixl?|infixr|prefix|postfix|syntax|macro|elab|binder_predicate)\b"
+    r"(.*(?:\n[ \t]+.*)*)",
+    re.M,
+)
 _ATOM = re.compile(r'(&?)"((?:[^"\\\n]|\\.)*)"')
 
 
@@ -157,8 +168,10 @@ def token_start(text: str, pos: int, floor: int, ident: IdentTable, table: Token
 def chunk_start(text: str, pos: int, lo: int = 0) -> int:
     """The start of the whitespace-free run that holds ``pos`` (not before ``lo``): tokens never
     hold whitespace, so Lean starts a token there (a «quoted name» with a space restarts at ``lo``)."""
-    start = max(text.rfind(" ", lo, pos), text.rfind("\n", lo, pos), text.rfind("\t", lo, pos),
-                text.rfind("\r", lo, pos)) + 1
+    start = (
+        max(text.rfind(" ", lo, pos), text.rfind("\n", lo, pos), text.rfind("\t", lo, pos), text.rfind("\r", lo, pos))
+        + 1
+    )
     start = max(start, lo)
     close = text.rfind("»", start, pos)
     if close >= 0 and text.rfind("«", start, close) < 0:

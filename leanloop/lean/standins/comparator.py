@@ -80,11 +80,19 @@ def prepare_comparator_dir(directory: str | Path, recordings: str | Path) -> Pat
     root = Path(directory).resolve()
     root.mkdir(parents=True, exist_ok=True)
     comparator = root / "comparator"
-    comparator.write_text("#!/bin/sh\nexec " + " ".join(shlex.quote(p) for p in (
-        sys.executable, str(Path(__file__).resolve()), "--recordings", str(Path(recordings).resolve()))) + ' "$@"\n')
+    comparator.write_text(
+        "#!/bin/sh\nexec "
+        + " ".join(
+            shlex.quote(p)
+            for p in (sys.executable, str(Path(__file__).resolve()), "--recordings", str(Path(recordings).resolve()))
+        )
+        + ' "$@"\n'
+    )
     lake = root / "lake"
-    lake.write_text('#!/bin/sh\n# stand-in lake: the judge only runs `lake env <comparator> config.json`\n'
-                    'if [ "$1" = "env" ]; then shift; fi\nexec "$@"\n')
+    lake.write_text(
+        "#!/bin/sh\n# stand-in lake: the judge only runs `lake env <comparator> config.json`\n"
+        'if [ "$1" = "env" ]; then shift; fi\nexec "$@"\n'
+    )
     for path in (comparator, lake):
         path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return root

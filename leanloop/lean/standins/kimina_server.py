@@ -28,8 +28,12 @@ def recorded_results(paths: Iterable[str | Path]) -> dict[str, dict]:
 
 
 class KiminaStandIn:
-    def __init__(self, pairs: Iterable[str | Path] = (DEFAULT_PAIRS,), api_key: str | None = None,
-                 faults: list[dict[str, Any]] | None = None):
+    def __init__(
+        self,
+        pairs: Iterable[str | Path] = (DEFAULT_PAIRS,),
+        api_key: str | None = None,
+        faults: list[dict[str, Any]] | None = None,
+    ):
         self.answers = recorded_results(pairs)
         self.api_key = api_key
         self.faults = faults or []
@@ -57,10 +61,16 @@ class KiminaStandIn:
     def _result(self, custom_id: Any, program: str) -> dict:
         recorded = self.answers.get(program)
         if recorded is None:
-            return {"custom_id": custom_id, "error": f"stand-in Kimina server: {NO_RECORDED_ANSWER} for this code",
-                    "response": None}
-        return {"custom_id": custom_id, "error": recorded.get("error"),
-                "response": json.loads(json.dumps(recorded.get("response")))}
+            return {
+                "custom_id": custom_id,
+                "error": f"stand-in Kimina server: {NO_RECORDED_ANSWER} for this code",
+                "response": None,
+            }
+        return {
+            "custom_id": custom_id,
+            "error": recorded.get("error"),
+            "response": json.loads(json.dumps(recorded.get("response"))),
+        }
 
     async def verify(self, request: web.Request) -> web.StreamResponse:
         if self.api_key is not None:
@@ -88,8 +98,9 @@ class KiminaStandIn:
             self._hanging.add(task)  # stop() cancels it, as a dying server would drop the connection
             await asyncio.sleep(24 * 3600)
         if action in ("http_429", "http_500"):
-            return web.json_response({"detail": "No available REPLs" if action == "http_429" else "stand-in fault"},
-                                     status=int(action[-3:]))
+            return web.json_response(
+                {"detail": "No available REPLs" if action == "http_429" else "stand-in fault"}, status=int(action[-3:])
+            )
         return web.json_response({"results": [self._result(i, p) for i, p in zip(ids, programs)]})
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:

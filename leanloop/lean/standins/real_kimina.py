@@ -37,7 +37,7 @@ class Prisma:
 # Python 3.11: pydantic refuses typing.TypedDict in kimina_client's models below 3.12
 _SITECUSTOMIZE = "import typing\nimport typing_extensions\n\ntyping.TypedDict = typing_extensions.TypedDict\n"
 
-_DERIVE = r'''
+_DERIVE = r"""
 import json, sys
 from server.split import split_snippet  # the server's own split: the commands it really sends
 
@@ -60,10 +60,11 @@ with open(pairs, encoding="utf-8") as rows, open(out, "a", encoding="utf-8") as 
             "kind": "session", "lean_toolchain": "leanprover/lean4:" + version, "test": row["id"],
             "inputs": [{"cmd": header}, {"cmd": body, "env": 0}],
             "outputs": [{"env": 0}, reply]}, ensure_ascii=False) + "\n")
-'''
+"""
 
 
 # --- the venv -------------------------------------------------------------------------------------
+
 
 def _python_at_least_3_12() -> str | None:
     """An interpreter >= 3.12 if this machine has one (PATH, then pyenv's versions)."""
@@ -72,8 +73,12 @@ def _python_at_least_3_12() -> str | None:
     candidates += sorted(str(p) for p in pyenv.glob("3.1[2-9]*/bin/python3")) if pyenv.is_dir() else []
     for candidate in filter(None, candidates):
         try:  # pyenv shims exist for versions that are not selected: ask, do not trust the name
-            done = subprocess.run([candidate, "-c", "import sys; print(sys.version_info >= (3, 12))"],
-                                  capture_output=True, text=True, timeout=30)
+            done = subprocess.run(
+                [candidate, "-c", "import sys; print(sys.version_info >= (3, 12))"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
         except (OSError, subprocess.TimeoutExpired):
             continue
         if done.returncode == 0 and done.stdout.strip() == "True":
@@ -103,8 +108,12 @@ def setup(venv: Path = VENV) -> Path:
     stubs = venv / "stubs" / "prisma"
     stubs.mkdir(parents=True, exist_ok=True)
     (stubs / "__init__.py").write_text(_PRISMA_STUB)
-    version = subprocess.run([str(venv_python(venv)), "-c", "import sys; print(sys.version_info[:2] >= (3, 12))"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+    version = subprocess.run(
+        [str(venv_python(venv)), "-c", "import sys; print(sys.version_info[:2] >= (3, 12))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     if version != "True":
         (venv / "stubs" / "sitecustomize.py").write_text(_SITECUSTOMIZE)
     (venv / STAMP).write_text("\n".join(PINS) + "\n")
@@ -113,8 +122,10 @@ def setup(venv: Path = VENV) -> Path:
 
 # --- recordings the server can replay ------------------------------------------------------------
 
-def derive_repl_sessions(out: Path, pairs: Iterable[str] = ("shared://lean_repl/kimina_match_pairs.jsonl",),
-                         venv: Path = VENV) -> tuple[Path, list[str]]:
+
+def derive_repl_sessions(
+    out: Path, pairs: Iterable[str] = ("shared://lean_repl/kimina_match_pairs.jsonl",), venv: Path = VENV
+) -> tuple[Path, list[str]]:
     """REPL sessions (``repl_io_pairs`` format) for the stand-in REPL, and the bodies whose recorded
     reply is a timeout (to be answered by a ``hang`` fault). Left out: header-less recordings (the
     server sends them without a header command; the shipped ones all have one) and other recorded
@@ -123,8 +134,12 @@ def derive_repl_sessions(out: Path, pairs: Iterable[str] = ("shared://lean_repl/
     sessions = out.with_suffix(".all.jsonl")
     sessions.unlink(missing_ok=True)
     for path in pairs:
-        subprocess.run([str(venv_python(venv)), "-c", _DERIVE, str(resolve_shared(path)), str(sessions), LEAN_VERSION],
-                       check=True, env=_server_env({}, venv), cwd=tempfile.gettempdir())
+        subprocess.run(
+            [str(venv_python(venv)), "-c", _DERIVE, str(resolve_shared(path)), str(sessions), LEAN_VERSION],
+            check=True,
+            env=_server_env({}, venv),
+            cwd=tempfile.gettempdir(),
+        )
     timeouts, kept = [], []
     for line in sessions.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
@@ -138,6 +153,7 @@ def derive_repl_sessions(out: Path, pairs: Iterable[str] = ("shared://lean_repl/
 
 
 # --- the server -----------------------------------------------------------------------------------
+
 
 def _server_env(settings: dict[str, str], venv: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LEAN_SERVER_", "PYTHON"))}
@@ -158,8 +174,16 @@ class RealKiminaServer:
     (``leanloop.lean.standins.repl.prepare_repl_dir``). ``stop()`` ends exactly what ``start()``
     started: the server process and every REPL worker the fake ``lake`` launched for it."""
 
-    def __init__(self, repl_dir: Path, work_dir: Path, venv: Path = VENV, max_repls: int = 2,
-                 max_repl_uses: int = -1, api_key: str | None = None, log: Path | None = None):
+    def __init__(
+        self,
+        repl_dir: Path,
+        work_dir: Path,
+        venv: Path = VENV,
+        max_repls: int = 2,
+        max_repl_uses: int = -1,
+        api_key: str | None = None,
+        log: Path | None = None,
+    ):
         self.repl_dir, self.work_dir, self.venv = Path(repl_dir), Path(work_dir), Path(venv)
         self.api_key = api_key
         self.max_repls, self.max_repl_uses = max_repls, max_repl_uses
@@ -186,20 +210,33 @@ class RealKiminaServer:
         project.mkdir(parents=True, exist_ok=True)
         clean = self.work_dir / "cwd"  # settings also read ./.env: start from a folder without one
         clean.mkdir(parents=True, exist_ok=True)
-        env = _server_env({
-            "LEAN_SERVER_HOST": "127.0.0.1", "LEAN_SERVER_PORT": str(port),
-            "LEAN_SERVER_REPL_PATH": str(self.repl_dir / ".lake" / "build" / "bin" / "repl"),
-            "LEAN_SERVER_PROJECT_DIR": str(project), "LEAN_SERVER_MAX_REPLS": str(self.max_repls),
-            "LEAN_SERVER_MAX_REPL_USES": str(self.max_repl_uses), "LEAN_SERVER_MAX_REPL_MEM": "2G",
-            "LEAN_SERVER_SKIP_VALIDATION": "1", "LEAN_SERVER_ENVIRONMENT": "prod",
-            "LEAN_SERVER_LEAN_VERSION": LEAN_VERSION,
-        }, self.venv)
+        env = _server_env(
+            {
+                "LEAN_SERVER_HOST": "127.0.0.1",
+                "LEAN_SERVER_PORT": str(port),
+                "LEAN_SERVER_REPL_PATH": str(self.repl_dir / ".lake" / "build" / "bin" / "repl"),
+                "LEAN_SERVER_PROJECT_DIR": str(project),
+                "LEAN_SERVER_MAX_REPLS": str(self.max_repls),
+                "LEAN_SERVER_MAX_REPL_USES": str(self.max_repl_uses),
+                "LEAN_SERVER_MAX_REPL_MEM": "2G",
+                "LEAN_SERVER_SKIP_VALIDATION": "1",
+                "LEAN_SERVER_ENVIRONMENT": "prod",
+                "LEAN_SERVER_LEAN_VERSION": LEAN_VERSION,
+            },
+            self.venv,
+        )
         if self.api_key:
             env["LEAN_SERVER_API_KEY"] = self.api_key
         env["PATH"] = f"{self._fake_lake()}{os.pathsep}{env.get('PATH', '')}"
         self._log = open(self.log_path, "ab")
-        self.process = subprocess.Popen([str(self.venv / "bin" / "kimina-ast-server")], cwd=clean, env=env,
-                                        stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.process = subprocess.Popen(
+            [str(self.venv / "bin" / "kimina-ast-server")],
+            cwd=clean,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self.url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -252,13 +289,21 @@ class SetupConfig:
 def main(argv: list[str] | None = None) -> int:
     from leanloop.tool import parse_config
 
-    args, _ = parse_config(SetupConfig, argv, prog="python -m leanloop.lean.standins.real_kimina",
-                           description=__doc__.splitlines()[0], positional=("command",))
+    args, _ = parse_config(
+        SetupConfig,
+        argv,
+        prog="python -m leanloop.lean.standins.real_kimina",
+        description=__doc__.splitlines()[0],
+        positional=("command",),
+    )
     try:
         setup(Path(args.venv))
     except subprocess.CalledProcessError as exc:
-        print(f"[kimina] could not create {args.venv}: {exc}. It needs PyPI (or a mirror) once; without it "
-              "the real-server tests skip (run pytest directly).", file=sys.stderr)
+        print(
+            f"[kimina] could not create {args.venv}: {exc}. It needs PyPI (or a mirror) once; without it "
+            "the real-server tests skip (run pytest directly).",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -24,6 +24,7 @@ _IGNORED_FIELDS = {"env", "proofState", "incrementality", "gc"}
 
 # --- loading recorded sessions -------------------------------------------------------------------
 
+
 def _version(toolchain: str | None) -> str | None:
     return str(toolchain).strip().rsplit(":", 1)[-1] if toolchain else None
 
@@ -53,8 +54,10 @@ def recorded_sessions(paths: Iterable[str]) -> Iterator[tuple[str | None, list[t
                 raise ValueError(f"{path}: rows must be REPL sessions (inputs/outputs) or pairs (request/response)")
         for rows in groups.values():
             rows.sort(key=lambda r: r.get("index", 0))
-            if all(r.get("aligned", True) and isinstance(r.get("request"), dict) and isinstance(r.get("response"), dict)
-                   for r in rows) and [r.get("index", i) for i, r in enumerate(rows)] == list(range(len(rows))):
+            if all(
+                r.get("aligned", True) and isinstance(r.get("request"), dict) and isinstance(r.get("response"), dict)
+                for r in rows
+            ) and [r.get("index", i) for i, r in enumerate(rows)] == list(range(len(rows))):
                 yield _version(rows[0].get("lean_toolchain")), [(r["request"], r["response"]) for r in rows]
 
 
@@ -117,6 +120,7 @@ def build_index(paths: Iterable[str], lean_version: str | None) -> dict[tuple, d
 
 # --- serving --------------------------------------------------------------------------------------
 
+
 class StandInREPL:
     def __init__(self, index: dict[tuple, dict], faults: list[dict] | None = None, state_dir: str | None = None):
         self.index = index
@@ -134,8 +138,10 @@ class StandInREPL:
             held = Path(path).read_text(encoding="utf-8")
         except OSError:
             return False
-        return any(key[0] == "pickleTo" and json.loads(key[2]).get("pickleTo") == path and json.dumps(key[1]) == held
-                   for key in self.index)
+        return any(
+            key[0] == "pickleTo" and json.loads(key[2]).get("pickleTo") == path and json.dumps(key[1]) == held
+            for key in self.index
+        )
 
     def _fault_for(self, request: dict) -> dict | None:
         text = str(request.get("cmd") or request.get("tactic") or request.get("unpickleEnvFrom") or "")
@@ -159,8 +165,17 @@ class StandInREPL:
             return None
         self.envs[self.next_env] = ("probe",)  # no recording continues it
         self.next_env += 1
-        return {"messages": [{"severity": "info", "pos": {"line": 1, "column": 0}, "endPos": {"line": 1, "column": 6},
-                              "data": probe.group(1)}], "env": self.next_env - 1}
+        return {
+            "messages": [
+                {
+                    "severity": "info",
+                    "pos": {"line": 1, "column": 0},
+                    "endPos": {"line": 1, "column": 6},
+                    "data": probe.group(1),
+                }
+            ],
+            "env": self.next_env - 1,
+        }
 
     def answer(self, request: dict) -> dict:
         probe = self._probe_reply(request)
@@ -234,8 +249,12 @@ class StandInREPL:
                 self._write(stdout, {"env": 0})
                 if action == "forge_exit":
                     os._exit(0)
-            self._write(stdout, self.answer(request) if isinstance(request, dict) else
-                        {"message": "stand-in REPL: request must be a JSON object"})
+            self._write(
+                stdout,
+                self.answer(request)
+                if isinstance(request, dict)
+                else {"message": "stand-in REPL: request must be a JSON object"},
+            )
 
     @staticmethod
     def _write(stdout, reply: dict) -> None:
@@ -246,8 +265,13 @@ class StandInREPL:
 
 # --- a directory lean-interact accepts as a local REPL --------------------------------------------
 
-def prepare_repl_dir(directory: str | os.PathLike, sources: Iterable[str | os.PathLike], lean_version: str = "v4.15.0",
-                     faults: list[dict] | None = None) -> Path:
+
+def prepare_repl_dir(
+    directory: str | os.PathLike,
+    sources: Iterable[str | os.PathLike],
+    lean_version: str = "v4.15.0",
+    faults: list[dict] | None = None,
+) -> Path:
     """Lay out ``directory`` so that ``LeanREPLConfig(local_repl_path=directory, build_repl=False,
     lake_path=directory/"lake")`` runs this stand-in: ``lean-toolchain`` (lean-interact reads the
     Lean version there), ``.lake/build/bin/repl`` (the binary it launches) and a ``lake`` whose
@@ -255,16 +279,28 @@ def prepare_repl_dir(directory: str | os.PathLike, sources: Iterable[str | os.Pa
     root = Path(directory).resolve()
     (root / ".lake" / "build" / "bin").mkdir(parents=True, exist_ok=True)
     (root / "lean-toolchain").write_text(f"leanprover/lean4:{lean_version}\n", encoding="utf-8")
-    config = {"sources": [str(Path(s).resolve()) for s in sources], "lean_version": lean_version,
-              "faults": faults or [], "state_dir": str(root / "fault-state")}
+    config = {
+        "sources": [str(Path(s).resolve()) for s in sources],
+        "lean_version": lean_version,
+        "faults": faults or [],
+        "state_dir": str(root / "fault-state"),
+    }
     (root / "standin.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
     repl = root / ".lake" / "build" / "bin" / "repl"
-    repl.write_text("#!/bin/sh\nexec " + " ".join(shlex.quote(p) for p in (
-        sys.executable, str(Path(__file__).resolve()), "--config", str(root / "standin.json"))) + "\n")
+    repl.write_text(
+        "#!/bin/sh\nexec "
+        + " ".join(
+            shlex.quote(p)
+            for p in (sys.executable, str(Path(__file__).resolve()), "--config", str(root / "standin.json"))
+        )
+        + "\n"
+    )
     lake = root / "lake"
-    lake.write_text('#!/bin/sh\n# stand-in lake: lean-interact only runs `lake env <repl>` (and `--version`)\n'
-                    'if [ "$1" = "--version" ]; then echo "Lake (stand-in)"; exit 0; fi\n'
-                    'if [ "$1" = "env" ]; then shift; fi\nexec "$@"\n')
+    lake.write_text(
+        "#!/bin/sh\n# stand-in lake: lean-interact only runs `lake env <repl>` (and `--version`)\n"
+        'if [ "$1" = "--version" ]; then echo "Lake (stand-in)"; exit 0; fi\n'
+        'if [ "$1" = "env" ]; then shift; fi\nexec "$@"\n'
+    )
     for path in (repl, lake):
         path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return root

@@ -30,12 +30,12 @@ def _ascii_digit(c: str) -> bool:
 
 def _escape_end(text: str, j: int) -> int | None:
     """``text[j]`` is a backslash: the offset after Lean's quotedCharCoreFn escape, None: an error."""
-    nxt = text[j + 1:j + 2]
+    nxt = text[j + 1 : j + 2]
     if nxt and nxt in "\\\"'nt":
         return j + 2
-    if nxt == "x" and len(text) >= j + 4 and all(c in _HEX for c in text[j + 2:j + 4]):
+    if nxt == "x" and len(text) >= j + 4 and all(c in _HEX for c in text[j + 2 : j + 4]):
         return j + 4
-    if nxt == "u" and len(text) >= j + 6 and all(c in _HEX for c in text[j + 2:j + 6]):
+    if nxt == "u" and len(text) >= j + 6 and all(c in _HEX for c in text[j + 2 : j + 6]):
         return j + 6
     return None
 
@@ -106,13 +106,13 @@ def lex(text: str, table: IdentTable, tokens: frozenset[str], raw_strings: bool 
             i = end
             continue
         if text.startswith("/-", i):
-            j = i + 3 if text[i + 2:i + 3] in ("-", "!") and i + 2 < n else i + 2
+            j = i + 3 if text[i + 2 : i + 3] in ("-", "!") and i + 2 < n else i + 2
             depth = 1
             while j < n and depth:
-                if text[j] == "-" and text[j + 1:j + 2] == "/":
+                if text[j] == "-" and text[j + 1 : j + 2] == "/":
                     depth -= 1
                     j += 2
-                elif text[j] == "/" and text[j + 1:j + 2] == "-":
+                elif text[j] == "/" and text[j + 1 : j + 2] == "-":
                     depth += 1
                     j += 2
                 else:
@@ -158,7 +158,7 @@ def lex(text: str, table: IdentTable, tokens: frozenset[str], raw_strings: bool 
         if _ascii_digit(c):
             i = _number_end(text, i)
             continue
-        if c == "'" and text[i + 1:i + 2] != "'":
+        if c == "'" and text[i + 1 : i + 2] != "'":
             j = i + 1
             if j >= n:
                 out.error = i
@@ -171,7 +171,7 @@ def lex(text: str, table: IdentTable, tokens: frozenset[str], raw_strings: bool 
                 j = nxt
             else:
                 j += 1
-            if text[j:j + 1] != "'":
+            if text[j : j + 1] != "'":
                 out.error = i
                 return out
             hide(i, j + 1)

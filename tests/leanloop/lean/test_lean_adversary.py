@@ -17,8 +17,15 @@ import pytest
 
 from leanloop.lean.acceptance import AcceptancePolicy, parse_axioms_reply
 from leanloop.lean.acceptance import reasons as R
-from leanloop.lean.types import (Category, LeanBackend, LeanMessage, LeanResponse, Position, ResponseStatus,
-                                 VerifyRequest)
+from leanloop.lean.types import (
+    Category,
+    LeanBackend,
+    LeanMessage,
+    LeanResponse,
+    Position,
+    ResponseStatus,
+    VerifyRequest,
+)
 from leanloop.lean.verifier import Verifier
 
 NAME = "mathd_algebra_478"
@@ -31,8 +38,9 @@ def codes(reasons):
 @pytest.fixture(scope="module")
 def real_error(rl_rows, replay):
     """A real Lean error message (text as Lean printed it) from a recorded failed program."""
-    return next(m for r in rl_rows if not r["verdict_pass"] for m in replay.answer(r["code"]).messages
-                if m.severity == "error")
+    return next(
+        m for r in rl_rows if not r["verdict_pass"] for m in replay.answer(r["code"]).messages if m.severity == "error"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -55,16 +63,22 @@ def replay():
 
 
 def request_for(accepted, statements, program=None):
-    return VerifyRequest(program=program or accepted["code"], name=NAME, statement=statements[NAME]["formal_statement"],
-                         header=statements[NAME]["header"])
+    return VerifyRequest(
+        program=program or accepted["code"],
+        name=NAME,
+        statement=statements[NAME]["formal_statement"],
+        header=statements[NAME]["header"],
+    )
 
 
 def moved_messages(submission, recorded):
     """The recorded messages of the candidate's program, on their lines in the composed program."""
+
     def at(pos):
         if pos is None:
             return None
         return Position(pos.line + (submission.block_lines if pos.line > submission.header_lines else 0), pos.column)
+
     return [LeanMessage(m.severity, m.data, at(m.pos), at(m.end_pos)) for m in recorded.messages]
 
 
@@ -83,10 +97,11 @@ class Answers(LeanBackend):
 
 
 # ------------------------------------------------------------------ 1. candidate-caused failures score 0
-@pytest.mark.parametrize("profile,expected", [("rl", Category.INVALID), ("statement", Category.INVALID),
-                                              ("collection", Category.INFRA_ERROR)])
-def test_a_repl_that_dies_after_the_program_was_sent_scores_zero_when_hardened(accepted, statements, profile,
-                                                                                  expected):
+@pytest.mark.parametrize(
+    "profile,expected",
+    [("rl", Category.INVALID), ("statement", Category.INVALID), ("collection", Category.INFRA_ERROR)],
+)
+def test_a_repl_that_dies_after_the_program_was_sent_scores_zero_when_hardened(accepted, statements, profile, expected):
     policy = AcceptancePolicy(profile)
     request = request_for(accepted, statements)
     submission = policy.prepare(request)
@@ -108,8 +123,9 @@ def _harness_line_scenario(accepted, statements, replay, real_error, clean_axiom
     # elaboration time) logged a real error text at the harness's expected-statement line, and the trailer
     # printed a clean axioms reply (the reference manual's, renamed to the check theorem).
     forged = replace(real_error, pos=Position(submission.header_lines + 2, 0), end_pos=None)
-    axioms = LeanMessage("info", output.replace(f"'{target}'", f"'{submission.check_name}'"),
-                         Position(submission.axioms_line, 0))
+    axioms = LeanMessage(
+        "info", output.replace(f"'{target}'", f"'{submission.check_name}'"), Position(submission.axioms_line, 0)
+    )
     answers = {submission.program: LeanResponse(ResponseStatus.OK, messages=[*moved, forged, axioms])}
     probe = policy.statement_probe(submission)
     assert probe.program.count("\n") == submission.header_lines + submission.block_lines
@@ -122,18 +138,26 @@ def _harness_line_scenario(accepted, statements, replay, real_error, clean_axiom
 
 
 def test_an_error_on_a_harness_line_is_the_candidates_unless_the_statement_alone_reproduces_it(
-        accepted, statements, replay, real_error, clean_axioms):
+    accepted, statements, replay, real_error, clean_axioms
+):
     # the statement alone is clean (ASSUMED REPLY: no messages for header + harness block)
-    outcome, backend = _harness_line_scenario(accepted, statements, replay, real_error, clean_axioms,
-                                              lambda probe, err: LeanResponse(ResponseStatus.OK))
+    outcome, backend = _harness_line_scenario(
+        accepted, statements, replay, real_error, clean_axioms, lambda probe, err: LeanResponse(ResponseStatus.OK)
+    )
     assert outcome.category is Category.INVALID and codes(outcome.reasons) == {R.HARNESS_LINE_ERROR}
     assert len(backend.asked) == 2
     # no answer for the statement alone: still the candidate's (never an unscored input error)
     outcome, _ = _harness_line_scenario(accepted, statements, replay, real_error, clean_axioms, None)
     assert outcome.category is Category.INVALID and outcome.label is False
     # the statement alone fails the same way (ASSUMED REPLY: the same error on the same line): input error
-    outcome, _ = _harness_line_scenario(accepted, statements, replay, real_error, clean_axioms,
-                                        lambda probe, err: LeanResponse(ResponseStatus.OK, messages=[err]))
+    outcome, _ = _harness_line_scenario(
+        accepted,
+        statements,
+        replay,
+        real_error,
+        clean_axioms,
+        lambda probe, err: LeanResponse(ResponseStatus.OK, messages=[err]),
+    )
     assert outcome.category is Category.INPUT_ERROR and codes(outcome.reasons) == {R.TRUSTED_STATEMENT_ERROR}
 
 
@@ -143,10 +167,13 @@ def test_a_message_outside_the_program_is_not_leans_reply(accepted, statements, 
     submission = policy.prepare(request)
     moved = moved_messages(submission, replay.answer(accepted["code"]))
     target, output = clean_axioms
-    good = LeanMessage("info", output.replace(f"'{target}'", f"'{submission.check_name}'"),
-                       Position(submission.axioms_line, 0))
-    assert policy.judge(request, submission, LeanResponse(ResponseStatus.OK, messages=[*moved, good])).category \
+    good = LeanMessage(
+        "info", output.replace(f"'{target}'", f"'{submission.check_name}'"), Position(submission.axioms_line, 0)
+    )
+    assert (
+        policy.judge(request, submission, LeanResponse(ResponseStatus.OK, messages=[*moved, good])).category
         is Category.VALID
+    )
     # ASSUMED REPLY: bytes the candidate wrote to the REPL's stdout, read as a reply whose message
     # sits on a line the program does not have
     stray = replace(good, pos=Position(submission.axioms_line + 40, 0))
@@ -198,7 +225,7 @@ def test_the_check_line_names_only_global_declarations_and_closes_the_candidates
     submission = policy.prepare(request_for(accepted, statements, program))
     assert hasattr(submission, "trailer_line"), submission
     lines = submission.program.split("\n")
-    trailer = lines[submission.trailer_line - 1: submission.axioms_line]
+    trailer = lines[submission.trailer_line - 1 : submission.axioms_line]
     assert trailer[:2] == ["end Inner", "end Decoy"]  # innermost first: the variable is gone before the check
     check = lines[submission.check_line - 1]
     assert check.startswith("theorem _root_.LeanloopHarness.check_")
@@ -211,18 +238,22 @@ def test_the_check_line_names_only_global_declarations_and_closes_the_candidates
     # ASSUMED REPLY: Lean cannot resolve `_root_.mathd_algebra_478` (only Decoy.mathd_algebra_478 and
     # the section variable exist), an error on the check line -> the candidate scores 0
     error = LeanMessage("error", f"unknown constant '{NAME}'", Position(submission.check_line, 0))
-    outcome = policy.judge(request_for(accepted, statements, program), submission,
-                           LeanResponse(ResponseStatus.OK, messages=[error]))
+    outcome = policy.judge(
+        request_for(accepted, statements, program), submission, LeanResponse(ResponseStatus.OK, messages=[error])
+    )
     assert outcome.category is Category.INVALID and codes(outcome.reasons) == {R.STATEMENT_MISMATCH}
 
 
-@pytest.mark.parametrize("capture", [
-    f"variable ({NAME} : ∀ b h v : ℝ, False)\ninclude {NAME}\n",
-    "variable? [Group G]\n",
-    "omit h\n",
-    # written mid-line, after a proof: a command keyword ends the tactic block
-    f"  linarith include {NAME}\n",
-])
+@pytest.mark.parametrize(
+    "capture",
+    [
+        f"variable ({NAME} : ∀ b h v : ℝ, False)\ninclude {NAME}\n",
+        "variable? [Group G]\n",
+        "omit h\n",
+        # written mid-line, after a proof: a command keyword ends the tactic block
+        f"  linarith include {NAME}\n",
+    ],
+)
 def test_scope_capture_commands_are_refused(accepted, statements, capture):
     program = accepted["code"] + "\n" + capture
     outcome = AcceptancePolicy("rl").prepare(request_for(accepted, statements, program))
@@ -237,8 +268,19 @@ from leanloop.lean.acceptance import mask  # noqa: E402
 
 # (text, is it code Lean's lexer reads as tokens?) — literals and comments as Lean lexes them
 _CODE = ["x", "h'", "f''", "get!", "decide?", "!", "?", "(", ")", ":=", "1", "Nat.succ", "r", "a'b'", "#eval"]
-_HIDDEN = ['"a\\"b"', 'r"\\"', 'r#"a"b"#', "'\"'", "'a'", "'\\n'", "/-- doc /- nested -/ -/", "/--/ x -/",
-           "/-! mod -/", "/- a -/", "-- line\n"]
+_HIDDEN = [
+    '"a\\"b"',
+    'r"\\"',
+    'r#"a"b"#',
+    "'\"'",
+    "'a'",
+    "'\\n'",
+    "/-- doc /- nested -/ -/",
+    "/--/ x -/",
+    "/-! mod -/",
+    "/- a -/",
+    "-- line\n",
+]
 
 
 @settings(max_examples=300, deadline=None)
@@ -261,16 +303,15 @@ def test_mask_blanks_exactly_what_leans_lexer_reads_as_literals_or_comments(piec
 def test_a_bang_before_a_literal_does_not_open_a_string_lean_never_sees(accepted, statements, smuggle):
     """Round 2 of the red team: after `!r"\\"` the old masker opened a string running to the end,
     hiding every later command from every text rule."""
-    program = accepted["code"] + f"\ndef smuggle := {smuggle}\n#eval IO.println \"no goals\"\n"
+    program = accepted["code"] + f'\ndef smuggle := {smuggle}\n#eval IO.println "no goals"\n'
     outcome = AcceptancePolicy("rl").prepare(request_for(accepted, statements, program))
     assert outcome.category is Category.PRECHECK_REJECTED and R.METAPROGRAM in codes(outcome.reasons)
 
 
-HIDDEN_PAYLOAD = "set_option debug.skipKernelTC true\nrun_cmd Lean.addDecl default\n-- \"\n"
+HIDDEN_PAYLOAD = 'set_option debug.skipKernelTC true\nrun_cmd Lean.addDecl default\n-- "\n'
 
 
-@pytest.mark.parametrize("smuggle", ["#check'\"'", "#reduce'\"'", '#checkr"\\"', '#check.r"\\"',
-                                     "#check_failure'\"'"])
+@pytest.mark.parametrize("smuggle", ["#check'\"'", "#reduce'\"'", '#checkr"\\"', '#check.r"\\"', "#check_failure'\"'"])
 def test_a_hash_command_before_a_literal_does_not_open_a_string_lean_never_sees(accepted, statements, smuggle):
     """`#check` is one symbol token (`#` starts no identifier), so in `#check'"'` Lean reads a char
     literal and in `#checkr"\\"` a raw string; the old masker read `check'` / `checkr` as an
@@ -287,13 +328,13 @@ def test_a_literal_glued_to_a_hash_word_is_refused_whichever_way_lean_splits_it(
     """Where the `#word` token ends is up to Lean's token table: `#check_failurefoo'"'` is
     `#check_failure`, the identifier `foo'` and a string, so masking `'"'` as a char literal would
     hide what follows the next `"` instead. Neither reading is safe: the rl profile refuses."""
-    program = accepted["code"] + '\n#check_failurefoo\'"\' "\n' + 'run_cmd Lean.addDecl default\n-- "\n'
+    program = accepted["code"] + "\n#check_failurefoo'\"' \"\n" + 'run_cmd Lean.addDecl default\n-- "\n'
     assert mask(program).ambiguous
     outcome = AcceptancePolicy("rl").prepare(request_for(accepted, statements, program))
     assert outcome.category is Category.PRECHECK_REJECTED and R.AMBIGUOUS_LEXING in codes(outcome.reasons)
     # a name ends before `.'` and after a «quoted» part: Lean reads the char literal
     assert mask("x.'\"' y").text == "x.    y" and mask("«x»'\"' y").text == "«x»    y"
-    assert mask("x.r\"a\"").text == "x.r   " and mask("h' := '\"'").ambiguous is None
+    assert mask('x.r"a"').text == "x.r   " and mask("h' := '\"'").ambiguous is None
 
 
 def test_a_doc_comment_opening_does_not_close_itself(accepted, statements):
@@ -303,11 +344,14 @@ def test_a_doc_comment_opening_does_not_close_itself(accepted, statements):
     assert mask("/--/ x -/ #eval").text.endswith("#eval")
 
 
-@pytest.mark.parametrize("smuggle,code", [
-    ('def s := s!"{(by_elab pure ()).1}"', R.METAPROGRAM),
-    ('def s : Nat := dbg_trace "{(\'}\', by_elab pure ())}"; 0', R.METAPROGRAM),
-    ('def s := s!"{sorry}"', R.FORBIDDEN),
-])
+@pytest.mark.parametrize(
+    "smuggle,code",
+    [
+        ('def s := s!"{(by_elab pure ()).1}"', R.METAPROGRAM),
+        ("def s : Nat := dbg_trace \"{('}', by_elab pure ())}\"; 0", R.METAPROGRAM),
+        ('def s := s!"{sorry}"', R.FORBIDDEN),
+    ],
+)
 def test_code_inside_interpolated_strings_is_seen(accepted, statements, smuggle, code):
     program = accepted["code"] + "\n" + smuggle + "\n"
     outcome = AcceptancePolicy("rl").prepare(request_for(accepted, statements, program))
@@ -318,8 +362,12 @@ def test_code_inside_interpolated_strings_is_seen(accepted, statements, smuggle,
 
 def test_crlf_is_the_same_program(accepted, statements):
     crlf = accepted["code"].replace("\n", "\r\n")
-    request = VerifyRequest(program=crlf, name=NAME, statement=statements[NAME]["formal_statement"].replace("\n", "\r\n"),
-                            header=statements[NAME]["header"].replace("\n", "\r\n"))
+    request = VerifyRequest(
+        program=crlf,
+        name=NAME,
+        statement=statements[NAME]["formal_statement"].replace("\n", "\r\n"),
+        header=statements[NAME]["header"].replace("\n", "\r\n"),
+    )
     policy = AcceptancePolicy("rl")
     assert policy.prepare(request).program == policy.prepare(request_for(accepted, statements)).program
 
@@ -342,8 +390,8 @@ ELABORATION_TIME_CODE = {
     "skip kernel check through options": "def o := debug.skipKernelTC",
     "IO ref kept across commands": "def r := IO.mkRef 0",
     "linter registration": "register_linter_set foo := []",
-    "macro rewriting the check line": "macro \"theorem\" : command => `(example : True := trivial)",
-    "override of #print axioms": "elab \"#print\" \"axioms\" id:ident : command => pure ()",
+    "macro rewriting the check line": 'macro "theorem" : command => `(example : True := trivial)',
+    "override of #print axioms": 'elab "#print" "axioms" id:ident : command => pure ()',
 }
 
 

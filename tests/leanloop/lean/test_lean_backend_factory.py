@@ -42,8 +42,11 @@ def test_bad_names_and_options_say_what_is_allowed():
 
 def test_yaml_section_selects_and_configures_the_backend(tmp_path):
     config = tmp_path / "verify.yaml"
-    config.write_text("backend:\n  kind: kimina\n  kimina:\n    url: http://lean:8000\n    batch_size: 4\n"
-                      "  local:\n    workers: 16\n", encoding="utf-8")
+    config.write_text(
+        "backend:\n  kind: kimina\n  kimina:\n    url: http://lean:8000\n    batch_size: 4\n"
+        "  local:\n    workers: 16\n",
+        encoding="utf-8",
+    )
     parser = ArgumentParser()
     parser.add_argument("--config", action="config")
     parser.add_class_arguments(BackendConfig, "backend")

@@ -56,9 +56,13 @@ def test_faults_mid_batch_lose_nothing(kimina_rows, kimina_replay):
     dropped, refused, stuck = recorded[1], recorded[5], recorded[8]
     unknown = "theorem unrecorded_here : 3 = 3 := rfl"
     programs = recorded + [unknown]
-    server = KiminaStandIn(faults=[{"when": dropped, "action": "drop", "once": True},
-                                   {"when": refused, "action": "http_429", "once": True},
-                                   {"when": stuck, "action": "hang"}])
+    server = KiminaStandIn(
+        faults=[
+            {"when": dropped, "action": "drop", "once": True},
+            {"when": refused, "action": "http_429", "once": True},
+            {"when": stuck, "action": "hang"},
+        ]
+    )
     responses, backend = asyncio.run(_serve_and_run(server, programs, batch_size=3, timeout=0.5))
     assert len(responses) == len(programs)
     by_program = dict(zip(programs, responses))

@@ -27,8 +27,10 @@ from leanloop.lean.standins.repl import prepare_repl_dir
 from leanloop.lean.types import ResponseStatus
 
 pytestmark = pytest.mark.skipif(
-    not installed(), reason="the real Kimina server's venv (.venv-kimina) is absent: "
-                            "run `python -m leanloop.lean.standins.real_kimina setup` (make test does)")
+    not installed(),
+    reason="the real Kimina server's venv (.venv-kimina) is absent: "
+    "run `python -m leanloop.lean.standins.real_kimina setup` (make test does)",
+)
 
 CRASH_PROBE = "theorem leanloop_crash_probe : 1 = 1 := rfl"  # the stand-in REPL dies on this command
 MAX_REPLS = 2

@@ -64,13 +64,15 @@ def with_header(sessions):
 
 @pytest.fixture(scope="module")
 def repl_dir(tmp_path_factory, shared_data):
-    return prepare_repl_dir(tmp_path_factory.mktemp("repl"), [shared_data / "lean_repl" / "repl_io_pairs.jsonl"],
-                            lean_version=VERSION)
+    return prepare_repl_dir(
+        tmp_path_factory.mktemp("repl"), [shared_data / "lean_repl" / "repl_io_pairs.jsonl"], lean_version=VERSION
+    )
 
 
 def _faulty_dir(tmp_path, shared_data, faults):
-    return prepare_repl_dir(tmp_path / "repl", [shared_data / "lean_repl" / "repl_io_pairs.jsonl"],
-                            lean_version=VERSION, faults=faults)
+    return prepare_repl_dir(
+        tmp_path / "repl", [shared_data / "lean_repl" / "repl_io_pairs.jsonl"], lean_version=VERSION, faults=faults
+    )
 
 
 def _pick_unrelated(candidates, count, taken):
@@ -80,7 +82,7 @@ def _pick_unrelated(candidates, count, taken):
         if all(program not in other and other not in program for other in chosen):
             chosen.append(program)
         if len(chosen) == len(taken) + count:
-            return chosen[len(taken):]
+            return chosen[len(taken) :]
     raise AssertionError("not enough unrelated recorded programs")
 
 
@@ -105,13 +107,22 @@ def test_recorded_programs_come_back_as_recorded(repl_dir, standalone, with_head
         assert response.lean_version == VERSION
     # header lines were added back: a body-line-1 message sits below the imports
     shifted = [r for p, r in zip(programs, responses) if p in with_header and r.messages]
-    assert shifted and all(m.pos.line > with_header[p][1] for p, r in zip(programs, responses)
-                           if p in with_header for m in r.messages if m.pos)
+    assert shifted and all(
+        m.pos.line > with_header[p][1]
+        for p, r in zip(programs, responses)
+        if p in with_header
+        for m in r.messages
+        if m.pos
+    )
 
 
 def test_tactic_records_only_when_recorded_with_all_tactics(repl_dir, sessions, standalone):
-    recorded = {req["cmd"]: rep for pairs in sessions for req, rep in pairs
-                if set(req) == {"cmd", "allTactics"} and "tactics" in rep}
+    recorded = {
+        req["cmd"]: rep
+        for pairs in sessions
+        for req, rep in pairs
+        if set(req) == {"cmd", "allTactics"} and "tactics" in rep
+    }
     assert recorded
     without = next(p for p in standalone if not split_header(p)[0] and p not in recorded)
     backend = LocalBackend(standin_config(repl_dir, all_tactics=True, timeout=10))
@@ -146,16 +157,22 @@ def test_faults_mid_batch_lose_nothing(tmp_path, shared_data, standalone, with_h
     programs = [normal[0], crash_once, normal[1], crash_always, hang, normal[2], garbage, unknown, normal[3]]
     for text in (body, crash_always, hang, garbage):
         assert sum(text in p for p in programs) == 1
-    faults = [{"when": body, "action": "crash", "once": True}, {"when": crash_always, "action": "crash"},
-              {"when": hang, "action": "hang"}, {"when": garbage, "action": "garbage", "once": True}]
-    backend = LocalBackend(standin_config(_faulty_dir(tmp_path, shared_data, faults), workers=2,
-                                          all_tactics=False, crash_retries=1))
+    faults = [
+        {"when": body, "action": "crash", "once": True},
+        {"when": crash_always, "action": "crash"},
+        {"when": hang, "action": "hang"},
+        {"when": garbage, "action": "garbage", "once": True},
+    ]
+    backend = LocalBackend(
+        standin_config(_faulty_dir(tmp_path, shared_data, faults), workers=2, all_tactics=False, crash_retries=1)
+    )
     responses = asyncio.run(_run_all(backend, programs, timeout=1.5))
     assert len(responses) == len(programs)
     by_program = dict(zip(programs, responses))
     assert by_program[crash_once].status is ResponseStatus.OK  # retried after the restart
     assert by_program[crash_once].messages == shift_messages(
-        messages_from_json(with_header[crash_once][0].get("messages")), with_header[crash_once][1])
+        messages_from_json(with_header[crash_once][0].get("messages")), with_header[crash_once][1]
+    )
     assert by_program[garbage].messages == messages_from_json(standalone[garbage].get("messages"))
     # died every time AFTER the program was sent: the program's doing (hardened policies score 0)
     assert by_program[crash_always].status is ResponseStatus.CANDIDATE_FAILURE
@@ -170,8 +187,11 @@ def test_faults_mid_batch_lose_nothing(tmp_path, shared_data, standalone, with_h
 def test_cancel_kills_the_repl_and_frees_the_worker(tmp_path, shared_data, standalone):
     plain = [p for p in standalone if not split_header(p)[0] and len(p) > 25]
     hang, fine = _pick_unrelated(plain, 2, [])
-    backend = LocalBackend(standin_config(_faulty_dir(tmp_path, shared_data, [{"when": hang, "action": "hang"}]),
-                                          workers=1, all_tactics=False))
+    backend = LocalBackend(
+        standin_config(
+            _faulty_dir(tmp_path, shared_data, [{"when": hang, "action": "hang"}]), workers=1, all_tactics=False
+        )
+    )
 
     async def scenario():
         task = asyncio.create_task(backend.run(hang, timeout=60))
@@ -197,8 +217,7 @@ def test_cancel_kills_the_repl_and_frees_the_worker(tmp_path, shared_data, stand
 def test_memory_cap_restarts_the_repl_between_programs(repl_dir, standalone):
     program = next(p for p in standalone if not split_header(p)[0])
     # a cap every process exceeds: AutoLeanServer restarts the REPL before each program
-    backend = LocalBackend(standin_config(repl_dir, all_tactics=False, memory_limit_mb=4096,
-                                          max_process_memory=0.001))
+    backend = LocalBackend(standin_config(repl_dir, all_tactics=False, memory_limit_mb=4096, max_process_memory=0.001))
 
     async def twice():
         first = await backend.run(program, timeout=10)
@@ -215,14 +234,18 @@ def test_memory_cap_restarts_the_repl_between_programs(repl_dir, standalone):
 
 def test_split_header_and_configuration_errors(tmp_path):
     assert split_header("import Mathlib\n\nimport Aesop\n\ntheorem x : True := trivial") == (
-        "import Mathlib\nimport Aesop", "theorem x : True := trivial", 4)
+        "import Mathlib\nimport Aesop",
+        "theorem x : True := trivial",
+        4,
+    )
     assert split_header("theorem x : True := trivial") == ("", "theorem x : True := trivial", 0)
     assert split_header("import Mathlib\n") == ("", "import Mathlib\n", 0)
     assert split_header("-- comment\nimport Mathlib\ntheorem x : True := trivial")[0] == ""
     with pytest.raises(ValueError, match="workers"):
         LocalBackend(workers=0)
-    broken = LocalBackend(LocalBackendConfig(repl_path=str(tmp_path / "missing"), require_mathlib=False,
-                                             build_repl=False))
+    broken = LocalBackend(
+        LocalBackendConfig(repl_path=str(tmp_path / "missing"), require_mathlib=False, build_repl=False)
+    )
     with pytest.raises(RuntimeError, match="Lean backends"):
         asyncio.run(broken.run("theorem x : True := trivial"))
 
@@ -239,8 +262,9 @@ def test_real_lean_agrees_with_the_recorded_kimina_replies(shared_data):
         pytest.skip("set LEANLOOP_LEAN_PROJECT to a built Lean v4.15.0 + Mathlib project")
     rows = [json.loads(line) for line in (shared_data / "lean_repl" / "kimina_match_pairs.jsonl").open()]
     programs = [r["code"] for r in rows if not r["server_response"]["results"][0]["error"]][:4]
-    backend = LocalBackend(LocalBackendConfig(project_dir=os.environ["LEANLOOP_LEAN_PROJECT"], workers=2,
-                                              timeout=300, all_tactics=True))
+    backend = LocalBackend(
+        LocalBackendConfig(project_dir=os.environ["LEANLOOP_LEAN_PROJECT"], workers=2, timeout=300, all_tactics=True)
+    )
     responses = asyncio.run(_run_all(backend, programs))
     replay = ReplayBackend(["kimina_match"])
     for program, response in zip(programs, responses):
@@ -256,8 +280,13 @@ def test_a_crash_before_the_program_was_sent_stays_infrastructure(tmp_path, shar
     the infrastructure's (retryable INFRA_ERROR), not CANDIDATE_FAILURE."""
     program = next(iter(with_header))
     header = split_header(program)[0]
-    backend = LocalBackend(standin_config(_faulty_dir(tmp_path, shared_data, [{"when": header, "action": "crash"}]),
-                                          all_tactics=False, crash_retries=1))
+    backend = LocalBackend(
+        standin_config(
+            _faulty_dir(tmp_path, shared_data, [{"when": header, "action": "crash"}]),
+            all_tactics=False,
+            crash_retries=1,
+        )
+    )
     response = asyncio.run(_run_all(backend, [program], timeout=5))[0]
     assert response.status is ResponseStatus.INFRA_ERROR and "failed 2 times" in response.detail
 
@@ -286,8 +315,9 @@ def test_fresh_process_restores_the_header_from_a_pickle_and_keeps_no_process(tm
     program = PICKLED_HEADER + "\n" + body
     assert split_pickled_header(program) == (PICKLED_HEADER, body, 4)
     root = prepare_repl_dir(tmp_path / "repl", [shared_data / "lean_repl" / "repl_io_pairs.jsonl"], VERSION)
-    backend = LocalBackend(standin_config(root, all_tactics=False, fresh_process=True,
-                                          header_pickles={PICKLED_HEADER: PICKLE_PATH}))
+    backend = LocalBackend(
+        standin_config(root, all_tactics=False, fresh_process=True, header_pickles={PICKLED_HEADER: PICKLE_PATH})
+    )
 
     async def scenario():
         first = await backend.run(program, timeout=10)
@@ -309,8 +339,9 @@ def test_fresh_process_without_a_recorded_pickle_is_unavailable(tmp_path, shared
     root = prepare_repl_dir(tmp_path / "repl", [shared_data / "lean_repl" / "repl_io_pairs.jsonl"], VERSION)
     # pickled under a path no recording used: the stand-in cannot answer; never a verdict, never
     # the candidate's failure
-    backend = LocalBackend(standin_config(root, all_tactics=False, fresh_process=True,
-                                          pickle_dir=str(tmp_path / "pickles")))
+    backend = LocalBackend(
+        standin_config(root, all_tactics=False, fresh_process=True, pickle_dir=str(tmp_path / "pickles"))
+    )
     response = asyncio.run(backend.run(PICKLED_HEADER + "\n" + body, timeout=10))
     assert response.status is ResponseStatus.UNAVAILABLE and NO_RECORDED_ANSWER in response.detail
 
@@ -318,8 +349,11 @@ def test_fresh_process_without_a_recorded_pickle_is_unavailable(tmp_path, shared
 def test_fresh_process_a_program_that_kills_its_repl_is_a_candidate_failure(tmp_path, shared_data, pickled_body):
     body, _ = pickled_body
     root = _faulty_dir(tmp_path, shared_data, [{"when": body, "action": "crash"}])
-    backend = LocalBackend(standin_config(root, all_tactics=False, fresh_process=True, crash_retries=1,
-                                          header_pickles={PICKLED_HEADER: PICKLE_PATH}))
+    backend = LocalBackend(
+        standin_config(
+            root, all_tactics=False, fresh_process=True, crash_retries=1, header_pickles={PICKLED_HEADER: PICKLE_PATH}
+        )
+    )
     response = asyncio.run(backend.run(PICKLED_HEADER + "\n" + body, timeout=10))
     assert response.status is ResponseStatus.CANDIDATE_FAILURE and "failed 2 times" in response.detail
     assert backend.worker_pids() == [None]
@@ -330,17 +364,24 @@ def test_fresh_process_a_forged_reply_before_the_real_one_is_a_candidate_failure
     reply, the REPL's real reply follows it on the channel: not Lean's answer to the request."""
     body, _ = pickled_body
     root = _faulty_dir(tmp_path, shared_data, [{"when": body, "action": "forge"}])
-    backend = LocalBackend(standin_config(root, all_tactics=False, fresh_process=True,
-                                          header_pickles={PICKLED_HEADER: PICKLE_PATH}))
+    backend = LocalBackend(
+        standin_config(root, all_tactics=False, fresh_process=True, header_pickles={PICKLED_HEADER: PICKLE_PATH})
+    )
     response = asyncio.run(backend.run(PICKLED_HEADER + "\n" + body, timeout=10))
     assert response.status is ResponseStatus.CANDIDATE_FAILURE and "more than one reply" in response.detail
 
 
-
 def _fresh_run(tmp_path, shared_data, body, faults, **options):
     """One program in a fresh_process backend over the recorded pickle, with stand-in faults."""
-    backend = LocalBackend(standin_config(_faulty_dir(tmp_path, shared_data, faults), all_tactics=False,
-                                          fresh_process=True, header_pickles={PICKLED_HEADER: PICKLE_PATH}, **options))
+    backend = LocalBackend(
+        standin_config(
+            _faulty_dir(tmp_path, shared_data, faults),
+            all_tactics=False,
+            fresh_process=True,
+            header_pickles={PICKLED_HEADER: PICKLE_PATH},
+            **options,
+        )
+    )
     return asyncio.run(backend.run(PICKLED_HEADER + "\n" + body, timeout=10))
 
 
@@ -353,8 +394,7 @@ def test_fresh_process_a_forged_reply_then_exit_is_a_candidate_failure(tmp_path,
     assert response.status is ResponseStatus.CANDIDATE_FAILURE and "probe" in response.detail, response.detail
 
 
-def test_fresh_process_a_refusal_after_the_program_was_sent_is_a_candidate_failure(tmp_path, shared_data,
-                                                                                     pickled_body):
+def test_fresh_process_a_refusal_after_the_program_was_sent_is_a_candidate_failure(tmp_path, shared_data, pickled_body):
     """A REPL-level refusal of the program (an exception its code threw out of the REPL's command
     loop) scores 0: it is not retried, not UNAVAILABLE, not re-run verbatim."""
     body, _ = pickled_body
@@ -365,8 +405,7 @@ def test_fresh_process_a_refusal_after_the_program_was_sent_is_a_candidate_failu
     assert response.status is ResponseStatus.CANDIDATE_FAILURE and "exact?" in response.detail, response.detail
 
 
-def test_fresh_process_a_timeout_before_the_program_was_sent_stays_infrastructure(tmp_path, shared_data,
-                                                                                   pickled_body):
+def test_fresh_process_a_timeout_before_the_program_was_sent_stays_infrastructure(tmp_path, shared_data, pickled_body):
     """Unpickling the header hangs: the program never ran, so the timeout is the infrastructure's
     (retryable INFRA_ERROR), not TIMEOUT (which scores 0 under the lean protocol)."""
     body, _ = pickled_body
@@ -388,7 +427,8 @@ def test_real_lean_reports_a_token_table_the_masker_can_use():
 
     if not os.environ.get("LEANLOOP_LEAN_PROJECT"):
         pytest.skip("set LEANLOOP_LEAN_PROJECT to a built Lean + Mathlib project")
-    backend = LocalBackend(LocalBackendConfig(project_dir=os.environ["LEANLOOP_LEAN_PROJECT"], workers=1,
-                                              timeout=300, all_tactics=False))
+    backend = LocalBackend(
+        LocalBackendConfig(project_dir=os.environ["LEANLOOP_LEAN_PROJECT"], workers=1, timeout=300, all_tactics=False)
+    )
     table = backend.token_table("import Mathlib")
     assert table is not None and table.origin == "live" and {"[MOD", "(", "⟨"} <= table.tokens

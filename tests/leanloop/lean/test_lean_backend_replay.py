@@ -78,7 +78,7 @@ def _lands_on_name(program: str, message) -> bool | None:
         return None
     lines = program.split("\n")
     line = message.pos.line - 1
-    return 0 <= line < len(lines) and lines[line][message.pos.column:].startswith(name)
+    return 0 <= line < len(lines) and lines[line][message.pos.column :].startswith(name)
 
 
 def test_positions_are_shifted_back_into_the_full_program(backend, rl_rows, kimina_rows):
@@ -125,12 +125,14 @@ def test_repl_transcripts_give_tactic_records_and_versions(backend, shared_data)
         for index, (request, reply) in enumerate(zip(row["inputs"], row["outputs"])):
             if set(request) != {"cmd", "allTactics"} or "tactics" not in reply:
                 continue
-            (mine,) = [r for r in backend.lookup(request["cmd"])
-                       if r.record_id == f"{row['repl_tag']}:{row['test']}#{index}"]
+            (mine,) = [
+                r for r in backend.lookup(request["cmd"]) if r.record_id == f"{row['repl_tag']}:{row['test']}#{index}"
+            ]
             assert mine.response.lean_version == row["lean_toolchain"].split(":")[-1]
             tactics = mine.response.tactics
             assert [(t.tactic, t.goals, t.pos.line, t.pos.column) for t in tactics] == [
-                (t["tactic"], t["goals"], t["pos"]["line"], t["pos"]["column"]) for t in reply["tactics"]]
+                (t["tactic"], t["goals"], t["pos"]["line"], t["pos"]["column"]) for t in reply["tactics"]
+            ]
             seen_tactics += len(tactics)
     assert seen_tactics > 0
 
@@ -142,7 +144,8 @@ def test_conflicting_recordings_are_all_kept_in_source_order(backend, shared_dat
         for request, reply in zip(row["inputs"], row["outputs"]):
             if set(request) == {"cmd"}:
                 by_program.setdefault(normalize_program(request["cmd"]), set()).add(
-                    json.dumps(reply.get("messages", []), sort_keys=True))
+                    json.dumps(reply.get("messages", []), sort_keys=True)
+                )
     disagreeing = [program for program, replies in by_program.items() if len(replies) > 1]
     assert disagreeing, "the REPL tests record some commands differently across Lean versions"
     program = disagreeing[0]
@@ -175,8 +178,10 @@ def test_returned_responses_are_copies(backend, rl_rows):
 
 def test_honor_timeout_uses_the_recorded_time(rl_rows):
     replay = ReplayBackend(["rl_lean"], honor_timeout=True)
-    row = max((r for r in rl_rows if r["compilation_result"].get("verify_time")),
-              key=lambda r: r["compilation_result"]["verify_time"])
+    row = max(
+        (r for r in rl_rows if r["compilation_result"].get("verify_time")),
+        key=lambda r: r["compilation_result"]["verify_time"],
+    )
     recorded = row["compilation_result"]["verify_time"]
     assert replay.answer(row["code"], timeout=recorded / 2).status is ResponseStatus.TIMEOUT
     assert replay.answer(row["code"], timeout=recorded * 2).status is ResponseStatus.OK

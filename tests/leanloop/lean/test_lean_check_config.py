@@ -25,9 +25,17 @@ def _stage_blocks() -> dict[str, LeanConfig]:
     from search.evaluate import SearchEvalConfig
     from sft.config import EvaluateConfig
 
-    blocks = {name: make().lean for name, make in (
-        ("data", DataConfig), ("sft", lambda: EvaluateConfig(samples="x")), ("autoformalizer", AutoformalizerConfig),
-        ("prm", LabelConfig), ("search", SearchEvalConfig), ("lean_check", LeanCheckConfig))}
+    blocks = {
+        name: make().lean
+        for name, make in (
+            ("data", DataConfig),
+            ("sft", lambda: EvaluateConfig(samples="x")),
+            ("autoformalizer", AutoformalizerConfig),
+            ("prm", LabelConfig),
+            ("search", SearchEvalConfig),
+            ("lean_check", LeanCheckConfig),
+        )
+    }
     for name, module in (("rl", GRPOModule), ("autoformalizer_grpo", AutoformalizerGRPOModule)):
         blocks[name] = inspect.signature(module.__init__).parameters["lean"].default
     return blocks
@@ -100,27 +108,36 @@ def test_old_option_names_are_refused_in_one_line_naming_the_new_key(capsys, tmp
     sft = tmp_path / "sft_eval.yaml"
     sft.write_text(json.dumps({"samples": "x", "verifier": {"profile": "rl", "concurrency": 4}}))
     assert _tool_error(capsys, EvaluateConfig, ["--config", str(sft)]).endswith(
-        f"config file {sft} sets verifier.profile, which is now lean.profile")
+        f"config file {sft} sets verifier.profile, which is now lean.profile"
+    )
     search = tmp_path / "search_eval.yaml"
     search.write_text("lean:\n  lean_version: v4.9.0\nverifier_profile: collection\n")
     assert "sets lean.lean_version, which is now repl.lean_version" in _tool_error(
-        capsys, SearchEvalConfig, ["--config", str(search)])
-    assert "sets lean.timeout, which is now repl.timeout" in _tool_error(capsys, ExpertIterationConfig, ["--lean.timeout", "5"])
+        capsys, SearchEvalConfig, ["--config", str(search)]
+    )
+    assert "sets lean.timeout, which is now repl.timeout" in _tool_error(
+        capsys, ExpertIterationConfig, ["--lean.timeout", "5"]
+    )
     assert "sets verifier.kind, which is now lean.backend.kind" in _tool_error(
-        capsys, SearchEvalConfig, ["--verifier.kind=local"])
+        capsys, SearchEvalConfig, ["--verifier.kind=local"]
+    )
     assert "sets backend.kind, which is now lean.backend.kind" in _tool_error(
-        capsys, LabelConfig, ["--backend.kind", "local"])
+        capsys, LabelConfig, ["--backend.kind", "local"]
+    )
     assert "sets lean.header, which is now typecheck.header" in _tool_error(
-        capsys, AutoformalizerConfig, ["--lean.header", "import Mathlib"])
+        capsys, AutoformalizerConfig, ["--lean.header", "import Mathlib"]
+    )
     assert "sets workers, which is now lean.concurrency" in _tool_error(capsys, LeanCheckConfig, ["--workers", "2"])
 
 
 def test_a_training_stage_refuses_old_names_too(capsys, tmp_path):
     from rl.train import run
 
-    for argv, said in ((["--model.lean.workers", "4"], "sets model.lean.workers, which is now model.lean.concurrency"),
-                       (["--model.lean.sandbox=weak"], "sets model.lean.sandbox, which is now model.reward_checks.sandbox"),
-                       (["--data.lean.workers", "2"], "sets data.lean.workers, which is now data.lean.concurrency")):
+    for argv, said in (
+        (["--model.lean.workers", "4"], "sets model.lean.workers, which is now model.lean.concurrency"),
+        (["--model.lean.sandbox=weak"], "sets model.lean.sandbox, which is now model.reward_checks.sandbox"),
+        (["--data.lean.workers", "2"], "sets data.lean.workers, which is now data.lean.concurrency"),
+    ):
         with pytest.raises(SystemExit) as exit_:
             run(["--config", str(REPO_ROOT / "configs/rl/debug.yaml"), *argv, "--dry_run", "true"])
         assert exit_.value.code == 2

@@ -33,8 +33,9 @@ def codes(reasons):
 
 
 def request_for(accepted, statements, program):
-    return VerifyRequest(program=program, name=NAME, statement=statements[NAME]["formal_statement"],
-                         header=statements[NAME]["header"])
+    return VerifyRequest(
+        program=program, name=NAME, statement=statements[NAME]["formal_statement"], header=statements[NAME]["header"]
+    )
 
 
 def test_version_tables_follow_leans_source():
@@ -51,11 +52,20 @@ def test_version_tables_follow_leans_source():
     assert all(t.is_id_rest(c) and not t.is_id_first(c) for t in (CLASSIC, LATIN) for c in "₁ₐᵢ'!?0")
 
 
-HIDDEN = "set_option debug.skipKernelTC true\nrun_cmd Lean.addDecl default\n-- \"\n"
+HIDDEN = 'set_option debug.skipKernelTC true\nrun_cmd Lean.addDecl default\n-- "\n'
 
 
-@pytest.mark.parametrize("smuggle", ["def b := xж'\"'", "#check 0x1f'\"'", "def d := r#\"\"#", "def e := \"\\q\"",
-                                     "def f := →ₗ'\"'", "#check_failurefoo'\"'"])
+@pytest.mark.parametrize(
+    "smuggle",
+    [
+        "def b := xж'\"'",
+        "#check 0x1f'\"'",
+        'def d := r#""#',
+        'def e := "\\q"',
+        "def f := →ₗ'\"'",
+        "#check_failurefoo'\"'",
+    ],
+)
 def test_confusable_characters_before_a_quote_are_refused_not_misread(accepted, statements, smuggle):
     program = accepted["code"] + "\n" + smuggle + "\n" + HIDDEN
     outcome = AcceptancePolicy("rl").prepare(request_for(accepted, statements, program))
@@ -67,9 +77,15 @@ def test_confusable_characters_before_a_quote_are_refused_not_misread(accepted, 
 # Round 5: Mathlib tokens that start with an ASCII symbol and run into letters. Lean reads
 # `[MOD'"'` as the token `[MOD` and a char literal; a reader without the table saw the identifier
 # `MOD'`, opened a string at `"` and went blind to everything after it.
-ROUND5 = ["theorem t : 3 ≡ 0 [MOD'\"'.toNat] := rfl", "theorem t : (3 : ℤ) ≡ 0 [ZMOD'\"'.toNat] := rfl",
-          "example : a ≡ b [PMOD'\"'.toNat] := sorry", "example : x ≡ y [SMOD'\"'.toNat] := sorry",
-          "example : f =O['\"'.toNat] g := sorry", "theorem aᶜ'\"' := 1", "def c := y\\'\"'"]
+ROUND5 = [
+    "theorem t : 3 ≡ 0 [MOD'\"'.toNat] := rfl",
+    "theorem t : (3 : ℤ) ≡ 0 [ZMOD'\"'.toNat] := rfl",
+    "example : a ≡ b [PMOD'\"'.toNat] := sorry",
+    "example : x ≡ y [SMOD'\"'.toNat] := sorry",
+    "example : f =O['\"'.toNat] g := sorry",
+    "theorem aᶜ'\"' := 1",
+    "def c := y\\'\"'",
+]
 
 
 @pytest.mark.parametrize("smuggle", ROUND5)
@@ -114,9 +130,13 @@ def test_latin_letters_follow_the_backends_lean_version():
 def test_an_honest_heartbeat_option_under_the_budget_is_accepted(accepted, statements):
     body = accepted["code"]
     at = body.index("theorem")
-    for option, ok in [("set_option maxHeartbeats 400000 in\n", True), ("set_option maxHeartbeats 800000 in\n", True),
-                       ("set_option maxHeartbeats 0 in\n", False), ("set_option maxHeartbeats 800001 in\n", False),
-                       ("set_option synthInstance.maxHeartbeats 20000 in\n", False)]:
+    for option, ok in [
+        ("set_option maxHeartbeats 400000 in\n", True),
+        ("set_option maxHeartbeats 800000 in\n", True),
+        ("set_option maxHeartbeats 0 in\n", False),
+        ("set_option maxHeartbeats 800001 in\n", False),
+        ("set_option synthInstance.maxHeartbeats 20000 in\n", False),
+    ]:
         program = body[:at] + option + body[at:]
         outcome = AcceptancePolicy("rl").prepare(request_for(accepted, statements, program))
         assert hasattr(outcome, "trailer_line") is ok, (option, getattr(outcome, "reasons", None))
@@ -125,13 +145,83 @@ def test_an_honest_heartbeat_option_under_the_budget_is_accepted(accepted, state
 
 
 # ------------------------------------------------------------------ against the reference lexer
-_PIECES = ["a", "x", "h", "é", "ⱼ", "ᶜ", "ж", "α", "λ", "₁", "ₗ", "→", "¬", "∑", "⁻¹", "'", "'", "\"", "\"", "\\",
-           "!", "?", "#", "#check", ".", "r", "«", "»", "-", "/", "--", "/-", "-/", "0", "1", "0x", "e", " ", " ",
-           "\n", "_", "(", ":=", "[", "MOD", "[MOD"]
+_PIECES = [
+    "a",
+    "x",
+    "h",
+    "é",
+    "ⱼ",
+    "ᶜ",
+    "ж",
+    "α",
+    "λ",
+    "₁",
+    "ₗ",
+    "→",
+    "¬",
+    "∑",
+    "⁻¹",
+    "'",
+    "'",
+    '"',
+    '"',
+    "\\",
+    "!",
+    "?",
+    "#",
+    "#check",
+    ".",
+    "r",
+    "«",
+    "»",
+    "-",
+    "/",
+    "--",
+    "/-",
+    "-/",
+    "0",
+    "1",
+    "0x",
+    "e",
+    " ",
+    " ",
+    "\n",
+    "_",
+    "(",
+    ":=",
+    "[",
+    "MOD",
+    "[MOD",
+]
 # token tables: what Lean core has, and an adversarial one (a notation token ending in a quote the
 # masker does not know, symbol tokens that run into letters and subscripts)
-_BENIGN = frozenset({"(", ")", ":=", "!", "?", "#", ".", "..", "-", "/", "→", "¬", "∑", "''", "∑'", "⁻¹'", "#check",
-                     "/--", "/-!", "\\", "[", "[MOD", "ᶜ"})
+_BENIGN = frozenset(
+    {
+        "(",
+        ")",
+        ":=",
+        "!",
+        "?",
+        "#",
+        ".",
+        "..",
+        "-",
+        "/",
+        "→",
+        "¬",
+        "∑",
+        "''",
+        "∑'",
+        "⁻¹'",
+        "#check",
+        "/--",
+        "/-!",
+        "\\",
+        "[",
+        "[MOD",
+        "ᶜ",
+    }
+)
 _ADVERSARIAL = _BENIGN | {"ᶜ'", "→ₗ", "¬h", "#check_", "\\'", "ж", "∑x", "#checkx", "é", "⁻¹", "[MODx", "!'"}
 
 
@@ -160,13 +250,15 @@ def test_masker_agrees_with_the_reference_lexer_or_refuses(pieces, version):
                     assert blanked == (p in lexed.hidden), (text, version, lean_table.name, p, masked.text)
 
 
-_SCOPED_PIECES = ["[MOD", "[ZMOD", "MOD", "'", "'", "\"", "-", "--", "x", "0", " ", "\n", "!", "!'", "∑'", "∑", ".", "]"]
+_SCOPED_PIECES = ["[MOD", "[ZMOD", "MOD", "'", "'", '"', "-", "--", "x", "0", " ", "\n", "!", "!'", "∑'", "∑", ".", "]"]
 _SCOPED_TABLE = _ADVERSARIAL | {"[ZMOD", "∑'", "∑", "]"}
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
-@given(st.lists(st.sampled_from(_SCOPED_PIECES), max_size=24),
-       st.sets(st.sampled_from(sorted(TokenTable(frozenset(_SCOPED_TABLE)).scope_sensitive))))
+@given(
+    st.lists(st.sampled_from(_SCOPED_PIECES), max_size=24),
+    st.sets(st.sampled_from(sorted(TokenTable(frozenset(_SCOPED_TABLE)).scope_sensitive))),
+)
 @example(["[MOD", "'", "-", "'", "--", " ", "x"], {"[MOD"})  # Lean without `open Nat`: `MOD'`, `-`, '-', code
 @example(["[MOD", "'", "x", "'"], {"[MOD"})
 def test_the_masker_agrees_with_lean_whichever_scoped_tokens_are_open_or_refuses(pieces, closed):
@@ -188,8 +280,11 @@ def test_the_masker_agrees_with_lean_whichever_scoped_tokens_are_open_or_refuses
 def test_a_scoped_token_that_changes_a_literal_is_refused_and_plain_uses_are_not(accepted, statements):
     refused = "theorem t (a b n : Nat) : a ≡ b [MOD'-'-- IO.Process.spawn\n n] := sorry"
     assert mask(refused).ambiguous and "[MOD" in mask(refused).ambiguous
-    for fine in ("theorem t (a b n : Nat) : a ≡ b [MOD n] := sorry", "example : (!'x'.isDigit) = true := rfl",
-                 "theorem t (f : ℕ → ℕ) (s : Set ℕ) : f ⁻¹' s = f ⁻¹' s := rfl"):
+    for fine in (
+        "theorem t (a b n : Nat) : a ≡ b [MOD n] := sorry",
+        "example : (!'x'.isDigit) = true := rfl",
+        "theorem t (f : ℕ → ℕ) (s : Set ℕ) : f ⁻¹' s = f ⁻¹' s := rfl",
+    ):
         assert mask(fine).ambiguous is None, fine
 
 
@@ -214,8 +309,11 @@ def _recorded_errors(shared_data):
         except FileNotFoundError:
             continue
         for recording in recordings:
-            errors = [(m.pos.line, m.pos.column) for m in recording.response.messages
-                      if m.severity == "error" and m.pos is not None]
+            errors = [
+                (m.pos.line, m.pos.column)
+                for m in recording.response.messages
+                if m.severity == "error" and m.pos is not None
+            ]
             if errors:
                 yield source, recording.program, recording.response.lean_version, errors
     apollo = shared_data / "candidates/apollo_deepseek_v2_split_prover_minif2f_test.jsonl.gz"
@@ -239,7 +337,7 @@ def test_no_recorded_lean_error_sits_inside_blanked_text(shared_data):
                 continue
             checked += 1
             if masked.text[at] == " ":
-                bad.append((source, line, column, program[at:at + 30]))
+                bad.append((source, line, column, program[at : at + 30]))
     assert programs > 1000 and checked > 3000, (programs, checked)
     assert not bad, bad[:5]
 
@@ -263,8 +361,15 @@ def test_real_lean_errors_never_sit_in_blanked_text_of_confusable_programs():
         text = "def z := 0\n" + "".join(rng.choice(_PIECES) for _ in range(20))
         if not (lambda m: m.ambiguous or m.unterminated)(mask(text, lean_version="v4.15.0")):
             programs.append(text)
-    backend = LocalBackend(LocalBackendConfig(project_dir=os.environ["LEANLOOP_LEAN_PROJECT"], workers=1,
-                                              timeout=60, all_tactics=False, require_mathlib=False))
+    backend = LocalBackend(
+        LocalBackendConfig(
+            project_dir=os.environ["LEANLOOP_LEAN_PROJECT"],
+            workers=1,
+            timeout=60,
+            all_tactics=False,
+            require_mathlib=False,
+        )
+    )
 
     async def run_all():
         return [await backend.run(p) for p in programs]
@@ -285,8 +390,11 @@ def test_word_boundaries_are_leans_not_pythons(accepted, statements):
     assert not continues_name("hᶜsorry", 2) and not continues_name("!sorry", 1) and not continues_name("2sorry", 1)
     assert not continues_name("#checksorry", 6) and not continues_name("''sorry", 2)
     assert continues_name("h'sorry", 2) and continues_name("x!sorry", 2) and continues_name("h₁sorry", 2)
-    for glued, code in [("example := Set.univᶜLean.Elab.Term.elabTerm", R.METAPROGRAM),
-                        ("example := xᶜsorry", R.FORBIDDEN), ("#checkby_elab pure ()", R.METAPROGRAM)]:
+    for glued, code in [
+        ("example := Set.univᶜLean.Elab.Term.elabTerm", R.METAPROGRAM),
+        ("example := xᶜsorry", R.FORBIDDEN),
+        ("#checkby_elab pure ()", R.METAPROGRAM),
+    ]:
         program = accepted["code"] + "\n" + glued + "\n"
         outcome = AcceptancePolicy("rl").prepare(request_for(accepted, statements, program))
         assert outcome.category is Category.PRECHECK_REJECTED and code in codes(outcome.reasons), (glued, outcome)

@@ -27,8 +27,11 @@ def named_tokens(data: str) -> tuple[str, ...] | None:
         return ("linarith", "nlinarith")
     if data.startswith("omega could not"):
         return ("omega",)
-    for pattern in (r"'([^'\s]+)[^']*' tactic does nothing", r"`([^`]+)` has been deprecated",
-                    r"unused variable `([^`]+)`"):
+    for pattern in (
+        r"'([^'\s]+)[^']*' tactic does nothing",
+        r"`([^`]+)` has been deprecated",
+        r"unused variable `([^`]+)`",
+    ):
         if found := re.match(pattern, data):
             return (found.group(1),)
     return None
@@ -43,7 +46,7 @@ def landings(program: str, messages: list[LeanMessage]) -> list[bool]:
         if tokens is None or message.pos is None:
             continue
         row = message.pos.line - 1
-        out.append(0 <= row < len(lines) and lines[row][message.pos.column:].startswith(tokens))
+        out.append(0 <= row < len(lines) and lines[row][message.pos.column :].startswith(tokens))
     return out
 
 
@@ -107,7 +110,7 @@ def test_kimina_demo_reply_counts_from_after_the_imports(shared_data, tmp_path):
     (error,) = response.errors
     assert error.data.startswith("linarith failed")
     lines = record.program.split("\n")
-    assert lines[error.pos.line - 1][error.pos.column:].startswith("nlinarith")
+    assert lines[error.pos.line - 1][error.pos.column :].startswith("nlinarith")
     assert landings(record.program, response.messages) == [True, True]  # the deprecation warning too
     assert landings(record.program, moved(raw.messages, header)) == [False, False]
 

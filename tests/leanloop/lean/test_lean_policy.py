@@ -38,9 +38,11 @@ def axiom_replies(shared_data):
 
 # ------------------------------------------------------------------ masking
 def test_mask_blanks_comments_and_literals_only():
-    program = ('theorem t : True := by -- sorry here\n  /- admit /- nested -/ still -/ trivial\n'
-               'def s := "a \\"sorry\\" b" ++ toString \'x\' ++ r#"admit"#\n'
-               "theorem h' (f'' : Nat) : «weird--name» = 1 := sorry")
+    program = (
+        "theorem t : True := by -- sorry here\n  /- admit /- nested -/ still -/ trivial\n"
+        'def s := "a \\"sorry\\" b" ++ toString \'x\' ++ r#"admit"#\n'
+        "theorem h' (f'' : Nat) : «weird--name» = 1 := sorry"
+    )
     masked = mask(program)
     assert len(masked.text) == len(program) and masked.text.count("\n") == program.count("\n")
     assert masked.unterminated is None
@@ -66,8 +68,7 @@ def test_real_programs_pass_prechecks(rl_rows):
     rl = AcceptancePolicy("rl")
     flagged = [r for r in rl_rows if not policy.precheck(r["code"]).ok]
     # the only RL-Lean program with a real `sorry` outside comments (computed, then checked by eye)
-    assert [r["name"] for r in flagged] == [r["name"] for r in rl_rows
-                                            if re.search(r"^\s+sorry\s*$", r["code"], re.M)]
+    assert [r["name"] for r in flagged] == [r["name"] for r in rl_rows if re.search(r"^\s+sorry\s*$", r["code"], re.M)]
     # the benchmark header sets maxHeartbeats 0; rl overrides it and must not blame the candidate
     assert all(rl.precheck(r["code"], name=r["name"]).ok for r in rl_rows[:200] if r not in flagged)
 
@@ -84,52 +85,77 @@ EXPLOITS = {
     "late_import": (lambda p: p.replace(BODY, "import Mathlib.Tactic\n" + BODY), True, R.LATE_IMPORT),
     "native_decide": (lambda p: p.replace("linarith\n", "native_decide\n", 1), False, R.NATIVE_DECIDE),
     "decide_native": (lambda p: p.replace("linarith\n", "decide +native\n", 1), False, R.NATIVE_DECIDE),
-    "ofReduceBool": (lambda p: p.replace("linarith\n", "exact Lean.ofReduceBool _ _ rfl\n", 1), False,
-                     R.TRUSTS_COMPILER),
+    "ofReduceBool": (
+        lambda p: p.replace("linarith\n", "exact Lean.ofReduceBool _ _ rfl\n", 1),
+        False,
+        R.TRUSTS_COMPILER,
+    ),
     "sorryAx": (lambda p: p.replace("linarith\n", "exact sorryAx _ false\n", 1), False, R.SORRY_DISGUISE),
     "stop": (lambda p: p.replace("linarith\n", "stop\n", 1), False, R.SORRY_DISGUISE),
     "apply?": (lambda p: p.replace("linarith\n", "apply?\n", 1), False, R.SORRY_DISGUISE),
-    "implemented_by": (lambda p: p.replace(BODY, "@[implemented_by id] def f (n : Nat) := n\n" + BODY), False,
-                       R.COMPILER_OVERRIDE),
-    "extern": (lambda p: p.replace(BODY, 'attribute [extern "c_add"] Nat.add\n' + BODY), False,
-               R.COMPILER_OVERRIDE),
-    "csimp": (lambda p: p.replace(BODY, "@[csimp] theorem c : @id = @id := rfl\n" + BODY), False,
-              R.COMPILER_OVERRIDE),
-    "skip_kernel": (lambda p: p.replace(BODY, "set_option debug.skipKernelTC true\n" + BODY), False,
-                    R.KERNEL_CHECK_OPTION),
-    "heartbeats": (lambda p: p.replace(BODY, "set_option maxHeartbeats 0 in\n" + BODY), False,
-                   R.CANDIDATE_HEARTBEATS),
-    "synth_heartbeats": (lambda p: p.replace(BODY, "set_option synthInstance.maxHeartbeats 0 in\n" + BODY),
-                         False, R.CANDIDATE_HEARTBEATS),
+    "implemented_by": (
+        lambda p: p.replace(BODY, "@[implemented_by id] def f (n : Nat) := n\n" + BODY),
+        False,
+        R.COMPILER_OVERRIDE,
+    ),
+    "extern": (lambda p: p.replace(BODY, 'attribute [extern "c_add"] Nat.add\n' + BODY), False, R.COMPILER_OVERRIDE),
+    "csimp": (lambda p: p.replace(BODY, "@[csimp] theorem c : @id = @id := rfl\n" + BODY), False, R.COMPILER_OVERRIDE),
+    "skip_kernel": (
+        lambda p: p.replace(BODY, "set_option debug.skipKernelTC true\n" + BODY),
+        False,
+        R.KERNEL_CHECK_OPTION,
+    ),
+    "heartbeats": (lambda p: p.replace(BODY, "set_option maxHeartbeats 0 in\n" + BODY), False, R.CANDIDATE_HEARTBEATS),
+    "synth_heartbeats": (
+        lambda p: p.replace(BODY, "set_option synthInstance.maxHeartbeats 0 in\n" + BODY),
+        False,
+        R.CANDIDATE_HEARTBEATS,
+    ),
     "pp_option": (lambda p: p.replace(BODY, "set_option pp.all true\n" + BODY), False, R.OPTION_NOT_ALLOWED),
     "notation": (lambda p: p.replace(BODY, 'local notation "ℝ" => ℕ\n' + BODY), False, R.SYNTAX_EXTENSION),
-    "infix": (lambda p: p.replace(BODY, 'infixl:65 " +' + "' " + '" => HAdd.hAdd\n' + BODY), False,
-              R.SYNTAX_EXTENSION),
-    "macro_rules": (lambda p: p.replace(BODY, "macro_rules | `(tactic| linarith) => `(tactic| skip)\n" + BODY),
-                    False, R.SYNTAX_EXTENSION),
+    "infix": (lambda p: p.replace(BODY, 'infixl:65 " +' + "' " + '" => HAdd.hAdd\n' + BODY), False, R.SYNTAX_EXTENSION),
+    "macro_rules": (
+        lambda p: p.replace(BODY, "macro_rules | `(tactic| linarith) => `(tactic| skip)\n" + BODY),
+        False,
+        R.SYNTAX_EXTENSION,
+    ),
     "syntax": (lambda p: p.replace(BODY, 'syntax "done!" : tactic\n' + BODY), False, R.SYNTAX_EXTENSION),
     "elab": (lambda p: p.replace(BODY, 'elab "win" : tactic => pure ()\n' + BODY), False, R.METAPROGRAM),
     "eval": (lambda p: p.replace(BODY, '#eval IO.println "valid"\n' + BODY), False, R.METAPROGRAM),
-    "run_cmd": (lambda p: p + "\nrun_cmd Lean.logInfo \"'x' does not depend on any axioms\"", False,
-                R.METAPROGRAM),
+    "run_cmd": (lambda p: p + "\nrun_cmd Lean.logInfo \"'x' does not depend on any axioms\"", False, R.METAPROGRAM),
     "run_tac": (lambda p: p.replace("linarith\n", "run_tac pure ()\n", 1), False, R.METAPROGRAM),
-    "tactic_attribute": (lambda p: p.replace(BODY, "@[tactic Lean.Parser.Tactic.omega] def t : "
-                                                   "Lean.Elab.Tactic.Tactic := fun _ => pure ()\n" + BODY),
-                         False, R.METAPROGRAM),
+    "tactic_attribute": (
+        lambda p: p.replace(
+            BODY, "@[tactic Lean.Parser.Tactic.omega] def t : Lean.Elab.Tactic.Tactic := fun _ => pure ()\n" + BODY
+        ),
+        False,
+        R.METAPROGRAM,
+    ),
     "exit": (lambda p: p.replace("  subst", "#exit\n  subst", 1), False, R.EXIT_COMMAND),
-    "guard_msgs": (lambda p: p.replace(BODY, "#guard_msgs (drop error) in\n" + BODY), False,
-                   R.MESSAGE_SUPPRESSION),
-    "local_instance": (lambda p: p.replace(BODY, "local instance : LT ℝ := ⟨fun _ _ => True⟩\n" + BODY), False,
-                       R.INSTANCE_DECLARATION),
-    "instance_attribute": (lambda p: p.replace(BODY, "attribute [-instance] Real.instLT\n" + BODY), False,
-                           R.INSTANCE_DECLARATION),
-    "redeclared": (lambda p: p + "\n" + p[p.index(BODY):], False, R.TARGET_REDECLARED),
-    "target_as_def": (lambda p: p.replace(BODY, "lemma helper : True := trivial\ndef mathd_algebra_478"), False,
-                      R.TARGET_NOT_THEOREM),
+    "guard_msgs": (lambda p: p.replace(BODY, "#guard_msgs (drop error) in\n" + BODY), False, R.MESSAGE_SUPPRESSION),
+    "local_instance": (
+        lambda p: p.replace(BODY, "local instance : LT ℝ := ⟨fun _ _ => True⟩\n" + BODY),
+        False,
+        R.INSTANCE_DECLARATION,
+    ),
+    "instance_attribute": (
+        lambda p: p.replace(BODY, "attribute [-instance] Real.instLT\n" + BODY),
+        False,
+        R.INSTANCE_DECLARATION,
+    ),
+    "redeclared": (lambda p: p + "\n" + p[p.index(BODY) :], False, R.TARGET_REDECLARED),
+    "target_as_def": (
+        lambda p: p.replace(BODY, "lemma helper : True := trivial\ndef mathd_algebra_478"),
+        False,
+        R.TARGET_NOT_THEOREM,
+    ),
     "harness_name": (lambda p: p + "\ntheorem LeanloopHarness.check_0 : True := trivial", False, R.HARNESS_NAME),
     "unterminated": (lambda p: p + "\n/- the trailer would be swallowed", False, R.UNTERMINATED),
-    "header_reordered": (lambda p: p.replace("import Mathlib\nimport Aesop", "import Aesop\nimport Mathlib"), False,
-                         R.HEADER_NOT_VERBATIM),
+    "header_reordered": (
+        lambda p: p.replace("import Mathlib\nimport Aesop", "import Aesop\nimport Mathlib"),
+        False,
+        R.HEADER_NOT_VERBATIM,
+    ),
 }
 
 
@@ -147,8 +173,9 @@ def test_red_team_prechecks(exploit, accepted):
 
 
 BENIGN = {
-    "sorry_in_comments": lambda p: p.replace("  subst", "  -- sorry, admit and native_decide are fine here\n"
-                                                     "  /- axiom /- nested sorry -/ -/\n  subst", 1),
+    "sorry_in_comments": lambda p: p.replace(
+        "  subst", "  -- sorry, admit and native_decide are fine here\n  /- axiom /- nested sorry -/ -/\n  subst", 1
+    ),
     "sorry_in_docstring": lambda p: p.replace(BODY, "/-- uses no sorry; `#exit` -/\n" + BODY),
     "sorry_in_string": lambda p: p.replace(BODY, 'def msg : String := "sorry \\"admit\\" #eval"\n' + BODY),
     "qualified_names": lambda p: p.replace("linarith\n", "have h' := Nat.le_refl 1\n  linarith\n", 1),
@@ -171,8 +198,10 @@ def test_header_rules(shared_data, accepted):
     # order of imports does not matter; a missing module does (a real Kimina-72B file imports only Mathlib)
     reordered = accepted["code"].replace("import Mathlib\nimport Aesop", "import Aesop\nimport Mathlib")
     assert policy.precheck(reordered).ok
-    rows = [json.loads(line) for line in
-            open(shared_data / "candidates/kimina_prover_72b_minif2f_test_solved_0710_additional.jsonl")]
+    rows = [
+        json.loads(line)
+        for line in open(shared_data / "candidates/kimina_prover_72b_minif2f_test_solved_0710_additional.jsonl")
+    ]
     only_mathlib = [r for r in rows if r["lean_file"].startswith("import Mathlib\n\n")]
     assert only_mathlib
     for row in only_mathlib:
@@ -205,8 +234,13 @@ def test_axiom_parser_on_real_replies(axiom_replies):
         assert reply.name == target
         assert not any(" " in a or "\n" in a for a in reply.axioms)
         for axiom in reply.disallowed:
-            kinds.add("sorry" if axiom == "sorryAx" else "compiler" if "._native." in axiom or
-                      axiom.startswith("Lean.") else "other")
+            kinds.add(
+                "sorry"
+                if axiom == "sorryAx"
+                else "compiler"
+                if "._native." in axiom or axiom.startswith("Lean.")
+                else "other"
+            )
         if set(reply.axioms) <= {"propext", "Classical.choice", "Quot.sound"}:
             assert reply.disallowed == ()
     # the manual's replies cover every class the policy must refuse, and the multi-line one parses
@@ -230,16 +264,27 @@ def replies_by_kind(axiom_replies) -> dict[str, tuple[str, str]]:
     replies = {}
     for target, output in axiom_replies:
         reply = parse_axioms_reply(output)
-        kind = ("clean" if not reply.disallowed else "sorry" if "sorryAx" in reply.axioms else
-                "native" if any("._native." in a for a in reply.axioms) else "compiler")
+        kind = (
+            "clean"
+            if not reply.disallowed
+            else "sorry"
+            if "sorryAx" in reply.axioms
+            else "native"
+            if any("._native." in a for a in reply.axioms)
+            else "compiler"
+        )
         replies.setdefault(kind, (target, output))
     return replies
 
 
 def _rl_setup(accepted, statements, replay):
     name = accepted["name"]
-    request = VerifyRequest(program=accepted["code"], name=name, statement=statements[name]["formal_statement"],
-                            header=statements[name]["header"])
+    request = VerifyRequest(
+        program=accepted["code"],
+        name=name,
+        statement=statements[name]["formal_statement"],
+        header=statements[name]["header"],
+    )
     policy = AcceptancePolicy("rl")
     submission = policy.prepare(request)
     recorded = replay.answer(accepted["code"])
@@ -247,8 +292,11 @@ def _rl_setup(accepted, statements, replay):
     shift = submission.block_lines
 
     def at(pos):
-        return None if pos is None else Position(pos.line + (shift if pos.line > submission.header_lines else 0),
-                                                 pos.column)
+        return (
+            None
+            if pos is None
+            else Position(pos.line + (shift if pos.line > submission.header_lines else 0), pos.column)
+        )
 
     moved = [LeanMessage(m.severity, m.data, at(m.pos), at(m.end_pos)) for m in recorded.messages]
     return policy, request, submission, recorded, moved
@@ -295,11 +343,14 @@ def test_trailer_judgement_reads_only_trailer_lines(accepted, statements, replay
 
 def test_trailer_errors(accepted, statements, replay, rl_rows):
     policy, request, submission, recorded, moved = _rl_setup(accepted, statements, replay)
-    real_error = next(m for r in rl_rows if not r["verdict_pass"]
-                      for m in replay.answer(r["code"]).messages if m.severity == "error")
-    for line, category, code in ((submission.trailer_line, Category.INVALID, R.STATEMENT_MISMATCH),
-                                 # on a harness line: the candidate's, until the statement alone reproduces it
-                                 (submission.header_lines + 1, Category.INVALID, R.HARNESS_LINE_ERROR)):
+    real_error = next(
+        m for r in rl_rows if not r["verdict_pass"] for m in replay.answer(r["code"]).messages if m.severity == "error"
+    )
+    for line, category, code in (
+        (submission.trailer_line, Category.INVALID, R.STATEMENT_MISMATCH),
+        # on a harness line: the candidate's, until the statement alone reproduces it
+        (submission.header_lines + 1, Category.INVALID, R.HARNESS_LINE_ERROR),
+    ):
         error = replace(real_error, pos=Position(line, 0), end_pos=Position(line, 5))
         outcome = policy.judge(request, submission, LeanResponse(ResponseStatus.OK, messages=[*moved, error]))
         assert outcome.category is category and codes(outcome.reasons) == {code}
@@ -315,8 +366,8 @@ def test_compose_layout(accepted, statements):
     assert lines[: sub.header_lines] == original[: sub.header_lines]
     assert lines[sub.header_lines] == "set_option maxHeartbeats 800000"
     assert lines[sub.header_lines + 1].startswith("theorem LeanloopHarness.expected_")
-    body = lines[sub.header_lines + sub.block_lines: sub.trailer_line - 1]
-    assert body == original[sub.header_lines:]
+    body = lines[sub.header_lines + sub.block_lines : sub.trailer_line - 1]
+    assert body == original[sub.header_lines :]
     assert sub.region(sub.header_lines + 1) == "harness" and sub.region(sub.trailer_line) == "trailer"
     assert sub.candidate_line(sub.header_lines + sub.block_lines + 1) == sub.header_lines + 1
 
@@ -340,8 +391,12 @@ def test_statement_profile_accepts_sorry_but_not_errors():
         if response.status is not ResponseStatus.OK or "import" in program:
             continue
         severities = {m.severity for m in response.messages}
-        if sorry_only is None and response.messages and all(
-                m.severity == "warning" and "sorry" in m.data for m in response.messages) and "theorem" in program:
+        if (
+            sorry_only is None
+            and response.messages
+            and all(m.severity == "warning" and "sorry" in m.data for m in response.messages)
+            and "theorem" in program
+        ):
             sorry_only = (program, response)
         if error is None and "error" in severities and "theorem" in program:
             error = (program, response)
@@ -368,8 +423,12 @@ def test_statement_profile_allows_only_the_sorry_warning():
     found = None
     for program, recordings in index:
         response = recordings[0].response
-        if response.status is ResponseStatus.OK and "theorem" in program and response.messages and all(
-                m.severity == "warning" and "sorry" not in m.data for m in response.messages):
+        if (
+            response.status is ResponseStatus.OK
+            and "theorem" in program
+            and response.messages
+            and all(m.severity == "warning" and "sorry" not in m.data for m in response.messages)
+        ):
             found = (program, response)
             break
     assert found
@@ -378,8 +437,9 @@ def test_statement_profile_allows_only_the_sorry_warning():
     statement = AcceptancePolicy("statement", header="").judge(request, verbatim(program), response)
     assert statement.category is Category.INVALID and codes(statement.reasons) == {R.WARNING_NOT_ALLOWED}
     assert statement.first_error == response.messages[0].data
-    assert AcceptancePolicy("collection", header="").judge(request, verbatim(program), response).category \
-        is Category.VALID
+    assert (
+        AcceptancePolicy("collection", header="").judge(request, verbatim(program), response).category is Category.VALID
+    )
     # the sorry warning alone stays allowed, on the same recording with its warnings replaced by sorry's
     sorry = [LeanMessage("warning", "declaration uses 'sorry'", m.pos, m.end_pos) for m in response.messages]
     clean = replace(response, messages=sorry)
@@ -405,9 +465,12 @@ def test_collection_llf_compiles_with_800000_heartbeats_and_checks_the_statement
     800,000 heartbeats, and "the collection compares pretty-printed signatures and rejects mismatches
     even if the program otherwise compiles" (so a binder renaming is rejected); no check theorem, no
     axiom trailer (that is rl's rule). Real recorded Lean output for the accepted program."""
-    request = VerifyRequest(program=accepted["code"], name=accepted["name"],
-                            statement=statements[accepted["name"]]["formal_statement"],
-                            header=statements[accepted["name"]]["header"])
+    request = VerifyRequest(
+        program=accepted["code"],
+        name=accepted["name"],
+        statement=statements[accepted["name"]]["formal_statement"],
+        header=statements[accepted["name"]]["header"],
+    )
     verbatim_submission = AcceptancePolicy("collection").prepare(request)
     assert not verbatim_submission.composed  # the recorded (verbatim) collection
     policy = AcceptancePolicy("collection_llf")
@@ -421,8 +484,16 @@ def test_collection_llf_compiles_with_800000_heartbeats_and_checks_the_statement
     shift = submission.block_lines
 
     def moved(messages):
-        return [LeanMessage(m.severity, m.data, None if m.pos is None else Position(
-            m.pos.line + (shift if m.pos.line > submission.header_lines else 0), m.pos.column)) for m in messages]
+        return [
+            LeanMessage(
+                m.severity,
+                m.data,
+                None
+                if m.pos is None
+                else Position(m.pos.line + (shift if m.pos.line > submission.header_lines else 0), m.pos.column),
+            )
+            for m in messages
+        ]
 
     def judge(active: AcceptancePolicy, req: VerifyRequest, sub, messages):
         return active.judge(req, sub, LeanResponse(ResponseStatus.OK, messages=moved(messages)), "test")
@@ -447,5 +518,6 @@ def test_collection_llf_compiles_with_800000_heartbeats_and_checks_the_statement
     respelled = replace(request, program=accepted["code"].replace(f"({binder} :", f"({binder} : True ∧", 1))
     undecided = judge(policy, respelled, policy.prepare(respelled), recorded.messages)
     assert undecided.category is Category.UNAVAILABLE and codes(undecided.reasons) == {R.SIGNATURE_UNDECIDED}
-    assert policy.prepare(VerifyRequest(program=accepted["code"], name=accepted["name"])).category \
-        is Category.INPUT_ERROR  # it needs the trusted statement, like rl
+    assert (
+        policy.prepare(VerifyRequest(program=accepted["code"], name=accepted["name"])).category is Category.INPUT_ERROR
+    )  # it needs the trusted statement, like rl

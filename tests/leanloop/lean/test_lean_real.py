@@ -32,7 +32,9 @@ def _config(**options) -> LocalBackendConfig:
 def accepted(rl_rows, statements):
     row = next(r for r in rl_rows if r["verdict_pass"] and r["name"] == NAME)
     trusted = statements[NAME]
-    return VerifyRequest(program=row["code"], name=NAME, statement=trusted["formal_statement"], header=trusted["header"])
+    return VerifyRequest(
+        program=row["code"], name=NAME, statement=trusted["formal_statement"], header=trusted["header"]
+    )
 
 
 @pytest.mark.lean
@@ -44,8 +46,12 @@ def test_the_check_line_compiles_and_names_only_the_global_target(accepted):
     submission = verifier.prepare(accepted)
     assert "type_of% @_root_." in submission.program and "#print axioms _root_." in submission.program
     at = accepted.program.index(f"theorem {NAME}")
-    namespaced = VerifyRequest(program=accepted.program[:at] + "namespace Decoy\n" + accepted.program[at:] + "\nend Decoy\n",
-                               name=NAME, statement=accepted.statement, header=accepted.header)
+    namespaced = VerifyRequest(
+        program=accepted.program[:at] + "namespace Decoy\n" + accepted.program[at:] + "\nend Decoy\n",
+        name=NAME,
+        statement=accepted.statement,
+        header=accepted.header,
+    )
     valid, moved = verifier.check_sync([accepted, namespaced])
     assert valid.category is Category.VALID, (valid.reasons, valid.first_error)
     assert not any(R.code_of(r) == R.HARNESS_LINE_ERROR for r in valid.reasons)
@@ -110,8 +116,10 @@ def test_a_proof_state_session_in_prm():
 
 
 @pytest.mark.lean
-@pytest.mark.skipif(any(shutil.which(t) is None for t in ("comparator", "lean4export", "landrun")),
-                    reason="comparator / lean4export / landrun not on PATH")
+@pytest.mark.skipif(
+    any(shutil.which(t) is None for t in ("comparator", "lean4export", "landrun")),
+    reason="comparator / lean4export / landrun not on PATH",
+)
 def test_the_judge_on_one_valid_and_one_invalid_program(tmp_path):
     from leanloop.lean.judge import ComparatorJudge, JudgeConfig
 
@@ -119,8 +127,12 @@ def test_the_judge_on_one_valid_and_one_invalid_program(tmp_path):
     proof = "theorem comm (a b : Nat) : a + b = b + a := Nat.add_comm a b\n"
     wrong = "theorem comm (a b : Nat) : a + b = a + b := rfl\n"  # proves another statement
     judge = ComparatorJudge(JudgeConfig(workdir=str(tmp_path), timeout=600))
-    valid, invalid = judge.check_sync([VerifyRequest(program=proof, name="comm", statement=statement, header=""),
-                                       VerifyRequest(program=wrong, name="comm", statement=statement, header="")])
+    valid, invalid = judge.check_sync(
+        [
+            VerifyRequest(program=proof, name="comm", statement=statement, header=""),
+            VerifyRequest(program=wrong, name="comm", statement=statement, header=""),
+        ]
+    )
     assert valid.category is Category.VALID, valid.reasons
     assert invalid.category is Category.INVALID, invalid.reasons
 
@@ -131,6 +143,18 @@ def test_lean_check_agrees_with_the_recorded_sample_on_real_lean(artifacts):
     from bench.lean_check.driver import main
     from leanloop.paths import REPO_ROOT
 
-    code = main(["--config", str(REPO_ROOT / "configs/lean_check/default.yaml"), "--run", "lean_test",
-                 "--only", "[discovery,reverify,fixtures]", "--sample_size", "24", "--lean.concurrency", "2"])
+    code = main(
+        [
+            "--config",
+            str(REPO_ROOT / "configs/lean_check/default.yaml"),
+            "--run",
+            "lean_test",
+            "--only",
+            "[discovery,reverify,fixtures]",
+            "--sample_size",
+            "24",
+            "--lean.concurrency",
+            "2",
+        ]
+    )
     assert code == 0, (artifacts / "lean_check" / "lean_test" / "report.md").read_text()

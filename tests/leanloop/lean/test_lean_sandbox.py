@@ -55,12 +55,22 @@ def test_a_candidates_writes_do_not_reach_the_next_candidate(tmp_path, shared_da
     root = tmp_path / "repl"
     escape = tmp_path / "escaped.txt"
     writes = [str(root / PICKLE_PATH), str(root / "lean-toolchain"), str(escape)]
-    prepare_repl_dir(root, [shared_data / "lean_repl" / "repl_io_pairs.jsonl"], VERSION,
-                     faults=[{"when": pickled_body[:40], "action": "write", "paths": writes, "text": "pwned"}])
+    prepare_repl_dir(
+        root,
+        [shared_data / "lean_repl" / "repl_io_pairs.jsonl"],
+        VERSION,
+        faults=[{"when": pickled_body[:40], "action": "write", "paths": writes, "text": "pwned"}],
+    )
     toolchain = (root / "lean-toolchain").read_text()
-    backend = LocalBackend(standin_config(root, all_tactics=False, fresh_process=True,
-                                          header_pickles={PICKLED_HEADER: PICKLE_PATH},
-                                          sandbox=SandboxConfig(kind=kind)))
+    backend = LocalBackend(
+        standin_config(
+            root,
+            all_tactics=False,
+            fresh_process=True,
+            header_pickles={PICKLED_HEADER: PICKLE_PATH},
+            sandbox=SandboxConfig(kind=kind),
+        )
+    )
     program = PICKLED_HEADER + "\n" + pickled_body
 
     async def two_candidates():
@@ -97,8 +107,15 @@ def test_real_lean_runs_under_the_sandbox_and_limits(shared_data):
         pytest.skip("set LEANLOOP_LEAN_PROJECT to a built Lean v4.15.0 + Mathlib project")
     rows = [json.loads(line) for line in (shared_data / "lean_repl" / "kimina_match_pairs.jsonl").open()]
     programs = [r["code"] for r in rows if not r["server_response"]["results"][0]["error"]][:2]
-    backend = LocalBackend(LocalBackendConfig(project_dir=os.environ["LEANLOOP_LEAN_PROJECT"], workers=1,
-                                              timeout=300, all_tactics=False, fresh_process=True))
+    backend = LocalBackend(
+        LocalBackendConfig(
+            project_dir=os.environ["LEANLOOP_LEAN_PROJECT"],
+            workers=1,
+            timeout=300,
+            all_tactics=False,
+            fresh_process=True,
+        )
+    )
 
     async def run_all():
         return [await backend.run(p) for p in programs]
@@ -113,11 +130,22 @@ def test_real_lean_runs_under_the_sandbox_and_limits(shared_data):
 def test_a_spinning_candidate_spends_its_own_cpu_budget(tmp_path, shared_data, pickled_body):
     """RLIMIT_CPU ends a candidate that burns CPU (its failure, scored 0) long before the
     per-program timeout, and the next candidate is answered as usual."""
-    root = prepare_repl_dir(tmp_path / "repl", [shared_data / "lean_repl" / "repl_io_pairs.jsonl"], VERSION,
-                            faults=[{"when": "-- spin", "action": "spin"}])
-    backend = LocalBackend(standin_config(root, all_tactics=False, fresh_process=True, crash_retries=0,
-                                          header_pickles={PICKLED_HEADER: PICKLE_PATH},
-                                          sandbox=SandboxConfig(cpu_limit_s=1)))
+    root = prepare_repl_dir(
+        tmp_path / "repl",
+        [shared_data / "lean_repl" / "repl_io_pairs.jsonl"],
+        VERSION,
+        faults=[{"when": "-- spin", "action": "spin"}],
+    )
+    backend = LocalBackend(
+        standin_config(
+            root,
+            all_tactics=False,
+            fresh_process=True,
+            crash_retries=0,
+            header_pickles={PICKLED_HEADER: PICKLE_PATH},
+            sandbox=SandboxConfig(cpu_limit_s=1),
+        )
+    )
     program = PICKLED_HEADER + "\n" + pickled_body
 
     async def spinner_then_honest():
@@ -149,17 +177,27 @@ def test_each_sandbox_present_holds_against_the_round_5_probes(tmp_path, kind):
         pytest.skip(f"{kind}: {probe(kind, SandboxConfig(kind=kind))}")
     sandbox = choose_sandbox(SandboxConfig(kind=kind, tmp_limit_mb=2, memory_limit_mb=4096), [str(tmp_path)], 30)
     assert sandbox.strong and strength(sandbox) is None
-    script = ('echo $TMPDIR; env | cut -d= -f1 | sort | tr "\\n" " "; echo; ls /proc | grep -c "^[0-9]"; '
-              'dd if=/dev/zero of=/tmp/big bs=1M count=4 2>/dev/null && echo WROTE_4M || echo TMP_FULL; '
-              'ulimit -v; grep Cpus_allowed_list /proc/self/status; echo x > ' + str(tmp_path) + '/out || echo RO')
+    script = (
+        'echo $TMPDIR; env | cut -d= -f1 | sort | tr "\\n" " "; echo; ls /proc | grep -c "^[0-9]"; '
+        "dd if=/dev/zero of=/tmp/big bs=1M count=4 2>/dev/null && echo WROTE_4M || echo TMP_FULL; "
+        "ulimit -v; grep Cpus_allowed_list /proc/self/status; echo x > " + str(tmp_path) + "/out || echo RO"
+    )
     os.environ["LEANLOOP_SECRET_TOKEN"] = "do-not-leak"
     try:
         lines = sandbox.run(["sh", "-c", script], slot=1).stdout.splitlines()
     finally:
         del os.environ["LEANLOOP_SECRET_TOKEN"]
     assert lines[0] == "/tmp"
-    assert "LEANLOOP_SECRET_TOKEN" not in lines[1] and set(lines[1].split()) <= {"PATH", "HOME", "LANG", "LC_ALL",
-                                                                                  "TMPDIR", "PWD", "SHLVL", "_"}
+    assert "LEANLOOP_SECRET_TOKEN" not in lines[1] and set(lines[1].split()) <= {
+        "PATH",
+        "HOME",
+        "LANG",
+        "LC_ALL",
+        "TMPDIR",
+        "PWD",
+        "SHLVL",
+        "_",
+    }
     assert int(lines[2]) <= 4  # its own PID namespace: not the trainer, not the neighbours
     assert lines[3] == "TMP_FULL" and lines[4] == str((4096 - 2 - 48) * 1024)
     if (os.cpu_count() or 1) > 1:
@@ -184,13 +222,21 @@ def test_a_failure_after_the_program_killed_its_repl_is_charged_to_the_program(t
     header restore then fails before the program runs. That used to end ``infra_error`` (counted by
     the rl circuit breaker, so a policy could halt its own training); it is the program's failure."""
     root = tmp_path / "repl"
-    faults = [{"when": PICKLE_PATH, "once": True, "action": "pass"},  # the first restore works
-              {"when": pickled_body[:40], "action": "crash"},  # the program kills its REPL
-              {"when": PICKLE_PATH, "action": "refuse", "message": "unpickle failed"}]  # then restores fail
+    faults = [
+        {"when": PICKLE_PATH, "once": True, "action": "pass"},  # the first restore works
+        {"when": pickled_body[:40], "action": "crash"},  # the program kills its REPL
+        {"when": PICKLE_PATH, "action": "refuse", "message": "unpickle failed"},
+    ]  # then restores fail
     prepare_repl_dir(root, [shared_data / "lean_repl" / "repl_io_pairs.jsonl"], VERSION, faults=faults)
-    backend = LocalBackend(standin_config(root, all_tactics=False, fresh_process=True,
-                                          header_pickles={PICKLED_HEADER: PICKLE_PATH},
-                                          sandbox=SandboxConfig(kind="off")))
+    backend = LocalBackend(
+        standin_config(
+            root,
+            all_tactics=False,
+            fresh_process=True,
+            header_pickles={PICKLED_HEADER: PICKLE_PATH},
+            sandbox=SandboxConfig(kind="off"),
+        )
+    )
     response = asyncio.run(backend.run(PICKLED_HEADER + "\n" + pickled_body, timeout=20))
     assert response.status is ResponseStatus.CANDIDATE_FAILURE, response.detail
     assert "after the program had killed an earlier try" in response.detail

@@ -32,13 +32,15 @@ def recorded(shared_data):
             sessions.append(list(zip(row["inputs"], row["outputs"])))
 
     def find(*requests):
-        return next(pairs for pairs in sessions if [request for request, _ in pairs[:len(requests)]] == list(requests))
+        return next(pairs for pairs in sessions if [request for request, _ in pairs[: len(requests)]] == list(requests))
+
     return find
 
 
 def _session(tmp_path, shared_data, faults=None, **options) -> LeanSession:
-    root = prepare_repl_dir(tmp_path / "repl", [shared_data / "lean_repl" / "repl_io_pairs.jsonl"],
-                            lean_version=HEAD, faults=faults)
+    root = prepare_repl_dir(
+        tmp_path / "repl", [shared_data / "lean_repl" / "repl_io_pairs.jsonl"], lean_version=HEAD, faults=faults
+    )
     options.setdefault("timeout", 20)
     return LeanSession(standin_session_config(root, lean_version=HEAD, parallel_elaboration=False, **options))
 
@@ -150,8 +152,12 @@ def test_a_timeout_starts_a_new_generation_and_older_proof_states_are_refused(tm
 
 
 def test_crashes_are_retried_and_then_blamed_on_what_was_sent(tmp_path, shared_data):
-    faults = [{"when": "(x : Unit)", "action": "crash", "once": True}, {"when": "Nat.succ", "action": "crash"},
-              {"when": "Mathlib.Tactic.Cases", "action": "crash"}, {"when": "exat", "action": "crash"}]
+    faults = [
+        {"when": "(x : Unit)", "action": "crash", "once": True},
+        {"when": "Nat.succ", "action": "crash"},
+        {"when": "Mathlib.Tactic.Cases", "action": "crash"},
+        {"when": "exat", "action": "crash"},
+    ]
     session = _session(tmp_path, shared_data, faults=faults, crash_retries=1)
     try:
         once = session.command(README)  # the REPL died once: restarted, the command sent again
@@ -218,6 +224,11 @@ def test_close_ends_the_process_and_its_proof_states(tmp_path, shared_data):
 
 def test_by_sorry_takes_the_statement_as_it_is_given():
     expected = "theorem t (x : Nat) : x = x := by sorry"
-    for given in ("theorem t (x : Nat) : x = x", "theorem t (x : Nat) : x = x :=", "theorem t (x : Nat) : x = x := by",
-                  "theorem t (x : Nat) : x = x := by sorry\n", "theorem t (x : Nat) : x = x :=\n  by"):
+    for given in (
+        "theorem t (x : Nat) : x = x",
+        "theorem t (x : Nat) : x = x :=",
+        "theorem t (x : Nat) : x = x := by",
+        "theorem t (x : Nat) : x = x := by sorry\n",
+        "theorem t (x : Nat) : x = x :=\n  by",
+    ):
         assert by_sorry(given) == expected, given

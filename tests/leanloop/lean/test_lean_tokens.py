@@ -24,12 +24,14 @@ def test_the_shipped_table_names_its_sources():
 
 
 def test_atoms_are_extracted_from_notation_declarations():
-    source = ('notation:50 a " ≡ " b " [MOD " n "]" => Nat.ModEq n a b\n'
-              'infixl:65 " +ᵥ " => HVAdd.hVAdd\n'
-              '@[inherit_doc] prefix:max "√" => Real.sqrt\n'
-              'syntax (name := foo) "foo! " term : tactic\n'
-              'syntax "(" &"proofs" " := " term ")" : term\n'
-              'def notation_free := "not an atom"\n')
+    source = (
+        'notation:50 a " ≡ " b " [MOD " n "]" => Nat.ModEq n a b\n'
+        'infixl:65 " +ᵥ " => HVAdd.hVAdd\n'
+        '@[inherit_doc] prefix:max "√" => Real.sqrt\n'
+        'syntax (name := foo) "foo! " term : tactic\n'
+        'syntax "(" &"proofs" " := " term ")" : term\n'
+        'def notation_free := "not an atom"\n'
+    )
     assert extract_atoms(source) == {"≡", "[MOD", "]", "+ᵥ", "√", "foo!", "(", ":=", ")"}
 
 
@@ -49,8 +51,10 @@ def _recorded_programs(shared_data):
     candidates = shared_data / "candidates"
     with gzip.open(candidates / "rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz", "rt") as handle:
         yield from ((r["code"], "v4.9.0-rc1") for r in map(json.loads, handle))
-    for name, key in (("kimina_prover_preview_minif2f_test_solved.jsonl", "correct_proof"),
-                      ("kimina_prover_72b_minif2f_test_solved_0710_additional.jsonl", "lean_file")):
+    for name, key in (
+        ("kimina_prover_preview_minif2f_test_solved.jsonl", "correct_proof"),
+        ("kimina_prover_72b_minif2f_test_solved_0710_additional.jsonl", "lean_file"),
+    ):
         with open(candidates / name, encoding="utf-8") as handle:
             yield from ((r.get(key) or r["correct_proof"], "v4.15.0") for r in map(json.loads, handle))
     for name in ("apollo_deepseek_v2_split_prover_minif2f_test.jsonl.gz", "seed_prover_solved.jsonl.gz"):

@@ -50,7 +50,8 @@ class DelayedReplay(LeanBackend):
 def test_collection_profile_reproduces_recorded_verdicts(replay, rl_rows):
     rows = rl_rows[::7]
     outcomes = Verifier(replay, "collection", concurrency=8).check_sync(
-        [VerifyRequest(program=r["code"], name=r["name"]) for r in rows])
+        [VerifyRequest(program=r["code"], name=r["name"]) for r in rows]
+    )
     for row, outcome in zip(rows, outcomes):
         kind = recorded(row)
         if kind == "system_error":
@@ -66,8 +67,15 @@ def test_collection_profile_reproduces_recorded_verdicts(replay, rl_rows):
 
 def test_rl_profile_through_replay_never_guesses(replay, rl_rows, statements):
     rows = rl_rows[:120]
-    requests = [VerifyRequest(program=r["code"], name=r["name"], statement=statements[r["name"]]["formal_statement"],
-                              header=statements[r["name"]]["header"]) for r in rows]
+    requests = [
+        VerifyRequest(
+            program=r["code"],
+            name=r["name"],
+            statement=statements[r["name"]]["formal_statement"],
+            header=statements[r["name"]]["header"],
+        )
+        for r in rows
+    ]
     outcomes = Verifier(replay, "rl", concurrency=8).check_sync(requests)
     seen = Counter()
     for row, outcome in zip(rows, outcomes):
@@ -91,7 +99,8 @@ def test_concurrency_is_bounded_and_order_kept(replay, rl_rows):
     backend = DelayedReplay(replay, 0.01)
     rows = rl_rows[:40]
     outcomes = Verifier(backend, "collection", concurrency=3).check_sync(
-        [VerifyRequest(program=r["code"], name=r["name"]) for r in rows])
+        [VerifyRequest(program=r["code"], name=r["name"]) for r in rows]
+    )
     assert backend.max_in_flight == 3 and backend.calls == len(rows)
     assert [o.category is Category.VALID for o in outcomes] == [recorded(r) == "pass" for r in rows]
 
@@ -146,8 +155,9 @@ def test_rl_harness_on_real_lean(rl_rows, statements):
     backend = make_backend("local", **({"project_dir": project} if project else {}))
     row = next(r for r in rl_rows if r["verdict_pass"] and r["name"] == "mathd_algebra_478")
     trusted = statements[row["name"]]
-    request = VerifyRequest(program=row["code"], name=row["name"], statement=trusted["formal_statement"],
-                            header=trusted["header"])
+    request = VerifyRequest(
+        program=row["code"], name=row["name"], statement=trusted["formal_statement"], header=trusted["header"]
+    )
     changed = dc_replace(request, statement=trusted["formal_statement"].replace("v = 65", "v = 66"))
     assert changed.statement != request.statement
     valid, mismatch = Verifier(backend, "rl", concurrency=1, timeout=900).check_sync([request, changed])
@@ -168,12 +178,18 @@ def test_rl_isolated_and_capture_proof_on_real_lean(rl_rows, statements):
     backend = make_backend("local", fresh_process=True, **({"project_dir": project} if project else {}))
     row = next(r for r in rl_rows if r["verdict_pass"] and r["name"] == "mathd_algebra_478")
     trusted = statements[row["name"]]
-    request = VerifyRequest(program=row["code"], name=row["name"], statement=trusted["formal_statement"],
-                            header=trusted["header"])
+    request = VerifyRequest(
+        program=row["code"], name=row["name"], statement=trusted["formal_statement"], header=trusted["header"]
+    )
     at = row["code"].index(f"theorem {row['name']}")
-    capture = (row["code"][:at] + "namespace Decoy\n" + row["code"][at:]
-               + f"\nsection Inner\nvariable ({row['name']} : ∀ b h v : ℝ, False)\n")
+    capture = (
+        row["code"][:at]
+        + "namespace Decoy\n"
+        + row["code"][at:]
+        + f"\nsection Inner\nvariable ({row['name']} : ∀ b h v : ℝ, False)\n"
+    )
     valid, captured = Verifier(backend, "rl", concurrency=1, timeout=900).check_sync(
-        [request, VerifyRequest(program=capture, name=row["name"], statement=request.statement, header=request.header)])
+        [request, VerifyRequest(program=capture, name=row["name"], statement=request.statement, header=request.header)]
+    )
     assert valid.category is Category.VALID, (valid.reasons, valid.first_error)
     assert captured.category is Category.INVALID
