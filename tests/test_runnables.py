@@ -29,7 +29,9 @@ from leanloop.tool import ConfigFileError, check_config_files
 ROOT = Path(__file__).resolve().parents[1]
 # modules a recipe runs that are not runnables of their own: the installers, the test runner, the
 # array wrapper of a stage (cluster.array names the stage), and the benchmarks (bench/, no run folder)
-NOT_RUNNABLES = re.compile(r"^(pip|pytest|ruff|cluster\.array|leanloop\.lean\.standins\.|bench\.(?!lean_check$|gpu_check$))")
+NOT_RUNNABLES = re.compile(
+    r"^(pip|pytest|ruff|cluster\.array|leanloop\.lean\.standins\.|bench\.(?!lean_check$|gpu_check$))"
+)
 
 
 def recipes() -> dict[str, str]:
