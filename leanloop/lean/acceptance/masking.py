@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import combinations
 
 from leanloop.lean.acceptance.lexing import CLASSIC, TRANSITION, IdentTable, table_for
@@ -154,7 +155,7 @@ def mask(
         else [{t} for t in present] + [set(present)]
     )
     for absent in absent_sets:
-        other = _mask(program, keep_interpolations, table, tokens.without(absent))
+        other = _mask(program, keep_interpolations, table, _without(tokens, frozenset(absent)))
         if other.unterminated:
             continue
         where = ", ".join(f"`{t}`" for t in sorted(absent))
@@ -169,6 +170,12 @@ def mask(
                     f"notation token) at line {_line_of(program, at)}",
                 )
     return masked
+
+
+@lru_cache(maxsize=64)
+def _without(tokens: TokenTable, absent: frozenset[str]) -> TokenTable:
+    """The table less ``absent``, built once per pair: many programs hold the same scoped tokens."""
+    return tokens.without(absent)
 
 
 def _mask(program: str, keep_interpolations: bool, table: IdentTable, tokens: TokenTable) -> Masked:

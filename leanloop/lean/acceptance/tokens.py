@@ -32,6 +32,12 @@ class TokenTable:
         object.__setattr__(
             self, "_by_first", {c: tuple(sorted(ts, key=len, reverse=True)) for c, ts in by_first.items()}
         )
+        sensitive = frozenset(
+            t
+            for t in self.tokens
+            if len(t) > 1 and not (t[0].isalpha() or t[0] in "_«") and any(c.isalnum() or c in "'\"!?_" for c in t[1:])
+        )
+        object.__setattr__(self, "_scope_sensitive", sensitive)
 
     def longest(self, text: str, i: int) -> str:
         """The longest token of the table that ``text`` has at ``i`` ("" when none)."""
@@ -45,12 +51,9 @@ class TokenTable:
         """Tokens whose absence changes where a literal starts: a symbol first, then a letter, digit,
         quote, ``!``, ``?`` or ``_`` (``[MOD``, ``∑'``). Lean adds a ``scoped`` notation's tokens only
         where its namespace is open, and the table cannot say where that is, so the masker reads a
-        program that holds one both with and without it (``masking.mask``)."""
-        return frozenset(
-            t
-            for t in self.tokens
-            if len(t) > 1 and not (t[0].isalpha() or t[0] in "_«") and any(c.isalnum() or c in "'\"!?_" for c in t[1:])
-        )
+        program that holds one both with and without it (``masking.mask``). Computed once per table:
+        the masker asks for every program."""
+        return self._scope_sensitive  # type: ignore[attr-defined]
 
     def without(self, tokens) -> "TokenTable":
         """This table less ``tokens`` (Lean's table where their scopes are not open)."""
