@@ -127,7 +127,8 @@ def renamed_config(path: str) -> str | None:
     for old, new in RENAMED_CONFIGS.items():
         if rest == old or rest.startswith(old + "/"):
             moved = "/".join(parts[: at + 1] + [new + rest[len(old) :]])
-            return f"{path}: configs/{old}/ was renamed configs/{new}/; use {moved}"
+            slash = "" if old.endswith(".yaml") else "/"  # a renamed file, not a folder
+            return f"{path}: configs/{old}{slash} was renamed configs/{new}{slash}; use {moved}"
     return None
 
 

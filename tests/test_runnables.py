@@ -172,6 +172,10 @@ def test_an_old_config_path_is_refused_naming_the_new_one():
         moved = renamed_config(f"configs/{old}/default.yaml" if "." not in old else f"configs/{old}")
         assert moved and moved.endswith(f"configs/{new}/default.yaml" if "." not in old else f"configs/{new}")
         assert renamed_config(f"configs/{new}/default.yaml") is None
+    # a renamed file is named as a file, not as a folder
+    assert "configs/search/rl_round.yaml was renamed configs/search/expert_iteration_round.yaml;" in renamed_config(
+        "configs/search/rl_round.yaml"
+    )
 
 
 def test_an_old_array_stage_is_refused_naming_the_new_one():
