@@ -40,7 +40,7 @@ from rl.config import (
     RewardConfig,
     RolloutGenerationConfig,
 )
-from rl.curriculum import CurriculumEvents, ReplayBuffer, StoredProof
+from rl.curriculum import CurriculumEvents, ReplayBuffer, StoredProof, rng_state, set_rng_state
 from rl.drift import DriftMonitor
 from rl.reward_harness import HarnessCounts, RewardHarness
 from rl.hybrid import RewardScorer, StepScores
@@ -166,6 +166,7 @@ class GRPOModule(L.LightningModule):
         self.drift_monitor = DriftMonitor(self.drift_config)
         self.scorer: RewardScorer | None = None
         self.evaluator = None
+        self.refresher: EvaluatorRefresher | None = None
         self.evaluator_info: dict[str, Any] = {}
         self.totals: Counter = Counter()
         self.history: list[dict[str, Any]] = []
@@ -549,20 +550,16 @@ class GRPOModule(L.LightningModule):
         """Everything besides the weights, the optimizer and the curriculum (the datamodule's) that
         decides later steps: the replay buffer and its sampler, the refresher's labels (and the
         refreshed evaluator), the drift monitor's pairs, a history-aware evaluator's observations."""
-        from rl.curriculum import rng_state
-
         return {
             "replay": self.replay.state_dict(),
             "replay_rng": rng_state(self.replay_rng),
             "labels": self.labels.state_dict(),
             "drift": self.drift_monitor.state_dict(),
             "observed": [list(o) for o in self.observed],
-            "refresher": self.refresher.state_dict() if getattr(self, "refresher", None) is not None else None,
+            "refresher": self.refresher.state_dict() if self.refresher is not None else None,
         }
 
     def load_run_state(self, state: dict[str, Any]) -> None:
-        from rl.curriculum import set_rng_state
-
         self.replay.load_state_dict(state["replay"])
         set_rng_state(self.replay_rng, state["replay_rng"])
         self.labels.load_state_dict(state["labels"])
@@ -570,7 +567,7 @@ class GRPOModule(L.LightningModule):
         self.observed = []
         for name, label, program in state["observed"]:
             self._observe(name, label, program)
-        if state["refresher"] is not None and getattr(self, "refresher", None) is not None:
+        if state["refresher"] is not None and self.refresher is not None:
             self.refresher.load_state_dict(state["refresher"])
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:

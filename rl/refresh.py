@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from rl.curriculum import rng_state, set_rng_state
 from rl.drift import Pair, agreement
 
 
@@ -151,7 +152,7 @@ class EvaluatorRefresher:
             )
         model = self.evaluator.model
         if self.optimizer is None:
-            self.optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=c.lr)
+            self.optimizer = self._new_optimizer()
         losses = []
         model.train()
         try:
@@ -170,8 +171,6 @@ class EvaluatorRefresher:
     def state_dict(self) -> dict[str, Any]:
         """What later refreshes depend on: the batch sampler's state and, once a refresh has trained,
         the evaluator's weights and their optimizer (the refreshed evaluator scores later steps)."""
-        from rl.curriculum import rng_state
-
         trained = self.optimizer is not None
         return {
             "rng": rng_state(self.rng),
@@ -180,14 +179,16 @@ class EvaluatorRefresher:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        from rl.curriculum import set_rng_state
-
         set_rng_state(self.rng, state["rng"])
         if state.get("model") is not None:
-            model = self.evaluator.model
-            model.load_state_dict(state["model"])
-            self.optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=self.config.lr)
+            self.evaluator.model.load_state_dict(state["model"])
+            self.optimizer = self._new_optimizer()
             self.optimizer.load_state_dict(state["optimizer"])
+
+    def _new_optimizer(self) -> torch.optim.Optimizer:
+        """The refreshes' optimizer; a restored one must be built the same way to take the saved state."""
+        model = self.evaluator.model
+        return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=self.config.lr)
 
     def save(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)

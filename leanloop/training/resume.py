@@ -244,8 +244,10 @@ class ResumeState(Callback):
         if self.seed is not None:
             seed_batch(self.seed, int(trainer.current_epoch), batch_idx, int(trainer.global_rank))
 
-    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         self._world = int((trainer.distributed_sampler_kwargs or {}).get("num_replicas", 1))
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         tokens = _trained_tokens(batch)
         if self._world > 1:  # the run's tokens are every rank's
             tokens = int(trainer.strategy.reduce(torch.tensor(tokens, device=pl_module.device), reduce_op="sum"))
