@@ -126,11 +126,9 @@ class TypecheckConfig:
         ``statement``: statements end in ``sorry``, which every proof profile rejects)."""
         from autoformalizer.typecheck import StatementChecker
 
-        if lean.profile != "statement":
-            raise ValueError(
-                f"lean.profile is {lean.profile!r}: the autoformalizer checks statements (ending in "
-                "sorry) under the statement profile only (set lean.profile: statement)"
-            )
+        lean.require_profile(
+            "statement", "the autoformalizer checks statements (ending in sorry) under the statement profile"
+        )
         return StatementChecker(
             lean.backend_instance(),
             header=self.header,

@@ -70,19 +70,6 @@ def argmax_rule(proof_wrong: Sequence[float], step: Sequence[Sequence[float]], t
     ]
 
 
-def choose(
-    labels: Callable[[float], list[list[bool]]], values: Sequence[float], truth: Sequence[list[bool]], objective: str
-) -> float:
-    """The threshold with the best ``objective`` among midpoints of ``values`` (then the other metric,
-    then the highest): :func:`prm.metrics.choose_threshold` for any rule."""
-    from prm.metrics import step_metrics
-
-    other = "f1_incorrect" if objective == "exact" else "exact"
-    v = sorted(set(values))
-    candidates = [v[0], *[(a + b) / 2 for a, b in zip(v, v[1:])], v[-1] + 1e-9]
-    return max(candidates, key=lambda t: ((m := step_metrics(labels(t), truth))[objective], m[other], t))
-
-
 def _logit(p: float) -> float:
     p = min(max(p, 1e-6), 1 - 1e-6)
     return math.log(p / (1 - p))
@@ -178,7 +165,8 @@ def score_splits(options: PRMRulesConfig) -> tuple[dict[str, dict[str, Any]], An
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     from leanloop.paths import repo_file
     from leanloop.tool import check_output_file, parse_config
-    from prm.metrics import ranking, step_metrics
+    from prm.evaluate import random_first_error
+    from prm.metrics import choose_threshold, ranking, step_metrics
 
     options = parse_config(PRMRulesConfig, argv, prog="python -m bench.prm_rules", description=__doc__.splitlines()[0])[
         0
@@ -223,16 +211,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rows = []
     for name, (labels, values, scores) in rules.items():
         for objective in ("exact", "f1_incorrect"):
-            t = choose(lambda t: labels(valid, t), [x for p in values(valid) for x in p], valid["truth"], objective)
+            t = choose_threshold(values(valid), valid["truth"], objective, lambda t: labels(valid, t))[0]
             v, te = step_metrics(labels(valid, t), valid["truth"]), step_metrics(labels(test, t), test["truth"])
             # a diagnostic, never a choice: the best this score reaches on test at any threshold
-            ceiling = step_metrics(
-                labels(
-                    test,
-                    choose(lambda t: labels(test, t), [x for p in values(test) for x in p], test["truth"], objective),
-                ),
-                test["truth"],
-            )[objective]
+            ceiling = choose_threshold(values(test), test["truth"], objective, lambda t: labels(test, t))[1][objective]
             rows.append(
                 {
                     "rule": name,
@@ -257,8 +239,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )["rule"]
         for obj in ("exact", "f1_incorrect")
     }
-    always = step_metrics([[True] * len(t) for t in test["truth"]], test["truth"])["exact"]
-    print(f"test: always_correct exact {always:.3f}; {len(test['truth'])} proofs; valid {len(valid['truth'])} proofs")
+    # prm-eval's trivial baselines on the same test proofs (TF-IDF's are the tfidf rows below)
+    baselines = {
+        "always_correct": step_metrics([[True] * len(t) for t in test["truth"]], test["truth"]),
+        "first_error_at_random": step_metrics(random_first_error(test["truth"], config.seed), test["truth"]),
+    }
+    always = baselines["always_correct"]["exact"]
+    print(f"test: {len(test['truth'])} proofs; valid {len(valid['truth'])} proofs")
+    for name, m in baselines.items():
+        print(f"test baseline {name}: exact {m['exact']:.3f}, F1 on wrong steps {m['f1_incorrect']:.3f}")
     print(
         f"{'rule':36s} {'chosen for':>10s} {'t':>6s} | valid exact  F1 | test exact  F1 | test AP | "
         "best on test at any t (diagnostic)"
@@ -276,6 +265,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "model": options.model,
         "dataset": options.dataset,
         "always_correct": always,
+        "baselines": baselines,
         "rows": rows,
         "valid_picks": picked,
         "stacker_coefficients": stacked,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from prm.verifier_io import first_error
 
@@ -44,19 +44,25 @@ def labels_at(wrong: Sequence[Sequence[float]], threshold: float) -> list[list[b
 
 
 def choose_threshold(
-    wrong: Sequence[Sequence[float]], truth: Sequence[list[bool]], objective: str = "exact"
+    wrong: Sequence[Sequence[float]],
+    truth: Sequence[list[bool]],
+    objective: str = "exact",
+    labels: Callable[[float], list[list[bool]]] | None = None,
 ) -> tuple[float, dict[str, float]]:
     """The threshold on P(step wrong) with the best ``objective`` (``exact`` or ``f1_incorrect``) on
     these proofs (then the best of the other; then the highest, flagging least), and its metrics.
     Candidates: midpoints between the distinct scores, the lowest (flag all) and one above them all
-    (flag nothing)."""
+    (flag nothing). ``labels``: the rule's step labels at a threshold (default: :func:`labels_at`
+    on ``wrong``), for rules that decide from these scores some other way."""
+    if labels is None:
+        labels = lambda t: labels_at(wrong, t)
     other = "f1_incorrect" if objective == "exact" else "exact"
     values = sorted({p for proof in wrong for p in proof})
     candidates = [(a + b) / 2 for a, b in zip(values, values[1:])] + [values[-1] + 1e-9 if values else 0.5]
     if values:
         candidates.insert(0, values[0])
-    best = max(candidates, key=lambda t: ((m := step_metrics(labels_at(wrong, t), truth))[objective], m[other], t))
-    return best, step_metrics(labels_at(wrong, best), truth)
+    best = max(candidates, key=lambda t: ((m := step_metrics(labels(t), truth))[objective], m[other], t))
+    return best, step_metrics(labels(best), truth)
 
 
 def ranking(wrong: Sequence[Sequence[float]], truth: Sequence[list[bool]]) -> dict[str, Any]:

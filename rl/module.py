@@ -116,11 +116,7 @@ class GRPOModule(L.LightningModule):
         self.generation = generation or RolloutGenerationConfig()
         self.update = GRPOUpdate(self.grpo, self.generation)
         self.reward_config = reward or RewardConfig()
-        if lean.profile != "rl":
-            raise ValueError(
-                f"lean.profile is {lean.profile!r}: rl checks rewards under the hardened rl profile only "
-                "(set lean.profile: rl)"
-            )
+        lean.require_profile("rl", "rl checks rewards under the hardened rl profile")
         self.lean = lean
         self.checks = reward_checks or RewardChecksConfig()
         self.evaluator_config = evaluator or EvaluatorConfig()

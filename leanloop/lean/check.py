@@ -49,6 +49,12 @@ class LeanConfig:
         if self.timeout <= 0:
             raise ValueError(f"lean.timeout must be > 0 seconds, got {self.timeout}")
 
+    def require_profile(self, profile: str, why: str) -> None:
+        """Refuses a block whose profile is not ``profile``, for a stage whose checks only that profile
+        fits; ``why``: that stage's reason, which the one-line error gives."""
+        if self.profile != profile:
+            raise ValueError(f"lean.profile is {self.profile!r}: {why} only (set lean.profile: {profile})")
+
     def backend_instance(self) -> LeanBackend:
         """The configured backend (creating one starts nothing)."""
         return self.backend.build()

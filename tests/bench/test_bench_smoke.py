@@ -173,6 +173,8 @@ def test_bench_prm_rules_smoke(tmp_path):
     assert all(row["test_ceiling"] >= row["test"][row["objective"]] - 1e-12 for row in r["rows"])
     assert set(r["valid_picks"]) == {"exact", "f1_incorrect"} and (tmp_path / "rules.json").is_file()
     assert len(r["stacker_coefficients"]["stacker (verifier + tfidf)"]) == 4
+    assert r["baselines"]["always_correct"]["f1_incorrect"] == 0.0  # it flags no step wrong
+    assert 0 <= r["baselines"]["first_error_at_random"]["exact"] <= 1
 
 
 def test_bench_classifier_curve_and_evaluators_refuse_bad_options_in_one_line(capsys, tmp_path):
