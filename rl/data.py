@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import lightning as L
 from torch.utils.data import DataLoader, IterableDataset
 
-from rl.config import RENAMED_LEAN_KEYS, RL_LEAN, CurriculumConfig, FilterConfig, LeanConfig, StatementsConfig
+from rl.config import RL_LEAN, CurriculumConfig, FilterConfig, LeanConfig, StatementsConfig
 from rl.curriculum import DROPPED, TRIVIAL, Curriculum
 from rl.filters import StatementFilters, summarize
 from leanloop.jsonl import write_jsonl
@@ -54,8 +54,6 @@ class StepStream(IterableDataset):
 
 
 class RLData(L.LightningDataModule):
-    RENAMED_KEYS = RENAMED_LEAN_KEYS
-
     def __init__(
         self,
         statements: StatementsConfig | None = None,
