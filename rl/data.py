@@ -102,7 +102,7 @@ class RLData(L.LightningDataModule):
         self.by_name = {s.name: s for s in self.statements}
         self.curriculum = Curriculum(self.by_name, self.curriculum_config, seed=self.seed)
         if self.filter_config.enabled:
-            filters = StatementFilters(self.lean.backend_instance(), self.filter_config, self.lean.concurrency)
+            filters = StatementFilters(self.lean, self.filter_config)
             self.filter_records = filters.run(self.statements)
             for record in self.filter_records:
                 if record["decision"] in ("drop", "review"):
