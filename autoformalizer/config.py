@@ -129,14 +129,7 @@ class TypecheckConfig:
         lean.require_profile(
             "statement", "the autoformalizer checks statements (ending in sorry) under the statement profile"
         )
-        return StatementChecker(
-            lean.backend_instance(),
-            header=self.header,
-            timeout=lean.timeout,
-            concurrency=lean.concurrency,
-            heartbeats=lean.heartbeats,
-            warnings=self.warnings,
-        )
+        return StatementChecker(lean, header=self.header, warnings=self.warnings)
 
 
 AUTOFORMALIZER_LEAN = LeanConfig(profile="statement")

@@ -8,11 +8,10 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Literal, Sequence
 
-from leanloop.lean.acceptance import AcceptancePolicy
 from leanloop.lean.acceptance.policy import PROFILES
 from leanloop.lean.acceptance.policy import is_sorry_warning
 from leanloop.lean.types import Category, LeanBackend, LeanMessage, Outcome, VerifyRequest
-from leanloop.lean.verifier import Verifier
+from leanloop.lean.check import LeanConfig
 
 from autoformalizer.statements import find_declaration, mask
 
@@ -111,25 +110,20 @@ class StatementChecker:
 
     def __init__(
         self,
-        backend: LeanBackend,
+        lean: LeanConfig,
         header: str = DEFAULT_HEADER,
-        timeout: float | None = 60.0,
-        concurrency: int = 8,
-        heartbeats: int | None | str = "profile",
         warnings: Literal["allowed", "only_sorry"] = "allowed",
+        backend: LeanBackend | None = None,
     ):
-        """``warnings``: ``allowed`` (the design's rule: type-checks iff Lean reports no error) or
-        ``only_sorry`` (any warning other than sorry's fails the statement)."""
+        """``lean``: the backend, heartbeats, concurrency and timeout of the checks (its profile is
+        not read: statements are always checked under ``statement``). ``warnings``: ``allowed`` (the
+        design's rule: type-checks iff Lean reports no error) or ``only_sorry`` (any warning other
+        than sorry's fails the statement). ``backend``: one to use instead of ``lean``'s."""
         if warnings not in ("allowed", "only_sorry"):
             raise ValueError(f"warnings must be 'allowed' or 'only_sorry', got {warnings!r}")
         self.header = header
         profile = replace(PROFILES["statement"], only_sorry_warning=warnings == "only_sorry")
-        self.verifier = Verifier(
-            backend,
-            AcceptancePolicy(profile, header=header, heartbeats=heartbeats),
-            concurrency=concurrency,
-            timeout=timeout,
-        )
+        self.verifier = lean.verifier(backend, policy=lean.policy(profile, header=header))
 
     async def acheck_many(
         self, statements: Sequence[str], headers: Sequence[str | None] | None = None

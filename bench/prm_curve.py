@@ -1,5 +1,6 @@
 """``python -m bench.prm_curve`` (``make bench-prm-curve``): learning curve of the step verifier
-against TF-IDF on the prm-label run's test split.
+against TF-IDF on the prm-label run's test split, beside prm-eval's trivial baselines
+(``always_correct`` and ``first_error_at_random``, both on each point's test proofs).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def run_one(options: PRMCurveConfig, proofs: int | None, seed: int) -> dict[str,
     from prm.config import EvalConfig
     from prm.data import draw
     from prm.labelled_proofs import LABEL_STAGE, read_split
-    from prm.evaluate import RULES, decision_rules, prepared_proofs, verifier_scores
+    from prm.evaluate import RULES, decision_rules, prepared_proofs, random_first_error, verifier_scores
     from prm.labels_from_lean import training_prefix
     from prm.metrics import labels_at, ranking, step_metrics
     from prm.train import run as train
@@ -102,11 +103,14 @@ def run_one(options: PRMCurveConfig, proofs: int | None, seed: int) -> dict[str,
         "verifier": verifier_scores(kept, truth, model, tokenizer, config)[1],
         "tfidf_steps": tfidf.wrong_probabilities(kept, truth),
     }
+    at_random = step_metrics(random_first_error(truth, seed), truth)
     out: dict[str, Any] = {
         "proofs": len(chosen),
         "steps": steps,
         "thresholds": rules["thresholds"],
         "always_correct": step_metrics([[True] * len(t) for t in truth], truth)["exact"],
+        "first_error_at_random": at_random["exact"],
+        "first_error_at_random/f1_incorrect": at_random["f1_incorrect"],
     }
     for method, (source, objective) in RULES.items():
         out[method] = step_metrics(labels_at(scores[source], rules["thresholds"][method]), truth)[objective]
@@ -122,8 +126,24 @@ def draw_curve(points: list[dict[str, Any]], path: str) -> None:
     fig, axes = pyplot().subplots(1, 2, figsize=(10, 3.8))
     sizes = [p["proofs"] for p in points]
     panels = [
-        ("test F1 on wrong steps", [("verifier@f1", "o-"), ("tfidf_steps@f1", "s-"), ("tfidf_steps", "s:")]),
-        ("test exact", [("verifier", "o-"), ("tfidf_steps@exact", "s-"), ("always_correct", "k:")]),
+        (
+            "test F1 on wrong steps",
+            [
+                ("verifier@f1", "o-"),
+                ("tfidf_steps@f1", "s-"),
+                ("tfidf_steps", "s:"),
+                ("first_error_at_random/f1_incorrect", "k--"),
+            ],
+        ),
+        (
+            "test exact",
+            [
+                ("verifier", "o-"),
+                ("tfidf_steps@exact", "s-"),
+                ("always_correct", "k:"),
+                ("first_error_at_random", "k--"),
+            ],
+        ),
     ]
     for ax, (title, lines) in zip(axes, panels):
         for key, style in lines:
@@ -180,8 +200,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         points.append(point)
         print(
             f"proofs {point['proofs']:>5} ({runs[0]['steps']} steps): F1 on wrong steps: verifier@f1 "
-            f"{mean['verifier@f1']:.3f}, tfidf_steps {mean['tfidf_steps']:.3f} (@f1 {mean['tfidf_steps@f1']:.3f}); "
-            f"exact: verifier {mean['verifier']:.3f}, always_correct {mean['always_correct']:.3f}, tfidf_steps@exact "
+            f"{mean['verifier@f1']:.3f}, tfidf_steps {mean['tfidf_steps']:.3f} (@f1 {mean['tfidf_steps@f1']:.3f}), "
+            f"first_error_at_random {mean['first_error_at_random/f1_incorrect']:.3f}; "
+            f"exact: verifier {mean['verifier']:.3f}, always_correct {mean['always_correct']:.3f}, "
+            f"first_error_at_random {mean['first_error_at_random']:.3f}, tfidf_steps@exact "
             f"{mean['tfidf_steps@exact']:.3f}; AP: verifier {mean['verifier/average_precision']:.3f}, tfidf "
             f"{mean['tfidf_steps/average_precision']:.3f} | F1 gap {point['gap']:+.3f}",
             flush=True,

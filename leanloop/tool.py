@@ -131,15 +131,28 @@ def _given_keys(argv: list[str]) -> list[tuple[str, str]]:
     return found
 
 
-def check_renamed_keys(argv: list[str], renamed: dict[str, str]) -> None:
+def _under(key: str, prefixes: dict[str, str]) -> tuple[str, str] | None:
+    """(prefix, its value) of the first ``prefixes`` entry that ``key`` is or lies under."""
+    return next(((old, new) for old, new in prefixes.items() if key == old or key.startswith(old + ".")), None)
+
+
+def check_renamed_keys(argv: list[str], renamed: dict[str, str], linked: dict[str, str] | None = None) -> None:
     """Refuse an option set under a name it no longer has (``renamed``: old dotted key -> new) with
-    one line naming the new key: jsonargparse's own error says only that the key is not expected."""
-    if not renamed:
+    one line naming the new key: jsonargparse's own error says only that the key is not expected.
+    ``linked`` (link target -> its source, e.g. ``data.lean`` -> ``model.lean``): options the
+    parser fills from another, refused with the key to set instead (itself renamed if it was)."""
+    linked = linked or {}
+    if not renamed and not linked:
         return
     for where, key in _given_keys(argv):
-        for old, new in renamed.items():
-            if key == old or key.startswith(old + "."):
-                raise ConfigFileError(f"{where} sets {key}, which is now {new + key[len(old) :]}")
+        if link := _under(key, linked):
+            target, source = link
+            instead = source + key[len(target) :]
+            if rename := _under(instead, renamed):
+                instead = rename[1] + instead[len(rename[0]) :]
+            raise ConfigFileError(f"{where} sets {key}, which is linked from {source}: set {instead} instead")
+        if rename := _under(key, renamed):
+            raise ConfigFileError(f"{where} sets {key}, which is now {rename[1] + key[len(rename[0]) :]}")
 
 
 def _yaml_kind(data: Any) -> str:

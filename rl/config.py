@@ -94,10 +94,8 @@ class RewardChecksConfig:
 
 RL_LEAN = LeanConfig(profile="rl")
 """rl's ``lean:`` default: rewards are checked under the hardened ``rl`` profile (the only one rl takes)."""
-RENAMED_LEAN_KEYS = {"lean.workers": "lean.concurrency"}
-"""The old rl ``lean:`` options and where they went (refused by name, :func:`leanloop.tool.check_renamed_keys`)."""
 RENAMED_KEYS = {
-    **RENAMED_LEAN_KEYS,
+    "lean.workers": "lean.concurrency",
     **{
         f"lean.{name}": f"reward_checks.{name}"
         for name in (
@@ -110,6 +108,7 @@ RENAMED_KEYS = {
         )
     },
 }
+"""The old rl ``lean:`` options and where they went (refused by name, :func:`leanloop.tool.check_renamed_keys`)."""
 
 
 @dataclass

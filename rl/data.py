@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import lightning as L
 from torch.utils.data import DataLoader, IterableDataset
 
-from rl.config import RENAMED_LEAN_KEYS, RL_LEAN, CurriculumConfig, FilterConfig, LeanConfig, StatementsConfig
+from rl.config import RL_LEAN, CurriculumConfig, FilterConfig, LeanConfig, StatementsConfig
 from rl.curriculum import DROPPED, TRIVIAL, Curriculum
 from rl.filters import StatementFilters, summarize
 from leanloop.jsonl import write_jsonl
@@ -54,8 +54,6 @@ class StepStream(IterableDataset):
 
 
 class RLData(L.LightningDataModule):
-    RENAMED_KEYS = RENAMED_LEAN_KEYS
-
     def __init__(
         self,
         statements: StatementsConfig | None = None,
@@ -104,7 +102,7 @@ class RLData(L.LightningDataModule):
         self.by_name = {s.name: s for s in self.statements}
         self.curriculum = Curriculum(self.by_name, self.curriculum_config, seed=self.seed)
         if self.filter_config.enabled:
-            filters = StatementFilters(self.lean.backend_instance(), self.filter_config, self.lean.concurrency)
+            filters = StatementFilters(self.lean, self.filter_config)
             self.filter_records = filters.run(self.statements)
             for record in self.filter_records:
                 if record["decision"] in ("drop", "review"):

@@ -10,7 +10,7 @@ from typing import Any, Callable, Literal, Sequence
 
 from leanloop.lean.acceptance import AcceptancePolicy, StatementError, mask, parse_statement
 from leanloop.lean.types import Category, LeanBackend, Outcome, VerifyRequest
-from leanloop.lean.verifier import Verifier
+from leanloop.lean.check import LeanConfig
 from rl.reward_harness import trusted_prefix
 from leanloop.prover.statements import Statement
 
@@ -194,12 +194,15 @@ def decide(record: dict, config: FilterConfig) -> tuple[str, list[str]]:
 
 
 class StatementFilters:
-    def __init__(self, backend: LeanBackend, config: FilterConfig | None = None, concurrency: int = 8):
+    def __init__(self, lean: LeanConfig, config: FilterConfig | None = None, backend: LeanBackend | None = None):
+        """``lean``: the backend and the concurrency of the checks (``backend``: one to use instead of
+        ``lean``'s); their heartbeats and timeout are the filters' own (``config``)."""
         self.config = config or FilterConfig()
         c = self.config
+        backend = backend if backend is not None else lean.backend_instance()  # one pool for both
         self.verifiers = {
-            "statement": Verifier(backend, AcceptancePolicy("statement"), concurrency, c.timeout),
-            "rl": Verifier(backend, AcceptancePolicy("rl", heartbeats=c.heartbeats), concurrency, c.timeout),
+            "statement": lean.verifier(backend, AcceptancePolicy("statement"), c.timeout),
+            "rl": lean.verifier(backend, AcceptancePolicy("rl", heartbeats=c.heartbeats), c.timeout),
         }
         self.judge = load_judge(c.judge)
 

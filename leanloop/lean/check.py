@@ -17,10 +17,13 @@ autoformalizer's ``typecheck``, search's ``repl``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from leanloop.lean.backends import BackendConfig
 from leanloop.lean.types import LeanBackend
+
+if TYPE_CHECKING:
+    from leanloop.lean.acceptance.policy import Profile
 
 
 @dataclass
@@ -59,9 +62,10 @@ class LeanConfig:
         """The configured backend (creating one starts nothing)."""
         return self.backend.build()
 
-    def policy(self, profile: str | None = None, **options):
-        """The acceptance policy of ``profile`` (default: this block's) with this block's heartbeats;
-        ``options``: :class:`AcceptancePolicy`'s others (``header``, ``lean_version``)."""
+    def policy(self, profile: str | Profile | None = None, **options):
+        """The acceptance policy of ``profile`` (a name or a :class:`Profile`; default: this block's)
+        with this block's heartbeats; ``options``: :class:`AcceptancePolicy`'s others (``header``,
+        ``lean_version``)."""
         from leanloop.lean.acceptance import AcceptancePolicy
 
         return AcceptancePolicy(profile or self.profile, heartbeats=self.heartbeats, **options)

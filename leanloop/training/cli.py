@@ -519,9 +519,14 @@ def run_stage(
     """
     _quiet_startup()
     argv = list(sys.argv[1:] if args is None else args)
+    links = list(links)  # read twice: the refusal of linked keys and the parser's links
     try:
         check_config_files(argv)
-        check_renamed_keys(argv, renamed_keys(("model.", module_class), ("data.", datamodule_class)))
+        check_renamed_keys(
+            argv,
+            renamed_keys(("model.", module_class), ("data.", datamodule_class)),
+            linked={target: source for source, target in links},
+        )
     except ConfigFileError as error:
         print(f"python -m {stage}.train: error: {error}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -18,8 +18,9 @@ def recorded_checker(replay_backend):
     """Statement checks against the recordings: no header and no heartbeat line, so the programs
     Lean saw are exactly the recorded ones."""
     from autoformalizer.typecheck import StatementChecker
+    from leanloop.lean.check import LeanConfig
 
-    return StatementChecker(replay_backend, header="", heartbeats=None)
+    return StatementChecker(LeanConfig(profile="statement", heartbeats=None), header="", backend=replay_backend)
 
 
 @pytest.fixture(scope="session")

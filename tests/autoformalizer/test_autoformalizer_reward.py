@@ -12,6 +12,7 @@ from leanloop.lean.acceptance.masking import mask
 from autoformalizer.reward import GatedReward
 from autoformalizer.statements import canonicalize, faithfulness, find_declaration, well_formed
 from autoformalizer.typecheck import CheckStatus, statement_program
+from leanloop.lean.check import LeanConfig
 
 
 def _rows(path):
@@ -155,9 +156,28 @@ def test_typecheck_tier_is_no_error_and_the_strict_warning_rule_is_an_option(rep
         and all(m.severity == "warning" and "sorry" not in m.data for m in rs[0].response.messages)
     )
     request = VerifyRequest(program=program)
-    design = StatementChecker(replay_backend, header="", heartbeats=None).verifier.policy
-    strict = StatementChecker(replay_backend, header="", heartbeats=None, warnings="only_sorry").verifier.policy
+    lean = LeanConfig(profile="statement", heartbeats=None)
+    design = StatementChecker(lean, header="", backend=replay_backend).verifier.policy
+    strict = StatementChecker(lean, header="", warnings="only_sorry", backend=replay_backend).verifier.policy
     assert interpret(program, design.judge(request, verbatim(program), response)).passed
     assert not interpret(program, strict.judge(request, verbatim(program), response)).passed
     with pytest.raises(ValueError, match="warnings"):
-        StatementChecker(replay_backend, warnings="none")
+        StatementChecker(lean, warnings="none", backend=replay_backend)
+
+
+def test_the_statement_checker_takes_the_lean_blocks_budget():
+    """The checker's Verifier is the ``lean:`` block's: its backend kind, heartbeats, concurrency and
+    timeout, under the statement profile whatever the block's profile reads."""
+    from autoformalizer.config import TypecheckConfig
+    from leanloop.lean.backends import BackendConfig
+    from leanloop.lean.replay import ReplayBackend
+
+    lean = LeanConfig(
+        profile="statement", heartbeats=1234, concurrency=3, timeout=7.0, backend=BackendConfig(kind="replay")
+    )
+    verifier = TypecheckConfig(header="import Mathlib\n", warnings="only_sorry").checker(lean).verifier
+    assert isinstance(verifier.backend, ReplayBackend)
+    assert (verifier.concurrency, verifier.timeout) == (3, 7.0)
+    policy = verifier.policy
+    assert (policy.name, policy.profile.heartbeats, policy.header) == ("statement", 1234, "import Mathlib\n")
+    assert policy.profile.only_sorry_warning

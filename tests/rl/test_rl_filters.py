@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from leanloop.lean.acceptance import parse_statement
+from leanloop.lean.acceptance import AcceptancePolicy, parse_statement
+from leanloop.lean.check import LeanConfig
 from leanloop.lean.types import Category, VerifyRequest
 from leanloop.lean.verifier import Verifier
 from rl.filters import (
@@ -29,7 +30,7 @@ def goedel():
 
 def test_every_statement_gets_a_record_with_honest_unavailable_results(goedel, replay):
     chosen = goedel[:6]
-    records = StatementFilters(replay, FilterConfig()).run(chosen)
+    records = StatementFilters(LeanConfig(), FilterConfig(), backend=replay).run(chosen)
     assert [r["name"] for r in records] == [s.name for s in chosen]
     for statement, record in zip(chosen, records):
         assert set(record["checks"]) == {"compile", "hypotheses", "negation", "triviality"}
@@ -121,8 +122,18 @@ def test_decisions_from_real_outcomes(rl_rows, replay):
     assert decide(vacuous, FilterConfig())[1] == ["hypotheses_inconsistent", "negation_proved"]
 
 
+def test_the_filters_take_the_lean_blocks_backend_and_concurrency_and_their_own_budget(replay):
+    lean = LeanConfig(profile="rl", heartbeats=None, concurrency=3, timeout=99.0)
+    filters = StatementFilters(lean, FilterConfig(heartbeats=1234, timeout=5.0), backend=replay)
+    statement, rl = filters.verifiers["statement"], filters.verifiers["rl"]
+    assert statement.backend is rl.backend is replay  # one pool for both profiles
+    assert (statement.concurrency, statement.timeout, rl.concurrency, rl.timeout) == (3, 5.0, 3, 5.0)
+    assert (statement.policy.name, rl.policy.name, rl.policy.profile.heartbeats) == ("statement", "rl", 1234)
+    assert statement.policy.profile.heartbeats == AcceptancePolicy("statement").profile.heartbeats
+
+
 def test_judge_hook(goedel, replay):
-    filters = StatementFilters(replay, FilterConfig(checks=["compile"]))
+    filters = StatementFilters(LeanConfig(), FilterConfig(checks=["compile"]), backend=replay)
     filters.judge = lambda s: {"faithful": s.name != "mathd_algebra_478", "rationale": "test judge"}
     records = filters.run(goedel[:2])
     assert records[0]["judge"]["faithful"] is False and records[0]["decision"] == "drop"

@@ -136,7 +136,12 @@ def test_a_training_stage_refuses_old_names_too(capsys, tmp_path):
     for argv, said in (
         (["--model.lean.workers", "4"], "sets model.lean.workers, which is now model.lean.concurrency"),
         (["--model.lean.sandbox=weak"], "sets model.lean.sandbox, which is now model.reward_checks.sandbox"),
-        (["--data.lean.workers", "2"], "sets data.lean.workers, which is now data.lean.concurrency"),
+        (
+            ["--data.lean.workers", "2"],
+            "sets data.lean.workers, which is linked from model.lean: set model.lean.concurrency instead",
+        ),
+        (["--data.lean.timeout", "5"], "which is linked from model.lean: set model.lean.timeout instead"),
+        (["--data.lean.sandbox=weak"], "linked from model.lean: set model.reward_checks.sandbox instead"),
     ):
         with pytest.raises(SystemExit) as exit_:
             run(["--config", str(REPO_ROOT / "configs/rl/debug.yaml"), *argv, "--dry_run", "true"])
