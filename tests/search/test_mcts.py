@@ -265,3 +265,38 @@ def test_evidence_widening_resamples_less_where_first_choices_apply():
         search.evidence.opened[0] += 1
         search.evidence.opened[1] += 1
     assert not search._widen(node)
+
+
+class _RecordingPolicy(_ScriptedPolicy):
+    """``_ScriptedPolicy`` that keeps the goal texts of each call."""
+
+    def __init__(self, *proposals):
+        super().__init__(*proposals)
+        self.asked = []
+
+    def propose(self, states, samples):
+        self.asked.append(list(states))
+        return super().propose(states, samples)
+
+
+def test_root_proposals_grow_the_root_evidence_with_its_visits():
+    """With ``path_proposals`` root, a selection that ends below the root asks the policy about the
+    root in the same call as the leaf, and counts that proposal at the root: the root's counts follow
+    its visits, not only its expansions; the leaf's proposal is the one its expansion runs."""
+
+    def run(path_proposals):
+        config = SearchConfig(simulations=6, widening="fixed", path_proposals=path_proposals)
+        (search,) = start_searches(["t"], _TwoWayEnv(), config)[0]
+        policy = _RecordingPolicy(["a", "b"])
+        SearchBatch([search], policy, config).run()
+        return search, policy.asked
+
+    search, asked = run("root")
+    root = search.root
+    below = [states for states in asked if states[0] != "⊢ R"]
+    assert below and all(states[1:] == ["⊢ R"] for states in below)  # one call: the leaf, then the root
+    assert root.expansions < len(asked) == search.stats.iterations
+    assert root.proposed["a"][0] == len(asked)  # every call counted at the root
+    plain, plain_asked = run("leaf")
+    assert all(len(states) == 1 for states in plain_asked)
+    assert plain.root.proposed["a"][0] == plain.root.expansions < len(plain_asked)
