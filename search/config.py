@@ -62,12 +62,6 @@ class SearchConfig:
     """Each visit to an unsolved goal lowers its value by this many tactics, so a goal whose
     tactics keep failing or leading to goals that go nowhere falls in value and the search moves to
     its siblings or re-samples its parent (0: the value is the plain mean). Ours, tuned there."""
-    dead_end_value: Literal["constant", "evidence"] = "constant"
-    """How selection reads an open goal's value: its mean backed-up value (``constant``), or that
-    mean weighed against ``no_tactic_value`` by the batch's empirical chance that a goal still open
-    after n expansions is proved in the end (``evidence``: P v + (1 - P) no_tactic_value, P from
-    ``search.mcts.RuleEvidence``, Beta(1, 1) start), so goals whose tactics keep leading nowhere lose
-    value even where each step "applied"."""
     candidate_order: Literal["rank", "frequency", "evidence"] = "evidence"
     """Which untried tactics an expansion runs: the current proposal's best-ranked (``rank``), or
     those the policy proposed most often over all proposals at this goal so far, ties by
@@ -91,27 +85,15 @@ class SearchConfig:
     """The ``evidence`` score weighs each reading by (its hit rate / the best one's) to this power
     (1: in proportion; large: the better reading alone, the other breaking ties). Ours: 4 over 1
     and 16 on the benchmark's train theorems."""
-    path_proposals: Literal["leaf", "path", "root"] = "leaf"
-    """Which goals of a selected path the policy is asked about (in the same model call as the leaf):
-    the leaf alone, whose proposal its expansion runs (``leaf``), or also every goal above it
-    (``path``) or the root (``root``), whose proposals are only counted (``candidate_order`` and
-    ``edge_prior`` read the counts) so that a goal's evidence grows with its visits, not only with
-    its expansions. Costs no environment calls; a model call's batch grows with the path."""
-    dives: Literal["off", "bandit", "fixed"] = "off"
-    """Restart dives mixed into the search's iterations: from the root, the policy's top proposal at
-    each open goal, drawn afresh and followed, the tree neither read nor grown (sampling without
-    search, as ``search.evaluate.sample_without_search`` runs it), a failure ending the dive; a dive
-    that closes every goal is the search's proof. ``bandit``: each episode (a search iteration or a
-    whole dive) picks its mode by Thompson sampling on Beta posteriors of proofs per environment
-    call, learnt across the batch (``search.mcts.RuleEvidence``); ``fixed``: a dive with
-    probability ``dive_share``; ``off``: none."""
-    dive_tree: Literal["apart", "shared"] = "apart"
-    """``apart``: a dive neither reads nor grows the tree; ``shared``: a dive is a search iteration
-    whose path follows the policy's fresh top proposal at each goal (an edge already there: down it,
-    no environment call; untried: the expansion runs it; failed before: the expansion runs the
-    ``candidate_order`` pick), its proposals counted as an expansion's are."""
-    dive_share: float = 0.5
-    """``dives`` fixed: the share of episodes that are dives."""
+    path_proposals: Literal["leaf", "root", "path"] = "path"
+    """Which goals of a selected path the policy is asked about, in the leaf's model call: the leaf
+    alone, whose proposal its expansion runs (``leaf``), or also the root (``root``) or every goal
+    above the leaf (``path``), whose proposals are only counted (``candidate_order`` and
+    ``edge_prior`` read the counts), so a goal's evidence grows with its visits, not only with its
+    few expansions. No environment calls; a model call's batch holds one goal per level of each
+    path. Ours: where a constant critic cannot tell a dead end from progress, what separates a
+    goal's right tactic from its dead ends is how often the policy proposes it first, and a root
+    re-expanded about 9 times in 32 calls reads too few proposals (docs/results/search_synthetic.md)."""
     and_sibling: Literal["hardest", "least_visited"] = "least_visited"
     """At an AND node, which unsolved child to descend into: the lowest value (the hardest decides
     the proof) or the least visited (budget spread evenly over the goals still open). Unvisited

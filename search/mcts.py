@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import random
 import time
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
@@ -41,7 +40,6 @@ class GoalNode:
     # tactic key -> [times proposed, best log-prob, spelling, times proposed first]
     proposed: dict[str, list] = field(default_factory=dict)
     picks: dict[str, str] = field(default_factory=dict)  # rule -> the untried tactic it would run now
-    open_after: int = 0  # the most expansions after which the goal was still open
 
     def __post_init__(self) -> None:
         self.key = self.goal.key
@@ -94,13 +92,7 @@ class RuleEvidence:
       ``count`` loses weight; where the first choice is unreliable, ``first`` does. A tactic's
       score is its two counts weighted by (rate / best rate) ** ``sharpness``.
     - ``opened_rate``: how often a goal's first expansion applied a tactic, how far the policy's
-      first choices can be trusted to stand (``widening`` evidence).
-    - ``modes``: proofs found and environment calls spent by search iterations and by restart dives
-      (``dives`` bandit: the next episode's mode is a Thompson draw from their Beta posteriors).
-    - ``proved_rate(n)``: of the goals still open after n expansions, the share proved so far
-      (``dead_end_value`` evidence)."""
-
-    OPEN_CAP = 8  # goals open after more expansions count as open after this many
+      first choices can be trusted to stand (``widening`` evidence)."""
 
     RULES = ("count", "first")
 
@@ -109,36 +101,6 @@ class RuleEvidence:
         self.hits = {rule: 1.0 for rule in self.RULES}
         self.trials = {rule: 2.0 for rule in self.RULES}
         self.opened = [1.0, 2.0]
-        self.modes = {"search": [0, 0], "dive": [0, 0]}  # mode -> [proofs, environment calls]
-        self.rng = random.Random(0)
-        self.open_goals = [[0, 0] for _ in range(self.OPEN_CAP + 1)]  # n -> [proved, open after n expansions]
-
-    def count_goals(self, nodes) -> None:
-        """Recount ``proved_rate`` over these goal nodes (every search's that shares this evidence)."""
-        self.open_goals = [[0, 0] for _ in range(self.OPEN_CAP + 1)]
-        for node in nodes:
-            for n in range(min(node.open_after, self.OPEN_CAP) + 1):
-                self.open_goals[n][0] += node.solved_depth is not None
-                self.open_goals[n][1] += 1
-
-    def proved_rate(self, expansions: int) -> float:
-        proved, seen = self.open_goals[min(expansions, self.OPEN_CAP)]
-        return (1 + proved) / (2 + seen)
-
-    def record_mode(self, mode: str, calls: int, proved: bool) -> None:
-        self.modes[mode][0] += proved
-        self.modes[mode][1] += calls
-
-    def dive_next(self, config: SearchConfig) -> bool:
-        """Whether the next episode is a restart dive (``SearchConfig.dives``)."""
-        if config.dives == "off":
-            return False
-        if config.dives == "fixed":
-            return self.rng.random() < config.dive_share
-        draws = {
-            mode: self.rng.betavariate(1 + proofs, 1 + calls - proofs) for mode, (proofs, calls) in self.modes.items()
-        }
-        return draws["dive"] > draws["search"]
 
     def record(self, rule: str, hit: bool) -> None:
         self.hits[rule] += hit
@@ -191,9 +153,6 @@ class Search:
         self.stats = SearchStats()
         # SearchBatch shares one among its searches (evidence_scope batch)
         self.evidence = RuleEvidence(config.evidence_sharpness)
-        self.dive: list[EnvGoal] | None = None  # a restart dive's open goals (None: no dive under way)
-        self.dive_steps: list[tuple[EnvGoal, str, EnvResult]] = []
-        self.tree_dive: list | None = None  # a shared dive's path so far
 
     @property
     def solved(self) -> bool:
@@ -222,21 +181,13 @@ class Search:
         return exploit + explore
 
     def _goal_value(self, node: GoalNode) -> float:
-        """The node's value while it is unsolved: lowered by ``dead_end_decay`` per visit, or
-        weighed against ``no_tactic_value`` by its chance to be proved (``dead_end_value``)."""
-        if node.solved_depth is not None or not self._reads_open_goals:
+        """The node's value, lowered by ``dead_end_decay`` per visit while it is unsolved."""
+        if node.solved_depth is not None or not self.config.dead_end_decay:
             return node.value
-        if self.config.dead_end_value == "evidence":
-            chance = self.evidence.proved_rate(node.expansions)
-            return chance * node.value + (1 - chance) * self.config.no_tactic_value
         return node.value - self.config.dead_end_decay * node.visits
 
-    @property
-    def _reads_open_goals(self) -> bool:
-        return bool(self.config.dead_end_decay) or self.config.dead_end_value == "evidence"
-
     def _edge_value(self, edge: TacticEdge) -> float:
-        if edge.solved_depth is not None or not self._reads_open_goals:
+        if edge.solved_depth is not None or not self.config.dead_end_decay:
             return edge.value
         # the hardest open child decides an AND node, each with its visits' decay
         open_values = [self._goal_value(ch) for ch in edge.children if ch.solved_depth is None and ch.visits]
@@ -313,12 +264,6 @@ class Search:
             for edge in node.edges:
                 edge.prior = self._sample_prior(node, edge.tactic)
 
-    def path_goals(self, path: list) -> list[GoalNode]:
-        """The goals above the leaf whose proposals are counted (``path_proposals``)."""
-        if self.config.path_proposals == "leaf" or len(path) < 2:
-            return []
-        return [self.root] if self.config.path_proposals == "root" else path[:-1:2]
-
     def _sample_prior(self, leaf: GoalNode, tactic: str) -> float:
         """An edge's prior read from the goal's samples: how many proposals held its tactic
         (``edge_prior`` frequency), or its evidence score."""
@@ -360,8 +305,6 @@ class Search:
                     self.evidence.record(rule, applied[key])
         leaf.picks = {}
         leaf.refresh_solved()
-        if leaf.solved_depth is None:
-            leaf.open_after = leaf.expansions
         if leaf.solved_depth is not None:
             value = -float(leaf.solved_depth)
         elif not leaf.edges:
@@ -369,55 +312,6 @@ class Search:
         else:
             value = -float(proposal.distance)
         self.backpropagate(path, value)
-
-    def dive_read(self, proposal: Proposal) -> list[tuple[str, float]] | None:
-        """A shared dive's step at the end of its path: None when it went down an existing edge (the
-        policy's top proposal there), else the tactics its expansion runs."""
-        path = self.tree_dive
-        node: GoalNode = path[-1]
-        fresh = self.candidates(node, proposal)  # counts the samples, as an expansion does
-        if not proposal.tactics:
-            return fresh
-        top, lp = proposal.tactics[0]
-        key = " ".join(top.split())
-        edge = next((e for e in node.edges if " ".join(e.tactic.split()) == key), None)
-        if edge is not None:
-            on_path = {n.key for n in path if isinstance(n, GoalNode)}
-            open_children = [ch for ch in edge.children if ch.solved_depth is None]
-            if open_children and not any(ch.key in on_path for ch in edge.children):
-                if len(path) < 2 * self.config.max_depth:
-                    node.picks = {}
-                    path += [edge, min(open_children, key=lambda ch: (ch.visits, self._goal_value(ch)))]
-                    return None
-            return fresh
-        return [(top, lp)] if key not in node.tried else fresh
-
-    def dive_step(self, goal: EnvGoal, tried: list[tuple[str, float]], results: Sequence[EnvResult]) -> None:
-        """One step of a restart dive at ``goal`` (its top proposal, or nothing to run): a failure
-        ends the dive, an applied tactic's goals join its open goals; closing the last one grafts the
-        dive's steps into the tree as the proof."""
-        self.stats.env_calls += len(results)
-        result = results[0] if results else None
-        if result is None or not result.ok:
-            if result is not None:
-                self._count_failure(result.status)
-            self.dive, self.dive_steps = None, []
-            self.evidence.record_mode("dive", len(results), False)
-            self.end_iteration()
-            return
-        self.dive_steps.append((goal, tried[0][0], result))
-        self.dive.extend(reversed(result.goals))
-        if not self.dive:
-            for step_goal, tactic, step in reversed(self.dive_steps):
-                node = self.table.get(step_goal.key) or self.table.setdefault(step_goal.key, GoalNode(step_goal))
-                children = [self.table.get(g.key) or self.table.setdefault(g.key, GoalNode(g)) for g in step.goals]
-                node.edges.append(TacticEdge(tactic, 1.0, children))
-                node.tried.add(" ".join(tactic.split()))
-                node.refresh_solved()
-            self.root.refresh_solved()
-            self.dive, self.dive_steps = None, []
-        self.evidence.record_mode("dive", 1, self.solved)
-        self.end_iteration()
 
     def _count_failure(self, status: EnvStatus) -> None:
         if status is EnvStatus.UNAVAILABLE:
@@ -480,6 +374,12 @@ class SearchBatch:
             for search in self.searches:
                 search.evidence = shared
 
+    def _goals_above(self, path: list) -> list[GoalNode]:
+        """The goals above a selected path's leaf whose proposals are counted (``path_proposals``)."""
+        if self.config.path_proposals == "leaf" or len(path) < 3:  # the leaf is the root
+            return []
+        return path[:-1:2] if self.config.path_proposals == "path" else path[:1]
+
     def run(self, budget: int | None = None, calls: int | None = None) -> list[Search]:
         """Iterate until every search is solved or out of ``budget`` iterations (default: the
         config's ``simulations``) or, with ``calls``, out of that many environment calls (the last
@@ -490,21 +390,8 @@ class SearchBatch:
             active = [s for s in self.searches if not s.done(budget, calls) and stalled.get(id(s), 0) < 3]
             if not active:
                 return self.searches
-            if self.config.dead_end_value == "evidence":
-                self._count_goals(active)
-            selected = []  # (search, path) for a search iteration, (search, goal) for a dive's step
+            selected = []
             for search in active:
-                if search.dive is None and search.tree_dive is None and search.evidence.dive_next(self.config):
-                    if self.config.dive_tree == "shared":
-                        search.tree_dive = [search.root]
-                    else:
-                        search.dive, search.dive_steps = [search.root.goal], []
-                if search.tree_dive is not None:
-                    selected.append((search, search.tree_dive))
-                    continue
-                if search.dive:
-                    selected.append((search, search.dive.pop()))
-                    continue
                 path = search.select()
                 if path is None:  # every way down loops, or a stale state was refreshed: a spent iteration
                     search.end_iteration()
@@ -515,61 +402,30 @@ class SearchBatch:
             if not selected:
                 continue
             started = time.perf_counter()
-            goals = [item if isinstance(item, EnvGoal) else item[-1].goal for _, item in selected]
-            above = [
-                (search, node)
-                for search, item in selected
-                if isinstance(item, list) and search.tree_dive is None
-                for node in search.path_goals(item)
-            ]
+            above = [(search, node) for search, path in selected for node in self._goals_above(path)]
             proposals = self.policy.propose(
-                [goal.text for goal in goals] + [node.goal.text for _, node in above], self.config.samples_per_expansion
+                [path[-1].goal.text for _, path in selected] + [node.goal.text for _, node in above],
+                self.config.samples_per_expansion,
             )
-            for (search, node), proposal in zip(above, proposals[len(goals) :]):
+            for (search, node), proposal in zip(above, proposals[len(selected) :]):
                 search.count_samples(node, dedupe(proposal.tactics))
-            proposals = proposals[: len(goals)]
             model_s = (time.perf_counter() - started) / len(selected)
             jobs = []
-            for (search, item), proposal in zip(selected, proposals):
+            for (search, path), proposal in zip(selected, proposals):
                 search.stats.model_s += model_s
-                if isinstance(item, EnvGoal):
-                    fresh = proposal.tactics[:1]
-                elif search.tree_dive is not None:
-                    fresh = search.dive_read(proposal)
-                else:
-                    fresh = search.candidates(item[-1], proposal)
-                if fresh is not None and calls is not None:
-                    fresh = fresh[: calls - search.stats.env_calls]
-                jobs.append(fresh)
-            items = [(goal, tactic) for goal, tried in zip(goals, jobs) if tried for tactic, _ in tried]
+                fresh = search.candidates(path[-1], proposal)
+                jobs.append(fresh if calls is None else fresh[: calls - search.stats.env_calls])
+            items = [(path[-1].goal, tactic) for (search, path), tried in zip(selected, jobs) for tactic, _ in tried]
             env = self.searches[0].env
             started = time.perf_counter()
             results = env.apply_many(items, timeout=self.config.tactic_timeout) if items else []
             env_s = (time.perf_counter() - started) / max(len(selected), 1)
             offset = 0
-            for (search, item), proposal, tried in zip(selected, proposals, jobs):
-                if tried is None:  # a shared dive went one goal down: its next step asks the policy again
-                    continue
+            for (search, path), proposal, tried in zip(selected, proposals, jobs):
                 search.stats.env_s += env_s
-                mine = results[offset : offset + len(tried)]
+                search.expand(path, proposal, tried, results[offset : offset + len(tried)])
                 offset += len(tried)
-                if isinstance(item, EnvGoal):
-                    search.dive_step(item, tried, mine)
-                    continue
-                was_solved, mode = search.solved, "search" if search.tree_dive is None else "dive"
-                search.expand(item, proposal, tried, mine)
-                search.tree_dive = None
-                search.evidence.record_mode(mode, len(mine), search.solved and not was_solved)
             self.rounds += 1
-
-    def _count_goals(self, active: list[Search]) -> None:
-        """Refresh each evidence's ``proved_rate`` from the goals of every search that shares it."""
-        groups: dict[int, tuple[RuleEvidence, list]] = {}
-        for search in self.searches:
-            groups.setdefault(id(search.evidence), (search.evidence, []))[1].extend(search.table.values())
-        for evidence, nodes in groups.values():
-            if any(s.evidence is evidence for s in active):
-                evidence.count_goals(nodes)
 
 
 def start_searches(theorems: Sequence[str], env: ProofEnv, config: SearchConfig) -> tuple[list[Search], dict[str, str]]:

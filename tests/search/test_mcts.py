@@ -279,24 +279,43 @@ class _RecordingPolicy(_ScriptedPolicy):
         return super().propose(states, samples)
 
 
-def test_root_proposals_grow_the_root_evidence_with_its_visits():
-    """With ``path_proposals`` root, a selection that ends below the root asks the policy about the
-    root in the same call as the leaf, and counts that proposal at the root: the root's counts follow
-    its visits, not only its expansions; the leaf's proposal is the one its expansion runs."""
+class _ChainEnv(ProofEnv):
+    """``a`` leads from R to A and from A to B, where nothing applies; every other tactic fails."""
+
+    name = "chain"
+
+    def _start(self, theorem):
+        return EnvResult(EnvStatus.OK, [EnvGoal(tuple(parse_state("⊢ R")))])
+
+    def _apply(self, goal, tactic, timeout):
+        following = {"⊢ R": "⊢ A", "⊢ A": "⊢ B"}
+        if tactic == "a" and goal.text in following:
+            return EnvResult(EnvStatus.OK, [EnvGoal(tuple(parse_state(following[goal.text])))])
+        return EnvResult(EnvStatus.ERROR, error="no")
+
+
+def test_path_proposals_count_the_goals_above_the_leaf():
+    """A selection that ends below the root asks the policy, in the leaf's call, about the root
+    (``root``) or every goal above the leaf (``path``), and counts those proposals there: the root's
+    counts follow its visits, not only its expansions. The leaf's proposal is the one its expansion
+    runs, asked first."""
 
     def run(path_proposals):
-        config = SearchConfig(simulations=6, widening="fixed", path_proposals=path_proposals)
-        (search,) = start_searches(["t"], _TwoWayEnv(), config)[0]
+        config = SearchConfig(simulations=8, widening="fixed", path_proposals=path_proposals)
+        (search,) = start_searches(["t"], _ChainEnv(), config)[0]
         policy = _RecordingPolicy(["a", "b"])
         SearchBatch([search], policy, config).run()
-        return search, policy.asked
+        assert len(policy.asked) == search.stats.iterations == 8
+        return search.root, policy.asked
 
-    search, asked = run("root")
-    root = search.root
-    below = [states for states in asked if states[0] != "⊢ R"]
-    assert below and all(states[1:] == ["⊢ R"] for states in below)  # one call: the leaf, then the root
-    assert root.expansions < len(asked) == search.stats.iterations
-    assert root.proposed["a"][0] == len(asked)  # every call counted at the root
-    plain, plain_asked = run("leaf")
-    assert all(len(states) == 1 for states in plain_asked)
-    assert plain.root.proposed["a"][0] == plain.root.expansions < len(plain_asked)
+    above = {"⊢ R": [], "⊢ A": ["⊢ R"], "⊢ B": ["⊢ R", "⊢ A"]}
+    root, asked = run("path")
+    assert {states[0] for states in asked} == set(above)  # every depth was a leaf
+    assert all(states[1:] == above[states[0]] for states in asked)
+    assert root.proposed["a"][0] == len(asked) > root.expansions  # every call counted at the root
+    root, asked = run("root")
+    assert all(states[1:] == above[states[0]][:1] for states in asked)
+    assert root.proposed["a"][0] == len(asked) > root.expansions
+    root, asked = run("leaf")
+    assert all(len(states) == 1 for states in asked)
+    assert root.proposed["a"][0] == root.expansions < len(asked)
