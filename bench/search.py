@@ -189,7 +189,7 @@ def noisy(args) -> int:
         f"{config.widening_c} alpha {config.widening_alpha}, first-play urgency {config.first_play_urgency}, "
         f"dead-end decay {config.dead_end_decay}, candidate order {config.candidate_order}, edge prior {config.edge_prior}, "
         f"widening {config.widening}, evidence scope {config.evidence_scope} sharpness {config.evidence_sharpness}, "
-        f"AND siblings {config.and_sibling}"
+        f"AND siblings {config.and_sibling}, proposals counted at {config.path_proposals}"
     )
     results = {}
     for title, names in (("train theorems (tuning)", train), ("held-out theorems", held_out)):

@@ -85,6 +85,15 @@ class SearchConfig:
     """The ``evidence`` score weighs each reading by (its hit rate / the best one's) to this power
     (1: in proportion; large: the better reading alone, the other breaking ties). Ours: 4 over 1
     and 16 on the benchmark's train theorems."""
+    path_proposals: Literal["leaf", "root", "path"] = "path"
+    """Which goals of a selected path the policy is asked about, in the leaf's model call: the leaf
+    alone, whose proposal its expansion runs (``leaf``), or also the root (``root``) or every goal
+    above the leaf (``path``), whose proposals are only counted (``candidate_order`` and
+    ``edge_prior`` read the counts), so a goal's evidence grows with its visits, not only with its
+    few expansions. No environment calls; a model call's batch holds one goal per level of each
+    path. Ours: where a constant critic cannot tell a dead end from progress, what separates a
+    goal's right tactic from its dead ends is how often the policy proposes it first, and a root
+    re-expanded about 9 times in 32 calls reads too few proposals (docs/results/search_synthetic.md)."""
     and_sibling: Literal["hardest", "least_visited"] = "least_visited"
     """At an AND node, which unsolved child to descend into: the lowest value (the hardest decides
     the proof) or the least visited (budget spread evenly over the goals still open). Unvisited

@@ -237,15 +237,7 @@ class Search:
         self.stats.duplicates += len(proposal.tactics) - len(unique)
         fresh = [(t, lp) for t, lp in unique if " ".join(t.split()) not in leaf.tried]
         self.stats.duplicates += len(unique) - len(fresh)
-        top = max(unique, key=lambda item: item[1])[0] if unique else None
-        for tactic, lp in unique:  # the samples' counts: candidate_order and edge_prior read them
-            seen = leaf.proposed.setdefault(" ".join(tactic.split()), [0, lp, tactic, 0])
-            seen[0] += 1
-            seen[1] = max(seen[1], lp)
-            seen[3] += tactic == top
-        if self.config.edge_prior != "expansion":  # the counts change only here, so the priors too
-            for edge in leaf.edges:
-                edge.prior = self._sample_prior(leaf, edge.tactic)
+        self.count_samples(leaf, unique)
         if self.config.candidate_order == "rank":
             return fresh[: self.samples(leaf)]
         pool = [(key, entry) for key, entry in leaf.proposed.items() if key not in leaf.tried]
@@ -258,6 +250,19 @@ class Search:
         else:
             pool.sort(key=lambda item: (-item[1][0], -item[1][1]))
         return [(entry[2], entry[1]) for _, entry in pool[: self.samples(leaf)]]
+
+    def count_samples(self, node: GoalNode, unique: list[tuple[str, float]]) -> None:
+        """Add a proposal's deduped tactics to the goal's counts (``candidate_order`` and
+        ``edge_prior`` read them)."""
+        top = max(unique, key=lambda item: item[1])[0] if unique else None
+        for tactic, lp in unique:
+            seen = node.proposed.setdefault(" ".join(tactic.split()), [0, lp, tactic, 0])
+            seen[0] += 1
+            seen[1] = max(seen[1], lp)
+            seen[3] += tactic == top
+        if self.config.edge_prior != "expansion":  # the counts change only here, so the priors too
+            for edge in node.edges:
+                edge.prior = self._sample_prior(node, edge.tactic)
 
     def _sample_prior(self, leaf: GoalNode, tactic: str) -> float:
         """An edge's prior read from the goal's samples: how many proposals held its tactic
@@ -369,6 +374,12 @@ class SearchBatch:
             for search in self.searches:
                 search.evidence = shared
 
+    def _goals_above(self, path: list) -> list[GoalNode]:
+        """The goals above a selected path's leaf whose proposals are counted (``path_proposals``)."""
+        if self.config.path_proposals == "leaf" or len(path) < 3:  # the leaf is the root
+            return []
+        return path[:-1:2] if self.config.path_proposals == "path" else path[:1]
+
     def run(self, budget: int | None = None, calls: int | None = None) -> list[Search]:
         """Iterate until every search is solved or out of ``budget`` iterations (default: the
         config's ``simulations``) or, with ``calls``, out of that many environment calls (the last
@@ -391,9 +402,13 @@ class SearchBatch:
             if not selected:
                 continue
             started = time.perf_counter()
+            above = [(search, node) for search, path in selected for node in self._goals_above(path)]
             proposals = self.policy.propose(
-                [path[-1].goal.text for _, path in selected], self.config.samples_per_expansion
+                [path[-1].goal.text for _, path in selected] + [node.goal.text for _, node in above],
+                self.config.samples_per_expansion,
             )
+            for (search, node), proposal in zip(above, proposals[len(selected) :]):
+                search.count_samples(node, dedupe(proposal.tactics))
             model_s = (time.perf_counter() - started) / len(selected)
             jobs = []
             for (search, path), proposal in zip(selected, proposals):

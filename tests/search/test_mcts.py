@@ -265,3 +265,57 @@ def test_evidence_widening_resamples_less_where_first_choices_apply():
         search.evidence.opened[0] += 1
         search.evidence.opened[1] += 1
     assert not search._widen(node)
+
+
+class _RecordingPolicy(_ScriptedPolicy):
+    """``_ScriptedPolicy`` that keeps the goal texts of each call."""
+
+    def __init__(self, *proposals):
+        super().__init__(*proposals)
+        self.asked = []
+
+    def propose(self, states, samples):
+        self.asked.append(list(states))
+        return super().propose(states, samples)
+
+
+class _ChainEnv(ProofEnv):
+    """``a`` leads from R to A and from A to B, where nothing applies; every other tactic fails."""
+
+    name = "chain"
+
+    def _start(self, theorem):
+        return EnvResult(EnvStatus.OK, [EnvGoal(tuple(parse_state("⊢ R")))])
+
+    def _apply(self, goal, tactic, timeout):
+        following = {"⊢ R": "⊢ A", "⊢ A": "⊢ B"}
+        if tactic == "a" and goal.text in following:
+            return EnvResult(EnvStatus.OK, [EnvGoal(tuple(parse_state(following[goal.text])))])
+        return EnvResult(EnvStatus.ERROR, error="no")
+
+
+def test_path_proposals_count_the_goals_above_the_leaf():
+    """A selection that ends below the root asks the policy, in the leaf's call, about the root
+    (``root``) or every goal above the leaf (``path``), and counts those proposals there: the root's
+    counts follow its visits, not only its expansions. The leaf's proposal is the one its expansion
+    runs, asked first."""
+
+    def run(path_proposals):
+        config = SearchConfig(simulations=8, widening="fixed", path_proposals=path_proposals)
+        (search,) = start_searches(["t"], _ChainEnv(), config)[0]
+        policy = _RecordingPolicy(["a", "b"])
+        SearchBatch([search], policy, config).run()
+        assert len(policy.asked) == search.stats.iterations == 8
+        return search.root, policy.asked
+
+    above = {"⊢ R": [], "⊢ A": ["⊢ R"], "⊢ B": ["⊢ R", "⊢ A"]}
+    root, asked = run("path")
+    assert {states[0] for states in asked} == set(above)  # every depth was a leaf
+    assert all(states[1:] == above[states[0]] for states in asked)
+    assert root.proposed["a"][0] == len(asked) > root.expansions  # every call counted at the root
+    root, asked = run("root")
+    assert all(states[1:] == above[states[0]][:1] for states in asked)
+    assert root.proposed["a"][0] == len(asked) > root.expansions
+    root, asked = run("leaf")
+    assert all(len(states) == 1 for states in asked)
+    assert root.proposed["a"][0] == root.expansions < len(asked)
