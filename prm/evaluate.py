@@ -138,7 +138,7 @@ def verifier_scores(
     kept: list[ProofRecord], truth: list[list[bool]], model: Any, tokenizer: Any, config: EvalConfig
 ) -> tuple[list[EncodedProof], dict[str, list[list[float]]]]:
     """The encoded proofs and the verifier's :data:`VERIFIER_READINGS` for every labelled step shown."""
-    proofs = encoded_proofs(kept, truth, tokenizer, config.layout)
+    proofs = encoded_proofs(kept, truth, tokenizer, model_layout(config.model, config.layout))
     hazards = wrong_probabilities(model, tokenizer, proofs, config.batch_size, progress=True, cumulative=False)
     return proofs, {
         "verifier": [(1 - np.cumprod(1 - np.asarray(h))).tolist() for h in hazards],
@@ -222,7 +222,7 @@ def evaluate_set(
     if classifier is not None and any(s["tactic"] for r in kept for s in r.steps):
         predictions["classifier_prefixes"] = classifier_prefixes(kept, truth, classifier)
     predictions["verifier_greedy"] = greedy_labels(
-        model, tokenizer, proofs, config.layout, config.batch_size, progress=True
+        model, tokenizer, proofs, model_layout(config.model, config.layout), config.batch_size, progress=True
     )
     predictions.update(rule_predictions(scored, rules) if rules else {"verifier": labels_at(scored["verifier"], 0.5)})
     groups = [r.name for r in kept]
