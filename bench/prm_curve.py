@@ -54,7 +54,14 @@ def run_one(options: PRMCurveConfig, proofs: int | None, seed: int) -> dict[str,
     from prm.config import EvalConfig
     from prm.data import draw
     from prm.labelled_proofs import LABEL_STAGE, read_split
-    from prm.evaluate import RULES, decision_rules, prepared_proofs, random_first_error, verifier_scores
+    from prm.evaluate import (
+        RULES,
+        decision_rules,
+        prepared_proofs,
+        random_first_error,
+        rule_predictions,
+        verifier_scores,
+    )
     from prm.labels_from_lean import training_prefix
     from prm.metrics import labels_at, ranking, step_metrics
     from prm.train import run as train
@@ -100,7 +107,7 @@ def run_one(options: PRMCurveConfig, proofs: int | None, seed: int) -> dict[str,
     rules = decision_rules(read_split(data, "valid"), model, tokenizer, config, tfidf)
     kept, truth, _, _ = prepared_proofs(read_split(data, "test"), config)
     scores = {
-        "verifier": verifier_scores(kept, truth, model, tokenizer, config)[1],
+        **verifier_scores(kept, truth, model, tokenizer, config)[1],
         "tfidf_steps": tfidf.wrong_probabilities(kept, truth),
     }
     at_random = step_metrics(random_first_error(truth, seed), truth)
@@ -112,8 +119,8 @@ def run_one(options: PRMCurveConfig, proofs: int | None, seed: int) -> dict[str,
         "first_error_at_random": at_random["exact"],
         "first_error_at_random/f1_incorrect": at_random["f1_incorrect"],
     }
-    for method, (source, objective) in RULES.items():
-        out[method] = step_metrics(labels_at(scores[source], rules["thresholds"][method]), truth)[objective]
+    for method, labels in rule_predictions(scores, rules).items():
+        out[method] = step_metrics(labels, truth)[RULES[method][1]]
     out["tfidf_steps"] = step_metrics(labels_at(scores["tfidf_steps"], 0.5), truth)["f1_incorrect"]
     for source, wrong in scores.items():
         out[f"{source}/average_precision"] = ranking(wrong, truth).get("average_precision")

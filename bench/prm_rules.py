@@ -5,9 +5,9 @@ One verifier run (``--model``, default prm-eval's ``artifacts://prm/grpo``) scor
 proofs of the prm-label run as prm-eval selects them (its ``limit`` and ``max_steps``). From the
 verifier's hazards h_k = P(step k wrong | steps before it correct) and TF-IDF's per-step P(wrong):
 
-- ``verifier first-cross (cumulative)``: wrong from the first step whose 1 - prod_{j<=k}(1 - h_j) >= t
-  (prm-eval's ``verifier`` rule);
-- ``verifier first-cross (hazard)``: wrong from the first step whose own h_k >= t;
+- ``verifier first-cross (cumulative)``: wrong from the first step whose 1 - prod_{j<=k}(1 - h_j) >= t;
+- ``verifier first-cross (hazard)``: wrong from the first step whose own h_k >= t (prm-eval's ``verifier``
+  rule chooses between these two on valid);
 - ``verifier argmax``: when P(proof wrong) = 1 - prod_j (1 - h_j) >= t, wrong from the step of
   highest h_k (detection and location decided apart);
 - ``tfidf first-cross`` (prm-eval's ``tfidf_steps@...``) and ``tfidf argmax`` the same way;
@@ -130,9 +130,8 @@ def score_splits(options: PRMRulesConfig) -> tuple[dict[str, dict[str, Any]], An
     from prm.baselines import TfidfStepClassifier
     from prm.config import EvalConfig
     from prm.labelled_proofs import LABEL_STAGE, read_split
-    from prm.evaluate import prepared_proofs
-    from prm.predict import wrong_probabilities
-    from prm.verifier_io import verifier_prompt
+    from prm.evaluate import encoded_proofs, prepared_proofs
+    from prm.predict import model_layout, wrong_probabilities
 
     config = parse_config(EvalConfig, ["--config", options.evaluation])[0]
     if options.smoke:
@@ -146,13 +145,8 @@ def score_splits(options: PRMRulesConfig) -> tuple[dict[str, dict[str, Any]], An
     splits = {}
     for split in ("valid", "test"):
         kept, truth, _, _ = prepared_proofs(read_split(data, split), config)
-        prompts = [
-            verifier_prompt(r.statement, [s["prose"] for s in r.steps[: len(t)]], tokenizer)
-            for r, t in zip(kept, truth)
-        ]
-        hazard = wrong_probabilities(
-            model, tokenizer, prompts, [len(t) for t in truth], config.batch_size, cumulative=False
-        )
+        proofs = encoded_proofs(kept, truth, tokenizer, model_layout(spec))
+        hazard = wrong_probabilities(model, tokenizer, proofs, config.batch_size, cumulative=False)
         splits[split] = {
             "names": [r.name for r in kept],
             "truth": truth,

@@ -14,6 +14,7 @@ from leanloop.prover.statements import StatementsConfig
 from leanloop.training.models import ModelSpec
 from leanloop.vllm_engine import VLLMEngineConfig
 from prm.review import ReviewRule
+from prm.verifier_io import Layout
 
 RECORDED_RL_LEAN = "shared://candidates/rl_lean_minif2f_test_compilation_rounds0-8.jsonl.gz"
 
@@ -128,6 +129,9 @@ class ExternalSet:
 class EvalConfig:
     model: ModelSpec = field(default_factory=lambda: ModelSpec(name="artifacts://prm/grpo"))
     """The step verifier (a prm run)."""
+    layout: Layout | None = None
+    """Where the verifier reads its labels (:mod:`prm.verifier_io`); None: what the prm run's manifest
+    records (:func:`prm.predict.model_layout`)."""
     run: str = "default"
     """Output: artifacts/prm_eval/<run>/."""
     dataset: str | None = "artifacts://prm_label/default"

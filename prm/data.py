@@ -3,8 +3,9 @@
 Proofs come from a prm-label run (``dataset: artifacts://prm_label/<run>``) or, with ``dataset: null``,
 from the embedded default labels built in memory (``recorded``). A proof trains on its longest
 prefix of labelled steps (:func:`prm.labels_from_lean.training_prefix`), cut at ``max_proof_steps``.
-``mode`` (linked from ``model.mode``): ``sft`` batches are tokenized prompt + label answer with the
-prompt masked; ``grpo`` batches are the examples themselves (the module samples answers).
+``mode`` (linked from ``model.mode``): ``sft`` batches are tokenized proofs with loss on the label
+tokens and the end of turn only; ``grpo`` batches are the examples themselves (the module samples
+answers). ``layout`` (linked from ``model.layout``): where the labels go (:mod:`prm.verifier_io`).
 """
 
 from __future__ import annotations
@@ -24,16 +25,20 @@ from leanloop.training.models import ModelSpec, load_tokenizer
 from prm.config import RecordedConfig, SplitConfig
 from prm.labelled_proofs import LABEL_STAGE, ProofRecord, read_split
 from prm.labels_from_lean import training_prefix
-from prm.verifier_io import END_OF_TURN, render_labels, verifier_prompt
+from prm.verifier_io import EncodedProof, Layout, encode_proof
 
 
 @dataclass
 class VerifierExample:
     proof_id: str
     name: str
-    prompt: str
+    encoded: EncodedProof  # with Lean's labels
     labels: list[bool]
     proof_label: bool | None
+
+    @property
+    def prompt_ids(self) -> list[int]:
+        return self.encoded.ids[: self.encoded.answer_start]
 
 
 def draw(items: list, n: int | None, seed: int) -> list:
@@ -45,7 +50,7 @@ def draw(items: list, n: int | None, seed: int) -> list:
 
 
 def examples_from(
-    records: list[ProofRecord], tokenizer: Any, max_proof_steps: int
+    records: list[ProofRecord], tokenizer: Any, max_proof_steps: int, layout: Layout = "after_each_step"
 ) -> tuple[list[VerifierExample], Counter]:
     counts: Counter = Counter()
     out = []
@@ -60,7 +65,7 @@ def examples_from(
             VerifierExample(
                 record.proof_id,
                 record.name,
-                verifier_prompt(record.statement, proses, tokenizer),
+                encode_proof(record.statement, proses, labels, tokenizer, layout),
                 labels,
                 record.proof_label,
             )
@@ -73,6 +78,7 @@ class PRMData(L.LightningDataModule):
         self,
         base: ModelSpec | None = None,
         mode: Literal["sft", "grpo"] = "sft",
+        layout: Layout = "after_each_step",
         dataset: str | None = None,
         recorded: RecordedConfig | None = None,
         splits: SplitConfig | None = None,
@@ -82,13 +88,14 @@ class PRMData(L.LightningDataModule):
         max_examples: int | None = None,
         max_val_examples: int | None = 64,
     ) -> None:
-        """``base`` and ``mode`` are linked from the model. ``dataset``: a prm-label run; null: the
+        """``base``, ``mode`` and ``layout`` are linked from the model. ``dataset``: a prm-label run; null: the
         embedded default labels (``recorded``, split by theorem with ``splits``). Examples longer than
         ``max_length`` tokens are dropped (counted), never truncated: ``max_examples`` are drawn at random
         (``splits.seed``) from the proofs with labelled steps, then the ones that fit are kept."""
         super().__init__()
         self.base = base or ModelSpec(name="qwen3-tiny")
         self.mode = mode
+        self.layout = layout
         self.dataset = dataset
         self.recorded = recorded or RecordedConfig()
         self.splits = splits or SplitConfig()
@@ -115,8 +122,8 @@ class PRMData(L.LightningDataModule):
             return
         self.tokenizer = load_tokenizer(self.base)
         records = self._records()
-        train, counts = examples_from(records["train"], self.tokenizer, self.max_proof_steps)
-        val, _ = examples_from(records["valid"], self.tokenizer, self.max_proof_steps)
+        train, counts = examples_from(records["train"], self.tokenizer, self.max_proof_steps, self.layout)
+        val, _ = examples_from(records["valid"], self.tokenizer, self.max_proof_steps, self.layout)
         self.counts.update(counts)
         train = self._fit(draw(train, self.max_examples, self.splits.seed), "train")
         val = self._fit(val[: self.max_val_examples or None], "valid")
@@ -126,23 +133,23 @@ class PRMData(L.LightningDataModule):
         self.val = val
         self.counts["train_examples"], self.counts["val_examples"] = len(self.train), len(self.val)
 
-    def _target(self, example: VerifierExample) -> str:
-        return render_labels(example.labels) + END_OF_TURN
-
     def _fit(self, examples: list[VerifierExample], split: str) -> list[VerifierExample]:
         kept = []
         for e in examples:
-            length = len(self.tokenizer(e.prompt + self._target(e), add_special_tokens=False)["input_ids"])
-            if length <= self.max_length:
+            if len(e.encoded.ids) <= self.max_length:
                 kept.append(e)
             else:
                 self.counts[f"{split}_too_long"] += 1
         return kept
 
     def _tokenize(self, example: VerifierExample) -> dict[str, torch.Tensor]:
-        prompt = self.tokenizer(example.prompt, add_special_tokens=False)["input_ids"]
-        target = self.tokenizer(self._target(example), add_special_tokens=False)["input_ids"]
-        return {"input_ids": torch.tensor(prompt + target), "labels": torch.tensor([-100] * len(prompt) + target)}
+        """Loss on the label tokens and the closing end of turn; the proof's own text is read, not
+        trained on (in ``after_each_step`` the answer repeats the steps)."""
+        ids = example.encoded.ids
+        labels = [-100] * len(ids)
+        for k in [*example.encoded.slots, len(ids) - 1]:
+            labels[k] = ids[k]
+        return {"input_ids": torch.tensor(ids), "labels": torch.tensor(labels)}
 
     def _pad(self, rows: list[dict]) -> dict[str, torch.Tensor]:
         width = max(len(r["input_ids"]) for r in rows)

@@ -13,10 +13,13 @@ valid; Lean sets only, they have tactics). Metrics: :mod:`prm.metrics`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from leanloop.artifacts import Manifest, describe_input, resolve_run
 from leanloop.paths import resolve_shared
@@ -30,18 +33,23 @@ from prm.external import read_external
 from prm.labels_from_lean import propagate, training_prefix
 from prm.metrics import best_of_n, choose_threshold, labels_at, ranking, step_metrics
 from prm.paired import assemble_program
-from prm.predict import greedy_answers, wrong_probabilities
-from prm.verifier_io import parse_labels, verifier_prompt
+from prm.predict import greedy_labels, model_layout, wrong_probabilities
+from prm.verifier_io import EncodedProof, Layout, encode_proof
 
 EVAL_STAGE = "prm_eval"
+VERIFIER_READINGS = ("verifier", "verifier_hazard")
+"""The verifier's two step scores: ``verifier`` its P(step k wrong) = 1 - prod_{j <= k} (1 - h_j), and
+``verifier_hazard`` its own answer at each step, h_k = P(`` -`` at k | steps before k correct), read
+first-error shaped (the running max)."""
 RULES = {
-    "tfidf_steps@exact": ("tfidf_steps", "exact"),
-    "tfidf_steps@f1": ("tfidf_steps", "f1_incorrect"),
-    "verifier@f1": ("verifier", "f1_incorrect"),
-    "verifier": ("verifier", "exact"),
+    "tfidf_steps@exact": (("tfidf_steps",), "exact"),
+    "tfidf_steps@f1": (("tfidf_steps",), "f1_incorrect"),
+    "verifier@f1": (VERIFIER_READINGS, "f1_incorrect"),
+    "verifier": (VERIFIER_READINGS, "exact"),
 }
-"""Decision rules chosen on validation: method -> (the score it thresholds, the metric its threshold is
-chosen for). ``verifier`` is the verifier's own rule (the exact score, LeanPRM-Bench's metric)."""
+"""Decision rules chosen on validation: method -> (the scores it may threshold, the metric its score
+and threshold are chosen for). ``verifier`` is the verifier's own rule (the exact score,
+LeanPRM-Bench's metric)."""
 # LeanPRM (seeds/002_bdfe106d82d4c31f.txt, "What we found"): "Choosing among 16 candidate IMO proofs
 # with LeanPRM lands on a correct one 35.9% of the time, against 32.4% at random."
 PAPER_BEST_OF_N = "LeanPRM: 35.9% verifier pick vs 32.4% random, 16 IMO candidates per problem"
@@ -116,41 +124,64 @@ def classifier_prefixes(
     return predicted
 
 
+def encoded_proofs(
+    kept: list[ProofRecord], truth: list[list[bool]], tokenizer: Any, layout: Layout
+) -> list[EncodedProof]:
+    """The proofs as the verifier reads them, every labelled step shown marked correct."""
+    return [
+        encode_proof(r.statement, [s["prose"] for s in r.steps[: len(t)]], None, tokenizer, layout)
+        for r, t in zip(kept, truth)
+    ]
+
+
 def verifier_scores(
     kept: list[ProofRecord], truth: list[list[bool]], model: Any, tokenizer: Any, config: EvalConfig
-) -> tuple[list[str], list[list[float]]]:
-    """The verifier's prompts and its P(step wrong) for every labelled step shown."""
-    prompts = [
-        verifier_prompt(r.statement, [s["prose"] for s in r.steps[: len(t)]], tokenizer) for r, t in zip(kept, truth)
-    ]
-    return prompts, wrong_probabilities(
-        model, tokenizer, prompts, [len(t) for t in truth], config.batch_size, progress=True
-    )
+) -> tuple[list[EncodedProof], dict[str, list[list[float]]]]:
+    """The encoded proofs and the verifier's :data:`VERIFIER_READINGS` for every labelled step shown."""
+    proofs = encoded_proofs(kept, truth, tokenizer, model_layout(config.model, config.layout))
+    hazards = wrong_probabilities(model, tokenizer, proofs, config.batch_size, progress=True, cumulative=False)
+    return proofs, {
+        "verifier": [(1 - np.cumprod(1 - np.asarray(h))).tolist() for h in hazards],
+        "verifier_hazard": [np.maximum.accumulate(np.asarray(h)).tolist() for h in hazards],
+    }
+
+
+def rule_predictions(scored: dict[str, list[list[float]]], rules: dict[str, Any]) -> dict[str, list[list[bool]]]:
+    """Each decision rule's step labels: its chosen score at its chosen threshold."""
+    return {
+        method: labels_at(scored[rules["sources"][method]], t)
+        for method, t in rules["thresholds"].items()
+        if rules["sources"][method] in scored
+    }
 
 
 def decision_rules(
     records: list[ProofRecord], model: Any, tokenizer: Any, config: EvalConfig, tfidf: Any
 ) -> dict[str, Any]:
-    """The thresholds of :data:`RULES` on P(step wrong), each with the best score on the decision
-    split (validation theorems, the same ``limit`` and ``max_steps``)."""
-    kept, truth, _, _ = prepared_proofs(records, config)
+    """The score and threshold of each of :data:`RULES` with the best objective on the decision split
+    (validation theorems, every labelled proof of them, the same ``max_steps``; ties go to the score
+    listed first)."""
+    kept, truth, _, _ = prepared_proofs(records, dataclasses.replace(config, limit=None))
     if not kept:
         raise ValueError(
             f"the decision split {config.decision_split!r} has no labelled proofs: set decision_split null"
         )
-    scores = {"verifier": verifier_scores(kept, truth, model, tokenizer, config)[1]}
+    scores = verifier_scores(kept, truth, model, tokenizer, config)[1]
     if tfidf is not None:
         scores["tfidf_steps"] = tfidf.wrong_probabilities(kept, truth)
-    chosen = {
-        method: choose_threshold(scores[source], truth, objective)
-        for method, (source, objective) in RULES.items()
-        if source in scores
-    }
+    chosen = {}
+    for method, (sources, objective) in RULES.items():
+        options = [
+            (source, *choose_threshold(scores[source], truth, objective)) for source in sources if source in scores
+        ]
+        if options:
+            chosen[method] = max(options, key=lambda o: (o[2][objective], -sources.index(o[0])))
     return {
         "split": config.decision_split,
         "proofs": len(kept),
-        "thresholds": {m: t for m, (t, _) in chosen.items()},
-        "metrics": {m: metrics for m, (_, metrics) in chosen.items()},
+        "sources": {m: source for m, (source, _, _) in chosen.items()},
+        "thresholds": {m: t for m, (_, t, _) in chosen.items()},
+        "metrics": {m: metrics for m, (_, _, metrics) in chosen.items()},
     }
 
 
@@ -162,12 +193,11 @@ def evaluate_set(
     config: EvalConfig,
     classifier: Path | None,
     tfidf: Any = None,
-    thresholds: dict[str, float] | None = None,
+    rules: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One set's metrics per method, baselines first. ``tfidf``: the TF-IDF step classifier fitted on
-    labelled proofs of the same kind (the Lean set's train split). ``thresholds``: the decision rules
+    labelled proofs of the same kind (the Lean set's train split). ``rules``: the decision rules
     chosen on validation (:func:`decision_rules`); without them the verifier flags at P(wrong) >= 0.5."""
-    thresholds = thresholds or {}
     kept, truth, skipped, cut = prepared_proofs(records, config)
     if not kept:
         return {
@@ -181,8 +211,7 @@ def evaluate_set(
             "base_rate": {},
             "theorems": 0,
         }
-    prompts, scores = verifier_scores(kept, truth, model, tokenizer, config)
-    scored = {"verifier": scores}
+    proofs, scored = verifier_scores(kept, truth, model, tokenizer, config)
     predictions = {
         "always_correct": [[True] * len(t) for t in truth],
         "first_error_at_random": random_first_error(truth, config.seed),
@@ -192,21 +221,27 @@ def evaluate_set(
         predictions["tfidf_steps"] = labels_at(scored["tfidf_steps"], 0.5)
     if classifier is not None and any(s["tactic"] for r in kept for s in r.steps):
         predictions["classifier_prefixes"] = classifier_prefixes(kept, truth, classifier)
-    answers = greedy_answers(model, tokenizer, prompts, [len(t) for t in truth], config.batch_size, progress=True)
-    predictions["verifier_greedy"] = [parse_labels(a, len(t)) for a, t in zip(answers, truth)]
-    for method, (source, _) in RULES.items():
-        if method in thresholds and source in scored:
-            predictions[method] = labels_at(scored[source], thresholds[method])
-    predictions["verifier"] = labels_at(scores, thresholds.get("verifier", 0.5))
+    predictions["verifier_greedy"] = greedy_labels(
+        model, tokenizer, proofs, model_layout(config.model, config.layout), config.batch_size, progress=True
+    )
+    predictions.update(rule_predictions(scored, rules) if rules else {"verifier": labels_at(scored["verifier"], 0.5)})
     groups = [r.name for r in kept]
     correct = [r.proof_label for r in kept]
     proof_wrong = {m: [proof[-1] for proof in s] for m, s in scored.items()}
-    proof_wrong.update({method: proof_wrong[source] for method, (source, _) in RULES.items() if source in proof_wrong})
+    if rules:
+        proof_wrong.update({m: proof_wrong[s] for m, s in rules["sources"].items() if s in proof_wrong})
     methods = {m: step_metrics(p, truth) for m, p in predictions.items()}
     bon = {m: best_of_n(groups, p, correct, config.seed, proof_wrong.get(m)) for m, p in predictions.items()}
     rows = [
-        {"proof_id": r.proof_id, "truth": t, "answer": a, "p_wrong": w, "predicted": p}
-        for r, t, a, w, p in zip(kept, truth, answers, scores, predictions["verifier"])
+        {"proof_id": r.proof_id, "truth": t, "greedy": g, "p_wrong": w, "hazard": h, "predicted": p}
+        for r, t, g, w, h, p in zip(
+            kept,
+            truth,
+            predictions["verifier_greedy"],
+            scored["verifier"],
+            scored["verifier_hazard"],
+            predictions["verifier"],
+        )
     ]
     return {
         "name": name,
@@ -229,19 +264,21 @@ def _pct(x: float | None) -> str:
 def decision_rule_lines(rules: dict[str, Any] | None) -> list[str]:
     if rules is None:
         return ["Decision rule: `verifier` flags step k wrong when its P(step k wrong) >= 0.5 (no decision split)."]
-    t, m = rules["thresholds"], rules["metrics"]
+    t, m, s = rules["thresholds"], rules["metrics"], rules["sources"]
     lines = [
-        f"Decision rules, chosen on the `{rules['split']}` split ({rules['proofs']} proofs, held-out theorems of "
-        "their own): a step is flagged wrong when the method's P(step k wrong) >= a threshold (the verifier's: "
-        "1 - prod over j <= k of its P(`+` at j) after correct steps), the one with the best exact score there "
-        "(`verifier`, `tfidf_steps@exact`) or the best F1 on wrong steps (`verifier@f1`, `tfidf_steps@f1`); "
-        "`tfidf_steps` flags at 0.5, `verifier_greedy` is the greedy answer under the label grammar.",
+        f"Decision rules, chosen on the `{rules['split']}` split (all its {rules['proofs']} labelled proofs, held-out "
+        "theorems of their own): a step is flagged wrong from the first step whose score is >= a threshold; the "
+        "score and threshold are the ones with the best exact score there (`verifier`, `tfidf_steps@exact`) or the "
+        "best F1 on wrong steps (`verifier@f1`, `tfidf_steps@f1`). The verifier's scores: `verifier`, its P(step k "
+        "wrong) = 1 - prod over j <= k of its P(`+` at j) after correct steps; `verifier_hazard`, its own P(`-` at k) "
+        "after correct steps. `tfidf_steps` flags at 0.5; `verifier_greedy` is the verifier's greedy answer.",
         "",
-        "| rule | threshold | valid exact | valid F1 (incorrect) |",
-        "|---|---:|---:|---:|",
+        "| rule | score | threshold | valid exact | valid F1 (incorrect) |",
+        "|---|---|---:|---:|---:|",
     ]
     lines += [
-        f"| {method} | {t[method]:.3f} | {_pct(m[method]['exact'])} | {m[method]['f1_incorrect']:.3f} |" for method in t
+        f"| {method} | {s[method]} | {t[method]:.3f} | {_pct(m[method]['exact'])} | {m[method]['f1_incorrect']:.3f} |"
+        for method in t
     ]
     return lines
 
@@ -391,6 +428,7 @@ def work(config: EvalConfig, folder: Path) -> Manifest:
     model = load_model(config.model, tokenizer=tokenizer).eval()
     if config.model.run_dir() is not None:
         manifest.inputs["verifier"] = describe_input(config.model.run_dir())
+    config.layout = model_layout(config.model, config.layout)
     classifier = None
     if config.classifier:
         classifier = resolve_run(config.classifier, "classifiers") / "final"
@@ -413,10 +451,8 @@ def work(config: EvalConfig, folder: Path) -> Manifest:
         sets.append((f"{external.format}: {Path(external.path).name}", records[: external.limit or None], None))
     if not sets:
         raise ValueError("nothing to evaluate: set dataset and/or external")
-    thresholds = rules["thresholds"] if rules else None
     results = [
-        evaluate_set(name, records, model, tokenizer, config, classifier, tfidf, thresholds)
-        for name, records, tfidf in sets
+        evaluate_set(name, records, model, tokenizer, config, classifier, tfidf, rules) for name, records, tfidf in sets
     ]
     write_jsonl(folder / "predictions.jsonl", ({"set": r["name"], **row} for r in results for row in r["rows"]))
     summary = {

@@ -11,18 +11,28 @@ answers on held-out proofs, ``val/exact`` (all labels right), ``val/first_error`
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 import torch
 
 from leanloop.grpo.objective import GRPOConfig
-from leanloop.grpo.rollout import RolloutGenerationConfig, TransformersRollout
+from leanloop.grpo.rollout import RolloutGenerationConfig, Rollouts, TransformersRollout, interleaved_rollouts
 from leanloop.grpo.update import GRPOUpdate, finite_stats
 from leanloop.training.models import ModelSpec, load_model
 from leanloop.training.module import HFModule, set_torch_threads
 from leanloop.training.optim import OptimConfig
-from prm.predict import greedy_answers
-from prm.verifier_io import END_OF_TURN, LabelGrammar, StepLabelReward, exact_agreement, first_error, parse_labels
+from prm.predict import greedy_labels, model_layout, wrong_probabilities
+from prm.verifier_io import (
+    END_OF_TURN,
+    LabelGrammar,
+    Layout,
+    StepLabelReward,
+    exact_agreement,
+    first_error,
+    parse_labels,
+    render_labels,
+)
 
 
 class PRMModule(HFModule):
@@ -36,20 +46,27 @@ class PRMModule(HFModule):
         threads: int | None = None,
         gradient_checkpointing: bool = False,
         wrong_weight: float = 1.0,
+        layout: Layout = "after_each_step",
     ) -> None:
         """``base``: the model (paper: Qwen3-4B; embedded default: tiny Qwen3, or the SFT run
         ``artifacts://prm/<run>`` for GRPO). ``grpo`` / ``generation``: the update and its rollouts
         (TRL's names). ``threads``: torch intra-op threads (None: torch's default).
         ``gradient_checkpointing``: recompute each layer in backward (SFT rows and GRPO updates at length).
         ``wrong_weight`` (sft): the loss weight of a `` -`` label token against 1 for every other answer
-        token; about 3 balances Lean's 76/24 correct/wrong steps."""
+        token; about 3 balances Lean's 76/24 correct/wrong steps. ``layout``: where the labels go,
+        after the whole proof or each right after its step (:mod:`prm.verifier_io`)."""
         if wrong_weight <= 0:
             raise ValueError(f"wrong_weight must be > 0, got {wrong_weight}")
+        if base is not None and base.run_dir() is not None and model_layout(base) != layout:
+            raise ValueError(
+                f"{base.name} was trained with layout {model_layout(base)}; set model.layout {model_layout(base)}"
+            )
         set_torch_threads(threads)
         super().__init__(base or ModelSpec(name="qwen3-tiny"), optim)
         if gradient_checkpointing:
             self.model.gradient_checkpointing_enable()
         self.mode = mode
+        self.layout = layout
         self.grpo = grpo or GRPOConfig(num_generations=4)
         self.generation = generation or RolloutGenerationConfig(max_new_tokens=64)
         self.wrong_weight = wrong_weight
@@ -68,20 +85,7 @@ class PRMModule(HFModule):
             loss, trained = self.answer_loss(batch)
             self.log("train/loss", loss, prog_bar=True, batch_size=max(trained, 1))
             return loss
-        from transformers import LogitsProcessorList
-
-        prompts = [e.prompt for e in batch]
-        width = self.rollout.encode_prompts(prompts, 1)[0].shape[1]
-        counts = [len(e.labels) for e in batch for _ in range(self.grpo.num_generations)]
-        if max(counts) + 1 > self.generation.max_new_tokens:
-            raise ValueError(
-                f"generation.max_new_tokens {self.generation.max_new_tokens} cannot hold {max(counts)} "
-                "labels + end of turn; raise it to data.max_proof_steps + 1"
-            )
-        grammar = LabelGrammar(self.tokenizer, width, counts)  # sampled answers label every step
-        rollouts = self.rollout.generate(
-            self.model, prompts, self.grpo.num_generations, logits_processor=LogitsProcessorList([grammar])
-        )
+        rollouts = self.stepwise_rollouts(batch) if self.layout == "after_each_step" else self.answer_rollouts(batch)
         rewards = []
         for row, text in enumerate(rollouts.texts):
             truth = batch[row // self.grpo.num_generations].labels
@@ -92,6 +96,50 @@ class PRMModule(HFModule):
         self.log_dict(finite_stats(stats), prog_bar=False, batch_size=len(batch))
         self.log("reward", stats["reward/exact"], prog_bar=True, batch_size=len(batch))
         return None
+
+    def answer_rollouts(self, batch: list) -> Rollouts:
+        """``after_proof``: G answers per proof sampled under the label grammar."""
+        from transformers import LogitsProcessorList
+
+        prompts = [e.prompt_ids for e in batch]
+        width = self.rollout.encode_prompts(prompts, 1)[0].shape[1]
+        counts = [len(e.labels) for e in batch for _ in range(self.grpo.num_generations)]
+        if max(counts) + 1 > self.generation.max_new_tokens:
+            raise ValueError(
+                f"generation.max_new_tokens {self.generation.max_new_tokens} cannot hold {max(counts)} "
+                "labels + end of turn; raise it to data.max_proof_steps + 1"
+            )
+        grammar = LabelGrammar(self.tokenizer, width, counts)  # sampled answers label every step
+        return self.rollout.generate(
+            self.model, prompts, self.grpo.num_generations, logits_processor=LogitsProcessorList([grammar])
+        )
+
+    def stepwise_rollouts(self, batch: list) -> Rollouts:
+        """``after_each_step``: G label sequences per proof, each label sampled (at the rollout
+        temperature, between `` +`` and `` -`` as the grammar allows) where its step ends, the text of
+        the steps forced between them. While the labels so far are all `` +`` the context is the one
+        scoring reads, so one forward pass gives every label's distribution up to the first `` -``;
+        the labels after it are `` -`` (first-error shape) and, not being sampled, not trained on:
+        the rollouts' ``loss_mask`` covers the labels up to the first `` -``."""
+        g = self.grpo.num_generations
+        unlabelled = [e.encoded.relabelled(None, self.tokenizer) for e in batch]
+        hazards = wrong_probabilities(self.model, self.tokenizer, unlabelled, len(batch), cumulative=False)
+        t = self.generation.temperature
+        rows, texts, masks = [], [], []
+        for example, hazard in zip(batch, hazards):
+            for _ in range(g):
+                labels, wrong = [], False
+                for h in hazard:
+                    logit = math.log(max(h, 1e-12)) - math.log(max(1 - h, 1e-12))
+                    wrong = wrong or bool(torch.rand(()) < torch.sigmoid(torch.tensor(logit / t)))
+                    labels.append(not wrong)
+                encoded = example.encoded.relabelled(labels, self.tokenizer)
+                first = first_error(labels)
+                trained = encoded.slots if first is None else encoded.slots[: first + 1]
+                rows.append(encoded)
+                texts.append(render_labels(labels))
+                masks.append([k - encoded.answer_start for k in trained])
+        return interleaved_rollouts(rows, masks, texts, g, self.rollout.pad_id, next(self.model.parameters()).device)
 
     def answer_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
         """Next-token loss on the answer tokens only (`` -`` tokens weighted by ``wrong_weight``). The
@@ -111,10 +159,8 @@ class PRMModule(HFModule):
         return (losses * weights).sum() / weights.sum(), int(scored.sum())
 
     def validation_step(self, batch: list, batch_idx: int) -> None:
-        answers = greedy_answers(
-            self.model, self.tokenizer, [e.prompt for e in batch], [len(e.labels) for e in batch], batch_size=len(batch)
-        )
-        predicted = [parse_labels(a, len(e.labels)) for a, e in zip(answers, batch)]
+        unlabelled = [e.encoded.relabelled(None, self.tokenizer) for e in batch]
+        predicted = greedy_labels(self.model, self.tokenizer, unlabelled, self.layout, batch_size=len(batch))
         n = len(batch)
         self.log("val/exact", sum(p == e.labels for p, e in zip(predicted, batch)) / n, batch_size=n, prog_bar=True)
         self.log(
@@ -128,5 +174,10 @@ class PRMModule(HFModule):
         return {
             **super().manifest_model(),
             "mode": self.mode,
-            "answer_format": "one ' +'/' -' token per step, then " + END_OF_TURN,
+            "layout": self.layout,
+            "answer_format": (
+                "one ' +'/' -' token per step, then " + END_OF_TURN
+                if self.layout == "after_proof"
+                else "each numbered step followed by its ' +'/' -' token, then " + END_OF_TURN
+            ),
         }

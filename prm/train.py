@@ -11,7 +11,7 @@ from prm.data import PRMData
 from prm.module import PRMModule
 
 STAGE = "prm"
-LINKS = [("model.base", "data.base"), ("model.mode", "data.mode")]
+LINKS = [("model.base", "data.base"), ("model.mode", "data.mode"), ("model.layout", "data.layout")]
 
 
 def run(args: list[str] | None = None):

@@ -81,6 +81,9 @@ class Rollouts:
     sampling_logps: torch.Tensor | None = None
     """[N, C] the sampler's log-probability of each completion token (vLLM's processed logprobs),
     NaN where it has none (a replayed completion); None when the trainer's own model sampled."""
+    loss_mask: torch.Tensor | None = None
+    """[N, C] the completion tokens the update trains on, where a completion interleaves forced text
+    with sampled tokens (:func:`interleaved_rollouts`); None: all of ``completion_mask`` (TRL's)."""
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -93,10 +96,49 @@ class Rollouts:
         self.completion_ids[row, : len(ids)] = torch.tensor(ids, dtype=self.completion_ids.dtype)
         self.completion_mask[row].zero_()
         self.completion_mask[row, : len(ids)] = 1
+        if self.loss_mask is not None:
+            raise ValueError("a stored completion cannot replace an interleaved rollout (its loss mask is unknown)")
         self.texts[row] = text
         self.truncated[row] = False
         if self.sampling_logps is not None:  # not sampled now: no correction for this row
             self.sampling_logps[row].fill_(float("nan"))
+
+
+def interleaved_rollouts(
+    rows: Sequence[Any],
+    trained: Sequence[Sequence[int]],
+    texts: Sequence[str],
+    num_generations: int,
+    pad_id: int,
+    device: Any = None,
+) -> Rollouts:
+    """Rollouts whose completions mix forced text with sampled tokens: ``rows[i]`` has ``ids`` (prompt
+    then completion) and ``answer_start`` (where the completion starts), ``trained[i]`` the indices into
+    the completion of its sampled tokens, the only ones the update trains on (``loss_mask``)."""
+    prompts = [r.ids[: r.answer_start] for r in rows]
+    completions = [r.ids[r.answer_start :] for r in rows]
+    p_width, c_width = max(map(len, prompts)), max(map(len, completions))
+    n = len(rows)
+    prompt_ids = torch.full((n, p_width), pad_id, dtype=torch.long)
+    prompt_mask = torch.zeros((n, p_width), dtype=torch.long)
+    completion_ids = torch.full((n, c_width), pad_id, dtype=torch.long)
+    attention = torch.zeros((n, c_width), dtype=torch.long)
+    loss_mask = torch.zeros((n, c_width), dtype=torch.long)
+    for i, (p, c) in enumerate(zip(prompts, completions)):
+        prompt_ids[i, p_width - len(p) :], prompt_mask[i, p_width - len(p) :] = torch.tensor(p), 1
+        completion_ids[i, : len(c)], attention[i, : len(c)] = torch.tensor(c), 1
+        loss_mask[i, list(trained[i])] = 1
+    return Rollouts(
+        prompt_ids.to(device),
+        prompt_mask.to(device),
+        completion_ids.to(device),
+        attention.to(device),
+        list(texts),
+        [False] * n,
+        num_generations,
+        pad_id,
+        loss_mask=loss_mask.to(device),
+    )
 
 
 def completion_mask(completion_ids: torch.Tensor, stop_ids: Sequence[int]) -> tuple[torch.Tensor, list[bool]]:
@@ -120,17 +162,21 @@ class TransformersRollout:
             raise ValueError(f"none of the stop tokens {list(stop_tokens)} is in the vocabulary")
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_ids[0]
 
-    def encode_prompts(self, prompts: Sequence[str], repeat: int) -> tuple[torch.Tensor, torch.Tensor]:
-        batch = self.tokenizer(
-            list(prompts), add_special_tokens=False, padding=True, padding_side="left", return_tensors="pt"
-        )
+    def encode_prompts(
+        self, prompts: Sequence[str] | Sequence[list[int]], repeat: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Prompts as text or as token ids, left padded, each repeated ``repeat`` times."""
+        rows = [self.tokenizer(p, add_special_tokens=False)["input_ids"] if isinstance(p, str) else p for p in prompts]
+        batch = self.tokenizer.pad({"input_ids": rows}, padding=True, padding_side="left", return_tensors="pt")
         return (
             batch["input_ids"].repeat_interleave(repeat, dim=0),
             batch["attention_mask"].repeat_interleave(repeat, dim=0),
         )
 
     @torch.no_grad()
-    def generate(self, model: Any, prompts: Sequence[str], num_generations: int, **generate_args: Any) -> Rollouts:
+    def generate(
+        self, model: Any, prompts: Sequence[str] | Sequence[list[int]], num_generations: int, **generate_args: Any
+    ) -> Rollouts:
         """``generate_args`` go to ``model.generate`` (e.g. a ``logits_processor`` constraining the
         answers to a grammar, as the prm stage's verifier does)."""
         c = self.config

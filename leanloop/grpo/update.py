@@ -83,7 +83,7 @@ class GRPOUpdate:
         values = torch.tensor([math.nan if r.reward is None else r.reward for r in rewards], device=device)
         adv = group_advantages(values, g.num_generations, g.scale_rewards)
         advantages = adv.advantages
-        mask = rollouts.completion_mask.clone()
+        mask = (rollouts.completion_mask if rollouts.loss_mask is None else rollouts.loss_mask).clone()
         if g.mask_truncated_completions:
             mask = mask * (~torch.tensor(rollouts.truncated, device=device)).long().unsqueeze(1)
         input_ids = torch.cat([rollouts.prompt_ids, rollouts.completion_ids], dim=1)

@@ -151,8 +151,14 @@ def test_bench_prm_curve_smoke(tmp_path):
     r = main(["--smoke", "true", "--plot", str(tmp_path / "curve.png")])
     assert [p["requested"] for p in r["points"]] == [4, "all"] and r["points"][0]["proofs"] == 4
     for point in r["points"]:
-        assert all(0 <= v <= 1 for v in point["mean"].values()) and len(point["mean"]) == 10
-        assert {"always_correct", "first_error_at_random", "first_error_at_random/f1_incorrect"} <= set(point["mean"])
+        assert all(0 <= v <= 1 for v in point["mean"].values()) and len(point["mean"]) == 11
+        assert {
+            "always_correct",
+            "first_error_at_random",
+            "first_error_at_random/f1_incorrect",
+            "verifier/average_precision",
+            "verifier_hazard/average_precision",
+        } <= set(point["mean"])
         assert point["gap"] == pytest.approx(point["mean"]["verifier@f1"] - point["mean"]["tfidf_steps"])
     assert r["points"][1]["proofs"] > 4 and (tmp_path / "curve.png").is_file()
 

@@ -167,9 +167,11 @@ def test_prm_eval_report(artifacts, tmp_path):
     assert rule["metrics"]["verifier"]["exact"] >= rule["metrics"]["verifier@f1"]["exact"]
     assert rule["metrics"]["verifier@f1"]["f1_incorrect"] >= rule["metrics"]["verifier"]["f1_incorrect"]
     rows = [json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines()]
-    assert all(row["predicted"] == [p < rule["thresholds"]["verifier"] for p in row["p_wrong"]] for row in rows)
-    assert all(row["p_wrong"] == sorted(row["p_wrong"]) for row in rows)  # first-error shaped scores
-    assert set(metrics[lean_set]["ranking"]) == {"verifier", "tfidf_steps"}
+    score = {"verifier": "p_wrong", "verifier_hazard": "hazard"}[rule["sources"]["verifier"]]
+    assert all(row["predicted"] == [p < rule["thresholds"]["verifier"] for p in row[score]] for row in rows)
+    # first-error shaped scores
+    assert all(row["p_wrong"] == sorted(row["p_wrong"]) and row["hazard"] == sorted(row["hazard"]) for row in rows)
+    assert set(metrics[lean_set]["ranking"]) == {"verifier", "verifier_hazard", "tfidf_steps"}
     assert "tfidf_steps" not in metrics[bench_set]["methods"]  # trained on Lean steps: the Lean set only
     assert metrics[lean_set]["methods"]["classifier_prefixes"]["parsed"] == 1.0  # every Lean proof has tactics
     assert "classifier_prefixes" not in metrics[bench_set]["methods"]  # prose-only sets have no programs

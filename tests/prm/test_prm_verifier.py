@@ -13,7 +13,8 @@ from leanloop.training.models import ModelSpec
 from leanloop.training.optim import OptimConfig
 from prm.data import VerifierExample
 from prm.module import PRMModule
-from prm.verifier_io import END_OF_TURN, exact_agreement, first_error, parse_labels, render_labels
+from prm.predict import wrong_probabilities
+from prm.verifier_io import END_OF_TURN, encode_proof, exact_agreement, first_error, parse_labels, render_labels
 
 
 def test_answer_format_and_exact_agreement_reward():
@@ -52,13 +53,15 @@ def test_grpo_update_moves_towards_the_answer_that_agrees_with_lean(tmp_path):
         threads=1,
     )
     tok = module.tokenizer
-    example = VerifierExample("p", "t", "Check:\n1. a\n2. b\n", [True, False], False)
+    example = VerifierExample(
+        "p", "t", encode_proof("x = x", ["a", "b"], [True, False], tok, "after_proof"), [True, False], False
+    )
     right, wrong = " + -" + END_OF_TURN, " + +" + END_OF_TURN
 
     def rollouts(
         model, prompts, g, **generate_args
     ):  # the two answers stand in for sampled ones (the reward is under test)
-        prompt = tok(prompts, add_special_tokens=False, return_tensors="pt")["input_ids"].repeat_interleave(g, 0)
+        prompt = torch.tensor(prompts).repeat_interleave(g, 0)
         ids = [tok(t, add_special_tokens=False)["input_ids"] for t in (right, wrong)]
         width = max(map(len, ids))
         completion = torch.tensor([i + [tok.convert_tokens_to_ids(END_OF_TURN)] * (width - len(i)) for i in ids])
@@ -66,7 +69,7 @@ def test_grpo_update_moves_towards_the_answer_that_agrees_with_lean(tmp_path):
         return Rollouts(prompt, torch.ones_like(prompt), completion, mask, [right, wrong], truncated, g)
 
     module.rollout.generate = rollouts
-    batch = rollouts(None, [example.prompt], 2)
+    batch = rollouts(None, [example.prompt_ids], 2)
 
     def logp_right():
         ids = torch.cat([batch.prompt_ids, batch.completion_ids], 1)
@@ -115,22 +118,98 @@ def test_step_scores_are_the_grammar_decoders_probabilities():
     spec = ModelSpec(name="qwen3-tiny")
     tokenizer = load_tokenizer(spec)
     model = load_model(spec, tokenizer=tokenizer).eval()
-    prompts, counts = ["Proof:\n1. a\n2. b\n3. c", "Proof:\n1. linarith"], [3, 1]
-    batched = wrong_probabilities(model, tokenizer, prompts, counts, batch_size=2)
-    hazards = wrong_probabilities(model, tokenizer, prompts, counts, batch_size=2, cumulative=False)
     plus, minus = LabelGrammar(tokenizer, 0, []).labels
-    for prompt, n, scores, hazard in zip(prompts, counts, batched, hazards):
-        ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        correct_so_far, expected, expected_hazard = 1.0, [], []
-        for k in range(n):
-            with torch.no_grad():
-                logits = model(input_ids=torch.tensor([ids + [plus] * k])).logits[0, -1, [plus, minus]]
-            expected_hazard.append(float(torch.softmax(logits, -1)[1]))
-            correct_so_far *= 1 - expected_hazard[-1]
-            expected.append(1 - correct_so_far)
-        assert scores == sorted(scores) and torch.allclose(torch.tensor(scores), torch.tensor(expected), atol=1e-5)
-        # cumulative=False: each step's own P(' -') after correct steps (bench.prm_rules' hazards)
-        assert torch.allclose(torch.tensor(hazard), torch.tensor(expected_hazard), atol=1e-5)
+    for layout in ("after_proof", "after_each_step"):
+        proofs = [encode_proof("a = a", steps, None, tokenizer, layout) for steps in (["a", "b", "c"], ["linarith"])]
+        batched = wrong_probabilities(model, tokenizer, proofs, batch_size=2)
+        hazards = wrong_probabilities(model, tokenizer, proofs, batch_size=2, cumulative=False)
+        for proof, scores, hazard in zip(proofs, batched, hazards):
+            _check_scores(model, proof, scores, hazard, plus, minus)
+
+
+def _check_scores(model, proof, scores, hazard, plus, minus):
+    correct_so_far, expected, expected_hazard = 1.0, [], []
+    for slot in proof.slots:
+        assert proof.ids[slot] == plus  # scoring reads every step after correct steps
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([proof.ids[:slot]])).logits[0, -1, [plus, minus]]
+        expected_hazard.append(float(torch.softmax(logits, -1)[1]))
+        correct_so_far *= 1 - expected_hazard[-1]
+        expected.append(1 - correct_so_far)
+    assert scores == sorted(scores) and torch.allclose(torch.tensor(scores), torch.tensor(expected), atol=1e-5)
+    # cumulative=False: each step's own P(' -') after correct steps (bench.prm_rules' hazards)
+    assert torch.allclose(torch.tensor(hazard), torch.tensor(expected_hazard), atol=1e-5)
+
+
+def test_after_each_step_reads_each_label_where_its_step_ends():
+    """The stepwise layout: step k's label token follows step k's text, before step k + 1; the
+    prompt holds the statement only; the answer's text is read, its labels and end of turn trained."""
+    from leanloop.training.models import load_tokenizer
+    from prm.data import PRMData
+
+    tokenizer = load_tokenizer(ModelSpec(name="qwen3-tiny"))
+    steps = ["Since n is even, write n = 2k.", "So n + n = 4k."]
+    proof = encode_proof("n + n = 4k", steps, [True, False], tokenizer, "after_each_step")
+    text = tokenizer.decode(proof.ids)
+    assert "Since n is even" not in tokenizer.decode(proof.ids[: proof.answer_start])  # proof not in the prompt
+    assert tokenizer.decode(proof.ids[proof.answer_start :]).startswith("1. Since n is even, write n = 2k. +\n2.")
+    assert text.endswith("2. So n + n = 4k. -" + END_OF_TURN)
+    assert [tokenizer.decode(proof.ids[s]) for s in proof.slots] == [" +", " -"]
+    assert proof.relabelled(None, tokenizer).ids[proof.slots[1]] == proof.ids[proof.slots[0]]
+    after_proof = encode_proof("n + n = 4k", steps, [True, False], tokenizer, "after_proof")
+    assert after_proof.slots == [after_proof.answer_start, after_proof.answer_start + 1]
+    data = PRMData(layout="after_each_step")
+    data.tokenizer = tokenizer
+    example = VerifierExample("p", "t", proof, [True, False], False)
+    labels = data._tokenize(example)["labels"].tolist()
+    assert [i for i, x in enumerate(labels) if x != -100] == [*proof.slots, len(proof.ids) - 1]
+
+
+def test_stepwise_grpo_trains_only_the_sampled_labels_and_moves_towards_lean(tmp_path):
+    """``after_each_step`` GRPO: labels are sampled where their steps end (the forced step text is not
+    trained on: the loss mask covers the labels up to the first ``-``), and updates raise the
+    probability of Lean's labels."""
+    torch.manual_seed(0)
+    module = PRMModule(
+        ModelSpec(name="qwen3-tiny"),
+        OptimConfig(lr=5e-3, warmup_ratio=0.0, schedule="constant"),
+        mode="grpo",
+        grpo=GRPOConfig(num_generations=8, loss_type="grpo", micro_batch_size=8),
+        generation=RolloutGenerationConfig(max_new_tokens=4),
+        threads=1,
+        layout="after_each_step",
+    )
+    tok = module.tokenizer
+    truth = [True, False, False]
+    example = VerifierExample(
+        "p", "t", encode_proof("x = x", ["a", "b", "c"], truth, tok, "after_each_step"), truth, False
+    )
+    rollouts = module.stepwise_rollouts([example])
+    for row, text in enumerate(rollouts.texts):
+        labels = parse_labels(text, 3)
+        trained = rollouts.loss_mask[row].nonzero().flatten().tolist()
+        slots = [s - example.encoded.answer_start for s in example.encoded.slots]
+        first = first_error(labels)
+        assert trained == slots[: 3 if first is None else first + 1]
+        assert labels == [k < (3 if first is None else first) for k in range(3)]  # first-error shaped
+        assert [tok.decode(rollouts.completion_ids[row, s]) for s in slots] == [" +" if x else " -" for x in labels]
+
+    def p_truth():  # step 1 right, step 2 the first error
+        h = wrong_probabilities(module.model, tok, [example.encoded.relabelled(None, tok)], cumulative=False)[0]
+        return (1 - h[0]) * h[1]
+
+    before = p_truth()
+    trainer = L.Trainer(
+        max_steps=3,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(module, datamodule=_Batches(example))
+    assert p_truth() > before
 
 
 def test_wrong_weight_scales_the_loss_of_wrong_labels():
