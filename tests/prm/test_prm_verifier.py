@@ -42,6 +42,20 @@ class _Batches(L.LightningDataModule):
         return batch
 
 
+def _fit_three_updates(module, example, folder):
+    trainer = L.Trainer(
+        max_steps=3,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=folder,
+    )
+    trainer.fit(module, datamodule=_Batches(example))
+    return trainer
+
+
 def test_grpo_update_moves_towards_the_answer_that_agrees_with_lean(tmp_path):
     torch.manual_seed(0)
     module = PRMModule(
@@ -81,16 +95,7 @@ def test_grpo_update_moves_towards_the_answer_that_agrees_with_lean(tmp_path):
         return float((logps[0] * batch.completion_mask[0]).sum())
 
     before = logp_right()
-    trainer = L.Trainer(
-        max_steps=3,
-        accelerator="cpu",
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=tmp_path,
-    )
-    trainer.fit(module, datamodule=_Batches(example))
+    trainer = _fit_three_updates(module, example, tmp_path)
     assert trainer.callback_metrics["reward/exact"] == 0.5  # one of the two answers agrees with Lean
     assert logp_right() > before + 0.1
 
@@ -199,16 +204,7 @@ def test_stepwise_grpo_trains_only_the_sampled_labels_and_moves_towards_lean(tmp
         return (1 - h[0]) * h[1]
 
     before = p_truth()
-    trainer = L.Trainer(
-        max_steps=3,
-        accelerator="cpu",
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=tmp_path,
-    )
-    trainer.fit(module, datamodule=_Batches(example))
+    trainer = _fit_three_updates(module, example, tmp_path)
     assert p_truth() > before
 
 
