@@ -187,6 +187,7 @@ def test_a_job_at_its_time_limit_is_reported_as_killed_at_it(jobs_env, artifacts
     assert not (artifacts / "probe" / "too_long" / "manifest.json").exists()
 
 
+@pytest.mark.slow  # a 60-step run requeued mid-run and resumed (35 s): the kill-and-rerun tier
 def test_a_requeued_job_resumes_from_its_last_step_checkpoint(jobs_env, artifacts, tmp_path):
     starts = tmp_path / "starts.txt"
     run = probe_run(slow_probe(tmp_path, 0.1, 60, record=starts), "preempted", checkpoint_every_n_steps="10")
