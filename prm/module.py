@@ -1,12 +1,13 @@
 """The step verifier: SFT on Lean's step labels, then GRPO with the exact-agreement reward.
 
-``mode: sft``: next-token loss on the label answer (`` + + - ...``), prompt masked.
-``mode: grpo``: manual optimization; each training step samples ``grpo.num_generations`` answers per
-proof (:class:`leanloop.grpo.rollout.TransformersRollout` under the label grammar), scores each by exact agreement with
-Lean's labels (:func:`prm.verifier_io.exact_agreement`) and runs the project's TRL-parity update
-(:meth:`leanloop.grpo.update.GRPOUpdate.step`) — one optimizer update per step, so
+``mode: sft``: next-token loss on the label tokens and the closing end of turn, in either layout
+(:mod:`prm.verifier_io`). ``mode: grpo``: manual optimization; each training step samples
+``grpo.num_generations`` label sequences per proof (``after_each_step``: each label where its step
+ends, :meth:`PRMModule.stepwise_rollouts`; ``after_proof``: answers under the label grammar), scores
+each by exact agreement with Lean's labels and runs the project's TRL-parity update
+(:meth:`leanloop.grpo.update.GRPOUpdate.step`): one optimizer update per step, so
 ``trainer.max_steps`` is the number of updates (the paper: 500). Validation in both modes: greedy
-answers on held-out proofs, ``val/exact`` (all labels right), ``val/first_error`` and ``val/parsed``.
+labels on held-out proofs, ``val/exact`` (all labels right), ``val/first_error`` and ``val/parsed``.
 """
 
 from __future__ import annotations

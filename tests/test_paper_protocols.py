@@ -633,18 +633,16 @@ def _statement_filters_run_the_guides_checks():
 
 
 def _verifier_reads_prose_steps_only():
+    from leanloop.training.models import ModelSpec, load_tokenizer
     from prm.paired import PairedStep
-    from prm.verifier_io import verifier_prompt
+    from prm.verifier_io import encode_proof
 
-    class Plain:
-        chat_template = None
-
-        def apply_chat_template(self, messages, chat_template, tokenize, add_generation_prompt):
-            return messages[0]["content"]
-
+    tokenizer = load_tokenizer(ModelSpec(name="qwen3-tiny"))
     steps = [PairedStep("Fix x and y.", "intro x y"), PairedStep("Then x + y = y + x.", "exact add_comm x y")]
-    prompt = verifier_prompt("x + y = y + x for all naturals", [s.prose for s in steps], Plain())
-    assert "1. Fix x and y." in prompt and "intro x y" not in prompt and "add_comm" not in prompt
+    for layout in ("after_each_step", "after_proof"):
+        proof = encode_proof("x + y = y + x for all naturals", [s.prose for s in steps], None, tokenizer, layout)
+        text = tokenizer.decode(proof.ids)
+        assert "1. Fix x and y." in text and "intro x y" not in text and "add_comm" not in text
 
 
 def _step_labels_propagate_from_the_first_failure():
