@@ -35,6 +35,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from leanloop.paths import REPO_ROOT
+from prm.metrics import cumulative
 
 FOLDS = 5
 
@@ -51,11 +52,6 @@ class PRMRulesConfig:
     smoke: bool = False
     """A random-init tiny Qwen3 on labels of the first 150 recorded programs (``prm_label/curve_smoke``), 8 proofs per split."""
     json: str | None = None
-
-
-def cumulative(hazards: Sequence[float]) -> list[float]:
-    """1 - prod_{j <= k} (1 - h_j) for every k."""
-    return (1 - np.cumprod(1 - np.asarray(hazards, dtype=float))).tolist()
 
 
 def first_cross(scores: Sequence[Sequence[float]], t: float) -> list[list[bool]]:

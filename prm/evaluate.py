@@ -31,7 +31,7 @@ from prm.config import EvalConfig
 from prm.labelled_proofs import LABEL_STAGE, ProofRecord, read_split
 from prm.external import read_external
 from prm.labels_from_lean import propagate, training_prefix
-from prm.metrics import best_of_n, choose_threshold, labels_at, ranking, step_metrics
+from prm.metrics import best_of_n, choose_threshold, cumulative, labels_at, ranking, step_metrics
 from prm.paired import assemble_program
 from prm.predict import greedy_labels, model_layout, wrong_probabilities
 from prm.verifier_io import EncodedProof, Layout, encode_proof
@@ -141,7 +141,7 @@ def verifier_scores(
     proofs = encoded_proofs(kept, truth, tokenizer, model_layout(config.model, config.layout))
     hazards = wrong_probabilities(model, tokenizer, proofs, config.batch_size, progress=True, cumulative=False)
     return proofs, {
-        "verifier": [(1 - np.cumprod(1 - np.asarray(h))).tolist() for h in hazards],
+        "verifier": [cumulative(h) for h in hazards],
         "verifier_hazard": [np.maximum.accumulate(np.asarray(h)).tolist() for h in hazards],
     }
 

@@ -38,6 +38,14 @@ def step_metrics(predicted: Sequence[list[bool] | None], truth: Sequence[list[bo
     }
 
 
+def cumulative(hazards: Sequence[float]) -> list[float]:
+    """P(step k wrong) = 1 - prod_{j <= k} (1 - h_j) from per-step hazards h_j (P(wrong at j | steps
+    before j correct)): a step is wrong when it or any earlier step is."""
+    import numpy as np
+
+    return (1 - np.cumprod(1 - np.asarray(hazards, dtype=float))).tolist()
+
+
 def labels_at(wrong: Sequence[Sequence[float]], threshold: float) -> list[list[bool]]:
     """Step labels (True: correct) from P(step wrong): wrong from the first step scored >= threshold."""
     return [[p < threshold for p in proof] for proof in wrong]

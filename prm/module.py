@@ -58,10 +58,9 @@ class PRMModule(HFModule):
         after the whole proof or each right after its step (:mod:`prm.verifier_io`)."""
         if wrong_weight <= 0:
             raise ValueError(f"wrong_weight must be > 0, got {wrong_weight}")
-        if base is not None and base.run_dir() is not None and model_layout(base) != layout:
-            raise ValueError(
-                f"{base.name} was trained with layout {model_layout(base)}; set model.layout {model_layout(base)}"
-            )
+        trained_layout = model_layout(base) if base is not None and base.run_dir() is not None else layout
+        if trained_layout != layout:
+            raise ValueError(f"{base.name} was trained with layout {trained_layout}; set model.layout {trained_layout}")
         set_torch_threads(threads)
         super().__init__(base or ModelSpec(name="qwen3-tiny"), optim)
         if gradient_checkpointing:
